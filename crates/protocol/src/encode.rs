@@ -1,0 +1,110 @@
+//! Encoding of the operations the server sends to a client.
+//!
+//! Everything appends to a caller-owned `BytesMut` (a connection's outbound
+//! buffer), so a delivery is one reserve and a few copies, with no
+//! intermediate allocation.
+
+use bytes::{BufMut, BytesMut};
+
+pub const PING: &[u8] = b"PING\r\n";
+pub const PONG: &[u8] = b"PONG\r\n";
+pub const OK: &[u8] = b"+OK\r\n";
+
+/// Header block of the status message sent to a requester when nobody is
+/// subscribed to the request subject.
+pub const NO_RESPONDERS_HEADER: &[u8] = b"NATS/1.0 503\r\n\r\n";
+
+/// Bytes `msg` will append, so a caller can check limits before writing.
+pub fn msg_len(
+    subject: &[u8],
+    sid: &[u8],
+    reply: Option<&[u8]>,
+    header_len: Option<usize>,
+    message: &[u8],
+) -> usize {
+    // verb + spaces + two sizes of at most 10 digits + CRLFs
+    6 + subject.len() + 1 + sid.len() + reply.map_or(0, |r| r.len() + 1) + 22 + message.len() + 2
+}
+
+/// Appends `MSG subject sid [reply] size` or
+/// `HMSG subject sid [reply] hdr_len total_len`, the message and CRLF.
+pub fn msg(
+    out: &mut BytesMut,
+    subject: &[u8],
+    sid: &[u8],
+    reply: Option<&[u8]>,
+    header_len: Option<usize>,
+    message: &[u8],
+) {
+    out.reserve(msg_len(subject, sid, reply, header_len, message));
+    out.put_slice(if header_len.is_some() {
+        b"HMSG "
+    } else {
+        b"MSG "
+    });
+    out.put_slice(subject);
+    out.put_u8(b' ');
+    out.put_slice(sid);
+    out.put_u8(b' ');
+    if let Some(reply) = reply {
+        out.put_slice(reply);
+        out.put_u8(b' ');
+    }
+    let mut num = itoa::Buffer::new();
+    if let Some(h) = header_len {
+        out.put_slice(num.format(h).as_bytes());
+        out.put_u8(b' ');
+    }
+    out.put_slice(num.format(message.len()).as_bytes());
+    out.put_slice(b"\r\n");
+    out.put_slice(message);
+    out.put_slice(b"\r\n");
+}
+
+/// Appends `-ERR '<text>'`.
+pub fn err(out: &mut BytesMut, text: &str) {
+    out.reserve(text.len() + 9);
+    out.put_slice(b"-ERR '");
+    out.put_slice(text.as_bytes());
+    out.put_slice(b"'\r\n");
+}
+
+/// Appends `INFO <json>`.
+pub fn info(out: &mut BytesMut, json: &[u8]) {
+    out.reserve(json.len() + 7);
+    out.put_slice(b"INFO ");
+    out.put_slice(json);
+    out.put_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn msg_forms() {
+        let mut b = BytesMut::new();
+        msg(&mut b, b"foo", b"1", None, None, b"hi");
+        msg(&mut b, b"foo", b"22", Some(b"_INBOX.x"), None, b"");
+        msg(&mut b, b"foo", b"3", None, Some(12), b"NATS/1.0\r\n\r\nhi");
+        assert_eq!(
+            &b[..],
+            &b"MSG foo 1 2\r\nhi\r\nMSG foo 22 _INBOX.x 0\r\n\r\nHMSG foo 3 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"[..]
+        );
+    }
+
+    #[test]
+    fn msg_len_is_an_upper_bound() {
+        let mut b = BytesMut::new();
+        let m = vec![b'x'; 1_000_000];
+        msg(&mut b, b"a.b", b"123", Some(b"r"), Some(999_999), &m);
+        assert!(b.len() <= msg_len(b"a.b", b"123", Some(b"r"), Some(999_999), &m));
+    }
+
+    #[test]
+    fn err_form() {
+        let mut b = BytesMut::new();
+        err(&mut b, "Unknown Protocol Operation");
+        assert_eq!(&b[..], b"-ERR 'Unknown Protocol Operation'\r\n");
+    }
+}

@@ -1,0 +1,25 @@
+//! Subjects: what a valid subject is, how wildcards match, and the
+//! subscription trie ([`Sublist`]) every publish is routed through.
+//!
+//! Nothing here does IO or knows about connections: a subscription is an
+//! opaque value `T` with a caller-chosen `u64` key.
+
+mod cache;
+mod matching;
+mod sublist;
+mod validate;
+
+pub use cache::MatchCache;
+pub use matching::{subject_matches_filter, subjects_collide};
+pub use sublist::{SubResult, Sublist, SublistError, SublistStats};
+pub use validate::{
+    is_literal, is_valid_literal_subject, is_valid_publish_subject, is_valid_queue,
+    is_valid_subject, tokens,
+};
+
+/// Token separator.
+pub const SEP: u8 = b'.';
+/// Partial wildcard: matches exactly one token.
+pub const PWC: u8 = b'*';
+/// Full wildcard: matches one or more tokens at the end.
+pub const FWC: u8 = b'>';
