@@ -10,18 +10,8 @@ pub const PING: &[u8] = b"PING\r\n";
 pub const PONG: &[u8] = b"PONG\r\n";
 pub const OK: &[u8] = b"+OK\r\n";
 
-/// Header block of the status message sent to a requester when nobody is
-/// subscribed to the request subject.
-pub const NO_RESPONDERS_HEADER: &[u8] = b"NATS/1.0 503\r\n\r\n";
-
 /// Bytes `msg` will append, so a caller can check limits before writing.
-pub fn msg_len(
-    subject: &[u8],
-    sid: &[u8],
-    reply: Option<&[u8]>,
-    header_len: Option<usize>,
-    message: &[u8],
-) -> usize {
+pub fn msg_len(subject: &[u8], sid: &[u8], reply: Option<&[u8]>, message: &[u8]) -> usize {
     // verb + spaces + two sizes of at most 10 digits + CRLFs
     6 + subject.len() + 1 + sid.len() + reply.map_or(0, |r| r.len() + 1) + 22 + message.len() + 2
 }
@@ -36,7 +26,7 @@ pub fn msg(
     header_len: Option<usize>,
     message: &[u8],
 ) {
-    out.reserve(msg_len(subject, sid, reply, header_len, message));
+    out.reserve(msg_len(subject, sid, reply, message));
     out.put_slice(if header_len.is_some() {
         b"HMSG "
     } else {
@@ -69,12 +59,24 @@ pub fn err(out: &mut BytesMut, text: &str) {
     out.put_slice(b"'\r\n");
 }
 
-/// Appends `INFO <json>`.
+/// Appends `INFO <json> ` and CRLF; nats-server puts a space before the
+/// CRLF, and some client test suites compare the line byte for byte.
 pub fn info(out: &mut BytesMut, json: &[u8]) {
-    out.reserve(json.len() + 7);
+    out.reserve(json.len() + 8);
     out.put_slice(b"INFO ");
     out.put_slice(json);
-    out.put_slice(b"\r\n");
+    out.put_slice(b" \r\n");
+}
+
+/// Appends the no-responders status message nats-server sends to a
+/// requester: an `HMSG` on the reply subject, to the requester's own
+/// subscription `sid`, whose header names the request subject.
+pub fn no_responders(out: &mut BytesMut, reply: &[u8], sid: &[u8], subject: &[u8]) {
+    let mut hdr = Vec::with_capacity(32 + subject.len());
+    hdr.extend_from_slice(b"NATS/1.0 503\r\nNats-Subject: ");
+    hdr.extend_from_slice(subject);
+    hdr.extend_from_slice(b"\r\n\r\n");
+    msg(out, reply, sid, None, Some(hdr.len()), &hdr);
 }
 
 #[cfg(test)]
@@ -98,7 +100,17 @@ mod tests {
         let mut b = BytesMut::new();
         let m = vec![b'x'; 1_000_000];
         msg(&mut b, b"a.b", b"123", Some(b"r"), Some(999_999), &m);
-        assert!(b.len() <= msg_len(b"a.b", b"123", Some(b"r"), Some(999_999), &m));
+        assert!(b.len() <= msg_len(b"a.b", b"123", Some(b"r"), &m));
+    }
+
+    #[test]
+    fn no_responders_form() {
+        let mut b = BytesMut::new();
+        no_responders(&mut b, b"_INBOX.a", b"9", b"svc");
+        assert_eq!(
+            &b[..],
+            &b"HMSG _INBOX.a 9 35 35\r\nNATS/1.0 503\r\nNats-Subject: svc\r\n\r\n\r\n"[..]
+        );
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! send, encoders for what the server sends, and the INFO/CONNECT JSON.
 
 pub mod encode;
+mod info;
 mod parser;
 
+pub use info::{ClientOptions, ConnectInfo, ServerInfo};
 pub use parser::{parse_size, ClientOp, ParseError, Parsed, Parser, Publish};

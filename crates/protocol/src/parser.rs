@@ -157,7 +157,8 @@ fn read_verb(input: &[u8]) -> Result<Option<(Verb, usize)>, ParseError> {
             // across different first letters, so waiting is right.
             return Ok(None);
         }
-        if verb.ignores_rest_of_line() {
+        if verb.ignores_rest_of_line() || matches!(verb, Verb::Connect | Verb::Info) {
+            // CONNECT and INFO need no space before their JSON.
             return Ok(Some((verb, name.len())));
         }
         return match input.get(name.len()) {

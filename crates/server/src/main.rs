@@ -1,1 +1,227 @@
-fn main() {}
+//! `flotilla`: a NATS server. This file wires the command line, the
+//! config file and logging to the server, and owns process life: signals,
+//! pid and ports files, exit codes.
+
+mod auth;
+mod cli;
+mod client;
+mod config;
+mod logging;
+mod monitor;
+mod options;
+mod server;
+mod signals;
+mod subscription;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use tracing::{error, info, warn};
+
+use crate::options::{Options, NATS_VERSION};
+use crate::server::Server;
+
+fn main() -> ExitCode {
+    let cli = match cli::parse(std::env::args().skip(1)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("flotilla: {e}\n{}", cli::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    if cli.help {
+        println!("{}", cli::USAGE);
+        return ExitCode::SUCCESS;
+    }
+    if cli.version {
+        println!(
+            "flotilla: v{} (nats-server v{NATS_VERSION} compatible)",
+            env!("CARGO_PKG_VERSION")
+        );
+        return ExitCode::SUCCESS;
+    }
+
+    let (opts, warnings) = match load_options(&cli) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("flotilla: {e:#}");
+            return ExitCode::from(1);
+        }
+    };
+    if cli.test_config {
+        for w in &warnings {
+            eprintln!("flotilla: {w}");
+        }
+        println!(
+            "flotilla: configuration file {} test is successful",
+            cli.config
+                .as_deref()
+                .map(Path::display)
+                .map(|d| d.to_string())
+                .unwrap_or_default()
+        );
+        return ExitCode::SUCCESS;
+    }
+
+    let log = match logging::init(
+        opts.debug,
+        opts.trace,
+        opts.logtime,
+        opts.logfile.as_deref(),
+    ) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("flotilla: cannot open log file: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    for w in &warnings {
+        warn!("{w}");
+    }
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("flotilla")
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            error!("cannot start runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(opts, cli, log)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("{e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Options from the config file (if any) with the flags laid over them.
+fn load_options(cli: &cli::Cli) -> Result<(Options, Vec<String>)> {
+    let (mut opts, warnings) = match &cli.config {
+        Some(path) => config::load(path)?,
+        None => (Options::default(), Vec::new()),
+    };
+    cli.apply(&mut opts);
+    opts.validate().map_err(anyhow::Error::msg)?;
+    if let Some(what) = opts.unsupported() {
+        anyhow::bail!("{what}");
+    }
+    Ok((opts, warnings))
+}
+
+/// Host to put in URLs: a wildcard bind is reachable on loopback.
+fn url_host(host: &str) -> &str {
+    match host {
+        "0.0.0.0" | "" => "127.0.0.1",
+        "::" => "::1",
+        h => h,
+    }
+}
+
+async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()> {
+    let server = Server::new(opts.clone());
+    info!("Starting nats-server");
+    info!(
+        "  Version:  {NATS_VERSION} (flotilla {})",
+        env!("CARGO_PKG_VERSION")
+    );
+    info!("  Git:      [not set]");
+    info!("  Name:     {}", server.name);
+    info!("  ID:       {}", server.id);
+    if let Some(path) = &opts.config_file {
+        info!("Using configuration file: {}", path.display());
+    }
+
+    if let Some(pid_file) = &opts.pid_file {
+        std::fs::write(pid_file, std::process::id().to_string())
+            .with_context(|| format!("could not write pid file {}", pid_file.display()))?;
+    }
+
+    let mut monitoring_url = None;
+    if opts.http_port != 0 {
+        let host = opts.http_host.clone().unwrap_or_else(|| opts.host.clone());
+        let port = if opts.http_port < 0 {
+            0
+        } else {
+            opts.http_port as u16
+        };
+        let listener = tokio::net::TcpListener::bind((host.as_str(), port))
+            .await
+            .with_context(|| format!("can't listen to the monitor port {host}:{port}"))?;
+        let bound = listener.local_addr()?.port();
+        info!("Starting http monitor on {host}:{bound}");
+        info!("Listening for monitoring traffic on {host}:{bound}");
+        monitoring_url = Some(format!("http://{}:{bound}", url_host(&host)));
+        tokio::spawn(monitor::serve(server.clone(), listener));
+    }
+
+    let listener = server
+        .bind()
+        .await
+        .with_context(|| format!("Error listening on port: {}:{}", opts.host, opts.port))?;
+    let port = listener.local_addr()?.port();
+    info!("Listening for client connections on {}:{port}", opts.host);
+
+    let ports_file = match &opts.ports_file_dir {
+        Some(dir) => Some(write_ports_file(
+            dir,
+            &opts.host,
+            port,
+            monitoring_url.as_deref(),
+        )?),
+        None => None,
+    };
+
+    let accept = tokio::spawn(server.clone().accept_loop(listener));
+    info!("Server is ready");
+
+    signals::run(server.clone(), cli, log).await;
+
+    let _ = accept.await;
+    // Give writers a moment to flush what the shutdown queued.
+    wait_for_clients(&server).await;
+    if let Some(f) = ports_file {
+        let _ = std::fs::remove_file(f);
+    }
+    if let Some(f) = &opts.pid_file {
+        let _ = std::fs::remove_file(f);
+    }
+    info!("Server Exiting..");
+    Ok(())
+}
+
+async fn wait_for_clients(server: &Arc<Server>) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+    while !server.clients.lock().is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// `<dir>/flotilla_<pid>.ports` with the URLs this server answers on, as
+/// nats-server writes it for harnesses that start it with `-p -1`.
+fn write_ports_file(
+    dir: &Path,
+    host: &str,
+    port: u16,
+    monitoring: Option<&str>,
+) -> Result<PathBuf> {
+    let exe = std::env::args()
+        .next()
+        .map(PathBuf::from)
+        .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "flotilla".to_string());
+    let path = dir.join(format!("{exe}_{}.ports", std::process::id()));
+    let mut ports = serde_json::json!({ "nats": [format!("nats://{}:{port}", url_host(host))] });
+    if let Some(m) = monitoring {
+        ports["monitoring"] = serde_json::json!([m]);
+    }
+    std::fs::write(&path, serde_json::to_vec(&ports)?)
+        .with_context(|| format!("could not write ports file {}", path.display()))?;
+    Ok(path)
+}

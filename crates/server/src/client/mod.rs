@@ -1,0 +1,177 @@
+//! Client connections: the state other tasks may touch ([`Client`]), the
+//! per-connection reader that runs the protocol (`conn`), the writer that
+//! drains the outbound buffer (`writer`), and the reasons a connection
+//! ends ([`ClosedState`]).
+
+mod conn;
+pub mod outbound;
+mod writer;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+pub use conn::serve;
+use outbound::Outbound;
+
+use crate::subscription::Subscription;
+
+/// Why a connection ended, with nats-server's wording (shown in `/connz`
+/// `reason` and in the close log line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClosedState {
+    ClientClosed,
+    AuthenticationTimeout,
+    AuthenticationViolation,
+    SlowConsumerPendingBytes,
+    SlowConsumerWriteDeadline,
+    WriteError,
+    ReadError,
+    ParseError,
+    StaleConnection,
+    ProtocolViolation,
+    BadClientProtocolVersion,
+    MaxConnectionsExceeded,
+    MaxPayloadExceeded,
+    MaxControlLineExceeded,
+    ServerShutdown,
+    NoRespondersRequiresHeaders,
+}
+
+impl ClosedState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClosedState::ClientClosed => "Client Closed",
+            ClosedState::AuthenticationTimeout => "Authentication Timeout",
+            ClosedState::AuthenticationViolation => "Authentication Failure",
+            ClosedState::SlowConsumerPendingBytes => "Slow Consumer (Pending Bytes)",
+            ClosedState::SlowConsumerWriteDeadline => "Slow Consumer (Write Deadline)",
+            ClosedState::WriteError => "Write Error",
+            ClosedState::ReadError => "Read Error",
+            ClosedState::ParseError => "Parse Error",
+            ClosedState::StaleConnection => "Stale Connection",
+            ClosedState::ProtocolViolation => "Protocol Violation",
+            ClosedState::BadClientProtocolVersion => "Bad Client Protocol Version",
+            ClosedState::MaxConnectionsExceeded => "Maximum Connections Exceeded",
+            ClosedState::MaxPayloadExceeded => "Maximum Message Payload Exceeded",
+            ClosedState::MaxControlLineExceeded => "Maximum Control Line Exceeded",
+            ClosedState::ServerShutdown => "Server Shutdown",
+            ClosedState::NoRespondersRequiresHeaders => "No Responders Requires Headers",
+        }
+    }
+
+    /// Whether queued output (typically an `-ERR`) is written before the
+    /// socket closes. nats-server skips the flush when writing is what
+    /// failed.
+    fn flushes(self) -> bool {
+        !matches!(
+            self,
+            ClosedState::ReadError
+                | ClosedState::WriteError
+                | ClosedState::SlowConsumerPendingBytes
+                | ClosedState::SlowConsumerWriteDeadline
+        )
+    }
+}
+
+/// Identity a client gave in CONNECT, for monitoring and logs.
+#[derive(Debug, Clone, Default)]
+pub struct ClientMeta {
+    pub name: String,
+    pub lang: String,
+    pub version: String,
+    pub user: Option<String>,
+}
+
+/// The parts of a connection that other tasks use: publishers deliver into
+/// `out`, monitoring reads counters, shutdown calls `close`.
+pub struct Client {
+    pub cid: u64,
+    pub addr: SocketAddr,
+    pub start: SystemTime,
+    pub out: Outbound,
+    /// Whether this client accepts `HMSG`; read by publishers.
+    pub headers: AtomicBool,
+    /// Subscriptions by sid.
+    pub subs: Mutex<hashbrown::HashMap<Bytes, Arc<Subscription>>>,
+    pub meta: Mutex<ClientMeta>,
+    pub in_msgs: AtomicU64,
+    pub in_bytes: AtomicU64,
+    /// Unix nanoseconds of the last inbound message or subscription change,
+    /// or outbound flush.
+    pub last_activity: AtomicU64,
+    /// Last measured round trip, nanoseconds; 0 until measured.
+    pub rtt: AtomicU64,
+    /// Set once CONNECT has been processed and the first PONG sent; only
+    /// then does the client get asynchronous INFO (lame duck).
+    pub async_info: AtomicBool,
+    closed: Mutex<Option<ClosedState>>,
+    /// Cancelled by `close`, waking the reader and the writer.
+    kill: CancellationToken,
+}
+
+pub fn unix_nanos(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+impl Client {
+    pub fn new(cid: u64, addr: SocketAddr) -> Self {
+        let start = SystemTime::now();
+        Client {
+            cid,
+            addr,
+            start,
+            out: Outbound::new(),
+            headers: AtomicBool::new(false),
+            subs: Mutex::new(hashbrown::HashMap::new()),
+            meta: Mutex::new(ClientMeta::default()),
+            in_msgs: AtomicU64::new(0),
+            in_bytes: AtomicU64::new(0),
+            last_activity: AtomicU64::new(unix_nanos(start)),
+            rtt: AtomicU64::new(0),
+            async_info: AtomicBool::new(false),
+            closed: Mutex::new(None),
+            kill: CancellationToken::new(),
+        }
+    }
+
+    /// Ends the connection. The first reason given is the one kept; later
+    /// calls do nothing. Returns whether this call closed it.
+    pub fn close(&self, reason: ClosedState) -> bool {
+        {
+            let mut closed = self.closed.lock();
+            if closed.is_some() {
+                return false;
+            }
+            *closed = Some(reason);
+        }
+        self.out.close(reason.flushes());
+        self.kill.cancel();
+        true
+    }
+
+    pub fn closed_reason(&self) -> Option<ClosedState> {
+        *self.closed.lock()
+    }
+
+    /// Resolves once `close` has been called.
+    async fn killed(&self) {
+        self.kill.cancelled().await
+    }
+
+    pub fn touch(&self, now: SystemTime) {
+        self.last_activity.store(unix_nanos(now), Ordering::Relaxed);
+    }
+
+    /// `ip:port - cid:N`, the prefix of every log line about this client.
+    pub fn log_prefix(&self) -> String {
+        format!("{} - cid:{}", self.addr, self.cid)
+    }
+}

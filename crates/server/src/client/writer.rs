@@ -1,0 +1,79 @@
+//! The writer task: drains a client's outbound buffer to its socket, one
+//! batch per write, each write bounded by the write deadline.
+
+use std::pin::pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::BytesMut;
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+use tracing::info;
+
+use super::outbound::Next;
+use super::{Client, ClosedState};
+use crate::server::Server;
+
+pub async fn run(
+    server: Arc<Server>,
+    client: Arc<Client>,
+    mut wr: OwnedWriteHalf,
+    deadline: Duration,
+) {
+    let mut spare = BytesMut::new();
+    loop {
+        let chunk = match client.out.next(&mut spare) {
+            Next::Write(chunk) => chunk,
+            Next::Idle => {
+                tokio::select! {
+                    _ = client.out.wait() => {}
+                    _ = client.killed() => {}
+                }
+                continue;
+            }
+            Next::Stop => break,
+        };
+        let len = chunk.len();
+        let mut write = pin!(tokio::time::timeout(deadline, wr.write_all(&chunk)));
+        let mut kill_seen = false;
+        let result = loop {
+            tokio::select! {
+                r = &mut write => break Some(r),
+                _ = client.killed(), if !kill_seen => {
+                    // A close that keeps queued output (an -ERR) lets this
+                    // write finish; one that does not (slow consumer,
+                    // write error) abandons it now.
+                    kill_seen = true;
+                    if !client.closed_reason().is_some_and(|r| r.flushes()) {
+                        break None;
+                    }
+                }
+            }
+        };
+        match result {
+            None => break,
+            Some(Ok(Ok(()))) => {
+                spare = client.out.written(chunk);
+                client.touch(SystemTime::now());
+            }
+            Some(Ok(Err(_))) => {
+                client.close(ClosedState::WriteError);
+                break;
+            }
+            Some(Err(_elapsed)) => {
+                if client.close(ClosedState::SlowConsumerWriteDeadline) {
+                    server.stats.slow_consumers.fetch_add(1, Ordering::Relaxed);
+                    info!(
+                        "{} - Slow Consumer Detected: WriteDeadline of {:?} exceeded with 1 chunks of {} total bytes.",
+                        client.log_prefix(),
+                        deadline,
+                        len
+                    );
+                }
+                break;
+            }
+        }
+    }
+    let _ = wr.shutdown().await;
+}

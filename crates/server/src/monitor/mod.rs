@@ -1,0 +1,210 @@
+//! HTTP monitoring: `/varz`, `/connz`, `/subsz`, `/healthz`, `/routez`,
+//! with nats-server's JSON field names, query parameters and errors.
+
+mod connz;
+pub mod format;
+mod query;
+mod subsz;
+mod varz;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, CONTENT_TYPE};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tracing::debug;
+
+pub use connz::ClosedConn;
+use query::{Query, QueryError};
+
+use crate::server::Server;
+
+type Body = Full<Bytes>;
+
+fn json_response(status: StatusCode, body: Vec<u8>) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut()
+        .insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    r
+}
+
+fn pretty<T: Serialize>(v: &T) -> Response<Body> {
+    json_response(
+        StatusCode::OK,
+        serde_json::to_vec_pretty(v).expect("monitoring types serialize"),
+    )
+}
+
+fn text(status: StatusCode, body: String, content_type: &'static str) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+fn bad_request(e: QueryError) -> Response<Body> {
+    text(StatusCode::BAD_REQUEST, e.0, "text/plain; charset=utf-8")
+}
+
+struct Monitor {
+    server: Arc<Server>,
+    cpu: varz::CpuSampler,
+}
+
+impl Monitor {
+    fn count(&self, path: &str) {
+        *self
+            .server
+            .http_req_stats
+            .lock()
+            .entry(path.to_string())
+            .or_default() += 1;
+    }
+
+    fn handle(&self, req: &Request<Incoming>) -> Response<Body> {
+        let q = Query::parse(req.uri().query());
+        match req.uri().path() {
+            "/" => {
+                self.count("/");
+                text(StatusCode::OK, root_page(), "text/html; charset=utf-8")
+            }
+            "/varz" => {
+                self.count("/varz");
+                pretty(&varz::varz(&self.server, &self.cpu))
+            }
+            "/connz" => match connz::connz(&self.server, &q) {
+                Ok(c) => {
+                    self.count("/connz");
+                    pretty(&c)
+                }
+                Err(e) => bad_request(e),
+            },
+            "/subsz" | "/subscriptionsz" => {
+                self.count("/subsz");
+                match subsz::subsz(&self.server, &q) {
+                    Ok(s) => pretty(&s),
+                    Err(e) => bad_request(e),
+                }
+            }
+            "/routez" => {
+                if let Err(e) = q.subs() {
+                    return bad_request(e);
+                }
+                self.count("/routez");
+                pretty(&Routez {
+                    server_id: self.server.id.clone(),
+                    server_name: self.server.name.clone(),
+                    now: format::rfc3339(SystemTime::now()),
+                    num_routes: 0,
+                    routes: Vec::new(),
+                })
+            }
+            "/healthz" => {
+                self.count("/healthz");
+                self.healthz(&q)
+            }
+            _ => text(
+                StatusCode::NOT_FOUND,
+                "404 page not found\n".into(),
+                "text/plain; charset=utf-8",
+            ),
+        }
+    }
+
+    fn healthz(&self, q: &Query) -> Response<Body> {
+        for flag in [
+            "js-enabled",
+            "js-enabled-only",
+            "js-server-only",
+            "js-meta-only",
+            "details",
+        ] {
+            if let Err(e) = q.bool(flag) {
+                return bad_request(e);
+            }
+        }
+        let (status, body) = if self.server.is_shutting_down() {
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                serde_json::json!({"status": "error", "error": "failed to be ready for connections after 1ms: server"}),
+            )
+        } else {
+            (StatusCode::OK, serde_json::json!({"status": "ok"}))
+        };
+        json_response(status, serde_json::to_vec(&body).expect("json"))
+    }
+}
+
+#[derive(Serialize)]
+struct Routez {
+    server_id: String,
+    server_name: String,
+    now: String,
+    num_routes: usize,
+    routes: Vec<()>,
+}
+
+fn root_page() -> String {
+    let links = [
+        ("General", "varz"),
+        ("Connections", "connz"),
+        ("Subscriptions", "subsz"),
+        ("Routes", "routez"),
+        ("Health Probe", "healthz"),
+    ];
+    let mut html = String::from("<html lang=\"en\"><head><title>flotilla</title></head><body>\n");
+    html.push_str(&format!(
+        "<h1>flotilla</h1><p>nats-server v{} compatible</p>\n",
+        crate::options::NATS_VERSION
+    ));
+    for (label, path) in links {
+        html.push_str(&format!(
+            "<a href=./{path}>{label} <span>/{path}</span></a><br/>\n"
+        ));
+    }
+    html.push_str("</body></html>\n");
+    html
+}
+
+/// Serves monitoring on `listener` until the server shuts down.
+pub async fn serve(server: Arc<Server>, listener: TcpListener) {
+    let monitor = Arc::new(Monitor {
+        server: server.clone(),
+        cpu: varz::CpuSampler::new(),
+    });
+    let mut shutdown = server.shutdown_signal();
+    loop {
+        let (stream, _) = tokio::select! {
+            _ = shutdown.changed() => return,
+            r = listener.accept() => match r {
+                Ok(s) => s,
+                Err(e) => {
+                    debug!("monitoring accept error: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        let monitor = monitor.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let r = monitor.handle(&req);
+                async move { Ok::<_, Infallible>(r) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}

@@ -1,0 +1,82 @@
+//! `/subsz`: the trie's counters, and optionally its subscriptions.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use super::connz::SubDetail;
+use super::format::rfc3339;
+use super::query::{Query, QueryError};
+use crate::server::Server;
+use crate::subscription::Subscription;
+
+const DEFAULT_LIMIT: usize = 1024;
+
+#[derive(Serialize)]
+pub struct Subsz {
+    server_id: String,
+    now: String,
+    num_subscriptions: u32,
+    num_cache: u32,
+    num_inserts: u64,
+    num_removes: u64,
+    num_matches: u64,
+    cache_hit_rate: f64,
+    max_fanout: u32,
+    avg_fanout: f64,
+    total: usize,
+    offset: usize,
+    limit: usize,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    subscriptions_list: Vec<SubDetail>,
+}
+
+pub fn subsz(server: &Server, q: &Query) -> Result<Subsz, QueryError> {
+    let subs = q.bool("subs")?;
+    let offset = q.int("offset")?.max(0) as usize;
+    let limit = match q.int("limit")? {
+        l if l <= 0 => DEFAULT_LIMIT,
+        l => l as usize,
+    };
+    let test = q.get("test");
+    if !test.is_empty() && !subjects::is_valid_literal_subject(test.as_bytes()) {
+        return Err(QueryError(format!(
+            "invalid test subject, must be valid publish subject: {test}"
+        )));
+    }
+    let (stats, mut list) = {
+        let sl = server.sublist.read();
+        let mut list: Vec<Arc<Subscription>> = Vec::new();
+        if subs {
+            sl.for_each(|s| list.push(s.clone()));
+        }
+        (sl.stats(), list)
+    };
+    if !test.is_empty() {
+        list.retain(|s| subjects::subject_matches_filter(test.as_bytes(), &s.subject));
+    }
+    list.sort_by_key(|s| s.key);
+    let total = list.len();
+    let start = offset.min(total);
+    let end = start + limit.min(total - start);
+    Ok(Subsz {
+        server_id: server.id.clone(),
+        now: rfc3339(SystemTime::now()),
+        num_subscriptions: stats.num_subscriptions,
+        num_cache: stats.num_cache,
+        num_inserts: stats.num_inserts,
+        num_removes: stats.num_removes,
+        num_matches: stats.num_matches,
+        cache_hit_rate: stats.cache_hit_rate,
+        max_fanout: stats.max_fanout,
+        avg_fanout: stats.avg_fanout,
+        total,
+        offset,
+        limit,
+        subscriptions_list: list[start..end]
+            .iter()
+            .map(|s| SubDetail::of(s, Some("$G")))
+            .collect(),
+    })
+}

@@ -1,0 +1,233 @@
+//! `/varz`: the server's settings and counters.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::time::{Instant, SystemTime};
+
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use super::format::{rfc3339, uptime};
+use crate::options::NATS_VERSION;
+use crate::server::Server;
+
+#[derive(Serialize, Default)]
+pub struct Empty {}
+
+#[derive(Serialize, Default)]
+pub struct KindCounts {
+    clients: u64,
+    routes: u64,
+    gateways: u64,
+    leafs: u64,
+}
+
+#[derive(Serialize)]
+pub struct Varz {
+    server_id: String,
+    server_name: String,
+    version: &'static str,
+    proto: i32,
+    go: String,
+    host: String,
+    port: u16,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    auth_required: bool,
+    max_connections: usize,
+    ping_interval: u128,
+    ping_max: u32,
+    http_host: String,
+    http_port: i64,
+    http_base_path: String,
+    https_port: i64,
+    auth_timeout: f64,
+    max_control_line: usize,
+    max_payload: usize,
+    max_pending: usize,
+    cluster: Empty,
+    gateway: Empty,
+    leaf: Empty,
+    mqtt: Empty,
+    websocket: Empty,
+    jetstream: Empty,
+    tls_timeout: f64,
+    write_deadline: u128,
+    start: String,
+    now: String,
+    uptime: String,
+    mem: u64,
+    cores: usize,
+    gomaxprocs: usize,
+    cpu: f64,
+    connections: usize,
+    total_connections: u64,
+    routes: usize,
+    remotes: usize,
+    leafnodes: usize,
+    in_msgs: u64,
+    in_bytes: u64,
+    in_client_msgs: u64,
+    in_client_bytes: u64,
+    out_msgs: u64,
+    out_bytes: u64,
+    out_client_msgs: u64,
+    out_client_bytes: u64,
+    slow_consumers: u64,
+    stale_connections: u64,
+    stalled_clients: u64,
+    subscriptions: u32,
+    http_req_stats: BTreeMap<String, u64>,
+    config_load_time: String,
+    config_digest: String,
+    slow_consumer_stats: KindCounts,
+    stale_connection_stats: KindCounts,
+}
+
+/// Process CPU figures between requests, for the `cpu` percentage.
+pub struct CpuSampler {
+    last: Mutex<Option<(Instant, u64, f64)>>,
+}
+
+impl CpuSampler {
+    pub fn new() -> Self {
+        CpuSampler {
+            last: Mutex::new(None),
+        }
+    }
+
+    /// Percent of one core used since the previous sample (nats-server
+    /// reports the same way, so 2 busy cores read 200). Samples closer
+    /// than half a second apart return the previous figure.
+    fn sample(&self) -> f64 {
+        let Some(ticks) = proc_cpu_ticks() else {
+            return 0.0;
+        };
+        let now = Instant::now();
+        let mut last = self.last.lock();
+        let pct = match *last {
+            Some((t, _, pct)) if now.duration_since(t).as_millis() < 500 => return pct,
+            Some((t, prev, _)) => {
+                let secs = now.duration_since(t).as_secs_f64();
+                (ticks.saturating_sub(prev) as f64 / clock_ticks_per_second()) / secs * 100.0
+            }
+            None => 0.0,
+        };
+        let pct = (pct * 10.0).round() / 10.0;
+        *last = Some((now, ticks, pct));
+        pct
+    }
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        hz as f64
+    } else {
+        100.0
+    }
+}
+
+/// utime + stime of this process, in clock ticks.
+fn proc_cpu_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name is in parentheses and may hold spaces; fields
+    // start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Resident set size in bytes.
+pub fn rss_bytes() -> u64 {
+    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
+        return 0;
+    };
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64;
+    pages * page
+}
+
+pub fn varz(server: &Server, cpu: &CpuSampler) -> Varz {
+    let opts = server.opts();
+    let now = SystemTime::now();
+    let s = &server.stats;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let in_msgs = s.in_msgs.load(Ordering::Relaxed);
+    let in_bytes = s.in_bytes.load(Ordering::Relaxed);
+    let out_msgs = s.out_msgs.load(Ordering::Relaxed);
+    let out_bytes = s.out_bytes.load(Ordering::Relaxed);
+    let slow = s.slow_consumers.load(Ordering::Relaxed);
+    let stale = s.stale_connections.load(Ordering::Relaxed);
+    Varz {
+        server_id: server.id.clone(),
+        server_name: server.name.clone(),
+        version: NATS_VERSION,
+        proto: 1,
+        go: server.info().go,
+        host: opts.host.clone(),
+        port: server.client_port.load(Ordering::Relaxed) as u16,
+        auth_required: opts.authorization.required(),
+        max_connections: opts.max_connections,
+        ping_interval: opts.ping_interval.as_nanos(),
+        ping_max: opts.ping_max,
+        http_host: opts.http_host.clone().unwrap_or_else(|| opts.host.clone()),
+        http_port: opts.http_port,
+        http_base_path: String::new(),
+        https_port: 0,
+        auth_timeout: opts.auth_timeout().as_secs_f64(),
+        max_control_line: opts.max_control_line,
+        max_payload: opts.max_payload,
+        max_pending: opts.max_pending,
+        cluster: Empty {},
+        gateway: Empty {},
+        leaf: Empty {},
+        mqtt: Empty {},
+        websocket: Empty {},
+        jetstream: Empty {},
+        tls_timeout: 2.0,
+        write_deadline: opts.write_deadline.as_nanos(),
+        start: rfc3339(server.start),
+        now: rfc3339(now),
+        uptime: uptime(now.duration_since(server.start).unwrap_or_default()),
+        mem: rss_bytes(),
+        cores,
+        gomaxprocs: cores,
+        cpu: cpu.sample(),
+        connections: server.clients.lock().len(),
+        total_connections: s.total_connections.load(Ordering::Relaxed),
+        routes: 0,
+        remotes: 0,
+        leafnodes: 0,
+        in_msgs,
+        in_bytes,
+        in_client_msgs: in_msgs,
+        in_client_bytes: in_bytes,
+        out_msgs,
+        out_bytes,
+        out_client_msgs: out_msgs,
+        out_client_bytes: out_bytes,
+        slow_consumers: slow,
+        stale_connections: stale,
+        stalled_clients: 0,
+        subscriptions: server.sublist.read().count(),
+        http_req_stats: server.http_req_stats.lock().clone(),
+        config_load_time: rfc3339(*server.config_load_time.lock()),
+        config_digest: String::new(),
+        slow_consumer_stats: KindCounts {
+            clients: slow,
+            ..Default::default()
+        },
+        stale_connection_stats: KindCounts {
+            clients: stale,
+            ..Default::default()
+        },
+    }
+}

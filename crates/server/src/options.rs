@@ -1,0 +1,165 @@
+//! The server's settings, with nats-server's defaults. Filled from the
+//! config file (see `config.rs`) and then the command line (see `cli.rs`),
+//! in that order, so flags win.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const DEFAULT_PORT: u16 = 4222;
+pub const DEFAULT_HOST: &str = "0.0.0.0";
+/// `-p -1` / `port: -1`: let the OS pick.
+pub const RANDOM_PORT: i64 = -1;
+
+/// Version reported to clients and in monitoring. Clients gate features on
+/// the server version (headers need 2.2+, for instance), so flotilla
+/// reports the nats-server release whose behaviour it follows.
+pub const NATS_VERSION: &str = "2.15.1";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct User {
+    pub user: String,
+    pub password: String,
+}
+
+/// Client authentication. At most one of token, single user, or users list
+/// is set; `config.rs` rejects combinations nats-server rejects.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Authorization {
+    pub token: Option<String>,
+    pub user: Option<String>,
+    pub password: Option<String>,
+    pub users: Vec<User>,
+    /// How long a client has to send CONNECT when auth is required.
+    pub timeout: Option<Duration>,
+}
+
+impl Authorization {
+    pub fn required(&self) -> bool {
+        self.token.is_some() || self.user.is_some() || !self.users.is_empty()
+    }
+}
+
+/// `jetstream` settings; parsed now, effective once JetStream lands.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JetStreamOptions {
+    pub enabled: bool,
+    pub store_dir: Option<PathBuf>,
+    pub max_memory: Option<i64>,
+    pub max_file: Option<i64>,
+}
+
+/// `cluster` settings; parsed now, effective once clustering lands.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterOptions {
+    pub name: Option<String>,
+    pub host: Option<String>,
+    pub port: Option<i64>,
+    pub routes: Vec<String>,
+}
+
+impl ClusterOptions {
+    pub fn is_set(&self) -> bool {
+        self.name.is_some() || self.port.is_some() || self.host.is_some() || !self.routes.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    pub host: String,
+    pub port: i64,
+    pub server_name: Option<String>,
+    pub http_host: Option<String>,
+    /// 0 disables monitoring; -1 picks a free port.
+    pub http_port: i64,
+    pub max_payload: usize,
+    pub max_pending: usize,
+    pub max_control_line: usize,
+    pub max_connections: usize,
+    pub ping_interval: Duration,
+    pub ping_max: u32,
+    pub write_deadline: Duration,
+    pub authorization: Authorization,
+    pub debug: bool,
+    pub trace: bool,
+    pub logtime: bool,
+    pub logfile: Option<PathBuf>,
+    pub pid_file: Option<PathBuf>,
+    pub ports_file_dir: Option<PathBuf>,
+    pub lame_duck_duration: Duration,
+    pub lame_duck_grace_period: Duration,
+    pub jetstream: JetStreamOptions,
+    pub cluster: ClusterOptions,
+    pub config_file: Option<PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            host: DEFAULT_HOST.to_string(),
+            port: DEFAULT_PORT as i64,
+            server_name: None,
+            http_host: None,
+            http_port: 0,
+            max_payload: 1024 * 1024,
+            max_pending: 64 * 1024 * 1024,
+            max_control_line: 4096,
+            max_connections: 64 * 1024,
+            ping_interval: Duration::from_secs(120),
+            ping_max: 2,
+            write_deadline: Duration::from_secs(10),
+            authorization: Authorization::default(),
+            debug: false,
+            trace: false,
+            logtime: true,
+            logfile: None,
+            pid_file: None,
+            ports_file_dir: None,
+            lame_duck_duration: Duration::from_secs(120),
+            lame_duck_grace_period: Duration::from_secs(10),
+            jetstream: JetStreamOptions::default(),
+            cluster: ClusterOptions::default(),
+            config_file: None,
+        }
+    }
+}
+
+impl Options {
+    /// Default auth timeout: 2 s, as nats-server without TLS.
+    pub fn auth_timeout(&self) -> Duration {
+        self.authorization.timeout.unwrap_or(Duration::from_secs(2))
+    }
+
+    /// Checks the cross-field rules nats-server enforces at start.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_payload > self.max_pending {
+            return Err(format!(
+                "max_payload ({}) cannot be higher than max_pending ({})",
+                self.max_payload, self.max_pending
+            ));
+        }
+        if self.lame_duck_grace_period >= self.lame_duck_duration {
+            return Err(format!(
+                "lame duck grace period ({:?}) should be strictly lower than lame duck duration ({:?})",
+                self.lame_duck_grace_period, self.lame_duck_duration
+            ));
+        }
+        if !(RANDOM_PORT..=65535).contains(&self.port) {
+            return Err(format!("invalid port {}", self.port));
+        }
+        if !(RANDOM_PORT..=65535).contains(&self.http_port) {
+            return Err(format!("invalid http port {}", self.http_port));
+        }
+        Ok(())
+    }
+
+    /// What cannot run yet, with the message a user sees.
+    pub fn unsupported(&self) -> Option<&'static str> {
+        if self.jetstream.enabled {
+            return Some("JetStream is not available in this flotilla build yet");
+        }
+        if self.cluster.is_set() {
+            return Some("clustering is not available in this flotilla build yet");
+        }
+        None
+    }
+}

@@ -1,0 +1,290 @@
+//! Server-wide state shared by every connection task, and its life cycle:
+//! listening, accepting, lame duck, shutdown.
+//!
+//! Lock order, where two are ever needed: a client's `subs` map and the
+//! trie are never held together; the `clients` map is taken alone.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use parking_lot::{Mutex, RwLock};
+use protocol::ServerInfo;
+use subjects::Sublist;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use crate::client::{self, Client, ClosedState};
+use crate::monitor::ClosedConn;
+use crate::options::{Options, NATS_VERSION};
+use crate::subscription::Subscription;
+
+/// Most closed connections remembered for `/connz?state=closed`.
+const CLOSED_RING: usize = 10_000;
+
+/// Server-wide message counters.
+#[derive(Default)]
+pub struct Stats {
+    pub in_msgs: AtomicU64,
+    pub in_bytes: AtomicU64,
+    pub out_msgs: AtomicU64,
+    pub out_bytes: AtomicU64,
+    pub slow_consumers: AtomicU64,
+    pub stale_connections: AtomicU64,
+    pub total_connections: AtomicU64,
+}
+
+pub struct Server {
+    pub id: String,
+    pub name: String,
+    opts: RwLock<Arc<Options>>,
+    pub sublist: RwLock<Sublist<Arc<Subscription>>>,
+    pub clients: Mutex<BTreeMap<u64, Arc<Client>>>,
+    pub closed: Mutex<VecDeque<ClosedConn>>,
+    next_cid: AtomicU64,
+    next_sub_key: AtomicU64,
+    pub stats: Stats,
+    pub start: SystemTime,
+    pub config_load_time: Mutex<SystemTime>,
+    pub http_req_stats: Mutex<BTreeMap<String, u64>>,
+    /// The client port actually bound (differs from options with `-p -1`).
+    pub client_port: AtomicU64,
+    pub lame_duck: AtomicBool,
+    shutdown_tx: watch::Sender<bool>,
+    /// The client listener is told to stop through this (lame duck).
+    stop_accepting: watch::Sender<bool>,
+}
+
+/// A 56-character id in the shape of nats-server's (an nkey public key:
+/// `N` and base32). Clients treat it as opaque.
+fn new_server_id() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    let mut id = String::with_capacity(56);
+    id.push('N');
+    for _ in 0..55 {
+        id.push(ALPHABET[fastrand::usize(..ALPHABET.len())] as char);
+    }
+    id
+}
+
+impl Server {
+    pub fn new(opts: Options) -> Arc<Self> {
+        let id = new_server_id();
+        let name = opts.server_name.clone().unwrap_or_else(|| id.clone());
+        let now = SystemTime::now();
+        Arc::new(Server {
+            id,
+            name,
+            opts: RwLock::new(Arc::new(opts)),
+            sublist: RwLock::new(Sublist::new()),
+            clients: Mutex::new(BTreeMap::new()),
+            closed: Mutex::new(VecDeque::new()),
+            next_cid: AtomicU64::new(1),
+            next_sub_key: AtomicU64::new(1),
+            stats: Stats::default(),
+            start: now,
+            config_load_time: Mutex::new(now),
+            http_req_stats: Mutex::new(BTreeMap::new()),
+            client_port: AtomicU64::new(0),
+            lame_duck: AtomicBool::new(false),
+            shutdown_tx: watch::channel(false).0,
+            stop_accepting: watch::channel(false).0,
+        })
+    }
+
+    /// The options in force. Connections copy what they need at start;
+    /// a reload swaps the whole set.
+    pub fn opts(&self) -> Arc<Options> {
+        self.opts.read().clone()
+    }
+
+    pub fn set_opts(&self, opts: Options) {
+        *self.opts.write() = Arc::new(opts);
+        *self.config_load_time.lock() = SystemTime::now();
+    }
+
+    pub fn next_sub_key(&self) -> u64 {
+        self.next_sub_key.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The INFO a new client gets, before its own fields are filled in.
+    pub fn info(&self) -> ServerInfo {
+        let opts = self.opts();
+        ServerInfo {
+            server_id: self.id.clone(),
+            server_name: self.name.clone(),
+            version: NATS_VERSION.to_string(),
+            proto: 1,
+            git_commit: String::new(),
+            go: concat!("flotilla ", env!("CARGO_PKG_VERSION")).to_string(),
+            host: opts.host.clone(),
+            port: self.client_port.load(Ordering::Relaxed) as u16,
+            headers: true,
+            auth_required: opts.authorization.required(),
+            max_payload: opts.max_payload as i64,
+            ..Default::default()
+        }
+    }
+
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown_tx.subscribe()
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutdown_tx.borrow()
+    }
+
+    /// Registers a new connection, unless the server is full or stopping.
+    pub fn register(
+        &self,
+        client: &Arc<Client>,
+        max_connections: usize,
+    ) -> Result<(), ClosedState> {
+        let mut clients = self.clients.lock();
+        if self.is_shutting_down() || self.lame_duck.load(Ordering::Relaxed) {
+            return Err(ClosedState::ServerShutdown);
+        }
+        if clients.len() >= max_connections {
+            return Err(ClosedState::MaxConnectionsExceeded);
+        }
+        clients.insert(client.cid, client.clone());
+        self.stats.total_connections.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Removes a finished connection and everything it subscribed, and
+    /// remembers it for `/connz?state=closed`.
+    pub fn deregister(&self, client: &Arc<Client>) {
+        let subs: Vec<Arc<Subscription>> = client.subs.lock().drain().map(|(_, s)| s).collect();
+        let closed = ClosedConn::capture(client, &subs);
+        if !subs.is_empty() {
+            let mut sl = self.sublist.write();
+            for s in &subs {
+                let _ = sl.remove(&s.subject, s.queue.as_deref(), s.key);
+            }
+        }
+        self.clients.lock().remove(&client.cid);
+        let mut ring = self.closed.lock();
+        if ring.len() == CLOSED_RING {
+            ring.pop_front();
+        }
+        ring.push_back(closed);
+    }
+
+    /// Removes one subscription from the trie and from its client's map.
+    pub fn unsubscribe(&self, sub: &Arc<Subscription>) {
+        let _ = self
+            .sublist
+            .write()
+            .remove(&sub.subject, sub.queue.as_deref(), sub.key);
+        let mut subs = sub.client.subs.lock();
+        if subs.get(&sub.sid).is_some_and(|s| Arc::ptr_eq(s, sub)) {
+            subs.remove(&sub.sid);
+        }
+    }
+
+    /// Binds the client port. Split from [`Server::accept_loop`] so the
+    /// caller can log and write the ports file before serving.
+    pub async fn bind(&self) -> std::io::Result<TcpListener> {
+        let opts = self.opts();
+        let port = if opts.port == crate::options::RANDOM_PORT {
+            0
+        } else {
+            opts.port as u16
+        };
+        let listener = TcpListener::bind((opts.host.as_str(), port)).await?;
+        self.client_port
+            .store(listener.local_addr()?.port() as u64, Ordering::Relaxed);
+        Ok(listener)
+    }
+
+    pub async fn accept_loop(self: Arc<Self>, listener: TcpListener) {
+        let mut stop = self.stop_accepting.subscribe();
+        loop {
+            tokio::select! {
+                _ = stop.changed() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, addr)) => {
+                        let cid = self.next_cid.fetch_add(1, Ordering::Relaxed);
+                        tokio::spawn(client::serve(self.clone(), stream, addr, cid));
+                    }
+                    Err(e) => {
+                        // Out of file descriptors and similar: back off
+                        // instead of spinning, as nats-server does.
+                        warn!("Temporary Client Accept Error ({e}), sleeping 10ms");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                },
+            }
+        }
+        debug!("client accept loop exiting");
+    }
+
+    /// Closes every client and tells all tasks to stop.
+    pub fn shutdown(&self) {
+        if self.shutdown_tx.send_replace(true) {
+            return;
+        }
+        info!("Initiating Shutdown...");
+        let _ = self.stop_accepting.send(true);
+        let clients: Vec<Arc<Client>> = self.clients.lock().values().cloned().collect();
+        for c in clients {
+            c.close(ClosedState::ServerShutdown);
+        }
+    }
+
+    /// Lame duck: stop accepting, tell clients (INFO with `ldm`), wait the
+    /// grace period, then close clients spread over the rest of the
+    /// lame-duck duration, then shut down.
+    pub async fn lame_duck(self: Arc<Self>) {
+        if self.lame_duck.swap(true, Ordering::SeqCst) || self.is_shutting_down() {
+            return;
+        }
+        info!("Entering lame duck mode, stop accepting new clients");
+        let _ = self.stop_accepting.send(true);
+        let opts = self.opts();
+        let clients: Vec<Arc<Client>> = self.clients.lock().values().cloned().collect();
+        if clients.is_empty() {
+            self.shutdown();
+            return;
+        }
+        let mut info = self.info();
+        info.ldm = true;
+        let json = serde_json::to_vec(&info).expect("info serializes");
+        for c in &clients {
+            if c.async_info.load(Ordering::Relaxed) {
+                c.out
+                    .push(usize::MAX, None, |b| protocol::encode::info(b, &json));
+                c.out.flush();
+            }
+        }
+        let mut shutdown = self.shutdown_signal();
+        tokio::select! {
+            _ = tokio::time::sleep(opts.lame_duck_grace_period) => {}
+            _ = shutdown.changed() => return,
+        }
+        info!("Closing existing clients");
+        let spread = opts
+            .lame_duck_duration
+            .saturating_sub(opts.lame_duck_grace_period)
+            .max(Duration::from_secs(1));
+        let clients: Vec<Arc<Client>> = self.clients.lock().values().cloned().collect();
+        let interval = (spread / clients.len().max(1) as u32).min(Duration::from_secs(1));
+        for c in clients {
+            c.close(ClosedState::ServerShutdown);
+            if interval >= Duration::from_micros(1) {
+                // Sleep a random share of the interval, as nats-server does,
+                // so reconnects do not arrive in lock step.
+                let nanos = interval.as_nanos() as u64;
+                let jitter = Duration::from_nanos(nanos / 2 + fastrand::u64(0..nanos / 2 + 1));
+                tokio::select! {
+                    _ = tokio::time::sleep(jitter) => {}
+                    _ = shutdown.changed() => return,
+                }
+            }
+        }
+        self.shutdown();
+    }
+}

@@ -1,0 +1,67 @@
+//! A client's subscription, as stored in the trie and in the client's sid
+//! map. It holds its client strongly, for delivery without an upgrade per
+//! message; the cycle (client → sid map → subscription → client) is broken
+//! when the connection's cleanup empties the map.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::client::Client;
+
+pub struct Subscription {
+    /// Server-wide unique key in the trie.
+    pub key: u64,
+    pub client: Arc<Client>,
+    pub subject: Bytes,
+    pub queue: Option<Bytes>,
+    pub sid: Bytes,
+    /// Auto-unsubscribe count; 0 means none.
+    pub max: AtomicU64,
+    /// Messages delivered so far.
+    pub delivered: AtomicU64,
+}
+
+/// What one delivery attempt found out about the subscription's limit.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Quota {
+    /// Deliver; the subscription stays.
+    Deliver,
+    /// Deliver; this was the last message, remove the subscription.
+    DeliverLast,
+    /// Past its limit: drop the message and remove the subscription.
+    Exhausted,
+}
+
+impl Subscription {
+    pub fn new(
+        key: u64,
+        client: Arc<Client>,
+        subject: Bytes,
+        queue: Option<Bytes>,
+        sid: Bytes,
+    ) -> Self {
+        Subscription {
+            key,
+            client,
+            subject,
+            queue,
+            sid,
+            max: AtomicU64::new(0),
+            delivered: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one delivery against the auto-unsubscribe limit.
+    pub fn take_quota(&self) -> Quota {
+        let n = self.delivered.fetch_add(1, Ordering::Relaxed) + 1;
+        let max = self.max.load(Ordering::Relaxed);
+        match max {
+            0 => Quota::Deliver,
+            m if n < m => Quota::Deliver,
+            m if n == m => Quota::DeliverLast,
+            _ => Quota::Exhausted,
+        }
+    }
+}
