@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use protocol::{encode, ClientOp, ClientOptions, ConnectInfo, ParseError, Parsed, Parser, Publish};
 use subjects::MatchCache;
 use tokio::io::AsyncReadExt;
@@ -33,6 +33,11 @@ const MAX_READ: usize = 64 * 1024;
 const FIRST_PING: Duration = Duration::from_secs(2);
 /// A measured round trip is refreshed this often.
 const RTT_REFRESH: Duration = Duration::from_secs(3600);
+/// Longest a publisher is paused, per read, for subscribers whose
+/// outbound buffers are nearly full (nats-server stalls fast producers
+/// similarly). Bounded, so a subscriber that has stopped reading still
+/// reaches max_pending and is cut off instead of holding publishers.
+const MAX_STALL: Duration = Duration::from_millis(10);
 
 /// Runs a connection from accept to close.
 pub async fn serve(server: Arc<Server>, stream: TcpStream, addr: SocketAddr, cid: u64) {
@@ -104,6 +109,8 @@ struct Conn {
     batch: Batch,
     /// The ping timer should fire early (CONNECT was just processed).
     rearm_ping: Option<Duration>,
+    /// Subscribers past three quarters of max_pending during this read.
+    stalled_on: Vec<Arc<Client>>,
 }
 
 /// Counters gathered over one read and published at its end, so shared
@@ -139,6 +146,7 @@ impl Conn {
             to_unsubscribe: Vec::new(),
             batch: Batch::default(),
             rearm_ping: None,
+            stalled_on: Vec::new(),
         }
     }
 
@@ -159,7 +167,10 @@ impl Conn {
                 _ = client.killed() => {
                     return client.closed_reason().unwrap_or(ClosedState::ServerShutdown);
                 }
-                r = rd.read_buf(&mut buf) => match r {
+                // Reads are capped, not just sized: one read is one batch of
+                // deliveries between stall checks, so it bounds how far a
+                // subscriber can overshoot before its publisher pauses.
+                r = async { rd.read_buf(&mut (&mut buf).limit(read_size)).await } => match r {
                     Ok(0) => return ClosedState::ClientClosed,
                     Ok(n) => {
                         if n >= read_size && read_size < MAX_READ {
@@ -174,6 +185,7 @@ impl Conn {
                         if let Err(reason) = result {
                             return reason;
                         }
+                        self.stall().await;
                         if let Some(d) = self.rearm_ping.take() {
                             ping.as_mut().reset(tokio::time::Instant::now() + d);
                         }
@@ -193,6 +205,23 @@ impl Conn {
                 }
             }
         }
+    }
+
+    /// Gives nearly-full subscribers a moment to drain before reading more.
+    async fn stall(&mut self) {
+        if self.stalled_on.is_empty() {
+            return;
+        }
+        let threshold = self.config.max_pending / 2;
+        // All at once: a subscriber that has stopped reading must not use
+        // up the pause that a merely busy one needed.
+        let targets = std::mem::take(&mut self.stalled_on);
+        futures_util::future::join_all(
+            targets
+                .iter()
+                .map(|t| t.out.wait_drained(threshold, MAX_STALL)),
+        )
+        .await;
     }
 
     /// Handles every complete operation in `buf` and drops them from it.
@@ -572,10 +601,15 @@ impl Conn {
                 encode::msg(b, p.subject, &sub.sid, p.reply, header_len, message)
             });
         match pushed {
-            Push::Queued => {
+            Push::Queued | Push::QueuedNearLimit => {
                 self.batch.out_msgs += 1;
                 self.batch.out_bytes += message.len() as u64;
                 let target = target.clone();
+                if pushed == Push::QueuedNearLimit
+                    && !self.stalled_on.iter().any(|c| Arc::ptr_eq(c, &target))
+                {
+                    self.stalled_on.push(target.clone());
+                }
                 self.mark_flush(&target);
                 true
             }

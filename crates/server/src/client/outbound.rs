@@ -22,6 +22,10 @@ const INITIAL_CAPACITY: usize = 32 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Push {
     Queued,
+    /// Queued, and pending bytes are past three quarters of the limit: the
+    /// producer should pause briefly (see [`Outbound::wait_drained`]) so a
+    /// consumer that is reading, only not quite as fast, is not cut off.
+    QueuedNearLimit,
     /// The append took pending bytes over the limit; the caller closes the
     /// connection as a slow consumer. Nothing was appended.
     SlowConsumer,
@@ -49,6 +53,8 @@ struct State {
 pub struct Outbound {
     state: Mutex<State>,
     wake: Notify,
+    /// Signalled after each completed write, for stalled producers.
+    drained: Notify,
 }
 
 /// What the writer should do next.
@@ -86,6 +92,7 @@ impl Outbound {
                 closing: Closing::Open,
             }),
             wake: Notify::new(),
+            drained: Notify::new(),
         }
     }
 
@@ -114,7 +121,34 @@ impl Outbound {
             st.out_msgs += 1;
             st.out_bytes += n as u64;
         }
+        if st.buf.len() + st.inflight > max_pending / 4 * 3 {
+            return Push::QueuedNearLimit;
+        }
         Push::Queued
+    }
+
+    /// Waits, at most `max`, until pending bytes are at or below
+    /// `threshold` or the connection closes.
+    pub async fn wait_drained(&self, threshold: usize, max: std::time::Duration) {
+        let notified = self.drained.notified();
+        let mut notified = std::pin::pin!(notified);
+        let deadline = tokio::time::Instant::now() + max;
+        loop {
+            notified.as_mut().enable();
+            {
+                let st = self.state.lock();
+                if st.closing != Closing::Open || st.buf.len() + st.inflight <= threshold {
+                    return;
+                }
+            }
+            if tokio::time::timeout_at(deadline, notified.as_mut())
+                .await
+                .is_err()
+            {
+                return;
+            }
+            notified.set(self.drained.notified());
+        }
     }
 
     /// Wakes the writer; producers call this once per batch, not per push.
@@ -135,6 +169,7 @@ impl Outbound {
         }
         drop(st);
         self.wake.notify_one();
+        self.drained.notify_waiters();
     }
 
     /// Takes the queued bytes for writing, handing over `spare` (empty) to
@@ -159,6 +194,7 @@ impl Outbound {
     /// Marks the last chunk written and returns its buffer for reuse.
     pub fn written(&self, mut chunk: BytesMut) -> BytesMut {
         self.state.lock().inflight = 0;
+        self.drained.notify_waiters();
         if chunk.capacity() > KEEP_CAPACITY {
             return BytesMut::new();
         }

@@ -1,0 +1,166 @@
+//! Each auth mode, accepted and refused, through async-nats; refusals are
+//! logged without the secret.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Raw;
+
+async fn connect_err(url: &str, opts: async_nats::ConnectOptions) -> async_nats::ConnectError {
+    opts.connect(url)
+        .await
+        .expect_err("connection was accepted")
+}
+
+async fn works(c: async_nats::Client) {
+    let mut sub = c.subscribe("auth.ok").await.unwrap();
+    c.publish("auth.ok", "x".into()).await.unwrap();
+    c.flush().await.unwrap();
+    use futures::StreamExt;
+    let m = tokio::time::timeout(Duration::from_secs(5), sub.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&m.payload[..], b"x");
+}
+
+#[tokio::test]
+async fn token() {
+    let s = common::server().arg("--auth").arg("s3cr3t-token").start();
+    works(
+        async_nats::ConnectOptions::with_token("s3cr3t-token".into())
+            .connect(s.url())
+            .await
+            .unwrap(),
+    )
+    .await;
+    let e = connect_err(
+        &s.url(),
+        async_nats::ConnectOptions::with_token("wrong".into()),
+    )
+    .await;
+    assert_eq!(
+        e.kind(),
+        async_nats::ConnectErrorKind::AuthorizationViolation,
+        "{e}"
+    );
+    let e = connect_err(&s.url(), async_nats::ConnectOptions::new()).await;
+    assert_eq!(
+        e.kind(),
+        async_nats::ConnectErrorKind::AuthorizationViolation,
+        "{e}"
+    );
+    assert!(s.wait_log("authentication error", Duration::from_secs(5)));
+    let log = s.log_text();
+    assert!(!log.contains("wrong"), "secret in log:\n{log}");
+    assert!(!log.contains("s3cr3t"), "secret in log:\n{log}");
+}
+
+#[tokio::test]
+async fn single_user() {
+    let s = common::server()
+        .arg("--user")
+        .arg("alice")
+        .arg("--pass")
+        .arg("pa55word")
+        .start();
+    works(
+        async_nats::ConnectOptions::with_user_and_password("alice".into(), "pa55word".into())
+            .connect(s.url())
+            .await
+            .unwrap(),
+    )
+    .await;
+    let e = connect_err(
+        &s.url(),
+        async_nats::ConnectOptions::with_user_and_password("alice".into(), "nope-pass".into()),
+    )
+    .await;
+    assert_eq!(
+        e.kind(),
+        async_nats::ConnectErrorKind::AuthorizationViolation
+    );
+    let e = connect_err(
+        &s.url(),
+        async_nats::ConnectOptions::with_user_and_password("mallory".into(), "pa55word".into()),
+    )
+    .await;
+    assert_eq!(
+        e.kind(),
+        async_nats::ConnectErrorKind::AuthorizationViolation
+    );
+    assert!(s.wait_log(
+        "authentication error - User \"alice\"",
+        Duration::from_secs(5)
+    ));
+    let log = s.log_text();
+    assert!(
+        !log.contains("nope-pass") && !log.contains("pa55word"),
+        "secret in log:\n{log}"
+    );
+}
+
+#[tokio::test]
+async fn users_list_from_config_with_bcrypt() {
+    let hash = bcrypt::hash("hunter2", 4).unwrap();
+    let s = common::server()
+        .config(&format!(
+            "authorization {{\n  users = [\n    {{user: app, password: \"plain-pw\"}}\n    {{user: ops, password: \"{hash}\"}}\n  ]\n}}\n"
+        ))
+        .start();
+    for (u, p) in [("app", "plain-pw"), ("ops", "hunter2")] {
+        works(
+            async_nats::ConnectOptions::with_user_and_password(u.into(), p.into())
+                .connect(s.url())
+                .await
+                .unwrap(),
+        )
+        .await;
+    }
+    for (u, p) in [("app", "hunter2"), ("ops", "plain-pw"), ("nobody", "x")] {
+        let e = connect_err(
+            &s.url(),
+            async_nats::ConnectOptions::with_user_and_password(u.into(), p.into()),
+        )
+        .await;
+        assert_eq!(
+            e.kind(),
+            async_nats::ConnectErrorKind::AuthorizationViolation,
+            "{u}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn no_auth_server_accepts_any_credentials() {
+    let s = common::server().start();
+    works(
+        async_nats::ConnectOptions::with_token("anything".into())
+            .connect(s.url())
+            .await
+            .unwrap(),
+    )
+    .await;
+}
+
+#[test]
+fn first_op_must_be_connect_when_auth_required() {
+    let s = common::server().arg("--auth").arg("t").start();
+    let mut r = Raw::connect(&s.addr());
+    r.send(b"PING\r\n");
+    let (closed, seen) = r.closed(Duration::from_secs(5));
+    assert!(closed);
+    assert!(seen.contains("-ERR 'Authorization Violation'"), "{seen}");
+}
+
+#[test]
+fn auth_timeout_closes_silent_clients() {
+    let s = common::server()
+        .config("authorization { token: t, timeout: 0.3 }\n")
+        .start();
+    let mut r = Raw::connect(&s.addr());
+    let (closed, seen) = r.closed(Duration::from_secs(5));
+    assert!(closed);
+    assert!(seen.contains("-ERR 'Authentication Timeout'"), "{seen}");
+}

@@ -1,0 +1,297 @@
+//! Starts the real `flotilla` binary for a test and finds its ports from
+//! the ports file it writes, as client harnesses do with nats-server.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_flotilla");
+
+pub struct Server {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+    pub http_port: Option<u16>,
+    pub log: PathBuf,
+}
+
+pub struct Builder {
+    args: Vec<String>,
+    config: Option<String>,
+    monitoring: bool,
+}
+
+pub fn server() -> Builder {
+    Builder {
+        args: Vec::new(),
+        config: None,
+        monitoring: true,
+    }
+}
+
+impl Builder {
+    pub fn arg(mut self, a: &str) -> Self {
+        self.args.push(a.to_string());
+        self
+    }
+    pub fn config(mut self, text: &str) -> Self {
+        self.config = Some(text.to_string());
+        self
+    }
+    pub fn no_monitoring(mut self) -> Self {
+        self.monitoring = false;
+        self
+    }
+
+    pub fn start(self) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("server.log");
+        let mut cmd = Command::new(BIN);
+        cmd.arg("-p").arg("-1").arg("-a").arg("127.0.0.1");
+        if self.monitoring {
+            cmd.arg("-m").arg("-1");
+        }
+        cmd.arg("--ports_file_dir").arg(dir.path());
+        cmd.arg("-l").arg(&log);
+        if let Some(text) = &self.config {
+            let path = dir.path().join("server.conf");
+            std::fs::write(&path, text).expect("write config");
+            cmd.arg("-c").arg(path);
+        }
+        cmd.args(&self.args);
+        let stderr = std::fs::File::create(dir.path().join("stderr.txt")).expect("stderr file");
+        cmd.stdout(Stdio::null()).stderr(stderr);
+        let child = cmd.spawn().expect("spawn flotilla");
+        let mut s = Server {
+            child,
+            dir,
+            port: 0,
+            http_port: None,
+            log,
+        };
+        s.wait_ready();
+        s
+    }
+}
+
+impl Server {
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                panic!(
+                    "flotilla exited early ({status}); log:\n{}",
+                    self.log_text()
+                );
+            }
+            if let Some(ports) = self.read_ports() {
+                let port_of = |url: &str| url.rsplit(':').next().unwrap().parse::<u16>().unwrap();
+                self.port = port_of(ports["nats"][0].as_str().unwrap());
+                self.http_port = ports["monitoring"][0].as_str().map(port_of);
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "flotilla did not start; log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn read_ports(&self) -> Option<serde_json::Value> {
+        for entry in std::fs::read_dir(self.dir.path()).ok()? {
+            let p = entry.ok()?.path();
+            if p.extension().is_some_and(|e| e == "ports") {
+                let text = std::fs::read_to_string(&p).ok()?;
+                return serde_json::from_str(&text).ok();
+            }
+        }
+        None
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// The log file, then anything printed to stderr before logging
+    /// started (option errors).
+    pub fn log_text(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let stderr =
+            std::fs::read_to_string(self.dir.path().join("stderr.txt")).unwrap_or_default();
+        log + &stderr
+    }
+
+    /// Waits until the log contains `needle`.
+    pub fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.log_text().contains(needle) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// GET on the monitoring port: (status, content-type, body).
+    pub fn http(&self, path: &str) -> (u16, String, String) {
+        http_get(self.http_port.expect("monitoring on"), path)
+    }
+
+    pub fn json(&self, path: &str) -> serde_json::Value {
+        let (status, _, body) = self.http(path);
+        assert_eq!(status, 200, "GET {path}: {body}");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.pid(), sig);
+        }
+    }
+
+    /// Waits for the process to exit and returns its exit code.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    pub async fn client(&self) -> async_nats::Client {
+        async_nats::connect(self.url()).await.expect("connect")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn http_get(port: u16, path: &str) -> (u16, String, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect monitoring");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("http response");
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let ctype = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-type: ")
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    (status, ctype, body.to_string())
+}
+
+/// A raw protocol connection, for malformed input.
+pub struct Raw {
+    pub s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Raw {
+    pub fn connect(addr: &str) -> Raw {
+        let s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let mut r = Raw { s, buf: Vec::new() };
+        assert!(r
+            .read_until("\r\n", Duration::from_secs(5))
+            .starts_with("INFO "));
+        r
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        let _ = self.s.write_all(bytes);
+    }
+
+    /// Reads until `needle` has arrived (or timeout / close); returns what
+    /// was read up to and including it, leaving the rest buffered.
+    pub fn read_until(&mut self, needle: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(i) = find(&self.buf, needle.as_bytes()) {
+                let out: Vec<u8> = self.buf.drain(..i + needle.len()).collect();
+                return String::from_utf8_lossy(&out).into_owned();
+            }
+            if Instant::now() > deadline {
+                return String::from_utf8_lossy(&std::mem::take(&mut self.buf)).into_owned();
+            }
+            let mut chunk = [0u8; 4096];
+            match self.s.read(&mut chunk) {
+                Ok(0) => {
+                    return String::from_utf8_lossy(&std::mem::take(&mut self.buf)).into_owned()
+                }
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(_) => {
+                    return String::from_utf8_lossy(&std::mem::take(&mut self.buf)).into_owned()
+                }
+            }
+        }
+    }
+
+    /// Whether the server closed the connection within `timeout`;
+    /// anything read meanwhile is returned too.
+    pub fn closed(&mut self, timeout: Duration) -> (bool, String) {
+        let deadline = Instant::now() + timeout;
+        let mut seen = Vec::new();
+        loop {
+            let mut chunk = [0u8; 4096];
+            match self.s.read(&mut chunk) {
+                Ok(0) => return (true, String::from_utf8_lossy(&seen).into_owned()),
+                Ok(n) => seen.extend_from_slice(&chunk[..n]),
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    if Instant::now() > deadline {
+                        return (false, String::from_utf8_lossy(&seen).into_owned());
+                    }
+                }
+                Err(_) => return (true, String::from_utf8_lossy(&seen).into_owned()),
+            }
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+pub fn config_path(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
