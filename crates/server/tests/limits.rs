@@ -61,7 +61,7 @@ fn slow_consumer_is_cut_off_and_fast_one_keeps_up() {
                 .await
                 .unwrap();
             let mut sub = c.subscribe("flood").await.unwrap();
-            c.flush().await.unwrap();
+            common::sync(&c).await;
             ready_tx.send(()).unwrap();
             for i in 0..N {
                 match tokio::time::timeout(Duration::from_secs(10), sub.next()).await {

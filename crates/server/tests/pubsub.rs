@@ -80,7 +80,7 @@ async fn queue_group_delivers_each_message_once() {
     for _ in 0..3 {
         let c = s.client().await;
         let sub = c.queue_subscribe("work", "workers".into()).await.unwrap();
-        c.flush().await.unwrap();
+        common::sync(&c).await;
         members.push((c, sub));
     }
     // A plain subscriber beside the group gets every message.
@@ -125,7 +125,7 @@ async fn request_reply_and_no_responders() {
     let s = common::server().start();
     let responder = s.client().await;
     let mut svc = responder.subscribe("svc.echo").await.unwrap();
-    responder.flush().await.unwrap();
+    common::sync(&responder).await;
     tokio::spawn(async move {
         while let Some(m) = svc.next().await {
             let mut body = b"echo:".to_vec();
@@ -209,10 +209,10 @@ async fn echo_off_skips_own_messages() {
     let other = s.client().await;
     let mut own = quiet.subscribe("e").await.unwrap();
     let mut theirs = other.subscribe("e").await.unwrap();
-    quiet.flush().await.unwrap();
-    other.flush().await.unwrap();
+    common::sync(&quiet).await;
+    common::sync(&other).await;
     quiet.publish("e", "from-quiet".into()).await.unwrap();
-    quiet.flush().await.unwrap();
+    common::sync(&quiet).await;
     other.publish("e", "from-other".into()).await.unwrap();
     other.flush().await.unwrap();
     assert_eq!(&next(&mut own).await.payload[..], b"from-other");
@@ -233,7 +233,7 @@ async fn hundred_thousand_in_order() {
         .await
         .unwrap();
     let mut sub = subscriber.subscribe("seq").await.unwrap();
-    subscriber.flush().await.unwrap();
+    common::sync(&subscriber).await;
     const N: u64 = 100_000;
     let send = tokio::spawn(async move {
         for i in 0..N {

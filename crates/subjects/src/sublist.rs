@@ -242,7 +242,7 @@ impl<T: Clone> Sublist<T> {
         }
     }
 
-    /// Everything subscribed to the literal `subject`.
+    /// Everything subscribed to the published `subject`.
     pub fn matches(&self, subject: &[u8]) -> Arc<SubResult<T>> {
         self.matches.fetch_add(1, Ordering::Relaxed);
         if let Some(r) = self.cache.lock().get(subject) {
@@ -250,7 +250,10 @@ impl<T: Clone> Sublist<T> {
             return r.clone();
         }
         let mut result = SubResult::default();
-        if structurally_valid(subject) && crate::is_literal(subject) {
+        // A `*` or `>` token in a published subject is looked up as an
+        // ordinary token, so only wildcard subscriptions at that position
+        // match it, as in nats-server.
+        if structurally_valid(subject) {
             let toks: Vec<&[u8]> = tokens(subject).collect();
             match_level(&self.root, &toks, &mut result);
         }

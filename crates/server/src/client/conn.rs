@@ -343,6 +343,9 @@ impl Conn {
     }
 
     fn handle(&mut self, op: ClientOp<'_>) -> Result<(), ClosedState> {
+        if tracing::enabled!(tracing::Level::TRACE) {
+            self.trace_op(&op);
+        }
         if self.auth_required && !self.connected && !matches!(op, ClientOp::Connect(_)) {
             error!("{} - authentication error", self.client.log_prefix());
             self.send_err("Authorization Violation");
@@ -395,6 +398,42 @@ impl Conn {
                 Err(ClosedState::ParseError)
             }
         }
+    }
+
+    /// `-V`: each operation as nats-server traces it, `<<- [OP args]`.
+    fn trace_op(&self, op: &ClientOp<'_>) {
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let line = match op {
+            ClientOp::Pub(p) => {
+                let verb = if p.header_len.is_some() {
+                    "HPUB"
+                } else {
+                    "PUB"
+                };
+                let reply = p.reply.map(|r| format!(" {}", text(r))).unwrap_or_default();
+                format!("{verb} {}{reply} {}", text(p.subject), p.message.len())
+            }
+            ClientOp::Sub {
+                subject,
+                queue,
+                sid,
+            } => {
+                let q = queue.map(|q| format!(" {}", text(q))).unwrap_or_default();
+                format!("SUB {}{q} {}", text(subject), text(sid))
+            }
+            ClientOp::Unsub { sid, max } => {
+                let m = max.map(|m| format!(" {m}")).unwrap_or_default();
+                format!("UNSUB {}{m}", text(sid))
+            }
+            ClientOp::Ping => "PING".into(),
+            ClientOp::Pong => "PONG".into(),
+            // CONNECT may carry secrets; nats-server redacts them too.
+            ClientOp::Connect(_) => "CONNECT [REDACTED]".into(),
+            ClientOp::Info(_) => "INFO".into(),
+            ClientOp::Ok => "+OK".into(),
+            ClientOp::Err(e) => format!("-ERR {}", text(e)),
+        };
+        tracing::trace!("{} - <<- [{line}]", self.client.log_prefix());
     }
 
     fn process_connect(&mut self, json: &[u8]) -> Result<(), ClosedState> {

@@ -1,0 +1,298 @@
+//! The config file through the real binary: values take effect, every
+//! error names file, line and column, unknown keys warn.
+
+mod common;
+
+use std::process::Command;
+
+use common::BIN;
+
+/// Runs `flotilla -c <file> -t` on `text`: (exit code, stdout+stderr).
+fn check(text: &str) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = common::config_path(dir.path(), "test.conf", text);
+    let out = Command::new(BIN)
+        .arg("-c")
+        .arg(&path)
+        .arg("-t")
+        .output()
+        .unwrap();
+    let all =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    // Name the file the same way in every message, whatever the tempdir.
+    (
+        out.status.code().unwrap(),
+        all.replace(&path.display().to_string(), "test.conf"),
+    )
+}
+
+fn fails_with(text: &str, want: &str) {
+    let (code, out) = check(text);
+    assert_eq!(code, 1, "{text:?} should fail: {out}");
+    assert!(out.contains(want), "{text:?}\nwant: {want}\ngot:  {out}");
+}
+
+#[test]
+fn values_take_effect() {
+    let s = common::server()
+        .config(
+            "# a full config\nserver_name: cfg-server\nmax_payload: 512KB\nmax_control_line = 2048\n\
+             ping_interval: \"30s\"\nping_max 3\nwrite_deadline: 5s\nmax_connections: 100\n\
+             max_pending: 32MB\nauthorization { user: u, password: p }\n",
+        )
+        .start();
+    let varz = s.json("/varz");
+    assert_eq!(varz["server_name"], "cfg-server");
+    assert_eq!(varz["max_payload"], 512 * 1024);
+    assert_eq!(varz["max_control_line"], 2048);
+    assert_eq!(varz["ping_interval"], 30_000_000_000u64);
+    assert_eq!(varz["ping_max"], 3);
+    assert_eq!(varz["write_deadline"], 5_000_000_000u64);
+    assert_eq!(varz["max_connections"], 100);
+    assert_eq!(varz["max_pending"], 32 * 1024 * 1024);
+    assert_eq!(varz["auth_required"], true);
+}
+
+#[test]
+fn listen_and_flags_override_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = common::config_path(
+        dir.path(),
+        "x.conf",
+        "listen: 127.0.0.1:1\nserver_name: from-config\n",
+    );
+    // The harness passes -p -1 and -a 127.0.0.1, which must win over listen.
+    let s = common::server()
+        .arg("-c")
+        .arg(path.to_str().unwrap())
+        .arg("--server_name")
+        .arg("from-flag")
+        .start();
+    assert_ne!(s.port, 1);
+    assert_eq!(s.json("/varz")["server_name"], "from-flag");
+}
+
+#[test]
+fn unquoted_minutes_are_minutes() {
+    let s = common::server().config("ping_interval: 2m\n").start();
+    assert_eq!(s.json("/varz")["ping_interval"], 120_000_000_000u64);
+}
+
+#[test]
+fn integer_durations_are_seconds_with_a_warning() {
+    let (code, out) = check("ping_interval: 45\n");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("test.conf:1:16: invalid use of field \"ping_interval\": ping_interval should be converted to a duration"),
+        "{out}"
+    );
+}
+
+#[test]
+fn unknown_keys_warn_with_position() {
+    let (code, out) =
+        check("port: 4222\n  bogus_key: 1\nauthorization {\n  token: x\n  nonsense: true\n}\n");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("test.conf:2:3: unknown field \"bogus_key\""),
+        "{out}"
+    );
+    assert!(
+        out.contains("test.conf:5:3: unknown field \"nonsense\""),
+        "{out}"
+    );
+    assert!(
+        out.contains("configuration file test.conf test is successful"),
+        "{out}"
+    );
+}
+
+#[test]
+fn variables_are_not_unknown_keys() {
+    let (code, out) = check("SECRET: abc\nauthorization { token: $SECRET }\n");
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("unknown field"), "{out}");
+}
+
+#[test]
+fn syntax_errors() {
+    fails_with(
+        "port: 4222\nhost: bad value\n",
+        "test.conf:2:11: Expected a top-level value to end with a new line",
+    );
+    fails_with(
+        "authorization {\n  user: a\n",
+        "test.conf:3:1: Unexpected EOF processing map.",
+    );
+    fails_with("port: \"4222\n", "test.conf:2:1: Unexpected EOF.");
+    fails_with(
+        "a: $NOPE_NOT_SET_ANYWHERE\n",
+        "test.conf:1:4: variable reference for 'NOPE_NOT_SET_ANYWHERE' on line 1 can not be found",
+    );
+    fails_with(
+        "include nothere.conf\n",
+        "test.conf:1:1: error parsing include file 'nothere.conf'",
+    );
+}
+
+#[test]
+fn value_errors() {
+    fails_with(
+        "port: \"abc\"\n",
+        "test.conf:1:7: expected an integer for \"port\", got string",
+    );
+    fails_with(
+        "debug: \"yes\"\n",
+        "test.conf:1:8: expected a boolean for \"debug\", got string",
+    );
+    fails_with(
+        "max_payload: 3GB\n",
+        "test.conf:1:14: max_payload value is too big",
+    );
+    fails_with(
+        "ping_interval: \"3d\"\n",
+        "test.conf:1:16: error parsing ping_interval: time: unknown unit \"d\" in duration \"3d\"",
+    );
+    fails_with(
+        "write_deadline: true\n",
+        "error parsing write_deadline: expected a duration, got boolean",
+    );
+    fails_with(
+        "listen: \"nohostport\"\n",
+        "test.conf:1:9: could not parse address string \"nohostport\"",
+    );
+    fails_with("listen: \"host:abc\"\n", "could not parse port \"abc\"");
+    fails_with(
+        "server_name: \"has space\"\n",
+        "server name cannot contain spaces",
+    );
+    fails_with(
+        "authorization: 5\n",
+        "expected a map for \"authorization\", got integer",
+    );
+    fails_with(
+        "authorization { token: t, user: u, password: p }\n",
+        "test.conf:1:1: Cannot have a user/pass and token",
+    );
+    fails_with(
+        "authorization { user: u, users: [{user: a, password: b}] }\n",
+        "Can not have a single user/pass and a users array",
+    );
+    fails_with(
+        "authorization { token: t, users: [{user: a}] }\n",
+        "Can not have a token and a users array",
+    );
+    fails_with(
+        "authorization { users: [{user: a}, {user: a}] }\n",
+        "Duplicate user \"a\" detected",
+    );
+    fails_with(
+        "authorization { users: [{password: b}] }\n",
+        "User entry requires a user",
+    );
+    fails_with(
+        "authorization { users: [5] }\n",
+        "Expected user entry to be a map/struct, got integer",
+    );
+    fails_with(
+        "authorization { users: 5 }\n",
+        "Expected users field to be an array, got integer",
+    );
+    fails_with(
+        "authorization { timeout: \"x\" }\n",
+        "error parsing authorization config, 'timeout' time: invalid duration \"x\"",
+    );
+    fails_with(
+        "jetstream: maybe\n",
+        "Expected 'enabled' or 'disabled' for string value, got 'maybe'",
+    );
+    fails_with(
+        "lame_duck_duration: \"10s\"\n",
+        "invalid lame_duck_duration of 10s, minimum is 30 seconds",
+    );
+    fails_with(
+        "tls { cert_file: x }\n",
+        "test.conf:1:1: \"tls\" is not supported by flotilla",
+    );
+}
+
+#[test]
+fn several_errors_are_all_reported() {
+    let (code, out) = check("port: \"a\"\ndebug: 1\n");
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("test.conf:1:7:") && out.contains("test.conf:2:8:"),
+        "{out}"
+    );
+}
+
+#[test]
+fn cross_field_rules() {
+    fails_with(
+        "max_payload: 2MB\nmax_pending: 1MB\n",
+        "max_payload (2097152) cannot be higher than max_pending (1048576)",
+    );
+    fails_with(
+        "lame_duck_duration: \"30s\"\nlame_duck_grace_period: \"40s\"\n",
+        "lame duck grace period (40s) should be strictly lower than lame duck duration (30s)",
+    );
+}
+
+#[test]
+fn later_features_are_refused_clearly() {
+    fails_with(
+        "jetstream { store_dir: /tmp/x }\n",
+        "JetStream is not available in this flotilla build yet",
+    );
+    fails_with(
+        "cluster { name: c, listen: 127.0.0.1:6222 }\n",
+        "clustering is not available in this flotilla build yet",
+    );
+    // Disabled JetStream is fine.
+    let (code, out) = check("jetstream: disabled\n");
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn missing_config_file() {
+    let out = Command::new(BIN)
+        .arg("-c")
+        .arg("/nonexistent/flotilla.conf")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/nonexistent/flotilla.conf: error opening config file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn include_and_env_variables() {
+    let dir = tempfile::tempdir().unwrap();
+    common::config_path(
+        dir.path(),
+        "auth.conf",
+        "authorization { token: $FLOTILLA_TEST_TOKEN }\n",
+    );
+    let main = common::config_path(
+        dir.path(),
+        "main.conf",
+        "include auth.conf\nmax_payload: $FLOTILLA_TEST_MP\n",
+    );
+    let out = Command::new(BIN)
+        .arg("-c")
+        .arg(&main)
+        .arg("-t")
+        .env("FLOTILLA_TEST_TOKEN", "tok")
+        .env("FLOTILLA_TEST_MP", "2KB")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
