@@ -346,8 +346,10 @@ mod tests {
 
     #[test]
     fn flags_override_config() {
-        let mut o = Options::default();
-        o.port = 1000;
+        let mut o = Options {
+            port: 1000,
+            ..Default::default()
+        };
         let c = p(&[
             "-p",
             "2000",

@@ -135,10 +135,14 @@ fn stale_connection_detected() {
     let varz = s.json("/varz");
     assert_eq!(varz["stale_connections"], 1, "{varz}");
 
-    // A client that answers pings stays connected.
+    // A client that answers pings stays connected (a slower interval
+    // gives a loaded test machine room to answer in time).
+    let s = common::server()
+        .config("ping_interval: \"300ms\"\nping_max: 2\n")
+        .start();
     let mut alive = Raw::connect(&s.addr());
     alive.send(b"CONNECT {\"verbose\":false}\r\n");
-    let until = Instant::now() + Duration::from_millis(800);
+    let until = Instant::now() + Duration::from_millis(1500);
     while Instant::now() < until {
         let got = alive.read_until("PING\r\n", Duration::from_millis(300));
         if got.contains("PING") {
@@ -148,6 +152,7 @@ fn stale_connection_detected() {
     }
     let (closed, _) = alive.closed(Duration::from_millis(100));
     assert!(!closed);
+    assert_eq!(s.json("/varz")["stale_connections"], 0);
 }
 
 #[tokio::test]
@@ -159,4 +164,32 @@ async fn async_nats_keeps_connection_alive_under_fast_pings() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     c.flush().await.unwrap();
     assert_eq!(s.json("/varz")["stale_connections"], 0);
+}
+
+#[test]
+fn write_deadline_cuts_a_reader_that_stopped() {
+    // Pending bytes never reach max_pending here; the stuck socket write
+    // is what gives the reader away.
+    let s = common::server()
+        .config("max_pending: 512MB\nmax_payload: 8MB\nwrite_deadline: \"300ms\"\n")
+        .start();
+    let mut stuck = Raw::connect(&s.addr());
+    stuck.send(b"CONNECT {\"verbose\":false}\r\nSUB w 1\r\nPING\r\n");
+    stuck.read_until("PONG\r\n", Duration::from_secs(5));
+    let mut publisher = Raw::connect(&s.addr());
+    publisher.send(b"CONNECT {\"verbose\":false}\r\n");
+    let payload = vec![b'x'; 4 * 1024 * 1024];
+    let mut op = b"PUB w 4194304\r\n".to_vec();
+    op.extend_from_slice(&payload);
+    op.extend_from_slice(b"\r\n");
+    // 32 MB, far more than loopback socket buffers hold.
+    for _ in 0..8 {
+        publisher.send(&op);
+    }
+    publisher.send(b"PING\r\n");
+    assert!(publisher.read_until("PONG\r\n", Duration::from_secs(10)).contains("PONG"));
+    assert!(s.wait_log("Slow Consumer Detected: WriteDeadline of", Duration::from_secs(10)));
+    let closed = s.json("/connz?state=closed");
+    assert_eq!(closed["connections"][0]["reason"], "Slow Consumer (Write Deadline)", "{closed}");
+    assert_eq!(s.json("/varz")["slow_consumers"], 1);
 }

@@ -282,3 +282,40 @@ async fn large_payload_up_to_max() {
     c.flush().await.unwrap();
     assert_eq!(next(&mut sub).await.payload.to_vec(), payload);
 }
+
+/// 100k subscriptions on one connection: all registered, each reachable,
+/// and all gone after unsubscribing.
+#[test]
+fn hundred_thousand_subscriptions() {
+    let s = common::server().start();
+    let mut r = common::Raw::connect(&s.addr());
+    const N: usize = 100_000;
+    let mut subs = String::from("CONNECT {\"verbose\":false}\r\n");
+    for i in 0..N {
+        subs.push_str(&format!("SUB scale.{}.{i} {i}\r\n", i % 1000));
+    }
+    subs.push_str("PING\r\n");
+    r.send(subs.as_bytes());
+    r.read_until("PONG\r\n", T);
+    assert_eq!(s.json("/subsz")["num_subscriptions"], N);
+    let mut pubs = String::new();
+    for i in (0..N).step_by(9973) {
+        pubs.push_str(&format!("PUB scale.{}.{i} 1\r\nx\r\n", i % 1000));
+    }
+    pubs.push_str("PING\r\n");
+    r.send(pubs.as_bytes());
+    let got = r.read_until("PONG\r\n", T);
+    for i in (0..N).step_by(9973) {
+        assert!(got.contains(&format!("MSG scale.{}.{i} {i} 1\r\n", i % 1000)), "{i}");
+    }
+    let mut unsubs = String::new();
+    for i in 0..N {
+        unsubs.push_str(&format!("UNSUB {i}\r\n"));
+    }
+    unsubs.push_str("PING\r\n");
+    r.send(unsubs.as_bytes());
+    r.read_until("PONG\r\n", T);
+    let z = s.json("/subsz");
+    assert_eq!(z["num_subscriptions"], 0);
+    assert_eq!(z["num_removes"], N);
+}

@@ -127,6 +127,9 @@ fn kind(t: &[u8]) -> TokenKind<'_> {
     }
 }
 
+/// Match results by published subject.
+type Cache<T> = hashbrown::HashMap<Box<[u8]>, Arc<SubResult<T>>>;
+
 /// The subscription trie. `T` is the caller's subscription handle; `key`
 /// identifies one entry for removal.
 pub struct Sublist<T> {
@@ -134,7 +137,7 @@ pub struct Sublist<T> {
     count: u32,
     inserts: u64,
     removes: u64,
-    cache: Mutex<hashbrown::HashMap<Box<[u8]>, Arc<SubResult<T>>>>,
+    cache: Mutex<Cache<T>>,
     matches: AtomicU64,
     cache_hits: AtomicU64,
     generation: Arc<AtomicU64>,

@@ -88,7 +88,6 @@ impl Server {
                 );
             }
             if let Some(ports) = self.read_ports() {
-                let port_of = |url: &str| url.rsplit(':').next().unwrap().parse::<u16>().unwrap();
                 self.port = port_of(ports["nats"][0].as_str().unwrap());
                 self.http_port = ports["monitoring"][0].as_str().map(port_of);
                 return;
@@ -186,6 +185,10 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn port_of(url: &str) -> u16 {
+    url.rsplit(':').next().unwrap().parse().unwrap()
 }
 
 pub fn http_get(port: u16, path: &str) -> (u16, String, String) {
