@@ -21,27 +21,50 @@ fn run(args: &[&str]) -> (i32, String, String) {
 fn version_help_and_bad_flags() {
     let (code, out, _) = run(&["-v"]);
     assert_eq!(code, 0);
-    assert!(out.starts_with("flotilla: v") && out.contains("nats-server v2.15.1"), "{out}");
+    assert!(
+        out.starts_with("flotilla: v") && out.contains("nats-server v2.15.1"),
+        "{out}"
+    );
     let (code, out, _) = run(&["--help"]);
     assert_eq!(code, 0);
-    assert!(out.contains("Usage: flotilla [options]") && out.contains("--jetstream"), "{out}");
+    assert!(
+        out.contains("Usage: flotilla [options]") && out.contains("--jetstream"),
+        "{out}"
+    );
     let (code, _, err) = run(&["--bogus"]);
     assert_eq!(code, 2);
-    assert!(err.contains("flag provided but not defined: -bogus"), "{err}");
+    assert!(
+        err.contains("flag provided but not defined: -bogus"),
+        "{err}"
+    );
     let (code, _, err) = run(&["--tls"]);
     assert_eq!(code, 2);
-    assert!(err.contains("nats-server option flotilla does not support"), "{err}");
+    assert!(
+        err.contains("nats-server option flotilla does not support"),
+        "{err}"
+    );
     let (code, _, err) = run(&["-p", "notaport"]);
     assert_eq!(code, 2);
-    assert!(err.contains("invalid value \"notaport\" for flag -p"), "{err}");
+    assert!(
+        err.contains("invalid value \"notaport\" for flag -p"),
+        "{err}"
+    );
 }
 
 #[test]
 fn later_features_are_refused_on_the_command_line() {
-    for args in [&["-js"][..], &["--jetstream=true", "-sd", "/tmp/x"], &["--cluster", "nats://127.0.0.1:6222"], &["--routes", "nats://a:1"]] {
+    for args in [
+        &["-js"][..],
+        &["--jetstream=true", "-sd", "/tmp/x"],
+        &["--cluster", "nats://127.0.0.1:6222"],
+        &["--routes", "nats://a:1"],
+    ] {
         let (code, _, err) = run(args);
         assert_eq!(code, 1, "{args:?}");
-        assert!(err.contains("not available in this flotilla build yet"), "{args:?}: {err}");
+        assert!(
+            err.contains("not available in this flotilla build yet"),
+            "{args:?}: {err}"
+        );
     }
 }
 
@@ -49,9 +72,17 @@ fn later_features_are_refused_on_the_command_line() {
 fn startup_log_lines_pid_and_ports_files() {
     let piddir = tempfile::tempdir().unwrap();
     let pidfile = piddir.path().join("flotilla.pid");
-    let mut s = common::server().arg("-P").arg(pidfile.to_str().unwrap()).start();
+    let mut s = common::server()
+        .arg("-P")
+        .arg(pidfile.to_str().unwrap())
+        .start();
     let log = s.log_text();
-    for line in ["Starting nats-server", "Listening for client connections on 127.0.0.1:", "Server is ready", "Listening for monitoring traffic on 127.0.0.1:"] {
+    for line in [
+        "Starting nats-server",
+        "Listening for client connections on 127.0.0.1:",
+        "Server is ready",
+        "Listening for monitoring traffic on 127.0.0.1:",
+    ] {
         assert!(log.contains(line), "missing {line:?} in:\n{log}");
     }
     let pid = std::fs::read_to_string(&pidfile).unwrap();
@@ -61,11 +92,20 @@ fn startup_log_lines_pid_and_ports_files() {
     assert!(!pidfile.exists(), "pid file removed on exit");
     let ports: Vec<_> = std::fs::read_dir(s.dir.path())
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "ports"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "ports")
+        })
         .collect();
     assert!(ports.is_empty(), "ports file removed on exit");
     let log = s.log_text();
-    assert!(log.contains("Trapped \"terminated\" signal") && log.contains("Server Exiting.."), "{log}");
+    assert!(
+        log.contains("Trapped \"terminated\" signal") && log.contains("Server Exiting.."),
+        "{log}"
+    );
 }
 
 #[test]
@@ -88,7 +128,10 @@ fn sigterm_flushes_pending_output_before_closing() {
     let (closed, rest) = sub.closed(Duration::from_secs(5));
     assert!(closed);
     let n = rest.matches("MSG t 1 5\r\n").count();
-    assert_eq!(n, 2000, "every accepted message reached the subscriber before close");
+    assert_eq!(
+        n, 2000,
+        "every accepted message reached the subscriber before close"
+    );
 }
 
 #[test]
@@ -117,50 +160,92 @@ fn lame_duck_informs_then_closes_clients() {
     for c in clients.iter_mut() {
         let info = c.read_until("\r\n", Duration::from_secs(5));
         // The post-PING INFO may come first; look for the ldm one.
-        let info = if info.contains("\"ldm\"") { info } else { c.read_until("\r\n", Duration::from_secs(5)) };
-        assert!(info.starts_with("INFO ") && info.contains("\"ldm\":true"), "{info}");
+        let info = if info.contains("\"ldm\"") {
+            info
+        } else {
+            c.read_until("\r\n", Duration::from_secs(5))
+        };
+        assert!(
+            info.starts_with("INFO ") && info.contains("\"ldm\":true"),
+            "{info}"
+        );
     }
-    assert!(s.wait_log("Entering lame duck mode, stop accepting new clients", Duration::from_secs(2)));
+    assert!(s.wait_log(
+        "Entering lame duck mode, stop accepting new clients",
+        Duration::from_secs(2)
+    ));
     // New clients are refused while draining.
-    assert!(std::net::TcpStream::connect(s.addr()).is_err() || {
-        let mut r = std::net::TcpStream::connect(s.addr()).unwrap();
-        r.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        let mut b = [0u8; 16];
-        matches!(std::io::Read::read(&mut r, &mut b), Ok(0) | Err(_))
-    });
+    assert!(
+        std::net::TcpStream::connect(s.addr()).is_err() || {
+            let mut r = std::net::TcpStream::connect(s.addr()).unwrap();
+            r.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let mut b = [0u8; 16];
+            matches!(std::io::Read::read(&mut r, &mut b), Ok(0) | Err(_))
+        }
+    );
     for c in clients.iter_mut() {
         let (closed, _) = c.closed(Duration::from_secs(10));
         assert!(closed);
     }
-    assert!(started.elapsed() >= Duration::from_secs(1), "closed before the grace period");
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "closed before the grace period"
+    );
     assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
     assert!(s.log_text().contains("Closing existing clients"));
 }
 
 #[tokio::test]
 async fn sighup_reloads_what_can_change() {
-    let s = common::server().config("authorization { token: old }\n").start();
+    let s = common::server()
+        .config("authorization { token: old }\n")
+        .start();
     let conf = s.dir.path().join("server.conf");
-    let old = async_nats::ConnectOptions::with_token("old".into()).connect(s.url()).await.unwrap();
+    let old = async_nats::ConnectOptions::with_token("old".into())
+        .connect(s.url())
+        .await
+        .unwrap();
     std::fs::write(&conf, "authorization { token: new }\ndebug: true\n").unwrap();
     s.signal(libc::SIGHUP);
-    assert!(s.wait_log("Reloaded server configuration", Duration::from_secs(5)), "{}", s.log_text());
+    assert!(
+        s.wait_log("Reloaded server configuration", Duration::from_secs(5)),
+        "{}",
+        s.log_text()
+    );
     assert!(s.log_text().contains("Reloaded: debug = true"));
-    async_nats::ConnectOptions::with_token("new".into()).connect(s.url()).await.unwrap();
-    let refused = async_nats::ConnectOptions::with_token("old".into()).connect(s.url()).await;
+    async_nats::ConnectOptions::with_token("new".into())
+        .connect(s.url())
+        .await
+        .unwrap();
+    let refused = async_nats::ConnectOptions::with_token("old".into())
+        .connect(s.url())
+        .await;
     assert!(refused.is_err());
     old.flush().await.unwrap();
 
     // A change that needs a restart is refused and nothing changes.
-    std::fs::write(&conf, "authorization { token: newer }\nserver_name: renamed\n").unwrap();
+    std::fs::write(
+        &conf,
+        "authorization { token: newer }\nserver_name: renamed\n",
+    )
+    .unwrap();
     s.signal(libc::SIGHUP);
-    assert!(s.wait_log("config reload not supported for server_name", Duration::from_secs(5)));
-    async_nats::ConnectOptions::with_token("new".into()).connect(s.url()).await.unwrap();
+    assert!(s.wait_log(
+        "config reload not supported for server_name",
+        Duration::from_secs(5)
+    ));
+    async_nats::ConnectOptions::with_token("new".into())
+        .connect(s.url())
+        .await
+        .unwrap();
 
     // A broken file is refused with its position.
     std::fs::write(&conf, "authorization {\n").unwrap();
     s.signal(libc::SIGHUP);
-    assert!(s.wait_log("server.conf:2:1: Unexpected EOF processing map.", Duration::from_secs(5)));
+    assert!(s.wait_log(
+        "server.conf:2:1: Unexpected EOF processing map.",
+        Duration::from_secs(5)
+    ));
 }
 
 #[test]
@@ -207,5 +292,8 @@ fn no_state_leaks_over_ten_thousand_connections() {
     // Memory does not grow with the number of connections served; 64 MB
     // of slack covers allocator caching, not a per-connection leak.
     let rss_after = varz["mem"].as_u64().unwrap();
-    assert!(rss_after < rss_before + 64 * 1024 * 1024, "{rss_before} -> {rss_after}");
+    assert!(
+        rss_after < rss_before + 64 * 1024 * 1024,
+        "{rss_before} -> {rss_after}"
+    );
 }

@@ -187,9 +187,17 @@ fn write_deadline_cuts_a_reader_that_stopped() {
         publisher.send(&op);
     }
     publisher.send(b"PING\r\n");
-    assert!(publisher.read_until("PONG\r\n", Duration::from_secs(10)).contains("PONG"));
-    assert!(s.wait_log("Slow Consumer Detected: WriteDeadline of", Duration::from_secs(10)));
+    assert!(publisher
+        .read_until("PONG\r\n", Duration::from_secs(10))
+        .contains("PONG"));
+    assert!(s.wait_log(
+        "Slow Consumer Detected: WriteDeadline of",
+        Duration::from_secs(10)
+    ));
     let closed = s.json("/connz?state=closed");
-    assert_eq!(closed["connections"][0]["reason"], "Slow Consumer (Write Deadline)", "{closed}");
+    assert_eq!(
+        closed["connections"][0]["reason"], "Slow Consumer (Write Deadline)",
+        "{closed}"
+    );
     assert_eq!(s.json("/varz")["slow_consumers"], 1);
 }

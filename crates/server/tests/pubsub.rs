@@ -306,7 +306,10 @@ fn hundred_thousand_subscriptions() {
     r.send(pubs.as_bytes());
     let got = r.read_until("PONG\r\n", T);
     for i in (0..N).step_by(9973) {
-        assert!(got.contains(&format!("MSG scale.{}.{i} {i} 1\r\n", i % 1000)), "{i}");
+        assert!(
+            got.contains(&format!("MSG scale.{}.{i} {i} 1\r\n", i % 1000)),
+            "{i}"
+        );
     }
     let mut unsubs = String::new();
     for i in 0..N {
