@@ -235,12 +235,9 @@ impl Conn {
                         break Err(reason);
                     }
                 }
-                Ok(Parsed::Incomplete { need }) => {
-                    if let Some(need) = need {
-                        buf.reserve(need.saturating_sub(buf.len() - pos));
-                    }
-                    break Ok(());
-                }
+                // The buffer grows as bytes arrive, not by the declared
+                // size: a client may declare max_payload and send nothing.
+                Ok(Parsed::Incomplete { .. }) => break Ok(()),
                 Err(e) => break Err(self.parse_error(e, &buf[pos..])),
             }
         };

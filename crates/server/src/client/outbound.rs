@@ -16,8 +16,9 @@ use tokio::sync::Notify;
 /// Buffers larger than this are dropped after a write instead of kept for
 /// reuse, so one burst does not pin memory for the connection's life.
 const KEEP_CAPACITY: usize = 1 << 20;
-/// A fresh buffer's size.
-const INITIAL_CAPACITY: usize = 32 * 1024;
+/// A fresh buffer's size. Small, because an idle connection keeps two;
+/// busy ones grow theirs by doubling and keep up to `KEEP_CAPACITY`.
+const INITIAL_CAPACITY: usize = 512;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Push {
