@@ -7,10 +7,17 @@ use std::time::Duration;
 
 use common::Raw;
 
-async fn connect_err(url: &str, opts: async_nats::ConnectOptions) -> async_nats::ConnectError {
-    opts.connect(url)
+/// Asserts the server refuses these credentials as nats-server does.
+async fn refused(url: &str, opts: async_nats::ConnectOptions) {
+    let e = opts
+        .connect(url)
         .await
-        .expect_err("connection was accepted")
+        .expect_err("connection was accepted");
+    assert_eq!(
+        e.kind(),
+        async_nats::ConnectErrorKind::AuthorizationViolation,
+        "{e}"
+    );
 }
 
 async fn works(c: async_nats::Client) {
@@ -35,22 +42,12 @@ async fn token() {
             .unwrap(),
     )
     .await;
-    let e = connect_err(
+    refused(
         &s.url(),
         async_nats::ConnectOptions::with_token("wrong".into()),
     )
     .await;
-    assert_eq!(
-        e.kind(),
-        async_nats::ConnectErrorKind::AuthorizationViolation,
-        "{e}"
-    );
-    let e = connect_err(&s.url(), async_nats::ConnectOptions::new()).await;
-    assert_eq!(
-        e.kind(),
-        async_nats::ConnectErrorKind::AuthorizationViolation,
-        "{e}"
-    );
+    refused(&s.url(), async_nats::ConnectOptions::new()).await;
     assert!(s.wait_log("authentication error", Duration::from_secs(5)));
     let log = s.log_text();
     assert!(!log.contains("wrong"), "secret in log:\n{log}");
@@ -72,24 +69,16 @@ async fn single_user() {
             .unwrap(),
     )
     .await;
-    let e = connect_err(
+    refused(
         &s.url(),
         async_nats::ConnectOptions::with_user_and_password("alice".into(), "nope-pass".into()),
     )
     .await;
-    assert_eq!(
-        e.kind(),
-        async_nats::ConnectErrorKind::AuthorizationViolation
-    );
-    let e = connect_err(
+    refused(
         &s.url(),
         async_nats::ConnectOptions::with_user_and_password("mallory".into(), "pa55word".into()),
     )
     .await;
-    assert_eq!(
-        e.kind(),
-        async_nats::ConnectErrorKind::AuthorizationViolation
-    );
     assert!(s.wait_log(
         "authentication error - User \"alice\"",
         Duration::from_secs(5)
@@ -119,16 +108,11 @@ async fn users_list_from_config_with_bcrypt() {
         .await;
     }
     for (u, p) in [("app", "hunter2"), ("ops", "plain-pw"), ("nobody", "x")] {
-        let e = connect_err(
+        refused(
             &s.url(),
             async_nats::ConnectOptions::with_user_and_password(u.into(), p.into()),
         )
         .await;
-        assert_eq!(
-            e.kind(),
-            async_nats::ConnectErrorKind::AuthorizationViolation,
-            "{u}"
-        );
     }
 }
 
