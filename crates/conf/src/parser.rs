@@ -627,7 +627,7 @@ fn suffix_multiplier(suffix: &str) -> Option<i64> {
     let s = suffix.to_ascii_lowercase();
     let (unit, binary) = match s.len() {
         1 => (s.as_bytes()[0], false),
-        _ if matches!(&s[1..], "b" | "i" | "ib") => (s.as_bytes()[0], true),
+        _ if matches!(s.get(1..), Some("b" | "i" | "ib")) => (s.as_bytes()[0], true),
         _ => return None,
     };
     let exp = match unit {

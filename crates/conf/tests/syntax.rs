@@ -118,6 +118,13 @@ fn json_style_file_and_block_strings() {
 }
 
 #[test]
+fn multibyte_suffixes_are_strings() {
+    let m = parse("a: 1µs\nb: 2éb\n");
+    assert_eq!(get(&m, "a"), &Value::String("1µs".into()));
+    assert_eq!(get(&m, "b"), &Value::String("2éb".into()));
+}
+
+#[test]
 fn last_duplicate_wins() {
     let m = parse("port: 1\nport: 2\n");
     assert_eq!(get(&m, "port"), &Value::Integer(2));

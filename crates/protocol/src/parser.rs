@@ -103,9 +103,12 @@ pub enum Parsed<'a> {
     /// One operation, and how many bytes of the input it used.
     Op(ClientOp<'a>, usize),
     /// More bytes are needed. `need` is the total input length that will
-    /// complete the operation when it is known (a declared payload), so the
-    /// driver can size its buffer once.
+    /// complete the operation when it is known (a declared payload).
     Incomplete { need: Option<usize> },
+    /// This many bytes were consumed without completing an operation: the
+    /// ignored tail of a `PING`/`PONG`/`+OK` line, dropped as it arrives so
+    /// a client cannot make the server buffer an endless line.
+    Skipped(usize),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -233,6 +236,9 @@ pub struct Parser {
     /// Total input length that completes the publish being waited for, so
     /// repeated calls while a large payload arrives do not rescan.
     awaiting: Option<usize>,
+    /// A `PING`/`PONG`/`+OK` whose line has not ended yet; its bytes so far
+    /// have been consumed.
+    skipping: Option<Verb>,
 }
 
 impl Parser {
@@ -242,6 +248,7 @@ impl Parser {
             max_payload,
             headers: false,
             awaiting: None,
+            skipping: None,
         }
     }
 
@@ -260,6 +267,16 @@ impl Parser {
 
     /// Parses one operation from the front of `buf`.
     pub fn parse<'a>(&mut self, buf: &'a [u8]) -> Result<Parsed<'a>, ParseError> {
+        if let Some(verb) = self.skipping {
+            return Ok(match memchr(b'\n', buf) {
+                Some(nl) => {
+                    self.skipping = None;
+                    Parsed::Op(line_op(verb), nl + 1)
+                }
+                None if buf.is_empty() => Parsed::Incomplete { need: None },
+                None => Parsed::Skipped(buf.len()),
+            });
+        }
         if let Some(need) = self.awaiting {
             if buf.len() < need {
                 return Ok(Parsed::Incomplete { need: Some(need) });
@@ -270,10 +287,14 @@ impl Parser {
         };
         let rest = &buf[after_verb..];
         let Some(nl) = memchr(b'\n', rest) else {
+            if verb.ignores_rest_of_line() {
+                self.skipping = Some(verb);
+                return Ok(Parsed::Skipped(buf.len()));
+            }
             // Only argument bytes count against the limit, as in nats-server,
             // and not a `\r` that may be the start of the line ending.
             let arg_len = rest.len() - leading_ws(rest) - usize::from(rest.ends_with(b"\r"));
-            if !verb.ignores_rest_of_line() && arg_len > self.max_control_line {
+            if arg_len > self.max_control_line {
                 return Err(ParseError::ControlLineTooLong {
                     len: arg_len,
                     max: self.max_control_line,
@@ -283,12 +304,7 @@ impl Parser {
         };
         let line_end = after_verb + nl + 1;
         if verb.ignores_rest_of_line() {
-            let op = match verb {
-                Verb::Ping => ClientOp::Ping,
-                Verb::Pong => ClientOp::Pong,
-                _ => ClientOp::Ok,
-            };
-            return Ok(Parsed::Op(op, line_end));
+            return Ok(Parsed::Op(line_op(verb), line_end));
         }
         let mut arg = &rest[leading_ws(rest)..nl];
         if let [head @ .., b'\r'] = arg {
@@ -387,6 +403,15 @@ impl Parser {
             }),
             need,
         ))
+    }
+}
+
+/// The operation of a verb whose whole line is the verb.
+fn line_op(verb: Verb) -> ClientOp<'static> {
+    match verb {
+        Verb::Ping => ClientOp::Ping,
+        Verb::Pong => ClientOp::Pong,
+        _ => ClientOp::Ok,
     }
 }
 
@@ -525,7 +550,13 @@ mod tests {
     fn ping_ignores_rest_of_line() {
         assert_eq!(one(b"PINGxyz\r\n"), Ok(Parsed::Op(ClientOp::Ping, 9)));
         assert_eq!(one(b"pong\n"), Ok(Parsed::Op(ClientOp::Pong, 5)));
-        assert_eq!(one(b"PING"), Ok(Parsed::Incomplete { need: None }));
+        // An unfinished line is consumed as it comes, never buffered.
+        let mut p = parser();
+        assert_eq!(p.parse(b"PINGxxxx"), Ok(Parsed::Skipped(8)));
+        assert_eq!(p.parse(b"yyyy"), Ok(Parsed::Skipped(4)));
+        assert_eq!(p.parse(b""), Ok(Parsed::Incomplete { need: None }));
+        assert_eq!(p.parse(b"zz\nPONG\r\n"), Ok(Parsed::Op(ClientOp::Ping, 3)));
+        assert_eq!(p.parse(b"PONG\r\n"), Ok(Parsed::Op(ClientOp::Pong, 6)));
     }
 
     #[test]

@@ -34,6 +34,10 @@ fn run(input: &[u8], cuts: &[usize], max_control_line: usize) -> (Vec<String>, O
                     buf.drain(..n);
                 }
                 Ok(Parsed::Incomplete { .. }) => break,
+                Ok(Parsed::Skipped(n)) => {
+                    assert!(n > 0 && n <= buf.len());
+                    buf.drain(..n);
+                }
                 // How much of an over-long line had arrived varies with the
                 // split; the error itself must not.
                 Err(ParseError::ControlLineTooLong { max, .. }) => {

@@ -7,19 +7,46 @@ use subtle::ConstantTimeEq;
 
 use crate::options::Authorization;
 
+/// What a client presented in CONNECT, kept for the life of the
+/// connection so a config reload can check it against new settings.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Credentials {
+    pub user: Option<String>,
+    pub pass: Option<String>,
+    pub auth_token: Option<String>,
+}
+
+impl From<&ConnectInfo> for Credentials {
+    fn from(ci: &ConnectInfo) -> Self {
+        Credentials {
+            user: ci.user.clone(),
+            pass: ci.pass.clone(),
+            auth_token: ci.auth_token.clone(),
+        }
+    }
+}
+
 /// Compares a presented secret with a configured one: bcrypt when the
 /// configured value is a bcrypt hash (as nats-server allows), otherwise
 /// constant-time equality.
 fn secret_matches(configured: &str, presented: &str) -> bool {
     if configured.starts_with("$2") {
-        return bcrypt::verify(presented, configured).unwrap_or(false);
+        // bcrypt takes tens of milliseconds by design; keep other
+        // connections on this runtime worker moving meanwhile.
+        let verify = || bcrypt::verify(presented, configured).unwrap_or(false);
+        return match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(verify)
+            }
+            _ => verify(),
+        };
     }
     configured.as_bytes().ct_eq(presented.as_bytes()).into()
 }
 
-/// Checks a CONNECT. `Err` carries the log suffix naming who failed
-/// (e.g. ` - User "bob"`), or is empty when no identity was given.
-pub fn check(auth: &Authorization, ci: &ConnectInfo) -> Result<(), String> {
+/// Checks a client's credentials. `Err` carries the log suffix naming who
+/// failed (e.g. ` - User "bob"`), or is empty when no identity was given.
+pub fn check(auth: &Authorization, ci: &Credentials) -> Result<(), String> {
     let who = match (&ci.user, &ci.auth_token) {
         (Some(u), _) => format!(" - User {u:?}"),
         (None, Some(_)) => " - Token \"[REDACTED]\"".to_string(),
@@ -56,8 +83,9 @@ mod tests {
     use super::*;
     use crate::options::User;
 
-    fn connect(json: &str) -> ConnectInfo {
-        serde_json::from_str(json).unwrap()
+    fn connect(json: &str) -> Credentials {
+        let ci: ConnectInfo = serde_json::from_str(json).unwrap();
+        Credentials::from(&ci)
     }
 
     #[test]

@@ -172,7 +172,18 @@ fn size31(r: &mut Report, e: &Entry) -> Option<usize> {
     Some(v as usize)
 }
 
-/// Go's `time.ParseDuration`: `300ms`, `1.5h`, `2h45m`, `0`.
+/// Durations longer than this are refused: no setting needs more, and
+/// timers and instants stay far from overflow.
+const MAX_DURATION: Duration = Duration::from_secs(365 * 86400);
+
+fn bounded(secs: f64, s: &str) -> Result<Duration, String> {
+    match Duration::try_from_secs_f64(secs) {
+        Ok(d) if d <= MAX_DURATION => Ok(d),
+        _ => Err(format!("duration \"{s}\" is longer than a year")),
+    }
+}
+
+/// Go's `time.ParseDuration`: `300ms`, `1.5h`, `2h45m`, `0`; at most a year.
 pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
     let invalid = || format!("time: invalid duration \"{s}\"");
     if s == "0" {
@@ -215,7 +226,7 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
         };
         total += n * scale;
     }
-    Ok(Duration::from_secs_f64(total))
+    bounded(total, s)
 }
 
 /// A duration: a Go duration string, a bare suffixed number like `2m`
@@ -233,7 +244,7 @@ fn duration(r: &mut Report, e: &Entry) -> Option<Duration> {
                 &e.key,
                 format!("{} should be converted to a duration", e.key),
             );
-            Ok(Duration::from_secs(*v as u64))
+            bounded(*v as f64, &e.item.raw)
         }
         Value::Float(v) if *v >= 0.0 => {
             r.warn(
@@ -241,7 +252,7 @@ fn duration(r: &mut Report, e: &Entry) -> Option<Duration> {
                 &e.key,
                 format!("{} should be converted to a duration", e.key),
             );
-            Ok(Duration::from_secs_f64(*v))
+            bounded(*v, &e.item.raw)
         }
         other => Err(format!("expected a duration, got {}", other.type_name())),
     };
@@ -471,8 +482,12 @@ fn authorization(m: &Map, at: &Entry, o: &mut Options, r: &mut Report) {
                             format!("timeout of {} ({s:.6} seconds) is high, consider keeping it under 60 seconds. possibly caused by unquoted duration; use '1m' instead of 1m, for example", e.item.raw),
                         );
                     }
-                    if s >= 0.0 {
-                        a.timeout = Some(Duration::from_secs_f64(s));
+                    match bounded(s, &e.item.raw) {
+                        Ok(d) => a.timeout = Some(d),
+                        Err(msg) => r.error(
+                            &e.item,
+                            format!("error parsing authorization config, 'timeout' {msg}"),
+                        ),
                     }
                 }
             }
@@ -660,5 +675,9 @@ mod tests {
             .unwrap_err()
             .contains("invalid duration"));
         assert!(parse_go_duration("-1s").is_err());
+        assert!(parse_go_duration("100000000000000000000s")
+            .unwrap_err()
+            .contains("longer than a year"));
+        assert!(parse_go_duration("1e400s").is_err());
     }
 }

@@ -108,6 +108,7 @@ fn load_options(cli: &cli::Cli) -> Result<(Options, Vec<String>)> {
         None => (Options::default(), Vec::new()),
     };
     cli.apply(&mut opts);
+    opts.apply_baseline();
     opts.validate().map_err(anyhow::Error::msg)?;
     if let Some(what) = opts.unsupported() {
         anyhow::bail!("{what}");

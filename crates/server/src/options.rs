@@ -129,6 +129,24 @@ impl Options {
         self.authorization.timeout.unwrap_or(Duration::from_secs(2))
     }
 
+    /// Zero means "the default" for these, as in nats-server (a zero ping
+    /// interval would otherwise declare every client stale at once).
+    pub fn apply_baseline(&mut self) {
+        let d = Options::default();
+        if self.ping_interval.is_zero() {
+            self.ping_interval = d.ping_interval;
+        }
+        if self.ping_max == 0 {
+            self.ping_max = d.ping_max;
+        }
+        if self.write_deadline.is_zero() {
+            self.write_deadline = d.write_deadline;
+        }
+        if self.lame_duck_duration.is_zero() {
+            self.lame_duck_duration = d.lame_duck_duration;
+        }
+    }
+
     /// Checks the cross-field rules nats-server enforces at start.
     pub fn validate(&self) -> Result<(), String> {
         if self.max_payload > self.max_pending {

@@ -128,6 +128,14 @@ impl Server {
         }
     }
 
+    /// The INFO for one client: the server's, plus who the client is.
+    pub fn client_info(&self, client: &Client) -> ServerInfo {
+        let mut info = self.info();
+        info.client_id = Some(client.cid);
+        info.client_ip = Some(client.addr.ip().to_string());
+        info
+    }
+
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown_tx.subscribe()
     }
@@ -162,6 +170,7 @@ impl Server {
         if !subs.is_empty() {
             let mut sl = self.sublist.write();
             for s in &subs {
+                s.mark_closed();
                 let _ = sl.remove(&s.subject, s.queue.as_deref(), s.key);
             }
         }
@@ -173,8 +182,31 @@ impl Server {
         ring.push_back(closed);
     }
 
+    /// After a reload: closes clients whose credentials the new settings
+    /// no longer accept, as nats-server does.
+    pub fn recheck_auth(&self) {
+        let auth = self.opts().authorization.clone();
+        let clients: Vec<Arc<Client>> = self.clients.lock().values().cloned().collect();
+        for c in clients {
+            let creds = c.creds.lock().clone();
+            // Clients that have not sent CONNECT yet are checked when they do.
+            let Some(creds) = creds else { continue };
+            if !auth.required() {
+                continue;
+            }
+            if let Err(who) = crate::auth::check(&auth, &creds) {
+                tracing::error!("{} - authentication error{who}", c.log_prefix());
+                c.out.push(usize::MAX, None, |b| {
+                    protocol::encode::err(b, "Authorization Violation")
+                });
+                c.close(ClosedState::AuthenticationViolation);
+            }
+        }
+    }
+
     /// Removes one subscription from the trie and from its client's map.
     pub fn unsubscribe(&self, sub: &Arc<Subscription>) {
+        sub.mark_closed();
         let _ = self
             .sublist
             .write()
@@ -250,13 +282,13 @@ impl Server {
             self.shutdown();
             return;
         }
-        let mut info = self.info();
-        info.ldm = true;
-        let json = serde_json::to_vec(&info).expect("info serializes");
         for c in &clients {
             if c.async_info.load(Ordering::Relaxed) {
+                let mut info = self.client_info(c);
+                info.ldm = true;
+                let json = serde_json::to_vec(&info).expect("info serializes");
                 c.out
-                    .push(usize::MAX, None, |b| protocol::encode::info(b, &json));
+                    .push(opts.max_pending, None, |b| protocol::encode::info(b, &json));
                 c.out.flush();
             }
         }

@@ -66,6 +66,7 @@ fn reload(server: &Server, cli: &Cli, log: &LogHandle) {
         }
     };
     cli.apply(&mut new);
+    new.apply_baseline();
     if let Err(e) = new.validate() {
         error!("Failed to reload server configuration: {e}");
         return;
@@ -84,16 +85,20 @@ fn reload(server: &Server, cli: &Cli, log: &LogHandle) {
             info!("Reloaded: trace = {}", new.trace);
         }
     }
-    if old.authorization != new.authorization {
+    let auth_changed = old.authorization != new.authorization;
+    if auth_changed {
         info!("Reloaded: authorization");
     }
     server.set_opts(new);
+    if auth_changed {
+        server.recheck_auth();
+    }
     info!("Reloaded server configuration");
 }
 
 /// The first option that changed but cannot change without a restart.
 fn not_reloadable(old: &Options, new: &Options) -> Option<&'static str> {
-    let checks: [(&'static str, bool); 9] = [
+    let checks: [(&'static str, bool); 11] = [
         ("host", old.host != new.host),
         ("port", old.port != new.port),
         ("server_name", old.server_name != new.server_name),
@@ -109,6 +114,12 @@ fn not_reloadable(old: &Options, new: &Options) -> Option<&'static str> {
         ),
         ("jetstream", old.jetstream != new.jetstream),
         ("cluster", old.cluster != new.cluster),
+        ("max_pending", old.max_pending != new.max_pending),
+        (
+            "lame_duck_duration",
+            old.lame_duck_duration != new.lame_duck_duration
+                || old.lame_duck_grace_period != new.lame_duck_grace_period,
+        ),
     ];
     checks
         .into_iter()

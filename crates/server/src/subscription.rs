@@ -3,7 +3,7 @@
 //! message; the cycle (client → sid map → subscription → client) is broken
 //! when the connection's cleanup empties the map.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -21,6 +21,8 @@ pub struct Subscription {
     pub max: AtomicU64,
     /// Messages delivered so far.
     pub delivered: AtomicU64,
+    /// Set once removed, so publishers holding an older match result skip it.
+    closed: AtomicBool,
 }
 
 /// What one delivery attempt found out about the subscription's limit.
@@ -50,7 +52,16 @@ impl Subscription {
             sid,
             max: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
         }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+
+    pub fn mark_closed(&self) {
+        self.closed.store(true, Ordering::Relaxed);
     }
 
     /// Counts one delivery against the auto-unsubscribe limit.
@@ -61,7 +72,11 @@ impl Subscription {
             0 => Quota::Deliver,
             m if n < m => Quota::Deliver,
             m if n == m => Quota::DeliverLast,
-            _ => Quota::Exhausted,
+            _ => {
+                // Not delivered, so not counted.
+                self.delivered.fetch_sub(1, Ordering::Relaxed);
+                Quota::Exhausted
+            }
         }
     }
 }

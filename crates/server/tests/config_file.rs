@@ -73,6 +73,17 @@ fn listen_and_flags_override_config() {
 }
 
 #[test]
+fn zero_means_default() {
+    let s = common::server()
+        .config("ping_interval: \"0s\"\nping_max: 0\nwrite_deadline: 0s\n")
+        .start();
+    let v = s.json("/varz");
+    assert_eq!(v["ping_interval"], 120_000_000_000u64);
+    assert_eq!(v["ping_max"], 2);
+    assert_eq!(v["write_deadline"], 10_000_000_000u64);
+}
+
+#[test]
 fn unquoted_minutes_are_minutes() {
     let s = common::server().config("ping_interval: 2m\n").start();
     assert_eq!(s.json("/varz")["ping_interval"], 120_000_000_000u64);
@@ -157,6 +168,12 @@ fn value_errors() {
         "write_deadline: true\n",
         "error parsing write_deadline: expected a duration, got boolean",
     );
+    fails_with(
+        "ping_interval: \"100000000000000000000s\"\n",
+        "is longer than a year",
+    );
+    fails_with("ping_interval: 99999999999\n", "is longer than a year");
+    fails_with("write_deadline: 3d\n", "time: unknown unit \"d\"");
     fails_with(
         "listen: \"nohostport\"\n",
         "test.conf:1:9: could not parse address string \"nohostport\"",

@@ -212,3 +212,43 @@ fn random_bytes_from_many_connections() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn endless_ping_line_is_not_buffered() {
+    let s = common::server().start();
+    let mut r = Raw::connect(&s.addr());
+    r.send(b"CONNECT {\"verbose\":false}\r\nPING");
+    let junk = vec![b'x'; 1 << 20];
+    let before = s.json("/varz")["mem"].as_u64().unwrap();
+    for _ in 0..64 {
+        r.send(&junk);
+    }
+    r.send(b"\r\nPING\r\n");
+    let got = r.read_until("PONG\r\nPONG\r\n", T);
+    assert_eq!(got, "PONG\r\nPONG\r\n");
+    let after = s.json("/varz")["mem"].as_u64().unwrap();
+    assert!(
+        after < before + 16 * 1024 * 1024,
+        "64 MB of junk held: {before} -> {after}"
+    );
+}
+
+#[test]
+fn replies_count_against_max_pending() {
+    let s = common::server()
+        .config("max_pending: 64KB\nmax_payload: 32KB\n")
+        .start();
+    let mut r = Raw::connect(&s.addr());
+    r.send(b"CONNECT {\"verbose\":false}\r\n");
+    // Never read the PONGs: far more than the socket buffers hold.
+    let pings = b"PING\r\n".repeat(100_000);
+    for _ in 0..40 {
+        r.send(&pings);
+    }
+    let deadline = std::time::Instant::now() + T;
+    while s.json("/varz")["slow_consumers"] != 1 {
+        assert!(std::time::Instant::now() < deadline, "never cut off");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    still_serving(&s.addr());
+}

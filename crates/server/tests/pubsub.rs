@@ -322,3 +322,54 @@ fn hundred_thousand_subscriptions() {
     assert_eq!(z["num_subscriptions"], 0);
     assert_eq!(z["num_removes"], N);
 }
+
+/// UNSUB and auto-unsubscribe as the server enforces them, seen on the
+/// wire (async-nats would hide extra messages by dropping them itself).
+#[test]
+fn unsubscribe_on_the_wire() {
+    let s = common::server().start();
+    let mut r = common::Raw::connect(&s.addr());
+    r.send(b"CONNECT {\"verbose\":false}\r\nSUB gone 1\r\nUNSUB 1\r\nPUB gone 1\r\nx\r\n");
+    r.send(b"SUB three 2\r\nUNSUB 2 3\r\n");
+    for _ in 0..5 {
+        r.send(b"PUB three 1\r\ny\r\n");
+    }
+    // Already past its new max: removed at once.
+    r.send(b"SUB two 3\r\nPUB two 1\r\nz\r\nPUB two 1\r\nz\r\nUNSUB 3 2\r\nPUB two 1\r\nz\r\n");
+    // A reused sid after UNSUB belongs to the new subject only.
+    r.send(b"SUB old 4\r\nUNSUB 4\r\nSUB new 4\r\nPUB old 1\r\no\r\nPUB new 1\r\nn\r\nPING\r\n");
+    let got = r.read_until("PONG\r\n", T);
+    assert_eq!(
+        got,
+        "MSG three 2 1\r\ny\r\nMSG three 2 1\r\ny\r\nMSG three 2 1\r\ny\r\n\
+         MSG two 3 1\r\nz\r\nMSG two 3 1\r\nz\r\n\
+         MSG new 4 1\r\nn\r\nPONG\r\n"
+    );
+    assert_eq!(
+        s.json("/subsz")["num_subscriptions"],
+        1,
+        "only `new` is left"
+    );
+}
+
+/// A subscriber that did not ask for headers gets the payload alone; an
+/// empty header block is delivered as a plain MSG.
+#[test]
+fn headers_stripped_for_subscribers_without_them() {
+    let s = common::server().start();
+    let mut plain = common::Raw::connect(&s.addr());
+    plain.send(b"CONNECT {\"verbose\":false}\r\nSUB h 1\r\nPING\r\n");
+    plain.read_until("PONG\r\n", T);
+    let mut hdrs = common::Raw::connect(&s.addr());
+    hdrs.send(b"CONNECT {\"verbose\":false,\"headers\":true}\r\nSUB h 9\r\n");
+    hdrs.send(b"HPUB h 18 20\r\nNATS/1.0\r\nA: b\r\n\r\nhi\r\nHPUB h 0 2\r\nok\r\nPING\r\n");
+    assert_eq!(
+        hdrs.read_until("PONG\r\n", T),
+        "HMSG h 9 18 20\r\nNATS/1.0\r\nA: b\r\n\r\nhi\r\nMSG h 9 2\r\nok\r\nPONG\r\n"
+    );
+    plain.send(b"PING\r\n");
+    assert_eq!(
+        plain.read_until("PONG\r\n", T),
+        "MSG h 1 2\r\nhi\r\nMSG h 1 2\r\nok\r\nPONG\r\n"
+    );
+}

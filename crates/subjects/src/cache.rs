@@ -15,7 +15,7 @@ const MAX_ENTRIES: usize = 512;
 pub struct MatchCache<T> {
     generation: Arc<AtomicU64>,
     seen: u64,
-    entries: hashbrown::HashMap<Box<[u8]>, Arc<SubResult<T>>>,
+    entries: hashbrown::HashMap<Vec<u8>, Arc<SubResult<T>>>,
 }
 
 impl<T> MatchCache<T> {
@@ -28,26 +28,23 @@ impl<T> MatchCache<T> {
     }
 
     /// The cached result for `subject`, or `lookup`'s answer (then cached).
+    /// Borrowed, so a hit costs no reference-count traffic on the result,
+    /// which other readers share.
     pub fn get_or_insert(
         &mut self,
         subject: &[u8],
         lookup: impl FnOnce() -> Arc<SubResult<T>>,
-    ) -> Arc<SubResult<T>> {
+    ) -> &SubResult<T> {
         // Acquire pairs with the trie's Release on change: a result made
         // before the change is never taken as current after it.
         let now = self.generation.load(Ordering::Acquire);
         if now != self.seen {
             self.entries.clear();
             self.seen = now;
-        } else if let Some(r) = self.entries.get(subject) {
-            return r.clone();
-        }
-        let r = lookup();
-        if self.entries.len() >= MAX_ENTRIES {
+        } else if self.entries.len() >= MAX_ENTRIES && !self.entries.contains_key(subject) {
             self.entries.clear();
         }
-        self.entries.insert(subject.into(), r.clone());
-        r
+        self.entries.entry_ref(subject).or_insert_with(lookup)
     }
 }
 
@@ -66,5 +63,11 @@ mod tests {
         assert_eq!(c.get_or_insert(b"a", || s.matches(b"a")).psubs, vec![1, 2]);
         // A hit does not call the lookup.
         assert_eq!(c.get_or_insert(b"a", || unreachable!()).psubs, vec![1, 2]);
+        // Many subjects: the cache starts over rather than growing.
+        for i in 0..(MAX_ENTRIES * 3) {
+            let subj = format!("x.{i}");
+            c.get_or_insert(subj.as_bytes(), || s.matches(subj.as_bytes()));
+        }
+        assert!(c.entries.len() <= MAX_ENTRIES);
     }
 }

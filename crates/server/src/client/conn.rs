@@ -15,14 +15,15 @@ use subjects::MatchCache;
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
-use tracing::{debug, error, info};
+use tracing::{debug, error};
 
+use super::delivery::{self, Delivery, Message};
 use super::outbound::Push;
 use super::{writer, Client, ClosedState};
-use crate::auth;
+use crate::auth::{self, Credentials};
 use crate::options::Options;
 use crate::server::Server;
-use crate::subscription::{Quota, Subscription};
+use crate::subscription::Subscription;
 
 /// Read sizes adapt between these: small for idle connections, large for
 /// busy ones (nats-server does the same).
@@ -33,11 +34,6 @@ const MAX_READ: usize = 64 * 1024;
 const FIRST_PING: Duration = Duration::from_secs(2);
 /// A measured round trip is refreshed this often.
 const RTT_REFRESH: Duration = Duration::from_secs(3600);
-/// Longest a publisher is paused, per read, for subscribers whose
-/// outbound buffers are nearly full (nats-server stalls fast producers
-/// similarly). Bounded, so a subscriber that has stopped reading still
-/// reaches max_pending and is cut off instead of holding publishers.
-const MAX_STALL: Duration = Duration::from_millis(10);
 
 /// Runs a connection from accept to close.
 pub async fn serve(server: Arc<Server>, stream: TcpStream, addr: SocketAddr, cid: u64) {
@@ -102,15 +98,10 @@ struct Conn {
     last_in: Instant,
     first_pong_sent: bool,
     cache: MatchCache<Arc<Subscription>>,
-    /// Clients with output queued during this read, woken at its end.
-    to_flush: Vec<Arc<Client>>,
-    /// Subscriptions that reached their auto-unsubscribe limit.
-    to_unsubscribe: Vec<Arc<Subscription>>,
+    delivery: Delivery,
     batch: Batch,
     /// The ping timer should fire early (CONNECT was just processed).
     rearm_ping: Option<Duration>,
-    /// Subscribers past three quarters of max_pending during this read.
-    stalled_on: Vec<Arc<Client>>,
 }
 
 /// Counters gathered over one read and published at its end, so shared
@@ -119,8 +110,6 @@ struct Conn {
 struct Batch {
     in_msgs: u64,
     in_bytes: u64,
-    out_msgs: u64,
-    out_bytes: u64,
     /// A PUB, SUB or UNSUB was seen: counts as activity for the ping timer
     /// and for `last_activity`.
     active: bool,
@@ -129,6 +118,7 @@ struct Batch {
 impl Conn {
     fn new(server: Arc<Server>, client: Arc<Client>, config: &Arc<Options>) -> Self {
         let generation = server.sublist.read().generation();
+        let delivery = Delivery::new(server.clone(), client.cid, config.max_pending);
         Conn {
             parser: Parser::new(config.max_control_line, config.max_payload),
             auth_required: config.authorization.required(),
@@ -142,11 +132,9 @@ impl Conn {
             last_in: Instant::now(),
             first_pong_sent: false,
             cache: MatchCache::new(generation),
-            to_flush: Vec::new(),
-            to_unsubscribe: Vec::new(),
+            delivery,
             batch: Batch::default(),
             rearm_ping: None,
-            stalled_on: Vec::new(),
         }
     }
 
@@ -185,7 +173,7 @@ impl Conn {
                         if let Err(reason) = result {
                             return reason;
                         }
-                        self.stall().await;
+                        self.delivery.stall().await;
                         if let Some(d) = self.rearm_ping.take() {
                             ping.as_mut().reset(tokio::time::Instant::now() + d);
                         }
@@ -207,23 +195,6 @@ impl Conn {
         }
     }
 
-    /// Gives nearly-full subscribers a moment to drain before reading more.
-    async fn stall(&mut self) {
-        if self.stalled_on.is_empty() {
-            return;
-        }
-        let threshold = self.config.max_pending / 2;
-        // All at once: a subscriber that has stopped reading must not use
-        // up the pause that a merely busy one needed.
-        let targets = std::mem::take(&mut self.stalled_on);
-        futures_util::future::join_all(
-            targets
-                .iter()
-                .map(|t| t.out.wait_drained(threshold, MAX_STALL)),
-        )
-        .await;
-    }
-
     /// Handles every complete operation in `buf` and drops them from it.
     fn process(&mut self, buf: &mut BytesMut) -> Result<(), ClosedState> {
         let mut pos = 0;
@@ -235,6 +206,7 @@ impl Conn {
                         break Err(reason);
                     }
                 }
+                Ok(Parsed::Skipped(n)) => pos += n,
                 // The buffer grows as bytes arrive, not by the declared
                 // size: a client may declare max_payload and send nothing.
                 Ok(Parsed::Incomplete { .. }) => break Ok(()),
@@ -249,8 +221,8 @@ impl Conn {
     /// Publishes what one read produced: counters, wake-ups, removals.
     fn end_batch(&mut self) {
         let b = std::mem::take(&mut self.batch);
-        let stats = &self.server.stats;
         if b.in_msgs > 0 {
+            let stats = &self.server.stats;
             self.client.in_msgs.fetch_add(b.in_msgs, Ordering::Relaxed);
             self.client
                 .in_bytes
@@ -258,38 +230,24 @@ impl Conn {
             stats.in_msgs.fetch_add(b.in_msgs, Ordering::Relaxed);
             stats.in_bytes.fetch_add(b.in_bytes, Ordering::Relaxed);
         }
-        if b.out_msgs > 0 {
-            stats.out_msgs.fetch_add(b.out_msgs, Ordering::Relaxed);
-            stats.out_bytes.fetch_add(b.out_bytes, Ordering::Relaxed);
-        }
         if b.active {
             self.client.touch(SystemTime::now());
             self.last_in = Instant::now();
         }
-        for c in self.to_flush.drain(..) {
-            c.out.flush();
-        }
-        for s in std::mem::take(&mut self.to_unsubscribe) {
-            self.server.unsubscribe(&s);
-        }
+        self.delivery.finish();
     }
 
-    fn mark_flush(&mut self, target: &Arc<Client>) {
-        // Deliveries to one subscriber come in runs; checking the last entry
-        // and a short scan keeps this O(1) for the usual few targets.
-        let recent = self.to_flush.iter().rev().take(8);
-        if !recent.into_iter().any(|c| Arc::ptr_eq(c, target)) {
-            self.to_flush.push(target.clone());
-        }
-    }
-
-    /// Queues a protocol line for this client itself.
+    /// Queues a protocol line for this client itself. Replies count
+    /// against max_pending like messages do, so a client that sends PINGs
+    /// and never reads is cut off as a slow consumer.
     fn send(&mut self, write: impl FnOnce(&mut BytesMut)) {
-        // The server's own replies are never refused for size: nats-server
-        // does not count them against max_pending either.
-        self.client.out.push(usize::MAX, None, write);
-        let me = self.client.clone();
-        self.mark_flush(&me);
+        match self.client.out.push(self.config.max_pending, None, write) {
+            Push::SlowConsumer => {
+                delivery::slow_consumer(&self.server, &self.client, self.config.max_pending)
+            }
+            Push::Closed => {}
+            Push::Queued | Push::QueuedNearLimit => self.delivery.mark_flush(&self.client),
+        }
     }
 
     fn send_err(&mut self, text: &str) {
@@ -451,13 +409,18 @@ impl Conn {
             self.rearm_ping = Some(interval + jitter);
         }
         ci.apply(&mut self.opts);
+        let creds = Credentials::from(&ci);
         if self.auth_required {
-            if let Err(who) = auth::check(&self.config.authorization, &ci) {
+            // The options in force now, not at accept: a reload may have
+            // changed who is allowed in.
+            let auth = self.server.opts().authorization.clone();
+            if let Err(who) = auth::check(&auth, &creds) {
                 error!("{prefix} - authentication error{who}");
                 self.send_err("Authorization Violation");
                 return Err(ClosedState::AuthenticationViolation);
             }
         }
+        *self.client.creds.lock() = Some(creds);
         {
             let mut meta = self.client.meta.lock();
             meta.name = self.opts.name.clone();
@@ -481,6 +444,7 @@ impl Conn {
         self.client
             .headers
             .store(self.opts.headers, Ordering::Relaxed);
+        self.delivery.echo = self.opts.echo;
         self.send_ok();
         Ok(())
     }
@@ -490,9 +454,10 @@ impl Conn {
         self.last_in = Instant::now();
         if self.connected && !self.first_pong_sent {
             self.first_pong_sent = true;
-            self.client.async_info.store(true, Ordering::Relaxed);
+            // Only clients that speak protocol 1 take asynchronous INFO.
             if self.opts.protocol >= 1 {
-                let mut info = self.server.info();
+                self.client.async_info.store(true, Ordering::Relaxed);
+                let mut info = self.server.client_info(&self.client);
                 info.connect_info = true;
                 info.remote_account = Some("$G".to_string());
                 let json = serde_json::to_vec(&info).expect("info serializes");
@@ -590,80 +555,17 @@ impl Conn {
         let result = self
             .cache
             .get_or_insert(p.subject, || server.sublist.read().matches(p.subject));
-        let mut delivered = false;
-        for sub in &result.psubs {
-            delivered |= self.deliver(sub, p);
-        }
-        for (_, group) in &result.qsubs {
-            let n = group.len();
-            let start = fastrand::usize(..n);
-            for i in 0..n {
-                if self.deliver(&group[(start + i) % n], p) {
-                    delivered = true;
-                    break;
-                }
-            }
-        }
+        let msg = Message {
+            subject: p.subject,
+            reply: p.reply,
+            header_len: p.header_len,
+            message: p.message,
+        };
+        let delivered = self.delivery.route(result, msg);
         if !delivered && self.opts.no_responders {
             if let Some(reply) = p.reply {
                 self.no_responders(p.subject, reply);
             }
-        }
-    }
-
-    /// Queues one message for one subscription. Returns whether it was
-    /// queued.
-    fn deliver(&mut self, sub: &Arc<Subscription>, p: &Publish<'_>) -> bool {
-        let target = &sub.client;
-        if !self.opts.echo && target.cid == self.client.cid {
-            return false;
-        }
-        match sub.take_quota() {
-            Quota::Deliver => {}
-            Quota::DeliverLast => self.to_unsubscribe.push(sub.clone()),
-            Quota::Exhausted => {
-                self.to_unsubscribe.push(sub.clone());
-                return false;
-            }
-        }
-        // A subscriber that did not ask for headers gets the payload alone.
-        let (header_len, message) = match p.header_len {
-            Some(h) if !target.headers.load(Ordering::Relaxed) => (None, &p.message[h..]),
-            h => (h, p.message),
-        };
-        let pushed = target
-            .out
-            .push(self.config.max_pending, Some(message.len()), |b| {
-                encode::msg(b, p.subject, &sub.sid, p.reply, header_len, message)
-            });
-        match pushed {
-            Push::Queued | Push::QueuedNearLimit => {
-                self.batch.out_msgs += 1;
-                self.batch.out_bytes += message.len() as u64;
-                let target = target.clone();
-                if pushed == Push::QueuedNearLimit
-                    && !self.stalled_on.iter().any(|c| Arc::ptr_eq(c, &target))
-                {
-                    self.stalled_on.push(target.clone());
-                }
-                self.mark_flush(&target);
-                true
-            }
-            Push::SlowConsumer => {
-                if target.close(ClosedState::SlowConsumerPendingBytes) {
-                    self.server
-                        .stats
-                        .slow_consumers
-                        .fetch_add(1, Ordering::Relaxed);
-                    info!(
-                        "{} - Slow Consumer Detected: MaxPending of {} Exceeded",
-                        target.log_prefix(),
-                        self.config.max_pending
-                    );
-                }
-                false
-            }
-            Push::Closed => false,
         }
     }
 
@@ -677,7 +579,7 @@ impl Conn {
         let own = result
             .psubs
             .iter()
-            .find(|s| Arc::ptr_eq(&s.client, &self.client))
+            .find(|s| Arc::ptr_eq(&s.client, &self.client) && !s.is_closed())
             .cloned();
         if let Some(sub) = own {
             self.send(|b| encode::no_responders(b, reply, &sub.sid, subject));

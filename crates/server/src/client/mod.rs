@@ -4,6 +4,7 @@
 //! ends ([`ClosedState`]).
 
 mod conn;
+pub mod delivery;
 pub mod outbound;
 mod writer;
 
@@ -107,9 +108,11 @@ pub struct Client {
     pub last_activity: AtomicU64,
     /// Last measured round trip, nanoseconds; 0 until measured.
     pub rtt: AtomicU64,
-    /// Set once CONNECT has been processed and the first PONG sent; only
-    /// then does the client get asynchronous INFO (lame duck).
+    /// Set once a protocol-1 client has been answered its first PING; only
+    /// then does it get asynchronous INFO (lame duck).
     pub async_info: AtomicBool,
+    /// What the client authenticated with, so a reload can check it again.
+    pub creds: Mutex<Option<crate::auth::Credentials>>,
     closed: Mutex<Option<ClosedState>>,
     /// Cancelled by `close`, waking the reader and the writer.
     kill: CancellationToken,
@@ -137,6 +140,7 @@ impl Client {
             last_activity: AtomicU64::new(unix_nanos(start)),
             rtt: AtomicU64::new(0),
             async_info: AtomicBool::new(false),
+            creds: Mutex::new(None),
             closed: Mutex::new(None),
             kill: CancellationToken::new(),
         }

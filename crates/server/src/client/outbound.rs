@@ -165,6 +165,9 @@ impl Outbound {
             st.closing = if flush {
                 Closing::FlushThenStop
             } else {
+                // Dropped now: a cut-off slow consumer may hold megabytes,
+                // and publishers' caches can keep the client alive a while.
+                st.buf = BytesMut::new();
                 Closing::Stop
             };
         }
@@ -201,6 +204,13 @@ impl Outbound {
         }
         chunk.clear();
         chunk
+    }
+
+    /// Frees the buffers once the writer has stopped.
+    pub fn release(&self) {
+        let mut st = self.state.lock();
+        st.closing = Closing::Stop;
+        st.buf = BytesMut::new();
     }
 
     /// Resolves when a producer has flushed or the connection closes.

@@ -75,5 +75,6 @@ pub async fn run(
             }
         }
     }
+    client.out.release();
     let _ = wr.shutdown().await;
 }

@@ -268,8 +268,12 @@ pub fn connz(server: &Server, q: &Query) -> Result<Connz, QueryError> {
 
     let now = SystemTime::now();
     let mut rows: Vec<Row> = Vec::new();
+    // As in nats-server, `total` counts the whole set asked for; `cid` and
+    // `user` only narrow what is listed.
+    let mut total = 0;
     if state != State::Closed {
         let clients: Vec<Arc<Client>> = server.clients.lock().values().cloned().collect();
+        total += clients.len();
         for c in clients {
             if cid != 0 && c.cid != cid {
                 continue;
@@ -279,7 +283,9 @@ pub fn connz(server: &Server, q: &Query) -> Result<Connz, QueryError> {
         }
     }
     if state != State::Open {
-        for c in server.closed.lock().iter() {
+        let closed = server.closed.lock();
+        total += closed.len();
+        for c in closed.iter() {
             if cid != 0 && c.info.cid != cid {
                 continue;
             }
@@ -295,7 +301,6 @@ pub fn connz(server: &Server, q: &Query) -> Result<Connz, QueryError> {
             });
         }
     }
-    let total = rows.len();
     if !user.is_empty() {
         rows.retain(|r| r.user.as_deref() == Some(user));
     }

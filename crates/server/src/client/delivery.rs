@@ -1,0 +1,209 @@
+//! Routing one published message to the subscriptions that match it, on
+//! the publisher's task. Everything a publisher accumulates over one read
+//! lives here (who to wake, who to pause for, counters), so that shared
+//! state is touched once per read rather than once per message.
+//!
+//! A client connection owns one; internal publishers (JetStream replies
+//! and deliveries) will own theirs.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use protocol::encode;
+use subjects::SubResult;
+use tracing::info;
+
+use super::outbound::Push;
+use super::{Client, ClosedState};
+use crate::server::Server;
+use crate::subscription::{Quota, Subscription};
+
+/// Longest a publisher is paused, per read, for subscribers whose
+/// outbound buffers are nearly full (nats-server stalls fast producers
+/// similarly). Bounded, so a subscriber that has stopped reading still
+/// reaches max_pending and is cut off instead of holding publishers.
+const MAX_STALL: Duration = Duration::from_millis(10);
+
+/// Past this many distinct targets in one read, duplicates are found with
+/// a set instead of a scan.
+const SCAN_LIMIT: usize = 16;
+
+/// One message as routed: subject, optional reply, and the headers (if
+/// any) at the front of `message`.
+#[derive(Clone, Copy)]
+pub struct Message<'a> {
+    pub subject: &'a [u8],
+    pub reply: Option<&'a [u8]>,
+    pub header_len: Option<usize>,
+    pub message: &'a [u8],
+}
+
+pub struct Delivery {
+    server: Arc<Server>,
+    /// The publishing client, whose own subscriptions are skipped when
+    /// `echo` is off. 0 for internal publishers.
+    pub publisher: u64,
+    pub echo: bool,
+    max_pending: usize,
+    to_flush: Vec<Arc<Client>>,
+    flush_set: hashbrown::HashSet<u64>,
+    stalled_on: Vec<Arc<Client>>,
+    to_unsubscribe: Vec<Arc<Subscription>>,
+    out_msgs: u64,
+    out_bytes: u64,
+}
+
+impl Delivery {
+    pub fn new(server: Arc<Server>, publisher: u64, max_pending: usize) -> Self {
+        Delivery {
+            server,
+            publisher,
+            echo: true,
+            max_pending,
+            to_flush: Vec::new(),
+            flush_set: hashbrown::HashSet::new(),
+            stalled_on: Vec::new(),
+            to_unsubscribe: Vec::new(),
+            out_msgs: 0,
+            out_bytes: 0,
+        }
+    }
+
+    /// Delivers to every plain subscriber and one member of each queue
+    /// group. Returns whether anyone got the message.
+    pub fn route(&mut self, result: &SubResult<Arc<Subscription>>, msg: Message<'_>) -> bool {
+        let mut delivered = false;
+        for sub in &result.psubs {
+            delivered |= self.deliver(sub, msg);
+        }
+        for (_, group) in &result.qsubs {
+            let n = group.len();
+            let start = fastrand::usize(..n);
+            // Members that cannot take it (gone, echo-suppressed, closing)
+            // pass it to the next, so the group gets it exactly once.
+            for i in 0..n {
+                if self.deliver(&group[(start + i) % n], msg) {
+                    delivered = true;
+                    break;
+                }
+            }
+        }
+        delivered
+    }
+
+    /// Queues one message for one subscription. Returns whether it was
+    /// queued.
+    pub fn deliver(&mut self, sub: &Arc<Subscription>, msg: Message<'_>) -> bool {
+        let target = &sub.client;
+        if !self.echo && target.cid == self.publisher {
+            return false;
+        }
+        // A result computed before an unsubscribe may still name it.
+        if sub.is_closed() {
+            return false;
+        }
+        match sub.take_quota() {
+            Quota::Deliver => {}
+            Quota::DeliverLast => self.to_unsubscribe.push(sub.clone()),
+            Quota::Exhausted => {
+                self.to_unsubscribe.push(sub.clone());
+                return false;
+            }
+        }
+        // A subscriber that did not ask for headers gets the payload alone,
+        // and an empty header block is no header block (as nats-server).
+        let (header_len, message) = match msg.header_len {
+            Some(h) if h == 0 || !target.headers.load(Ordering::Relaxed) => {
+                (None, &msg.message[h..])
+            }
+            h => (h, msg.message),
+        };
+        let pushed = target.out.push(self.max_pending, Some(message.len()), |b| {
+            encode::msg(b, msg.subject, &sub.sid, msg.reply, header_len, message)
+        });
+        match pushed {
+            Push::Queued | Push::QueuedNearLimit => {
+                self.out_msgs += 1;
+                self.out_bytes += message.len() as u64;
+                if pushed == Push::QueuedNearLimit
+                    && !self.stalled_on.iter().any(|c| Arc::ptr_eq(c, target))
+                {
+                    self.stalled_on.push(target.clone());
+                }
+                self.mark_flush(target);
+                true
+            }
+            Push::SlowConsumer => {
+                slow_consumer(&self.server, target, self.max_pending);
+                false
+            }
+            Push::Closed => false,
+        }
+    }
+
+    /// Remembers to wake `target`'s writer at the end of the read.
+    pub fn mark_flush(&mut self, target: &Arc<Client>) {
+        if self.to_flush.len() < SCAN_LIMIT {
+            if !self.to_flush.iter().any(|c| Arc::ptr_eq(c, target)) {
+                self.to_flush.push(target.clone());
+            }
+            return;
+        }
+        if self.flush_set.is_empty() {
+            self.flush_set.extend(self.to_flush.iter().map(|c| c.cid));
+        }
+        if self.flush_set.insert(target.cid) {
+            self.to_flush.push(target.clone());
+        }
+    }
+
+    /// Ends a read: wakes writers, removes exhausted subscriptions, and
+    /// adds the read's deliveries to the server's counters.
+    pub fn finish(&mut self) {
+        for c in self.to_flush.drain(..) {
+            c.out.flush();
+        }
+        self.flush_set.clear();
+        for s in std::mem::take(&mut self.to_unsubscribe) {
+            self.server.unsubscribe(&s);
+        }
+        if self.out_msgs > 0 {
+            let stats = &self.server.stats;
+            stats.out_msgs.fetch_add(self.out_msgs, Ordering::Relaxed);
+            stats.out_bytes.fetch_add(self.out_bytes, Ordering::Relaxed);
+            self.out_msgs = 0;
+            self.out_bytes = 0;
+        }
+    }
+
+    /// Gives nearly-full subscribers a moment to drain before the
+    /// publisher reads more.
+    pub async fn stall(&mut self) {
+        if self.stalled_on.is_empty() {
+            return;
+        }
+        let threshold = self.max_pending / 2;
+        // All at once: a subscriber that has stopped reading must not use
+        // up the pause that a merely busy one needed.
+        let targets = std::mem::take(&mut self.stalled_on);
+        futures_util::future::join_all(
+            targets
+                .iter()
+                .map(|t| t.out.wait_drained(threshold, MAX_STALL)),
+        )
+        .await;
+    }
+}
+
+/// Cuts off a client whose outbound buffer went past `max_pending`,
+/// counting and logging it once.
+pub fn slow_consumer(server: &Server, target: &Client, max_pending: usize) {
+    if target.close(ClosedState::SlowConsumerPendingBytes) {
+        server.stats.slow_consumers.fetch_add(1, Ordering::Relaxed);
+        info!(
+            "{} - Slow Consumer Detected: MaxPending of {max_pending} Exceeded",
+            target.log_prefix(),
+        );
+    }
+}
