@@ -1,0 +1,345 @@
+//! The storage a file store writes to: a directory of named files. The
+//! store's logic talks only to [`Dir`], so tests and the simulator can give
+//! it [`MemDir`], which loses unsynced writes on a simulated crash, tears
+//! writes, flips bits and runs out of space on request.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Makes earlier writes durable when run. Built on the stream's task,
+/// run by the group-commit thread, so the stream never waits on fsync.
+pub struct SyncHandle(Box<dyn FnOnce() -> io::Result<()> + Send>);
+
+impl SyncHandle {
+    pub fn new(f: impl FnOnce() -> io::Result<()> + Send + 'static) -> Self {
+        SyncHandle(Box::new(f))
+    }
+
+    pub fn sync(self) -> io::Result<()> {
+        (self.0)()
+    }
+
+    /// Both, in order.
+    pub fn and(self, other: SyncHandle) -> SyncHandle {
+        SyncHandle::new(move || {
+            self.sync()?;
+            other.sync()
+        })
+    }
+}
+
+/// A flat directory of files.
+pub trait Dir: Send + Sync + 'static {
+    fn list(&self) -> io::Result<Vec<String>>;
+    fn read_all(&self, name: &str) -> io::Result<Vec<u8>>;
+    fn read_at(&self, name: &str, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// Writes at `offset`, creating the file if needed.
+    fn write_at(&self, name: &str, offset: u64, data: &[u8]) -> io::Result<()>;
+    fn truncate(&self, name: &str, len: u64) -> io::Result<()>;
+    fn remove(&self, name: &str) -> io::Result<()>;
+    /// A handle that makes `name`'s writes durable (and, with `new_file`,
+    /// its directory entry).
+    fn sync_handle(&self, name: &str, new_file: bool) -> io::Result<SyncHandle>;
+    /// Removes every file and the directory itself.
+    fn remove_all(&self) -> io::Result<()>;
+}
+
+/// Most files an [`FsDir`] keeps open; the rest are reopened when needed,
+/// so a thousand streams do not hold thousands of descriptors.
+const MAX_OPEN: usize = 4;
+
+/// A real directory.
+pub struct FsDir {
+    root: PathBuf,
+    open: Mutex<Vec<(String, Arc<File>)>>,
+}
+
+impl FsDir {
+    pub fn new(root: impl Into<PathBuf>) -> io::Result<Self> {
+        let root = root.into();
+        std::fs::create_dir_all(&root)?;
+        Ok(FsDir {
+            root,
+            open: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    fn file(&self, name: &str) -> io::Result<Arc<File>> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = open.iter().position(|(n, _)| n == name) {
+            // Most recently used last.
+            let entry = open.remove(i);
+            let f = entry.1.clone();
+            open.push(entry);
+            return Ok(f);
+        }
+        let f = Arc::new(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(self.root.join(name))?,
+        );
+        if open.len() >= MAX_OPEN {
+            open.remove(0);
+        }
+        open.push((name.to_string(), f.clone()));
+        Ok(f)
+    }
+
+    fn forget(&self, name: &str) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.retain(|(n, _)| n != name);
+    }
+}
+
+impl Dir for FsDir {
+    fn list(&self) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for e in std::fs::read_dir(&self.root)? {
+            let e = e?;
+            if e.file_type()?.is_file() {
+                names.push(e.file_name().to_string_lossy().into_owned());
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn read_all(&self, name: &str) -> io::Result<Vec<u8>> {
+        std::fs::read(self.root.join(name))
+    }
+
+    fn read_at(&self, name: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.file(name)?.read_exact_at(buf, offset)
+    }
+
+    fn write_at(&self, name: &str, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.file(name)?.write_all_at(data, offset)
+    }
+
+    fn truncate(&self, name: &str, len: u64) -> io::Result<()> {
+        self.file(name)?.set_len(len)
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        self.forget(name);
+        match std::fs::remove_file(self.root.join(name)) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            r => r,
+        }
+    }
+
+    fn sync_handle(&self, name: &str, new_file: bool) -> io::Result<SyncHandle> {
+        let f = self.file(name)?;
+        let dir = new_file.then(|| self.root.clone());
+        Ok(SyncHandle::new(move || {
+            f.sync_data()?;
+            if let Some(dir) = dir {
+                File::open(dir)?.sync_all()?;
+            }
+            Ok(())
+        }))
+    }
+
+    fn remove_all(&self) -> io::Result<()> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        match std::fs::remove_dir_all(&self.root) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            r => r,
+        }
+    }
+}
+
+#[derive(Default, Clone)]
+struct MemFile {
+    data: Vec<u8>,
+    /// What survives a crash: the contents as of the last sync.
+    durable: Option<Vec<u8>>,
+}
+
+#[derive(Default)]
+struct MemDirState {
+    files: BTreeMap<String, MemFile>,
+    /// Bytes writes may still add before failing with "no space".
+    space: Option<u64>,
+}
+
+/// An in-memory directory with fault injection, for tests.
+#[derive(Clone, Default)]
+pub struct MemDir {
+    state: Arc<Mutex<MemDirState>>,
+}
+
+impl MemDir {
+    pub fn new() -> Self {
+        MemDir::default()
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut MemDirState) -> R) -> R {
+        f(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Simulates power loss: every file goes back to its last synced
+    /// contents; a file never synced disappears. With `torn`, each file
+    /// keeps that many bytes of its unsynced tail (a partial write).
+    pub fn crash(&self, torn: usize) {
+        self.with(|s| {
+            s.files.retain(|_, f| f.durable.is_some());
+            for f in s.files.values_mut() {
+                let durable = f.durable.clone().unwrap_or_default();
+                let keep = (durable.len() + torn).min(f.data.len()).max(durable.len());
+                let mut data = durable.clone();
+                if keep > durable.len() && f.data.len() >= keep {
+                    data.extend_from_slice(&f.data[durable.len()..keep]);
+                }
+                f.data = data;
+            }
+        });
+    }
+
+    /// Flips one bit, as bit rot would, in the file's current and durable
+    /// contents.
+    pub fn flip_bit(&self, name: &str, offset: usize, bit: u8) {
+        self.with(|s| {
+            if let Some(f) = s.files.get_mut(name) {
+                if let Some(b) = f.data.get_mut(offset) {
+                    *b ^= 1 << bit;
+                }
+                if let Some(b) = f.durable.as_mut().and_then(|d| d.get_mut(offset)) {
+                    *b ^= 1 << bit;
+                }
+            }
+        });
+    }
+
+    /// Cuts a file to `len` bytes, durably.
+    pub fn cut(&self, name: &str, len: usize) {
+        self.with(|s| {
+            if let Some(f) = s.files.get_mut(name) {
+                f.data.truncate(len);
+                if let Some(d) = f.durable.as_mut() {
+                    d.truncate(len);
+                }
+            }
+        });
+    }
+
+    /// Deletes a file outright (a lost segment).
+    pub fn lose(&self, name: &str) {
+        self.with(|s| {
+            s.files.remove(name);
+        });
+    }
+
+    /// From now on, writes beyond `bytes` more fail as a full disk would;
+    /// `None` lifts the limit.
+    pub fn set_space(&self, bytes: Option<u64>) {
+        self.with(|s| s.space = bytes);
+    }
+
+    pub fn file_len(&self, name: &str) -> usize {
+        self.with(|s| s.files.get(name).map_or(0, |f| f.data.len()))
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.with(|s| s.files.keys().cloned().collect())
+    }
+}
+
+fn not_found(name: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, format!("{name}: no such file"))
+}
+
+impl Dir for MemDir {
+    fn list(&self) -> io::Result<Vec<String>> {
+        Ok(self.names())
+    }
+
+    fn read_all(&self, name: &str) -> io::Result<Vec<u8>> {
+        self.with(|s| {
+            s.files
+                .get(name)
+                .map(|f| f.data.clone())
+                .ok_or_else(|| not_found(name))
+        })
+    }
+
+    fn read_at(&self, name: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.with(|s| {
+            let f = s.files.get(name).ok_or_else(|| not_found(name))?;
+            let start = offset as usize;
+            let end = start + buf.len();
+            if end > f.data.len() {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read"));
+            }
+            buf.copy_from_slice(&f.data[start..end]);
+            Ok(())
+        })
+    }
+
+    fn write_at(&self, name: &str, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.with(|s| {
+            let f = s.files.entry(name.to_string()).or_default();
+            let end = offset as usize + data.len();
+            let growth = end.saturating_sub(f.data.len()) as u64;
+            if let Some(space) = s.space.as_mut() {
+                if growth > *space {
+                    return Err(io::Error::new(
+                        io::ErrorKind::StorageFull,
+                        "no space left on device",
+                    ));
+                }
+                *space -= growth;
+            }
+            let f = s.files.get_mut(name).expect("inserted above");
+            if f.data.len() < end {
+                f.data.resize(end, 0);
+            }
+            f.data[offset as usize..end].copy_from_slice(data);
+            Ok(())
+        })
+    }
+
+    fn truncate(&self, name: &str, len: u64) -> io::Result<()> {
+        self.with(|s| {
+            let f = s.files.get_mut(name).ok_or_else(|| not_found(name))?;
+            f.data.truncate(len as usize);
+            Ok(())
+        })
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        self.with(|s| {
+            s.files.remove(name);
+        });
+        Ok(())
+    }
+
+    fn sync_handle(&self, name: &str, _new_file: bool) -> io::Result<SyncHandle> {
+        let me = self.clone();
+        let name = name.to_string();
+        Ok(SyncHandle::new(move || {
+            me.with(|s| {
+                if let Some(f) = s.files.get_mut(&name) {
+                    f.durable = Some(f.data.clone());
+                }
+            });
+            Ok(())
+        }))
+    }
+
+    fn remove_all(&self) -> io::Result<()> {
+        self.with(|s| s.files.clear());
+        Ok(())
+    }
+}

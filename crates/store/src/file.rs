@@ -1,0 +1,982 @@
+//! The file store: a stream's messages in append-only segment files of
+//! checksummed records (see `record.rs`), with an in-memory index.
+//!
+//! Writes go to a buffer that is written to the active segment when it
+//! fills or when a sync handle is taken; the group-commit thread runs that
+//! handle, and only then are acknowledgements released. Deletes and purges
+//! are tombstone records, so a segment is never rewritten except to erase
+//! a message's bytes.
+//!
+//! Recovery reads every segment and checks every checksum. A cut-off
+//! final record is truncated; anything else that fails is skipped, and
+//! the sequences nothing accounts for are reported as lost
+//! (`StoreState::lost`). Every sequence between the first and the last
+//! must be accounted for by a message, an erased message, a skip, a
+//! tombstone, a compaction or a removed range, which is how a damaged
+//! record is told apart from one that was deleted.
+//!
+//! Segment removal: a segment whose messages are all deleted is removed,
+//! but only after the records that make the removal safe (a removed-range
+//! marker, and tombstones it held for older segments) are durable in the
+//! active segment: the unlink runs inside the sync handle, after the sync.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::dir::{Dir, SyncHandle};
+use crate::mem::purge_selection;
+use crate::record::{self, Kind};
+use crate::subject_index::SubjectIndex;
+use crate::{Filter, MsgStore, Purge, Result, StoreError, StoreState, StoredMsg, SubjectState};
+
+const NONE: u32 = u32::MAX;
+/// Bytes buffered before they are written even without a sync.
+const WRITE_BUFFER: usize = 256 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct FileStoreConfig {
+    /// A segment rolls over once it holds this many bytes.
+    pub segment_size: u64,
+}
+
+impl Default for FileStoreConfig {
+    fn default() -> Self {
+        FileStoreConfig {
+            segment_size: 8 * 1024 * 1024,
+        }
+    }
+}
+
+/// One segment file and the index of the sequences it holds.
+struct Seg {
+    id: u32,
+    /// Sequence of slot 0.
+    base: u64,
+    /// Bytes in the segment, including any not yet written.
+    len: u64,
+    /// Bytes written to the file.
+    written: u64,
+    live: u64,
+    /// Per sequence from `base`: record offset and length, subject id
+    /// (`NONE` when not a live message), and timestamp.
+    offs: Vec<u32>,
+    lens: Vec<u32>,
+    sids: Vec<u32>,
+    tss: Vec<i64>,
+    /// Tombstones written here for sequences in older segments; copied
+    /// forward if this segment is removed while those are not.
+    foreign: Vec<u64>,
+    /// Removed-range markers written here; copied forward likewise.
+    ranges: Vec<(u64, u64)>,
+}
+
+fn seg_name(id: u32) -> String {
+    format!("{id:08}.blk")
+}
+
+fn parse_seg_name(name: &str) -> Option<u32> {
+    name.strip_suffix(".blk")?.parse().ok()
+}
+
+impl Seg {
+    fn new(id: u32, base: u64) -> Self {
+        Seg {
+            id,
+            base,
+            len: 0,
+            written: 0,
+            live: 0,
+            offs: Vec::new(),
+            lens: Vec::new(),
+            sids: Vec::new(),
+            tss: Vec::new(),
+            foreign: Vec::new(),
+            ranges: Vec::new(),
+        }
+    }
+
+    fn end(&self) -> u64 {
+        self.base + self.offs.len() as u64
+    }
+
+    fn contains(&self, seq: u64) -> bool {
+        seq >= self.base && seq < self.end()
+    }
+
+    /// Makes room for `seq`, padding skipped slots.
+    fn slot(&mut self, seq: u64) -> usize {
+        let i = (seq - self.base) as usize;
+        while self.offs.len() <= i {
+            self.offs.push(0);
+            self.lens.push(0);
+            self.sids.push(NONE);
+            self.tss.push(0);
+        }
+        i
+    }
+
+    fn is_live(&self, seq: u64) -> bool {
+        self.contains(seq) && self.sids[(seq - self.base) as usize] != NONE
+    }
+}
+
+/// Subject names interned to small ids for the per-message index.
+#[derive(Default)]
+struct Names {
+    ids: HashMap<Arc<str>, u32>,
+    names: Vec<Option<Arc<str>>>,
+    refs: Vec<u64>,
+    free: Vec<u32>,
+}
+
+impl Names {
+    fn acquire(&mut self, subject: &str) -> u32 {
+        if let Some(&id) = self.ids.get(subject) {
+            self.refs[id as usize] += 1;
+            return id;
+        }
+        let name: Arc<str> = Arc::from(subject);
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.names[id as usize] = Some(name.clone());
+                self.refs[id as usize] = 1;
+                id
+            }
+            None => {
+                self.names.push(Some(name.clone()));
+                self.refs.push(1);
+                (self.names.len() - 1) as u32
+            }
+        };
+        self.ids.insert(name, id);
+        id
+    }
+
+    fn release(&mut self, id: u32) {
+        let r = &mut self.refs[id as usize];
+        *r -= 1;
+        if *r == 0 {
+            if let Some(name) = self.names[id as usize].take() {
+                self.ids.remove(&name);
+            }
+            self.free.push(id);
+        }
+    }
+
+    fn name(&self, id: u32) -> &str {
+        self.names[id as usize].as_deref().unwrap_or("")
+    }
+
+    fn id(&self, subject: &str) -> Option<u32> {
+        self.ids.get(subject).copied()
+    }
+}
+
+pub struct FileStore {
+    dir: Arc<dyn Dir>,
+    cfg: FileStoreConfig,
+    segs: Vec<Seg>,
+    /// Bytes of the active (last) segment not yet written.
+    pending: Vec<u8>,
+    first_seq: u64,
+    last_seq: u64,
+    last_ts: i64,
+    msgs: u64,
+    bytes: u64,
+    subjects: SubjectIndex,
+    names: Names,
+    lost: Vec<u64>,
+    lost_bytes: u64,
+    /// Older segments written (erasures) since the last sync handle.
+    touched: BTreeSet<u32>,
+    /// Segments created since the last sync handle.
+    created: BTreeSet<u32>,
+    /// Segments to unlink once the active segment is synced.
+    doomed: Vec<u32>,
+    dirty: bool,
+}
+
+/// Record size → the size nats-server counts for the message.
+fn size_of_record(len: u32) -> u64 {
+    (len as u64).saturating_sub((record::HEADER + 6) as u64) + 16
+}
+
+impl FileStore {
+    /// Opens (recovering) or creates the store in `dir`.
+    pub fn open(dir: Arc<dyn Dir>, cfg: FileStoreConfig) -> Result<Self> {
+        let mut fs = FileStore {
+            dir,
+            cfg,
+            segs: Vec::new(),
+            pending: Vec::new(),
+            first_seq: 0,
+            last_seq: 0,
+            last_ts: 0,
+            msgs: 0,
+            bytes: 0,
+            subjects: SubjectIndex::default(),
+            names: Names::default(),
+            lost: Vec::new(),
+            lost_bytes: 0,
+            touched: BTreeSet::new(),
+            created: BTreeSet::new(),
+            doomed: Vec::new(),
+            dirty: false,
+        };
+        fs.recover()?;
+        // What recovery read may include writes that were never synced (a
+        // process crash leaves them in the page cache). Make them durable
+        // now, so nothing acknowledged later stands on state a power loss
+        // could still take back.
+        for seg in &fs.segs {
+            fs.dir.sync_handle(&seg_name(seg.id), false)?.sync()?;
+        }
+        if fs.segs.is_empty() {
+            fs.new_segment(1)?;
+        }
+        Ok(fs)
+    }
+
+    /// (id, first seq, end seq, live) per segment, for test traces.
+    #[doc(hidden)]
+    pub fn debug_segments(&self) -> Vec<(u32, u64, u64, u64)> {
+        self.segs
+            .iter()
+            .map(|s| (s.id, s.base, s.end(), s.live))
+            .collect()
+    }
+
+    fn active(&mut self) -> &mut Seg {
+        self.segs.last_mut().expect("a store always has a segment")
+    }
+
+    fn seg_index(&self, seq: u64) -> Option<usize> {
+        let i = self.segs.partition_point(|s| s.end() <= seq);
+        (i < self.segs.len() && self.segs[i].contains(seq)).then_some(i)
+    }
+
+    fn new_segment(&mut self, id: u32) -> Result<()> {
+        self.flush()?;
+        // The segment being closed still has unsynced writes.
+        if let Some(prev) = self.segs.last() {
+            self.touched.insert(prev.id);
+        }
+        let mut seg = Seg::new(id, self.last_seq + 1);
+        let mut buf = Vec::new();
+        record::encode_marker(&mut buf, Kind::Start, self.last_seq, self.last_ts);
+        seg.len = buf.len() as u64;
+        self.segs.push(seg);
+        self.pending = buf;
+        self.created.insert(id);
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Writes the buffered bytes of the active segment.
+    fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let seg = self.segs.last_mut().expect("segment");
+        self.dir
+            .write_at(&seg_name(seg.id), seg.written, &self.pending)?;
+        seg.written += self.pending.len() as u64;
+        self.pending.clear();
+        Ok(())
+    }
+
+    fn append(&mut self, write: impl FnOnce(&mut Vec<u8>)) -> Result<(u64, u32)> {
+        if self.active().len >= self.cfg.segment_size {
+            let id = self.active().id + 1;
+            self.new_segment(id)?;
+        }
+        let before = self.pending.len();
+        write(&mut self.pending);
+        let len = (self.pending.len() - before) as u32;
+        let seg = self.active();
+        let off = seg.len;
+        seg.len += len as u64;
+        self.dirty = true;
+        if self.pending.len() >= WRITE_BUFFER {
+            self.flush()?;
+        }
+        Ok((off, len))
+    }
+
+    fn read_record(&self, seg: &Seg, off: u64, len: u32) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len as usize];
+        if off >= seg.written {
+            // Still in the write buffer (only the active segment has one).
+            let start = (off - seg.written) as usize;
+            buf.copy_from_slice(&self.pending[start..start + len as usize]);
+        } else {
+            self.dir.read_at(&seg_name(seg.id), off, &mut buf)?;
+        }
+        Ok(buf)
+    }
+
+    fn load(&self, si: usize, seq: u64) -> Result<Option<StoredMsg>> {
+        let seg = &self.segs[si];
+        let i = (seq - seg.base) as usize;
+        if seg.sids[i] == NONE {
+            return Ok(None);
+        }
+        let raw = self.read_record(seg, seg.offs[i] as u64, seg.lens[i])?;
+        let (r, _) = record::decode(&raw).map_err(|_| {
+            StoreError::Corrupt(format!(
+                "record for sequence {seq} failed its checksum on read"
+            ))
+        })?;
+        if r.seq != seq || r.kind != Kind::Msg {
+            return Err(StoreError::Corrupt(format!(
+                "index for sequence {seq} points at sequence {}",
+                r.seq
+            )));
+        }
+        Ok(Some(StoredMsg {
+            seq,
+            ts: r.ts,
+            subject: r.subject.to_string(),
+            headers: r.headers.map(Bytes::copy_from_slice),
+            payload: Bytes::copy_from_slice(r.payload),
+        }))
+    }
+
+    /// Live sequences `>= start` in order, with their subject ids.
+    fn live_from(&self, start: u64) -> impl Iterator<Item = (u64, u32)> + '_ {
+        let first_seg = self.segs.partition_point(|s| s.end() <= start);
+        self.segs[first_seg..].iter().flat_map(move |seg| {
+            let from = start.saturating_sub(seg.base) as usize;
+            seg.sids
+                .iter()
+                .enumerate()
+                .skip(from)
+                .filter(|(_, &sid)| sid != NONE)
+                .map(move |(i, &sid)| (seg.base + i as u64, sid))
+        })
+    }
+
+    /// Live sequences `<= end` in reverse order, with their subject ids.
+    fn live_back_from(&self, end: u64) -> impl Iterator<Item = (u64, u32)> + '_ {
+        let last_seg = self.segs.partition_point(|s| s.base <= end);
+        self.segs[..last_seg].iter().rev().flat_map(move |seg| {
+            let upto = ((end + 1).saturating_sub(seg.base) as usize).min(seg.sids.len());
+            seg.sids[..upto]
+                .iter()
+                .enumerate()
+                .rev()
+                .filter(|(_, &sid)| sid != NONE)
+                .map(move |(i, &sid)| (seg.base + i as u64, sid))
+        })
+    }
+
+    fn fix_first(&mut self) {
+        let from = self.first_seq.max(self.segs.first().map_or(0, |s| s.base));
+        let next = self.live_from(from).next().map(|(s, _)| s);
+        self.first_seq = next.unwrap_or(self.last_seq + 1);
+    }
+
+    /// Marks `seq` gone in the index and the counters. Returns its subject.
+    fn unindex(&mut self, si: usize, seq: u64) -> Option<u32> {
+        let seg = &mut self.segs[si];
+        let i = (seq - seg.base) as usize;
+        let sid = seg.sids[i];
+        if sid == NONE {
+            return None;
+        }
+        seg.sids[i] = NONE;
+        seg.live -= 1;
+        self.msgs -= 1;
+        self.bytes -= size_of_record(seg.lens[i]);
+        let name = self.names.name(sid).to_string();
+        self.subjects.remove(&name, seq);
+        self.names.release(sid);
+        Some(sid)
+    }
+
+    /// Schedules removal of segments with nothing live in them. A segment
+    /// in the middle leaves behind (in the active segment) a marker that
+    /// its sequences are gone on purpose, plus whatever it said about older
+    /// segments that still exist. Segments holding only such markers are
+    /// left until they reach the front, so markers are not copied around.
+    fn reclaim(&mut self) -> Result<()> {
+        let last = self.segs.len() - 1;
+        let doomed: Vec<bool> = self
+            .segs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| i < last && s.live == 0 && (i == 0 || !s.offs.is_empty()))
+            .collect();
+        if !doomed.iter().any(|&d| d) {
+            return Ok(());
+        }
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        let mut tombstones: Vec<u64> = Vec::new();
+        let mut older_survives = false;
+        let mut kept = Vec::with_capacity(self.segs.len());
+        for (seg, gone) in std::mem::take(&mut self.segs).into_iter().zip(doomed) {
+            if !gone {
+                older_survives = true;
+                kept.push(seg);
+                continue;
+            }
+            if older_survives {
+                ranges.extend(seg.ranges.iter().copied());
+                if seg.end() > seg.base {
+                    ranges.push((seg.base, seg.end() - 1));
+                }
+                tombstones.extend(seg.foreign.iter().copied());
+            }
+            self.touched.remove(&seg.id);
+            self.doomed.push(seg.id);
+        }
+        self.segs = kept;
+        let floor = self.segs[0].base;
+        ranges.retain(|&(_, b)| b >= floor);
+        ranges.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::new();
+        for (a, b) in ranges {
+            match merged.last_mut() {
+                Some(m) if a <= m.1 + 1 => m.1 = m.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        tombstones.retain(|&s| self.seg_index(s).is_some());
+        for (a, b) in merged {
+            self.append(|buf| record::encode_marker(buf, Kind::DeleteRange, a, b as i64))?;
+            self.active().ranges.push((a, b));
+        }
+        for s in tombstones {
+            self.append(|b| record::encode_marker(b, Kind::Delete, s, 0))?;
+            self.active().foreign.push(s);
+        }
+        Ok(())
+    }
+
+    fn recover(&mut self) -> Result<()> {
+        let mut ids: Vec<u32> = self
+            .dir
+            .list()?
+            .iter()
+            .filter_map(|n| parse_seg_name(n))
+            .collect();
+        ids.sort_unstable();
+        // What accounts for each sequence, to tell deleted from lost.
+        let mut deleted: BTreeSet<u64> = BTreeSet::new();
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        let mut compact = 0u64;
+        let mut lower: Option<u64> = None;
+        let mut lost_bytes = 0u64;
+        let last_id = ids.last().copied();
+        for id in ids {
+            let name = seg_name(id);
+            let data = self.dir.read_all(&name)?;
+            let scan = record::scan(&data);
+            for &(a, b) in &scan.corrupt {
+                lost_bytes += b - a;
+            }
+            let mut seg: Option<Seg> = None;
+            for (off, r) in &scan.records {
+                let s = seg.get_or_insert_with(|| {
+                    let base = match r.kind {
+                        Kind::Start => r.seq + 1,
+                        _ => r.seq,
+                    };
+                    Seg::new(id, base)
+                });
+                match r.kind {
+                    Kind::Start => {
+                        if lower.is_none() {
+                            lower = Some(r.seq + 1);
+                        }
+                        self.last_seq = self.last_seq.max(r.seq);
+                    }
+                    Kind::Msg | Kind::Erased | Kind::Skip => {
+                        if r.seq < s.base {
+                            continue;
+                        }
+                        let i = s.slot(r.seq);
+                        s.offs[i] = *off as u32;
+                        s.lens[i] = (crate::record::msg_len(r.subject, r.headers, r.payload)
+                            .max(record::HEADER)) as u32;
+                        s.tss[i] = r.ts;
+                        if r.kind == Kind::Msg {
+                            s.sids[i] = self.names.acquire(r.subject);
+                            s.live += 1;
+                            self.msgs += 1;
+                            self.bytes += size_of_record(s.lens[i]);
+                            self.subjects.add(r.subject, r.seq);
+                        }
+                        if r.seq >= self.last_seq {
+                            self.last_seq = r.seq;
+                            self.last_ts = r.ts;
+                        }
+                    }
+                    Kind::Delete => {
+                        deleted.insert(r.seq);
+                        if !s.contains(r.seq) {
+                            s.foreign.push(r.seq);
+                        }
+                    }
+                    Kind::Compact => {
+                        compact = compact.max(r.seq);
+                        self.last_seq = self.last_seq.max(r.seq.saturating_sub(1));
+                    }
+                    Kind::DeleteRange => {
+                        ranges.push((r.seq, r.ts as u64));
+                        s.ranges.push((r.seq, r.ts as u64));
+                    }
+                }
+            }
+            let mut seg = seg.unwrap_or_else(|| Seg::new(id, self.last_seq + 1));
+            let valid_len = scan.torn_at.unwrap_or(data.len() as u64);
+            if Some(id) == last_id && valid_len < data.len() as u64 {
+                // A cut-off write at the very end: drop it.
+                self.dir.truncate(&name, valid_len)?;
+            }
+            seg.len = valid_len;
+            seg.written = valid_len;
+            self.segs.push(seg);
+        }
+        // Apply tombstones and compaction to the index.
+        let doomed: Vec<u64> = deleted.iter().copied().collect();
+        for seq in doomed {
+            if let Some(si) = self.seg_index(seq) {
+                self.unindex(si, seq);
+            }
+        }
+        if compact > 0 {
+            let below: Vec<u64> = self
+                .live_from(0)
+                .take_while(|(s, _)| *s < compact)
+                .map(|(s, _)| s)
+                .collect();
+            for seq in below {
+                if let Some(si) = self.seg_index(seq) {
+                    self.unindex(si, seq);
+                }
+            }
+        }
+        // Whatever nothing accounts for was lost to damage.
+        let lower = lower.unwrap_or(1).max(compact).max(1);
+        let mut lost = Vec::new();
+        if self.last_seq >= lower {
+            for seq in lower..=self.last_seq {
+                let has_record = self.seg_index(seq).is_some_and(|si| {
+                    let s = &self.segs[si];
+                    s.lens[(seq - s.base) as usize] != 0
+                });
+                let accounted = has_record
+                    || deleted.contains(&seq)
+                    || ranges.iter().any(|&(a, b)| seq >= a && seq <= b);
+                if !accounted {
+                    lost.push(seq);
+                }
+            }
+        }
+        self.lost = lost;
+        self.lost_bytes = lost_bytes;
+        let next = self.live_from(0).next().map(|(s, _)| s);
+        self.first_seq = next.unwrap_or(self.last_seq + 1);
+        if self.first_seq < compact {
+            self.first_seq = compact;
+        }
+        Ok(())
+    }
+}
+
+impl MsgStore for FileStore {
+    fn store(
+        &mut self,
+        subject: &str,
+        headers: Option<&[u8]>,
+        payload: &[u8],
+        ts: i64,
+    ) -> Result<u64> {
+        let len = record::msg_len(subject, headers, payload);
+        if len > record::MAX_RECORD || subject.len() > u16::MAX as usize {
+            return Err(StoreError::TooLarge(len));
+        }
+        let seq = self.last_seq + 1;
+        let (off, len) =
+            self.append(|b| record::encode_msg(b, Kind::Msg, seq, ts, subject, headers, payload))?;
+        let sid = self.names.acquire(subject);
+        let seg = self.active();
+        let i = seg.slot(seq);
+        seg.offs[i] = off as u32;
+        seg.lens[i] = len;
+        seg.sids[i] = sid;
+        seg.tss[i] = ts;
+        seg.live += 1;
+        self.msgs += 1;
+        self.bytes += size_of_record(len);
+        self.subjects.add(subject, seq);
+        self.last_seq = seq;
+        self.last_ts = ts;
+        if self.msgs == 1 {
+            self.first_seq = seq;
+        }
+        Ok(seq)
+    }
+
+    fn skip(&mut self, ts: i64) -> Result<u64> {
+        let seq = self.last_seq + 1;
+        let (off, len) = self.append(|b| record::encode_marker(b, Kind::Skip, seq, ts))?;
+        let seg = self.active();
+        let i = seg.slot(seq);
+        seg.offs[i] = off as u32;
+        seg.lens[i] = len;
+        seg.tss[i] = ts;
+        self.last_seq = seq;
+        self.last_ts = ts;
+        if self.msgs == 0 {
+            self.first_seq = seq + 1;
+        }
+        Ok(seq)
+    }
+
+    fn get(&self, seq: u64) -> Result<Option<StoredMsg>> {
+        match self.seg_index(seq) {
+            Some(si) => self.load(si, seq),
+            None => Ok(None),
+        }
+    }
+
+    fn next_matching(&self, start: u64, filter: &Filter) -> Result<Option<StoredMsg>> {
+        let start = start.max(self.first_seq);
+        let found = if let Some(subject) = filter.literal() {
+            let Some(st) = self.subject_state(subject) else {
+                return Ok(None);
+            };
+            if start > st.last {
+                return Ok(None);
+            }
+            let sid = self.names.id(subject);
+            self.live_from(start.max(st.first))
+                .find(|(_, s)| Some(*s) == sid)
+                .map(|(seq, _)| seq)
+        } else if filter.is_all() {
+            self.live_from(start).next().map(|(s, _)| s)
+        } else {
+            self.live_from(start)
+                .find(|(_, sid)| filter.matches(self.names.name(*sid)))
+                .map(|(s, _)| s)
+        };
+        match found {
+            Some(seq) => self.get(seq),
+            None => Ok(None),
+        }
+    }
+
+    fn last_matching(&self, filter: &Filter) -> Result<Option<StoredMsg>> {
+        let found = if let Some(subject) = filter.literal() {
+            self.subject_state(subject).map(|st| st.last)
+        } else {
+            self.live_back_from(self.last_seq)
+                .find(|(_, sid)| filter.matches(self.names.name(*sid)))
+                .map(|(s, _)| s)
+        };
+        match found {
+            Some(seq) => self.get(seq),
+            None => Ok(None),
+        }
+    }
+
+    fn remove(&mut self, seq: u64, erase: bool) -> Result<bool> {
+        let Some(si) = self.seg_index(seq) else {
+            return Ok(false);
+        };
+        if !self.segs[si].is_live(seq) {
+            return Ok(false);
+        }
+        if erase {
+            let seg = &self.segs[si];
+            let i = (seq - seg.base) as usize;
+            let (off, len) = (seg.offs[i] as u64, seg.lens[i]);
+            let raw = self.read_record(seg, off, len)?;
+            self.dirty = true;
+            if let Ok((r, _)) = record::decode(&raw) {
+                let mut blank = Vec::with_capacity(raw.len());
+                let zeros = vec![0u8; r.payload.len()];
+                let hzeros = r.headers.map(|h| vec![0u8; h.len()]);
+                let subject = "x".repeat(r.subject.len());
+                record::encode_msg(
+                    &mut blank,
+                    Kind::Erased,
+                    seq,
+                    r.ts,
+                    &subject,
+                    hzeros.as_deref(),
+                    &zeros,
+                );
+                let seg_id = seg.id;
+                if off >= seg.written {
+                    let start = (off - seg.written) as usize;
+                    self.pending[start..start + blank.len()].copy_from_slice(&blank);
+                } else {
+                    self.dir.write_at(&seg_name(seg_id), off, &blank)?;
+                    if si + 1 != self.segs.len() {
+                        self.touched.insert(seg_id);
+                    }
+                }
+            }
+        }
+        self.unindex(si, seq);
+        self.append(|b| record::encode_marker(b, Kind::Delete, seq, 0))?;
+        // Compared after the append, which may have rolled a new segment.
+        if si != self.segs.len() - 1 {
+            self.active().foreign.push(seq);
+        }
+        if seq == self.first_seq {
+            self.fix_first();
+        }
+        self.reclaim()?;
+        Ok(true)
+    }
+
+    fn purge(&mut self, p: &Purge) -> Result<u64> {
+        let filter = Filter::new(p.filter.iter().cloned());
+        if filter.is_all() && p.keep.unwrap_or(0) == 0 {
+            let upto = match p.seq {
+                Some(s) if s <= 1 => return Ok(0),
+                Some(s) => s,
+                None => self.last_seq + 1,
+            };
+            let gone: Vec<u64> = self
+                .live_from(0)
+                .take_while(|(s, _)| *s < upto)
+                .map(|(s, _)| s)
+                .collect();
+            for &seq in &gone {
+                let si = self.seg_index(seq).expect("live seq has a segment");
+                self.unindex(si, seq);
+            }
+            self.append(|b| record::encode_marker(b, Kind::Compact, upto, 0))?;
+            if upto > self.last_seq + 1 {
+                self.last_seq = upto - 1;
+            }
+            self.first_seq = upto.max(self.first_seq);
+            self.fix_first();
+            self.reclaim()?;
+            return Ok(gone.len() as u64);
+        }
+        if p.seq == Some(1) {
+            return Ok(0);
+        }
+        let doomed = {
+            let names = &self.names;
+            let mut live = self
+                .live_from(0)
+                .map(|(s, sid)| (s, filter.matches(names.name(sid))));
+            purge_selection(p, self.last_seq, &mut live)
+        };
+        for s in &doomed {
+            self.remove(*s, false)?;
+        }
+        Ok(doomed.len() as u64)
+    }
+
+    fn state(&self) -> StoreState {
+        let first_ts = self
+            .seg_index(self.first_seq)
+            .map(|si| {
+                let s = &self.segs[si];
+                s.tss[(self.first_seq - s.base) as usize]
+            })
+            .unwrap_or(0);
+        StoreState {
+            msgs: self.msgs,
+            bytes: self.bytes,
+            first_seq: self.first_seq,
+            first_ts: if self.msgs == 0 { 0 } else { first_ts },
+            last_seq: self.last_seq,
+            last_ts: if self.last_seq == 0 { 0 } else { self.last_ts },
+            num_subjects: self.subjects.len() as u64,
+            num_deleted: if self.msgs == 0 || self.last_seq < self.first_seq {
+                0
+            } else {
+                (self.last_seq - self.first_seq + 1) - self.msgs
+            },
+            lost: self.lost.clone(),
+            lost_bytes: self.lost_bytes,
+        }
+    }
+
+    fn deleted(&self) -> Vec<u64> {
+        if self.msgs == 0 {
+            return Vec::new();
+        }
+        (self.first_seq..=self.last_seq)
+            .filter(|&s| self.seg_index(s).is_none_or(|si| !self.segs[si].is_live(s)))
+            .collect()
+    }
+
+    fn subject_state(&self, subject: &str) -> Option<SubjectState> {
+        let sid = self.names.id(subject)?;
+        self.subjects.state(
+            subject,
+            |from| {
+                self.live_from(from)
+                    .find(|(_, s)| *s == sid)
+                    .map_or(0, |(seq, _)| seq)
+            },
+            |to| {
+                self.live_back_from(to)
+                    .find(|(_, s)| *s == sid)
+                    .map_or(0, |(seq, _)| seq)
+            },
+        )
+    }
+
+    fn subjects_totals(&self, filter: &Filter) -> BTreeMap<String, u64> {
+        self.subjects
+            .iter()
+            .filter(|(s, _)| filter.matches(s))
+            .map(|(s, n)| (s.to_string(), n))
+            .collect()
+    }
+
+    fn num_pending(&self, start: u64, filter: &Filter, last_per_subject: bool) -> u64 {
+        if last_per_subject {
+            return self
+                .subjects
+                .subjects()
+                .filter(|s| filter.matches(s))
+                .filter_map(|s| self.subject_state(s))
+                .filter(|st| st.last >= start)
+                .count() as u64;
+        }
+        if filter.is_all() {
+            if start <= self.first_seq {
+                return self.msgs;
+            }
+            return self.live_from(start).count() as u64;
+        }
+        if let Some(subject) = filter.literal() {
+            let Some(st) = self.subject_state(subject) else {
+                return 0;
+            };
+            if start <= st.first {
+                return st.msgs;
+            }
+        }
+        self.live_from(start)
+            .filter(|(_, sid)| filter.matches(self.names.name(*sid)))
+            .count() as u64
+    }
+
+    fn multi_last_seqs(&self, filter: &Filter) -> Vec<u64> {
+        let mut seqs: Vec<u64> = self
+            .subjects
+            .subjects()
+            .filter(|s| filter.matches(s))
+            .filter_map(|s| self.subject_state(s))
+            .map(|st| st.last)
+            .collect();
+        seqs.sort_unstable();
+        seqs
+    }
+
+    fn seq_for_time(&self, ts: i64) -> u64 {
+        for seg in &self.segs {
+            for (i, &sid) in seg.sids.iter().enumerate() {
+                if sid != NONE && seg.tss[i] >= ts {
+                    return seg.base + i as u64;
+                }
+            }
+        }
+        self.last_seq + 1
+    }
+
+    fn expired(&self, cutoff: i64, limit: usize) -> Vec<u64> {
+        let mut out = Vec::new();
+        for (seq, _) in self.live_from(self.first_seq) {
+            let si = self.seg_index(seq).expect("live seq has a segment");
+            let s = &self.segs[si];
+            if s.tss[(seq - s.base) as usize] > cutoff || out.len() >= limit {
+                break;
+            }
+            out.push(seq);
+        }
+        out
+    }
+
+    fn reset_to(&mut self, seq: u64) -> Result<()> {
+        self.purge(&Purge {
+            seq: Some(seq.max(2)),
+            ..Purge::default()
+        })?;
+        if seq <= 1 {
+            return Ok(());
+        }
+        self.last_seq = self.last_seq.max(seq - 1);
+        self.first_seq = seq;
+        Ok(())
+    }
+
+    fn dirty(&self) -> bool {
+        self.dirty
+    }
+
+    fn sync_handle(&mut self) -> Option<SyncHandle> {
+        if !self.dirty {
+            return None;
+        }
+        self.dirty = false;
+        if let Err(e) = self.flush() {
+            // The handle reports it, so the batch fails as a whole.
+            return Some(SyncHandle::new(move || Err(e_into_io(e))));
+        }
+        let mut handles: Vec<SyncHandle> = Vec::new();
+        for id in std::mem::take(&mut self.touched) {
+            match self.dir.sync_handle(&seg_name(id), false) {
+                Ok(h) => handles.push(h),
+                Err(e) => return Some(SyncHandle::new(move || Err(e))),
+            }
+        }
+        let active = self.segs.last().expect("segment").id;
+        let created = std::mem::take(&mut self.created);
+        // Every segment created since the last handle needs its directory
+        // entry synced too.
+        for id in created {
+            match self.dir.sync_handle(&seg_name(id), true) {
+                Ok(h) => handles.push(h),
+                Err(e) => return Some(SyncHandle::new(move || Err(e))),
+            }
+        }
+        match self.dir.sync_handle(&seg_name(active), false) {
+            Ok(h) => handles.push(h),
+            Err(e) => return Some(SyncHandle::new(move || Err(e))),
+        }
+        // Removals go last, once what justifies them is durable.
+        let doomed = std::mem::take(&mut self.doomed);
+        if !doomed.is_empty() {
+            let dir = self.dir.clone();
+            handles.push(SyncHandle::new(move || {
+                for id in doomed {
+                    dir.remove(&seg_name(id))?;
+                }
+                Ok(())
+            }));
+        }
+        let mut all = handles.into_iter();
+        let first = all.next().expect("active segment handle");
+        Some(all.fold(first, SyncHandle::and))
+    }
+
+    fn delete_all(&mut self) -> Result<()> {
+        self.pending.clear();
+        self.segs.clear();
+        self.dir.remove_all()?;
+        Ok(())
+    }
+}
+
+fn e_into_io(e: StoreError) -> std::io::Error {
+    match e {
+        StoreError::Io(e) => e,
+        other => std::io::Error::other(other.to_string()),
+    }
+}

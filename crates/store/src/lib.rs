@@ -1,0 +1,158 @@
+//! Message stores for JetStream streams.
+//!
+//! A store keeps messages by sequence and answers the lookups a stream
+//! needs (by sequence, next or last matching a filter, per-subject
+//! counts). It does not decide anything: limits, retention and discard
+//! policy live in the stream state machine, which calls `remove` and
+//! `purge` here. Two implementations share [`MsgStore`]: [`MemStore`] and
+//! [`FileStore`], the latter over a [`Dir`] so tests and the simulator can
+//! inject disk faults.
+//!
+//! Invariants every store keeps:
+//! - Sequences are assigned in order; `last_seq` only grows (a purge may
+//!   move `first_seq` past it, never move `last_seq` back).
+//! - `messages`, `bytes` and the per-subject index always agree with the
+//!   set of live messages.
+//! - No wall clock: timestamps come in with each message.
+
+mod dir;
+mod file;
+mod filter;
+mod mem;
+mod record;
+mod subject_index;
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+pub use dir::{Dir, FsDir, MemDir, SyncHandle};
+pub use file::{FileStore, FileStoreConfig};
+pub use filter::Filter;
+pub use mem::MemStore;
+
+/// A stored message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredMsg {
+    pub seq: u64,
+    /// Unix nanoseconds when stored.
+    pub ts: i64,
+    pub subject: String,
+    /// The raw header block (`NATS/1.0\r\n...\r\n\r\n`), if any.
+    pub headers: Option<Bytes>,
+    pub payload: Bytes,
+}
+
+impl StoredMsg {
+    /// Size as nats-server's memory store counts it, used for `bytes`
+    /// and `max_bytes` so limits match what users configure.
+    pub fn size(&self) -> u64 {
+        msg_size(&self.subject, self.headers.as_deref(), &self.payload)
+    }
+}
+
+/// `len(subject) + len(headers) + len(payload) + 16`.
+pub fn msg_size(subject: &str, headers: Option<&[u8]>, payload: &[u8]) -> u64 {
+    (subject.len() + headers.map_or(0, |h| h.len()) + payload.len() + 16) as u64
+}
+
+/// Counts for one subject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SubjectState {
+    pub first: u64,
+    pub last: u64,
+    pub msgs: u64,
+}
+
+/// What `state` reports.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StoreState {
+    pub msgs: u64,
+    pub bytes: u64,
+    pub first_seq: u64,
+    /// Unix nanoseconds of the first live message; 0 when none.
+    pub first_ts: i64,
+    pub last_seq: u64,
+    pub last_ts: i64,
+    pub num_subjects: u64,
+    /// Sequences between first and last that are gone.
+    pub num_deleted: u64,
+    /// Records found corrupt on recovery and skipped.
+    pub lost: Vec<u64>,
+    pub lost_bytes: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("stream store is closed")]
+    Closed,
+    #[error("record of {0} bytes is too large")]
+    TooLarge(usize),
+    #[error("corrupt store: {0}")]
+    Corrupt(String),
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// What a purge removes: matching messages below `seq` (if set), keeping
+/// the newest `keep` (if set). nats-server's PurgeEx.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Purge {
+    pub filter: Option<String>,
+    pub seq: Option<u64>,
+    pub keep: Option<u64>,
+}
+
+/// The storage behind a stream.
+pub trait MsgStore: Send {
+    /// Stores a message at `last_seq + 1` and returns that sequence.
+    fn store(
+        &mut self,
+        subject: &str,
+        headers: Option<&[u8]>,
+        payload: &[u8],
+        ts: i64,
+    ) -> Result<u64>;
+    /// Uses up the next sequence without storing anything (interest
+    /// retention with no interest).
+    fn skip(&mut self, ts: i64) -> Result<u64>;
+    fn get(&self, seq: u64) -> Result<Option<StoredMsg>>;
+    /// The first live message with sequence `>= start` matching `filter`.
+    fn next_matching(&self, start: u64, filter: &Filter) -> Result<Option<StoredMsg>>;
+    /// The newest live message matching `filter`.
+    fn last_matching(&self, filter: &Filter) -> Result<Option<StoredMsg>>;
+    /// Removes one message. `erase` overwrites its bytes on disk as well.
+    /// Returns whether it was there.
+    fn remove(&mut self, seq: u64, erase: bool) -> Result<bool>;
+    /// Returns how many messages went.
+    fn purge(&mut self, p: &Purge) -> Result<u64>;
+    fn state(&self) -> StoreState;
+    /// Sequences between first and last that are not live.
+    fn deleted(&self) -> Vec<u64>;
+    fn subject_state(&self, subject: &str) -> Option<SubjectState>;
+    /// Live message counts per subject matching `filter`.
+    fn subjects_totals(&self, filter: &Filter) -> BTreeMap<String, u64>;
+    /// Live messages with sequence `>= start` matching `filter`; with
+    /// `last_per_subject`, one per subject whose newest message is there.
+    fn num_pending(&self, start: u64, filter: &Filter, last_per_subject: bool) -> u64;
+    /// The newest sequence of each subject matching `filter`, ascending.
+    fn multi_last_seqs(&self, filter: &Filter) -> Vec<u64>;
+    /// The first sequence stored at or after `ts`, or `last_seq + 1`.
+    fn seq_for_time(&self, ts: i64) -> u64;
+    /// Sequences whose timestamp is `<= cutoff`, oldest first, at most
+    /// `limit` of them (for max_age expiry).
+    fn expired(&self, cutoff: i64, limit: usize) -> Vec<u64>;
+    /// Makes the next sequence `seq` (an empty store created with
+    /// `first_seq`, or a purge past the end).
+    fn reset_to(&mut self, seq: u64) -> Result<()>;
+    /// Whether writes are waiting for [`MsgStore::sync_handle`].
+    fn dirty(&self) -> bool;
+    /// Something that makes the writes so far durable when called, to be
+    /// run off the stream's task (group commit). `None` when nothing needs
+    /// syncing (memory store, or no writes since the last handle).
+    fn sync_handle(&mut self) -> Option<SyncHandle>;
+    /// Removes the stream's data from storage.
+    fn delete_all(&mut self) -> Result<()>;
+}
