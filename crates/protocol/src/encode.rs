@@ -18,6 +18,7 @@ pub fn msg_len(subject: &[u8], sid: &[u8], reply: Option<&[u8]>, message: &[u8])
 
 /// Appends `MSG subject sid [reply] size` or
 /// `HMSG subject sid [reply] hdr_len total_len`, the message and CRLF.
+/// `message` is the header block (of `header_len` bytes) then the payload.
 pub fn msg(
     out: &mut BytesMut,
     subject: &[u8],
@@ -48,6 +49,40 @@ pub fn msg(
     out.put_slice(num.format(message.len()).as_bytes());
     out.put_slice(b"\r\n");
     out.put_slice(message);
+    out.put_slice(b"\r\n");
+}
+
+/// Like [`msg`], with the header block and payload in separate slices.
+pub fn msg_parts(
+    out: &mut BytesMut,
+    subject: &[u8],
+    sid: &[u8],
+    reply: Option<&[u8]>,
+    headers: Option<&[u8]>,
+    payload: &[u8],
+) {
+    let hlen = headers.map_or(0, |h| h.len());
+    out.reserve(msg_len(subject, sid, reply, payload) + hlen);
+    out.put_slice(if headers.is_some() { b"HMSG " } else { b"MSG " });
+    out.put_slice(subject);
+    out.put_u8(b' ');
+    out.put_slice(sid);
+    out.put_u8(b' ');
+    if let Some(reply) = reply {
+        out.put_slice(reply);
+        out.put_u8(b' ');
+    }
+    let mut num = itoa::Buffer::new();
+    if headers.is_some() {
+        out.put_slice(num.format(hlen).as_bytes());
+        out.put_u8(b' ');
+    }
+    out.put_slice(num.format(hlen + payload.len()).as_bytes());
+    out.put_slice(b"\r\n");
+    if let Some(h) = headers {
+        out.put_slice(h);
+    }
+    out.put_slice(payload);
     out.put_slice(b"\r\n");
 }
 
@@ -93,6 +128,18 @@ mod tests {
             &b[..],
             &b"MSG foo 1 2\r\nhi\r\nMSG foo 22 _INBOX.x 0\r\n\r\nHMSG foo 3 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"[..]
         );
+    }
+
+    #[test]
+    fn parts_match_whole() {
+        let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
+        msg(&mut a, b"s", b"1", Some(b"r"), Some(12), b"NATS/1.0\r\n\r\nhi");
+        msg_parts(&mut b, b"s", b"1", Some(b"r"), Some(b"NATS/1.0\r\n\r\n"), b"hi");
+        assert_eq!(a, b);
+        let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
+        msg(&mut a, b"s", b"1", None, None, b"hi");
+        msg_parts(&mut b, b"s", b"1", None, None, b"hi");
+        assert_eq!(a, b);
     }
 
     #[test]

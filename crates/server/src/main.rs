@@ -11,6 +11,7 @@ mod monitor;
 mod options;
 mod server;
 mod signals;
+mod internal;
 mod subscription;
 
 use std::path::{Path, PathBuf};

@@ -5,10 +5,12 @@
 //! trie are never held together; the `clients` map is taken alone.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use protocol::ServerInfo;
 use subjects::Sublist;
@@ -16,6 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use crate::client::delivery::InternalSink;
 use crate::client::{self, Client, ClosedState};
 use crate::monitor::ClosedConn;
 use crate::options::{Options, NATS_VERSION};
@@ -55,6 +58,8 @@ pub struct Server {
     shutdown_tx: watch::Sender<bool>,
     /// The client listener is told to stop through this (lame duck).
     stop_accepting: watch::Sender<bool>,
+    /// Owner of the server's own subscriptions (cid 0, never connected).
+    pub system_client: Arc<Client>,
 }
 
 /// A 56-character id in the shape of nats-server's (an nkey public key:
@@ -91,7 +96,33 @@ impl Server {
             lame_duck: AtomicBool::new(false),
             shutdown_tx: watch::channel(false).0,
             stop_accepting: watch::channel(false).0,
+            system_client: Arc::new(Client::new(0, SocketAddr::from(([0, 0, 0, 0], 0)))),
         })
+    }
+
+    /// Subscribes the server itself: messages matching `subject` go to
+    /// `sink` on the publisher's task.
+    pub fn subscribe_internal(
+        &self,
+        subject: &str,
+        queue: Option<&str>,
+        sink: Arc<dyn InternalSink>,
+    ) -> Result<Arc<Subscription>, subjects::SublistError> {
+        let key = self.next_sub_key();
+        let mut sub = Subscription::new(
+            key,
+            self.system_client.clone(),
+            Bytes::copy_from_slice(subject.as_bytes()),
+            queue.map(|q| Bytes::copy_from_slice(q.as_bytes())),
+            Bytes::from(format!("_sys.{key}")),
+        );
+        sub.sink = Some(sink);
+        let sub = Arc::new(sub);
+        self.sublist
+            .write()
+            .insert(subject.as_bytes(), queue.map(str::as_bytes), key, sub.clone())?;
+        self.system_client.subs.lock().insert(sub.sid.clone(), sub.clone());
+        Ok(sub)
     }
 
     /// The options in force. Connections copy what they need at start;

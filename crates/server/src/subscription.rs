@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::client::delivery::InternalSink;
 use crate::client::Client;
 
 pub struct Subscription {
@@ -23,6 +24,9 @@ pub struct Subscription {
     pub delivered: AtomicU64,
     /// Set once removed, so publishers holding an older match result skip it.
     closed: AtomicBool,
+    /// For the server's own subscriptions: where messages go instead of
+    /// an outbound buffer.
+    pub sink: Option<Arc<dyn InternalSink>>,
 }
 
 /// What one delivery attempt found out about the subscription's limit.
@@ -53,6 +57,7 @@ impl Subscription {
             max: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            sink: None,
         }
     }
 

@@ -46,6 +46,20 @@ pub trait Dir: Send + Sync + 'static {
     fn sync_handle(&self, name: &str, new_file: bool) -> io::Result<SyncHandle>;
     /// Removes every file and the directory itself.
     fn remove_all(&self) -> io::Result<()>;
+    /// Renames a file, replacing any file called `to`.
+    fn rename(&self, from: &str, to: &str) -> io::Result<()>;
+
+    /// Replaces `name` with `data` so that a crash leaves either the old
+    /// or the new contents: write a temporary file, sync it, rename it
+    /// over, sync the directory.
+    fn write_atomic(&self, name: &str, data: &[u8]) -> io::Result<()> {
+        let tmp = format!("{name}.tmp");
+        self.remove(&tmp)?;
+        self.write_at(&tmp, 0, data)?;
+        self.sync_handle(&tmp, false)?.sync()?;
+        self.rename(&tmp, name)?;
+        self.sync_handle(name, true)?.sync()
+    }
 }
 
 /// Most files an [`FsDir`] keeps open; the rest are reopened when needed,
@@ -157,6 +171,12 @@ impl Dir for FsDir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             r => r,
         }
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        self.forget(from);
+        self.forget(to);
+        std::fs::rename(self.root.join(from), self.root.join(to))
     }
 }
 
@@ -341,5 +361,15 @@ impl Dir for MemDir {
     fn remove_all(&self) -> io::Result<()> {
         self.with(|s| s.files.clear());
         Ok(())
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        self.with(|s| {
+            let f = s.files.remove(from).ok_or_else(|| not_found(from))?;
+            // A rename is a directory operation: treated as durable along
+            // with the synced contents it carries.
+            s.files.insert(to.to_string(), f);
+            Ok(())
+        })
     }
 }

@@ -18,6 +18,7 @@
 mod dir;
 mod file;
 mod filter;
+mod journal;
 mod mem;
 mod record;
 mod subject_index;
@@ -29,6 +30,7 @@ use bytes::Bytes;
 pub use dir::{Dir, FsDir, MemDir, SyncHandle};
 pub use file::{FileStore, FileStoreConfig};
 pub use filter::Filter;
+pub use journal::{Journal, Replay};
 pub use mem::MemStore;
 
 /// A stored message.

@@ -558,8 +558,8 @@ impl Conn {
         let msg = Message {
             subject: p.subject,
             reply: p.reply,
-            header_len: p.header_len,
-            message: p.message,
+            headers: p.headers(),
+            payload: p.payload(),
         };
         let delivered = self.delivery.route(result, msg);
         if !delivered && self.opts.no_responders {

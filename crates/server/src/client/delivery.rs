@@ -29,14 +29,21 @@ const MAX_STALL: Duration = Duration::from_millis(10);
 /// a set instead of a scan.
 const SCAN_LIMIT: usize = 16;
 
-/// One message as routed: subject, optional reply, and the headers (if
-/// any) at the front of `message`.
+/// One message as routed: the subject receivers see, optional reply,
+/// header block and payload.
 #[derive(Clone, Copy)]
 pub struct Message<'a> {
     pub subject: &'a [u8],
     pub reply: Option<&'a [u8]>,
-    pub header_len: Option<usize>,
-    pub message: &'a [u8],
+    pub headers: Option<&'a [u8]>,
+    pub payload: &'a [u8],
+}
+
+/// Receives messages for an internal subscription (JetStream's API,
+/// streams, acks), on the publisher's task: implementations only copy and
+/// queue.
+pub trait InternalSink: Send + Sync {
+    fn deliver(&self, msg: Message<'_>);
 }
 
 pub struct Delivery {
@@ -103,6 +110,13 @@ impl Delivery {
         if sub.is_closed() {
             return false;
         }
+        if let Some(sink) = &sub.sink {
+            if sub.take_quota() == Quota::Exhausted {
+                return false;
+            }
+            sink.deliver(msg);
+            return true;
+        }
         match sub.take_quota() {
             Quota::Deliver => {}
             Quota::DeliverLast => self.to_unsubscribe.push(sub.clone()),
@@ -113,19 +127,17 @@ impl Delivery {
         }
         // A subscriber that did not ask for headers gets the payload alone,
         // and an empty header block is no header block (as nats-server).
-        let (header_len, message) = match msg.header_len {
-            Some(h) if h == 0 || !target.headers.load(Ordering::Relaxed) => {
-                (None, &msg.message[h..])
-            }
-            h => (h, msg.message),
-        };
-        let pushed = target.out.push(self.max_pending, Some(message.len()), |b| {
-            encode::msg(b, msg.subject, &sub.sid, msg.reply, header_len, message)
+        let headers = msg
+            .headers
+            .filter(|h| !h.is_empty() && target.headers.load(Ordering::Relaxed));
+        let size = headers.map_or(0, |h| h.len()) + msg.payload.len();
+        let pushed = target.out.push(self.max_pending, Some(size), |b| {
+            encode::msg_parts(b, msg.subject, &sub.sid, msg.reply, headers, msg.payload)
         });
         match pushed {
             Push::Queued | Push::QueuedNearLimit => {
                 self.out_msgs += 1;
-                self.out_bytes += message.len() as u64;
+                self.out_bytes += size as u64;
                 if pushed == Push::QueuedNearLimit
                     && !self.stalled_on.iter().any(|c| Arc::ptr_eq(c, target))
                 {

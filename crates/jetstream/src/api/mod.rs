@@ -1,0 +1,23 @@
+//! The JetStream API's JSON, with nats-server's field names, order and
+//! omission rules, and its error catalogue.
+
+mod account;
+mod catalogue;
+mod consumer;
+mod error;
+pub mod nullable;
+mod stream;
+pub mod time;
+
+pub use account::*;
+pub use catalogue::E;
+pub use consumer::*;
+pub use error::{ApiError, ErrorDef};
+pub use stream::*;
+
+/// Prefix of every response `type`.
+pub const TYPE_PREFIX: &str = "io.nats.jetstream.api.v1.";
+
+/// The JetStream API level this server implements, reported in account
+/// info and stream metadata.
+pub const API_LEVEL: i64 = 1;

@@ -1,0 +1,1040 @@
+//! A consumer as a state machine: where it is in the stream, what is
+//! delivered and not yet acknowledged, queued pull requests, and timers
+//! (redelivery, heartbeats, request expiry, inactivity). Time comes in as
+//! Unix nanoseconds; messages to send go out through `out`.
+//!
+//! Invariants:
+//! - Every pending entry is a stream sequence below `next_sseq` that was
+//!   delivered and not acknowledged; its `dseq` is the consumer sequence
+//!   of its first delivery.
+//! - The ack floor never passes a pending sequence.
+//! - Consumer sequences handed out are strictly increasing by one.
+//! - `num_pending` counts matching stored messages at or after
+//!   `next_sseq` (plus the unsent part of a last-per-subject start).
+
+mod config;
+pub mod state;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use bytes::Bytes;
+use store::{Filter, MsgStore, StoredMsg};
+
+pub use config::{check as check_config, check_update as check_config_update, defaults as apply_defaults};
+pub use state::ConsumerState;
+
+use crate::api::{
+    AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, PullRequest, ReplayPolicy, SequenceInfo,
+};
+use crate::headers;
+use crate::output::{OutMsg, Output};
+
+const MS: i64 = 1_000_000;
+/// Flow-control window bounds, as nats-server.
+const FC_MAX_WINDOW: u64 = 32 * 1024 * 1024;
+const FC_START_WINDOW: u64 = FC_MAX_WINDOW / 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pending {
+    /// Consumer sequence of the first delivery.
+    dseq: u64,
+    /// When the ack wait started (delivery, progress, or a NAK's delay).
+    ts: i64,
+}
+
+#[derive(Debug, Clone)]
+struct Waiting {
+    reply: String,
+    batch: i64,
+    /// Bytes this request may still receive, when it set a limit.
+    bytes_left: Option<i64>,
+    expires: Option<i64>,
+    no_wait: bool,
+    heartbeat: i64,
+    next_heartbeat: Option<i64>,
+    delivered: u64,
+}
+
+/// What an acknowledgement changed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct AckOutcome {
+    /// Stream sequences this consumer is done with (for retention).
+    pub done: Vec<u64>,
+    /// A `+NXT` request to serve after the ack.
+    pub next: Option<(PullRequest, String)>,
+}
+
+pub struct Consumer {
+    pub name: String,
+    stream: String,
+    pub config: ConsumerConfig,
+    pub created: i64,
+    filter: Filter,
+    next_sseq: u64,
+    dseq: u64,
+    delivered_sseq: u64,
+    last_delivered: Option<i64>,
+    floor_dseq: u64,
+    floor_sseq: u64,
+    last_ack: Option<i64>,
+    pending: BTreeMap<u64, Pending>,
+    rdc: BTreeMap<u64, u64>,
+    redeliver: VecDeque<u64>,
+    queued: BTreeSet<u64>,
+    num_pending: u64,
+    /// Last-per-subject start: these sequences first, then from `lps_resume`.
+    lps: VecDeque<u64>,
+    lps_resume: u64,
+    waiting: VecDeque<Waiting>,
+    push_active: bool,
+    heartbeat_at: Option<i64>,
+    fc_pending: Option<(String, u64)>,
+    fc_counter: u64,
+    pbytes: u64,
+    maxpb: u64,
+    /// Last pull request, delivery or ack; drives inactivity.
+    last_activity: i64,
+    inactive_since: Option<i64>,
+    /// Replay-original pacing: when the next message may go out, and the
+    /// stored time and send time of the previous one.
+    replay_at: Option<i64>,
+    replay_prev: Option<(i64, i64)>,
+    /// Replay-original applies until this sequence (the last one when the
+    /// consumer was created); newer messages go out at once.
+    replay_until: u64,
+    dirty: bool,
+}
+
+/// Subjects a consumer listens on besides its deliveries.
+pub fn ack_prefix(stream: &str, consumer: &str) -> String {
+    format!("$JS.ACK.{stream}.{consumer}.")
+}
+
+pub fn flow_control_prefix(stream: &str, consumer: &str) -> String {
+    format!("$JS.FC.{stream}.{consumer}.")
+}
+
+/// The stream position a new consumer starts at.
+fn start_seq(cfg: &ConsumerConfig, filter: &Filter, store: &dyn MsgStore, stream_mmps: i64) -> (u64, VecDeque<u64>, u64) {
+    let st = store.state();
+    let mut lps = VecDeque::new();
+    let mut resume = 0;
+    let mut seq = if cfg.opt_start_seq > 0 {
+        cfg.opt_start_seq
+    } else {
+        match cfg.deliver_policy {
+            DeliverPolicy::All => st.first_seq,
+            DeliverPolicy::Last => {
+                if filter.is_all() {
+                    st.last_seq
+                } else {
+                    store.last_matching(filter).ok().flatten().map_or(st.last_seq, |m| m.seq)
+                }
+            }
+            DeliverPolicy::LastPerSubject => {
+                if stream_mmps == 1 {
+                    st.first_seq
+                } else {
+                    let seqs = store.multi_last_seqs(filter);
+                    resume = st.last_seq + 1;
+                    match seqs.first() {
+                        Some(&s) => {
+                            lps = seqs.into_iter().collect();
+                            s
+                        }
+                        None => st.last_seq + 1,
+                    }
+                }
+            }
+            DeliverPolicy::ByStartTime => store.seq_for_time(cfg.opt_start_time.unwrap_or(0)),
+            DeliverPolicy::New => st.last_seq + 1,
+            DeliverPolicy::ByStartSequence => cfg.opt_start_seq,
+        }
+    };
+    if cfg.opt_start_seq == 0 {
+        if st.first_seq == 0 && st.last_seq == 0 {
+            seq = 1;
+        } else if seq > st.last_seq && lps.is_empty() {
+            seq = st.last_seq + 1;
+        }
+    }
+    if seq < st.first_seq {
+        seq = st.first_seq;
+    }
+    (seq.max(1), lps, resume)
+}
+
+impl Consumer {
+    /// A new consumer positioned by its deliver policy. `config` must have
+    /// been checked and defaulted.
+    pub fn new(stream: &str, config: ConsumerConfig, created: i64, store: &dyn MsgStore, stream_mmps: i64) -> Self {
+        let filter = Filter::new(config.filters());
+        let (next_sseq, lps, lps_resume) = start_seq(&config, &filter, store, stream_mmps);
+        let mut c = Consumer {
+            name: config.name.clone(),
+            stream: stream.to_string(),
+            created,
+            filter,
+            next_sseq,
+            dseq: 0,
+            delivered_sseq: next_sseq - 1,
+            last_delivered: None,
+            floor_dseq: 0,
+            floor_sseq: next_sseq - 1,
+            last_ack: None,
+            pending: BTreeMap::new(),
+            rdc: BTreeMap::new(),
+            redeliver: VecDeque::new(),
+            queued: BTreeSet::new(),
+            num_pending: 0,
+            lps,
+            lps_resume,
+            waiting: VecDeque::new(),
+            push_active: false,
+            heartbeat_at: None,
+            fc_pending: None,
+            fc_counter: 0,
+            pbytes: 0,
+            maxpb: FC_START_WINDOW,
+            last_activity: created,
+            inactive_since: Some(created),
+            replay_at: None,
+            replay_prev: None,
+            replay_until: store.state().last_seq,
+            dirty: true,
+            config,
+        };
+        c.recount(store);
+        c
+    }
+
+    /// A consumer brought back from persisted state.
+    pub fn restore(stream: &str, config: ConsumerConfig, created: i64, st: &ConsumerState, store: &dyn MsgStore, now: i64) -> Self {
+        let mut c = Consumer::new(stream, config, created, store, 0);
+        c.lps.clear();
+        c.dseq = st.delivered_dseq;
+        c.delivered_sseq = st.delivered_sseq;
+        c.next_sseq = st.delivered_sseq + 1;
+        c.floor_dseq = st.ack_floor_dseq;
+        c.floor_sseq = st.ack_floor_sseq;
+        c.pending = st
+            .pending
+            .iter()
+            .map(|p| (p.sseq, Pending { dseq: p.dseq, ts: p.ts }))
+            .collect();
+        c.rdc = st.redelivered.iter().copied().collect();
+        c.last_activity = now;
+        c.inactive_since = Some(now);
+        c.recount(store);
+        c.dirty = false;
+        c
+    }
+
+    pub fn state(&self) -> ConsumerState {
+        ConsumerState {
+            delivered_dseq: self.dseq,
+            delivered_sseq: self.delivered_sseq,
+            ack_floor_dseq: self.floor_dseq,
+            ack_floor_sseq: self.floor_sseq,
+            pending: self
+                .pending
+                .iter()
+                .map(|(&sseq, p)| state::PendingEntry {
+                    sseq,
+                    dseq: p.dseq,
+                    ts: p.ts,
+                })
+                .collect(),
+            redelivered: self.rdc.iter().map(|(&s, &n)| (s, n)).collect(),
+        }
+    }
+
+    /// Whether persisted state is behind; clears the flag.
+    pub fn take_dirty(&mut self) -> bool {
+        std::mem::take(&mut self.dirty)
+    }
+
+    pub fn filter(&self) -> &Filter {
+        &self.filter
+    }
+
+    pub fn is_push(&self) -> bool {
+        self.config.is_push()
+    }
+
+    /// After a config update: filters may have changed.
+    pub fn set_config_derived(&mut self, store: &dyn MsgStore) {
+        self.filter = Filter::new(self.config.filters());
+        self.recount(store);
+        self.dirty = true;
+    }
+
+    fn recount(&mut self, store: &dyn MsgStore) {
+        let after = if self.lps.is_empty() { self.next_sseq } else { self.lps_resume };
+        let mut n = store.num_pending(after, &self.filter, false);
+        if !self.lps.is_empty() {
+            n += self.lps.len() as u64;
+        }
+        self.num_pending = n;
+    }
+
+    /// Updates the consumer for a message newly stored at `seq`.
+    pub fn on_stored(&mut self, seq: u64, subject: &str) {
+        if seq >= self.next_sseq && self.filter.matches(subject) {
+            self.num_pending += 1;
+        }
+    }
+
+    /// Updates the consumer for a message removed from the stream; a
+    /// pending one is dropped (nats-server terminates it).
+    pub fn on_removed(&mut self, seq: u64, subject: &str) {
+        if seq >= self.next_sseq && self.filter.matches(subject) && self.lps.is_empty() {
+            self.num_pending = self.num_pending.saturating_sub(1);
+        }
+        if self.pending.remove(&seq).is_some() {
+            self.queued.remove(&seq);
+            self.redeliver.retain(|&s| s != seq);
+            self.move_floor();
+            self.dirty = true;
+        }
+    }
+
+    /// After a purge: skip what is gone and recount.
+    pub fn on_purged(&mut self, store: &dyn MsgStore) {
+        let first = store.state().first_seq;
+        if self.next_sseq < first {
+            self.next_sseq = first;
+        }
+        let gone: Vec<u64> = self
+            .pending
+            .keys()
+            .copied()
+            .filter(|s| store.get(*s).ok().flatten().is_none())
+            .collect();
+        for s in gone {
+            self.pending.remove(&s);
+            self.queued.remove(&s);
+        }
+        self.redeliver.retain(|s| self.pending.contains_key(s));
+        self.lps.retain(|&s| s >= first);
+        if self.pending.is_empty() && self.floor_sseq + 1 < self.next_sseq {
+            self.floor_sseq = self.next_sseq - 1;
+            self.floor_dseq = self.dseq;
+        }
+        self.recount(store);
+        self.dirty = true;
+    }
+
+    /// Whether this consumer still needs stream message `seq` (interest
+    /// and work-queue retention).
+    pub fn needs(&self, seq: u64, subject: &str) -> bool {
+        if !self.filter.matches(subject) {
+            return false;
+        }
+        if self.rdc.contains_key(&seq) && !self.pending.contains_key(&seq) {
+            // Delivered max times and dropped: kept, as nats-server does.
+            return true;
+        }
+        if seq <= self.floor_sseq {
+            return false;
+        }
+        match self.config.ack_policy {
+            AckPolicy::Explicit => seq >= self.next_sseq || self.pending.contains_key(&seq),
+            _ => true,
+        }
+    }
+
+    pub fn set_push_active(&mut self, active: bool, now: i64) {
+        if active == self.push_active {
+            return;
+        }
+        self.push_active = active;
+        if active {
+            self.inactive_since = None;
+            self.last_activity = now;
+            if self.config.idle_heartbeat > 0 {
+                self.heartbeat_at = Some(now + self.config.idle_heartbeat);
+            }
+        } else {
+            self.inactive_since = Some(now);
+            self.heartbeat_at = None;
+        }
+    }
+
+    pub fn push_active(&self) -> bool {
+        self.push_active
+    }
+
+    fn ack_wait(&self, redeliveries: u64) -> i64 {
+        if !self.config.backoff.is_empty() {
+            let i = (redeliveries as usize).min(self.config.backoff.len() - 1);
+            return self.config.backoff[i];
+        }
+        self.config.ack_wait
+    }
+
+    fn ack_subject(&self, dc: u64, sseq: u64, dseq: u64, ts: i64) -> String {
+        format!(
+            "$JS.ACK.{}.{}.{dc}.{sseq}.{dseq}.{ts}.{}",
+            self.stream, self.name, self.num_pending
+        )
+    }
+
+    /// The next message to deliver: a redelivery first, else the next new
+    /// one. `None` when there is nothing (or the ack-pending limit holds
+    /// new ones back).
+    fn next_msg(&mut self, store: &dyn MsgStore, now: i64) -> Option<(StoredMsg, bool)> {
+        while let Some(seq) = self.redeliver.pop_front() {
+            self.queued.remove(&seq);
+            if !self.pending.contains_key(&seq) {
+                continue;
+            }
+            // This would be delivery number `count + 1`.
+            let count = self.rdc.get(&seq).copied().unwrap_or(0) + 1;
+            if self.config.max_deliver > 0 && count + 1 > self.config.max_deliver as u64 {
+                // Already delivered max times: done with it.
+                self.pending.remove(&seq);
+                self.move_floor();
+                self.dirty = true;
+                continue;
+            }
+            match store.get(seq).ok().flatten() {
+                Some(m) => {
+                    self.rdc.insert(seq, count);
+                    if let Some(p) = self.pending.get_mut(&seq) {
+                        p.ts = now;
+                    }
+                    return Some((m, true));
+                }
+                None => {
+                    self.pending.remove(&seq);
+                    self.move_floor();
+                }
+            }
+        }
+        let max_ack = self.config.max_ack_pending;
+        if self.config.ack_policy != AckPolicy::None && max_ack > 0 && self.pending.len() as i64 >= max_ack {
+            return None;
+        }
+        while let Some(&seq) = self.lps.front() {
+            self.lps.pop_front();
+            if let Some(m) = store.get(seq).ok().flatten() {
+                self.next_sseq = seq + 1;
+                if self.lps.is_empty() {
+                    self.next_sseq = self.lps_resume.max(seq + 1);
+                }
+                return Some((m, false));
+            }
+            self.num_pending = self.num_pending.saturating_sub(1);
+            if self.lps.is_empty() {
+                self.next_sseq = self.lps_resume;
+            }
+        }
+        let m = store.next_matching(self.next_sseq, &self.filter).ok().flatten()?;
+        self.next_sseq = m.seq + 1;
+        Some((m, false))
+    }
+
+    /// Builds the delivered form of `m` (headers-only when configured).
+    fn delivered_form(&self, m: &StoredMsg) -> (Option<Bytes>, Bytes) {
+        if self.config.headers_only {
+            let size = m.payload.len().to_string();
+            let h = headers::append(m.headers.as_deref(), &[("Nats-Msg-Size", &size)]);
+            return (Some(h), Bytes::new());
+        }
+        (m.headers.clone(), m.payload.clone())
+    }
+
+    fn record_delivery(&mut self, m: &StoredMsg, redelivery: bool, now: i64) -> (u64, u64) {
+        self.dseq += 1;
+        let dseq = self.dseq;
+        if !redelivery {
+            self.num_pending = self.num_pending.saturating_sub(1);
+            if m.seq > self.delivered_sseq {
+                self.delivered_sseq = m.seq;
+            }
+        }
+        self.last_delivered = Some(now);
+        self.last_activity = now;
+        self.dirty = true;
+        let dc = if redelivery { self.rdc.get(&m.seq).copied().unwrap_or(0) + 1 } else { 1 };
+        match self.config.ack_policy {
+            AckPolicy::None => {
+                self.floor_dseq = dseq;
+                self.floor_sseq = self.floor_sseq.max(m.seq);
+            }
+            _ => {
+                self.pending.entry(m.seq).or_insert(Pending { dseq, ts: now });
+            }
+        }
+        (dc, dseq)
+    }
+
+    /// Delivers as much as the consumer may now. Returns the stream
+    /// sequences a no-ack consumer is done with (for interest retention).
+    pub fn pump(&mut self, store: &dyn MsgStore, now: i64, out: &mut Vec<Output>) -> Vec<u64> {
+        let mut done = Vec::new();
+        if self.config.pause_until.is_some_and(|until| now < until) {
+            return done;
+        }
+        loop {
+            if self.is_push() {
+                let stalled = self.config.flow_control && self.pbytes > self.maxpb;
+                if !self.push_active || stalled || self.replay_at.is_some_and(|at| now < at) {
+                    break;
+                }
+            } else {
+                self.expire_waiting(now, out);
+                if self.waiting.is_empty() {
+                    break;
+                }
+            }
+            let Some((m, redelivery)) = self.next_msg(store, now) else {
+                break;
+            };
+            if self.replay_waits(&m, now) {
+                self.unpop(&m, redelivery);
+                break;
+            }
+            let (hdrs, payload) = self.delivered_form(&m);
+            let dc = if redelivery { self.rdc.get(&m.seq).copied().unwrap_or(0) + 1 } else { 1 };
+            // The ack subject as it will be sent, for byte accounting.
+            let pending_after = if redelivery { self.num_pending } else { self.num_pending.saturating_sub(1) };
+            let reply_len = format!(
+                "$JS.ACK.{}.{}.{dc}.{}.{}.{}.{pending_after}",
+                self.stream, self.name, m.seq, self.dseq + 1, m.ts
+            )
+            .len();
+            let size = (m.subject.len() + reply_len + hdrs.as_ref().map_or(0, |h| h.len()) + payload.len()) as i64;
+            let target = if self.is_push() {
+                self.config.deliver_subject.clone()
+            } else {
+                match self.take_request(size, now, out) {
+                    Some(r) => r,
+                    None => {
+                        self.unpop(&m, redelivery);
+                        break;
+                    }
+                }
+            };
+            let (dc, dseq) = self.record_delivery(&m, redelivery, now);
+            let reply = self.ack_subject(dc, m.seq, dseq, m.ts);
+            out.push(Output::Publish(OutMsg {
+                subject: m.subject.clone(),
+                route: Some(target.clone()),
+                reply: Some(reply),
+                headers: hdrs,
+                payload,
+            }));
+            if self.config.ack_policy == AckPolicy::None {
+                done.push(m.seq);
+            }
+            if self.is_push() {
+                if self.config.idle_heartbeat > 0 {
+                    self.heartbeat_at = Some(now + self.config.idle_heartbeat);
+                }
+                if self.config.flow_control {
+                    self.pbytes += size as u64;
+                    if self.fc_pending.is_none() && self.pbytes > self.maxpb / 2 {
+                        self.fc_counter += 1;
+                        let reply = format!(
+                            "{}{}",
+                            flow_control_prefix(&self.stream, &self.name),
+                            base62(self.fc_counter)
+                        );
+                        self.fc_pending = Some((reply.clone(), self.pbytes));
+                        status_with_reply(out, &target, Some(reply), 100, "FlowControl Request", &[]);
+                    }
+                }
+            } else {
+                self.finish_requests(out);
+            }
+        }
+        if !self.is_push() {
+            self.finish_no_wait(store, out);
+        }
+        done
+    }
+
+    /// With replay `original`, whether `m` must wait to keep the spacing
+    /// the messages were stored with.
+    fn replay_waits(&mut self, m: &StoredMsg, now: i64) -> bool {
+        if self.config.replay_policy != ReplayPolicy::Original || !self.is_push() || m.seq > self.replay_until {
+            self.replay_at = None;
+            return false;
+        }
+        if let Some((prev_ts, sent_at)) = self.replay_prev {
+            let gap = m.ts - prev_ts;
+            if gap > MS && now < sent_at + gap {
+                self.replay_at = Some(sent_at + gap);
+                return true;
+            }
+        }
+        self.replay_prev = Some((m.ts, now));
+        self.replay_at = None;
+        false
+    }
+
+    /// The pull request that takes a message of `size` bytes: requests that
+    /// cannot (byte limit) are ended with a 409, and the chosen one goes to
+    /// the back of the queue so requests share deliveries.
+    fn take_request(&mut self, size: i64, now: i64, out: &mut Vec<Output>) -> Option<String> {
+        while let Some(mut w) = self.waiting.pop_front() {
+            if let Some(left) = w.bytes_left {
+                if size > left {
+                    let pend = pending_headers(w.batch, left);
+                    status(out, &w.reply, 409, "Message Size Exceeds MaxBytes", &pend);
+                    continue;
+                }
+                w.bytes_left = Some(left - size);
+            }
+            w.batch -= 1;
+            w.delivered += 1;
+            if w.heartbeat > 0 {
+                w.next_heartbeat = Some(now + w.heartbeat);
+            }
+            let reply = w.reply.clone();
+            self.waiting.push_back(w);
+            return Some(reply);
+        }
+        None
+    }
+
+    /// Removes requests that got all they asked for. One that ran out of
+    /// messages but not of bytes hears `409 Batch Completed`.
+    fn finish_requests(&mut self, out: &mut Vec<Output>) {
+        let mut keep = VecDeque::new();
+        for w in std::mem::take(&mut self.waiting) {
+            match w.bytes_left {
+                Some(0) => {}
+                Some(left) if w.batch <= 0 => {
+                    status(out, &w.reply, 409, "Batch Completed", &pending_headers(0, left));
+                }
+                _ if w.batch <= 0 => {}
+                _ => keep.push_back(w),
+            }
+        }
+        self.waiting = keep;
+    }
+
+    /// Puts back a message taken by `next_msg` but not delivered.
+    fn unpop(&mut self, m: &StoredMsg, redelivery: bool) {
+        if redelivery {
+            if let Some(n) = self.rdc.get_mut(&m.seq) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.rdc.remove(&m.seq);
+                }
+            }
+            self.redeliver.push_front(m.seq);
+            self.queued.insert(m.seq);
+        } else if self.next_sseq > m.seq {
+            if self.lps_resume > 0 && self.next_sseq == self.lps_resume && m.seq < self.lps_resume {
+                self.lps.push_front(m.seq);
+            }
+            self.next_sseq = m.seq;
+        }
+    }
+
+    /// `no_wait` requests end once nothing more is available.
+    fn finish_no_wait(&mut self, store: &dyn MsgStore, out: &mut Vec<Output>) {
+        if self.waiting.is_empty() || self.has_more(store) {
+            return;
+        }
+        let mut keep = VecDeque::new();
+        for w in std::mem::take(&mut self.waiting) {
+            if w.no_wait && (w.expires.is_none() || w.delivered > 0) {
+                status(out, &w.reply, 404, "No Messages", &[]);
+            } else {
+                keep.push_back(w);
+            }
+        }
+        self.waiting = keep;
+    }
+
+    fn has_more(&self, store: &dyn MsgStore) -> bool {
+        if !self.redeliver.is_empty() || !self.lps.is_empty() {
+            return true;
+        }
+        let blocked = self.config.ack_policy != AckPolicy::None
+            && self.config.max_ack_pending > 0
+            && self.pending.len() as i64 >= self.config.max_ack_pending;
+        !blocked && self.num_pending > 0 && store.next_matching(self.next_sseq, &self.filter).ok().flatten().is_some()
+    }
+
+    fn expire_waiting(&mut self, now: i64, out: &mut Vec<Output>) {
+        if self.waiting.iter().all(|w| w.expires.is_none_or(|e| e > now)) {
+            return;
+        }
+        let mut keep = VecDeque::new();
+        for w in std::mem::take(&mut self.waiting) {
+            if w.expires.is_some_and(|e| e <= now) {
+                let pend = pending_headers(w.batch, w.bytes_left.unwrap_or(0));
+                status(out, &w.reply, 408, "Request Timeout", &pend);
+            } else {
+                keep.push_back(w);
+            }
+        }
+        self.waiting = keep;
+    }
+
+    /// A pull request (`MSG.NEXT` or `+NXT`).
+    pub fn pull(&mut self, req: PullRequest, reply: &str, store: &dyn MsgStore, now: i64, out: &mut Vec<Output>) -> Vec<u64> {
+        self.last_activity = now;
+        self.inactive_since = None;
+        if self.is_push() {
+            status(out, reply, 409, "Consumer is push based", &[]);
+            return Vec::new();
+        }
+        if req.idle_heartbeat > 0 && (req.expires == 0 || req.idle_heartbeat * 2 > req.expires) {
+            status(out, reply, 400, "Bad Request - heartbeat value too large", &[]);
+            return Vec::new();
+        }
+        let batch = req.batch.max(1);
+        if self.config.max_batch > 0 && batch > self.config.max_batch {
+            status(out, reply, 409, &format!("Exceeded MaxRequestBatch of {}", self.config.max_batch), &[]);
+            return Vec::new();
+        }
+        if self.config.max_expires > 0 && (req.expires == 0 || req.expires > self.config.max_expires) {
+            let d = crate::duration::format(std::time::Duration::from_nanos(self.config.max_expires as u64));
+            status(out, reply, 409, &format!("Exceeded MaxRequestExpires of {d}"), &[]);
+            return Vec::new();
+        }
+        if self.config.max_bytes > 0 && req.max_bytes > self.config.max_bytes {
+            status(out, reply, 409, &format!("Exceeded MaxRequestMaxBytes of {}", self.config.max_bytes), &[]);
+            return Vec::new();
+        }
+        if req.no_wait && req.expires == 0 && !self.has_more(store) {
+            status(out, reply, 404, "No Messages", &[]);
+            return Vec::new();
+        }
+        if self.waiting.len() as i64 >= self.config.max_waiting.max(1) {
+            self.expire_waiting(now, out);
+            if self.waiting.len() as i64 >= self.config.max_waiting.max(1) {
+                if req.idle_heartbeat == 0 {
+                    status(out, reply, 409, "Exceeded MaxWaiting", &[]);
+                }
+                return Vec::new();
+            }
+        }
+        self.waiting.push_back(Waiting {
+            reply: reply.to_string(),
+            batch,
+            bytes_left: (req.max_bytes > 0).then_some(req.max_bytes),
+            expires: (req.expires > 0).then(|| now + req.expires),
+            no_wait: req.no_wait,
+            heartbeat: req.idle_heartbeat,
+            next_heartbeat: (req.idle_heartbeat > 0).then(|| now + req.idle_heartbeat),
+            delivered: 0,
+        });
+        self.pump(store, now, out)
+    }
+
+    /// An acknowledgement published to `subject` (the ack reply of a
+    /// delivery) with body `body`; `reply` is the ack's own reply subject,
+    /// used by `+NXT` as the pull request's inbox.
+    pub fn ack(&mut self, subject: &str, body: &[u8], reply: Option<&str>, now: i64) -> AckOutcome {
+        let mut outcome = AckOutcome::default();
+        let Some((_dc, sseq, _dseq)) = parse_ack_subject(subject) else {
+            return outcome;
+        };
+        self.last_activity = now;
+        self.last_ack = Some(now);
+        let text = std::str::from_utf8(body).unwrap_or("").trim();
+        match text {
+            "" | "+ACK" | "+OK" => self.ack_seq(sseq, &mut outcome),
+            "+WPI" => {
+                if let Some(p) = self.pending.get_mut(&sseq) {
+                    p.ts = now;
+                    self.dirty = true;
+                }
+            }
+            t if t.starts_with("+TERM") => {
+                self.ack_seq(sseq, &mut outcome);
+            }
+            t if t.starts_with("-NAK") => self.nak(sseq, t["-NAK".len()..].trim(), now),
+            t if t.starts_with("+NXT") => {
+                self.ack_seq(sseq, &mut outcome);
+                let rest = t["+NXT".len()..].trim();
+                if let (Ok(req), Some(reply)) = (PullRequest::parse(rest.as_bytes()), reply) {
+                    outcome.next = Some((req, reply.to_string()));
+                }
+            }
+            _ => {}
+        }
+        outcome
+    }
+
+    fn ack_seq(&mut self, sseq: u64, outcome: &mut AckOutcome) {
+        match self.config.ack_policy {
+            AckPolicy::None => {}
+            AckPolicy::All | AckPolicy::FlowControl => {
+                let Some(p) = self.pending.get(&sseq).copied() else {
+                    return;
+                };
+                let covered: Vec<u64> = self.pending.range(..=sseq).map(|(&s, _)| s).collect();
+                for s in covered {
+                    self.pending.remove(&s);
+                    self.queued.remove(&s);
+                    self.rdc.remove(&s);
+                    outcome.done.push(s);
+                }
+                self.redeliver.retain(|s| self.pending.contains_key(s));
+                self.floor_dseq = self.floor_dseq.max(p.dseq);
+                self.floor_sseq = self.floor_sseq.max(sseq);
+                self.move_floor();
+                self.dirty = true;
+            }
+            AckPolicy::Explicit => {
+                if self.pending.remove(&sseq).is_none() {
+                    return;
+                }
+                self.queued.remove(&sseq);
+                self.redeliver.retain(|&s| s != sseq);
+                self.rdc.remove(&sseq);
+                outcome.done.push(sseq);
+                self.move_floor();
+                self.dirty = true;
+            }
+        }
+    }
+
+    fn nak(&mut self, sseq: u64, arg: &str, now: i64) {
+        if !self.pending.contains_key(&sseq) {
+            return;
+        }
+        let wait = self.ack_wait(self.rdc.get(&sseq).copied().unwrap_or(0));
+        let delay = if arg.is_empty() {
+            None
+        } else if arg.starts_with('{') {
+            serde_json::from_str::<serde_json::Value>(arg)
+                .ok()
+                .and_then(|v| v.get("delay").and_then(|d| d.as_i64()))
+        } else {
+            crate::duration::parse(arg).ok().map(|d| d.as_nanos() as i64)
+        };
+        match delay {
+            Some(d) if d > 0 => {
+                // Redeliver after the delay: the wait restarts so it ends then.
+                if let Some(p) = self.pending.get_mut(&sseq) {
+                    p.ts = now - wait + d;
+                }
+                self.queued.remove(&sseq);
+                self.redeliver.retain(|&s| s != sseq);
+            }
+            _ => {
+                if self.queued.insert(sseq) {
+                    self.redeliver.push_back(sseq);
+                }
+            }
+        }
+        self.dirty = true;
+    }
+
+    /// Recomputes the ack floor from what is still pending.
+    fn move_floor(&mut self) {
+        match self.pending.iter().next() {
+            Some((&sseq, p)) => {
+                self.floor_sseq = self.floor_sseq.max(sseq - 1);
+                self.floor_dseq = self.floor_dseq.max(p.dseq - 1);
+            }
+            None => {
+                self.floor_dseq = self.dseq;
+                self.floor_sseq = self.floor_sseq.max(self.next_sseq.saturating_sub(1));
+            }
+        }
+    }
+
+    /// A reply to a flow-control request.
+    pub fn flow_control_reply(&mut self, subject: &str) {
+        if let Some((fc, size)) = &self.fc_pending {
+            if fc == subject {
+                self.maxpb = (self.maxpb * 2).min(FC_MAX_WINDOW);
+                self.pbytes = self.pbytes.saturating_sub(*size);
+                self.fc_pending = None;
+            }
+        }
+    }
+
+    /// Timers: redelivery, request expiry, heartbeats. Returns whether the
+    /// consumer should be deleted for inactivity.
+    pub fn tick(&mut self, store: &dyn MsgStore, now: i64, out: &mut Vec<Output>) -> bool {
+        // Redelivery of what waited too long for an ack.
+        let mut expired: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(s, p)| {
+                !self.queued.contains(s) && now >= p.ts + self.ack_wait(self.rdc.get(s).copied().unwrap_or(0))
+            })
+            .map(|(&s, _)| s)
+            .collect();
+        expired.sort_unstable();
+        for s in expired {
+            if self.config.max_deliver > 0 && self.rdc.get(&s).copied().unwrap_or(0) + 1 >= self.config.max_deliver as u64 {
+                // Delivered max_deliver times: stop trying.
+                self.pending.remove(&s);
+                self.rdc.entry(s).or_insert(self.config.max_deliver as u64);
+                self.move_floor();
+                self.dirty = true;
+                continue;
+            }
+            self.queued.insert(s);
+            self.redeliver.push_back(s);
+        }
+        self.expire_waiting(now, out);
+        // Pull-request heartbeats.
+        for w in self.waiting.iter_mut() {
+            if let Some(at) = w.next_heartbeat {
+                if now >= at {
+                    status(out, &w.reply, 100, "Idle Heartbeat", &[]);
+                    w.next_heartbeat = Some(now + w.heartbeat);
+                }
+            }
+        }
+        // Push idle heartbeats.
+        if self.is_push() && self.push_active {
+            if let Some(at) = self.heartbeat_at {
+                if now >= at {
+                    let last_c = self.dseq.to_string();
+                    let last_s = self.next_sseq.saturating_sub(1).to_string();
+                    let mut pairs = vec![("Nats-Last-Consumer", last_c), ("Nats-Last-Stream", last_s)];
+                    if let Some((fc, _)) = &self.fc_pending {
+                        pairs.push(("Nats-Consumer-Stalled", fc.clone()));
+                    }
+                    status(out, &self.config.deliver_subject.clone(), 100, "Idle Heartbeat", &pairs);
+                    self.heartbeat_at = Some(now + self.config.idle_heartbeat);
+                }
+            }
+        }
+        let _ = store;
+        self.inactive(now)
+    }
+
+    fn inactive(&self, now: i64) -> bool {
+        let threshold = self.config.inactive_threshold;
+        if threshold <= 0 {
+            return false;
+        }
+        if self.is_push() {
+            return self.inactive_since.is_some_and(|t| now - t >= threshold);
+        }
+        if !self.waiting.is_empty() {
+            return false;
+        }
+        now - self.last_activity >= threshold
+            && self.pending.values().all(|p| now >= p.ts + self.config.ack_wait + threshold)
+    }
+
+    /// The earliest time `tick` has something to do.
+    pub fn next_deadline(&self) -> Option<i64> {
+        let mut d: Option<i64> = None;
+        let mut at = |t: i64| d = Some(d.map_or(t, |x| x.min(t)));
+        for (s, p) in &self.pending {
+            if !self.queued.contains(s) {
+                at(p.ts + self.ack_wait(self.rdc.get(s).copied().unwrap_or(0)));
+            }
+        }
+        for w in &self.waiting {
+            if let Some(e) = w.expires {
+                at(e);
+            }
+            if let Some(h) = w.next_heartbeat {
+                at(h);
+            }
+        }
+        if self.push_active {
+            if let Some(h) = self.heartbeat_at {
+                at(h);
+            }
+        }
+        if let Some(r) = self.replay_at {
+            at(r);
+        }
+        if self.config.inactive_threshold > 0 {
+            let base = self.inactive_since.unwrap_or(self.last_activity);
+            at(base + self.config.inactive_threshold);
+        }
+        d
+    }
+
+    /// Sends `409 Consumer Deleted` to queued pull requests.
+    pub fn on_deleted(&mut self, out: &mut Vec<Output>) {
+        for w in std::mem::take(&mut self.waiting) {
+            status(out, &w.reply, 409, "Consumer Deleted", &[]);
+        }
+    }
+
+    pub fn info(&self, now: i64) -> ConsumerInfo {
+        ConsumerInfo {
+            stream_name: self.stream.clone(),
+            name: self.name.clone(),
+            created: self.created,
+            config: self.config.clone(),
+            delivered: SequenceInfo {
+                consumer_seq: self.dseq,
+                stream_seq: self.delivered_sseq,
+                last_active: self.last_delivered,
+            },
+            ack_floor: SequenceInfo {
+                consumer_seq: self.floor_dseq,
+                stream_seq: self.floor_sseq,
+                last_active: self.last_ack,
+            },
+            num_ack_pending: self.pending.len() as u64,
+            num_redelivered: if self.config.max_deliver == 1 { 0 } else { self.rdc.len() as u64 },
+            num_waiting: self.waiting.len() as u64,
+            num_pending: self.num_pending,
+            cluster: None,
+            push_bound: self.is_push() && self.push_active,
+            paused: self.config.pause_until.is_some_and(|u| now < u),
+            pause_remaining: self.config.pause_until.map_or(0, |u| (u - now).max(0)),
+            ts: now,
+        }
+    }
+}
+
+/// `$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>` (or the
+/// 11-token form) → (delivery count, stream seq, consumer seq).
+pub fn parse_ack_subject(subject: &str) -> Option<(u64, u64, u64)> {
+    let tokens: Vec<&str> = subject.split('.').collect();
+    let base = match tokens.len() {
+        9 => 4,
+        n if n >= 11 => 6,
+        _ => return None,
+    };
+    let num = |i: usize| tokens.get(base + i).and_then(|t| t.parse::<u64>().ok());
+    Some((num(0)?, num(1)?, num(2)?))
+}
+
+fn base62(mut n: u64) -> String {
+    const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut s = Vec::new();
+    loop {
+        s.push(DIGITS[(n % 62) as usize]);
+        n /= 62;
+        if n == 0 {
+            break;
+        }
+    }
+    while s.len() < 4 {
+        s.push(b'0');
+    }
+    s.reverse();
+    String::from_utf8(s).expect("ascii")
+}
+
+fn pending_headers(batch: i64, bytes: i64) -> [(&'static str, String); 2] {
+    [
+        ("Nats-Pending-Messages", batch.max(0).to_string()),
+        ("Nats-Pending-Bytes", bytes.max(0).to_string()),
+    ]
+}
+
+fn status(out: &mut Vec<Output>, to: &str, code: u16, desc: &str, pairs: &[(&str, String)]) {
+    status_with_reply(out, to, None, code, desc, pairs);
+}
+
+fn status_with_reply(out: &mut Vec<Output>, to: &str, reply: Option<String>, code: u16, desc: &str, pairs: &[(&str, String)]) {
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    out.push(Output::Publish(OutMsg::status(to, reply, headers::build(Some((code, desc)), &pairs))));
+}

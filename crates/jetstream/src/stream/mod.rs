@@ -1,0 +1,1067 @@
+//! A stream as a state machine over its message store: publish checks
+//! (expected headers, duplicates, rollups, TTLs, limits), retention,
+//! purge and message operations, and its consumers.
+//!
+//! The driver feeds it inputs with the current time, makes the store's
+//! writes durable, then sends what `take_outputs` returns and the replies
+//! the methods returned. Nothing here reads a clock or touches a socket.
+//!
+//! Invariants:
+//! - A message id is in the duplicate window only if a message carrying
+//!   it was stored (or skipped for no interest) within the window.
+//! - After every operation the store is within the configured limits.
+//! - With interest or work-queue retention, a message leaves the stream
+//!   exactly when no consumer needs it; every replica applying the same
+//!   inputs removes the same messages.
+
+pub mod config;
+mod dedupe;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use base64::Engine;
+use bytes::Bytes;
+use store::{Filter, MsgStore, Purge, StoreError, StoredMsg};
+
+use crate::api::{
+    self, ApiError, ConsumerAction, ConsumerConfig, ConsumerInfo, CreateConsumerRequest, Discard, LostData,
+    MsgGetRequest, PullRequest, PurgeRequest, Retention, StoredMessage, StreamConfig, StreamInfo, StreamState, E,
+};
+use crate::consumer::{self, Consumer, ConsumerState};
+use crate::headers;
+use crate::output::{OutMsg, Output};
+use crate::transform::Transform;
+use dedupe::Dedupe;
+
+/// Largest header block accepted, as nats-server.
+const MAX_HEADER: usize = 65535;
+/// Removals done per tick, so expiry of a huge backlog stays incremental.
+const EXPIRE_BATCH: usize = 10_000;
+const SEC: i64 = 1_000_000_000;
+
+/// The answer to a publish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PubAck {
+    Stored(u64),
+    Duplicate(u64),
+    Error(ApiError),
+}
+
+impl PubAck {
+    /// The exact bytes nats-server sends.
+    pub fn encode(&self, stream: &str) -> Bytes {
+        let name = serde_json::to_string(stream).expect("string");
+        let s = match self {
+            PubAck::Stored(seq) => format!("{{\"stream\":{name},\"seq\":{seq}}}"),
+            PubAck::Duplicate(seq) => format!("{{\"stream\":{name},\"seq\":{seq},\"duplicate\": true}}"),
+            PubAck::Error(e) => format!(
+                "{{\"error\":{},\"stream\":{name},\"seq\":0}}",
+                serde_json::to_string(e).expect("error serializes")
+            ),
+        };
+        Bytes::from(s)
+    }
+}
+
+/// A message published to one of the stream's subjects.
+#[derive(Debug, Clone, Copy)]
+pub struct Incoming<'a> {
+    pub subject: &'a str,
+    pub headers: Option<&'a [u8]>,
+    pub payload: &'a [u8],
+}
+
+pub struct Stream {
+    pub config: StreamConfig,
+    pub created: i64,
+    store: Box<dyn MsgStore>,
+    dedupe: Dedupe,
+    last_msg_id: String,
+    consumers: BTreeMap<String, Consumer>,
+    input_transform: Option<Transform>,
+    republish: Option<Transform>,
+    /// Per-message TTL expiry: (expires at, seq).
+    ttl: BTreeSet<(i64, u64)>,
+    /// Messages with `Nats-TTL: never`, exempt from max_age.
+    never: BTreeSet<u64>,
+    out: Vec<Output>,
+    pump_due: bool,
+    /// Consumers created or deleted since the driver last looked.
+    consumers_changed: bool,
+}
+
+fn store_err(e: StoreError) -> ApiError {
+    match e {
+        StoreError::TooLarge(_) => E::STREAM_STORE_FAILED.with("err", "message too large"),
+        other => E::STREAM_STORE_FAILED.with("err", other),
+    }
+}
+
+/// `Nats-TTL` in nanoseconds: `-1` for `never`, else at least a second.
+fn parse_ttl(v: &str) -> Result<i64, ()> {
+    if v.eq_ignore_ascii_case("never") {
+        return Ok(-1);
+    }
+    let d = match crate::duration::parse(v) {
+        Ok(d) => d,
+        Err(_) => match v.parse::<u64>() {
+            Ok(secs) => crate::duration::from_secs(secs as f64, v).map_err(|_| ())?,
+            Err(_) => return Err(()),
+        },
+    };
+    if d.as_nanos() < SEC as u128 {
+        return Err(());
+    }
+    Ok(d.as_nanos() as i64)
+}
+
+impl Stream {
+    /// A new stream over an empty store; `config` must be checked.
+    pub fn create(config: StreamConfig, created: i64, mut store: Box<dyn MsgStore>) -> Result<Self, ApiError> {
+        if config.first_seq > 1 && store.state().last_seq == 0 {
+            store.reset_to(config.first_seq).map_err(store_err)?;
+        }
+        Ok(Stream::with_store(config, created, store))
+    }
+
+    fn with_store(config: StreamConfig, created: i64, store: Box<dyn MsgStore>) -> Self {
+        let mut s = Stream {
+            input_transform: None,
+            republish: None,
+            config,
+            created,
+            store,
+            dedupe: Dedupe::default(),
+            last_msg_id: String::new(),
+            consumers: BTreeMap::new(),
+            ttl: BTreeSet::new(),
+            never: BTreeSet::new(),
+            out: Vec::new(),
+            pump_due: false,
+            consumers_changed: false,
+        };
+        s.compile_transforms();
+        s
+    }
+
+    /// A stream reopened over a recovered store: rebuilds the duplicate
+    /// window, the last message id and the TTL index from the messages.
+    pub fn recover(config: StreamConfig, created: i64, store: Box<dyn MsgStore>, now: i64) -> Self {
+        let mut s = Stream::with_store(config, created, store);
+        let st = s.store.state();
+        let window_start = now - s.config.duplicate_window;
+        let scan_ttl = s.config.allow_msg_ttl;
+        let mut seq = if scan_ttl { st.first_seq } else { s.store.seq_for_time(window_start) };
+        while let Ok(Some(m)) = s.store.next_matching(seq, &Filter::all()) {
+            seq = m.seq + 1;
+            let Some(h) = m.headers.as_deref() else { continue };
+            if m.ts > window_start && s.config.duplicate_window > 0 {
+                if let Some(id) = headers::get(h, headers::MSG_ID) {
+                    s.dedupe.insert(id, m.seq, m.ts);
+                }
+            }
+            if scan_ttl {
+                s.index_ttl(m.seq, m.ts, h);
+            }
+        }
+        if let Ok(Some(last)) = s.store.get(st.last_seq) {
+            s.last_msg_id = last
+                .headers
+                .as_deref()
+                .and_then(|h| headers::get(h, headers::MSG_ID))
+                .unwrap_or("")
+                .to_string();
+        }
+        s
+    }
+
+    fn compile_transforms(&mut self) {
+        self.input_transform = self
+            .config
+            .subject_transform
+            .as_ref()
+            .and_then(|t| Transform::new(&t.src, &t.dest).ok());
+        self.republish = self
+            .config
+            .republish
+            .as_ref()
+            .and_then(|r| Transform::new(&r.src, &r.dest).ok());
+    }
+
+    fn index_ttl(&mut self, seq: u64, ts: i64, h: &[u8]) {
+        if let Some(v) = headers::get(h, headers::TTL) {
+            match parse_ttl(v) {
+                Ok(-1) => {
+                    self.never.insert(seq);
+                }
+                Ok(ttl) => {
+                    self.ttl.insert((ts + ttl, seq));
+                }
+                Err(()) => {}
+            }
+        }
+    }
+
+    pub fn store(&self) -> &dyn MsgStore {
+        self.store.as_ref()
+    }
+
+    pub fn store_mut(&mut self) -> &mut dyn MsgStore {
+        self.store.as_mut()
+    }
+
+    pub fn take_outputs(&mut self) -> Vec<Output> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// Stores a published message, or says why not.
+    pub fn publish(&mut self, msg: Incoming<'_>, now: i64) -> PubAck {
+        match self.try_publish(msg, now) {
+            Ok(ack) => ack,
+            Err(e) => PubAck::Error(e),
+        }
+    }
+
+    fn try_publish(&mut self, msg: Incoming<'_>, now: i64) -> Result<PubAck, ApiError> {
+        let mapped;
+        let subject = match &self.input_transform {
+            Some(t) => match t.apply(msg.subject) {
+                Some(s) => {
+                    mapped = s;
+                    mapped.as_str()
+                }
+                None => msg.subject,
+            },
+            None => msg.subject,
+        };
+        if self.config.sealed {
+            return Err(E::STREAM_SEALED.err());
+        }
+        // Headers a server adds in transit are not stored.
+        let hdrs: Option<Bytes> = match msg.headers {
+            Some(h) if headers::get(h, headers::REQUEST_INFO).is_some() => {
+                headers::without(h, &[headers::REQUEST_INFO])
+            }
+            Some(h) => Some(Bytes::copy_from_slice(h)),
+            None => None,
+        };
+        let h = hdrs.as_deref();
+        let mut msg_id = None;
+        let mut rollup = None;
+        let mut ttl = 0i64;
+        if let Some(h) = h {
+            if headers::get(h, headers::INCR).is_some() {
+                return Err(E::MESSAGE_INCR_DISABLED.err());
+            }
+            if let Some(exp) = headers::get(h, headers::EXPECTED_STREAM) {
+                if exp != self.config.name {
+                    return Err(E::STREAM_NOT_MATCH.err());
+                }
+            }
+            let ttl_text = headers::get(h, headers::TTL);
+            if let Some(v) = ttl_text {
+                if let Ok(t) = parse_ttl(v) {
+                    if !self.config.allow_msg_ttl {
+                        return Err(E::MESSAGE_TTL_DISABLED.err());
+                    }
+                    ttl = t;
+                }
+            }
+            let subj_seq = headers::get(h, headers::EXPECTED_LAST_SUBJ_SEQ);
+            let subj_seq_subj = headers::get(h, headers::EXPECTED_LAST_SUBJ_SEQ_SUBJ);
+            if let Some(v) = subj_seq {
+                let want = headers::parse_u64(v);
+                let on = subj_seq_subj.unwrap_or(subject);
+                let found = if subjects::is_literal(on.as_bytes()) {
+                    self.store.subject_state(on).map_or(0, |s| s.last)
+                } else {
+                    self.store
+                        .last_matching(&Filter::one(on))
+                        .map_err(store_err)?
+                        .map_or(0, |m| m.seq)
+                };
+                if want != Some(found) {
+                    return Err(E::STREAM_WRONG_LAST_SEQUENCE.with("seq", found));
+                }
+            } else if subj_seq_subj.is_some() {
+                return Err(E::STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID.err());
+            }
+            if let Some(v) = headers::get(h, headers::EXPECTED_LAST_SEQ) {
+                let last = self.store.state().last_seq;
+                if headers::parse_u64(v) != Some(last) {
+                    return Err(E::STREAM_WRONG_LAST_SEQUENCE.with("seq", last));
+                }
+            }
+            if headers::has_prefix(h, headers::SCHEDULE_PREFIX) || headers::get(h, "Nats-Scheduler").is_some() {
+                return Err(E::MESSAGE_SCHEDULES_DISABLED.err());
+            }
+            if headers::get(h, headers::STREAM_SOURCE).is_some() && self.config.sources.is_empty() && self.config.mirror.is_none() {
+                return Err(E::MESSAGE_SOURCE_HDR_NOT_ALLOWED.err());
+            }
+            msg_id = headers::get(h, headers::MSG_ID).filter(|id| !id.is_empty());
+            if let Some(id) = msg_id {
+                if self.config.duplicate_window > 0 {
+                    self.dedupe.expire(now - self.config.duplicate_window);
+                    if let Some(seq) = self.dedupe.get(id) {
+                        return Ok(PubAck::Duplicate(seq));
+                    }
+                }
+            }
+            if let Some(want) = headers::get(h, headers::EXPECTED_LAST_MSG_ID) {
+                if want != self.last_msg_id {
+                    return Err(E::STREAM_WRONG_LAST_MSG_ID.with("id", &self.last_msg_id));
+                }
+            }
+            if let Some(v) = headers::get(h, headers::ROLLUP) {
+                if !self.config.allow_rollup_hdrs || self.config.deny_purge {
+                    return Err(E::STREAM_ROLLUP_FAILED.with("err", "rollup not permitted"));
+                }
+                match v.to_ascii_lowercase().as_str() {
+                    "sub" => rollup = Some(false),
+                    "all" => rollup = Some(true),
+                    _ => {
+                        return Err(E::STREAM_ROLLUP_FAILED.with("err", format!("rollup value invalid: {v:?}")))
+                    }
+                }
+            }
+            if let Some(v) = ttl_text {
+                if parse_ttl(v).is_err() {
+                    return Err(E::MESSAGE_TTL_INVALID.err());
+                }
+            }
+        }
+        let hlen = h.map_or(0, |h| h.len());
+        if self.config.max_msg_size >= 0 {
+            let max = self.config.max_msg_size as usize;
+            if hlen > max || msg.payload.len() > max - hlen {
+                return Err(E::STREAM_MESSAGE_EXCEEDS_MAXIMUM.err());
+            }
+        }
+        if hlen > MAX_HEADER {
+            return Err(E::STREAM_HEADER_EXCEEDS_MAXIMUM.err());
+        }
+        if self.config.retention == Retention::Interest
+            && !self.consumers.values().any(|c| c.filter().matches(subject))
+        {
+            // Nobody is interested: the sequence is used, nothing is stored.
+            let seq = self.store.skip(now).map_err(store_err)?;
+            self.remember_id(msg_id, seq, now);
+            return Ok(PubAck::Stored(seq));
+        }
+        self.check_discard_new(subject, h, msg.payload, rollup.is_some())?;
+        let seq = self.store.store(subject, h, msg.payload, now).map_err(store_err)?;
+        self.remember_id(msg_id, seq, now);
+        if ttl > 0 {
+            self.ttl.insert((now + ttl, seq));
+        } else if ttl == -1 {
+            self.never.insert(seq);
+        }
+        for c in self.consumers.values_mut() {
+            c.on_stored(seq, subject);
+        }
+        self.pump_due = true;
+        match rollup {
+            Some(all) => {
+                let filter = (!all).then(|| subject.to_string());
+                self.purge_inner(&Purge {
+                    filter,
+                    keep: Some(1),
+                    seq: None,
+                })?;
+            }
+            None => {}
+        }
+        self.enforce_limits(subject)?;
+        self.republish(seq, subject, h, msg.payload, now);
+        Ok(PubAck::Stored(seq))
+    }
+
+    fn remember_id(&mut self, id: Option<&str>, seq: u64, now: i64) {
+        self.last_msg_id = id.unwrap_or("").to_string();
+        if let Some(id) = id {
+            if self.config.duplicate_window > 0 {
+                self.dedupe.insert(id, seq, now);
+            }
+        }
+    }
+
+    fn check_discard_new(&self, subject: &str, h: Option<&[u8]>, payload: &[u8], rollup: bool) -> Result<(), ApiError> {
+        if self.config.discard != Discard::New {
+            return Ok(());
+        }
+        let cfg = &self.config;
+        let st = self.store.state();
+        let subj = if cfg.max_msgs_per_subject > 0 { self.store.subject_state(subject) } else { None };
+        let at_subject_limit = subj.is_some_and(|s| s.msgs as i64 >= cfg.max_msgs_per_subject);
+        if at_subject_limit && cfg.discard_new_per_subject && !rollup {
+            return Err(E::STREAM_STORE_FAILED.with("err", "maximum messages per subject exceeded"));
+        }
+        if cfg.max_msgs > 0 && st.msgs as i64 >= cfg.max_msgs && !at_subject_limit {
+            return Err(E::STREAM_STORE_FAILED.with("err", "maximum messages exceeded"));
+        }
+        if cfg.max_bytes > 0 {
+            let size = store::msg_size(subject, h, payload);
+            if st.bytes + size > cfg.max_bytes as u64 {
+                let replaces_bigger = at_subject_limit
+                    && subj
+                        .and_then(|s| self.store.get(s.first).ok().flatten())
+                        .is_some_and(|m| m.size() >= size);
+                if !replaces_bigger {
+                    return Err(E::STREAM_STORE_FAILED.with("err", "maximum bytes exceeded"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes one message and tells consumers.
+    fn remove(&mut self, seq: u64, erase: bool) -> Result<bool, ApiError> {
+        let subject = match self.store.get(seq).map_err(store_err)? {
+            Some(m) => m.subject,
+            None => return Ok(false),
+        };
+        let removed = self.store.remove(seq, erase).map_err(store_err)?;
+        if removed {
+            for c in self.consumers.values_mut() {
+                c.on_removed(seq, &subject);
+            }
+            self.never.remove(&seq);
+        }
+        Ok(removed)
+    }
+
+    /// Drops the oldest messages until the limits hold.
+    fn enforce_limits(&mut self, subject: &str) -> Result<(), ApiError> {
+        let cfg = self.config.clone();
+        if cfg.max_msgs_per_subject > 0 {
+            while let Some(st) = self.store.subject_state(subject) {
+                if st.msgs as i64 <= cfg.max_msgs_per_subject {
+                    break;
+                }
+                if !self.remove(st.first, false)? {
+                    break;
+                }
+            }
+        }
+        loop {
+            let st = self.store.state();
+            let over = (cfg.max_msgs > 0 && st.msgs as i64 > cfg.max_msgs)
+                || (cfg.max_bytes > 0 && st.bytes > cfg.max_bytes as u64);
+            if !over || st.msgs == 0 {
+                break;
+            }
+            if !self.remove(st.first_seq, false)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn republish(&mut self, seq: u64, subject: &str, h: Option<&[u8]>, payload: &[u8], now: i64) {
+        let Some(t) = &self.republish else { return };
+        let Some(dest) = t.apply(subject) else { return };
+        let headers_only = self.config.republish.as_ref().is_some_and(|r| r.headers_only);
+        let prev = self.previous_on_subject(subject, seq);
+        let mut pairs: Vec<(&str, String)> = vec![
+            ("Nats-Stream", self.config.name.clone()),
+            ("Nats-Subject", subject.to_string()),
+            ("Nats-Sequence", seq.to_string()),
+            ("Nats-Time-Stamp", api::time::rfc3339(now)),
+            ("Nats-Last-Sequence", prev.to_string()),
+        ];
+        if headers_only {
+            pairs.push(("Nats-Msg-Size", payload.len().to_string()));
+        }
+        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.out.push(Output::Publish(OutMsg {
+            subject: dest,
+            route: None,
+            reply: None,
+            headers: Some(headers::append(h, &pairs)),
+            payload: if headers_only { Bytes::new() } else { Bytes::copy_from_slice(payload) },
+        }));
+    }
+
+    fn previous_on_subject(&self, subject: &str, seq: u64) -> u64 {
+        let Some(st) = self.store.subject_state(subject) else { return 0 };
+        if st.first >= seq {
+            return 0;
+        }
+        let mut prev = 0;
+        let mut at = st.first;
+        while let Ok(Some(m)) = self.store.next_matching(at, &Filter::one(subject)) {
+            if m.seq >= seq {
+                break;
+            }
+            prev = m.seq;
+            at = m.seq + 1;
+        }
+        prev
+    }
+
+    /// Applies a new configuration (already checked against the old).
+    pub fn update(&mut self, config: StreamConfig) -> Result<(), ApiError> {
+        self.config = config;
+        self.compile_transforms();
+        let subjects: Vec<String> = self.store.subjects_totals(&Filter::all()).into_keys().collect();
+        for s in subjects {
+            self.enforce_limits(&s)?;
+        }
+        self.enforce_limits("")?;
+        Ok(())
+    }
+
+    fn state(&self, deleted_details: bool) -> StreamState {
+        let st = self.store.state();
+        let lost = (!st.lost.is_empty()).then(|| LostData {
+            msgs: st.lost.clone(),
+            bytes: st.lost_bytes,
+        });
+        StreamState {
+            messages: st.msgs,
+            bytes: st.bytes,
+            first_seq: if st.last_seq == 0 && st.msgs == 0 { 0 } else { st.first_seq },
+            first_ts: st.first_ts,
+            last_seq: st.last_seq,
+            last_ts: st.last_ts,
+            num_subjects: st.num_subjects,
+            subjects: BTreeMap::new(),
+            num_deleted: st.num_deleted,
+            deleted: if deleted_details { self.store.deleted() } else { Vec::new() },
+            lost,
+            consumer_count: self.consumers.len() as u64,
+        }
+    }
+
+    pub fn info(&self, now: i64, deleted_details: bool, subjects_filter: &str) -> StreamInfo {
+        let mut state = self.state(deleted_details);
+        if !subjects_filter.is_empty() {
+            state.subjects = self.store.subjects_totals(&Filter::one(subjects_filter));
+        }
+        StreamInfo {
+            config: self.config.clone(),
+            created: self.created,
+            state,
+            cluster: None,
+            mirror: None,
+            sources: Vec::new(),
+            ts: now,
+        }
+    }
+
+    /// Subject counts matching `filter`, for paged STREAM.INFO.
+    pub fn subjects_totals(&self, filter: &str) -> BTreeMap<String, u64> {
+        self.store.subjects_totals(&Filter::one(filter))
+    }
+
+    pub fn purge(&mut self, req: &PurgeRequest) -> Result<u64, ApiError> {
+        if req.seq > 0 && req.keep > 0 {
+            return Err(E::BAD_REQUEST.err());
+        }
+        if self.config.sealed {
+            return Err(E::STREAM_SEALED.err());
+        }
+        if self.config.deny_purge {
+            return Err(E::STREAM_PURGE_FAILED.with("err", "stream purge not permitted"));
+        }
+        let p = Purge {
+            filter: (!req.filter.is_empty()).then(|| req.filter.clone()),
+            seq: (req.seq > 0).then_some(req.seq),
+            keep: (req.keep > 0).then_some(req.keep),
+        };
+        self.purge_inner(&p).map_err(|e| E::STREAM_PURGE_FAILED.with("err", e.description))
+    }
+
+    fn purge_inner(&mut self, p: &Purge) -> Result<u64, ApiError> {
+        let n = self.store.purge(p).map_err(store_err)?;
+        let first = self.store.state().first_seq;
+        self.never.retain(|&s| s >= first);
+        for c in self.consumers.values_mut() {
+            c.on_purged(self.store.as_ref());
+        }
+        Ok(n)
+    }
+
+    pub fn delete_msg(&mut self, seq: u64, erase: bool) -> Result<(), ApiError> {
+        if self.config.sealed {
+            return Err(E::STREAM_SEALED.err());
+        }
+        if self.config.deny_delete {
+            return Err(E::STREAM_MSG_DELETE_FAILED.with("err", "message delete not permitted"));
+        }
+        if self.remove(seq, erase)? {
+            Ok(())
+        } else {
+            Err(E::SEQUENCE_NOT_FOUND.with("seq", seq))
+        }
+    }
+
+    /// The message a MSG.GET or DIRECT.GET asks for.
+    pub fn lookup(&self, req: &MsgGetRequest) -> Option<StoredMsg> {
+        let start = match req.start_time {
+            Some(t) => self.store.seq_for_time(t),
+            None => req.seq,
+        };
+        if !req.next_by_subj.is_empty() {
+            return self
+                .store
+                .next_matching(start, &Filter::one(&req.next_by_subj))
+                .ok()
+                .flatten();
+        }
+        if req.seq > 0 || req.start_time.is_some() {
+            if req.start_time.is_some() {
+                return self.store.next_matching(start, &Filter::all()).ok().flatten();
+            }
+            return self.store.get(start).ok().flatten();
+        }
+        if !req.last_by_subj.is_empty() {
+            return self.store.last_matching(&Filter::one(&req.last_by_subj)).ok().flatten();
+        }
+        None
+    }
+
+    /// MSG.GET: the JSON form of a stored message.
+    pub fn get_msg(&self, req: &MsgGetRequest) -> Result<StoredMessage, ApiError> {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let m = self.lookup(req).ok_or_else(|| E::NO_MESSAGE_FOUND.err())?;
+        Ok(StoredMessage {
+            subject: m.subject.clone(),
+            seq: m.seq,
+            hdrs: if req.no_hdr { None } else { m.headers.as_ref().map(|h| b64.encode(h)) },
+            data: (!m.payload.is_empty()).then(|| b64.encode(&m.payload)),
+            time: m.ts,
+        })
+    }
+
+    /// DIRECT.GET: the message itself with stream headers added, or a
+    /// status (404) message.
+    pub fn direct_get(&self, req: &MsgGetRequest, reply: &str) -> Vec<OutMsg> {
+        let status = |code, desc: &str, pairs: &[(&str, &str)]| OutMsg {
+            subject: reply.to_string(),
+            route: None,
+            reply: None,
+            headers: Some(headers::build(Some((code, desc)), pairs)),
+            payload: Bytes::new(),
+        };
+        let wrap = |m: &StoredMsg, extra: &[(&str, &str)]| {
+            let seq = m.seq.to_string();
+            let ts = api::time::rfc3339(m.ts);
+            let mut pairs = vec![
+                ("Nats-Stream", self.config.name.as_str()),
+                ("Nats-Subject", m.subject.as_str()),
+                ("Nats-Sequence", seq.as_str()),
+                ("Nats-Time-Stamp", ts.as_str()),
+            ];
+            pairs.extend_from_slice(extra);
+            OutMsg {
+                subject: reply.to_string(),
+                route: None,
+                reply: None,
+                headers: if req.no_hdr { None } else { Some(headers::append(m.headers.as_deref(), &pairs)) },
+                payload: m.payload.clone(),
+            }
+        };
+        if req.batch > 0 {
+            let filter = if req.next_by_subj.is_empty() { Filter::all() } else { Filter::one(&req.next_by_subj) };
+            let mut seq = match req.start_time {
+                Some(t) => self.store.seq_for_time(t),
+                None => req.seq,
+            };
+            let mut out = Vec::new();
+            let mut prev = 0u64;
+            let mut bytes = 0i64;
+            while (out.len() as i64) < req.batch {
+                let Some(m) = self.store.next_matching(seq, &filter).ok().flatten() else { break };
+                seq = m.seq + 1;
+                let left = self.store.num_pending(seq, &filter, false).to_string();
+                let p = prev.to_string();
+                bytes += (m.subject.len() + m.headers.as_ref().map_or(0, |h| h.len()) + m.payload.len()) as i64;
+                out.push(wrap(&m, &[("Nats-Num-Pending", &left), ("Nats-Last-Sequence", &p)]));
+                prev = m.seq;
+                if req.max_bytes > 0 && bytes >= req.max_bytes {
+                    break;
+                }
+            }
+            if out.is_empty() {
+                return vec![status(404, "Message Not Found", &[])];
+            }
+            let left = self.store.num_pending(seq, &filter, false).to_string();
+            let p = prev.to_string();
+            out.push(status(204, "EOB", &[("Nats-Num-Pending", &left), ("Nats-Last-Sequence", &p)]));
+            return out;
+        }
+        match self.lookup(req) {
+            Some(m) => vec![wrap(&m, &[])],
+            None => vec![status(404, "Message Not Found", &[])],
+        }
+    }
+
+    /// Expiry by age and per-message TTL, then consumer timers. Call with
+    /// the current time whenever `next_deadline` has passed.
+    pub fn tick(&mut self, now: i64) -> Result<(), ApiError> {
+        if self.config.duplicate_window > 0 {
+            self.dedupe.expire(now - self.config.duplicate_window);
+        }
+        let mut expired: Vec<(u64, bool)> = Vec::new();
+        while let Some(&(at, seq)) = self.ttl.iter().next() {
+            if at > now || expired.len() >= EXPIRE_BATCH {
+                break;
+            }
+            self.ttl.remove(&(at, seq));
+            expired.push((seq, true));
+        }
+        if self.config.max_age > 0 {
+            for seq in self.store.expired(now - self.config.max_age, EXPIRE_BATCH) {
+                if !self.never.contains(&seq) {
+                    expired.push((seq, false));
+                }
+            }
+        }
+        for (seq, by_ttl) in expired {
+            self.expire_one(seq, by_ttl, now)?;
+        }
+        let names: Vec<String> = self.consumers.keys().cloned().collect();
+        let mut gone = Vec::new();
+        for name in names {
+            let c = self.consumers.get_mut(&name).expect("listed");
+            if c.tick(self.store.as_ref(), now, &mut self.out) {
+                gone.push(name);
+            }
+        }
+        for name in gone {
+            self.delete_consumer(&name)?;
+            self.out.push(Output::ConsumerDeleted(name));
+        }
+        self.pump_due = true;
+        Ok(())
+    }
+
+    /// Removes an expired message; the last of its subject leaves a delete
+    /// marker when the stream asks for them (KV `limit_markers`).
+    fn expire_one(&mut self, seq: u64, by_ttl: bool, now: i64) -> Result<(), ApiError> {
+        let Some(m) = self.store.get(seq).map_err(store_err)? else { return Ok(()) };
+        let is_marker = m.headers.as_deref().and_then(|h| headers::get(h, headers::MARKER_REASON)).is_some();
+        self.remove(seq, false)?;
+        let marker_ttl = self.config.subject_delete_marker_ttl;
+        if marker_ttl > 0 && !is_marker && self.store.subject_state(&m.subject).is_none() {
+            let ttl = crate::duration::format(std::time::Duration::from_nanos(marker_ttl as u64));
+            let _ = by_ttl;
+            let h = headers::build(
+                None,
+                &[(headers::MARKER_REASON, "MaxAge"), (headers::TTL, &ttl), (headers::ROLLUP, "sub")],
+            );
+            let seq = self.store.store(&m.subject, Some(&h), &[], now).map_err(store_err)?;
+            self.ttl.insert((now + marker_ttl, seq));
+            for c in self.consumers.values_mut() {
+                c.on_stored(seq, &m.subject);
+            }
+        }
+        Ok(())
+    }
+
+    /// The earliest time `tick` has work.
+    pub fn next_deadline(&self) -> Option<i64> {
+        let mut d: Option<i64> = None;
+        let mut at = |t: i64| d = Some(d.map_or(t, |x| x.min(t)));
+        if let Some(&(t, _)) = self.ttl.iter().next() {
+            at(t);
+        }
+        if self.config.max_age > 0 {
+            let st = self.store.state();
+            if st.msgs > 0 {
+                at(st.first_ts + self.config.max_age);
+            }
+        }
+        if let Some(t) = self.dedupe.oldest() {
+            at(t + self.config.duplicate_window);
+        }
+        for c in self.consumers.values() {
+            if let Some(t) = c.next_deadline() {
+                at(t);
+            }
+        }
+        d
+    }
+
+    /// Lets consumers deliver what arrived. Cheap when nothing did.
+    pub fn pump(&mut self, now: i64) -> Result<(), ApiError> {
+        if !std::mem::take(&mut self.pump_due) {
+            return Ok(());
+        }
+        let names: Vec<String> = self.consumers.keys().cloned().collect();
+        let mut done = Vec::new();
+        for name in names {
+            let c = self.consumers.get_mut(&name).expect("listed");
+            done.extend(c.pump(self.store.as_ref(), now, &mut self.out));
+        }
+        self.retire(done)
+    }
+
+    /// Removes messages no consumer needs any more (interest and work-queue
+    /// retention).
+    fn retire(&mut self, mut seqs: Vec<u64>) -> Result<(), ApiError> {
+        if self.config.retention == Retention::Limits || seqs.is_empty() {
+            return Ok(());
+        }
+        seqs.sort_unstable();
+        seqs.dedup();
+        for seq in seqs {
+            let Some(m) = self.store.get(seq).map_err(store_err)? else { continue };
+            if !self.consumers.values().any(|c| c.needs(seq, &m.subject)) {
+                self.remove(seq, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    // ---- consumers ----
+
+    pub fn consumer_names(&self) -> Vec<String> {
+        self.consumers.keys().cloned().collect()
+    }
+
+    pub fn consumer(&self, name: &str) -> Option<&Consumer> {
+        self.consumers.get(name)
+    }
+
+    pub fn consumer_info(&self, name: &str, now: i64) -> Result<ConsumerInfo, ApiError> {
+        self.consumers
+            .get(name)
+            .map(|c| c.info(now))
+            .ok_or_else(|| E::CONSUMER_NOT_FOUND.err())
+    }
+
+    /// Consumers whose persisted state is behind, with that state.
+    pub fn dirty_consumers(&mut self) -> Vec<(String, ConsumerState)> {
+        self.consumers
+            .iter_mut()
+            .filter_map(|(n, c)| c.take_dirty().then(|| (n.clone(), c.state())))
+            .collect()
+    }
+
+    /// Whether consumers were created or deleted since last asked.
+    pub fn take_consumers_changed(&mut self) -> bool {
+        std::mem::take(&mut self.consumers_changed)
+    }
+
+    /// Creates (or updates) a consumer from an API request. `name` and
+    /// `filter` come from the request subject when given there.
+    pub fn add_consumer(
+        &mut self,
+        mut req: CreateConsumerRequest,
+        subject_name: Option<&str>,
+        subject_filter: Option<&str>,
+        durable_api: bool,
+        generated_name: impl FnOnce() -> String,
+        now: i64,
+    ) -> Result<ConsumerInfo, ApiError> {
+        let cfg = &mut req.config;
+        match (durable_api, subject_name) {
+            (true, Some(name)) => {
+                if cfg.durable_name.is_empty() {
+                    return Err(E::CONSUMER_DURABLE_NAME_NOT_SET.err());
+                }
+                if cfg.durable_name != name {
+                    return Err(E::CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT.err());
+                }
+                cfg.name = name.to_string();
+            }
+            (false, Some(name)) => {
+                if !cfg.durable_name.is_empty() && cfg.durable_name != name {
+                    return Err(E::CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT.err());
+                }
+                cfg.name = name.to_string();
+            }
+            (_, None) => {
+                if !cfg.durable_name.is_empty() {
+                    return Err(E::CONSUMER_EPHEMERAL_WITH_DURABLE_NAME.err());
+                }
+            }
+        }
+        if let Some(f) = subject_filter {
+            if !cfg.filter_subjects.is_empty() {
+                return Err(E::CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED.err());
+            }
+            if cfg.filter_subject != f {
+                return Err(E::CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH.err());
+            }
+        }
+        if cfg.num_replicas > 1 {
+            return Err(E::STREAM_REPLICAS_NOT_SUPPORTED.err());
+        }
+        let name = if !cfg.durable_name.is_empty() { cfg.durable_name.clone() } else { cfg.name.clone() };
+        if let Some(existing) = self.consumers.get(&name) {
+            if existing.config.pause_until.is_some() {
+                cfg.pause_until = existing.config.pause_until;
+            }
+        }
+        consumer::apply_defaults(cfg, &self.config);
+        consumer::check_config(cfg, &self.config)?;
+        if self.consumers.contains_key(&name) {
+            let mut want = cfg.clone();
+            want.name = name.clone();
+            let existing_cfg = self.consumers[&name].config.clone();
+            let same = {
+                let mut a = existing_cfg.clone();
+                let mut b = want.clone();
+                a.metadata.retain(|k, _| !k.starts_with("_nats."));
+                b.metadata.retain(|k, _| !k.starts_with("_nats."));
+                a == b
+            };
+            if same {
+                return Ok(self.consumers[&name].info(now));
+            }
+            if req.action == ConsumerAction::Create {
+                return Err(E::CONSUMER_ALREADY_EXISTS.err());
+            }
+            if self.config.retention == Retention::WorkQueue {
+                self.check_work_queue(&want, Some(&name))?;
+            }
+            consumer::check_config_update(&existing_cfg, &want).map_err(|e| E::CONSUMER_CREATE.with("err", e))?;
+            let existing = self.consumers.get_mut(&name).expect("checked above");
+            existing.config = want;
+            existing.set_config_derived(self.store.as_ref());
+            self.pump_due = true;
+            return Ok(existing.info(now));
+        }
+        if req.action == ConsumerAction::Update {
+            return Err(E::CONSUMER_DOES_NOT_EXIST.err());
+        }
+        if self.config.max_consumers > 0 && self.consumers.len() as i64 >= self.config.max_consumers {
+            return Err(E::MAXIMUM_CONSUMERS_LIMIT.err());
+        }
+        if self.config.retention == Retention::WorkQueue {
+            self.check_work_queue(cfg, None)?;
+        }
+        if cfg.durable_name.len() > 255 {
+            return Err(E::CONSUMER_NAME_TOO_LONG.with("max", 255));
+        }
+        let name = if name.is_empty() { generated_name() } else { name };
+        cfg.name = name.clone();
+        let c = Consumer::new(&self.config.name, cfg.clone(), now, self.store.as_ref(), self.config.max_msgs_per_subject);
+        let info = c.info(now);
+        self.consumers.insert(name, c);
+        self.consumers_changed = true;
+        self.pump_due = true;
+        Ok(info)
+    }
+
+    /// nats-server's work-queue rules: explicit ack, deliver all, and
+    /// filters that no other consumer's can collide with.
+    fn check_work_queue(&self, cfg: &ConsumerConfig, except: Option<&str>) -> Result<(), ApiError> {
+        if cfg.ack_policy != api::AckPolicy::Explicit {
+            return Err(E::CONSUMER_WQ_REQUIRES_EXPLICIT_ACK.err());
+        }
+        if cfg.deliver_policy != api::DeliverPolicy::All {
+            return Err(E::CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL.err());
+        }
+        let others: Vec<&Consumer> = self
+            .consumers
+            .values()
+            .filter(|c| Some(c.name.as_str()) != except)
+            .collect();
+        if others.is_empty() {
+            return Ok(());
+        }
+        let mine = cfg.filters();
+        if mine.is_empty() {
+            return Err(E::CONSUMER_WQ_MULTIPLE_UNFILTERED.err());
+        }
+        for o in others {
+            let theirs = o.config.filters();
+            if theirs.is_empty() {
+                return Err(E::CONSUMER_WQ_CONSUMER_NOT_UNIQUE.err());
+            }
+            for a in &mine {
+                for b in &theirs {
+                    if subjects::subjects_collide(a.as_bytes(), b.as_bytes()) {
+                        return Err(E::CONSUMER_WQ_CONSUMER_NOT_UNIQUE.err());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Restores a consumer from persisted state at startup.
+    pub fn restore_consumer(&mut self, config: ConsumerConfig, created: i64, state: &ConsumerState, now: i64) {
+        let name = config.name.clone();
+        let c = Consumer::restore(&self.config.name, config, created, state, self.store.as_ref(), now);
+        self.consumers.insert(name, c);
+        self.pump_due = true;
+    }
+
+    pub fn delete_consumer(&mut self, name: &str) -> Result<(), ApiError> {
+        let Some(mut c) = self.consumers.remove(name) else {
+            return Err(E::CONSUMER_NOT_FOUND.err());
+        };
+        c.on_deleted(&mut self.out);
+        self.consumers_changed = true;
+        if self.config.retention == Retention::Interest {
+            if self.consumers.is_empty() {
+                self.purge_inner(&Purge::default())?;
+            } else {
+                let st = self.store.state();
+                let from = c.state().ack_floor_sseq.max(st.first_seq);
+                let seqs: Vec<u64> = (from..=st.last_seq).collect();
+                self.retire(seqs)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// An ack for consumer `name`. Returns whether a double-ack reply
+    /// should be sent (after the changes are durable).
+    pub fn ack(&mut self, name: &str, subject: &str, body: &[u8], reply: Option<&str>, now: i64) -> Result<bool, ApiError> {
+        let Some(c) = self.consumers.get_mut(name) else { return Ok(false) };
+        let outcome = c.ack(subject, body, reply, now);
+        self.pump_due = true;
+        self.retire(outcome.done)?;
+        if let Some((req, reply)) = outcome.next {
+            self.pull(name, req, &reply, now)?;
+            return Ok(false);
+        }
+        Ok(reply.is_some())
+    }
+
+    pub fn pull(&mut self, name: &str, req: PullRequest, reply: &str, now: i64) -> Result<(), ApiError> {
+        let Some(c) = self.consumers.get_mut(name) else { return Ok(()) };
+        let done = c.pull(req, reply, self.store.as_ref(), now, &mut self.out);
+        self.retire(done)
+    }
+
+    pub fn flow_control_reply(&mut self, name: &str, subject: &str) {
+        if let Some(c) = self.consumers.get_mut(name) {
+            c.flow_control_reply(subject);
+            self.pump_due = true;
+        }
+    }
+
+    pub fn set_push_interest(&mut self, name: &str, active: bool, now: i64) {
+        if let Some(c) = self.consumers.get_mut(name) {
+            c.set_push_active(active, now);
+            self.pump_due = true;
+        }
+    }
+
+    /// Push consumers and the subjects whose interest they need.
+    pub fn push_targets(&self) -> Vec<(String, String, String)> {
+        self.consumers
+            .values()
+            .filter(|c| c.is_push())
+            .map(|c| (c.name.clone(), c.config.deliver_subject.clone(), c.config.deliver_group.clone()))
+            .collect()
+    }
+
+    /// Deletes everything: consumers are told, storage is removed.
+    pub fn delete(&mut self) -> Result<(), ApiError> {
+        let names: Vec<String> = self.consumers.keys().cloned().collect();
+        for n in names {
+            if let Some(mut c) = self.consumers.remove(&n) {
+                c.on_deleted(&mut self.out);
+            }
+        }
+        self.store.delete_all().map_err(|e| E::STREAM_DELETE.with("err", e))
+    }
+}

@@ -1,0 +1,81 @@
+//! Publishing from inside the server (JetStream replies, deliveries,
+//! advisories): the same routing as a client publish, with its own match
+//! cache and per-batch bookkeeping.
+
+use std::sync::Arc;
+
+use subjects::MatchCache;
+
+use crate::client::delivery::{Delivery, Message};
+use crate::server::Server;
+use crate::subscription::Subscription;
+
+pub struct InternalPublisher {
+    server: Arc<Server>,
+    cache: MatchCache<Arc<Subscription>>,
+    delivery: Delivery,
+}
+
+impl InternalPublisher {
+    pub fn new(server: Arc<Server>) -> Self {
+        let generation = server.sublist.read().generation();
+        let max_pending = server.opts().max_pending;
+        InternalPublisher {
+            cache: MatchCache::new(generation),
+            delivery: Delivery::new(server.clone(), 0, max_pending),
+            server,
+        }
+    }
+
+    /// Routes a message to subscribers of `route`, shown to them as
+    /// `subject`. Returns whether anyone received it.
+    pub fn publish(
+        &mut self,
+        route: &str,
+        subject: &str,
+        reply: Option<&str>,
+        headers: Option<&[u8]>,
+        payload: &[u8],
+    ) -> bool {
+        let server = &self.server;
+        let result = self
+            .cache
+            .get_or_insert(route.as_bytes(), || server.sublist.read().matches(route.as_bytes()));
+        self.delivery.route(
+            result,
+            Message {
+                subject: subject.as_bytes(),
+                reply: reply.map(str::as_bytes),
+                headers,
+                payload,
+            },
+        )
+    }
+
+    /// Whether `subject` has a plain subscriber (or one in `queue`),
+    /// which is what push consumers need before delivering.
+    pub fn has_interest(&mut self, subject: &str, queue: &str) -> bool {
+        let server = &self.server;
+        let result = self
+            .cache
+            .get_or_insert(subject.as_bytes(), || server.sublist.read().matches(subject.as_bytes()));
+        if queue.is_empty() {
+            result.psubs.iter().any(|s| !s.is_closed())
+        } else {
+            result
+                .qsubs
+                .iter()
+                .any(|(q, m)| q.as_ref() == queue.as_bytes() && m.iter().any(|s| !s.is_closed()))
+        }
+    }
+
+    /// Wakes the writers of everyone published to since the last call.
+    pub fn flush(&mut self) {
+        self.delivery.finish();
+    }
+
+    /// Gives subscribers that are nearly full a moment to drain.
+    pub async fn stall(&mut self) {
+        self.delivery.stall().await;
+    }
+}

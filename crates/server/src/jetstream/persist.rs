@@ -1,0 +1,263 @@
+//! What a stream keeps on disk besides its messages: its configuration
+//! (`meta.json`, replaced atomically) and each consumer's journal (a
+//! snapshot, then the changes of each commit).
+//!
+//! ```text
+//! <store_dir>/jetstream/$G/streams/<stream>/meta.json
+//! <store_dir>/jetstream/$G/streams/<stream>/msgs/NNNNNNNN.blk
+//! <store_dir>/jetstream/$G/streams/<stream>/obs/<consumer>.log
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use jetstream::api::{self, ConsumerConfig, StreamConfig};
+use jetstream::consumer::state::PendingEntry;
+use jetstream::consumer::ConsumerState;
+use serde::{Deserialize, Serialize};
+use store::{Dir, FsDir, Journal, SyncHandle};
+
+/// A journal is compacted into one snapshot once it grows past this.
+const COMPACT_AT: u64 = 4 * 1024 * 1024;
+
+pub fn streams_root(store_dir: &Path) -> PathBuf {
+    store_dir.join("jetstream").join("$G").join("streams")
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct StreamMeta {
+    pub config: StreamConfig,
+    pub created: String,
+}
+
+pub fn write_stream_meta(dir: &dyn Dir, config: &StreamConfig, created: i64) -> std::io::Result<()> {
+    let meta = StreamMeta {
+        config: config.clone(),
+        created: api::time::rfc3339(created),
+    };
+    dir.write_atomic("meta.json", &serde_json::to_vec_pretty(&meta).expect("meta serializes"))
+}
+
+pub fn read_stream_meta(dir: &dyn Dir) -> Result<(StreamConfig, i64), String> {
+    let raw = dir.read_all("meta.json").map_err(|e| e.to_string())?;
+    let meta: StreamMeta = serde_json::from_slice(&raw).map_err(|e| e.to_string())?;
+    let created = api::time::parse(&meta.created).unwrap_or(0);
+    Ok((meta.config, created))
+}
+
+#[derive(Serialize, Deserialize)]
+struct Snapshot {
+    config: ConsumerConfig,
+    created: i64,
+    state: ConsumerState,
+}
+
+/// The difference between two persisted states.
+#[derive(Serialize, Deserialize, Default)]
+struct Delta {
+    delivered: (u64, u64),
+    floor: (u64, u64),
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    add: Vec<PendingEntry>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    del: Vec<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    rdc: Vec<(u64, u64)>,
+}
+
+#[derive(Serialize, Deserialize)]
+enum Entry {
+    #[serde(rename = "snap")]
+    Snap(Snapshot),
+    #[serde(rename = "delta")]
+    Delta(Delta),
+}
+
+/// One consumer's journal and what it last wrote.
+pub struct ConsumerJournal {
+    journal: Journal,
+    config: ConsumerConfig,
+    created: i64,
+    last: ConsumerState,
+}
+
+fn diff(old: &ConsumerState, new: &ConsumerState) -> Delta {
+    let old_p: BTreeMap<u64, &PendingEntry> = old.pending.iter().map(|p| (p.sseq, p)).collect();
+    let new_p: BTreeMap<u64, &PendingEntry> = new.pending.iter().map(|p| (p.sseq, p)).collect();
+    let add = new
+        .pending
+        .iter()
+        .filter(|p| old_p.get(&p.sseq) != Some(p))
+        .copied()
+        .collect();
+    let del = old.pending.iter().filter(|p| !new_p.contains_key(&p.sseq)).map(|p| p.sseq).collect();
+    let old_r: BTreeMap<u64, u64> = old.redelivered.iter().copied().collect();
+    let new_r: BTreeMap<u64, u64> = new.redelivered.iter().copied().collect();
+    let mut rdc: Vec<(u64, u64)> = new_r
+        .iter()
+        .filter(|(s, n)| old_r.get(s) != Some(n))
+        .map(|(&s, &n)| (s, n))
+        .collect();
+    rdc.extend(old_r.keys().filter(|s| !new_r.contains_key(s)).map(|&s| (s, 0)));
+    Delta {
+        delivered: (new.delivered_dseq, new.delivered_sseq),
+        floor: (new.ack_floor_dseq, new.ack_floor_sseq),
+        add,
+        del,
+        rdc,
+    }
+}
+
+fn apply(state: &mut ConsumerState, d: Delta) {
+    (state.delivered_dseq, state.delivered_sseq) = d.delivered;
+    (state.ack_floor_dseq, state.ack_floor_sseq) = d.floor;
+    let mut pending: BTreeMap<u64, PendingEntry> = state.pending.iter().map(|p| (p.sseq, *p)).collect();
+    for s in d.del {
+        pending.remove(&s);
+    }
+    for p in d.add {
+        pending.insert(p.sseq, p);
+    }
+    state.pending = pending.into_values().collect();
+    let mut rdc: BTreeMap<u64, u64> = state.redelivered.iter().copied().collect();
+    for (s, n) in d.rdc {
+        if n == 0 {
+            rdc.remove(&s);
+        } else {
+            rdc.insert(s, n);
+        }
+    }
+    state.redelivered = rdc.into_iter().collect();
+}
+
+impl ConsumerJournal {
+    /// Starts a journal for a new consumer, durably.
+    pub fn create(dir: Arc<dyn Dir>, config: &ConsumerConfig, created: i64, state: ConsumerState) -> store::Result<Self> {
+        let (mut journal, _) = Journal::open(dir, &format!("{}.log", config.name))?;
+        let snap = Entry::Snap(Snapshot {
+            config: config.clone(),
+            created,
+            state: state.clone(),
+        });
+        journal.rewrite(&[&serde_json::to_vec(&snap).expect("snapshot serializes")])?;
+        Ok(ConsumerJournal {
+            journal,
+            config: config.clone(),
+            created,
+            last: state,
+        })
+    }
+
+    /// Every consumer journal in `dir`: config, creation time, state.
+    pub fn load_all(dir: Arc<dyn Dir>) -> Vec<(ConsumerJournal, String)> {
+        let mut out = Vec::new();
+        let names = dir.list().unwrap_or_default();
+        for name in names.iter().filter(|n| n.ends_with(".log")) {
+            let Ok((journal, replay)) = Journal::open(dir.clone(), name) else { continue };
+            let mut snap: Option<Snapshot> = None;
+            for raw in replay.entries {
+                match serde_json::from_slice::<Entry>(&raw) {
+                    Ok(Entry::Snap(s)) => snap = Some(s),
+                    Ok(Entry::Delta(d)) => {
+                        if let Some(s) = snap.as_mut() {
+                            apply(&mut s.state, d);
+                        }
+                    }
+                    Err(_) => {}
+                }
+            }
+            let Some(s) = snap else { continue };
+            let note = if replay.damaged > 0 {
+                format!("{} damaged entries skipped", replay.damaged)
+            } else {
+                String::new()
+            };
+            out.push((
+                ConsumerJournal {
+                    journal,
+                    config: s.config,
+                    created: s.created,
+                    last: s.state,
+                },
+                note,
+            ));
+        }
+        out
+    }
+
+    pub fn config(&self) -> &ConsumerConfig {
+        &self.config
+    }
+
+    pub fn created(&self) -> i64 {
+        self.created
+    }
+
+    pub fn state(&self) -> &ConsumerState {
+        &self.last
+    }
+
+    /// Records `state` (and a new config, if it changed) and returns a
+    /// handle that makes it durable.
+    pub fn record(&mut self, config: &ConsumerConfig, state: ConsumerState) -> store::Result<Option<SyncHandle>> {
+        if *config != self.config || self.journal.len() > COMPACT_AT {
+            self.config = config.clone();
+            let snap = Entry::Snap(Snapshot {
+                config: config.clone(),
+                created: self.created,
+                state: state.clone(),
+            });
+            self.journal.rewrite(&[&serde_json::to_vec(&snap).expect("snapshot serializes")])?;
+            self.last = state;
+            return Ok(None);
+        }
+        let delta = Entry::Delta(diff(&self.last, &state));
+        self.journal.append(&serde_json::to_vec(&delta).expect("delta serializes"));
+        self.last = state;
+        self.journal.sync_handle()
+    }
+
+    pub fn remove(&self) {
+        let _ = self.journal.remove();
+    }
+}
+
+/// A directory for one stream's files.
+pub fn open_dir(path: &Path) -> std::io::Result<Arc<dyn Dir>> {
+    Ok(Arc::new(FsDir::new(path)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deltas_round_trip() {
+        let a = ConsumerState {
+            delivered_dseq: 3,
+            delivered_sseq: 10,
+            ack_floor_dseq: 1,
+            ack_floor_sseq: 5,
+            pending: vec![
+                PendingEntry { sseq: 7, dseq: 2, ts: 1 },
+                PendingEntry { sseq: 10, dseq: 3, ts: 2 },
+            ],
+            redelivered: vec![(7, 1)],
+        };
+        let b = ConsumerState {
+            delivered_dseq: 5,
+            delivered_sseq: 12,
+            ack_floor_dseq: 2,
+            ack_floor_sseq: 7,
+            pending: vec![
+                PendingEntry { sseq: 10, dseq: 3, ts: 9 },
+                PendingEntry { sseq: 12, dseq: 5, ts: 3 },
+            ],
+            redelivered: vec![(10, 2)],
+        };
+        let mut c = a.clone();
+        apply(&mut c, diff(&a, &b));
+        assert_eq!(c, b);
+    }
+}
