@@ -589,6 +589,16 @@ fn jetstream(e: &Entry, o: &mut Options, r: &mut Report) {
                         o.jetstream.max_memory = int(r, je);
                     }
                     "max_file_store" | "max_file" => o.jetstream.max_file = int(r, je),
+                    "sync_interval" | "sync" => match &je.item.value {
+                        Value::String(v) if v.eq_ignore_ascii_case("always") => {
+                            o.jetstream.sync_interval = None;
+                        }
+                        _ => {
+                            if let Some(d) = duration(r, je) {
+                                o.jetstream.sync_interval = (!d.is_zero()).then_some(d);
+                            }
+                        }
+                    },
                     _ => r.unknown(je),
                 }
             }

@@ -12,6 +12,7 @@ mod options;
 mod server;
 mod signals;
 mod internal;
+mod js;
 mod subscription;
 
 use std::path::{Path, PathBuf};
@@ -117,6 +118,22 @@ fn load_options(cli: &cli::Cli) -> Result<(Options, Vec<String>)> {
     Ok((opts, warnings))
 }
 
+fn js_settings(opts: &Options) -> js::Settings {
+    let j = &opts.jetstream;
+    js::Settings {
+        store_dir: j
+            .store_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(options::DEFAULT_STORE_DIR)),
+        max_memory: j.max_memory.unwrap_or(-1),
+        max_store: j.max_file.unwrap_or(-1),
+        sync: match j.sync_interval {
+            None => js::SyncPolicy::Always,
+            Some(d) => js::SyncPolicy::Interval(d),
+        },
+    }
+}
+
 /// Host to put in URLs: a wildcard bind is reachable on loopback.
 fn url_host(host: &str) -> &str {
     match host {
@@ -161,6 +178,11 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
         info!("Listening for monitoring traffic on {host}:{bound}");
         monitoring_url = Some(format!("http://{}:{bound}", url_host(&host)));
         tokio::spawn(monitor::serve(server.clone(), listener));
+    }
+
+    if opts.jetstream.enabled {
+        let js = js::JetStream::start(server.clone(), js_settings(&opts))?;
+        let _ = server.jetstream.set(js);
     }
 
     let listener = server

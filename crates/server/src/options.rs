@@ -39,13 +39,21 @@ impl Authorization {
     }
 }
 
-/// `jetstream` settings; parsed now, effective once JetStream lands.
+/// Where JetStream keeps its data when no `store_dir` is given: a folder
+/// under the working directory. nats-server's default is under the system
+/// temporary directory, which many systems empty at boot.
+pub const DEFAULT_STORE_DIR: &str = "flotilla-data";
+
+/// `jetstream` settings.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct JetStreamOptions {
     pub enabled: bool,
     pub store_dir: Option<PathBuf>,
     pub max_memory: Option<i64>,
     pub max_file: Option<i64>,
+    /// `sync_interval`: `None` (or `always`) syncs before every ack;
+    /// a duration syncs on that period and acks before.
+    pub sync_interval: Option<Duration>,
 }
 
 /// `cluster` settings; parsed now, effective once clustering lands.
@@ -172,9 +180,6 @@ impl Options {
 
     /// What cannot run yet, with the message a user sees.
     pub fn unsupported(&self) -> Option<&'static str> {
-        if self.jetstream.enabled {
-            return Some("JetStream is not available in this flotilla build yet");
-        }
         if self.cluster.is_set() {
             return Some("clustering is not available in this flotilla build yet");
         }

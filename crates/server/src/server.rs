@@ -60,6 +60,8 @@ pub struct Server {
     stop_accepting: watch::Sender<bool>,
     /// Owner of the server's own subscriptions (cid 0, never connected).
     pub system_client: Arc<Client>,
+    /// Set once JetStream has started.
+    pub jetstream: std::sync::OnceLock<Arc<crate::js::JetStream>>,
 }
 
 /// A 56-character id in the shape of nats-server's (an nkey public key:
@@ -97,6 +99,7 @@ impl Server {
             shutdown_tx: watch::channel(false).0,
             stop_accepting: watch::channel(false).0,
             system_client: Arc::new(Client::new(0, SocketAddr::from(([0, 0, 0, 0], 0)))),
+            jetstream: std::sync::OnceLock::new(),
         })
     }
 
@@ -155,6 +158,7 @@ impl Server {
             headers: true,
             auth_required: opts.authorization.required(),
             max_payload: opts.max_payload as i64,
+            jetstream: opts.jetstream.enabled,
             ..Default::default()
         }
     }

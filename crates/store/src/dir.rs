@@ -48,6 +48,9 @@ pub trait Dir: Send + Sync + 'static {
     fn remove_all(&self) -> io::Result<()>;
     /// Renames a file, replacing any file called `to`.
     fn rename(&self, from: &str, to: &str) -> io::Result<()>;
+    /// Makes the directory's entries (creations, removals, renames)
+    /// durable.
+    fn sync_dir(&self) -> io::Result<()>;
 
     /// Replaces `name` with `data` so that a crash leaves either the old
     /// or the new contents: write a temporary file, sync it, rename it
@@ -171,6 +174,10 @@ impl Dir for FsDir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             r => r,
         }
+    }
+
+    fn sync_dir(&self) -> io::Result<()> {
+        File::open(&self.root)?.sync_all()
     }
 
     fn rename(&self, from: &str, to: &str) -> io::Result<()> {
@@ -360,6 +367,11 @@ impl Dir for MemDir {
 
     fn remove_all(&self) -> io::Result<()> {
         self.with(|s| s.files.clear());
+        Ok(())
+    }
+
+    fn sync_dir(&self) -> io::Result<()> {
+        // Removals and renames here are durable when made.
         Ok(())
     }
 

@@ -189,6 +189,8 @@ pub struct FileStore {
     names: Names,
     lost: Vec<u64>,
     lost_bytes: u64,
+    /// A write failed; the in-memory state is ahead of the files.
+    failed: bool,
     /// Older segments written (erasures) since the last sync handle.
     touched: BTreeSet<u32>,
     /// Segments created since the last sync handle.
@@ -220,6 +222,7 @@ impl FileStore {
             names: Names::default(),
             lost: Vec::new(),
             lost_bytes: 0,
+            failed: false,
             touched: BTreeSet::new(),
             created: BTreeSet::new(),
             doomed: Vec::new(),
@@ -280,8 +283,12 @@ impl FileStore {
             return Ok(());
         }
         let seg = self.segs.last_mut().expect("segment");
-        self.dir
-            .write_at(&seg_name(seg.id), seg.written, &self.pending)?;
+        if let Err(e) = self.dir.write_at(&seg_name(seg.id), seg.written, &self.pending) {
+            // The index already counts what the buffer holds: only a
+            // reload from disk makes the two agree again.
+            self.failed = true;
+            return Err(e.into());
+        }
         seg.written += self.pending.len() as u64;
         self.pending.clear();
         Ok(())
@@ -918,6 +925,10 @@ impl MsgStore for FileStore {
 
     fn dirty(&self) -> bool {
         self.dirty
+    }
+
+    fn failed(&self) -> bool {
+        self.failed
     }
 
     fn sync_handle(&mut self) -> Option<SyncHandle> {

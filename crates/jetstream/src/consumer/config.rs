@@ -2,7 +2,7 @@
 //! (`setConsumerConfigDefaults`, `checkConsumerCfg`, `checkNewConsumerConfig`).
 
 use crate::api::{
-    AckPolicy, ApiError, ConsumerConfig, DeliverPolicy, PriorityPolicy, Retention, StreamConfig, E,
+    AckPolicy, ApiError, ConsumerConfig, CreateConsumerRequest, DeliverPolicy, PriorityPolicy, Retention, StreamConfig, E,
 };
 use crate::stream::config::valid_name;
 
@@ -19,6 +19,56 @@ const MAX_METADATA: usize = 128 * 1024;
 
 fn invalid(msg: impl std::fmt::Display) -> ApiError {
     E::STREAM_INVALID_CONFIG.with("err", msg)
+}
+
+/// The request-level checks of a consumer create, in nats-server's
+/// order: names and filters given in the subject against the body, then
+/// replicas. Sets `config.name` from the subject. `durable_api` is the
+/// legacy `CONSUMER.DURABLE.CREATE` form.
+pub fn prepare_create(
+    req: &mut CreateConsumerRequest,
+    subject_name: Option<&str>,
+    subject_filter: Option<&str>,
+    durable_api: bool,
+) -> Result<(), ApiError> {
+    let cfg = &mut req.config;
+    if subject_name.is_some_and(|n| n.contains(['\\', '/'])) {
+        return Err(E::CONSUMER_NAME_CONTAINS_PATH_SEPARATORS.err());
+    }
+    match (durable_api, subject_name) {
+        (true, Some(name)) => {
+            if cfg.durable_name.is_empty() {
+                return Err(E::CONSUMER_DURABLE_NAME_NOT_SET.err());
+            }
+            if cfg.durable_name != name {
+                return Err(E::CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT.err());
+            }
+            cfg.name = name.to_string();
+        }
+        (false, Some(name)) => {
+            if !cfg.durable_name.is_empty() && cfg.durable_name != name {
+                return Err(E::CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT.err());
+            }
+            cfg.name = name.to_string();
+        }
+        (_, None) => {
+            if !cfg.durable_name.is_empty() {
+                return Err(E::CONSUMER_EPHEMERAL_WITH_DURABLE_NAME.err());
+            }
+        }
+    }
+    if let Some(f) = subject_filter {
+        if !cfg.filter_subjects.is_empty() {
+            return Err(E::CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED.err());
+        }
+        if cfg.filter_subject != f {
+            return Err(E::CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH.err());
+        }
+    }
+    if cfg.num_replicas > 1 {
+        return Err(E::STREAM_REPLICAS_NOT_SUPPORTED.err());
+    }
+    Ok(())
 }
 
 /// Fills in what the config leaves out, as nats-server does.

@@ -20,7 +20,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use bytes::Bytes;
 use store::{Filter, MsgStore, StoredMsg};
 
-pub use config::{check as check_config, check_update as check_config_update, defaults as apply_defaults};
+pub use config::{
+    check as check_config, check_update as check_config_update, defaults as apply_defaults, prepare_create,
+};
 pub use state::ConsumerState;
 
 use crate::api::{
@@ -102,6 +104,8 @@ pub struct Consumer {
     /// Replay-original applies until this sequence (the last one when the
     /// consumer was created); newer messages go out at once.
     replay_until: u64,
+    /// When a pause ends, so the driver wakes the consumer then.
+    pause_wake: Option<i64>,
     dirty: bool,
 }
 
@@ -201,6 +205,7 @@ impl Consumer {
             replay_at: None,
             replay_prev: None,
             replay_until: store.state().last_seq,
+            pause_wake: config.pause_until,
             dirty: true,
             config,
         };
@@ -859,6 +864,9 @@ impl Consumer {
     /// Timers: redelivery, request expiry, heartbeats. Returns whether the
     /// consumer should be deleted for inactivity.
     pub fn tick(&mut self, store: &dyn MsgStore, now: i64, out: &mut Vec<Output>) -> bool {
+        if self.pause_wake.is_some_and(|u| now >= u) {
+            self.pause_wake = None;
+        }
         // Redelivery of what waited too long for an ack.
         let mut expired: Vec<u64> = self
             .pending
@@ -950,11 +958,22 @@ impl Consumer {
         if let Some(r) = self.replay_at {
             at(r);
         }
+        if let Some(u) = self.pause_wake {
+            at(u);
+        }
         if self.config.inactive_threshold > 0 {
             let base = self.inactive_since.unwrap_or(self.last_activity);
             at(base + self.config.inactive_threshold);
         }
         d
+    }
+
+    /// Pauses deliveries until `until` (or resumes, with `None` or a time
+    /// already past).
+    pub fn set_pause(&mut self, until: Option<i64>) {
+        self.config.pause_until = until;
+        self.pause_wake = until;
+        self.dirty = true;
     }
 
     /// Sends `409 Consumer Deleted` to queued pull requests.

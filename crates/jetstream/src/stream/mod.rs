@@ -360,16 +360,13 @@ impl Stream {
             c.on_stored(seq, subject);
         }
         self.pump_due = true;
-        match rollup {
-            Some(all) => {
-                let filter = (!all).then(|| subject.to_string());
-                self.purge_inner(&Purge {
-                    filter,
-                    keep: Some(1),
-                    seq: None,
-                })?;
-            }
-            None => {}
+        if let Some(all) = rollup {
+            let filter = (!all).then(|| subject.to_string());
+            self.purge_inner(&Purge {
+                filter,
+                keep: Some(1),
+                seq: None,
+            })?;
         }
         self.enforce_limits(subject)?;
         self.republish(seq, subject, h, msg.payload, now);
@@ -815,6 +812,35 @@ impl Stream {
         Ok(())
     }
 
+    /// After a restart, removes what no consumer needs any more (interest
+    /// and work-queue retention): a crash can land between an ack becoming
+    /// durable and the removal it caused.
+    pub fn reconcile(&mut self) -> Result<(), ApiError> {
+        if self.config.retention == Retention::Limits || self.consumers.is_empty() {
+            return Ok(());
+        }
+        let st = self.store.state();
+        let upto = self
+            .consumers
+            .values()
+            .map(|c| c.state().delivered_sseq)
+            .max()
+            .unwrap_or(0)
+            .min(st.last_seq);
+        let mut seqs = Vec::new();
+        let mut seq = st.first_seq;
+        while seq <= upto {
+            match self.store.next_matching(seq, &Filter::all()) {
+                Ok(Some(m)) if m.seq <= upto => {
+                    seqs.push(m.seq);
+                    seq = m.seq + 1;
+                }
+                _ => break,
+            }
+        }
+        self.retire(seqs)
+    }
+
     // ---- consumers ----
 
     pub fn consumer_names(&self) -> Vec<String> {
@@ -856,40 +882,8 @@ impl Stream {
         generated_name: impl FnOnce() -> String,
         now: i64,
     ) -> Result<ConsumerInfo, ApiError> {
+        consumer::prepare_create(&mut req, subject_name, subject_filter, durable_api)?;
         let cfg = &mut req.config;
-        match (durable_api, subject_name) {
-            (true, Some(name)) => {
-                if cfg.durable_name.is_empty() {
-                    return Err(E::CONSUMER_DURABLE_NAME_NOT_SET.err());
-                }
-                if cfg.durable_name != name {
-                    return Err(E::CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT.err());
-                }
-                cfg.name = name.to_string();
-            }
-            (false, Some(name)) => {
-                if !cfg.durable_name.is_empty() && cfg.durable_name != name {
-                    return Err(E::CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT.err());
-                }
-                cfg.name = name.to_string();
-            }
-            (_, None) => {
-                if !cfg.durable_name.is_empty() {
-                    return Err(E::CONSUMER_EPHEMERAL_WITH_DURABLE_NAME.err());
-                }
-            }
-        }
-        if let Some(f) = subject_filter {
-            if !cfg.filter_subjects.is_empty() {
-                return Err(E::CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED.err());
-            }
-            if cfg.filter_subject != f {
-                return Err(E::CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH.err());
-            }
-        }
-        if cfg.num_replicas > 1 {
-            return Err(E::STREAM_REPLICAS_NOT_SUPPORTED.err());
-        }
         let name = if !cfg.durable_name.is_empty() { cfg.durable_name.clone() } else { cfg.name.clone() };
         if let Some(existing) = self.consumers.get(&name) {
             if existing.config.pause_until.is_some() {
@@ -1029,6 +1023,14 @@ impl Stream {
         let Some(c) = self.consumers.get_mut(name) else { return Ok(()) };
         let done = c.pull(req, reply, self.store.as_ref(), now, &mut self.out);
         self.retire(done)
+    }
+
+    /// CONSUMER.PAUSE: returns the consumer's info after the change.
+    pub fn pause_consumer(&mut self, name: &str, until: Option<i64>, now: i64) -> Result<ConsumerInfo, ApiError> {
+        let c = self.consumers.get_mut(name).ok_or_else(|| E::CONSUMER_NOT_FOUND.err())?;
+        c.set_pause(until.filter(|&u| u > now));
+        self.pump_due = true;
+        Ok(c.info(now))
     }
 
     pub fn flow_control_reply(&mut self, name: &str, subject: &str) {

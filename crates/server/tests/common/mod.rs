@@ -12,6 +12,8 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_flotilla");
 
 pub struct Server {
     pub child: Child,
+    /// The arguments it was started with, for restarts.
+    args: Vec<std::ffi::OsString>,
     pub dir: tempfile::TempDir,
     pub port: u16,
     pub http_port: Option<u16>,
@@ -22,6 +24,7 @@ pub struct Builder {
     args: Vec<String>,
     config: Option<String>,
     monitoring: bool,
+    jetstream: bool,
 }
 
 pub fn server() -> Builder {
@@ -29,7 +32,13 @@ pub fn server() -> Builder {
         args: Vec::new(),
         config: None,
         monitoring: true,
+        jetstream: false,
     }
+}
+
+/// A server with JetStream on, storing in its temporary directory.
+pub fn js_server() -> Server {
+    server().js().start()
 }
 
 impl Builder {
@@ -41,6 +50,12 @@ impl Builder {
         self.config = Some(text.to_string());
         self
     }
+    /// JetStream on, with the store under the server's directory.
+    pub fn js(mut self) -> Self {
+        self.jetstream = true;
+        self
+    }
+
     pub fn no_monitoring(mut self) -> Self {
         self.monitoring = false;
         self
@@ -49,24 +64,30 @@ impl Builder {
     pub fn start(self) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("server.log");
-        let mut cmd = Command::new(BIN);
-        cmd.arg("-p").arg("-1").arg("-a").arg("127.0.0.1");
+        let mut args: Vec<std::ffi::OsString> = vec!["-p".into(), "-1".into(), "-a".into(), "127.0.0.1".into()];
         if self.monitoring {
-            cmd.arg("-m").arg("-1");
+            args.extend(["-m".into(), "-1".into()]);
         }
-        cmd.arg("--ports_file_dir").arg(dir.path());
-        cmd.arg("-l").arg(&log);
+        args.push("--ports_file_dir".into());
+        args.push(dir.path().into());
+        args.push("-l".into());
+        args.push(log.clone().into());
+        if self.jetstream {
+            args.push("-js".into());
+            args.push("-sd".into());
+            args.push(dir.path().join("store").into());
+        }
         if let Some(text) = &self.config {
             let path = dir.path().join("server.conf");
             std::fs::write(&path, text).expect("write config");
-            cmd.arg("-c").arg(path);
+            args.push("-c".into());
+            args.push(path.into());
         }
-        cmd.args(&self.args);
-        let stderr = std::fs::File::create(dir.path().join("stderr.txt")).expect("stderr file");
-        cmd.stdout(Stdio::null()).stderr(stderr);
-        let child = cmd.spawn().expect("spawn flotilla");
+        args.extend(self.args.iter().map(Into::into));
+        let child = spawn(&args, dir.path());
         let mut s = Server {
             child,
+            args,
             dir,
             port: 0,
             http_port: None,
@@ -77,7 +98,42 @@ impl Builder {
     }
 }
 
+fn spawn(args: &[std::ffi::OsString], dir: &Path) -> Child {
+    let stderr = std::fs::File::create(dir.join("stderr.txt")).expect("stderr file");
+    Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn flotilla")
+}
+
 impl Server {
+    /// The store directory of a JetStream server.
+    pub fn store_dir(&self) -> PathBuf {
+        self.dir.path().join("store")
+    }
+
+    /// SIGKILL, as a crash.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the server again (after `kill9` or an exit) with the same
+    /// arguments and store; ports are picked anew.
+    pub fn restart(&mut self) {
+        self.kill9();
+        for entry in std::fs::read_dir(self.dir.path()).expect("server dir") {
+            let p = entry.expect("entry").path();
+            if p.extension().is_some_and(|e| e == "ports") {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        self.child = spawn(&self.args, self.dir.path());
+        self.wait_ready();
+    }
+
     fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {

@@ -2,15 +2,24 @@
 //! request is a set of sync handles and a channel to answer on; the thread
 //! takes everything queued, syncs it, and answers all, so many publishes
 //! across many streams share each fsync round.
+//!
+//! A stream whose commit fails is poisoned: its later requests, already
+//! queued, are failed without running, because their writes were laid on
+//! top of ones that may not be on disk. The stream clears the flag once it
+//! has reloaded from disk.
 
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 
 use store::SyncHandle;
 use tokio::sync::oneshot;
 
-pub struct Request {
-    pub handles: Vec<SyncHandle>,
-    pub done: oneshot::Sender<std::io::Result<()>>,
+pub type Done = oneshot::Receiver<std::io::Result<()>>;
+
+struct Request {
+    handles: Vec<SyncHandle>,
+    poison: Arc<AtomicBool>,
+    done: oneshot::Sender<std::io::Result<()>>,
 }
 
 #[derive(Clone)]
@@ -30,13 +39,7 @@ impl Committer {
                         batch.push(more);
                     }
                     for req in batch {
-                        let mut result = Ok(());
-                        for h in req.handles {
-                            if let Err(e) = h.sync() {
-                                result = Err(e);
-                                break;
-                            }
-                        }
+                        let result = run(req.handles, &req.poison);
                         let _ = req.done.send(result);
                     }
                 }
@@ -46,9 +49,22 @@ impl Committer {
     }
 
     /// Queues `handles`; the receiver resolves once they are all synced.
-    pub fn commit(&self, handles: Vec<SyncHandle>) -> oneshot::Receiver<std::io::Result<()>> {
+    pub fn commit(&self, handles: Vec<SyncHandle>, poison: Arc<AtomicBool>) -> Done {
         let (done, rx) = oneshot::channel();
-        let _ = self.tx.send(Request { handles, done });
+        let _ = self.tx.send(Request { handles, poison, done });
         rx
     }
+}
+
+fn run(handles: Vec<SyncHandle>, poison: &AtomicBool) -> std::io::Result<()> {
+    if poison.load(Ordering::Acquire) {
+        return Err(std::io::Error::other("an earlier write of this stream failed"));
+    }
+    for h in handles {
+        if let Err(e) = h.sync() {
+            poison.store(true, Ordering::Release);
+            return Err(e);
+        }
+    }
+    Ok(())
 }

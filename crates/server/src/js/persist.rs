@@ -12,11 +12,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use jetstream::api::{self, ConsumerConfig, StreamConfig};
+use jetstream::api::{self, ConsumerConfig, Storage, StreamConfig};
 use jetstream::consumer::state::PendingEntry;
 use jetstream::consumer::ConsumerState;
+use jetstream::stream::Stream;
 use serde::{Deserialize, Serialize};
-use store::{Dir, FsDir, Journal, SyncHandle};
+use store::{Dir, FileStore, FileStoreConfig, FsDir, Journal, MemStore, MsgStore, SyncHandle};
 
 /// A journal is compacted into one snapshot once it grows past this.
 const COMPACT_AT: u64 = 4 * 1024 * 1024;
@@ -69,7 +70,7 @@ struct Delta {
 #[derive(Serialize, Deserialize)]
 enum Entry {
     #[serde(rename = "snap")]
-    Snap(Snapshot),
+    Snap(Box<Snapshot>),
     #[serde(rename = "delta")]
     Delta(Delta),
 }
@@ -132,21 +133,38 @@ fn apply(state: &mut ConsumerState, d: Delta) {
 }
 
 impl ConsumerJournal {
-    /// Starts a journal for a new consumer, durably.
-    pub fn create(dir: Arc<dyn Dir>, config: &ConsumerConfig, created: i64, state: ConsumerState) -> store::Result<Self> {
-        let (mut journal, _) = Journal::open(dir, &format!("{}.log", config.name))?;
-        let snap = Entry::Snap(Snapshot {
+    /// Starts a journal for a new consumer. The returned handle makes it
+    /// durable (with its directory entry); a leftover file of the same
+    /// name is replaced at once.
+    pub fn create(
+        dir: Arc<dyn Dir>,
+        config: &ConsumerConfig,
+        created: i64,
+        state: ConsumerState,
+    ) -> store::Result<(Self, Option<SyncHandle>)> {
+        let (mut journal, replay) = Journal::open(dir, &format!("{}.log", config.name))?;
+        let snap = serde_json::to_vec(&Entry::Snap(Box::new(Snapshot {
             config: config.clone(),
             created,
             state: state.clone(),
-        });
-        journal.rewrite(&[&serde_json::to_vec(&snap).expect("snapshot serializes")])?;
-        Ok(ConsumerJournal {
-            journal,
-            config: config.clone(),
-            created,
-            last: state,
-        })
+        })))
+        .expect("snapshot serializes");
+        let handle = if replay.entries.is_empty() && replay.damaged == 0 && journal.is_empty() {
+            journal.append(&snap);
+            journal.sync_handle()?
+        } else {
+            journal.rewrite(&[&snap])?;
+            None
+        };
+        Ok((
+            ConsumerJournal {
+                journal,
+                config: config.clone(),
+                created,
+                last: state,
+            },
+            handle,
+        ))
     }
 
     /// Every consumer journal in `dir`: config, creation time, state.
@@ -158,7 +176,7 @@ impl ConsumerJournal {
             let mut snap: Option<Snapshot> = None;
             for raw in replay.entries {
                 match serde_json::from_slice::<Entry>(&raw) {
-                    Ok(Entry::Snap(s)) => snap = Some(s),
+                    Ok(Entry::Snap(s)) => snap = Some(*s),
                     Ok(Entry::Delta(d)) => {
                         if let Some(s) = snap.as_mut() {
                             apply(&mut s.state, d);
@@ -203,11 +221,11 @@ impl ConsumerJournal {
     pub fn record(&mut self, config: &ConsumerConfig, state: ConsumerState) -> store::Result<Option<SyncHandle>> {
         if *config != self.config || self.journal.len() > COMPACT_AT {
             self.config = config.clone();
-            let snap = Entry::Snap(Snapshot {
+            let snap = Entry::Snap(Box::new(Snapshot {
                 config: config.clone(),
                 created: self.created,
                 state: state.clone(),
-            });
+            }));
             self.journal.rewrite(&[&serde_json::to_vec(&snap).expect("snapshot serializes")])?;
             self.last = state;
             return Ok(None);
@@ -218,14 +236,124 @@ impl ConsumerJournal {
         self.journal.sync_handle()
     }
 
-    pub fn remove(&self) {
-        let _ = self.journal.remove();
+    /// Removes the journal, durably: a deleted consumer must not come
+    /// back after a crash.
+    pub fn remove(&self, dir: &dyn Dir) -> store::Result<()> {
+        self.journal.remove()?;
+        dir.sync_dir()?;
+        Ok(())
     }
 }
 
-/// A directory for one stream's files.
-pub fn open_dir(path: &Path) -> std::io::Result<Arc<dyn Dir>> {
-    Ok(Arc::new(FsDir::new(path)?))
+/// A stream's directories: its own (meta.json) and, for file storage,
+/// its consumers'.
+pub struct StreamDirs {
+    pub path: PathBuf,
+    pub root: Arc<dyn Dir>,
+    pub obs: Option<Arc<dyn Dir>>,
+}
+
+/// A stream read back from disk (or just created), with the journals of
+/// its persisted consumers.
+pub struct Loaded {
+    pub stream: Stream,
+    pub journals: BTreeMap<String, ConsumerJournal>,
+    pub dirs: StreamDirs,
+    /// Things worth a log line (damaged journal entries).
+    pub notes: Vec<String>,
+}
+
+fn open_dirs(path: &Path, storage: Storage) -> std::io::Result<(StreamDirs, Box<dyn MsgStore>)> {
+    let root: Arc<dyn Dir> = Arc::new(FsDir::new(path)?);
+    match storage {
+        Storage::Memory => Ok((
+            StreamDirs {
+                path: path.to_path_buf(),
+                root,
+                obs: None,
+            },
+            Box::new(MemStore::new()),
+        )),
+        Storage::File => {
+            let msgs: Arc<dyn Dir> = Arc::new(FsDir::new(path.join("msgs"))?);
+            let obs: Arc<dyn Dir> = Arc::new(FsDir::new(path.join("obs"))?);
+            let store = FileStore::open(msgs, FileStoreConfig::default()).map_err(std::io::Error::other)?;
+            Ok((
+                StreamDirs {
+                    path: path.to_path_buf(),
+                    root,
+                    obs: Some(obs),
+                },
+                Box::new(store),
+            ))
+        }
+    }
+}
+
+/// Creates a new stream's files; durable when it returns.
+pub fn create_stream(path: &Path, config: StreamConfig, now: i64) -> std::io::Result<Loaded> {
+    let (dirs, store) = open_dirs(path, config.storage)?;
+    if let Some(obs) = &dirs.obs {
+        obs.sync_dir()?;
+    }
+    write_stream_meta(dirs.root.as_ref(), &config, now)?;
+    if let Some(parent) = path.parent() {
+        std::fs::File::open(parent)?.sync_all()?;
+    }
+    let stream = Stream::create(config, now, store).map_err(|e| std::io::Error::other(e.description))?;
+    Ok(Loaded {
+        stream,
+        journals: BTreeMap::new(),
+        dirs,
+        notes: Vec::new(),
+    })
+}
+
+/// Reads a stream back from its directory. `None` when it has no
+/// meta.json (a create or delete that did not finish).
+pub fn open_stream(path: &Path, now: i64) -> Result<Option<Loaded>, String> {
+    let root = FsDir::new(path).map_err(|e| e.to_string())?;
+    match root.read_all("meta.json") {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("meta.json: {e}")),
+        Ok(_) => {}
+    }
+    let (config, created) = read_stream_meta(&root).map_err(|e| format!("meta.json: {e}"))?;
+    let (dirs, store) = open_dirs(path, config.storage).map_err(|e| e.to_string())?;
+    let mut stream = Stream::recover(config, created, store, now);
+    let mut journals = BTreeMap::new();
+    let mut notes = Vec::new();
+    if let Some(obs) = &dirs.obs {
+        for (j, note) in ConsumerJournal::load_all(obs.clone()) {
+            if !note.is_empty() {
+                notes.push(format!("consumer '{}': {note}", j.config().name));
+            }
+            stream.restore_consumer(j.config().clone(), j.created(), j.state(), now);
+            journals.insert(j.config().name.clone(), j);
+        }
+    }
+    if let Err(e) = stream.reconcile() {
+        notes.push(format!("retention check after restart failed: {e}"));
+    }
+    Ok(Some(Loaded {
+        stream,
+        journals,
+        dirs,
+        notes,
+    }))
+}
+
+/// Removes a stream's files: meta.json first (durably), so a crash part
+/// way leaves a directory recovery finishes removing, never a stream
+/// with half its data.
+pub fn remove_stream(dirs: &StreamDirs) -> std::io::Result<()> {
+    dirs.root.remove("meta.json")?;
+    dirs.root.sync_dir()?;
+    std::fs::remove_dir_all(&dirs.path)?;
+    if let Some(parent) = dirs.path.parent() {
+        std::fs::File::open(parent)?.sync_all()?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,0 +1,389 @@
+//! JetStream on one server: the driver around the sans-IO stream and
+//! consumer state machines of the `jetstream` crate.
+//!
+//! - `api`: the `$JS.API.>` dispatcher. Account-level requests (create,
+//!   update, delete, names, list, account info) are handled on its task,
+//!   one at a time, so checks across streams (subject overlap, limits)
+//!   never race. Everything about one stream goes to that stream's actor.
+//! - `actor`: one task per stream owns its `Stream`. It takes commands in
+//!   batches, makes the batch's writes durable through the group committer,
+//!   and only then releases what the batch produced (PubAcks, API replies,
+//!   deliveries, double-ack replies).
+//! - `commit`: the group-commit thread.
+//! - `persist`: what a stream keeps on disk besides messages.
+//! - `sinks`: the internal subscriptions that feed actors.
+//! - `response`: API JSON envelopes.
+//!
+//! Invariant: nothing a client can observe (a PubAck, an ack reply, an
+//! API success, a delivered message) leaves an actor before the writes it
+//! depends on are durable, unless the user chose a `sync_interval`.
+
+mod actor;
+mod api;
+mod commit;
+mod persist;
+mod response;
+mod sinks;
+mod stream_api;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use jetstream::api::{ApiError, Storage, StreamConfig, StreamInfo, E};
+use jetstream::output::OutMsg;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{error, info, warn};
+
+pub use actor::Cmd;
+use commit::Committer;
+
+use crate::client::delivery::Message;
+use crate::server::Server;
+use crate::subscription::Subscription;
+
+/// Messages queued to one stream before publishers get `429 Too Many
+/// Requests` instead.
+const MAX_QUEUED: usize = 256 * 1024;
+
+/// How acknowledged writes reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncPolicy {
+    /// fsync before every PubAck and ack reply (the default).
+    Always,
+    /// Reply once written; fsync every interval (nats-server's model).
+    Interval(Duration),
+}
+
+/// A message as an internal subscription received it.
+#[derive(Debug, Clone)]
+pub struct Inbound {
+    pub subject: String,
+    pub reply: Option<String>,
+    pub headers: Option<Bytes>,
+    pub payload: Bytes,
+}
+
+impl Inbound {
+    pub fn copy(msg: Message<'_>) -> Self {
+        Inbound {
+            subject: String::from_utf8_lossy(msg.subject).into_owned(),
+            reply: msg
+                .reply
+                .filter(|r| !r.is_empty())
+                .map(|r| String::from_utf8_lossy(r).into_owned()),
+            headers: msg.headers.map(Bytes::copy_from_slice),
+            payload: Bytes::copy_from_slice(msg.payload),
+        }
+    }
+}
+
+/// What the rest of the server sees of one stream.
+pub struct StreamHandle {
+    pub name: String,
+    pub storage: Storage,
+    tx: mpsc::UnboundedSender<Cmd>,
+    /// The configuration in force, for cross-stream checks and listings.
+    pub config: RwLock<StreamConfig>,
+    subs: Mutex<Vec<Arc<Subscription>>>,
+    pub msgs: AtomicU64,
+    pub bytes: AtomicU64,
+    pub consumers: AtomicU64,
+    queued: AtomicUsize,
+}
+
+impl StreamHandle {
+    /// Queues a command; false if the actor has gone (stream deleted).
+    pub fn send(&self, cmd: Cmd) -> bool {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        if self.tx.send(cmd).is_err() {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    fn overloaded(&self) -> bool {
+        self.queued.load(Ordering::Relaxed) >= MAX_QUEUED
+    }
+
+    pub fn received(&self) {
+        self.queued.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+pub struct JetStream {
+    pub server: Arc<Server>,
+    pub store_dir: PathBuf,
+    root: PathBuf,
+    committer: Committer,
+    streams: RwLock<BTreeMap<String, Arc<StreamHandle>>>,
+    pub api_total: AtomicU64,
+    pub api_errors: AtomicU64,
+    /// Server-wide limits in bytes; 0 or less is unlimited.
+    pub max_memory: i64,
+    pub max_store: i64,
+    memory_used: AtomicI64,
+    store_used: AtomicI64,
+    pub sync: SyncPolicy,
+    /// Replies made where no task can publish (a publish refused by a sink).
+    bounce: mpsc::UnboundedSender<OutMsg>,
+    api_tx: mpsc::UnboundedSender<Inbound>,
+}
+
+/// Unix nanoseconds now.
+pub fn wall_clock() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+/// Makes a directory's entry in its parent durable.
+fn sync_parent(path: &Path) -> std::io::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::File::open(parent)?.sync_all()?;
+    }
+    Ok(())
+}
+
+pub struct Settings {
+    pub store_dir: PathBuf,
+    pub max_memory: i64,
+    pub max_store: i64,
+    pub sync: SyncPolicy,
+}
+
+impl JetStream {
+    /// Opens the store directory, recovers every stream in it, and starts
+    /// serving the API.
+    pub fn start(server: Arc<Server>, settings: Settings) -> anyhow::Result<Arc<JetStream>> {
+        use anyhow::Context;
+        let root = persist::streams_root(&settings.store_dir);
+        std::fs::create_dir_all(&root)
+            .with_context(|| format!("could not create the store directory {}", root.display()))?;
+        // The chain of directories must survive a crash too.
+        let mut p = root.as_path();
+        while let Some(parent) = p.parent() {
+            if parent.as_os_str().is_empty() || p == settings.store_dir {
+                break;
+            }
+            sync_parent(p).ok();
+            p = parent;
+        }
+        let (bounce, bounce_rx) = mpsc::unbounded_channel();
+        let (api_tx, api_rx) = mpsc::unbounded_channel();
+        let js = Arc::new(JetStream {
+            server: server.clone(),
+            store_dir: settings.store_dir.clone(),
+            root,
+            committer: Committer::start(),
+            streams: RwLock::new(BTreeMap::new()),
+            api_total: AtomicU64::new(0),
+            api_errors: AtomicU64::new(0),
+            max_memory: settings.max_memory,
+            max_store: settings.max_store,
+            memory_used: AtomicI64::new(0),
+            store_used: AtomicI64::new(0),
+            sync: settings.sync,
+            bounce,
+            api_tx,
+        });
+        info!("Starting JetStream");
+        info!("  Store Directory: \"{}\"", settings.store_dir.display());
+        match settings.sync {
+            SyncPolicy::Always => info!("  Sync:            always (fsync before every ack)"),
+            SyncPolicy::Interval(d) => warn!("  Sync:            every {d:?}: acknowledged writes since the last sync are lost if the machine fails"),
+        }
+        js.recover();
+        sinks::subscribe_api(&js).context("could not subscribe to the JetStream API")?;
+        tokio::spawn(api::run(js.clone(), api_rx, bounce_rx));
+        info!("JetStream started with {} streams", js.streams.read().len());
+        Ok(js)
+    }
+
+    fn recover(self: &Arc<Self>) {
+        let Ok(entries) = std::fs::read_dir(&self.root) else { return };
+        let mut dirs: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
+            .map(|e| e.path())
+            .collect();
+        dirs.sort();
+        let now = wall_clock();
+        for dir in dirs {
+            match persist::open_stream(&dir, now) {
+                Ok(Some(loaded)) => {
+                    let name = loaded.stream.config.name.clone();
+                    let st = loaded.stream.store().state();
+                    if !st.lost.is_empty() {
+                        error!(
+                            "Stream '{name}' recovered with {} messages lost to damaged storage ({} bytes): sequences {:?}",
+                            st.lost.len(),
+                            st.lost_bytes,
+                            st.lost
+                        );
+                    }
+                    for note in &loaded.notes {
+                        warn!("Stream '{name}': {note}");
+                    }
+                    info!("  Restored {} messages for stream '$G > {name}'", st.msgs);
+                    if let Err(e) = self.launch(loaded) {
+                        error!("Stream '{name}' could not be started: {e}");
+                    }
+                }
+                Ok(None) => {
+                    // A stream whose delete was cut short: finish it.
+                    warn!("Removing incomplete stream directory {}", dir.display());
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+                Err(e) => error!("Stream in {} could not be recovered: {e}", dir.display()),
+            }
+        }
+    }
+
+    /// Starts the actor for a loaded stream and subscribes its subjects.
+    fn launch(self: &Arc<Self>, loaded: persist::Loaded) -> Result<Arc<StreamHandle>, ApiError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let config = loaded.stream.config.clone();
+        let st = loaded.stream.store().state();
+        let handle = Arc::new(StreamHandle {
+            name: config.name.clone(),
+            storage: config.storage,
+            tx,
+            config: RwLock::new(config.clone()),
+            subs: Mutex::new(Vec::new()),
+            msgs: AtomicU64::new(st.msgs),
+            bytes: AtomicU64::new(st.bytes),
+            consumers: AtomicU64::new(loaded.stream.consumer_names().len() as u64),
+            queued: AtomicUsize::new(0),
+        });
+        self.add_usage(config.storage, st.bytes as i64);
+        sinks::subscribe_stream(self, &handle, &config.subjects)
+            .map_err(|e| E::STREAM_CREATE.with("err", e))?;
+        self.streams.write().insert(config.name.clone(), handle.clone());
+        tokio::spawn(actor::run(self.clone(), handle.clone(), loaded, rx));
+        Ok(handle)
+    }
+
+    pub fn stream(&self, name: &str) -> Option<Arc<StreamHandle>> {
+        self.streams.read().get(name).cloned()
+    }
+
+    pub fn streams(&self) -> Vec<Arc<StreamHandle>> {
+        self.streams.read().values().cloned().collect()
+    }
+
+    fn stream_dir(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
+    /// Another stream whose subjects could capture one of `subjects`.
+    fn overlapping(&self, name: &str, subjects: &[String]) -> bool {
+        self.streams.read().values().any(|h| {
+            h.name != name
+                && h.config.read().subjects.iter().any(|theirs| {
+                    subjects
+                        .iter()
+                        .any(|mine| subjects::subjects_collide(mine.as_bytes(), theirs.as_bytes()))
+                })
+        })
+    }
+
+    /// Bytes promised to streams with `max_bytes`, by storage type.
+    fn reserved(&self, storage: Storage, except: &str) -> i64 {
+        self.streams
+            .read()
+            .values()
+            .filter(|h| h.storage == storage && h.name != except)
+            .map(|h| h.config.read().max_bytes.max(0))
+            .sum()
+    }
+
+    /// The server limit check for a stream's `max_bytes` reservation.
+    fn check_reservation(&self, cfg: &StreamConfig) -> Result<(), ApiError> {
+        let (limit, err) = match cfg.storage {
+            Storage::Memory => (self.max_memory, E::MEMORY_RESOURCES_EXCEEDED),
+            Storage::File => (self.max_store, E::STORAGE_RESOURCES_EXCEEDED),
+        };
+        if limit > 0 && self.reserved(cfg.storage, &cfg.name) + cfg.max_bytes.max(0) > limit {
+            return Err(err.err());
+        }
+        Ok(())
+    }
+
+    fn add_usage(&self, storage: Storage, delta: i64) {
+        match storage {
+            Storage::Memory => self.memory_used.fetch_add(delta, Ordering::Relaxed),
+            Storage::File => self.store_used.fetch_add(delta, Ordering::Relaxed),
+        };
+    }
+
+    /// Whether storing `size` more bytes would pass the server's limit.
+    pub fn would_exceed(&self, storage: Storage, size: u64) -> bool {
+        let (used, limit) = match storage {
+            Storage::Memory => (&self.memory_used, self.max_memory),
+            Storage::File => (&self.store_used, self.max_store),
+        };
+        limit > 0 && used.load(Ordering::Relaxed) + size as i64 > limit
+    }
+
+    pub fn usage(&self) -> (u64, u64) {
+        (
+            self.memory_used.load(Ordering::Relaxed).max(0) as u64,
+            self.store_used.load(Ordering::Relaxed).max(0) as u64,
+        )
+    }
+
+    pub fn reserved_totals(&self) -> (u64, u64) {
+        (
+            self.reserved(Storage::Memory, "") as u64,
+            self.reserved(Storage::File, "") as u64,
+        )
+    }
+
+    /// Creates a stream from a checked config. Durable before it returns.
+    fn create_stream(self: &Arc<Self>, cfg: StreamConfig) -> Result<StreamInfo, ApiError> {
+        self.check_reservation(&cfg)?;
+        let now = wall_clock();
+        let dir = self.stream_dir(&cfg.name);
+        if dir.exists() {
+            // Left by a delete that did not finish.
+            std::fs::remove_dir_all(&dir).map_err(|e| E::STREAM_CREATE.with("err", e))?;
+        }
+        let loaded = tokio::task::block_in_place(|| persist::create_stream(&dir, cfg, now))
+            .map_err(|e| {
+                error!("Stream could not be created in {}: {e}", dir.display());
+                E::STREAM_CREATE.with("err", "error creating store for stream")
+            })?;
+        let info = loaded.stream.info(now, false, "");
+        self.launch(loaded)?;
+        Ok(info)
+    }
+
+    /// Removes a stream: no new messages reach it, then its actor deletes
+    /// its storage.
+    async fn delete_stream(&self, handle: &Arc<StreamHandle>) -> Result<(), ApiError> {
+        let subs = std::mem::take(&mut *handle.subs.lock());
+        for s in subs {
+            self.server.unsubscribe(&s);
+        }
+        self.streams.write().remove(&handle.name);
+        let (done, rx) = oneshot::channel();
+        if !handle.send(Cmd::Delete { done }) {
+            return Err(E::STREAM_DELETE.with("err", "stream is gone"));
+        }
+        let result = rx.await.unwrap_or_else(|_| Err(E::STREAM_DELETE.with("err", "stream stopped")));
+        let bytes = handle.bytes.swap(0, Ordering::Relaxed);
+        self.add_usage(handle.storage, -(bytes as i64));
+        result
+    }
+
+    fn bounce(&self, msg: OutMsg) {
+        let _ = self.bounce.send(msg);
+    }
+}
