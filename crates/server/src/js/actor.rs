@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use jetstream::api::{ApiError, StreamConfig, StreamInfo, E};
+use jetstream::api::{ApiError, ConsumerInfo, StreamConfig, StreamInfo, E};
 use jetstream::output::{OutMsg, Output};
 use jetstream::stream::{Incoming, PubAck, Stream};
 use store::SyncHandle;
@@ -60,8 +60,10 @@ pub enum Cmd {
         config: Box<StreamConfig>,
         done: oneshot::Sender<Result<StreamInfo, ApiError>>,
     },
+    /// The stream's info, and its consumers' when asked for.
     Info {
-        done: oneshot::Sender<StreamInfo>,
+        consumers: bool,
+        done: oneshot::Sender<(StreamInfo, Vec<ConsumerInfo>)>,
     },
     Delete {
         done: oneshot::Sender<Result<(), ApiError>>,
@@ -258,10 +260,19 @@ impl Actor {
                     });
                 })));
             }
-            Cmd::Info { done } => {
+            Cmd::Info { consumers, done } => {
                 let info = self.stream.info(now, false, "");
+                let cs = if consumers {
+                    self.stream
+                        .consumer_names()
+                        .iter()
+                        .filter_map(|n| self.stream.consumer_info(n, now).ok())
+                        .collect()
+                } else {
+                    Vec::new()
+                };
                 self.items.push(Item::Done(Box::new(move |_| {
-                    let _ = done.send(info);
+                    let _ = done.send((info, cs));
                 })));
             }
             Cmd::Delete { .. } => unreachable!("handled by the loop"),

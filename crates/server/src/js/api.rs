@@ -348,13 +348,13 @@ impl Dispatcher {
             }
             // The same config again: the stream as it is.
             let (done, rx) = oneshot::channel();
-            h.send(Cmd::Info { done });
+            h.send(Cmd::Info { consumers: false, done });
             let js = self.js.clone();
             let reply = reply.to_string();
             // Answered when the actor has looked, without holding up the
             // dispatcher.
             tokio::spawn(async move {
-                let Ok(mut info) = rx.await else { return };
+                let Ok((mut info, _)) = rx.await else { return };
                 response::stamp_stream(&mut info);
                 js.api_total.fetch_add(1, Ordering::Relaxed);
                 let body = response::ok(kind, &Created { info, did_create: true });
@@ -459,13 +459,13 @@ impl Dispatcher {
         let mut waits = Vec::new();
         for h in all.iter().skip(offset).take(LIST_LIMIT) {
             let (done, rx) = oneshot::channel();
-            if h.send(Cmd::Info { done }) {
+            if h.send(Cmd::Info { consumers: false, done }) {
                 waits.push(rx);
             }
         }
         let mut infos: Vec<StreamInfo> = Vec::with_capacity(waits.len());
         for rx in waits {
-            if let Ok(info) = rx.await {
+            if let Ok((info, _)) = rx.await {
                 infos.push(info);
             }
         }

@@ -124,7 +124,7 @@ pub struct JetStream {
     streams: RwLock<BTreeMap<String, Arc<StreamHandle>>>,
     pub api_total: AtomicU64,
     pub api_errors: AtomicU64,
-    /// Server-wide limits in bytes; 0 or less is unlimited.
+    /// Server-wide limits in bytes.
     pub max_memory: i64,
     pub max_store: i64,
     memory_used: AtomicI64,
@@ -143,6 +143,17 @@ pub fn wall_clock() -> i64 {
         .unwrap_or(0)
 }
 
+fn friendly_bytes(b: i64) -> String {
+    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < UNITS.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    format!("{v:.2} {}", UNITS[i])
+}
+
 /// Makes a directory's entry in its parent durable.
 fn sync_parent(path: &Path) -> std::io::Result<()> {
     if let Some(parent) = path.parent() {
@@ -153,9 +164,36 @@ fn sync_parent(path: &Path) -> std::io::Result<()> {
 
 pub struct Settings {
     pub store_dir: PathBuf,
+    /// Bytes; 0 or less picks nats-server's default (three quarters of
+    /// the machine's memory, three quarters of the free disk).
     pub max_memory: i64,
     pub max_store: i64,
     pub sync: SyncPolicy,
+}
+
+/// Three quarters of physical memory, as nats-server defaults.
+fn default_max_memory() -> i64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let kb = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
+        .unwrap_or(256 * 1024);
+    kb * 1024 / 4 * 3
+}
+
+/// Three quarters of the free space where the store lives.
+fn default_max_store(dir: &Path) -> i64 {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return 1 << 40;
+    };
+    // SAFETY: statvfs(3) fills the zeroed struct for a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return 1 << 40;
+    }
+    (st.f_bavail as u64 * st.f_frsize as u64 / 4 * 3) as i64
 }
 
 impl JetStream {
@@ -185,8 +223,12 @@ impl JetStream {
             streams: RwLock::new(BTreeMap::new()),
             api_total: AtomicU64::new(0),
             api_errors: AtomicU64::new(0),
-            max_memory: settings.max_memory,
-            max_store: settings.max_store,
+            max_memory: if settings.max_memory > 0 { settings.max_memory } else { default_max_memory() },
+            max_store: if settings.max_store > 0 {
+                settings.max_store
+            } else {
+                default_max_store(&settings.store_dir)
+            },
             memory_used: AtomicI64::new(0),
             store_used: AtomicI64::new(0),
             sync: settings.sync,
@@ -194,6 +236,8 @@ impl JetStream {
             api_tx,
         });
         info!("Starting JetStream");
+        info!("  Max Memory:      {}", friendly_bytes(js.max_memory));
+        info!("  Max Storage:     {}", friendly_bytes(js.max_store));
         info!("  Store Directory: \"{}\"", settings.store_dir.display());
         match settings.sync {
             SyncPolicy::Always => info!("  Sync:            always (fsync before every ack)"),
@@ -381,6 +425,24 @@ impl JetStream {
         let bytes = handle.bytes.swap(0, Ordering::Relaxed);
         self.add_usage(handle.storage, -(bytes as i64));
         result
+    }
+
+    /// Every stream's info (and its consumers'), for monitoring.
+    pub async fn snapshots(&self, consumers: bool) -> Vec<(StreamInfo, Vec<jetstream::api::ConsumerInfo>)> {
+        let mut waits = Vec::new();
+        for h in self.streams() {
+            let (done, rx) = oneshot::channel();
+            if h.send(Cmd::Info { consumers, done }) {
+                waits.push(rx);
+            }
+        }
+        let mut out = Vec::with_capacity(waits.len());
+        for rx in waits {
+            if let Ok(s) = rx.await {
+                out.push(s);
+            }
+        }
+        out
     }
 
     fn bounce(&self, msg: OutMsg) {

@@ -1,8 +1,9 @@
-//! HTTP monitoring: `/varz`, `/connz`, `/subsz`, `/healthz`, `/routez`,
+//! HTTP monitoring: `/varz`, `/connz`, `/subsz`, `/jsz`, `/healthz`, `/routez`,
 //! with nats-server's JSON field names, query parameters and errors.
 
 mod connz;
 pub mod format;
+mod jsz;
 mod query;
 mod subsz;
 mod varz;
@@ -72,9 +73,16 @@ impl Monitor {
             .or_default() += 1;
     }
 
-    fn handle(&self, req: &Request<Incoming>) -> Response<Body> {
+    async fn handle(&self, req: &Request<Incoming>) -> Response<Body> {
         let q = Query::parse(req.uri().query());
         match req.uri().path() {
+            "/jsz" => match jsz::jsz(&self.server, &q).await {
+                Ok(j) => {
+                    self.count("/jsz");
+                    pretty(&j)
+                }
+                Err(e) => bad_request(e),
+            },
             "/" => {
                 self.count("/");
                 text(StatusCode::OK, root_page(), "text/html; charset=utf-8")
@@ -161,6 +169,7 @@ fn root_page() -> String {
         ("Connections", "connz"),
         ("Subscriptions", "subsz"),
         ("Routes", "routez"),
+        ("JetStream", "jsz"),
         ("Health Probe", "healthz"),
     ];
     let mut html = String::from("<html lang=\"en\"><head><title>flotilla</title></head><body>\n");
@@ -199,8 +208,8 @@ pub async fn serve(server: Arc<Server>, listener: TcpListener) {
         let monitor = monitor.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let r = monitor.handle(&req);
-                async move { Ok::<_, Infallible>(r) }
+                let monitor = monitor.clone();
+                async move { Ok::<_, Infallible>(monitor.handle(&req).await) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)

@@ -1,0 +1,265 @@
+//! `/jsz` and the `jetstream` section of `/varz`, with nats-server's
+//! field names and order.
+
+use std::sync::atomic::Ordering;
+use std::time::SystemTime;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::format::rfc3339;
+use super::query::{Query, QueryError};
+use super::varz::Empty;
+use jetstream::api::{ClusterInfo, StreamConfig, StreamState};
+
+use crate::js::{JetStream, SyncPolicy};
+use crate::server::Server;
+
+/// The global account, the only one flotilla has.
+const ACCOUNT: &str = "$G";
+
+#[derive(Serialize, Default)]
+pub struct ApiStats {
+    level: i64,
+    total: u64,
+    errors: u64,
+}
+
+#[derive(Serialize, Default)]
+pub struct Stats {
+    memory: u64,
+    storage: u64,
+    reserved_memory: u64,
+    reserved_storage: u64,
+    accounts: usize,
+    ha_assets: usize,
+    api: ApiStats,
+}
+
+#[derive(Serialize, Default)]
+pub struct Config {
+    max_memory: i64,
+    max_storage: i64,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    store_dir: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    sync_interval: u128,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    sync_always: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    compress_ok: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    strict: bool,
+}
+
+fn is_zero(v: &u128) -> bool {
+    *v == 0
+}
+
+/// `/varz`'s `jetstream`: `{}` when JetStream is off.
+#[derive(Serialize, Default)]
+pub struct Varz {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    config: Option<Config>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stats: Option<Stats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limits: Option<Empty>,
+}
+
+fn config(js: &JetStream) -> Config {
+    let (sync_interval, sync_always) = match js.sync {
+        SyncPolicy::Always => (0, true),
+        SyncPolicy::Interval(d) => (d.as_nanos(), false),
+    };
+    Config {
+        max_memory: js.max_memory,
+        max_storage: js.max_store,
+        store_dir: js.store_dir.join("jetstream").display().to_string(),
+        sync_interval,
+        sync_always,
+        compress_ok: false,
+        strict: true,
+    }
+}
+
+fn stats(js: &JetStream, accounts: usize) -> Stats {
+    let (memory, storage) = js.usage();
+    let (reserved_memory, reserved_storage) = js.reserved_totals();
+    Stats {
+        memory,
+        storage,
+        reserved_memory,
+        reserved_storage,
+        accounts,
+        ha_assets: 0,
+        api: ApiStats {
+            level: jetstream::api::API_LEVEL,
+            total: js.api_total.load(Ordering::Relaxed),
+            errors: js.api_errors.load(Ordering::Relaxed),
+        },
+    }
+}
+
+pub fn varz(server: &Server) -> Varz {
+    match server.jetstream.get() {
+        None => Varz::default(),
+        Some(js) => Varz {
+            config: Some(config(js)),
+            stats: Some(stats(js, 1)),
+            limits: Some(Empty {}),
+        },
+    }
+}
+
+#[derive(Serialize)]
+struct JsInfo {
+    #[serde(flatten)]
+    stats: Stats,
+    server_id: String,
+    now: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    disabled: bool,
+    config: Config,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limits: Option<Empty>,
+    streams: usize,
+    consumers: u64,
+    messages: u64,
+    bytes: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    account_details: Vec<AccountDetail>,
+    total: usize,
+}
+
+#[derive(Serialize)]
+struct AccountDetail {
+    name: &'static str,
+    id: &'static str,
+    #[serde(flatten)]
+    stats: Stats,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    stream_detail: Vec<StreamDetail>,
+}
+
+#[derive(Serialize)]
+struct StreamDetail {
+    name: String,
+    created: String,
+    cluster: ClusterInfo,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    config: Option<StreamConfig>,
+    state: StreamState,
+    /// Consumer infos; without their config unless asked for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    consumer_detail: Vec<Value>,
+}
+
+pub async fn jsz(server: &Server, q: &Query) -> Result<impl Serialize, QueryError> {
+    let accounts_opt = q.bool("accounts")?;
+    let mut streams_opt = q.bool("streams")?;
+    let consumers_opt = q.bool("consumers")?;
+    q.bool("direct-consumers")?;
+    let config_opt = q.bool("config")?;
+    let offset = q.int("offset")?.max(0) as usize;
+    let limit = match q.int("limit")? {
+        0 => 1024,
+        l => l.max(0) as usize,
+    };
+    q.bool("leader-only")?;
+    q.bool("raft")?;
+    q.bool("stream-leader-only")?;
+    let acc = q.get("acc").to_string();
+    if consumers_opt {
+        streams_opt = true;
+    }
+    let accounts_opt = accounts_opt || (streams_opt && acc.is_empty());
+    let now = rfc3339(SystemTime::now());
+    let Some(js) = server.jetstream.get() else {
+        let info = JsInfo {
+            stats: Stats::default(),
+            server_id: server.id.clone(),
+            now,
+            disabled: true,
+            config: Config::default(),
+            limits: None,
+            streams: 0,
+            consumers: 0,
+            messages: 0,
+            bytes: 0,
+            account_details: Vec::new(),
+            total: 0,
+        };
+        return Ok(info);
+    };
+    let handles = js.streams();
+    let mut info = JsInfo {
+        stats: stats(js, 1),
+        server_id: server.id.clone(),
+        now,
+        disabled: false,
+        config: config(js),
+        limits: Some(Empty {}),
+        streams: handles.len(),
+        consumers: handles.iter().map(|h| h.consumers.load(Ordering::Relaxed)).sum(),
+        messages: handles.iter().map(|h| h.msgs.load(Ordering::Relaxed)).sum(),
+        bytes: handles.iter().map(|h| h.bytes.load(Ordering::Relaxed)).sum(),
+        account_details: Vec::new(),
+        total: 1,
+    };
+    let wanted = acc == ACCOUNT || (acc.is_empty() && accounts_opt && offset == 0 && limit > 0);
+    if wanted {
+        let (memory, storage) = js.usage();
+        let (reserved_memory, reserved_storage) = js.reserved_totals();
+        let mut detail = AccountDetail {
+            name: ACCOUNT,
+            id: ACCOUNT,
+            stats: Stats {
+                memory,
+                storage,
+                reserved_memory,
+                reserved_storage,
+                accounts: 0,
+                ha_assets: 0,
+                api: ApiStats {
+                    level: 0,
+                    total: js.api_total.load(Ordering::Relaxed),
+                    errors: js.api_errors.load(Ordering::Relaxed),
+                },
+            },
+            stream_detail: Vec::new(),
+        };
+        if streams_opt {
+            for (stream, consumers) in js.snapshots(consumers_opt).await {
+                let mut d = StreamDetail {
+                    name: stream.config.name.clone(),
+                    created: jetstream::api::time::rfc3339(stream.created),
+                    cluster: ClusterInfo {
+                        name: String::new(),
+                        leader: server.name.clone(),
+                    },
+                    config: config_opt.then(|| stream.config.clone()),
+                    state: stream.state,
+                    consumer_detail: Vec::new(),
+                };
+                if consumers_opt {
+                    d.consumer_detail = consumers
+                        .iter()
+                        .map(|c| {
+                            let mut v = serde_json::to_value(c).expect("consumer info serializes");
+                            if !config_opt {
+                                if let Some(o) = v.as_object_mut() {
+                                    o.remove("config");
+                                }
+                            }
+                            v
+                        })
+                        .collect();
+                }
+                detail.stream_detail.push(d);
+            }
+        }
+        info.account_details.push(detail);
+    }
+    Ok(info)
+}
