@@ -116,7 +116,9 @@ mod tests {
         assert!(parse("3d").unwrap_err().contains("unknown unit \"d\""));
         assert!(parse("abc").unwrap_err().contains("invalid duration"));
         assert!(parse("-1s").is_err());
-        assert!(parse("100000000000000000000s").unwrap_err().contains("longer than a year"));
+        assert!(parse("100000000000000000000s")
+            .unwrap_err()
+            .contains("longer than a year"));
     }
 
     #[test]

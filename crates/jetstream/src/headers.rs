@@ -129,19 +129,31 @@ mod tests {
         assert_eq!(get(h, MSG_ID), Some("abc"));
         assert_eq!(get(h, "X"), Some("y"));
         assert_eq!(get(h, "Missing"), None);
-        assert!(has_prefix(b"NATS/1.0\r\nNats-Schedule-Target: a\r\n\r\n", SCHEDULE_PREFIX));
+        assert!(has_prefix(
+            b"NATS/1.0\r\nNats-Schedule-Target: a\r\n\r\n",
+            SCHEDULE_PREFIX
+        ));
     }
 
     #[test]
     fn editing() {
         let h = b"NATS/1.0\r\nNats-Request-Info: x\r\nA: 1\r\n\r\n";
-        assert_eq!(without(h, &[REQUEST_INFO]).unwrap(), &b"NATS/1.0\r\nA: 1\r\n\r\n"[..]);
-        assert_eq!(without(b"NATS/1.0\r\nNats-Request-Info: x\r\n\r\n", &[REQUEST_INFO]), None);
+        assert_eq!(
+            without(h, &[REQUEST_INFO]).unwrap(),
+            &b"NATS/1.0\r\nA: 1\r\n\r\n"[..]
+        );
+        assert_eq!(
+            without(b"NATS/1.0\r\nNats-Request-Info: x\r\n\r\n", &[REQUEST_INFO]),
+            None
+        );
         assert_eq!(
             append(Some(b"NATS/1.0\r\nA: 1\r\n\r\n"), &[("B", "2")]),
             &b"NATS/1.0\r\nA: 1\r\nB: 2\r\n\r\n"[..]
         );
-        assert_eq!(append(None, &[("B", "2")]), &b"NATS/1.0\r\nB: 2\r\n\r\n"[..]);
+        assert_eq!(
+            append(None, &[("B", "2")]),
+            &b"NATS/1.0\r\nB: 2\r\n\r\n"[..]
+        );
         assert_eq!(
             build(Some((404, "Message Not Found")), &[]),
             &b"NATS/1.0 404 Message Not Found\r\n\r\n"[..]

@@ -57,22 +57,32 @@ impl Transform {
                 "" => return Err(format!("invalid mapping destination {dest:?}")),
                 "*" => {
                     if positional >= wildcards {
-                        return Err(format!("mapping destination {dest:?} has more wildcards than {src:?}"));
+                        return Err(format!(
+                            "mapping destination {dest:?} has more wildcards than {src:?}"
+                        ));
                     }
                     positional += 1;
                     Part::Wildcard(positional - 1)
                 }
                 ">" => {
                     if !has_rest || i + 1 != dest.split('.').count() {
-                        return Err(format!("invalid use of '>' in mapping destination {dest:?}"));
+                        return Err(format!(
+                            "invalid use of '>' in mapping destination {dest:?}"
+                        ));
                     }
                     Part::Rest
                 }
                 t => match placeholder(t) {
                     Some(Ok(n)) if n < wildcards => Part::Wildcard(n),
-                    Some(Ok(_)) => return Err(format!("mapping destination {dest:?} refers to a missing wildcard")),
+                    Some(Ok(_)) => {
+                        return Err(format!(
+                            "mapping destination {dest:?} refers to a missing wildcard"
+                        ))
+                    }
                     Some(Err(e)) => return Err(e),
-                    None if t.contains("{{") => return Err(format!("unsupported mapping function in {t:?}")),
+                    None if t.contains("{{") => {
+                        return Err(format!("unsupported mapping function in {t:?}"))
+                    }
                     None => Part::Literal(t.to_string()),
                 },
             };

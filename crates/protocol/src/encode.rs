@@ -133,8 +133,22 @@ mod tests {
     #[test]
     fn parts_match_whole() {
         let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
-        msg(&mut a, b"s", b"1", Some(b"r"), Some(12), b"NATS/1.0\r\n\r\nhi");
-        msg_parts(&mut b, b"s", b"1", Some(b"r"), Some(b"NATS/1.0\r\n\r\n"), b"hi");
+        msg(
+            &mut a,
+            b"s",
+            b"1",
+            Some(b"r"),
+            Some(12),
+            b"NATS/1.0\r\n\r\nhi",
+        );
+        msg_parts(
+            &mut b,
+            b"s",
+            b"1",
+            Some(b"r"),
+            Some(b"NATS/1.0\r\n\r\n"),
+            b"hi",
+        );
         assert_eq!(a, b);
         let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
         msg(&mut a, b"s", b"1", None, None, b"hi");

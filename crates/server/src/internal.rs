@@ -38,9 +38,9 @@ impl InternalPublisher {
         payload: &[u8],
     ) -> bool {
         let server = &self.server;
-        let result = self
-            .cache
-            .get_or_insert(route.as_bytes(), || server.sublist.read().matches(route.as_bytes()));
+        let result = self.cache.get_or_insert(route.as_bytes(), || {
+            server.sublist.read().matches(route.as_bytes())
+        });
         self.delivery.route(
             result,
             Message {
@@ -56,9 +56,9 @@ impl InternalPublisher {
     /// which is what push consumers need before delivering.
     pub fn has_interest(&mut self, subject: &str, queue: &str) -> bool {
         let server = &self.server;
-        let result = self
-            .cache
-            .get_or_insert(subject.as_bytes(), || server.sublist.read().matches(subject.as_bytes()));
+        let result = self.cache.get_or_insert(subject.as_bytes(), || {
+            server.sublist.read().matches(subject.as_bytes())
+        });
         if queue.is_empty() {
             result.psubs.iter().any(|s| !s.is_closed())
         } else {

@@ -6,13 +6,13 @@ mod auth;
 mod cli;
 mod client;
 mod config;
+mod internal;
+mod js;
 mod logging;
 mod monitor;
 mod options;
 mod server;
 mod signals;
-mod internal;
-mod js;
 mod subscription;
 
 use std::path::{Path, PathBuf};

@@ -121,10 +121,16 @@ impl Server {
         );
         sub.sink = Some(sink);
         let sub = Arc::new(sub);
-        self.sublist
-            .write()
-            .insert(subject.as_bytes(), queue.map(str::as_bytes), key, sub.clone())?;
-        self.system_client.subs.lock().insert(sub.sid.clone(), sub.clone());
+        self.sublist.write().insert(
+            subject.as_bytes(),
+            queue.map(str::as_bytes),
+            key,
+            sub.clone(),
+        )?;
+        self.system_client
+            .subs
+            .lock()
+            .insert(sub.sid.clone(), sub.clone());
         Ok(sub)
     }
 

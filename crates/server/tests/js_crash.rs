@@ -21,7 +21,7 @@ const KILLS: usize = 24;
 const PUBLISHERS: usize = 3;
 const IN_FLIGHT: usize = 16;
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Record {
     /// Acked publishes to the limits stream: seq -> msg id.
     published: BTreeMap<u64, String>,
@@ -74,18 +74,30 @@ async fn publisher(js: Context, id: usize, round: usize, rec: Arc<Mutex<Record>>
         let mut acks = Vec::new();
         for _ in 0..IN_FLIGHT {
             n += 1;
-            let wq = n % 4 == 0;
+            let wq = n.is_multiple_of(4);
             let msg_id = format!("r{round}-p{id}-{n}");
             let mut h = async_nats::HeaderMap::new();
             h.insert("Nats-Msg-Id", msg_id.as_str());
-            let subject = if wq { format!("wq.{id}") } else { format!("log.{id}") };
-            match js.publish_with_headers(subject, h, msg_id.clone().into()).await {
+            let subject = if wq {
+                format!("wq.{id}")
+            } else {
+                format!("log.{id}")
+            };
+            match js
+                .publish_with_headers(subject, h, msg_id.clone().into())
+                .await
+            {
                 Ok(f) => acks.push((wq, msg_id, f)),
                 Err(_) => return,
             }
         }
         for (wq, msg_id, f) in acks {
-            let Ok(Ok(ack)) = tokio::time::timeout(Duration::from_secs(5), std::future::IntoFuture::into_future(f)).await else {
+            let Ok(Ok(ack)) = tokio::time::timeout(
+                Duration::from_secs(5),
+                std::future::IntoFuture::into_future(f),
+            )
+            .await
+            else {
                 return;
             };
             let mut r = rec.lock();
@@ -100,8 +112,12 @@ async fn publisher(js: Context, id: usize, round: usize, rec: Arc<Mutex<Record>>
 
 /// Pulls and double-acks, flagging any redelivery of a confirmed ack.
 async fn reader(js: Context, stream: &'static str, durable: &'static str, rec: Arc<Mutex<Record>>) {
-    let Ok(s) = js.get_stream(stream).await else { return };
-    let Ok(c) = s.get_consumer::<consumer::pull::Config>(durable).await else { return };
+    let Ok(s) = js.get_stream(stream).await else {
+        return;
+    };
+    let Ok(c) = s.get_consumer::<consumer::pull::Config>(durable).await else {
+        return;
+    };
     loop {
         let Ok(mut batch) = c
             .fetch()
@@ -118,9 +134,15 @@ async fn reader(js: Context, stream: &'static str, durable: &'static str, rec: A
             let seq = info.stream_sequence;
             {
                 let mut r = rec.lock();
-                let done = if stream == "LOG" { &r.consumed } else { &r.taken };
+                let done = if stream == "LOG" {
+                    &r.consumed
+                } else {
+                    &r.taken
+                };
                 if done.contains(&seq) {
-                    let v = format!("{stream}: sequence {seq} delivered again after its ack was confirmed");
+                    let v = format!(
+                        "{stream}: sequence {seq} delivered again after its ack was confirmed"
+                    );
                     r.violations.push(v);
                 }
                 if stream == "WQ" {
@@ -146,7 +168,11 @@ async fn verify(js: &Context, rec: &Record, full: bool) {
     let mut log = js.get_stream("LOG").await.expect("LOG after restart");
     let st = log.info().await.unwrap().state.clone();
     let max_acked = rec.published.keys().next_back().copied().unwrap_or(0);
-    assert!(st.last_sequence >= max_acked, "LOG lost acked tail: last {} < {max_acked}", st.last_sequence);
+    assert!(
+        st.last_sequence >= max_acked,
+        "LOG lost acked tail: last {} < {max_acked}",
+        st.last_sequence
+    );
     assert_eq!(st.messages, st.last_sequence, "LOG has gaps: {st:?}");
     // Acked publishes at their sequence: the newest ones each round, all
     // of them at the end.
@@ -156,19 +182,41 @@ async fn verify(js: &Context, rec: &Record, full: bool) {
         rec.published.iter().rev().take(200).collect()
     };
     for (seq, id) in check {
-        let m = log.get_raw_message(*seq).await.unwrap_or_else(|e| panic!("LOG seq {seq} ({id}) missing: {e}"));
-        assert_eq!(std::str::from_utf8(&m.payload).unwrap(), id, "LOG seq {seq}");
+        let m = log
+            .get_raw_message(*seq)
+            .await
+            .unwrap_or_else(|e| panic!("LOG seq {seq} ({id}) missing: {e}"));
+        assert_eq!(
+            std::str::from_utf8(&m.payload).unwrap(),
+            id,
+            "LOG seq {seq}"
+        );
     }
     let wq = js.get_stream("WQ").await.expect("WQ after restart");
-    let taken: Vec<&u64> = if full { rec.taken.iter().collect() } else { rec.taken.iter().rev().take(200).collect() };
+    let taken: Vec<&u64> = if full {
+        rec.taken.iter().collect()
+    } else {
+        rec.taken.iter().rev().take(200).collect()
+    };
     for seq in taken {
-        assert!(wq.get_raw_message(*seq).await.is_err(), "WQ seq {seq} was consumed but is back");
+        assert!(
+            wq.get_raw_message(*seq).await.is_err(),
+            "WQ seq {seq} was consumed but is back"
+        );
     }
-    for (seq, id) in rec.queued.iter().rev().take(if full { usize::MAX } else { 200 }) {
+    for (seq, id) in rec
+        .queued
+        .iter()
+        .rev()
+        .take(if full { usize::MAX } else { 200 })
+    {
         if rec.handed_out.contains(seq) {
             continue;
         }
-        let m = wq.get_raw_message(*seq).await.unwrap_or_else(|e| panic!("WQ seq {seq} ({id}) missing: {e}"));
+        let m = wq
+            .get_raw_message(*seq)
+            .await
+            .unwrap_or_else(|e| panic!("WQ seq {seq} ({id}) missing: {e}"));
         assert_eq!(std::str::from_utf8(&m.payload).unwrap(), id);
     }
     if full {
@@ -196,19 +244,38 @@ async fn acked_writes_survive_sigkill() {
     for round in 0..KILLS {
         let c = s.client().await;
         let js = jetstream::new(c.clone());
-        {
-            let r = rec.lock();
-            verify(&js, &r, false).await;
-        }
+        let snapshot = rec.lock().clone();
+        verify(&js, &snapshot, false).await;
         // Sequences continue: nothing acked is reused.
-        let last = js.get_stream("LOG").await.unwrap().info().await.unwrap().state.last_sequence;
-        assert!(last >= last_seq_before, "round {round}: last seq went back from {last_seq_before} to {last}");
+        let last = js
+            .get_stream("LOG")
+            .await
+            .unwrap()
+            .info()
+            .await
+            .unwrap()
+            .state
+            .last_sequence;
+        assert!(
+            last >= last_seq_before,
+            "round {round}: last seq went back from {last_seq_before} to {last}"
+        );
         let mut tasks = Vec::new();
         for p in 0..PUBLISHERS {
             tasks.push(tokio::spawn(publisher(js.clone(), p, round, rec.clone())));
         }
-        tasks.push(tokio::spawn(reader(js.clone(), "LOG", "reader", rec.clone())));
-        tasks.push(tokio::spawn(reader(js.clone(), "WQ", "worker", rec.clone())));
+        tasks.push(tokio::spawn(reader(
+            js.clone(),
+            "LOG",
+            "reader",
+            rec.clone(),
+        )));
+        tasks.push(tokio::spawn(reader(
+            js.clone(),
+            "WQ",
+            "worker",
+            rec.clone(),
+        )));
         tokio::time::sleep(Duration::from_millis(rng.u64(150..600))).await;
         s.kill9();
         for t in &tasks {
@@ -218,12 +285,18 @@ async fn acked_writes_survive_sigkill() {
             let _ = t.await;
         }
         drop(c);
-        last_seq_before = rec.lock().published.keys().next_back().copied().unwrap_or(0);
+        last_seq_before = rec
+            .lock()
+            .published
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(0);
         s.restart();
     }
     let c = s.client().await;
     let js = jetstream::new(c);
-    let r = rec.lock();
+    let r = rec.lock().clone();
     eprintln!(
         "{KILLS} kills: {} acked publishes, {} work-queue publishes, {} + {} confirmed acks",
         r.published.len(),
@@ -231,7 +304,11 @@ async fn acked_writes_survive_sigkill() {
         r.consumed.len(),
         r.taken.len()
     );
-    assert!(r.published.len() > 1000, "too little load to mean anything: {}", r.published.len());
+    assert!(
+        r.published.len() > 1000,
+        "too little load to mean anything: {}",
+        r.published.len()
+    );
     assert!(!r.consumed.is_empty() && !r.taken.is_empty());
     verify(&js, &r, true).await;
 }

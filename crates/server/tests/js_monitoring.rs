@@ -24,7 +24,11 @@ async fn jsz_reports_streams_and_consumers() {
     .await
     .unwrap();
     for i in 0..3 {
-        js.publish(format!("orders.{i}"), "x".into()).await.unwrap().await.unwrap();
+        js.publish(format!("orders.{i}"), "x".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
     }
     // API counters are visible too.
     let _ = js.query_account().await.unwrap();
@@ -39,8 +43,14 @@ async fn jsz_reports_streams_and_consumers() {
     assert!(j["api"]["total"].as_u64().unwrap() >= 3, "{j}");
     assert!(j["config"]["max_storage"].as_i64().unwrap() > 0);
     assert_eq!(j["config"]["sync_always"], true);
-    assert!(j["config"]["store_dir"].as_str().unwrap().ends_with("jetstream"));
-    assert!(j.get("account_details").is_none(), "details only when asked: {j}");
+    assert!(j["config"]["store_dir"]
+        .as_str()
+        .unwrap()
+        .ends_with("jetstream"));
+    assert!(
+        j.get("account_details").is_none(),
+        "details only when asked: {j}"
+    );
 
     let j = s.json("/jsz?consumers=true&config=true");
     let acc = &j["account_details"][0];
@@ -56,11 +66,17 @@ async fn jsz_reports_streams_and_consumers() {
 
     let j = s.json("/jsz?streams=1");
     let sd = &j["account_details"][0]["stream_detail"][0];
-    assert!(sd.get("config").is_none() && sd.get("consumer_detail").is_none(), "{sd}");
+    assert!(
+        sd.get("config").is_none() && sd.get("consumer_detail").is_none(),
+        "{sd}"
+    );
 
     let (status, _, body) = s.http("/jsz?streams=maybe");
     assert_eq!(status, 400);
-    assert!(body.contains("Error decoding boolean for 'streams'"), "{body}");
+    assert!(
+        body.contains("Error decoding boolean for 'streams'"),
+        "{body}"
+    );
 
     let v = s.json("/varz");
     assert_eq!(v["jetstream"]["stats"]["reserved_storage"], 1 << 20);

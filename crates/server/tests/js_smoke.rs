@@ -17,7 +17,12 @@ async fn smoke() {
         .await
         .expect("create");
     for i in 0..10 {
-        let ack = js.publish(format!("s.{i}"), "hi".into()).await.unwrap().await.unwrap();
+        let ack = js
+            .publish(format!("s.{i}"), "hi".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
         assert_eq!(ack.sequence, i + 1);
     }
     let info = st.info().await.unwrap();

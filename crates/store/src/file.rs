@@ -283,7 +283,10 @@ impl FileStore {
             return Ok(());
         }
         let seg = self.segs.last_mut().expect("segment");
-        if let Err(e) = self.dir.write_at(&seg_name(seg.id), seg.written, &self.pending) {
+        if let Err(e) = self
+            .dir
+            .write_at(&seg_name(seg.id), seg.written, &self.pending)
+        {
             // The index already counts what the buffer holds: only a
             // reload from disk makes the two agree again.
             self.failed = true;

@@ -34,7 +34,11 @@ impl Journal {
             Err(e) => return Err(e.into()),
         };
         let scan = record::scan(&data);
-        let entries: Vec<Vec<u8>> = scan.records.iter().map(|(_, r)| r.payload.to_vec()).collect();
+        let entries: Vec<Vec<u8>> = scan
+            .records
+            .iter()
+            .map(|(_, r)| r.payload.to_vec())
+            .collect();
         let valid = scan.torn_at.unwrap_or(data.len() as u64);
         if valid < data.len() as u64 {
             dir.truncate(name, valid)?;
@@ -47,7 +51,13 @@ impl Journal {
             pending: Vec::new(),
             created: data.is_empty(),
         };
-        Ok((j, Replay { entries, damaged: scan.corrupt.len() }))
+        Ok((
+            j,
+            Replay {
+                entries,
+                damaged: scan.corrupt.len(),
+            },
+        ))
     }
 
     pub fn append(&mut self, entry: &[u8]) {

@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-
 use super::nullable;
 use super::stream::{go_json_error, ser_time, string_enum, ClusterInfo};
 use super::time;
@@ -50,75 +49,187 @@ fn is_default_priority(p: &PriorityPolicy) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConsumerConfig {
-    #[serde(default, skip_serializing_if = "String::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub durable_name: String,
-    #[serde(default, skip_serializing_if = "String::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub name: String,
-    #[serde(default, skip_serializing_if = "String::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub description: String,
     #[serde(default)]
     pub deliver_policy: DeliverPolicy,
-    #[serde(default, skip_serializing_if = "is_zero_u64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_u64",
+        deserialize_with = "nullable::default"
+    )]
     pub opt_start_seq: u64,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "time::opt")]
     pub opt_start_time: Option<i64>,
     #[serde(default)]
     pub ack_policy: AckPolicy,
-    #[serde(default, skip_serializing_if = "is_zero_i64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_i64",
+        deserialize_with = "nullable::default"
+    )]
     pub ack_wait: i64,
-    #[serde(default, skip_serializing_if = "is_zero_i64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_i64",
+        deserialize_with = "nullable::default"
+    )]
     pub max_deliver: i64,
-    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub backoff: Vec<i64>,
-    #[serde(default, skip_serializing_if = "String::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub filter_subject: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub filter_subjects: Vec<String>,
     #[serde(default)]
     pub replay_policy: ReplayPolicy,
-    #[serde(default, skip_serializing_if = "is_zero_u64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_u64",
+        deserialize_with = "nullable::default"
+    )]
     pub rate_limit_bps: u64,
-    #[serde(default, skip_serializing_if = "String::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub sample_freq: String,
-    #[serde(default, skip_serializing_if = "is_zero_i64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_i64",
+        deserialize_with = "nullable::default"
+    )]
     pub max_waiting: i64,
-    #[serde(default, skip_serializing_if = "is_zero_i64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_i64",
+        deserialize_with = "nullable::default"
+    )]
     pub max_ack_pending: i64,
-    #[serde(default, skip_serializing_if = "is_false", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "nullable::default"
+    )]
     pub flow_control: bool,
-    #[serde(default, skip_serializing_if = "is_false", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "nullable::default"
+    )]
     pub headers_only: bool,
-    #[serde(default, skip_serializing_if = "is_zero_i64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_i64",
+        deserialize_with = "nullable::default"
+    )]
     pub max_batch: i64,
-    #[serde(default, skip_serializing_if = "is_zero_i64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_i64",
+        deserialize_with = "nullable::default"
+    )]
     pub max_expires: i64,
-    #[serde(default, skip_serializing_if = "is_zero_i64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_i64",
+        deserialize_with = "nullable::default"
+    )]
     pub max_bytes: i64,
-    #[serde(default, skip_serializing_if = "String::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub deliver_subject: String,
-    #[serde(default, skip_serializing_if = "String::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub deliver_group: String,
-    #[serde(default, skip_serializing_if = "is_zero_i64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_i64",
+        deserialize_with = "nullable::default"
+    )]
     pub idle_heartbeat: i64,
-    #[serde(default, skip_serializing_if = "is_zero_i64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_i64",
+        deserialize_with = "nullable::default"
+    )]
     pub inactive_threshold: i64,
     #[serde(default, deserialize_with = "nullable::default")]
     pub num_replicas: i64,
-    #[serde(default, skip_serializing_if = "is_false", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "nullable::default"
+    )]
     pub mem_storage: bool,
-    #[serde(default, skip_serializing_if = "is_false", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "nullable::default"
+    )]
     pub direct: bool,
-    #[serde(default, skip_serializing_if = "is_false", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "nullable::default"
+    )]
     pub sourcing: bool,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub metadata: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "time::opt")]
     pub pause_until: Option<i64>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub priority_groups: Vec<String>,
     #[serde(default, skip_serializing_if = "is_default_priority")]
     pub priority_policy: PriorityPolicy,
-    #[serde(default, skip_serializing_if = "is_zero_i64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_i64",
+        deserialize_with = "nullable::default"
+    )]
     pub priority_timeout: i64,
 }
 

@@ -78,11 +78,23 @@ string_enum!(Compression, default None, case_insensitive false, { None = "none",
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Placement {
-    #[serde(default, skip_serializing_if = "String::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub cluster: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub tags: Vec<String>,
-    #[serde(default, skip_serializing_if = "String::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub preferred: String,
 }
 
@@ -135,13 +147,25 @@ pub struct SourceConsumer {
 #[serde(deny_unknown_fields)]
 pub struct StreamSource {
     pub name: String,
-    #[serde(default, skip_serializing_if = "is_zero_u64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_u64",
+        deserialize_with = "nullable::default"
+    )]
     pub opt_start_seq: u64,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "time::opt")]
     pub opt_start_time: Option<i64>,
-    #[serde(default, skip_serializing_if = "String::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub filter_subject: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub subject_transforms: Vec<SubjectTransform>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external: Option<ExternalStream>,
@@ -155,9 +179,17 @@ pub struct StreamSource {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StreamConsumerLimits {
-    #[serde(default, skip_serializing_if = "is_zero_i64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_i64",
+        deserialize_with = "nullable::default"
+    )]
     pub inactive_threshold: i64,
-    #[serde(default, skip_serializing_if = "is_zero_i64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_i64",
+        deserialize_with = "nullable::default"
+    )]
     pub max_ack_pending: i64,
 }
 
@@ -167,9 +199,17 @@ pub struct StreamConsumerLimits {
 pub struct StreamConfig {
     #[serde(default, deserialize_with = "nullable::default")]
     pub name: String,
-    #[serde(default, skip_serializing_if = "String::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub description: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub subjects: Vec<String>,
     #[serde(default)]
     pub retention: Retention,
@@ -183,7 +223,11 @@ pub struct StreamConfig {
     pub max_age: i64,
     #[serde(default, deserialize_with = "nullable::default")]
     pub max_msgs_per_subject: i64,
-    #[serde(default, skip_serializing_if = "is_zero_i32", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_i32",
+        deserialize_with = "nullable::default"
+    )]
     pub max_msg_size: i32,
     #[serde(default)]
     pub discard: Discard,
@@ -191,19 +235,35 @@ pub struct StreamConfig {
     pub storage: Storage,
     #[serde(default, deserialize_with = "nullable::default")]
     pub num_replicas: i64,
-    #[serde(default, skip_serializing_if = "is_false", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "nullable::default"
+    )]
     pub no_ack: bool,
-    #[serde(default, skip_serializing_if = "is_zero_i64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_i64",
+        deserialize_with = "nullable::default"
+    )]
     pub duplicate_window: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mirror: Option<StreamSource>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub sources: Vec<StreamSource>,
     #[serde(default)]
     pub compression: Compression,
-    #[serde(default, skip_serializing_if = "is_zero_u64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_u64",
+        deserialize_with = "nullable::default"
+    )]
     pub first_seq: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject_transform: Option<SubjectTransform>,
@@ -213,7 +273,11 @@ pub struct StreamConfig {
     pub allow_direct: bool,
     #[serde(default, deserialize_with = "nullable::default")]
     pub mirror_direct: bool,
-    #[serde(default, skip_serializing_if = "is_false", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "nullable::default"
+    )]
     pub discard_new_per_subject: bool,
     #[serde(default, deserialize_with = "nullable::default")]
     pub sealed: bool,
@@ -227,19 +291,47 @@ pub struct StreamConfig {
     pub consumer_limits: StreamConsumerLimits,
     #[serde(default, deserialize_with = "nullable::default")]
     pub allow_msg_ttl: bool,
-    #[serde(default, skip_serializing_if = "is_zero_i64", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_i64",
+        deserialize_with = "nullable::default"
+    )]
     pub subject_delete_marker_ttl: i64,
-    #[serde(default, skip_serializing_if = "is_false", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "nullable::default"
+    )]
     pub allow_msg_counter: bool,
-    #[serde(default, skip_serializing_if = "is_false", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "nullable::default"
+    )]
     pub allow_atomic: bool,
-    #[serde(default, skip_serializing_if = "is_false", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "nullable::default"
+    )]
     pub allow_msg_schedules: bool,
-    #[serde(default, skip_serializing_if = "String::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub persist_mode: String,
-    #[serde(default, skip_serializing_if = "is_false", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "nullable::default"
+    )]
     pub allow_batched: bool,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", deserialize_with = "nullable::default")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "nullable::default"
+    )]
     pub metadata: BTreeMap<String, String>,
 }
 
@@ -451,8 +543,14 @@ mod tests {
 
     #[test]
     fn enums() {
-        let (cfg, _) = parse_stream_config(br#"{"name":"S","discard":"NEW","storage":"memory","retention":"workqueue"}"#).unwrap();
-        assert_eq!((cfg.discard, cfg.storage, cfg.retention), (Discard::New, Storage::Memory, Retention::WorkQueue));
+        let (cfg, _) = parse_stream_config(
+            br#"{"name":"S","discard":"NEW","storage":"memory","retention":"workqueue"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (cfg.discard, cfg.storage, cfg.retention),
+            (Discard::New, Storage::Memory, Retention::WorkQueue)
+        );
         assert!(parse_stream_config(br#"{"name":"S","retention":"Limits"}"#).is_err());
         let json = serde_json::to_value(&cfg).unwrap();
         assert_eq!(json["discard"], "new");

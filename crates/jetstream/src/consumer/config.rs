@@ -2,7 +2,8 @@
 //! (`setConsumerConfigDefaults`, `checkConsumerCfg`, `checkNewConsumerConfig`).
 
 use crate::api::{
-    AckPolicy, ApiError, ConsumerConfig, CreateConsumerRequest, DeliverPolicy, PriorityPolicy, Retention, StreamConfig, E,
+    AckPolicy, ApiError, ConsumerConfig, CreateConsumerRequest, DeliverPolicy, PriorityPolicy,
+    Retention, StreamConfig, E,
 };
 use crate::stream::config::valid_name;
 
@@ -125,10 +126,14 @@ pub fn defaults(cfg: &mut ConsumerConfig, stream: &StreamConfig) {
 /// Checks a (defaulted) config against its stream.
 pub fn check(cfg: &ConsumerConfig, stream: &StreamConfig) -> Result<(), ApiError> {
     if !cfg.name.is_empty() && !valid_name(&cfg.name) {
-        return Err(invalid("consumer name can not contain '.', '*', '>', '\\', '/'"));
+        return Err(invalid(
+            "consumer name can not contain '.', '*', '>', '\\', '/'",
+        ));
     }
     if !cfg.durable_name.is_empty() && !valid_name(&cfg.durable_name) {
-        return Err(invalid("consumer durable name can not contain '.', '*', '>', '\\', '/'"));
+        return Err(invalid(
+            "consumer durable name can not contain '.', '*', '>', '\\', '/'",
+        ));
     }
     if cfg.num_replicas > stream.num_replicas {
         return Err(E::CONSUMER_REPLICAS_EXCEEDS_STREAM.err());
@@ -143,9 +148,14 @@ pub fn check(cfg: &ConsumerConfig, stream: &StreamConfig) -> Result<(), ApiError
         return Err(E::CONSUMER_ACK_WAIT_NEGATIVE.err());
     }
     if cfg.ack_policy == AckPolicy::FlowControl {
-        return Err(invalid("flow control ack policy is not supported by this server"));
+        return Err(invalid(
+            "flow control ack policy is not supported by this server",
+        ));
     }
-    if !cfg.backoff.is_empty() && cfg.max_deliver != -1 && cfg.backoff.len() as i64 > cfg.max_deliver {
+    if !cfg.backoff.is_empty()
+        && cfg.max_deliver != -1
+        && cfg.backoff.len() as i64 > cfg.max_deliver
+    {
         return Err(E::CONSUMER_MAX_DELIVER_BACKOFF.err());
     }
     if cfg.description.len() > MAX_DESCRIPTION {
@@ -198,7 +208,8 @@ pub fn check(cfg: &ConsumerConfig, stream: &StreamConfig) -> Result<(), ApiError
     if !cfg.filter_subject.is_empty() && !cfg.filter_subjects.is_empty() {
         return Err(E::CONSUMER_DUPLICATE_FILTER_SUBJECTS.err());
     }
-    if !cfg.filter_subject.is_empty() && !subjects::is_valid_subject(cfg.filter_subject.as_bytes()) {
+    if !cfg.filter_subject.is_empty() && !subjects::is_valid_subject(cfg.filter_subject.as_bytes())
+    {
         return Err(invalid("invalid subject"));
     }
     for (i, f) in cfg.filter_subjects.iter().enumerate() {
@@ -220,7 +231,10 @@ pub fn check(cfg: &ConsumerConfig, stream: &StreamConfig) -> Result<(), ApiError
     if !cfg.sample_freq.is_empty() {
         let f = cfg.sample_freq.trim_end_matches('%');
         if f.parse::<u64>().is_err() {
-            return Err(E::CONSUMER_INVALID_SAMPLING.with("err", format!("invalid sample frequency {:?}", cfg.sample_freq)));
+            return Err(E::CONSUMER_INVALID_SAMPLING.with(
+                "err",
+                format!("invalid sample frequency {:?}", cfg.sample_freq),
+            ));
         }
     }
     if cfg.flow_control && cfg.idle_heartbeat <= 0 {
@@ -246,7 +260,9 @@ fn check_start(cfg: &ConsumerConfig) -> Result<(), ApiError> {
     let bad_start = |p: &str, what: &str| {
         E::CONSUMER_INVALID_POLICY.with(
             "err",
-            format!("consumer delivery policy is deliver {p}, but optional start {what} is also set"),
+            format!(
+                "consumer delivery policy is deliver {p}, but optional start {what} is also set"
+            ),
         )
     };
     let not_set = |p: &str, what: &str| {
@@ -257,7 +273,10 @@ fn check_start(cfg: &ConsumerConfig) -> Result<(), ApiError> {
     };
     let (seq, time) = (cfg.opt_start_seq > 0, cfg.opt_start_time.is_some());
     match cfg.deliver_policy {
-        DeliverPolicy::All | DeliverPolicy::Last | DeliverPolicy::New | DeliverPolicy::LastPerSubject => {
+        DeliverPolicy::All
+        | DeliverPolicy::Last
+        | DeliverPolicy::New
+        | DeliverPolicy::LastPerSubject => {
             let p = match cfg.deliver_policy {
                 DeliverPolicy::All => "all",
                 DeliverPolicy::Last => "last",
@@ -297,16 +316,46 @@ fn check_start(cfg: &ConsumerConfig) -> Result<(), ApiError> {
 /// What an existing consumer's config may not change into.
 pub fn check_update(old: &ConsumerConfig, new: &ConsumerConfig) -> Result<(), String> {
     let checks: [(bool, &str); 10] = [
-        (old.deliver_policy != new.deliver_policy, "deliver policy can not be updated"),
-        (old.mem_storage != new.mem_storage, "storage type can not be updated"),
-        (old.opt_start_seq != new.opt_start_seq, "start sequence can not be updated"),
-        (old.opt_start_time != new.opt_start_time, "start time can not be updated"),
-        (old.ack_policy != new.ack_policy, "ack policy can not be updated"),
-        (old.replay_policy != new.replay_policy, "replay policy can not be updated"),
-        (old.idle_heartbeat != new.idle_heartbeat, "heart beats can not be updated"),
-        (old.flow_control != new.flow_control, "flow control can not be updated"),
-        (!old.is_push() && new.is_push(), "can not update pull consumer to push based"),
-        (old.is_push() && !new.is_push(), "can not update push consumer to pull based"),
+        (
+            old.deliver_policy != new.deliver_policy,
+            "deliver policy can not be updated",
+        ),
+        (
+            old.mem_storage != new.mem_storage,
+            "storage type can not be updated",
+        ),
+        (
+            old.opt_start_seq != new.opt_start_seq,
+            "start sequence can not be updated",
+        ),
+        (
+            old.opt_start_time != new.opt_start_time,
+            "start time can not be updated",
+        ),
+        (
+            old.ack_policy != new.ack_policy,
+            "ack policy can not be updated",
+        ),
+        (
+            old.replay_policy != new.replay_policy,
+            "replay policy can not be updated",
+        ),
+        (
+            old.idle_heartbeat != new.idle_heartbeat,
+            "heart beats can not be updated",
+        ),
+        (
+            old.flow_control != new.flow_control,
+            "flow control can not be updated",
+        ),
+        (
+            !old.is_push() && new.is_push(),
+            "can not update pull consumer to push based",
+        ),
+        (
+            old.is_push() && !new.is_push(),
+            "can not update push consumer to pull based",
+        ),
     ];
     if let Some((_, msg)) = checks.iter().find(|(bad, _)| *bad) {
         return Err(msg.to_string());

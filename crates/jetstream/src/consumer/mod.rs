@@ -21,7 +21,8 @@ use bytes::Bytes;
 use store::{Filter, MsgStore, StoredMsg};
 
 pub use config::{
-    check as check_config, check_update as check_config_update, defaults as apply_defaults, prepare_create,
+    check as check_config, check_update as check_config_update, defaults as apply_defaults,
+    prepare_create,
 };
 pub use state::ConsumerState;
 
@@ -119,7 +120,12 @@ pub fn flow_control_prefix(stream: &str, consumer: &str) -> String {
 }
 
 /// The stream position a new consumer starts at.
-fn start_seq(cfg: &ConsumerConfig, filter: &Filter, store: &dyn MsgStore, stream_mmps: i64) -> (u64, VecDeque<u64>, u64) {
+fn start_seq(
+    cfg: &ConsumerConfig,
+    filter: &Filter,
+    store: &dyn MsgStore,
+    stream_mmps: i64,
+) -> (u64, VecDeque<u64>, u64) {
     let st = store.state();
     let mut lps = VecDeque::new();
     let mut resume = 0;
@@ -132,7 +138,11 @@ fn start_seq(cfg: &ConsumerConfig, filter: &Filter, store: &dyn MsgStore, stream
                 if filter.is_all() {
                     st.last_seq
                 } else {
-                    store.last_matching(filter).ok().flatten().map_or(st.last_seq, |m| m.seq)
+                    store
+                        .last_matching(filter)
+                        .ok()
+                        .flatten()
+                        .map_or(st.last_seq, |m| m.seq)
                 }
             }
             DeliverPolicy::LastPerSubject => {
@@ -171,7 +181,13 @@ fn start_seq(cfg: &ConsumerConfig, filter: &Filter, store: &dyn MsgStore, stream
 impl Consumer {
     /// A new consumer positioned by its deliver policy. `config` must have
     /// been checked and defaulted.
-    pub fn new(stream: &str, config: ConsumerConfig, created: i64, store: &dyn MsgStore, stream_mmps: i64) -> Self {
+    pub fn new(
+        stream: &str,
+        config: ConsumerConfig,
+        created: i64,
+        store: &dyn MsgStore,
+        stream_mmps: i64,
+    ) -> Self {
         let filter = Filter::new(config.filters());
         let (next_sseq, lps, lps_resume) = start_seq(&config, &filter, store, stream_mmps);
         let mut c = Consumer {
@@ -214,7 +230,14 @@ impl Consumer {
     }
 
     /// A consumer brought back from persisted state.
-    pub fn restore(stream: &str, config: ConsumerConfig, created: i64, st: &ConsumerState, store: &dyn MsgStore, now: i64) -> Self {
+    pub fn restore(
+        stream: &str,
+        config: ConsumerConfig,
+        created: i64,
+        st: &ConsumerState,
+        store: &dyn MsgStore,
+        now: i64,
+    ) -> Self {
         let mut c = Consumer::new(stream, config, created, store, 0);
         c.lps.clear();
         c.dseq = st.delivered_dseq;
@@ -225,7 +248,15 @@ impl Consumer {
         c.pending = st
             .pending
             .iter()
-            .map(|p| (p.sseq, Pending { dseq: p.dseq, ts: p.ts }))
+            .map(|p| {
+                (
+                    p.sseq,
+                    Pending {
+                        dseq: p.dseq,
+                        ts: p.ts,
+                    },
+                )
+            })
             .collect();
         c.rdc = st.redelivered.iter().copied().collect();
         c.last_activity = now;
@@ -275,7 +306,11 @@ impl Consumer {
     }
 
     fn recount(&mut self, store: &dyn MsgStore) {
-        let after = if self.lps.is_empty() { self.next_sseq } else { self.lps_resume };
+        let after = if self.lps.is_empty() {
+            self.next_sseq
+        } else {
+            self.lps_resume
+        };
         let mut n = store.num_pending(after, &self.filter, false);
         if !self.lps.is_empty() {
             n += self.lps.len() as u64;
@@ -418,7 +453,10 @@ impl Consumer {
             }
         }
         let max_ack = self.config.max_ack_pending;
-        if self.config.ack_policy != AckPolicy::None && max_ack > 0 && self.pending.len() as i64 >= max_ack {
+        if self.config.ack_policy != AckPolicy::None
+            && max_ack > 0
+            && self.pending.len() as i64 >= max_ack
+        {
             return None;
         }
         while let Some(&seq) = self.lps.front() {
@@ -435,7 +473,10 @@ impl Consumer {
                 self.next_sseq = self.lps_resume;
             }
         }
-        let m = store.next_matching(self.next_sseq, &self.filter).ok().flatten()?;
+        let m = store
+            .next_matching(self.next_sseq, &self.filter)
+            .ok()
+            .flatten()?;
         self.next_sseq = m.seq + 1;
         Some((m, false))
     }
@@ -462,14 +503,20 @@ impl Consumer {
         self.last_delivered = Some(now);
         self.last_activity = now;
         self.dirty = true;
-        let dc = if redelivery { self.rdc.get(&m.seq).copied().unwrap_or(0) + 1 } else { 1 };
+        let dc = if redelivery {
+            self.rdc.get(&m.seq).copied().unwrap_or(0) + 1
+        } else {
+            1
+        };
         match self.config.ack_policy {
             AckPolicy::None => {
                 self.floor_dseq = dseq;
                 self.floor_sseq = self.floor_sseq.max(m.seq);
             }
             _ => {
-                self.pending.entry(m.seq).or_insert(Pending { dseq, ts: now });
+                self.pending
+                    .entry(m.seq)
+                    .or_insert(Pending { dseq, ts: now });
             }
         }
         (dc, dseq)
@@ -502,15 +549,30 @@ impl Consumer {
                 break;
             }
             let (hdrs, payload) = self.delivered_form(&m);
-            let dc = if redelivery { self.rdc.get(&m.seq).copied().unwrap_or(0) + 1 } else { 1 };
+            let dc = if redelivery {
+                self.rdc.get(&m.seq).copied().unwrap_or(0) + 1
+            } else {
+                1
+            };
             // The ack subject as it will be sent, for byte accounting.
-            let pending_after = if redelivery { self.num_pending } else { self.num_pending.saturating_sub(1) };
+            let pending_after = if redelivery {
+                self.num_pending
+            } else {
+                self.num_pending.saturating_sub(1)
+            };
             let reply_len = format!(
                 "$JS.ACK.{}.{}.{dc}.{}.{}.{}.{pending_after}",
-                self.stream, self.name, m.seq, self.dseq + 1, m.ts
+                self.stream,
+                self.name,
+                m.seq,
+                self.dseq + 1,
+                m.ts
             )
             .len();
-            let size = (m.subject.len() + reply_len + hdrs.as_ref().map_or(0, |h| h.len()) + payload.len()) as i64;
+            let size = (m.subject.len()
+                + reply_len
+                + hdrs.as_ref().map_or(0, |h| h.len())
+                + payload.len()) as i64;
             let target = if self.is_push() {
                 self.config.deliver_subject.clone()
             } else {
@@ -548,7 +610,14 @@ impl Consumer {
                             base62(self.fc_counter)
                         );
                         self.fc_pending = Some((reply.clone(), self.pbytes));
-                        status_with_reply(out, &target, Some(reply), 100, "FlowControl Request", &[]);
+                        status_with_reply(
+                            out,
+                            &target,
+                            Some(reply),
+                            100,
+                            "FlowControl Request",
+                            &[],
+                        );
                     }
                 }
             } else {
@@ -564,7 +633,10 @@ impl Consumer {
     /// With replay `original`, whether `m` must wait to keep the spacing
     /// the messages were stored with.
     fn replay_waits(&mut self, m: &StoredMsg, now: i64) -> bool {
-        if self.config.replay_policy != ReplayPolicy::Original || !self.is_push() || m.seq > self.replay_until {
+        if self.config.replay_policy != ReplayPolicy::Original
+            || !self.is_push()
+            || m.seq > self.replay_until
+        {
             self.replay_at = None;
             return false;
         }
@@ -613,7 +685,13 @@ impl Consumer {
             match w.bytes_left {
                 Some(0) => {}
                 Some(left) if w.batch <= 0 => {
-                    status(out, &w.reply, 409, "Batch Completed", &pending_headers(0, left));
+                    status(
+                        out,
+                        &w.reply,
+                        409,
+                        "Batch Completed",
+                        &pending_headers(0, left),
+                    );
                 }
                 _ if w.batch <= 0 => {}
                 _ => keep.push_back(w),
@@ -664,11 +742,21 @@ impl Consumer {
         let blocked = self.config.ack_policy != AckPolicy::None
             && self.config.max_ack_pending > 0
             && self.pending.len() as i64 >= self.config.max_ack_pending;
-        !blocked && self.num_pending > 0 && store.next_matching(self.next_sseq, &self.filter).ok().flatten().is_some()
+        !blocked
+            && self.num_pending > 0
+            && store
+                .next_matching(self.next_sseq, &self.filter)
+                .ok()
+                .flatten()
+                .is_some()
     }
 
     fn expire_waiting(&mut self, now: i64, out: &mut Vec<Output>) {
-        if self.waiting.iter().all(|w| w.expires.is_none_or(|e| e > now)) {
+        if self
+            .waiting
+            .iter()
+            .all(|w| w.expires.is_none_or(|e| e > now))
+        {
             return;
         }
         let mut keep = VecDeque::new();
@@ -684,7 +772,14 @@ impl Consumer {
     }
 
     /// A pull request (`MSG.NEXT` or `+NXT`).
-    pub fn pull(&mut self, req: PullRequest, reply: &str, store: &dyn MsgStore, now: i64, out: &mut Vec<Output>) -> Vec<u64> {
+    pub fn pull(
+        &mut self,
+        req: PullRequest,
+        reply: &str,
+        store: &dyn MsgStore,
+        now: i64,
+        out: &mut Vec<Output>,
+    ) -> Vec<u64> {
         self.last_activity = now;
         self.inactive_since = None;
         if self.is_push() {
@@ -692,21 +787,49 @@ impl Consumer {
             return Vec::new();
         }
         if req.idle_heartbeat > 0 && (req.expires == 0 || req.idle_heartbeat * 2 > req.expires) {
-            status(out, reply, 400, "Bad Request - heartbeat value too large", &[]);
+            status(
+                out,
+                reply,
+                400,
+                "Bad Request - heartbeat value too large",
+                &[],
+            );
             return Vec::new();
         }
         let batch = req.batch.max(1);
         if self.config.max_batch > 0 && batch > self.config.max_batch {
-            status(out, reply, 409, &format!("Exceeded MaxRequestBatch of {}", self.config.max_batch), &[]);
+            status(
+                out,
+                reply,
+                409,
+                &format!("Exceeded MaxRequestBatch of {}", self.config.max_batch),
+                &[],
+            );
             return Vec::new();
         }
-        if self.config.max_expires > 0 && (req.expires == 0 || req.expires > self.config.max_expires) {
-            let d = crate::duration::format(std::time::Duration::from_nanos(self.config.max_expires as u64));
-            status(out, reply, 409, &format!("Exceeded MaxRequestExpires of {d}"), &[]);
+        if self.config.max_expires > 0
+            && (req.expires == 0 || req.expires > self.config.max_expires)
+        {
+            let d = crate::duration::format(std::time::Duration::from_nanos(
+                self.config.max_expires as u64,
+            ));
+            status(
+                out,
+                reply,
+                409,
+                &format!("Exceeded MaxRequestExpires of {d}"),
+                &[],
+            );
             return Vec::new();
         }
         if self.config.max_bytes > 0 && req.max_bytes > self.config.max_bytes {
-            status(out, reply, 409, &format!("Exceeded MaxRequestMaxBytes of {}", self.config.max_bytes), &[]);
+            status(
+                out,
+                reply,
+                409,
+                &format!("Exceeded MaxRequestMaxBytes of {}", self.config.max_bytes),
+                &[],
+            );
             return Vec::new();
         }
         if req.no_wait && req.expires == 0 && !self.has_more(store) {
@@ -816,7 +939,9 @@ impl Consumer {
                 .ok()
                 .and_then(|v| v.get("delay").and_then(|d| d.as_i64()))
         } else {
-            crate::duration::parse(arg).ok().map(|d| d.as_nanos() as i64)
+            crate::duration::parse(arg)
+                .ok()
+                .map(|d| d.as_nanos() as i64)
         };
         match delay {
             Some(d) if d > 0 => {
@@ -872,13 +997,16 @@ impl Consumer {
             .pending
             .iter()
             .filter(|(s, p)| {
-                !self.queued.contains(s) && now >= p.ts + self.ack_wait(self.rdc.get(s).copied().unwrap_or(0))
+                !self.queued.contains(s)
+                    && now >= p.ts + self.ack_wait(self.rdc.get(s).copied().unwrap_or(0))
             })
             .map(|(&s, _)| s)
             .collect();
         expired.sort_unstable();
         for s in expired {
-            if self.config.max_deliver > 0 && self.rdc.get(&s).copied().unwrap_or(0) + 1 >= self.config.max_deliver as u64 {
+            if self.config.max_deliver > 0
+                && self.rdc.get(&s).copied().unwrap_or(0) + 1 >= self.config.max_deliver as u64
+            {
                 // Delivered max_deliver times: stop trying.
                 self.pending.remove(&s);
                 self.rdc.entry(s).or_insert(self.config.max_deliver as u64);
@@ -905,11 +1033,18 @@ impl Consumer {
                 if now >= at {
                     let last_c = self.dseq.to_string();
                     let last_s = self.next_sseq.saturating_sub(1).to_string();
-                    let mut pairs = vec![("Nats-Last-Consumer", last_c), ("Nats-Last-Stream", last_s)];
+                    let mut pairs =
+                        vec![("Nats-Last-Consumer", last_c), ("Nats-Last-Stream", last_s)];
                     if let Some((fc, _)) = &self.fc_pending {
                         pairs.push(("Nats-Consumer-Stalled", fc.clone()));
                     }
-                    status(out, &self.config.deliver_subject.clone(), 100, "Idle Heartbeat", &pairs);
+                    status(
+                        out,
+                        &self.config.deliver_subject.clone(),
+                        100,
+                        "Idle Heartbeat",
+                        &pairs,
+                    );
                     self.heartbeat_at = Some(now + self.config.idle_heartbeat);
                 }
             }
@@ -930,7 +1065,10 @@ impl Consumer {
             return false;
         }
         now - self.last_activity >= threshold
-            && self.pending.values().all(|p| now >= p.ts + self.config.ack_wait + threshold)
+            && self
+                .pending
+                .values()
+                .all(|p| now >= p.ts + self.config.ack_wait + threshold)
     }
 
     /// The earliest time `tick` has something to do.
@@ -1000,7 +1138,11 @@ impl Consumer {
                 last_active: self.last_ack,
             },
             num_ack_pending: self.pending.len() as u64,
-            num_redelivered: if self.config.max_deliver == 1 { 0 } else { self.rdc.len() as u64 },
+            num_redelivered: if self.config.max_deliver == 1 {
+                0
+            } else {
+                self.rdc.len() as u64
+            },
             num_waiting: self.waiting.len() as u64,
             num_pending: self.num_pending,
             cluster: None,
@@ -1053,7 +1195,18 @@ fn status(out: &mut Vec<Output>, to: &str, code: u16, desc: &str, pairs: &[(&str
     status_with_reply(out, to, None, code, desc, pairs);
 }
 
-fn status_with_reply(out: &mut Vec<Output>, to: &str, reply: Option<String>, code: u16, desc: &str, pairs: &[(&str, String)]) {
+fn status_with_reply(
+    out: &mut Vec<Output>,
+    to: &str,
+    reply: Option<String>,
+    code: u16,
+    desc: &str,
+    pairs: &[(&str, String)],
+) {
     let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    out.push(Output::Publish(OutMsg::status(to, reply, headers::build(Some((code, desc)), &pairs))));
+    out.push(Output::Publish(OutMsg::status(
+        to,
+        reply,
+        headers::build(Some((code, desc)), &pairs),
+    )));
 }

@@ -25,9 +25,12 @@ fn pedantic(msg: impl std::fmt::Display) -> ApiError {
 /// Whether `name` is usable as a stream or consumer name.
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
-        && !name
-            .chars()
-            .any(|c| matches!(c, ' ' | '\t' | '\r' | '\n' | '\x0c' | '.' | '*' | '>' | '/' | '\\'))
+        && !name.chars().any(|c| {
+            matches!(
+                c,
+                ' ' | '\t' | '\r' | '\n' | '\x0c' | '.' | '*' | '>' | '/' | '\\'
+            )
+        })
 }
 
 /// Subjects reserved for the system and JetStream's own API.
@@ -69,7 +72,8 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         )));
     }
     // Version keys are the server's to write.
-    cfg.metadata.retain(|k, _| k != "_nats.ver" && k != "_nats.level");
+    cfg.metadata
+        .retain(|k, _| k != "_nats.ver" && k != "_nats.level");
 
     if cfg.num_replicas < 0 {
         return Err(E::REPLICAS_COUNT_CANNOT_BE_NEGATIVE.err());
@@ -149,7 +153,9 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
     }
     if cfg.subject_delete_marker_ttl > 0 {
         if cfg.subject_delete_marker_ttl < SEC {
-            return Err(invalid("subject delete marker TTL must be at least 1 second"));
+            return Err(invalid(
+                "subject delete marker TTL must be at least 1 second",
+            ));
         }
         if cfg.mirror.is_some() {
             return Err(invalid("subject delete markers forbidden on mirrors"));
@@ -170,7 +176,10 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         (cfg.allow_atomic, "atomic batch publish"),
         (cfg.allow_msg_schedules, "message schedules"),
         (cfg.allow_batched, "batched publish"),
-        (!cfg.persist_mode.is_empty() && cfg.persist_mode != "default", "async persist mode"),
+        (
+            !cfg.persist_mode.is_empty() && cfg.persist_mode != "default",
+            "async persist mode",
+        ),
     ] {
         if on {
             return Err(invalid(format!("{what} are not supported by this server")));
@@ -205,7 +214,11 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         if !s.filter_subject.is_empty() && !s.subject_transforms.is_empty() {
             return Err(E::SOURCE_MULTIPLE_FILTERS_NOT_ALLOWED.err());
         }
-        let key = (s.name.clone(), s.filter_subject.clone(), s.subject_transforms.clone());
+        let key = (
+            s.name.clone(),
+            s.filter_subject.clone(),
+            s.subject_transforms.clone(),
+        );
         if seen.contains(&key) {
             return Err(E::SOURCE_DUPLICATE_DETECTED.err());
         }
@@ -252,10 +265,8 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
     }
     if let Some(t) = &cfg.subject_transform {
         if !subjects::is_valid_subject(t.src.as_bytes()) {
-            return Err(E::STREAM_TRANSFORM_INVALID_SOURCE.with(
-                "err",
-                format!("subject is not a valid subject {}", t.src),
-            ));
+            return Err(E::STREAM_TRANSFORM_INVALID_SOURCE
+                .with("err", format!("subject is not a valid subject {}", t.src)));
         }
         if let Err(e) = crate::transform::Transform::new(&t.src, &t.dest) {
             return Err(E::STREAM_TRANSFORM_INVALID_DESTINATION.with("err", e));
@@ -363,7 +374,16 @@ mod tests {
         let mut c = cfg("S");
         check(&mut c, false, false).unwrap();
         assert_eq!(c.subjects, vec!["S"]);
-        assert_eq!((c.max_msgs, c.max_bytes, c.max_msgs_per_subject, c.max_consumers, c.max_msg_size), (-1, -1, -1, -1, -1));
+        assert_eq!(
+            (
+                c.max_msgs,
+                c.max_bytes,
+                c.max_msgs_per_subject,
+                c.max_consumers,
+                c.max_msg_size
+            ),
+            (-1, -1, -1, -1, -1)
+        );
         assert_eq!(c.duplicate_window, DEFAULT_DUPLICATE_WINDOW);
         assert_eq!(c.num_replicas, 1);
         let mut c = StreamConfig {
@@ -378,25 +398,90 @@ mod tests {
     fn errors() {
         let bad = |mut c: StreamConfig| check(&mut c, false, false).unwrap_err().description;
         assert!(bad(cfg("a.b")).contains("can not contain"));
-        assert_eq!(bad(StreamConfig { num_replicas: 3, ..cfg("S") }), "replicas > 1 not supported in non-clustered mode");
-        assert_eq!(bad(StreamConfig { max_age: 10, ..cfg("S") }), "max age needs to be >= 100ms");
-        assert_eq!(bad(StreamConfig { subjects: vec!["a".into(), "a".into()], ..cfg("S") }), "duplicate subjects detected");
-        assert_eq!(bad(StreamConfig { subjects: vec!["a.*".into(), "a.b".into()], ..cfg("S") }), "subject \"a.*\" overlaps with \"a.b\"");
-        assert_eq!(bad(StreamConfig { subjects: vec!["$JS.API.>".into()], ..cfg("S") }), "subjects that overlap with jetstream api require no-ack to be true");
-        assert_eq!(bad(StreamConfig { subjects: vec![">".into()], ..cfg("S") }), "capturing all subjects requires no-ack to be true");
-        assert_eq!(bad(StreamConfig { deny_purge: true, allow_rollup_hdrs: true, ..cfg("S") }), "roll-ups require the purge permission");
-        assert_eq!(bad(StreamConfig { discard_new_per_subject: true, ..cfg("S") }), "discard new per subject requires discard new policy to be set");
+        assert_eq!(
+            bad(StreamConfig {
+                num_replicas: 3,
+                ..cfg("S")
+            }),
+            "replicas > 1 not supported in non-clustered mode"
+        );
+        assert_eq!(
+            bad(StreamConfig {
+                max_age: 10,
+                ..cfg("S")
+            }),
+            "max age needs to be >= 100ms"
+        );
+        assert_eq!(
+            bad(StreamConfig {
+                subjects: vec!["a".into(), "a".into()],
+                ..cfg("S")
+            }),
+            "duplicate subjects detected"
+        );
+        assert_eq!(
+            bad(StreamConfig {
+                subjects: vec!["a.*".into(), "a.b".into()],
+                ..cfg("S")
+            }),
+            "subject \"a.*\" overlaps with \"a.b\""
+        );
+        assert_eq!(
+            bad(StreamConfig {
+                subjects: vec!["$JS.API.>".into()],
+                ..cfg("S")
+            }),
+            "subjects that overlap with jetstream api require no-ack to be true"
+        );
+        assert_eq!(
+            bad(StreamConfig {
+                subjects: vec![">".into()],
+                ..cfg("S")
+            }),
+            "capturing all subjects requires no-ack to be true"
+        );
+        assert_eq!(
+            bad(StreamConfig {
+                deny_purge: true,
+                allow_rollup_hdrs: true,
+                ..cfg("S")
+            }),
+            "roll-ups require the purge permission"
+        );
+        assert_eq!(
+            bad(StreamConfig {
+                discard_new_per_subject: true,
+                ..cfg("S")
+            }),
+            "discard new per subject requires discard new policy to be set"
+        );
     }
 
     #[test]
     fn update_rules() {
         let mut old = cfg("S");
         check(&mut old, false, false).unwrap();
-        let mut new = StreamConfig { storage: Storage::Memory, ..old.clone() };
-        assert!(check_update(&old, &mut new).unwrap_err().description.contains("storage type"));
-        let mut new = StreamConfig { retention: Retention::WorkQueue, ..old.clone() };
-        assert!(check_update(&old, &mut new).unwrap_err().description.contains("workqueue"));
-        let mut new = StreamConfig { sealed: true, max_age: SEC, ..old.clone() };
+        let mut new = StreamConfig {
+            storage: Storage::Memory,
+            ..old.clone()
+        };
+        assert!(check_update(&old, &mut new)
+            .unwrap_err()
+            .description
+            .contains("storage type"));
+        let mut new = StreamConfig {
+            retention: Retention::WorkQueue,
+            ..old.clone()
+        };
+        assert!(check_update(&old, &mut new)
+            .unwrap_err()
+            .description
+            .contains("workqueue"));
+        let mut new = StreamConfig {
+            sealed: true,
+            max_age: SEC,
+            ..old.clone()
+        };
         check_update(&old, &mut new).unwrap();
         assert!(new.deny_delete && new.deny_purge && new.max_age == 0);
     }

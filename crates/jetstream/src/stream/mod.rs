@@ -24,8 +24,9 @@ use bytes::Bytes;
 use store::{Filter, MsgStore, Purge, StoreError, StoredMsg};
 
 use crate::api::{
-    self, ApiError, ConsumerAction, ConsumerConfig, ConsumerInfo, CreateConsumerRequest, Discard, LostData,
-    MsgGetRequest, PullRequest, PurgeRequest, Retention, StoredMessage, StreamConfig, StreamInfo, StreamState, E,
+    self, ApiError, ConsumerAction, ConsumerConfig, ConsumerInfo, CreateConsumerRequest, Discard,
+    LostData, MsgGetRequest, PullRequest, PurgeRequest, Retention, StoredMessage, StreamConfig,
+    StreamInfo, StreamState, E,
 };
 use crate::consumer::{self, Consumer, ConsumerState};
 use crate::headers;
@@ -53,7 +54,9 @@ impl PubAck {
         let name = serde_json::to_string(stream).expect("string");
         let s = match self {
             PubAck::Stored(seq) => format!("{{\"stream\":{name},\"seq\":{seq}}}"),
-            PubAck::Duplicate(seq) => format!("{{\"stream\":{name},\"seq\":{seq},\"duplicate\": true}}"),
+            PubAck::Duplicate(seq) => {
+                format!("{{\"stream\":{name},\"seq\":{seq},\"duplicate\": true}}")
+            }
             PubAck::Error(e) => format!(
                 "{{\"error\":{},\"stream\":{name},\"seq\":0}}",
                 serde_json::to_string(e).expect("error serializes")
@@ -117,7 +120,11 @@ fn parse_ttl(v: &str) -> Result<i64, ()> {
 
 impl Stream {
     /// A new stream over an empty store; `config` must be checked.
-    pub fn create(config: StreamConfig, created: i64, mut store: Box<dyn MsgStore>) -> Result<Self, ApiError> {
+    pub fn create(
+        config: StreamConfig,
+        created: i64,
+        mut store: Box<dyn MsgStore>,
+    ) -> Result<Self, ApiError> {
         if config.first_seq > 1 && store.state().last_seq == 0 {
             store.reset_to(config.first_seq).map_err(store_err)?;
         }
@@ -151,10 +158,16 @@ impl Stream {
         let st = s.store.state();
         let window_start = now - s.config.duplicate_window;
         let scan_ttl = s.config.allow_msg_ttl;
-        let mut seq = if scan_ttl { st.first_seq } else { s.store.seq_for_time(window_start) };
+        let mut seq = if scan_ttl {
+            st.first_seq
+        } else {
+            s.store.seq_for_time(window_start)
+        };
         while let Ok(Some(m)) = s.store.next_matching(seq, &Filter::all()) {
             seq = m.seq + 1;
-            let Some(h) = m.headers.as_deref() else { continue };
+            let Some(h) = m.headers.as_deref() else {
+                continue;
+            };
             if m.ts > window_start && s.config.duplicate_window > 0 {
                 if let Some(id) = headers::get(h, headers::MSG_ID) {
                     s.dedupe.insert(id, m.seq, m.ts);
@@ -292,10 +305,15 @@ impl Stream {
                     return Err(E::STREAM_WRONG_LAST_SEQUENCE.with("seq", last));
                 }
             }
-            if headers::has_prefix(h, headers::SCHEDULE_PREFIX) || headers::get(h, "Nats-Scheduler").is_some() {
+            if headers::has_prefix(h, headers::SCHEDULE_PREFIX)
+                || headers::get(h, "Nats-Scheduler").is_some()
+            {
                 return Err(E::MESSAGE_SCHEDULES_DISABLED.err());
             }
-            if headers::get(h, headers::STREAM_SOURCE).is_some() && self.config.sources.is_empty() && self.config.mirror.is_none() {
+            if headers::get(h, headers::STREAM_SOURCE).is_some()
+                && self.config.sources.is_empty()
+                && self.config.mirror.is_none()
+            {
                 return Err(E::MESSAGE_SOURCE_HDR_NOT_ALLOWED.err());
             }
             msg_id = headers::get(h, headers::MSG_ID).filter(|id| !id.is_empty());
@@ -320,7 +338,8 @@ impl Stream {
                     "sub" => rollup = Some(false),
                     "all" => rollup = Some(true),
                     _ => {
-                        return Err(E::STREAM_ROLLUP_FAILED.with("err", format!("rollup value invalid: {v:?}")))
+                        return Err(E::STREAM_ROLLUP_FAILED
+                            .with("err", format!("rollup value invalid: {v:?}")))
                     }
                 }
             }
@@ -349,7 +368,10 @@ impl Stream {
             return Ok(PubAck::Stored(seq));
         }
         self.check_discard_new(subject, h, msg.payload, rollup.is_some())?;
-        let seq = self.store.store(subject, h, msg.payload, now).map_err(store_err)?;
+        let seq = self
+            .store
+            .store(subject, h, msg.payload, now)
+            .map_err(store_err)?;
         self.remember_id(msg_id, seq, now);
         if ttl > 0 {
             self.ttl.insert((now + ttl, seq));
@@ -382,13 +404,23 @@ impl Stream {
         }
     }
 
-    fn check_discard_new(&self, subject: &str, h: Option<&[u8]>, payload: &[u8], rollup: bool) -> Result<(), ApiError> {
+    fn check_discard_new(
+        &self,
+        subject: &str,
+        h: Option<&[u8]>,
+        payload: &[u8],
+        rollup: bool,
+    ) -> Result<(), ApiError> {
         if self.config.discard != Discard::New {
             return Ok(());
         }
         let cfg = &self.config;
         let st = self.store.state();
-        let subj = if cfg.max_msgs_per_subject > 0 { self.store.subject_state(subject) } else { None };
+        let subj = if cfg.max_msgs_per_subject > 0 {
+            self.store.subject_state(subject)
+        } else {
+            None
+        };
         let at_subject_limit = subj.is_some_and(|s| s.msgs as i64 >= cfg.max_msgs_per_subject);
         if at_subject_limit && cfg.discard_new_per_subject && !rollup {
             return Err(E::STREAM_STORE_FAILED.with("err", "maximum messages per subject exceeded"));
@@ -457,7 +489,11 @@ impl Stream {
     fn republish(&mut self, seq: u64, subject: &str, h: Option<&[u8]>, payload: &[u8], now: i64) {
         let Some(t) = &self.republish else { return };
         let Some(dest) = t.apply(subject) else { return };
-        let headers_only = self.config.republish.as_ref().is_some_and(|r| r.headers_only);
+        let headers_only = self
+            .config
+            .republish
+            .as_ref()
+            .is_some_and(|r| r.headers_only);
         let prev = self.previous_on_subject(subject, seq);
         let mut pairs: Vec<(&str, String)> = vec![
             ("Nats-Stream", self.config.name.clone()),
@@ -475,12 +511,18 @@ impl Stream {
             route: None,
             reply: None,
             headers: Some(headers::append(h, &pairs)),
-            payload: if headers_only { Bytes::new() } else { Bytes::copy_from_slice(payload) },
+            payload: if headers_only {
+                Bytes::new()
+            } else {
+                Bytes::copy_from_slice(payload)
+            },
         }));
     }
 
     fn previous_on_subject(&self, subject: &str, seq: u64) -> u64 {
-        let Some(st) = self.store.subject_state(subject) else { return 0 };
+        let Some(st) = self.store.subject_state(subject) else {
+            return 0;
+        };
         if st.first >= seq {
             return 0;
         }
@@ -500,7 +542,11 @@ impl Stream {
     pub fn update(&mut self, config: StreamConfig) -> Result<(), ApiError> {
         self.config = config;
         self.compile_transforms();
-        let subjects: Vec<String> = self.store.subjects_totals(&Filter::all()).into_keys().collect();
+        let subjects: Vec<String> = self
+            .store
+            .subjects_totals(&Filter::all())
+            .into_keys()
+            .collect();
         for s in subjects {
             self.enforce_limits(&s)?;
         }
@@ -517,14 +563,22 @@ impl Stream {
         StreamState {
             messages: st.msgs,
             bytes: st.bytes,
-            first_seq: if st.last_seq == 0 && st.msgs == 0 { 0 } else { st.first_seq },
+            first_seq: if st.last_seq == 0 && st.msgs == 0 {
+                0
+            } else {
+                st.first_seq
+            },
             first_ts: st.first_ts,
             last_seq: st.last_seq,
             last_ts: st.last_ts,
             num_subjects: st.num_subjects,
             subjects: BTreeMap::new(),
             num_deleted: st.num_deleted,
-            deleted: if deleted_details { self.store.deleted() } else { Vec::new() },
+            deleted: if deleted_details {
+                self.store.deleted()
+            } else {
+                Vec::new()
+            },
             lost,
             consumer_count: self.consumers.len() as u64,
         }
@@ -566,7 +620,8 @@ impl Stream {
             seq: (req.seq > 0).then_some(req.seq),
             keep: (req.keep > 0).then_some(req.keep),
         };
-        self.purge_inner(&p).map_err(|e| E::STREAM_PURGE_FAILED.with("err", e.description))
+        self.purge_inner(&p)
+            .map_err(|e| E::STREAM_PURGE_FAILED.with("err", e.description))
     }
 
     fn purge_inner(&mut self, p: &Purge) -> Result<u64, ApiError> {
@@ -608,12 +663,20 @@ impl Stream {
         }
         if req.seq > 0 || req.start_time.is_some() {
             if req.start_time.is_some() {
-                return self.store.next_matching(start, &Filter::all()).ok().flatten();
+                return self
+                    .store
+                    .next_matching(start, &Filter::all())
+                    .ok()
+                    .flatten();
             }
             return self.store.get(start).ok().flatten();
         }
         if !req.last_by_subj.is_empty() {
-            return self.store.last_matching(&Filter::one(&req.last_by_subj)).ok().flatten();
+            return self
+                .store
+                .last_matching(&Filter::one(&req.last_by_subj))
+                .ok()
+                .flatten();
         }
         None
     }
@@ -625,7 +688,11 @@ impl Stream {
         Ok(StoredMessage {
             subject: m.subject.clone(),
             seq: m.seq,
-            hdrs: if req.no_hdr { None } else { m.headers.as_ref().map(|h| b64.encode(h)) },
+            hdrs: if req.no_hdr {
+                None
+            } else {
+                m.headers.as_ref().map(|h| b64.encode(h))
+            },
             data: (!m.payload.is_empty()).then(|| b64.encode(&m.payload)),
             time: m.ts,
         })
@@ -655,12 +722,20 @@ impl Stream {
                 subject: reply.to_string(),
                 route: None,
                 reply: None,
-                headers: if req.no_hdr { None } else { Some(headers::append(m.headers.as_deref(), &pairs)) },
+                headers: if req.no_hdr {
+                    None
+                } else {
+                    Some(headers::append(m.headers.as_deref(), &pairs))
+                },
                 payload: m.payload.clone(),
             }
         };
         if req.batch > 0 {
-            let filter = if req.next_by_subj.is_empty() { Filter::all() } else { Filter::one(&req.next_by_subj) };
+            let filter = if req.next_by_subj.is_empty() {
+                Filter::all()
+            } else {
+                Filter::one(&req.next_by_subj)
+            };
             let mut seq = match req.start_time {
                 Some(t) => self.store.seq_for_time(t),
                 None => req.seq,
@@ -669,12 +744,19 @@ impl Stream {
             let mut prev = 0u64;
             let mut bytes = 0i64;
             while (out.len() as i64) < req.batch {
-                let Some(m) = self.store.next_matching(seq, &filter).ok().flatten() else { break };
+                let Some(m) = self.store.next_matching(seq, &filter).ok().flatten() else {
+                    break;
+                };
                 seq = m.seq + 1;
                 let left = self.store.num_pending(seq, &filter, false).to_string();
                 let p = prev.to_string();
-                bytes += (m.subject.len() + m.headers.as_ref().map_or(0, |h| h.len()) + m.payload.len()) as i64;
-                out.push(wrap(&m, &[("Nats-Num-Pending", &left), ("Nats-Last-Sequence", &p)]));
+                bytes += (m.subject.len()
+                    + m.headers.as_ref().map_or(0, |h| h.len())
+                    + m.payload.len()) as i64;
+                out.push(wrap(
+                    &m,
+                    &[("Nats-Num-Pending", &left), ("Nats-Last-Sequence", &p)],
+                ));
                 prev = m.seq;
                 if req.max_bytes > 0 && bytes >= req.max_bytes {
                     break;
@@ -685,7 +767,11 @@ impl Stream {
             }
             let left = self.store.num_pending(seq, &filter, false).to_string();
             let p = prev.to_string();
-            out.push(status(204, "EOB", &[("Nats-Num-Pending", &left), ("Nats-Last-Sequence", &p)]));
+            out.push(status(
+                204,
+                "EOB",
+                &[("Nats-Num-Pending", &left), ("Nats-Last-Sequence", &p)],
+            ));
             return out;
         }
         match self.lookup(req) {
@@ -737,8 +823,14 @@ impl Stream {
     /// Removes an expired message; the last of its subject leaves a delete
     /// marker when the stream asks for them (KV `limit_markers`).
     fn expire_one(&mut self, seq: u64, by_ttl: bool, now: i64) -> Result<(), ApiError> {
-        let Some(m) = self.store.get(seq).map_err(store_err)? else { return Ok(()) };
-        let is_marker = m.headers.as_deref().and_then(|h| headers::get(h, headers::MARKER_REASON)).is_some();
+        let Some(m) = self.store.get(seq).map_err(store_err)? else {
+            return Ok(());
+        };
+        let is_marker = m
+            .headers
+            .as_deref()
+            .and_then(|h| headers::get(h, headers::MARKER_REASON))
+            .is_some();
         self.remove(seq, false)?;
         let marker_ttl = self.config.subject_delete_marker_ttl;
         if marker_ttl > 0 && !is_marker && self.store.subject_state(&m.subject).is_none() {
@@ -746,9 +838,16 @@ impl Stream {
             let _ = by_ttl;
             let h = headers::build(
                 None,
-                &[(headers::MARKER_REASON, "MaxAge"), (headers::TTL, &ttl), (headers::ROLLUP, "sub")],
+                &[
+                    (headers::MARKER_REASON, "MaxAge"),
+                    (headers::TTL, &ttl),
+                    (headers::ROLLUP, "sub"),
+                ],
             );
-            let seq = self.store.store(&m.subject, Some(&h), &[], now).map_err(store_err)?;
+            let seq = self
+                .store
+                .store(&m.subject, Some(&h), &[], now)
+                .map_err(store_err)?;
             self.ttl.insert((now + marker_ttl, seq));
             for c in self.consumers.values_mut() {
                 c.on_stored(seq, &m.subject);
@@ -804,7 +903,9 @@ impl Stream {
         seqs.sort_unstable();
         seqs.dedup();
         for seq in seqs {
-            let Some(m) = self.store.get(seq).map_err(store_err)? else { continue };
+            let Some(m) = self.store.get(seq).map_err(store_err)? else {
+                continue;
+            };
             if !self.consumers.values().any(|c| c.needs(seq, &m.subject)) {
                 self.remove(seq, false)?;
             }
@@ -884,7 +985,11 @@ impl Stream {
     ) -> Result<ConsumerInfo, ApiError> {
         consumer::prepare_create(&mut req, subject_name, subject_filter, durable_api)?;
         let cfg = &mut req.config;
-        let name = if !cfg.durable_name.is_empty() { cfg.durable_name.clone() } else { cfg.name.clone() };
+        let name = if !cfg.durable_name.is_empty() {
+            cfg.durable_name.clone()
+        } else {
+            cfg.name.clone()
+        };
         if let Some(existing) = self.consumers.get(&name) {
             if existing.config.pause_until.is_some() {
                 cfg.pause_until = existing.config.pause_until;
@@ -912,7 +1017,8 @@ impl Stream {
             if self.config.retention == Retention::WorkQueue {
                 self.check_work_queue(&want, Some(&name))?;
             }
-            consumer::check_config_update(&existing_cfg, &want).map_err(|e| E::CONSUMER_CREATE.with("err", e))?;
+            consumer::check_config_update(&existing_cfg, &want)
+                .map_err(|e| E::CONSUMER_CREATE.with("err", e))?;
             let existing = self.consumers.get_mut(&name).expect("checked above");
             existing.config = want;
             existing.set_config_derived(self.store.as_ref());
@@ -922,7 +1028,8 @@ impl Stream {
         if req.action == ConsumerAction::Update {
             return Err(E::CONSUMER_DOES_NOT_EXIST.err());
         }
-        if self.config.max_consumers > 0 && self.consumers.len() as i64 >= self.config.max_consumers {
+        if self.config.max_consumers > 0 && self.consumers.len() as i64 >= self.config.max_consumers
+        {
             return Err(E::MAXIMUM_CONSUMERS_LIMIT.err());
         }
         if self.config.retention == Retention::WorkQueue {
@@ -931,9 +1038,19 @@ impl Stream {
         if cfg.durable_name.len() > 255 {
             return Err(E::CONSUMER_NAME_TOO_LONG.with("max", 255));
         }
-        let name = if name.is_empty() { generated_name() } else { name };
+        let name = if name.is_empty() {
+            generated_name()
+        } else {
+            name
+        };
         cfg.name = name.clone();
-        let c = Consumer::new(&self.config.name, cfg.clone(), now, self.store.as_ref(), self.config.max_msgs_per_subject);
+        let c = Consumer::new(
+            &self.config.name,
+            cfg.clone(),
+            now,
+            self.store.as_ref(),
+            self.config.max_msgs_per_subject,
+        );
         let info = c.info(now);
         self.consumers.insert(name, c);
         self.consumers_changed = true;
@@ -979,9 +1096,22 @@ impl Stream {
     }
 
     /// Restores a consumer from persisted state at startup.
-    pub fn restore_consumer(&mut self, config: ConsumerConfig, created: i64, state: &ConsumerState, now: i64) {
+    pub fn restore_consumer(
+        &mut self,
+        config: ConsumerConfig,
+        created: i64,
+        state: &ConsumerState,
+        now: i64,
+    ) {
         let name = config.name.clone();
-        let c = Consumer::restore(&self.config.name, config, created, state, self.store.as_ref(), now);
+        let c = Consumer::restore(
+            &self.config.name,
+            config,
+            created,
+            state,
+            self.store.as_ref(),
+            now,
+        );
         self.consumers.insert(name, c);
         self.pump_due = true;
     }
@@ -1007,8 +1137,17 @@ impl Stream {
 
     /// An ack for consumer `name`. Returns whether a double-ack reply
     /// should be sent (after the changes are durable).
-    pub fn ack(&mut self, name: &str, subject: &str, body: &[u8], reply: Option<&str>, now: i64) -> Result<bool, ApiError> {
-        let Some(c) = self.consumers.get_mut(name) else { return Ok(false) };
+    pub fn ack(
+        &mut self,
+        name: &str,
+        subject: &str,
+        body: &[u8],
+        reply: Option<&str>,
+        now: i64,
+    ) -> Result<bool, ApiError> {
+        let Some(c) = self.consumers.get_mut(name) else {
+            return Ok(false);
+        };
         let outcome = c.ack(subject, body, reply, now);
         self.pump_due = true;
         self.retire(outcome.done)?;
@@ -1019,15 +1158,31 @@ impl Stream {
         Ok(reply.is_some())
     }
 
-    pub fn pull(&mut self, name: &str, req: PullRequest, reply: &str, now: i64) -> Result<(), ApiError> {
-        let Some(c) = self.consumers.get_mut(name) else { return Ok(()) };
+    pub fn pull(
+        &mut self,
+        name: &str,
+        req: PullRequest,
+        reply: &str,
+        now: i64,
+    ) -> Result<(), ApiError> {
+        let Some(c) = self.consumers.get_mut(name) else {
+            return Ok(());
+        };
         let done = c.pull(req, reply, self.store.as_ref(), now, &mut self.out);
         self.retire(done)
     }
 
     /// CONSUMER.PAUSE: returns the consumer's info after the change.
-    pub fn pause_consumer(&mut self, name: &str, until: Option<i64>, now: i64) -> Result<ConsumerInfo, ApiError> {
-        let c = self.consumers.get_mut(name).ok_or_else(|| E::CONSUMER_NOT_FOUND.err())?;
+    pub fn pause_consumer(
+        &mut self,
+        name: &str,
+        until: Option<i64>,
+        now: i64,
+    ) -> Result<ConsumerInfo, ApiError> {
+        let c = self
+            .consumers
+            .get_mut(name)
+            .ok_or_else(|| E::CONSUMER_NOT_FOUND.err())?;
         c.set_pause(until.filter(|&u| u > now));
         self.pump_due = true;
         Ok(c.info(now))
@@ -1052,7 +1207,13 @@ impl Stream {
         self.consumers
             .values()
             .filter(|c| c.is_push())
-            .map(|c| (c.name.clone(), c.config.deliver_subject.clone(), c.config.deliver_group.clone()))
+            .map(|c| {
+                (
+                    c.name.clone(),
+                    c.config.deliver_subject.clone(),
+                    c.config.deliver_group.clone(),
+                )
+            })
             .collect()
     }
 
@@ -1064,6 +1225,8 @@ impl Stream {
                 c.on_deleted(&mut self.out);
             }
         }
-        self.store.delete_all().map_err(|e| E::STREAM_DELETE.with("err", e))
+        self.store
+            .delete_all()
+            .map_err(|e| E::STREAM_DELETE.with("err", e))
     }
 }

@@ -73,8 +73,15 @@ pub enum Cmd {
 /// Something a batch releases once durable.
 enum Item {
     Out(OutMsg),
-    Ack { reply: String, ack: PubAck },
-    Api { reply: String, kind: Kind, body: Bytes },
+    Ack {
+        reply: String,
+        ack: PubAck,
+    },
+    Api {
+        reply: String,
+        kind: Kind,
+        body: Bytes,
+    },
     Done(Box<dyn FnOnce(bool) + Send>),
 }
 
@@ -224,7 +231,13 @@ impl Actor {
         match cmd {
             Cmd::Publish(m) => self.publish(m, now),
             Cmd::Ack { consumer, msg } => {
-                match self.stream.ack(&consumer, &msg.subject, &msg.payload, msg.reply.as_deref(), now) {
+                match self.stream.ack(
+                    &consumer,
+                    &msg.subject,
+                    &msg.payload,
+                    msg.reply.as_deref(),
+                    now,
+                ) {
                     Ok(true) => {
                         if let Some(reply) = msg.reply {
                             self.items.push(Item::Out(OutMsg {
@@ -240,7 +253,9 @@ impl Actor {
                     Err(e) => warn!("Stream '{}': ack failed: {e}", self.handle.name),
                 }
             }
-            Cmd::FlowControl { consumer, subject } => self.stream.flow_control_reply(&consumer, &subject),
+            Cmd::FlowControl { consumer, subject } => {
+                self.stream.flow_control_reply(&consumer, &subject)
+            }
             Cmd::Api { op, reply } => {
                 let r = stream_api::handle(&self.js, &mut self.stream, op, &reply, now);
                 self.drain_outputs();
@@ -307,8 +322,10 @@ impl Actor {
     fn update(&mut self, mut config: StreamConfig, now: i64) -> Result<StreamInfo, ApiError> {
         jetstream::stream::config::check_update(&self.stream.config, &mut config)?;
         let old = self.stream.config.clone();
-        tokio::task::block_in_place(|| persist::write_stream_meta(self.dirs.root.as_ref(), &config, self.stream.created))
-            .map_err(|e| E::STREAM_UPDATE.with("err", e))?;
+        tokio::task::block_in_place(|| {
+            persist::write_stream_meta(self.dirs.root.as_ref(), &config, self.stream.created)
+        })
+        .map_err(|e| E::STREAM_UPDATE.with("err", e))?;
         if let Err(e) = self.stream.update(config.clone()) {
             // Back to the old configuration, on disk as in memory.
             let _ = tokio::task::block_in_place(|| {
@@ -359,7 +376,11 @@ impl Actor {
     }
 
     fn refresh_push(&mut self) {
-        let old: BTreeMap<String, bool> = self.push.drain(..).map(|t| (t.consumer, t.active)).collect();
+        let old: BTreeMap<String, bool> = self
+            .push
+            .drain(..)
+            .map(|t| (t.consumer, t.active))
+            .collect();
         self.push = self
             .stream
             .push_targets()
@@ -405,14 +426,21 @@ impl Actor {
                 .store(self.stream.consumer_names().len() as u64, Ordering::Relaxed);
         }
         for (name, state) in self.stream.dirty_consumers() {
-            let Some(j) = self.journals.get_mut(&name) else { continue };
-            let Some(c) = self.stream.consumer(&name) else { continue };
+            let Some(j) = self.journals.get_mut(&name) else {
+                continue;
+            };
+            let Some(c) = self.stream.consumer(&name) else {
+                continue;
+            };
             let config = c.config.clone();
             match tokio::task::block_in_place(|| j.record(&config, state)) {
                 Ok(Some(h)) => self.handles.push(h),
                 Ok(None) => {}
                 Err(e) => {
-                    error!("Stream '{}': consumer '{name}' state could not be written: {e}", self.handle.name);
+                    error!(
+                        "Stream '{}': consumer '{name}' state could not be written: {e}",
+                        self.handle.name
+                    );
                     self.failed = true;
                 }
             }
@@ -426,8 +454,10 @@ impl Actor {
         let st = self.stream.store().state();
         self.handle.msgs.store(st.msgs, Ordering::Relaxed);
         self.handle.bytes.store(st.bytes, Ordering::Relaxed);
-        self.js
-            .add_usage(self.handle.storage, st.bytes as i64 - self.last_bytes as i64);
+        self.js.add_usage(
+            self.handle.storage,
+            st.bytes as i64 - self.last_bytes as i64,
+        );
         self.last_bytes = st.bytes;
 
         let items = std::mem::take(&mut self.items);
@@ -438,7 +468,9 @@ impl Actor {
         let commit = if self.failed {
             self.poison.store(true, Ordering::Release);
             let (tx, rx) = oneshot::channel();
-            let _ = tx.send(Err(std::io::Error::other("a write to the stream's storage failed")));
+            let _ = tx.send(Err(std::io::Error::other(
+                "a write to the stream's storage failed",
+            )));
             Some(rx)
         } else if handles.is_empty() {
             None
@@ -460,7 +492,9 @@ impl Actor {
     /// Creates journals for new persistent consumers and removes those of
     /// deleted ones.
     fn sync_journals(&mut self) {
-        let Some(obs) = self.dirs.obs.clone() else { return };
+        let Some(obs) = self.dirs.obs.clone() else {
+            return;
+        };
         let names = self.stream.consumer_names();
         let gone: Vec<String> = self
             .journals
@@ -471,7 +505,10 @@ impl Actor {
         for name in gone {
             if let Some(j) = self.journals.remove(&name) {
                 if let Err(e) = tokio::task::block_in_place(|| j.remove(obs.as_ref())) {
-                    error!("Stream '{}': consumer '{name}' journal could not be removed: {e}", self.handle.name);
+                    error!(
+                        "Stream '{}': consumer '{name}' journal could not be removed: {e}",
+                        self.handle.name
+                    );
                     self.failed = true;
                 }
             }
@@ -480,18 +517,25 @@ impl Actor {
             if self.journals.contains_key(&name) {
                 continue;
             }
-            let Some(c) = self.stream.consumer(&name) else { continue };
+            let Some(c) = self.stream.consumer(&name) else {
+                continue;
+            };
             if c.config.mem_storage {
                 continue;
             }
             let (config, created, state) = (c.config.clone(), c.created, c.state());
-            match tokio::task::block_in_place(|| ConsumerJournal::create(obs.clone(), &config, created, state)) {
+            match tokio::task::block_in_place(|| {
+                ConsumerJournal::create(obs.clone(), &config, created, state)
+            }) {
                 Ok((j, h)) => {
                     self.journals.insert(name, j);
                     self.handles.extend(h);
                 }
                 Err(e) => {
-                    error!("Stream '{}': consumer '{name}' journal could not be created: {e}", self.handle.name);
+                    error!(
+                        "Stream '{}': consumer '{name}' journal could not be created: {e}",
+                        self.handle.name
+                    );
                     self.failed = true;
                 }
             }
@@ -509,7 +553,10 @@ impl Actor {
                 self.publisher.stall().await;
             }
             Err(e) => {
-                error!("Stream '{}': storage write failed, reloading from disk: {e}", self.handle.name);
+                error!(
+                    "Stream '{}': storage write failed, reloading from disk: {e}",
+                    self.handle.name
+                );
                 self.fail(batch.items, &e);
                 // Later batches were built on the failed writes.
                 while let Some(mut b) = self.inflight.pop_front() {
@@ -542,7 +589,8 @@ impl Actor {
                     );
                 }
                 Item::Ack { reply, ack } => {
-                    self.publisher.publish(&reply, &reply, None, None, &ack.encode(&name));
+                    self.publisher
+                        .publish(&reply, &reply, None, None, &ack.encode(&name));
                 }
                 Item::Api { reply, body, .. } => {
                     self.publisher.publish(&reply, &reply, None, None, &body);
@@ -564,11 +612,18 @@ impl Actor {
                         PubAck::Error(e) => PubAck::Error(e),
                         _ => PubAck::Error(err.clone()),
                     };
-                    self.publisher.publish(&reply, &reply, None, None, &ack.encode(&name));
+                    self.publisher
+                        .publish(&reply, &reply, None, None, &ack.encode(&name));
                 }
                 Item::Api { reply, kind, .. } => {
                     self.js.api_errors.fetch_add(1, Ordering::Relaxed);
-                    self.publisher.publish(&reply, &reply, None, None, &response::error(kind, &err));
+                    self.publisher.publish(
+                        &reply,
+                        &reply,
+                        None,
+                        None,
+                        &response::error(kind, &err),
+                    );
                 }
                 Item::Done(f) => f(false),
             }
@@ -609,7 +664,10 @@ impl Actor {
                     return;
                 }
                 Ok(None) => {
-                    error!("Stream '{}': its metadata is gone from disk", self.handle.name);
+                    error!(
+                        "Stream '{}': its metadata is gone from disk",
+                        self.handle.name
+                    );
                 }
                 Err(e) => error!("Stream '{}': reload failed: {e}", self.handle.name),
             }

@@ -9,8 +9,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use jetstream::api::{
-    self, go_json_error, parse_stream_config, AccountInfo, AccountLimits, ApiError, ApiStats, CreateConsumerRequest,
-    MsgDeleteRequest, MsgGetRequest, NamesRequest, PurgeRequest, StreamInfo, StreamInfoRequest, StreamNamesRequest, E,
+    self, go_json_error, parse_stream_config, AccountInfo, AccountLimits, ApiError, ApiStats,
+    CreateConsumerRequest, MsgDeleteRequest, MsgGetRequest, NamesRequest, PurgeRequest, StreamInfo,
+    StreamInfoRequest, StreamNamesRequest, E,
 };
 use jetstream::headers;
 use jetstream::output::OutMsg;
@@ -123,18 +124,26 @@ impl Dispatcher {
     }
 
     async fn request(&mut self, m: Inbound) {
-        let Some(rest) = m.subject.strip_prefix("$JS.API.") else { return };
+        let Some(rest) = m.subject.strip_prefix("$JS.API.") else {
+            return;
+        };
         let tokens: Vec<&str> = rest.split('.').collect();
         let Some(reply) = m.reply.clone() else { return };
         let kind = endpoint(&tokens);
         if let Some(h) = m.headers.as_deref() {
             if let Some(level) = headers::get(h, "Nats-Required-Api-Level") {
-                let ok = level.trim().parse::<i64>().is_ok_and(|l| l <= api::API_LEVEL);
+                let ok = level
+                    .trim()
+                    .parse::<i64>()
+                    .is_ok_and(|l| l <= api::API_LEVEL);
                 if !ok {
                     if is_pull_or_direct(&tokens) {
                         self.send(status_msg(&reply, 412, "Required Api Level"));
                     } else {
-                        self.fail(&reply, (kind.unwrap_or(Kind::System), E::REQUIRED_API_LEVEL.err()));
+                        self.fail(
+                            &reply,
+                            (kind.unwrap_or(Kind::System), E::REQUIRED_API_LEVEL.err()),
+                        );
                     }
                     return;
                 }
@@ -150,7 +159,8 @@ impl Dispatcher {
             ["STREAM", "NAMES"] => self.stream_names(&m, &reply),
             ["STREAM", "LIST"] => self.stream_list(&m, &reply).await,
             ["STREAM", "INFO", name] => {
-                let req = optional::<StreamInfoRequest>(&m.payload).map_err(|e| (Kind::StreamInfo, e));
+                let req =
+                    optional::<StreamInfoRequest>(&m.payload).map_err(|e| (Kind::StreamInfo, e));
                 req.and_then(|req| self.forward(name, Kind::StreamInfo, Op::Info(req), &reply))
             }
             ["STREAM", "DELETE", name] => self.stream_delete(name, &m, &reply).await,
@@ -189,7 +199,10 @@ impl Dispatcher {
             }
             ["CONSUMER", "DURABLE", "CREATE", stream, rest @ ..] => {
                 if rest.len() != 1 {
-                    Err((Kind::ConsumerCreate, E::CONSUMER_DURABLE_NAME_NOT_IN_SUBJECT.err()))
+                    Err((
+                        Kind::ConsumerCreate,
+                        E::CONSUMER_DURABLE_NAME_NOT_IN_SUBJECT.err(),
+                    ))
                 } else {
                     self.consumer_create(stream, Some(rest[0].to_string()), None, true, &m, &reply)
                 }
@@ -198,22 +211,42 @@ impl Dispatcher {
                 if !is_empty_request(&m.payload) {
                     Err((Kind::ConsumerInfo, E::NOT_EMPTY_REQUEST.err()))
                 } else {
-                    self.forward(stream, Kind::ConsumerInfo, Op::ConsumerInfo(consumer.to_string()), &reply)
+                    self.forward(
+                        stream,
+                        Kind::ConsumerInfo,
+                        Op::ConsumerInfo(consumer.to_string()),
+                        &reply,
+                    )
                 }
             }
             ["CONSUMER", "DELETE", stream, consumer] => {
                 if !is_empty_request(&m.payload) {
                     Err((Kind::ConsumerDelete, E::NOT_EMPTY_REQUEST.err()))
                 } else {
-                    self.forward(stream, Kind::ConsumerDelete, Op::ConsumerDelete(consumer.to_string()), &reply)
+                    self.forward(
+                        stream,
+                        Kind::ConsumerDelete,
+                        Op::ConsumerDelete(consumer.to_string()),
+                        &reply,
+                    )
                 }
             }
             ["CONSUMER", "NAMES", stream] => match optional::<NamesRequest>(&m.payload) {
-                Ok(req) => self.forward(stream, Kind::ConsumerNames, Op::ConsumerNames(req.offset), &reply),
+                Ok(req) => self.forward(
+                    stream,
+                    Kind::ConsumerNames,
+                    Op::ConsumerNames(req.offset),
+                    &reply,
+                ),
                 Err(e) => Err((Kind::ConsumerNames, e)),
             },
             ["CONSUMER", "LIST", stream] => match optional::<NamesRequest>(&m.payload) {
-                Ok(req) => self.forward(stream, Kind::ConsumerList, Op::ConsumerList(req.offset), &reply),
+                Ok(req) => self.forward(
+                    stream,
+                    Kind::ConsumerList,
+                    Op::ConsumerList(req.offset),
+                    &reply,
+                ),
                 Err(e) => Err((Kind::ConsumerList, e)),
             },
             ["CONSUMER", "PAUSE", stream, consumer] => match optional::<PauseRequest>(&m.payload) {
@@ -235,7 +268,10 @@ impl Dispatcher {
                             consumer: consumer.to_string(),
                             body: m.payload.clone(),
                         };
-                        if !h.send(Cmd::Api { op, reply: reply.clone() }) {
+                        if !h.send(Cmd::Api {
+                            op,
+                            reply: reply.clone(),
+                        }) {
                             self.send(status_msg(&reply, 503, ""));
                         }
                     }
@@ -252,7 +288,10 @@ impl Dispatcher {
 
     /// Hands a request to the stream's actor, which replies.
     fn forward(&mut self, stream: &str, kind: Kind, op: Op, reply: &str) -> Result<(), Refusal> {
-        let h = self.js.stream(stream).ok_or((kind, E::STREAM_NOT_FOUND.err()))?;
+        let h = self
+            .js
+            .stream(stream)
+            .ok_or((kind, E::STREAM_NOT_FOUND.err()))?;
         if !h.send(Cmd::Api {
             op,
             reply: reply.to_string(),
@@ -263,7 +302,10 @@ impl Dispatcher {
     }
 
     fn direct(&mut self, stream: &str, subject: Option<String>, m: &Inbound, reply: &str) {
-        let handle = self.js.stream(stream).filter(|h| h.config.read().allow_direct);
+        let handle = self
+            .js
+            .stream(stream)
+            .filter(|h| h.config.read().allow_direct);
         let Some(h) = handle else {
             // No stream serves direct gets here: what a client sees when
             // nothing is subscribed.
@@ -292,7 +334,10 @@ impl Dispatcher {
             reserved_memory,
             reserved_storage,
             streams: streams.len() as u64,
-            consumers: streams.iter().map(|h| h.consumers.load(Ordering::Relaxed)).sum(),
+            consumers: streams
+                .iter()
+                .map(|h| h.consumers.load(Ordering::Relaxed))
+                .sum(),
             limits: AccountLimits::default(),
             api: ApiStats {
                 level: api::API_LEVEL,
@@ -317,7 +362,8 @@ impl Dispatcher {
             if cfg.sealed {
                 return Err((
                     kind,
-                    E::STREAM_INVALID_CONFIG.with("err", "stream configuration for create can not be sealed"),
+                    E::STREAM_INVALID_CONFIG
+                        .with("err", "stream configuration for create can not be sealed"),
                 ));
             }
         }
@@ -328,7 +374,10 @@ impl Dispatcher {
         if cfg.mirror.is_some() || !cfg.sources.is_empty() {
             return Err((
                 kind,
-                E::STREAM_INVALID_CONFIG.with("err", "mirrors and sources are not supported by this server yet"),
+                E::STREAM_INVALID_CONFIG.with(
+                    "err",
+                    "mirrors and sources are not supported by this server yet",
+                ),
             ));
         }
         cfg.metadata.insert(
@@ -348,7 +397,10 @@ impl Dispatcher {
             }
             // The same config again: the stream as it is.
             let (done, rx) = oneshot::channel();
-            h.send(Cmd::Info { consumers: false, done });
+            h.send(Cmd::Info {
+                consumers: false,
+                done,
+            });
             let js = self.js.clone();
             let reply = reply.to_string();
             // Answered when the actor has looked, without holding up the
@@ -357,7 +409,13 @@ impl Dispatcher {
                 let Ok((mut info, _)) = rx.await else { return };
                 response::stamp_stream(&mut info);
                 js.api_total.fetch_add(1, Ordering::Relaxed);
-                let body = response::ok(kind, &Created { info, did_create: true });
+                let body = response::ok(
+                    kind,
+                    &Created {
+                        info,
+                        did_create: true,
+                    },
+                );
                 let mut p = InternalPublisher::new(js.server.clone());
                 p.publish(&reply, &reply, None, None, &body);
                 p.flush();
@@ -369,14 +427,24 @@ impl Dispatcher {
         }
         let mut info = self.js.create_stream(cfg).map_err(|e| (kind, e))?;
         response::stamp_stream(&mut info);
-        self.ok(reply, kind, &Created { info, did_create: true });
+        self.ok(
+            reply,
+            kind,
+            &Created {
+                info,
+                did_create: true,
+            },
+        );
         Ok(())
     }
 
     async fn stream_update(&mut self, name: &str, m: &Inbound, reply: &str) -> Result<(), Refusal> {
         let kind = Kind::StreamUpdate;
         let cfg = Self::stream_config(kind, name, &m.payload)?;
-        let h = self.js.stream(name).ok_or((kind, E::STREAM_NOT_FOUND.err()))?;
+        let h = self
+            .js
+            .stream(name)
+            .ok_or((kind, E::STREAM_NOT_FOUND.err()))?;
         if self.js.overlapping(name, &cfg.subjects) {
             return Err((kind, E::STREAM_SUBJECT_OVERLAP.err()));
         }
@@ -409,7 +477,10 @@ impl Dispatcher {
         if !is_empty_request(&m.payload) {
             return Err((kind, E::NOT_EMPTY_REQUEST.err()));
         }
-        let h = self.js.stream(name).ok_or((kind, E::STREAM_NOT_FOUND.err()))?;
+        let h = self
+            .js
+            .stream(name)
+            .ok_or((kind, E::STREAM_NOT_FOUND.err()))?;
         self.js.delete_stream(&h).await.map_err(|e| (kind, e))?;
         self.ok(reply, kind, &Success { success: true });
         Ok(())
@@ -437,7 +508,12 @@ impl Dispatcher {
         let all = self.matching(&req.subject);
         let total = all.len();
         let offset = (req.offset.max(0) as usize).min(total);
-        let names: Vec<String> = all.iter().skip(offset).take(NAMES_LIMIT).map(|h| h.name.clone()).collect();
+        let names: Vec<String> = all
+            .iter()
+            .skip(offset)
+            .take(NAMES_LIMIT)
+            .map(|h| h.name.clone())
+            .collect();
         let body = Paged {
             total,
             offset,
@@ -459,7 +535,10 @@ impl Dispatcher {
         let mut waits = Vec::new();
         for h in all.iter().skip(offset).take(LIST_LIMIT) {
             let (done, rx) = oneshot::channel();
-            if h.send(Cmd::Info { consumers: false, done }) {
+            if h.send(Cmd::Info {
+                consumers: false,
+                done,
+            }) {
                 waits.push(rx);
             }
         }
@@ -489,14 +568,23 @@ impl Dispatcher {
         reply: &str,
     ) -> Result<(), Refusal> {
         let kind = Kind::ConsumerCreate;
-        let mut req = CreateConsumerRequest::parse(&m.payload).map_err(|e| (kind, E::INVALID_JSON.with("err", e)))?;
+        let mut req = CreateConsumerRequest::parse(&m.payload)
+            .map_err(|e| (kind, E::INVALID_JSON.with("err", e)))?;
         if req.stream_name != stream {
             return Err((kind, E::STREAM_MISMATCH.err()));
         }
-        jetstream::consumer::prepare_create(&mut req, name.as_deref(), filter.as_deref(), durable_api)
-            .map_err(|e| (kind, e))?;
-        let level = i64::from(req.config.pause_until.is_some() || !req.config.priority_groups.is_empty());
-        req.config.metadata.insert("_nats.req.level".into(), level.to_string());
+        jetstream::consumer::prepare_create(
+            &mut req,
+            name.as_deref(),
+            filter.as_deref(),
+            durable_api,
+        )
+        .map_err(|e| (kind, e))?;
+        let level =
+            i64::from(req.config.pause_until.is_some() || !req.config.priority_groups.is_empty());
+        req.config
+            .metadata
+            .insert("_nats.req.level".into(), level.to_string());
         self.forward(
             stream,
             kind,
@@ -524,14 +612,22 @@ fn msg_get_request(body: &[u8]) -> Result<MsgGetRequest, ApiError> {
     let last = !req.last_by_subj.is_empty();
     let next = !req.next_by_subj.is_empty();
     let time = req.start_time.is_some();
-    if (seq && last) || (!seq && !last && !next && !time) || (seq && time) || (time && last) || (last && next) {
+    if (seq && last)
+        || (!seq && !last && !next && !time)
+        || (seq && time)
+        || (time && last)
+        || (last && next)
+    {
         return Err(E::BAD_REQUEST.err());
     }
     Ok(req)
 }
 
 fn is_pull_or_direct(tokens: &[&str]) -> bool {
-    matches!(tokens, ["CONSUMER", "MSG", "NEXT", ..] | ["DIRECT", "GET", ..])
+    matches!(
+        tokens,
+        ["CONSUMER", "MSG", "NEXT", ..] | ["DIRECT", "GET", ..]
+    )
 }
 
 /// The response kind of an API subject, for errors found before routing.

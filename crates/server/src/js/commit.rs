@@ -51,14 +51,20 @@ impl Committer {
     /// Queues `handles`; the receiver resolves once they are all synced.
     pub fn commit(&self, handles: Vec<SyncHandle>, poison: Arc<AtomicBool>) -> Done {
         let (done, rx) = oneshot::channel();
-        let _ = self.tx.send(Request { handles, poison, done });
+        let _ = self.tx.send(Request {
+            handles,
+            poison,
+            done,
+        });
         rx
     }
 }
 
 fn run(handles: Vec<SyncHandle>, poison: &AtomicBool) -> std::io::Result<()> {
     if poison.load(Ordering::Acquire) {
-        return Err(std::io::Error::other("an earlier write of this stream failed"));
+        return Err(std::io::Error::other(
+            "an earlier write of this stream failed",
+        ));
     }
     for h in handles {
         if let Err(e) = h.sync() {

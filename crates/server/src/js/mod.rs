@@ -223,7 +223,11 @@ impl JetStream {
             streams: RwLock::new(BTreeMap::new()),
             api_total: AtomicU64::new(0),
             api_errors: AtomicU64::new(0),
-            max_memory: if settings.max_memory > 0 { settings.max_memory } else { default_max_memory() },
+            max_memory: if settings.max_memory > 0 {
+                settings.max_memory
+            } else {
+                default_max_memory()
+            },
             max_store: if settings.max_store > 0 {
                 settings.max_store
             } else {
@@ -251,7 +255,9 @@ impl JetStream {
     }
 
     fn recover(self: &Arc<Self>) {
-        let Ok(entries) = std::fs::read_dir(&self.root) else { return };
+        let Ok(entries) = std::fs::read_dir(&self.root) else {
+            return;
+        };
         let mut dirs: Vec<PathBuf> = entries
             .filter_map(|e| e.ok())
             .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
@@ -309,7 +315,9 @@ impl JetStream {
         self.add_usage(config.storage, st.bytes as i64);
         sinks::subscribe_stream(self, &handle, &config.subjects)
             .map_err(|e| E::STREAM_CREATE.with("err", e))?;
-        self.streams.write().insert(config.name.clone(), handle.clone());
+        self.streams
+            .write()
+            .insert(config.name.clone(), handle.clone());
         tokio::spawn(actor::run(self.clone(), handle.clone(), loaded, rx));
         Ok(handle)
     }
@@ -421,14 +429,19 @@ impl JetStream {
         if !handle.send(Cmd::Delete { done }) {
             return Err(E::STREAM_DELETE.with("err", "stream is gone"));
         }
-        let result = rx.await.unwrap_or_else(|_| Err(E::STREAM_DELETE.with("err", "stream stopped")));
+        let result = rx
+            .await
+            .unwrap_or_else(|_| Err(E::STREAM_DELETE.with("err", "stream stopped")));
         let bytes = handle.bytes.swap(0, Ordering::Relaxed);
         self.add_usage(handle.storage, -(bytes as i64));
         result
     }
 
     /// Every stream's info (and its consumers'), for monitoring.
-    pub async fn snapshots(&self, consumers: bool) -> Vec<(StreamInfo, Vec<jetstream::api::ConsumerInfo>)> {
+    pub async fn snapshots(
+        &self,
+        consumers: bool,
+    ) -> Vec<(StreamInfo, Vec<jetstream::api::ConsumerInfo>)> {
         let mut waits = Vec::new();
         for h in self.streams() {
             let (done, rx) = oneshot::channel();

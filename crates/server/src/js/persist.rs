@@ -32,12 +32,19 @@ pub struct StreamMeta {
     pub created: String,
 }
 
-pub fn write_stream_meta(dir: &dyn Dir, config: &StreamConfig, created: i64) -> std::io::Result<()> {
+pub fn write_stream_meta(
+    dir: &dyn Dir,
+    config: &StreamConfig,
+    created: i64,
+) -> std::io::Result<()> {
     let meta = StreamMeta {
         config: config.clone(),
         created: api::time::rfc3339(created),
     };
-    dir.write_atomic("meta.json", &serde_json::to_vec_pretty(&meta).expect("meta serializes"))
+    dir.write_atomic(
+        "meta.json",
+        &serde_json::to_vec_pretty(&meta).expect("meta serializes"),
+    )
 }
 
 pub fn read_stream_meta(dir: &dyn Dir) -> Result<(StreamConfig, i64), String> {
@@ -92,7 +99,12 @@ fn diff(old: &ConsumerState, new: &ConsumerState) -> Delta {
         .filter(|p| old_p.get(&p.sseq) != Some(p))
         .copied()
         .collect();
-    let del = old.pending.iter().filter(|p| !new_p.contains_key(&p.sseq)).map(|p| p.sseq).collect();
+    let del = old
+        .pending
+        .iter()
+        .filter(|p| !new_p.contains_key(&p.sseq))
+        .map(|p| p.sseq)
+        .collect();
     let old_r: BTreeMap<u64, u64> = old.redelivered.iter().copied().collect();
     let new_r: BTreeMap<u64, u64> = new.redelivered.iter().copied().collect();
     let mut rdc: Vec<(u64, u64)> = new_r
@@ -100,7 +112,12 @@ fn diff(old: &ConsumerState, new: &ConsumerState) -> Delta {
         .filter(|(s, n)| old_r.get(s) != Some(n))
         .map(|(&s, &n)| (s, n))
         .collect();
-    rdc.extend(old_r.keys().filter(|s| !new_r.contains_key(s)).map(|&s| (s, 0)));
+    rdc.extend(
+        old_r
+            .keys()
+            .filter(|s| !new_r.contains_key(s))
+            .map(|&s| (s, 0)),
+    );
     Delta {
         delivered: (new.delivered_dseq, new.delivered_sseq),
         floor: (new.ack_floor_dseq, new.ack_floor_sseq),
@@ -113,7 +130,8 @@ fn diff(old: &ConsumerState, new: &ConsumerState) -> Delta {
 fn apply(state: &mut ConsumerState, d: Delta) {
     (state.delivered_dseq, state.delivered_sseq) = d.delivered;
     (state.ack_floor_dseq, state.ack_floor_sseq) = d.floor;
-    let mut pending: BTreeMap<u64, PendingEntry> = state.pending.iter().map(|p| (p.sseq, *p)).collect();
+    let mut pending: BTreeMap<u64, PendingEntry> =
+        state.pending.iter().map(|p| (p.sseq, *p)).collect();
     for s in d.del {
         pending.remove(&s);
     }
@@ -172,7 +190,9 @@ impl ConsumerJournal {
         let mut out = Vec::new();
         let names = dir.list().unwrap_or_default();
         for name in names.iter().filter(|n| n.ends_with(".log")) {
-            let Ok((journal, replay)) = Journal::open(dir.clone(), name) else { continue };
+            let Ok((journal, replay)) = Journal::open(dir.clone(), name) else {
+                continue;
+            };
             let mut snap: Option<Snapshot> = None;
             for raw in replay.entries {
                 match serde_json::from_slice::<Entry>(&raw) {
@@ -218,7 +238,11 @@ impl ConsumerJournal {
 
     /// Records `state` (and a new config, if it changed) and returns a
     /// handle that makes it durable.
-    pub fn record(&mut self, config: &ConsumerConfig, state: ConsumerState) -> store::Result<Option<SyncHandle>> {
+    pub fn record(
+        &mut self,
+        config: &ConsumerConfig,
+        state: ConsumerState,
+    ) -> store::Result<Option<SyncHandle>> {
         if *config != self.config || self.journal.len() > COMPACT_AT {
             self.config = config.clone();
             let snap = Entry::Snap(Box::new(Snapshot {
@@ -226,12 +250,14 @@ impl ConsumerJournal {
                 created: self.created,
                 state: state.clone(),
             }));
-            self.journal.rewrite(&[&serde_json::to_vec(&snap).expect("snapshot serializes")])?;
+            self.journal
+                .rewrite(&[&serde_json::to_vec(&snap).expect("snapshot serializes")])?;
             self.last = state;
             return Ok(None);
         }
         let delta = Entry::Delta(diff(&self.last, &state));
-        self.journal.append(&serde_json::to_vec(&delta).expect("delta serializes"));
+        self.journal
+            .append(&serde_json::to_vec(&delta).expect("delta serializes"));
         self.last = state;
         self.journal.sync_handle()
     }
@@ -277,7 +303,8 @@ fn open_dirs(path: &Path, storage: Storage) -> std::io::Result<(StreamDirs, Box<
         Storage::File => {
             let msgs: Arc<dyn Dir> = Arc::new(FsDir::new(path.join("msgs"))?);
             let obs: Arc<dyn Dir> = Arc::new(FsDir::new(path.join("obs"))?);
-            let store = FileStore::open(msgs, FileStoreConfig::default()).map_err(std::io::Error::other)?;
+            let store =
+                FileStore::open(msgs, FileStoreConfig::default()).map_err(std::io::Error::other)?;
             Ok((
                 StreamDirs {
                     path: path.to_path_buf(),
@@ -300,7 +327,8 @@ pub fn create_stream(path: &Path, config: StreamConfig, now: i64) -> std::io::Re
     if let Some(parent) = path.parent() {
         std::fs::File::open(parent)?.sync_all()?;
     }
-    let stream = Stream::create(config, now, store).map_err(|e| std::io::Error::other(e.description))?;
+    let stream =
+        Stream::create(config, now, store).map_err(|e| std::io::Error::other(e.description))?;
     Ok(Loaded {
         stream,
         journals: BTreeMap::new(),
@@ -368,8 +396,16 @@ mod tests {
             ack_floor_dseq: 1,
             ack_floor_sseq: 5,
             pending: vec![
-                PendingEntry { sseq: 7, dseq: 2, ts: 1 },
-                PendingEntry { sseq: 10, dseq: 3, ts: 2 },
+                PendingEntry {
+                    sseq: 7,
+                    dseq: 2,
+                    ts: 1,
+                },
+                PendingEntry {
+                    sseq: 10,
+                    dseq: 3,
+                    ts: 2,
+                },
             ],
             redelivered: vec![(7, 1)],
         };
@@ -379,8 +415,16 @@ mod tests {
             ack_floor_dseq: 2,
             ack_floor_sseq: 7,
             pending: vec![
-                PendingEntry { sseq: 10, dseq: 3, ts: 9 },
-                PendingEntry { sseq: 12, dseq: 5, ts: 3 },
+                PendingEntry {
+                    sseq: 10,
+                    dseq: 3,
+                    ts: 9,
+                },
+                PendingEntry {
+                    sseq: 12,
+                    dseq: 5,
+                    ts: 3,
+                },
             ],
             redelivered: vec![(10, 2)],
         };

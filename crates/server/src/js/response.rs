@@ -150,9 +150,17 @@ pub fn error(kind: Kind, e: &ApiError) -> Bytes {
     let none: [(); 0] = [];
     match kind {
         Kind::StreamInfo => encode(kind, Some(e), &zero(Empty {})),
-        Kind::StreamNames => encode(kind, Some(e), &zero(Streams { streams: None::<Vec<String>> })),
+        Kind::StreamNames => encode(
+            kind,
+            Some(e),
+            &zero(Streams {
+                streams: None::<Vec<String>>,
+            }),
+        ),
         Kind::StreamList => encode(kind, Some(e), &zero(Streams { streams: none })),
-        Kind::ConsumerNames | Kind::ConsumerList => encode(kind, Some(e), &zero(Consumers { consumers: none })),
+        Kind::ConsumerNames | Kind::ConsumerList => {
+            encode(kind, Some(e), &zero(Consumers { consumers: none }))
+        }
         Kind::StreamPurge => encode(kind, Some(e), &Purged::default()),
         Kind::ConsumerPause => encode(
             kind,

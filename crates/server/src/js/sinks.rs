@@ -59,8 +59,12 @@ impl InternalSink for AckSink {
     fn deliver(&self, msg: Message<'_>) {
         let subject = String::from_utf8_lossy(msg.subject);
         let mut tokens = subject.split('.').skip(2);
-        let (Some(stream), Some(consumer)) = (tokens.next(), tokens.next()) else { return };
-        let Some(handle) = self.js.stream(stream) else { return };
+        let (Some(stream), Some(consumer)) = (tokens.next(), tokens.next()) else {
+            return;
+        };
+        let Some(handle) = self.js.stream(stream) else {
+            return;
+        };
         let consumer = consumer.to_string();
         if self.flow_control {
             handle.send(Cmd::FlowControl {
@@ -80,7 +84,9 @@ pub fn subscribe_api(js: &Arc<JetStream>) -> Result<(), subjects::SublistError> 
     js.server.subscribe_internal(
         "$JS.API.>",
         None,
-        Arc::new(ApiSink { tx: js.api_tx.clone() }),
+        Arc::new(ApiSink {
+            tx: js.api_tx.clone(),
+        }),
     )?;
     js.server.subscribe_internal(
         "$JS.ACK.>",

@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use jetstream::api::{
-    ClusterInfo, CreateConsumerRequest, MsgDeleteRequest, MsgGetRequest, PullRequest, PurgeRequest, StreamInfoRequest,
+    ClusterInfo, CreateConsumerRequest, MsgDeleteRequest, MsgGetRequest, PullRequest, PurgeRequest,
+    StreamInfoRequest,
 };
 use jetstream::output::OutMsg;
 use jetstream::stream::Stream;
@@ -108,7 +109,11 @@ pub fn handle(js: &JetStream, stream: &mut Stream, op: Op, reply: &str, now: i64
                     info.state.subjects = subjects;
                 } else {
                     let start = page(subjects.len(), req.offset);
-                    info.state.subjects = subjects.into_iter().skip(start).take(SUBJECTS_LIMIT).collect();
+                    info.state.subjects = subjects
+                        .into_iter()
+                        .skip(start)
+                        .take(SUBJECTS_LIMIT)
+                        .collect();
                 }
             }
             ok(
@@ -150,7 +155,14 @@ pub fn handle(js: &JetStream, stream: &mut Stream, op: Op, reply: &str, now: i64
             name,
             filter,
             durable_api,
-        } => match stream.add_consumer(*req, name.as_deref(), filter.as_deref(), durable_api, generated_name, now) {
+        } => match stream.add_consumer(
+            *req,
+            name.as_deref(),
+            filter.as_deref(),
+            durable_api,
+            generated_name,
+            now,
+        ) {
             Ok(mut info) => {
                 response::stamp_consumer(&mut info);
                 ok(js, Kind::ConsumerCreate, &info)
@@ -298,7 +310,9 @@ fn direct_get(stream: &Stream, subject: Option<String>, body: &[u8], reply: &str
             req.last_by_subj = subj;
         }
         None => {
-            let Some(p) = parsed else { return bad("Empty Request") };
+            let Some(p) = parsed else {
+                return bad("Empty Request");
+            };
             let start_time = match p.start_time.as_deref().filter(|s| !s.is_empty()) {
                 Some(t) => match jetstream::api::time::parse(t) {
                     Some(ns) => Some(ns),
@@ -311,7 +325,12 @@ fn direct_get(stream: &Stream, subject: Option<String>, body: &[u8], reply: &str
             let next = p.next_by_subj.clone().unwrap_or_default();
             let multi = p.multi_last.clone().unwrap_or_default();
             let batch = p.batch.unwrap_or(0);
-            if seq == 0 && last.is_empty() && next.is_empty() && multi.is_empty() && start_time.is_none() {
+            if seq == 0
+                && last.is_empty()
+                && next.is_empty()
+                && multi.is_empty()
+                && start_time.is_none()
+            {
                 return bad("Empty Request");
             }
             if (seq > 0 && (!last.is_empty() || start_time.is_some()))

@@ -201,9 +201,15 @@ pub async fn jsz(server: &Server, q: &Query) -> Result<impl Serialize, QueryErro
         config: config(js),
         limits: Some(Empty {}),
         streams: handles.len(),
-        consumers: handles.iter().map(|h| h.consumers.load(Ordering::Relaxed)).sum(),
+        consumers: handles
+            .iter()
+            .map(|h| h.consumers.load(Ordering::Relaxed))
+            .sum(),
         messages: handles.iter().map(|h| h.msgs.load(Ordering::Relaxed)).sum(),
-        bytes: handles.iter().map(|h| h.bytes.load(Ordering::Relaxed)).sum(),
+        bytes: handles
+            .iter()
+            .map(|h| h.bytes.load(Ordering::Relaxed))
+            .sum(),
         account_details: Vec::new(),
         total: 1,
     };

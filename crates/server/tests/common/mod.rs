@@ -64,7 +64,8 @@ impl Builder {
     pub fn start(self) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("server.log");
-        let mut args: Vec<std::ffi::OsString> = vec!["-p".into(), "-1".into(), "-a".into(), "127.0.0.1".into()];
+        let mut args: Vec<std::ffi::OsString> =
+            vec!["-p".into(), "-1".into(), "-a".into(), "127.0.0.1".into()];
         if self.monitoring {
             args.extend(["-m".into(), "-1".into()]);
         }
