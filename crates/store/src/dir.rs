@@ -3,12 +3,13 @@
 //! it [`MemDir`], which loses unsynced writes on a simulated crash, tears
 //! writes, flips bits and runs out of space on request.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Makes earlier writes durable when run. Built on the stream's task,
 /// run by the group-commit thread, so the stream never waits on fsync.
@@ -65,23 +66,87 @@ pub trait Dir: Send + Sync + 'static {
     }
 }
 
-/// Most files an [`FsDir`] keeps open; the rest are reopened when needed,
-/// so a thousand streams do not hold thousands of descriptors.
-const MAX_OPEN: usize = 4;
+/// Files kept open across every [`FsDir`] in the process; the least
+/// recently used is closed past this and reopened when needed, so a
+/// thousand streams do not hold thousands of descriptors. Handles lent to
+/// a pending sync stay open until it runs.
+static OPEN_LIMIT: AtomicUsize = AtomicUsize::new(256);
+
+/// Sets how many files all stores together keep open.
+pub fn set_open_file_limit(n: usize) {
+    OPEN_LIMIT.store(n.max(8), Ordering::Relaxed);
+}
+
+/// The process-wide cache of open files, least recently used first.
+#[derive(Default)]
+struct OpenFiles {
+    files: HashMap<(u64, String), (Arc<File>, u64)>,
+    by_use: BTreeMap<u64, (u64, String)>,
+    tick: u64,
+}
+
+impl OpenFiles {
+    fn get(&mut self, key: &(u64, String)) -> Option<Arc<File>> {
+        self.tick += 1;
+        let tick = self.tick;
+        let (f, used) = self.files.get_mut(key)?;
+        self.by_use.remove(used);
+        *used = tick;
+        self.by_use.insert(tick, key.clone());
+        Some(f.clone())
+    }
+
+    fn insert(&mut self, key: (u64, String), f: Arc<File>) {
+        self.tick += 1;
+        let limit = OPEN_LIMIT.load(Ordering::Relaxed);
+        while self.files.len() >= limit {
+            let Some((_, oldest)) = self.by_use.pop_first() else {
+                break;
+            };
+            self.files.remove(&oldest);
+        }
+        if let Some((_, used)) = self.files.insert(key.clone(), (f, self.tick)) {
+            self.by_use.remove(&used);
+        }
+        self.by_use.insert(self.tick, key);
+    }
+
+    fn remove(&mut self, key: &(u64, String)) {
+        if let Some((_, used)) = self.files.remove(key) {
+            self.by_use.remove(&used);
+        }
+    }
+
+    fn remove_dir(&mut self, dir: u64) {
+        let keys: Vec<(u64, String)> = self.files.keys().filter(|k| k.0 == dir).cloned().collect();
+        for k in keys {
+            self.remove(&k);
+        }
+    }
+}
+
+fn open_files() -> std::sync::MutexGuard<'static, OpenFiles> {
+    static FILES: OnceLock<Mutex<OpenFiles>> = OnceLock::new();
+    FILES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
 
 /// A real directory.
 pub struct FsDir {
     root: PathBuf,
-    open: Mutex<Vec<(String, Arc<File>)>>,
+    id: u64,
 }
 
 impl FsDir {
     pub fn new(root: impl Into<PathBuf>) -> io::Result<Self> {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         let root = root.into();
         std::fs::create_dir_all(&root)?;
         Ok(FsDir {
             root,
-            open: Mutex::new(Vec::new()),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         })
     }
 
@@ -90,12 +155,8 @@ impl FsDir {
     }
 
     fn file(&self, name: &str) -> io::Result<Arc<File>> {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = open.iter().position(|(n, _)| n == name) {
-            // Most recently used last.
-            let entry = open.remove(i);
-            let f = entry.1.clone();
-            open.push(entry);
+        let key = (self.id, name.to_string());
+        if let Some(f) = open_files().get(&key) {
             return Ok(f);
         }
         let f = Arc::new(
@@ -106,16 +167,18 @@ impl FsDir {
                 .truncate(false)
                 .open(self.root.join(name))?,
         );
-        if open.len() >= MAX_OPEN {
-            open.remove(0);
-        }
-        open.push((name.to_string(), f.clone()));
+        open_files().insert(key, f.clone());
         Ok(f)
     }
 
     fn forget(&self, name: &str) {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        open.retain(|(n, _)| n != name);
+        open_files().remove(&(self.id, name.to_string()));
+    }
+}
+
+impl Drop for FsDir {
+    fn drop(&mut self) {
+        open_files().remove_dir(self.id);
     }
 }
 
@@ -169,7 +232,7 @@ impl Dir for FsDir {
     }
 
     fn remove_all(&self) -> io::Result<()> {
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        open_files().remove_dir(self.id);
         match std::fs::remove_dir_all(&self.root) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             r => r,

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-pub use dir::{Dir, FsDir, MemDir, SyncHandle};
+pub use dir::{set_open_file_limit, Dir, FsDir, MemDir, SyncHandle};
 pub use file::{FileStore, FileStoreConfig};
 pub use filter::Filter;
 pub use journal::{Journal, Replay};

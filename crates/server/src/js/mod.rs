@@ -171,6 +171,30 @@ pub struct Settings {
     pub sync: SyncPolicy,
 }
 
+/// Store files kept open at most, however many streams there are.
+const MAX_OPEN_FILES: usize = 512;
+
+/// How many files the stores may keep open: a quarter of the process's
+/// descriptor limit (raised to its hard maximum first, as Go programs do),
+/// leaving the rest to client connections.
+fn open_file_budget() -> usize {
+    // SAFETY: getrlimit/setrlimit on a zeroed struct we own.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 256;
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim.rlim_cur = lim.rlim_max;
+        }
+    }
+    ((lim.rlim_cur / 4) as usize).clamp(64, MAX_OPEN_FILES)
+}
+
 /// Three quarters of physical memory, as nats-server defaults.
 fn default_max_memory() -> i64 {
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
@@ -213,6 +237,7 @@ impl JetStream {
             sync_parent(p).ok();
             p = parent;
         }
+        store::set_open_file_limit(open_file_budget());
         let (bounce, bounce_rx) = mpsc::unbounded_channel();
         let (api_tx, api_rx) = mpsc::unbounded_channel();
         let js = Arc::new(JetStream {
