@@ -50,6 +50,12 @@ pub fn has_prefix(block: &[u8], prefix: &str) -> bool {
 /// The block without any `name:` lines and without a status on the first
 /// line. `None` when nothing is left but the version line.
 pub fn without(block: &[u8], names: &[&str]) -> Option<Bytes> {
+    retain(block, |name| !names.contains(&name))
+}
+
+/// The block with only the headers whose name `keep` accepts, and without
+/// a status. `None` when nothing is left but the version line.
+pub fn retain(block: &[u8], keep: impl Fn(&str) -> bool) -> Option<Bytes> {
     let text = std::str::from_utf8(block).ok()?;
     let mut out = String::from("NATS/1.0\r\n");
     let mut kept = 0;
@@ -58,7 +64,7 @@ pub fn without(block: &[u8], names: &[&str]) -> Option<Bytes> {
             break;
         }
         let name = line.split(':').next().unwrap_or("");
-        if names.contains(&name) {
+        if !keep(name) {
             continue;
         }
         out.push_str(line);

@@ -202,9 +202,6 @@ pub fn check(cfg: &ConsumerConfig, stream: &StreamConfig) -> Result<(), ApiError
             return Err(E::CONSUMER_MAX_REQUEST_EXPIRES_TOO_SMALL.err());
         }
     }
-    if cfg.direct {
-        return Err(invalid("direct consumers are internal"));
-    }
     if !cfg.filter_subject.is_empty() && !cfg.filter_subjects.is_empty() {
         return Err(E::CONSUMER_DUPLICATE_FILTER_SUBJECTS.err());
     }

@@ -1167,6 +1167,37 @@ pub fn parse_ack_subject(subject: &str) -> Option<(u64, u64, u64)> {
     Some((num(0)?, num(1)?, num(2)?))
 }
 
+/// Everything a delivery's ack subject says about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckInfo {
+    pub delivered: u64,
+    pub stream_seq: u64,
+    pub consumer_seq: u64,
+    pub ts: i64,
+    pub pending: u64,
+}
+
+/// Reads a v1 or v2 ack subject.
+pub fn ack_info(subject: &str) -> Option<AckInfo> {
+    let tokens: Vec<&str> = subject.split('.').collect();
+    if tokens.first() != Some(&"$JS") || tokens.get(1) != Some(&"ACK") {
+        return None;
+    }
+    let base = match tokens.len() {
+        9 => 4,
+        n if n >= 11 => 6,
+        _ => return None,
+    };
+    let num = |i: usize| tokens.get(base + i).and_then(|t| t.parse::<u64>().ok());
+    Some(AckInfo {
+        delivered: num(0)?,
+        stream_seq: num(1)?,
+        consumer_seq: num(2)?,
+        ts: tokens.get(base + 3).and_then(|t| t.parse::<i64>().ok())?,
+        pending: num(4)?,
+    })
+}
+
 fn base62(mut n: u64) -> String {
     const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let mut s = Vec::new();

@@ -16,6 +16,7 @@
 
 pub mod config;
 mod dedupe;
+mod sourcing;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,6 +34,7 @@ use crate::headers;
 use crate::output::{OutMsg, Output};
 use crate::transform::Transform;
 use dedupe::Dedupe;
+pub use sourcing::{SourceSpec, Sourced, MIRROR};
 
 /// Largest header block accepted, as nats-server.
 const MAX_HEADER: usize = 65535;
@@ -91,6 +93,8 @@ pub struct Stream {
     pump_due: bool,
     /// Consumers created or deleted since the driver last looked.
     consumers_changed: bool,
+    /// Mirror and sources, by key.
+    sources: BTreeMap<String, sourcing::Source>,
 }
 
 fn store_err(e: StoreError) -> ApiError {
@@ -146,8 +150,10 @@ impl Stream {
             out: Vec::new(),
             pump_due: false,
             consumers_changed: false,
+            sources: BTreeMap::new(),
         };
         s.compile_transforms();
+        s.rebuild_sources();
         s
     }
 
@@ -229,15 +235,45 @@ impl Stream {
 
     /// Stores a published message, or says why not.
     pub fn publish(&mut self, msg: Incoming<'_>, now: i64) -> PubAck {
-        match self.try_publish(msg, now) {
+        match self.try_publish(msg, now, false) {
             Ok(ack) => ack,
             Err(e) => PubAck::Error(e),
         }
     }
 
-    fn try_publish(&mut self, msg: Incoming<'_>, now: i64) -> Result<PubAck, ApiError> {
+    /// A message from a source, already tagged: published without the
+    /// stream's own subject transform.
+    fn publish_sourced(
+        &mut self,
+        subject: &str,
+        headers: &[u8],
+        payload: &[u8],
+        now: i64,
+    ) -> PubAck {
+        let msg = Incoming {
+            subject,
+            headers: Some(headers),
+            payload,
+        };
+        match self.try_publish(msg, now, true) {
+            Ok(ack) => ack,
+            Err(e) => PubAck::Error(e),
+        }
+    }
+
+    fn try_publish(
+        &mut self,
+        msg: Incoming<'_>,
+        now: i64,
+        sourced: bool,
+    ) -> Result<PubAck, ApiError> {
         let mapped;
-        let subject = match &self.input_transform {
+        let transform = if sourced {
+            None
+        } else {
+            self.input_transform.as_ref()
+        };
+        let subject = match transform {
             Some(t) => match t.apply(msg.subject) {
                 Some(s) => {
                     mapped = s;
@@ -310,9 +346,9 @@ impl Stream {
             {
                 return Err(E::MESSAGE_SCHEDULES_DISABLED.err());
             }
-            if headers::get(h, headers::STREAM_SOURCE).is_some()
-                && self.config.sources.is_empty()
-                && self.config.mirror.is_none()
+            if !sourced
+                && headers::get(h, headers::STREAM_SOURCE).is_some()
+                && self.sources.is_empty()
             {
                 return Err(E::MESSAGE_SOURCE_HDR_NOT_ALLOWED.err());
             }
@@ -461,10 +497,14 @@ impl Stream {
 
     /// Drops the oldest messages until the limits hold.
     fn enforce_limits(&mut self, subject: &str) -> Result<(), ApiError> {
-        let cfg = self.config.clone();
-        if cfg.max_msgs_per_subject > 0 {
+        let (per_subject, max_msgs, max_bytes) = (
+            self.config.max_msgs_per_subject,
+            self.config.max_msgs,
+            self.config.max_bytes,
+        );
+        if per_subject > 0 {
             while let Some(st) = self.store.subject_state(subject) {
-                if st.msgs as i64 <= cfg.max_msgs_per_subject {
+                if st.msgs as i64 <= per_subject {
                     break;
                 }
                 if !self.remove(st.first, false)? {
@@ -474,8 +514,8 @@ impl Stream {
         }
         loop {
             let st = self.store.state();
-            let over = (cfg.max_msgs > 0 && st.msgs as i64 > cfg.max_msgs)
-                || (cfg.max_bytes > 0 && st.bytes > cfg.max_bytes as u64);
+            let over = (max_msgs > 0 && st.msgs as i64 > max_msgs)
+                || (max_bytes > 0 && st.bytes > max_bytes as u64);
             if !over || st.msgs == 0 {
                 break;
             }
@@ -542,6 +582,7 @@ impl Stream {
     pub fn update(&mut self, config: StreamConfig) -> Result<(), ApiError> {
         self.config = config;
         self.compile_transforms();
+        self.rebuild_sources();
         let subjects: Vec<String> = self
             .store
             .subjects_totals(&Filter::all())
@@ -580,7 +621,7 @@ impl Stream {
                 Vec::new()
             },
             lost,
-            consumer_count: self.consumers.len() as u64,
+            consumer_count: self.consumers.values().filter(|c| !c.config.direct).count() as u64,
         }
     }
 
@@ -589,13 +630,14 @@ impl Stream {
         if !subjects_filter.is_empty() {
             state.subjects = self.store.subjects_totals(&Filter::one(subjects_filter));
         }
+        let (mirror, sources) = self.source_infos(now);
         StreamInfo {
             config: self.config.clone(),
             created: self.created,
             state,
             cluster: None,
-            mirror: None,
-            sources: Vec::new(),
+            mirror,
+            sources,
             ts: now,
         }
     }
@@ -944,7 +986,18 @@ impl Stream {
 
     // ---- consumers ----
 
+    /// Consumers clients see: internal ones feeding other streams'
+    /// sources are left out, as nats-server leaves out direct consumers.
     pub fn consumer_names(&self) -> Vec<String> {
+        self.consumers
+            .iter()
+            .filter(|(_, c)| !c.config.direct)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// Every consumer, internal ones included.
+    pub fn all_consumer_names(&self) -> Vec<String> {
         self.consumers.keys().cloned().collect()
     }
 
@@ -1028,8 +1081,8 @@ impl Stream {
         if req.action == ConsumerAction::Update {
             return Err(E::CONSUMER_DOES_NOT_EXIST.err());
         }
-        if self.config.max_consumers > 0 && self.consumers.len() as i64 >= self.config.max_consumers
-        {
+        let public = self.consumers.values().filter(|c| !c.config.direct).count() as i64;
+        if !cfg.direct && self.config.max_consumers > 0 && public >= self.config.max_consumers {
             return Err(E::MAXIMUM_CONSUMERS_LIMIT.err());
         }
         if self.config.retention == Retention::WorkQueue {
@@ -1061,6 +1114,10 @@ impl Stream {
     /// nats-server's work-queue rules: explicit ack, deliver all, and
     /// filters that no other consumer's can collide with.
     fn check_work_queue(&self, cfg: &ConsumerConfig, except: Option<&str>) -> Result<(), ApiError> {
+        // A stream sourcing from this one takes what it is given.
+        if cfg.direct {
+            return Ok(());
+        }
         if cfg.ack_policy != api::AckPolicy::Explicit {
             return Err(E::CONSUMER_WQ_REQUIRES_EXPLICIT_ACK.err());
         }
@@ -1070,7 +1127,7 @@ impl Stream {
         let others: Vec<&Consumer> = self
             .consumers
             .values()
-            .filter(|c| Some(c.name.as_str()) != except)
+            .filter(|c| Some(c.name.as_str()) != except && !c.config.direct)
             .collect();
         if others.is_empty() {
             return Ok(());

@@ -18,7 +18,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use jetstream::api::{ApiError, ConsumerInfo, StreamConfig, StreamInfo, E};
+use jetstream::api::{
+    ApiError, ConsumerAction, ConsumerConfig, ConsumerInfo, CreateConsumerRequest, StreamConfig,
+    StreamInfo, E,
+};
 use jetstream::output::{OutMsg, Output};
 use jetstream::stream::{Incoming, PubAck, Stream};
 use store::SyncHandle;
@@ -29,6 +32,7 @@ use tracing::{error, warn};
 use super::commit::Done;
 use super::persist::{self, ConsumerJournal, Loaded, StreamDirs};
 use super::response::{self, Kind};
+use super::sources::Sources;
 use super::stream_api::{self, Op, Reply};
 use super::{wall_clock, Inbound, JetStream, StreamHandle, SyncPolicy};
 use crate::internal::InternalPublisher;
@@ -68,6 +72,25 @@ pub enum Cmd {
     Delete {
         done: oneshot::Sender<Result<(), ApiError>>,
     },
+    /// From a stream sourcing from this one: run this internal consumer.
+    CreateSourceConsumer {
+        config: Box<ConsumerConfig>,
+        done: oneshot::Sender<Result<(), ApiError>>,
+    },
+    DropSourceConsumer {
+        name: String,
+    },
+    /// A delivery from a source's consumer on its origin.
+    Sourced {
+        key: String,
+        generation: u64,
+        msg: Inbound,
+    },
+    SourceAttached {
+        key: String,
+        generation: u64,
+        result: Result<(), ApiError>,
+    },
 }
 
 /// Something a batch releases once durable.
@@ -88,6 +111,8 @@ enum Item {
 struct Batch {
     commit: Option<Done>,
     items: Vec<Item>,
+    /// Source positions to journal once this batch is durable.
+    positions: Option<BTreeMap<String, u64>>,
 }
 
 struct PushTarget {
@@ -117,6 +142,9 @@ pub(super) struct Actor {
     push: Vec<PushTarget>,
     next_poll: Option<Instant>,
     last_bytes: u64,
+    sources: Sources,
+    /// The current batch stored sourced messages.
+    sourced: bool,
 }
 
 async fn front(q: &mut VecDeque<Batch>) -> std::io::Result<()> {
@@ -153,8 +181,11 @@ pub(super) async fn run(
         push: Vec::new(),
         next_poll: None,
         last_bytes,
+        sources: Sources::new(loaded.sources),
+        sourced: false,
     };
     a.refresh_push();
+    a.sources.refresh(&a.js, a.stream.source_specs());
     // Restored consumers may have work at once.
     a.on_timer();
     a.finish();
@@ -221,6 +252,9 @@ impl Actor {
             at(p);
         }
         if let Some(s) = self.next_interval_sync {
+            at(s);
+        }
+        if let Some(s) = self.sources.next_wake() {
             at(s);
         }
         wake
@@ -291,6 +325,50 @@ impl Actor {
                 })));
             }
             Cmd::Delete { .. } => unreachable!("handled by the loop"),
+            Cmd::CreateSourceConsumer { config, done } => {
+                let name = config.name.clone();
+                let req = CreateConsumerRequest {
+                    stream_name: self.stream.config.name.clone(),
+                    config: *config,
+                    action: ConsumerAction::Create,
+                    pedantic: false,
+                };
+                let r = self
+                    .stream
+                    .add_consumer(req, Some(&name), None, false, || name.clone(), now)
+                    .map(|_| ());
+                self.items.push(Item::Done(Box::new(move |ok| {
+                    let _ = done.send(if ok {
+                        r
+                    } else {
+                        Err(E::STREAM_STORE_FAILED.with("err", "storage failed"))
+                    });
+                })));
+            }
+            Cmd::DropSourceConsumer { name } => {
+                let _ = self.stream.delete_consumer(&name);
+            }
+            Cmd::Sourced {
+                key,
+                generation,
+                msg,
+            } => {
+                let (advanced, out) =
+                    self.sources
+                        .deliver(&self.js, &key, generation, msg, &mut self.stream, now);
+                self.sourced |= advanced;
+                if self.stream.store().failed() {
+                    self.failed = true;
+                }
+                self.items.extend(out.into_iter().map(Item::Out));
+            }
+            Cmd::SourceAttached {
+                key,
+                generation,
+                result,
+            } => {
+                self.sources.attached(&self.js, &key, generation, result);
+            }
         }
         self.drain_outputs();
     }
@@ -335,6 +413,7 @@ impl Actor {
             return Err(e);
         }
         *self.handle.config.write() = config;
+        self.sources.refresh(&self.js, self.stream.source_specs());
         Ok(self.stream.info(now, false, ""))
     }
 
@@ -350,11 +429,15 @@ impl Actor {
                 self.inflight.push_back(Batch {
                     commit: Some(rx),
                     items: Vec::new(),
+                    positions: None,
                 });
             }
         }
         if self.next_poll.is_some_and(|t| t <= mono) {
             self.poll_interest(now);
+        }
+        if !self.sources.is_empty() {
+            self.sources.on_timer(&self.js, &self.handle, &self.stream);
         }
         if self.stream.next_deadline().is_some_and(|d| d <= now) {
             if let Err(e) = self.stream.tick(now) {
@@ -462,7 +545,8 @@ impl Actor {
 
         let items = std::mem::take(&mut self.items);
         let handles = std::mem::take(&mut self.handles);
-        if items.is_empty() && handles.is_empty() && !self.failed {
+        let positions = std::mem::take(&mut self.sourced).then(|| self.stream.source_positions());
+        if items.is_empty() && handles.is_empty() && positions.is_none() && !self.failed {
             return;
         }
         let commit = if self.failed {
@@ -486,7 +570,11 @@ impl Actor {
                 }
             }
         };
-        self.inflight.push_back(Batch { commit, items });
+        self.inflight.push_back(Batch {
+            commit,
+            items,
+            positions,
+        });
     }
 
     /// Creates journals for new persistent consumers and removes those of
@@ -546,6 +634,13 @@ impl Actor {
     /// and everything after it.
     async fn release(&mut self, result: std::io::Result<()>) {
         let batch = self.inflight.pop_front().expect("a batch in flight");
+        let result = result.and_then(|()| match &batch.positions {
+            // Journaled once the copies are durable, before any ack lets
+            // an origin drop what was copied.
+            Some(p) => tokio::task::block_in_place(|| self.sources.record(p))
+                .map_err(std::io::Error::other),
+            None => Ok(()),
+        });
         match result {
             Ok(()) => {
                 self.send(batch.items);
@@ -638,6 +733,7 @@ impl Actor {
             self.inflight.push_back(Batch {
                 commit: Some(rx),
                 items: Vec::new(),
+                positions: None,
             });
         }
         while !self.inflight.is_empty() {
@@ -655,12 +751,15 @@ impl Actor {
             let r = tokio::task::block_in_place(|| persist::open_stream(&path, now));
             match r {
                 Ok(Some(loaded)) => {
+                    self.sources.detach_all(&self.js);
+                    self.sources = Sources::new(loaded.sources);
                     self.stream = loaded.stream;
                     self.journals = loaded.journals;
                     self.dirs = loaded.dirs;
                     self.failed = false;
                     self.poison.store(false, Ordering::Release);
                     self.refresh_push();
+                    self.sources.refresh(&self.js, self.stream.source_specs());
                     return;
                 }
                 Ok(None) => {
@@ -677,6 +776,7 @@ impl Actor {
     }
 
     fn delete(&mut self) -> Result<(), ApiError> {
+        self.sources.detach_all(&self.js);
         let _ = self.stream.delete();
         self.drain_outputs();
         let items = std::mem::take(&mut self.items);

@@ -371,12 +371,17 @@ impl Dispatcher {
         if kind == Kind::StreamUpdate && cfg.name != name {
             return Err((kind, E::STREAM_MISMATCH.err()));
         }
-        if cfg.mirror.is_some() || !cfg.sources.is_empty() {
+        let remote = cfg
+            .mirror
+            .iter()
+            .chain(cfg.sources.iter())
+            .any(|s| s.external.is_some() || s.consumer.is_some());
+        if remote {
             return Err((
                 kind,
                 E::STREAM_INVALID_CONFIG.with(
                     "err",
-                    "mirrors and sources are not supported by this server yet",
+                    "external and durable-consumer sources are not supported by this server",
                 ),
             ));
         }
@@ -580,6 +585,13 @@ impl Dispatcher {
             durable_api,
         )
         .map_err(|e| (kind, e))?;
+        if req.config.direct {
+            // Only streams sourcing from this one run direct consumers.
+            return Err((
+                kind,
+                E::STREAM_INVALID_CONFIG.with("err", "direct consumers are internal"),
+            ));
+        }
         let level =
             i64::from(req.config.pause_until.is_some() || !req.config.priority_groups.is_empty());
         req.config

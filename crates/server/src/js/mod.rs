@@ -24,6 +24,7 @@ mod commit;
 mod persist;
 mod response;
 mod sinks;
+mod sources;
 mod stream_api;
 
 use std::collections::BTreeMap;

@@ -283,6 +283,8 @@ pub struct StreamDirs {
 /// its persisted consumers.
 pub struct Loaded {
     pub stream: Stream,
+    /// Where the stream's sources' positions are journaled (file streams).
+    pub sources: Option<Journal>,
     pub journals: BTreeMap<String, ConsumerJournal>,
     pub dirs: StreamDirs,
     /// Things worth a log line (damaged journal entries).
@@ -327,10 +329,21 @@ pub fn create_stream(path: &Path, config: StreamConfig, now: i64) -> std::io::Re
     if let Some(parent) = path.parent() {
         std::fs::File::open(parent)?.sync_all()?;
     }
+    let file = config.storage == Storage::File;
     let stream =
         Stream::create(config, now, store).map_err(|e| std::io::Error::other(e.description))?;
+    let sources = if file {
+        Some(
+            Journal::open(dirs.root.clone(), super::sources::JOURNAL)
+                .map_err(std::io::Error::other)?
+                .0,
+        )
+    } else {
+        None
+    };
     Ok(Loaded {
         stream,
+        sources,
         journals: BTreeMap::new(),
         dirs,
         notes: Vec::new(),
@@ -360,11 +373,23 @@ pub fn open_stream(path: &Path, now: i64) -> Result<Option<Loaded>, String> {
             journals.insert(j.config().name.clone(), j);
         }
     }
+    let sources = match &dirs.obs {
+        Some(_) => {
+            let (journal, positions) = super::sources::load_positions(&dirs.root);
+            stream.restore_source_positions(&positions);
+            journal
+        }
+        None => {
+            stream.restore_source_positions(&BTreeMap::new());
+            None
+        }
+    };
     if let Err(e) = stream.reconcile() {
         notes.push(format!("retention check after restart failed: {e}"));
     }
     Ok(Some(Loaded {
         stream,
+        sources,
         journals,
         dirs,
         notes,

@@ -137,6 +137,41 @@ pub fn subscribe_stream(
     Ok(())
 }
 
+/// Deliveries of a source's consumer on the origin, for this stream.
+struct SourceSink {
+    handle: Arc<StreamHandle>,
+    key: String,
+    generation: u64,
+}
+
+impl InternalSink for SourceSink {
+    fn deliver(&self, msg: Message<'_>) {
+        self.handle.send(Cmd::Sourced {
+            key: self.key.clone(),
+            generation: self.generation,
+            msg: Inbound::copy(msg),
+        });
+    }
+}
+
+pub fn subscribe_source(
+    js: &JetStream,
+    handle: &Arc<StreamHandle>,
+    key: &str,
+    generation: u64,
+    subject: &str,
+) -> Result<Arc<crate::subscription::Subscription>, subjects::SublistError> {
+    js.server.subscribe_internal(
+        subject,
+        None,
+        Arc::new(SourceSink {
+            handle: handle.clone(),
+            key: key.to_string(),
+            generation,
+        }),
+    )
+}
+
 /// Headers of a status reply with no body (`503` when nothing serves a
 /// request, as nats-server's no-responders).
 pub fn status_msg(to: &str, code: u16, description: &str) -> OutMsg {
