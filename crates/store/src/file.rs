@@ -189,8 +189,9 @@ pub struct FileStore {
     names: Names,
     lost: Vec<u64>,
     lost_bytes: u64,
-    /// A write failed; the in-memory state is ahead of the files.
-    failed: bool,
+    /// A write failed (with this error); the in-memory state is ahead of
+    /// the files.
+    failed: Option<String>,
     /// Older segments written (erasures) since the last sync handle.
     touched: BTreeSet<u32>,
     /// Segments created since the last sync handle.
@@ -222,7 +223,7 @@ impl FileStore {
             names: Names::default(),
             lost: Vec::new(),
             lost_bytes: 0,
-            failed: false,
+            failed: None,
             touched: BTreeSet::new(),
             created: BTreeSet::new(),
             doomed: Vec::new(),
@@ -289,7 +290,7 @@ impl FileStore {
         {
             // The index already counts what the buffer holds: only a
             // reload from disk makes the two agree again.
-            self.failed = true;
+            self.failed = Some(e.to_string());
             return Err(e.into());
         }
         seg.written += self.pending.len() as u64;
@@ -930,8 +931,8 @@ impl MsgStore for FileStore {
         self.dirty
     }
 
-    fn failed(&self) -> bool {
-        self.failed
+    fn failed(&self) -> Option<&str> {
+        self.failed.as_deref()
     }
 
     fn sync_handle(&mut self) -> Option<SyncHandle> {

@@ -155,10 +155,10 @@ pub trait MsgStore: Send {
     /// run off the stream's task (group commit). `None` when nothing needs
     /// syncing (memory store, or no writes since the last handle).
     fn sync_handle(&mut self) -> Option<SyncHandle>;
-    /// Whether a write failed, leaving memory ahead of storage: the
-    /// owner must reopen the store before trusting it again.
-    fn failed(&self) -> bool {
-        false
+    /// The error of a write that failed, leaving memory ahead of storage:
+    /// the owner must reopen the store before trusting it again.
+    fn failed(&self) -> Option<&str> {
+        None
     }
     /// Removes the stream's data from storage.
     fn delete_all(&mut self) -> Result<()>;

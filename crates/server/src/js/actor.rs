@@ -136,8 +136,9 @@ pub(super) struct Actor {
     deferred: Vec<SyncHandle>,
     next_interval_sync: Option<Instant>,
     poison: Arc<AtomicBool>,
-    /// A write failed in this batch: it cannot be committed.
-    failed: bool,
+    /// A write failed in this batch (with this error): it cannot be
+    /// committed.
+    failed: Option<String>,
     clock: i64,
     push: Vec<PushTarget>,
     next_poll: Option<Instant>,
@@ -176,7 +177,7 @@ pub(super) async fn run(
         deferred: Vec::new(),
         next_interval_sync: None,
         poison: Arc::new(AtomicBool::new(false)),
-        failed: false,
+        failed: None,
         clock: 0,
         push: Vec::new(),
         next_poll: None,
@@ -357,9 +358,7 @@ impl Actor {
                     self.sources
                         .deliver(&self.js, &key, generation, msg, &mut self.stream, now);
                 self.sourced |= advanced;
-                if self.stream.store().failed() {
-                    self.failed = true;
-                }
+                self.note_store_failure();
                 self.items.extend(out.into_iter().map(Item::Out));
             }
             Cmd::SourceAttached {
@@ -387,9 +386,7 @@ impl Actor {
                 now,
             )
         };
-        if self.stream.store().failed() {
-            self.failed = true;
-        }
+        self.note_store_failure();
         if let Some(reply) = m.reply {
             if !self.stream.config.no_ack {
                 self.items.push(Item::Ack { reply, ack });
@@ -483,6 +480,12 @@ impl Actor {
         }
     }
 
+    fn note_store_failure(&mut self) {
+        if self.failed.is_none() {
+            self.failed = self.stream.store().failed().map(str::to_string);
+        }
+    }
+
     fn drain_outputs(&mut self) {
         for o in self.stream.take_outputs() {
             match o {
@@ -524,16 +527,14 @@ impl Actor {
                         "Stream '{}': consumer '{name}' state could not be written: {e}",
                         self.handle.name
                     );
-                    self.failed = true;
+                    self.failed = Some(e.to_string());
                 }
             }
         }
         if let Some(h) = self.stream.store_mut().sync_handle() {
             self.handles.push(h);
         }
-        if self.stream.store().failed() {
-            self.failed = true;
-        }
+        self.note_store_failure();
         let st = self.stream.store().state();
         self.handle.msgs.store(st.msgs, Ordering::Relaxed);
         self.handle.bytes.store(st.bytes, Ordering::Relaxed);
@@ -546,15 +547,13 @@ impl Actor {
         let items = std::mem::take(&mut self.items);
         let handles = std::mem::take(&mut self.handles);
         let positions = std::mem::take(&mut self.sourced).then(|| self.stream.source_positions());
-        if items.is_empty() && handles.is_empty() && positions.is_none() && !self.failed {
+        if items.is_empty() && handles.is_empty() && positions.is_none() && self.failed.is_none() {
             return;
         }
-        let commit = if self.failed {
+        let commit = if let Some(e) = &self.failed {
             self.poison.store(true, Ordering::Release);
             let (tx, rx) = oneshot::channel();
-            let _ = tx.send(Err(std::io::Error::other(
-                "a write to the stream's storage failed",
-            )));
+            let _ = tx.send(Err(std::io::Error::other(e.clone())));
             Some(rx)
         } else if handles.is_empty() {
             None
@@ -597,7 +596,7 @@ impl Actor {
                         "Stream '{}': consumer '{name}' journal could not be removed: {e}",
                         self.handle.name
                     );
-                    self.failed = true;
+                    self.failed = Some(e.to_string());
                 }
             }
         }
@@ -624,7 +623,7 @@ impl Actor {
                         "Stream '{}': consumer '{name}' journal could not be created: {e}",
                         self.handle.name
                     );
-                    self.failed = true;
+                    self.failed = Some(e.to_string());
                 }
             }
         }
@@ -756,7 +755,7 @@ impl Actor {
                     self.stream = loaded.stream;
                     self.journals = loaded.journals;
                     self.dirs = loaded.dirs;
-                    self.failed = false;
+                    self.failed = None;
                     self.poison.store(false, Ordering::Release);
                     self.refresh_push();
                     self.sources.refresh(&self.js, self.stream.source_specs());
