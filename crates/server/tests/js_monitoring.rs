@@ -94,3 +94,29 @@ async fn jsz_without_jetstream() {
     let v = s.json("/varz");
     assert_eq!(v["jetstream"], serde_json::json!({}));
 }
+
+#[tokio::test]
+async fn sync_interval_is_configurable() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = common::server()
+        .config(&format!(
+            "jetstream {{ store_dir: \"{}\", sync_interval: \"30s\", max_mem: 1GB }}",
+            dir.path().display()
+        ))
+        .start();
+    let js = jetstream::new(s.client().await);
+    js.create_stream(stream::Config {
+        name: "S".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let ack = js.publish("S", "x".into()).await.unwrap().await.unwrap();
+    assert_eq!(ack.sequence, 1);
+    let v = s.json("/varz");
+    let cfg = &v["jetstream"]["config"];
+    assert_eq!(cfg["sync_interval"], 30_000_000_000u64);
+    assert!(cfg.get("sync_always").is_none(), "{cfg}");
+    assert_eq!(cfg["max_memory"], 1i64 << 30);
+    assert!(s.log_text().contains("acknowledged writes since the last sync are lost"));
+}
