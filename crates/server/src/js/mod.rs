@@ -429,6 +429,14 @@ impl JetStream {
         self.check_reservation(&cfg)?;
         let now = wall_clock();
         let dir = self.stream_dir(&cfg.name);
+        if dir.join("meta.json").exists() {
+            // A stream that could not be recovered at start: its data stays
+            // where it is until someone looks at it.
+            return Err(E::STREAM_CREATE.with(
+                "err",
+                "stream storage exists but could not be recovered; move it aside to reuse the name",
+            ));
+        }
         if dir.exists() {
             // Left by a delete that did not finish.
             std::fs::remove_dir_all(&dir).map_err(|e| E::STREAM_CREATE.with("err", e))?;

@@ -1,0 +1,105 @@
+//! Damaged storage found at start: the damaged message is reported lost
+//! (stream info `lost`, a log line), everything else is served, and the
+//! server neither panics nor refuses to start.
+
+mod common;
+
+use async_nats::jetstream::{self, stream};
+
+fn segment_files(store: &std::path::Path, stream: &str) -> Vec<std::path::PathBuf> {
+    let dir = store.join("jetstream").join("$G").join("streams").join(stream).join("msgs");
+    let mut v: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    v.sort();
+    v
+}
+
+async fn info(c: &async_nats::Client, stream: &str) -> serde_json::Value {
+    let r = c.request(format!("$JS.API.STREAM.INFO.{stream}"), "".into()).await.unwrap();
+    serde_json::from_slice(&r.payload).unwrap()
+}
+
+#[tokio::test]
+async fn a_flipped_bit_loses_one_message() {
+    let mut s = common::js_server();
+    let js = jetstream::new(s.client().await);
+    js.create_stream(stream::Config {
+        name: "C".into(),
+        subjects: vec!["c.>".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for i in 1..=100 {
+        js.publish(format!("c.{i}"), format!("payload-{i:04}").into()).await.unwrap().await.unwrap();
+    }
+    s.kill9();
+    // Damage message 50's payload in place.
+    let seg = &segment_files(&s.store_dir(), "C")[0];
+    let mut bytes = std::fs::read(seg).unwrap();
+    let at = bytes.windows(12).position(|w| w == b"payload-0050").expect("message 50 on disk");
+    bytes[at + 3] ^= 0x10;
+    std::fs::write(seg, &bytes).unwrap();
+
+    s.restart();
+    let c = s.client().await;
+    let i = info(&c, "C").await;
+    assert_eq!(i["state"]["lost"]["msgs"], serde_json::json!([50]), "{i}");
+    assert_eq!(i["state"]["messages"], 99);
+    assert_eq!(i["state"]["last_seq"], 100);
+    assert!(s.log_text().contains("lost to damaged storage"), "{}", s.log_text());
+    let js = jetstream::new(c);
+    let st = js.get_stream("C").await.unwrap();
+    assert!(st.get_raw_message(50).await.is_err());
+    assert_eq!(&st.get_raw_message(51).await.unwrap().payload[..], b"payload-0051");
+    // Publishing continues after the last sequence.
+    let ack = js.publish("c.next", "x".into()).await.unwrap().await.unwrap();
+    assert_eq!(ack.sequence, 101);
+}
+
+#[tokio::test]
+async fn a_torn_tail_is_truncated_and_garbage_meta_is_reported() {
+    let mut s = common::js_server();
+    let js = jetstream::new(s.client().await);
+    for name in ["T", "BAD"] {
+        js.create_stream(stream::Config {
+            name: name.into(),
+            subjects: vec![format!("{}.>", name.to_lowercase())],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    for i in 1..=10 {
+        js.publish(format!("t.{i}"), "x".into()).await.unwrap().await.unwrap();
+    }
+    s.kill9();
+    // A half-written record at the end, as a crash mid-write leaves it.
+    let seg = &segment_files(&s.store_dir(), "T")[0];
+    let mut bytes = std::fs::read(seg).unwrap();
+    bytes.extend_from_slice(&[0x55, 0x12, 0x00, 0x07, 0x01]);
+    std::fs::write(seg, &bytes).unwrap();
+    // And an unreadable config for another stream.
+    let meta = s.store_dir().join("jetstream/$G/streams/BAD/meta.json");
+    std::fs::write(&meta, b"{not json").unwrap();
+
+    s.restart();
+    let c = s.client().await;
+    let i = info(&c, "T").await;
+    assert_eq!(i["state"]["messages"], 10, "{i}");
+    assert!(i["state"].get("lost").is_none(), "a torn tail is not a loss: {i}");
+    let i = info(&c, "BAD").await;
+    assert_eq!(i["error"]["err_code"], 10059);
+    assert!(s.log_text().contains("could not be recovered"), "{}", s.log_text());
+    let js = jetstream::new(c);
+    assert_eq!(js.publish("t.x", "y".into()).await.unwrap().await.unwrap().sequence, 11);
+    // Its data is not thrown away by reusing the name.
+    let err = js
+        .create_stream(stream::Config {
+            name: "BAD".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("could not be recovered"), "{err}");
+    assert!(meta.exists());
+}
