@@ -7,14 +7,25 @@ mod common;
 use async_nats::jetstream::{self, stream};
 
 fn segment_files(store: &std::path::Path, stream: &str) -> Vec<std::path::PathBuf> {
-    let dir = store.join("jetstream").join("$G").join("streams").join(stream).join("msgs");
-    let mut v: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let dir = store
+        .join("jetstream")
+        .join("$G")
+        .join("streams")
+        .join(stream)
+        .join("msgs");
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     v.sort();
     v
 }
 
 async fn info(c: &async_nats::Client, stream: &str) -> serde_json::Value {
-    let r = c.request(format!("$JS.API.STREAM.INFO.{stream}"), "".into()).await.unwrap();
+    let r = c
+        .request(format!("$JS.API.STREAM.INFO.{stream}"), "".into())
+        .await
+        .unwrap();
     serde_json::from_slice(&r.payload).unwrap()
 }
 
@@ -30,13 +41,20 @@ async fn a_flipped_bit_loses_one_message() {
     .await
     .unwrap();
     for i in 1..=100 {
-        js.publish(format!("c.{i}"), format!("payload-{i:04}").into()).await.unwrap().await.unwrap();
+        js.publish(format!("c.{i}"), format!("payload-{i:04}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
     }
     s.kill9();
     // Damage message 50's payload in place.
     let seg = &segment_files(&s.store_dir(), "C")[0];
     let mut bytes = std::fs::read(seg).unwrap();
-    let at = bytes.windows(12).position(|w| w == b"payload-0050").expect("message 50 on disk");
+    let at = bytes
+        .windows(12)
+        .position(|w| w == b"payload-0050")
+        .expect("message 50 on disk");
     bytes[at + 3] ^= 0x10;
     std::fs::write(seg, &bytes).unwrap();
 
@@ -46,13 +64,25 @@ async fn a_flipped_bit_loses_one_message() {
     assert_eq!(i["state"]["lost"]["msgs"], serde_json::json!([50]), "{i}");
     assert_eq!(i["state"]["messages"], 99);
     assert_eq!(i["state"]["last_seq"], 100);
-    assert!(s.log_text().contains("lost to damaged storage"), "{}", s.log_text());
+    assert!(
+        s.log_text().contains("lost to damaged storage"),
+        "{}",
+        s.log_text()
+    );
     let js = jetstream::new(c);
     let st = js.get_stream("C").await.unwrap();
     assert!(st.get_raw_message(50).await.is_err());
-    assert_eq!(&st.get_raw_message(51).await.unwrap().payload[..], b"payload-0051");
+    assert_eq!(
+        &st.get_raw_message(51).await.unwrap().payload[..],
+        b"payload-0051"
+    );
     // Publishing continues after the last sequence.
-    let ack = js.publish("c.next", "x".into()).await.unwrap().await.unwrap();
+    let ack = js
+        .publish("c.next", "x".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
     assert_eq!(ack.sequence, 101);
 }
 
@@ -70,7 +100,11 @@ async fn a_torn_tail_is_truncated_and_garbage_meta_is_reported() {
         .unwrap();
     }
     for i in 1..=10 {
-        js.publish(format!("t.{i}"), "x".into()).await.unwrap().await.unwrap();
+        js.publish(format!("t.{i}"), "x".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
     }
     s.kill9();
     // A half-written record at the end, as a crash mid-write leaves it.
@@ -86,12 +120,27 @@ async fn a_torn_tail_is_truncated_and_garbage_meta_is_reported() {
     let c = s.client().await;
     let i = info(&c, "T").await;
     assert_eq!(i["state"]["messages"], 10, "{i}");
-    assert!(i["state"].get("lost").is_none(), "a torn tail is not a loss: {i}");
+    assert!(
+        i["state"].get("lost").is_none(),
+        "a torn tail is not a loss: {i}"
+    );
     let i = info(&c, "BAD").await;
     assert_eq!(i["error"]["err_code"], 10059);
-    assert!(s.log_text().contains("could not be recovered"), "{}", s.log_text());
+    assert!(
+        s.log_text().contains("could not be recovered"),
+        "{}",
+        s.log_text()
+    );
     let js = jetstream::new(c);
-    assert_eq!(js.publish("t.x", "y".into()).await.unwrap().await.unwrap().sequence, 11);
+    assert_eq!(
+        js.publish("t.x", "y".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap()
+            .sequence,
+        11
+    );
     // Its data is not thrown away by reusing the name.
     let err = js
         .create_stream(stream::Config {

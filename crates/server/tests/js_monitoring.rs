@@ -118,5 +118,7 @@ async fn sync_interval_is_configurable() {
     assert_eq!(cfg["sync_interval"], 30_000_000_000u64);
     assert!(cfg.get("sync_always").is_none(), "{cfg}");
     assert_eq!(cfg["max_memory"], 1i64 << 30);
-    assert!(s.log_text().contains("acknowledged writes since the last sync are lost"));
+    assert!(s
+        .log_text()
+        .contains("acknowledged writes since the last sync are lost"));
 }
