@@ -54,9 +54,7 @@ fn version_help_and_bad_flags() {
 #[test]
 fn later_features_are_refused_on_the_command_line() {
     for args in [
-        &["-js"][..],
-        &["--jetstream=true", "-sd", "/tmp/x"],
-        &["--cluster", "nats://127.0.0.1:6222"],
+        &["--cluster", "nats://127.0.0.1:6222"][..],
         &["--routes", "nats://a:1"],
     ] {
         let (code, _, err) = run(args);
