@@ -894,6 +894,45 @@ async fn direct_get_needs_allow_direct() {
             async_nats::RequestErrorKind::NoResponders,
             "{subject}"
         );
+    }
+    // Turning it on by update subscribes.
+    let r = api(
+        &c,
+        "$JS.API.STREAM.UPDATE.ND",
+        &json!({"name": "ND", "subjects": ["nd.>"], "allow_direct": true}).to_string(),
+    )
+    .await;
+    assert_eq!(r["config"]["allow_direct"], true, "{r}");
+    let m = c
+        .request("$JS.API.DIRECT.GET.ND", r#"{"seq":1}"#.into())
+        .await
+        .unwrap();
+    assert_eq!(common::header(&m, "Nats-Sequence"), Some("1"), "{m:?}");
+    // And turning it off unsubscribes.
+    let r = api(
+        &c,
+        "$JS.API.STREAM.UPDATE.ND",
+        &json!({"name": "ND", "subjects": ["nd.>"], "allow_direct": false}).to_string(),
+    )
+    .await;
+    assert_eq!(r["config"]["allow_direct"], false, "{r}");
+    let err = c
+        .request("$JS.API.DIRECT.GET.ND", r#"{"seq":1}"#.into())
+        .await
+        .expect_err("nobody answers");
+    assert_eq!(err.kind(), async_nats::RequestErrorKind::NoResponders);
+}
+
+#[tokio::test]
+async fn direct_get_without_responders_names_the_subject() {
+    let s = common::js_server();
+    let c = s.client().await;
+    create(&c, "ND", json!({"name": "ND", "subjects": ["nd.>"]})).await;
+    for (subject, body) in [
+        ("$JS.API.DIRECT.GET.ND", r#"{"seq":1}"#),
+        ("$JS.API.DIRECT.GET.ND.nd.a", ""),
+        ("$JS.API.DIRECT.GET.NOPE", r#"{"seq":1}"#),
+    ] {
         // The no-responders status names the subject, as for any subject
         // nobody listens on.
         let replies =
@@ -917,19 +956,6 @@ async fn direct_get_needs_allow_direct() {
         Some("nobody.here"),
         "{replies:?}"
     );
-    // Turning it on by update subscribes.
-    let r = api(
-        &c,
-        "$JS.API.STREAM.UPDATE.ND",
-        &json!({"name": "ND", "subjects": ["nd.>"], "allow_direct": true}).to_string(),
-    )
-    .await;
-    assert_eq!(r["config"]["allow_direct"], true, "{r}");
-    let m = c
-        .request("$JS.API.DIRECT.GET.ND", r#"{"seq":1}"#.into())
-        .await
-        .unwrap();
-    assert_eq!(common::header(&m, "Nats-Sequence"), Some("1"), "{m:?}");
 }
 
 #[tokio::test]
@@ -1223,4 +1249,87 @@ async fn direct_get_with_the_client() {
         .await
         .expect_err("missing");
     assert_eq!(err.kind(), DirectGetErrorKind::NotFound);
+}
+
+#[tokio::test]
+async fn direct_get_multi_last() {
+    let s = common::js_server();
+    let c = s.client().await;
+    create(
+        &c,
+        "D",
+        json!({"name": "D", "subjects": ["d.>"], "allow_direct": true}),
+    )
+    .await;
+    for subj in ["a", "b", "a", "c.x", "b", "a"] {
+        pubt(&c, &format!("d.{subj}"), &[], subj.as_bytes()).await;
+    }
+    let g = "$JS.API.DIRECT.GET.D";
+    let wait = Duration::from_millis(500);
+    // The last message of each matching subject, in sequence order; the
+    // EOB also names the sequence the lookup went up to.
+    let cases: Vec<(&str, Vec<(u64, u64, u64)>, u64)> = vec![
+        (
+            r#"{"multi_last":["d.a","d.b"]}"#,
+            vec![(5, 1, 0), (6, 0, 5)],
+            6,
+        ),
+        (
+            r#"{"multi_last":["d.>"]}"#,
+            vec![(4, 2, 0), (5, 1, 4), (6, 0, 5)],
+            6,
+        ),
+        (
+            r#"{"multi_last":["d.*"],"up_to_seq":3}"#,
+            vec![(2, 1, 0), (3, 0, 2)],
+            3,
+        ),
+        (r#"{"multi_last":["d.a"],"batch":1}"#, vec![(6, 0, 0)], 6),
+    ];
+    for (body, msgs, up_to) in cases {
+        let replies = common::collect_replies(&c, g, body.as_bytes(), wait).await;
+        let last = msgs.last().map_or(0, |m| m.0);
+        assert_eq!(
+            batch_of(&replies),
+            (msgs, Some((0, last))),
+            "{body}: {replies:?}"
+        );
+        let eob = replies.last().unwrap();
+        assert_eq!(
+            common::header(eob, "Nats-UpTo-Sequence"),
+            Some(up_to.to_string().as_str()),
+            "{body}: {eob:?}"
+        );
+    }
+    for (body, code, desc) in [
+        (r#"{"multi_last":["zz"]}"#, 404, "No Results"),
+        (
+            r#"{"multi_last":["d.>"],"up_to_time":"2020-01-01T00:00:00Z"}"#,
+            404,
+            "No Results",
+        ),
+        (
+            r#"{"multi_last":["d.a"],"up_to_seq":3,"up_to_time":"2020-01-01T00:00:00Z"}"#,
+            408,
+            "Bad Request",
+        ),
+        (
+            r#"{"multi_last":["d.a"],"last_by_subj":"d.a"}"#,
+            408,
+            "Bad Request",
+        ),
+        (
+            r#"{"multi_last":["d.a"],"next_by_subj":"d.a"}"#,
+            408,
+            "Bad Request",
+        ),
+    ] {
+        let replies = common::collect_replies(&c, g, body.as_bytes(), wait).await;
+        assert_eq!(replies.len(), 1, "{body}: {replies:?}");
+        assert_eq!(
+            status(&replies[0]),
+            (Some(code), Some(desc)),
+            "{body}: {replies:?}"
+        );
+    }
 }

@@ -1143,3 +1143,105 @@ async fn headers_are_stored_verbatim() {
     assert_eq!(r["message"]["hdrs"], common::b64(block.as_bytes()), "{r}");
     assert_eq!(r["message"]["data"], common::b64(b"hi"), "{r}");
 }
+
+#[tokio::test]
+async fn dedupe_ids_survive_a_purge() {
+    let s = common::js_server();
+    let c = s.client().await;
+    create(&c, "S", json!({"name": "S", "subjects": ["s.>"]})).await;
+    assert_eq!(
+        pubt(&c, "s.a", &[("Nats-Msg-Id", "a")], b"x").await,
+        ack("S", 1)
+    );
+    let r = api(&c, "$JS.API.STREAM.PURGE.S", "").await;
+    assert_eq!(r["purged"], 1, "{r}");
+    assert_eq!(
+        pubt(&c, "s.a", &[("Nats-Msg-Id", "a")], b"x").await,
+        r#"{"stream":"S","seq":1,"duplicate": true}"#
+    );
+    assert_eq!(state(&c, "S", "").await["messages"], 0);
+}
+
+#[tokio::test]
+async fn expectations_after_deletes() {
+    let s = common::js_server();
+    let c = s.client().await;
+    create(&c, "S", json!({"name": "S", "subjects": ["s.>"]})).await;
+    pubt(&c, "s.a", &[], b"x").await; // 1
+    pubt(&c, "s.b", &[], b"x").await; // 2
+    let r = api(&c, "$JS.API.STREAM.MSG.DELETE.S", r#"{"seq":2}"#).await;
+    assert_eq!(r["success"], true, "{r}");
+    // The stream's last sequence is the last one assigned, deleted or not.
+    let steps: Vec<(&str, Headers, String)> = vec![
+        (
+            "s.b",
+            &[("Nats-Expected-Last-Sequence", "1")],
+            err_ack("S", 400, 10071, "wrong last sequence: 2"),
+        ),
+        ("s.b", &[("Nats-Expected-Last-Sequence", "2")], ack("S", 3)),
+        ("s.c", &[], ack("S", 4)),
+        ("s.c", &[], ack("S", 5)),
+    ];
+    for (i, (subject, headers, want)) in steps.iter().enumerate() {
+        assert_ack(
+            &pubt(&c, subject, headers, b"x").await,
+            want,
+            &format!("step {i}"),
+        );
+    }
+    // A subject's last sequence is that of its last message still stored.
+    let r = api(&c, "$JS.API.STREAM.MSG.DELETE.S", r#"{"seq":5}"#).await;
+    assert_eq!(r["success"], true, "{r}");
+    assert_ack(
+        &pubt(
+            &c,
+            "s.c",
+            &[("Nats-Expected-Last-Subject-Sequence", "5")],
+            b"x",
+        )
+        .await,
+        &err_ack("S", 400, 10071, "wrong last sequence: 4"),
+        "deleted last",
+    );
+    assert_ack(
+        &pubt(
+            &c,
+            "s.c",
+            &[("Nats-Expected-Last-Subject-Sequence", "4")],
+            b"x",
+        )
+        .await,
+        &ack("S", 6),
+        "remaining last",
+    );
+}
+
+#[tokio::test]
+async fn rollup_passes_discard_new_per_subject() {
+    let s = common::js_server();
+    let c = s.client().await;
+    create(
+        &c,
+        "L3",
+        json!({"name": "L3", "subjects": ["l3.>"], "max_msgs_per_subject": 2, "discard": "new",
+               "discard_new_per_subject": true, "allow_rollup_hdrs": true}),
+    )
+    .await;
+    assert_ack(&pubt(&c, "l3.a", &[], b"x").await, &ack("L3", 1), "1");
+    assert_ack(&pubt(&c, "l3.a", &[], b"x").await, &ack("L3", 2), "2");
+    assert_ack(
+        &pubt(&c, "l3.a", &[], b"x").await,
+        &err_ack("L3", 503, 10077, "maximum messages per subject exceeded"),
+        "full",
+    );
+    assert_ack(
+        &pubt(&c, "l3.a", &[("Nats-Rollup", "sub")], b"x").await,
+        &ack("L3", 3),
+        "roll-up",
+    );
+    assert_eq!(
+        no_bytes(state(&c, "L3", r#"{"subjects_filter":">"}"#).await),
+        json!({"messages": 1, "first_seq": 3, "last_seq": 3, "num_subjects": 1,
+               "subjects": {"l3.a": 1}, "consumer_count": 0})
+    );
+}

@@ -1343,3 +1343,39 @@ async fn client_stream_management() {
     assert!(js.delete_stream("S").await.unwrap().success);
     assert!(js.delete_stream("S").await.is_err());
 }
+
+#[tokio::test]
+async fn update_drops_subjects_and_trims_per_subject() {
+    let s = common::js_server();
+    let c = s.client().await;
+    create_ok(&c, "U", json!({"name": "U", "subjects": ["u.>", "w"]})).await;
+    for subject in ["u.a", "u.a", "u.a", "u.b", "w"] {
+        publish(&c, subject, "x").await;
+    }
+    let r = api(
+        &c,
+        "$JS.API.STREAM.UPDATE.U",
+        &json!({"name": "U", "subjects": ["u.>"], "max_msgs_per_subject": 1}).to_string(),
+    )
+    .await;
+    let st = &r["state"];
+    assert_eq!(
+        (
+            st["messages"].as_u64(),
+            st["first_seq"].as_u64(),
+            st["last_seq"].as_u64(),
+            st["num_subjects"].as_u64()
+        ),
+        (Some(3), Some(3), Some(5), Some(3)),
+        "{r}"
+    );
+    // w is no longer captured; its stored message stays.
+    let err = c.request("w", "x".into()).await.expect_err("not captured");
+    assert_eq!(err.kind(), async_nats::RequestErrorKind::NoResponders);
+    assert_eq!(
+        publish(&c, "u.b", "x").await,
+        json!({"stream": "U", "seq": 6})
+    );
+    let r = api(&c, "$JS.API.STREAM.MSG.GET.U", r#"{"last_by_subj":"w"}"#).await;
+    assert_eq!(r["message"]["seq"], 5, "{r}");
+}
