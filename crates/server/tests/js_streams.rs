@@ -182,14 +182,16 @@ async fn info_errors() {
             "invalid JSON: json: cannot unmarshal array into Go value of type server.JSApiStreamInfoRequest",
         ),
     ];
+    let mut checks = common::Checks::default();
     for (name, body, code, err_code, desc) in cases {
         let r = api(&c, &format!("$JS.API.STREAM.INFO.{name}"), body).await;
-        assert_eq!(
-            r,
-            api_error_body("stream_info_response", code, err_code, desc, paged.clone()),
-            "INFO.{name} {body:?}"
+        checks.json(
+            &r,
+            &api_error_body("stream_info_response", code, err_code, desc, paged.clone()),
+            format!("INFO.{name} {body:?}"),
         );
     }
+    checks.done();
 }
 
 #[tokio::test]
@@ -299,14 +301,16 @@ async fn create_name_checks() {
             "stream name is too long, maximum allowed is 255",
         ),
     ];
+    let mut checks = common::Checks::default();
     for (name, body, code, err_code, desc) in cases {
         let r = api(&c, &format!("$JS.API.STREAM.CREATE.{name}"), &body).await;
-        assert_eq!(
-            r,
-            api_error_body("stream_create_response", code, err_code, desc, json!({})),
-            "CREATE.{name} {body}"
+        checks.json(
+            &r,
+            &api_error_body("stream_create_response", code, err_code, desc, json!({})),
+            format!("CREATE.{name} {body}"),
         );
     }
+    checks.done();
     let names = api(&c, "$JS.API.STREAM.NAMES", "").await;
     assert_eq!(names["total"], 0, "{names}");
 }
@@ -329,14 +333,16 @@ async fn create_rejects_bad_json() {
         (r#"{"name":"A","storage":"foo"}"#, r#"invalid JSON: can not unmarshal "\"foo\"""#),
         (r#"{"name":"A","compression":"zzz"}"#, "invalid JSON: unknown compression algorithm"),
     ];
+    let mut checks = common::Checks::default();
     for (body, desc) in cases {
         let r = api(&c, "$JS.API.STREAM.CREATE.A", body).await;
-        assert_eq!(
-            r,
-            api_error_body("stream_create_response", 400, 10025, desc, json!({})),
-            "{body}"
+        checks.json(
+            &r,
+            &api_error_body("stream_create_response", 400, 10025, desc, json!({})),
+            body,
         );
     }
+    checks.done();
     // The discard policy is read case-insensitively.
     let r = create_ok(&c, "A", json!({"name": "A", "discard": "NEW"})).await;
     assert_eq!(r["config"]["discard"], "new");
@@ -462,18 +468,20 @@ async fn create_rejects_invalid_limits() {
             "preferred server not permitted in placement",
         ),
     ];
+    let mut checks = common::Checks::default();
     for (extra, code, err_code, desc) in cases {
         let mut body = json!({"name": "A"});
         body.as_object_mut()
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
         let r = create(&c, "A", body.clone()).await;
-        assert_eq!(
-            r,
-            api_error_body("stream_create_response", code, err_code, desc, json!({})),
-            "{body}"
+        checks.json(
+            &r,
+            &api_error_body("stream_create_response", code, err_code, desc, json!({})),
+            format!("{body}"),
         );
     }
+    checks.done();
     let names = api(&c, "$JS.API.STREAM.NAMES", "").await;
     assert_eq!(
         names["streams"],
@@ -534,18 +542,20 @@ async fn create_rejects_invalid_subjects() {
             "stream configuration for republish with transform from 'foo.*' to 'x.{{wildcard(2)}}' not valid",
         ),
     ];
+    let mut checks = common::Checks::default();
     for (extra, code, err_code, desc) in cases {
         let mut body = json!({"name": "A"});
         body.as_object_mut()
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
         let r = create(&c, "A", body.clone()).await;
-        assert_eq!(
-            r,
-            api_error_body("stream_create_response", code, err_code, desc, json!({})),
-            "{body}"
+        checks.json(
+            &r,
+            &api_error_body("stream_create_response", code, err_code, desc, json!({})),
+            format!("{body}"),
         );
     }
+    checks.done();
 }
 
 #[tokio::test]
@@ -792,14 +802,16 @@ async fn update_refusals() {
             "message TTL status can not be disabled",
         ),
     ];
+    let mut checks = common::Checks::default();
     for (name, body, code, err_code, desc) in cases {
         let r = api(&c, &format!("$JS.API.STREAM.UPDATE.{name}"), &body).await;
-        assert_eq!(
-            r,
-            api_error_body("stream_update_response", code, err_code, desc, json!({})),
-            "UPDATE.{name} {body}"
+        checks.json(
+            &r,
+            &api_error_body("stream_update_response", code, err_code, desc, json!({})),
+            format!("UPDATE.{name} {body}"),
         );
     }
+    checks.done();
     // Nothing changed.
     let r = api(&c, "$JS.API.STREAM.INFO.U", "").await;
     assert_eq!(r["config"]["subjects"], json!(["u.>"]));
@@ -886,13 +898,12 @@ async fn delete_stream() {
         "expected an empty request payload",
         json!({}),
     );
+    let mut checks = common::Checks::default();
     for body in ["null", "[]", r#"{"a":1}"#, "  "] {
-        assert_eq!(
-            api(&c, "$JS.API.STREAM.DELETE.C", body).await,
-            not_empty,
-            "{body:?}"
-        );
+        let r = api(&c, "$JS.API.STREAM.DELETE.C", body).await;
+        checks.json(&r, &not_empty, format!("{body:?}"));
     }
+    checks.done();
     // The body is checked before the stream is looked up.
     assert_eq!(
         api(&c, "$JS.API.STREAM.DELETE.NOPE", "null").await,
@@ -983,13 +994,15 @@ async fn names_sorted_paged_and_filtered() {
             names(2, 1, json!(["D"])),
         ),
     ];
+    let mut checks = common::Checks::default();
     for (body, want) in cases {
-        assert_eq!(
-            api(&c, "$JS.API.STREAM.NAMES", body).await,
-            want,
-            "{body:?}"
+        checks.json(
+            &api(&c, "$JS.API.STREAM.NAMES", body).await,
+            &want,
+            format!("{body:?}"),
         );
     }
+    checks.done();
     assert_eq!(
         api(&c, "$JS.API.STREAM.NAMES", r#"{"bogus":1}"#).await,
         api_error_body(
@@ -1150,18 +1163,20 @@ async fn required_api_level_header() {
             json!({}),
         ),
     ];
+    let mut checks = common::Checks::default();
     for level in ["99", "abc"] {
         for (subject, body, kind, extra) in &cases {
             let r =
                 common::api_with_headers(&c, subject, &[("Nats-Required-Api-Level", level)], body)
                     .await;
-            assert_eq!(
-                r,
-                api_error_body(kind, 412, 10185, desc, extra.clone()),
-                "{subject} level {level}"
+            checks.json(
+                &r,
+                &api_error_body(kind, 412, 10185, desc, extra.clone()),
+                format!("{subject} level {level}"),
             );
         }
     }
+    checks.done();
     let r = common::api_with_headers(
         &c,
         "$JS.API.STREAM.INFO.B",
@@ -1189,6 +1204,7 @@ async fn required_api_level_header() {
 async fn unknown_api_subjects_get_no_reply() {
     let s = common::js_server();
     let c = s.client().await;
+    let mut checks = common::Checks::default();
     for subject in [
         "$JS.API.FOO",
         "$JS.API.STREAM.INFO",
@@ -1196,8 +1212,9 @@ async fn unknown_api_subjects_get_no_reply() {
         "$JS.API.STREAM.CREATE",
     ] {
         let got = common::no_reply(&c, subject, &[], b"", Duration::from_millis(300)).await;
-        assert!(got.is_none(), "{subject}: {got:?}");
+        checks.eq(got.map(|m| m.payload), None, subject);
     }
+    checks.done();
 }
 
 #[tokio::test]

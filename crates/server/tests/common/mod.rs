@@ -671,3 +671,44 @@ impl Raw {
         self.buf.drain(..n).collect()
     }
 }
+
+/// Collects mismatches over a table of independent cases, so one run
+/// reports all of them.
+#[derive(Default)]
+pub struct Checks(Vec<String>);
+
+impl Checks {
+    pub fn eq<T: PartialEq + std::fmt::Debug>(
+        &mut self,
+        got: T,
+        want: T,
+        ctx: impl std::fmt::Display,
+    ) {
+        if got != want {
+            self.0
+                .push(format!("{ctx}\n    got:  {got:?}\n    want: {want:?}"));
+        }
+    }
+
+    /// As `eq`, printing JSON as JSON.
+    pub fn json(
+        &mut self,
+        got: &serde_json::Value,
+        want: &serde_json::Value,
+        ctx: impl std::fmt::Display,
+    ) {
+        if got != want {
+            self.0
+                .push(format!("{ctx}\n    got:  {got}\n    want: {want}"));
+        }
+    }
+
+    pub fn done(self) {
+        assert!(
+            self.0.is_empty(),
+            "{} mismatch(es):\n{}",
+            self.0.len(),
+            self.0.join("\n")
+        );
+    }
+}
