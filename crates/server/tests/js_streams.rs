@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
 use common::{api, api_error_body, scrub};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 
 /// The body async-nats sends for `Config { name, subjects, ..Default }`.
@@ -1204,15 +1204,44 @@ async fn required_api_level_header() {
 async fn unknown_api_subjects_get_no_reply() {
     let s = common::js_server();
     let c = s.client().await;
+    create_ok(&c, "S", json!({"name": "S"})).await;
+    let level: &[(&str, &str)] = &[("Nats-Required-Api-Level", "99")];
+    let cases: [(&str, &[(&str, &str)]); 6] = [
+        ("$JS.API.FOO", &[]),
+        ("$JS.API.STREAM.INFO", &[]),
+        ("$JS.API.STREAM.INFO.S.X", &[]),
+        ("$JS.API.STREAM.CREATE", &[]),
+        ("$JS.API.STREAM.MSG.GET", &[]),
+        ("$JS.API.FOO", level),
+    ];
+    // All sent at once, then one wait for whatever comes back.
+    let mut subs = Vec::new();
+    for (subject, headers) in cases {
+        let inbox = c.new_inbox();
+        let sub = c.subscribe(inbox.clone()).await.unwrap();
+        let mut h = async_nats::HeaderMap::new();
+        for (k, v) in headers {
+            h.append(*k, *v);
+        }
+        c.publish_with_reply_and_headers(subject, inbox, h, "".into())
+            .await
+            .unwrap();
+        subs.push((subject, headers, sub));
+    }
+    // The server has seen them all once this round trip is done.
+    common::sync(&c).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let mut checks = common::Checks::default();
-    for subject in [
-        "$JS.API.FOO",
-        "$JS.API.STREAM.INFO",
-        "$JS.API.STREAM.INFO.S.X",
-        "$JS.API.STREAM.CREATE",
-    ] {
-        let got = common::no_reply(&c, subject, &[], b"", Duration::from_millis(300)).await;
-        checks.eq(got.map(|m| m.payload), None, subject);
+    for (subject, headers, mut sub) in subs {
+        let got = tokio::time::timeout(Duration::from_millis(1), sub.next())
+            .await
+            .ok()
+            .flatten();
+        checks.eq(
+            got.map(|m| m.payload),
+            None,
+            format!("{subject} {headers:?}"),
+        );
     }
     checks.done();
 }
