@@ -1245,3 +1245,100 @@ async fn rollup_passes_discard_new_per_subject() {
                "subjects": {"l3.a": 1}, "consumer_count": 0})
     );
 }
+
+#[tokio::test]
+async fn subject_delete_markers_after_max_age() {
+    let s = common::js_server();
+    let c = s.client().await;
+    create(
+        &c,
+        "M",
+        json!({"name": "M", "subjects": ["m.>"], "max_age": 1_000_000_000,
+               "subject_delete_marker_ttl": 1_000_000_000}),
+    )
+    .await;
+    pubt(&c, "m.a", &[], b"x").await;
+    pubt(&c, "m.b", &[], b"y").await;
+    pubt(&c, "m.b", &[], b"z").await;
+    // Once max_age removes a subject's last message, a marker with the
+    // marker TTL takes its place: one per subject, after the last seq.
+    let deadline = Instant::now() + Duration::from_secs(4);
+    loop {
+        let st = state(&c, "M", "").await;
+        if st["first_seq"] == 4 {
+            assert_eq!(
+                (st["messages"].as_u64(), st["last_seq"].as_u64()),
+                (Some(2), Some(5)),
+                "{st}"
+            );
+            break;
+        }
+        assert_eq!(st["first_seq"], 1, "{st}");
+        assert!(Instant::now() < deadline, "no markers: {st}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let marker =
+        b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: 1s\r\nNats-Rollup: sub\r\n\r\n";
+    for (seq, subject) in [(4, "m.a"), (5, "m.b")] {
+        let r = api(
+            &c,
+            "$JS.API.STREAM.MSG.GET.M",
+            &format!(r#"{{"seq":{seq}}}"#),
+        )
+        .await;
+        let m = &r["message"];
+        assert_eq!(m["subject"], subject, "{r}");
+        assert_eq!(m["hdrs"], common::b64(marker), "{r}");
+        assert!(m.get("data").is_none(), "{r}");
+    }
+    // The markers expire in turn, leaving no new markers behind.
+    let st = wait_messages(&c, "M", 0, Duration::from_secs(4)).await;
+    assert_eq!(
+        (st["first_seq"].as_u64(), st["last_seq"].as_u64()),
+        (Some(6), Some(5)),
+        "{st}"
+    );
+}
+
+#[tokio::test]
+async fn ttl_below_the_marker_ttl_is_raised() {
+    let s = common::js_server();
+    let c = s.client().await;
+    create(
+        &c,
+        "T",
+        json!({"name": "T", "subjects": ["t.>"], "subject_delete_marker_ttl": 5_000_000_000u64}),
+    )
+    .await;
+    assert_ack(
+        &pubt(&c, "t.a", &[("Nats-TTL", "1s")], b"x").await,
+        &ack("T", 1),
+        "raised",
+    );
+    let r = api(&c, "$JS.API.STREAM.MSG.GET.T", r#"{"seq":1}"#).await;
+    // Rewritten as whole seconds.
+    assert_eq!(
+        r["message"]["hdrs"],
+        common::b64(b"NATS/1.0\r\nNats-TTL: 5\r\n\r\n"),
+        "{r}"
+    );
+    // Not with one message per subject.
+    create(
+        &c,
+        "T1",
+        json!({"name": "T1", "subjects": ["t1.>"], "subject_delete_marker_ttl": 5_000_000_000u64,
+               "max_msgs_per_subject": 1}),
+    )
+    .await;
+    assert_ack(
+        &pubt(&c, "t1.a", &[("Nats-TTL", "1s")], b"x").await,
+        &ack("T1", 1),
+        "kept",
+    );
+    let r = api(&c, "$JS.API.STREAM.MSG.GET.T1", r#"{"seq":1}"#).await;
+    assert_eq!(
+        r["message"]["hdrs"],
+        common::b64(b"NATS/1.0\r\nNats-TTL: 1s\r\n\r\n"),
+        "{r}"
+    );
+}

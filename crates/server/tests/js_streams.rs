@@ -1425,3 +1425,65 @@ async fn update_drops_subjects_and_trims_per_subject() {
     let r = api(&c, "$JS.API.STREAM.MSG.GET.U", r#"{"last_by_subj":"w"}"#).await;
     assert_eq!(r["message"]["seq"], 5, "{r}");
 }
+
+#[tokio::test]
+async fn file_streams_survive_a_crash_and_memory_streams_do_not() {
+    let mut s = common::js_server();
+    let c = s.client().await;
+    let created = create_ok(
+        &c,
+        "F",
+        json!({"name": "F", "subjects": ["f.>"], "max_msgs_per_subject": 5}),
+    )
+    .await["created"]
+        .clone();
+    create_ok(
+        &c,
+        "M",
+        json!({"name": "M", "subjects": ["m.>"], "storage": "memory"}),
+    )
+    .await;
+    common::js_publish_raw(&c, "f.a", &[("Nats-Msg-Id", "x")], b"1").await;
+    publish(&c, "f.b", "2").await;
+    publish(&c, "f.a", "3").await;
+    let r = api(&c, "$JS.API.STREAM.MSG.DELETE.F", r#"{"seq":2}"#).await;
+    assert_eq!(r["success"], true, "{r}");
+    publish(&c, "m.a", "1").await;
+    drop(c);
+    s.restart();
+    let c = s.client().await;
+    let r = api(
+        &c,
+        "$JS.API.STREAM.INFO.F",
+        r#"{"deleted_details":true,"subjects_filter":">"}"#,
+    )
+    .await;
+    assert_eq!(r["created"], created, "{r}");
+    assert_eq!(r["config"]["max_msgs_per_subject"], 5, "{r}");
+    let mut st = r["state"].clone();
+    for k in ["first_ts", "last_ts", "bytes"] {
+        st.as_object_mut().unwrap().remove(k);
+    }
+    assert_eq!(
+        st,
+        json!({"messages": 2, "first_seq": 1, "last_seq": 3, "num_subjects": 1,
+               "subjects": {"f.a": 2}, "num_deleted": 1, "deleted": [2], "consumer_count": 0})
+    );
+    // Message ids in the window are known again.
+    let m = common::js_publish_raw(&c, "f.a", &[("Nats-Msg-Id", "x")], b"4").await;
+    assert_eq!(
+        &m.payload[..],
+        br#"{"stream":"F","seq":1,"duplicate": true}"#
+    );
+    assert_eq!(
+        publish(&c, "f.c", "5").await,
+        json!({"stream": "F", "seq": 4})
+    );
+    let r = api(&c, "$JS.API.STREAM.MSG.GET.F", r#"{"seq":3}"#).await;
+    assert_eq!(r["message"]["data"], common::b64(b"3"), "{r}");
+    // A memory stream does not come back.
+    let r = api(&c, "$JS.API.STREAM.INFO.M", "").await;
+    assert_eq!(common::api_err(&r), (404, 10059, "stream not found".into()));
+    let r = api(&c, "$JS.API.STREAM.NAMES", "").await;
+    assert_eq!(r["streams"], json!(["F"]));
+}
