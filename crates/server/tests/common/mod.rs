@@ -372,3 +372,344 @@ pub async fn sync(c: &async_nats::Client) {
         "{err:?}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// JetStream API helpers: raw requests with exact JSON checks.
+
+/// A JetStream API request with a raw body; the reply parsed as JSON.
+pub async fn api(c: &async_nats::Client, subject: &str, body: &str) -> serde_json::Value {
+    let m = c
+        .request(subject.to_string(), bytes::Bytes::from(body.to_string()))
+        .await
+        .unwrap_or_else(|e| panic!("{subject} {body}: {e:?}"));
+    serde_json::from_slice(&m.payload).unwrap_or_else(|e| {
+        panic!(
+            "{subject} {body}: reply is not JSON ({e}): {:?}",
+            String::from_utf8_lossy(&m.payload)
+        )
+    })
+}
+
+/// As `api`, with headers on the request.
+pub async fn api_with_headers(
+    c: &async_nats::Client,
+    subject: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> serde_json::Value {
+    let m = request_with_headers(c, subject, headers, body.as_bytes()).await;
+    serde_json::from_slice(&m.payload).unwrap_or_else(|e| {
+        panic!(
+            "{subject} {body}: reply is not JSON ({e}): {:?}",
+            String::from_utf8_lossy(&m.payload)
+        )
+    })
+}
+
+/// A request with headers (in the order given); the raw reply.
+pub async fn request_with_headers(
+    c: &async_nats::Client,
+    subject: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> async_nats::Message {
+    let mut h = async_nats::HeaderMap::new();
+    for (k, v) in headers {
+        h.append(*k, *v);
+    }
+    c.request_with_headers(subject.to_string(), h, bytes::Bytes::copy_from_slice(body))
+        .await
+        .unwrap_or_else(|e| panic!("{subject}: {e:?}"))
+}
+
+/// The `error` of an API reply as (code, err_code, description); panics
+/// when the reply is not an error.
+pub fn api_err(v: &serde_json::Value) -> (u64, u64, String) {
+    let e = v
+        .get("error")
+        .unwrap_or_else(|| panic!("expected an error reply, got {v}"));
+    (
+        e["code"].as_u64().unwrap_or_else(|| panic!("code in {v}")),
+        e["err_code"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("err_code in {v}")),
+        e["description"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+/// The exact error body nats-server sends for an API error of type
+/// `kind` (`stream_info_response`, ...), with any extra zero fields.
+pub fn api_error_body(
+    kind: &str,
+    code: u64,
+    err_code: u64,
+    description: &str,
+    extra: serde_json::Value,
+) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "type": format!("io.nats.jetstream.api.v1.{kind}"),
+        "error": {"code": code, "err_code": err_code, "description": description},
+    });
+    if let serde_json::Value::Object(m) = extra {
+        v.as_object_mut().unwrap().extend(m);
+    }
+    v
+}
+
+/// Whether `t` looks like a Go RFC3339Nano UTC time that is not the zero
+/// time.
+pub fn is_timestamp(t: &serde_json::Value) -> bool {
+    t.as_str().is_some_and(|s| {
+        s.len() >= 20 && s.ends_with('Z') && s.as_bytes()[10] == b'T' && !s.starts_with("0001-")
+    })
+}
+
+/// Replaces what changes from run to run in stream info-like JSON with
+/// placeholders, checking its form on the way: `created`, `ts`, nonzero
+/// `first_ts`/`last_ts`, `cluster.leader`; and drops `_nats.level` from
+/// metadata (flotilla reports its own API level).
+pub fn scrub(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            for (k, val) in m.iter_mut() {
+                match k.as_str() {
+                    "created" | "ts" | "time" => {
+                        assert!(is_timestamp(val), "{k} is not a timestamp: {val}");
+                        *val = Value::String("<ts>".into());
+                    }
+                    "first_ts" | "last_ts" => {
+                        if val != "0001-01-01T00:00:00Z" {
+                            assert!(is_timestamp(val), "{k} is not a timestamp: {val}");
+                            *val = Value::String("<ts>".into());
+                        }
+                    }
+                    "leader" => {
+                        assert!(val.as_str().is_some_and(|s| !s.is_empty()), "leader: {val}");
+                        *val = Value::String("<server>".into());
+                    }
+                    "metadata" => {
+                        if let Value::Object(md) = val {
+                            md.remove("_nats.level");
+                        }
+                    }
+                    _ => scrub(val),
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(scrub),
+        _ => {}
+    }
+}
+
+/// Standard base64 with padding, as Go's encoding/json writes []byte.
+pub fn b64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Publishes with a reply subject and returns the raw reply (an ack, an
+/// error ack or a status).
+pub async fn js_publish_raw(
+    c: &async_nats::Client,
+    subject: &str,
+    headers: &[(&str, &str)],
+    payload: &[u8],
+) -> async_nats::Message {
+    if headers.is_empty() {
+        c.request(subject.to_string(), bytes::Bytes::copy_from_slice(payload))
+            .await
+            .unwrap_or_else(|e| panic!("publish to {subject}: {e:?}"))
+    } else {
+        request_with_headers(c, subject, headers, payload).await
+    }
+}
+
+/// The ack or error-ack of a publish, as text.
+pub async fn js_publish_text(
+    c: &async_nats::Client,
+    subject: &str,
+    headers: &[(&str, &str)],
+    payload: &[u8],
+) -> String {
+    let m = js_publish_raw(c, subject, headers, payload).await;
+    String::from_utf8(m.payload.to_vec()).expect("utf-8 ack")
+}
+
+/// Sends a request and collects the replies that arrive within `wait` of
+/// each other, stopping early after a status reply (EOB, 404, 408 ...).
+pub async fn collect_replies(
+    c: &async_nats::Client,
+    subject: &str,
+    body: &[u8],
+    wait: Duration,
+) -> Vec<async_nats::Message> {
+    use futures::StreamExt;
+    let inbox = c.new_inbox();
+    let mut sub = c.subscribe(inbox.clone()).await.expect("subscribe");
+    c.publish_with_reply(
+        subject.to_string(),
+        inbox,
+        bytes::Bytes::copy_from_slice(body),
+    )
+    .await
+    .expect("publish");
+    let mut out = Vec::new();
+    while let Ok(Some(m)) = tokio::time::timeout(wait, sub.next()).await {
+        let status = m.status.is_some();
+        out.push(m);
+        if status {
+            break;
+        }
+    }
+    out
+}
+
+/// Whether a request gets no reply at all within `wait`.
+pub async fn no_reply(
+    c: &async_nats::Client,
+    subject: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    wait: Duration,
+) -> Option<async_nats::Message> {
+    use futures::StreamExt;
+    let inbox = c.new_inbox();
+    let mut sub = c.subscribe(inbox.clone()).await.expect("subscribe");
+    let mut h = async_nats::HeaderMap::new();
+    for (k, v) in headers {
+        h.append(*k, *v);
+    }
+    c.publish_with_reply_and_headers(
+        subject.to_string(),
+        inbox,
+        h,
+        bytes::Bytes::copy_from_slice(body),
+    )
+    .await
+    .expect("publish");
+    tokio::time::timeout(wait, sub.next()).await.ok().flatten()
+}
+
+/// A header's value on a message (the last one, as async-nats reads it).
+pub fn header<'a>(m: &'a async_nats::Message, name: &str) -> Option<&'a str> {
+    m.headers.as_ref()?.get_last(name).map(|v| v.as_str())
+}
+
+/// A raw protocol connection that speaks headers, for checks on the exact
+/// bytes of a reply's header block.
+pub fn raw_js(addr: &str) -> Raw {
+    let mut r = Raw::connect(addr);
+    r.send(b"CONNECT {\"verbose\":false,\"headers\":true,\"no_responders\":true,\"protocol\":1}\r\nPING\r\n");
+    let got = r.read_until("PONG\r\n", Duration::from_secs(5));
+    assert!(got.ends_with("PONG\r\n"), "no PONG: {got:?}");
+    r
+}
+
+impl Raw {
+    /// Reads the next HMSG/MSG and returns (subject, header block, payload).
+    /// Protocol lines in between (INFO, PING, PONG, +OK) are skipped; a
+    /// PING is answered.
+    pub fn next_msg(&mut self, timeout: Duration) -> (String, String, Vec<u8>) {
+        let mut line = self.read_until("\r\n", timeout);
+        while ["INFO ", "PING", "PONG", "+OK"]
+            .iter()
+            .any(|p| line.starts_with(p))
+        {
+            if line.starts_with("PING") {
+                self.send(b"PONG\r\n");
+            }
+            line = self.read_until("\r\n", timeout);
+        }
+        let parts: Vec<&str> = line.trim_end().split(' ').collect();
+        match parts[0] {
+            "HMSG" => {
+                let hlen: usize = parts[parts.len() - 2].parse().unwrap();
+                let tlen: usize = parts[parts.len() - 1].parse().unwrap();
+                let body = self.read_exact_bytes(tlen + 2, timeout);
+                let h = String::from_utf8_lossy(&body[..hlen]).into_owned();
+                (parts[1].to_string(), h, body[hlen..tlen].to_vec())
+            }
+            "MSG" => {
+                let len: usize = parts[parts.len() - 1].parse().unwrap();
+                let body = self.read_exact_bytes(len + 2, timeout);
+                (parts[1].to_string(), String::new(), body[..len].to_vec())
+            }
+            _ => panic!("expected a message, got {line:?}"),
+        }
+    }
+
+    fn read_exact_bytes(&mut self, n: usize, timeout: Duration) -> Vec<u8> {
+        let deadline = Instant::now() + timeout;
+        while self.buf.len() < n {
+            assert!(Instant::now() < deadline, "timed out reading {n} bytes");
+            let mut chunk = [0u8; 4096];
+            match self.s.read(&mut chunk) {
+                Ok(0) => panic!("connection closed"),
+                Ok(k) => self.buf.extend_from_slice(&chunk[..k]),
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+        self.buf.drain(..n).collect()
+    }
+}
+
+/// Collects mismatches over a table of independent cases, so one run
+/// reports all of them.
+#[derive(Default)]
+pub struct Checks(Vec<String>);
+
+impl Checks {
+    pub fn eq<T: PartialEq + std::fmt::Debug>(
+        &mut self,
+        got: T,
+        want: T,
+        ctx: impl std::fmt::Display,
+    ) {
+        if got != want {
+            self.0
+                .push(format!("{ctx}\n    got:  {got:?}\n    want: {want:?}"));
+        }
+    }
+
+    /// As `eq`, printing JSON as JSON.
+    pub fn json(
+        &mut self,
+        got: &serde_json::Value,
+        want: &serde_json::Value,
+        ctx: impl std::fmt::Display,
+    ) {
+        if got != want {
+            self.0
+                .push(format!("{ctx}\n    got:  {got}\n    want: {want}"));
+        }
+    }
+
+    pub fn done(self) {
+        assert!(
+            self.0.is_empty(),
+            "{} mismatch(es):\n{}",
+            self.0.len(),
+            self.0.join("\n")
+        );
+    }
+}
