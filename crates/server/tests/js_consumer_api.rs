@@ -1443,3 +1443,50 @@ async fn deliver_new_starts_after_the_last_message() {
     assert_eq!(v["delivered"], json!({"consumer_seq": 0, "stream_seq": 2}));
     assert_eq!(v["config"]["opt_start_seq"], 3);
 }
+
+#[tokio::test]
+async fn num_pending_follows_deletes_and_purges() {
+    let s = common::js_server();
+    let c = s.client().await;
+    stream_s(&c).await;
+    publish_n(&c, "s.a", 5).await;
+    publish_n(&c, "s.b", 2).await;
+    create_ok(&c, "S", "c", json!({"ack_policy": "explicit"})).await;
+    create_ok(
+        &c,
+        "S",
+        "f",
+        json!({"ack_policy": "explicit", "filter_subject": "s.b"}),
+    )
+    .await;
+    let mut sub = pull(&c, "S", "c", json!({"batch": 2})).await;
+    let msgs = recv_n(&mut sub, 2).await;
+    assert_eq!(info(&c, "S", "c").await["num_pending"], 5);
+    // Removing an undelivered matching message counts down.
+    let v = api_json(&c, "$JS.API.STREAM.MSG.DELETE.S", json!({"seq": 4})).await;
+    assert_ok(&v);
+    assert_eq!(info(&c, "S", "c").await["num_pending"], 4);
+    assert_eq!(info(&c, "S", "f").await["num_pending"], 2);
+    // Removing a pending (delivered, unacked) one drops it from ack pending.
+    let v = api_json(&c, "$JS.API.STREAM.MSG.DELETE.S", json!({"seq": 1})).await;
+    assert_ok(&v);
+    let i = info(&c, "S", "c").await;
+    assert_eq!(i["num_pending"], 4);
+    assert_eq!(i["num_ack_pending"], 1, "{i}");
+    // A subject purge.
+    let v = api_json(&c, "$JS.API.STREAM.PURGE.S", json!({"filter": "s.b"})).await;
+    assert_ok(&v);
+    assert_eq!(info(&c, "S", "f").await["num_pending"], 0);
+    assert_eq!(info(&c, "S", "c").await["num_pending"], 2);
+    // A full purge.
+    let v = api(&c, "$JS.API.STREAM.PURGE.S", Bytes::new()).await;
+    assert_ok(&v);
+    let i = info(&c, "S", "c").await;
+    assert_eq!(i["num_pending"], 0);
+    assert_eq!(i["num_ack_pending"], 0, "{i}");
+    ack_sync(&c, &msgs[1], "+ACK").await;
+    publish(&c, "s.a", "new").await;
+    let mut sub = pull(&c, "S", "c", json!({"batch": 1})).await;
+    let m = recv(&mut sub).await;
+    assert_eq!(ack_info(&m).sseq, 8);
+}
