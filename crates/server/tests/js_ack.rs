@@ -1018,3 +1018,17 @@ async fn last_per_subject_on_a_one_per_subject_stream_is_all() {
     assert_eq!(v["num_pending"], 3);
     assert_eq!(seqs(&fetch(&c, "K", "w", 10).await), [2, 3, 4]);
 }
+
+#[tokio::test]
+async fn acks_for_a_deleted_consumer_have_no_responders() {
+    let (_s, c) = setup().await;
+    publish(&c, "s.a", "x").await;
+    create_ok(&c, "S", "c", json!({"ack_policy": "explicit"})).await;
+    let msgs = fetch(&c, "S", "c", 1).await;
+    assert_ok(&delete(&c, "S", "c").await);
+    let e = c
+        .request(msgs[0].reply.clone().unwrap(), Bytes::from_static(b"+ACK"))
+        .await
+        .expect_err("no responders");
+    assert_eq!(e.kind(), async_nats::RequestErrorKind::NoResponders);
+}

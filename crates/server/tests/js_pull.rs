@@ -787,3 +787,31 @@ async fn filtered_pull_and_pending_token() {
     assert!(msgs[..3].iter().all(|m| m.subject.as_str() == "s.a"));
     assert_status(&msgs[3], 404, "No Messages");
 }
+
+#[tokio::test]
+async fn deleting_the_stream_sends_409_to_waiting_requests() {
+    let (_s, c) = setup().await;
+    create_ok(&c, "S", "c", json!({"ack_policy": "explicit"})).await;
+    let mut sub = pull(&c, "S", "c", json!({"batch": 5, "expires": 10 * SEC})).await;
+    common::sync(&c).await;
+    let v = api(&c, "$JS.API.STREAM.DELETE.S", Bytes::new()).await;
+    assert_ok(&v);
+    let m = recv(&mut sub).await;
+    assert_status(&m, 409, "Consumer Deleted");
+}
+
+#[tokio::test]
+async fn batch_zero_or_negative_means_one() {
+    let (_s, c) = setup().await;
+    publish_n(&c, "s.a", 4).await;
+    create_ok(&c, "S", "c", json!({"ack_policy": "explicit"})).await;
+    for body in [json!({"batch": 0}), json!({"batch": -3})] {
+        let mut sub = pull(&c, "S", "c", body).await;
+        let m = recv(&mut sub).await;
+        assert!(status(&m).is_none(), "{}", describe(&m));
+        assert_quiet(&mut sub, Duration::from_millis(200)).await;
+    }
+    let i = info(&c, "S", "c").await;
+    assert_eq!(i["delivered"]["consumer_seq"], 2);
+    assert_eq!(i["num_waiting"], 0);
+}

@@ -569,9 +569,15 @@ async fn inactive_pull_ephemeral_is_deleted() {
     })
     .await;
     assert!(deleted, "pull ephemeral not deleted");
+    // A pull consumer gets 100ms (plus up to 900ms of jitter) on top of
+    // its threshold.
     let el = t.elapsed();
-    assert!(el >= Duration::from_millis(300), "{el:?}");
-    // A waiting request keeps it alive, and hears 409 when it goes.
+    assert!(el >= Duration::from_millis(370), "deleted after {el:?}");
+}
+
+#[tokio::test]
+async fn a_waiting_request_keeps_a_pull_ephemeral_alive() {
+    let (_s, c) = setup().await;
     create_ok(
         &c,
         "S",
@@ -698,4 +704,112 @@ async fn push_ack_none_does_not_track_pending() {
     assert_eq!(i["ack_floor"]["stream_seq"], 3);
     assert_eq!(i["delivered"]["consumer_seq"], 3);
     assert_quiet(&mut sub, Duration::from_millis(300)).await;
+}
+
+#[tokio::test]
+async fn max_ack_pending_holds_push_deliveries_back() {
+    let (s, c) = setup().await;
+    publish_n(&c, "s.a", 5).await;
+    let (_d, mut sub) = subscriber(&s, "dlv.m").await;
+    create_ok(
+        &c,
+        "S",
+        "m",
+        json!({"ack_policy": "explicit", "deliver_subject": "dlv.m", "max_ack_pending": 2}),
+    )
+    .await;
+    let msgs = recv_n(&mut sub, 2).await;
+    assert_quiet(&mut sub, Duration::from_millis(300)).await;
+    let i = info(&c, "S", "m").await;
+    assert_eq!(i["num_ack_pending"], 2);
+    assert_eq!(i["num_pending"], 3);
+    ack_sync(&c, &msgs[0], "+ACK").await;
+    let m = recv(&mut sub).await;
+    assert_eq!(ack_info(&m).sseq, 3);
+    assert_quiet(&mut sub, Duration::from_millis(200)).await;
+}
+
+#[tokio::test]
+async fn a_paused_push_consumer_delivers_after_the_pause() {
+    let (s, c) = setup().await;
+    publish_n(&c, "s.a", 2).await;
+    let (_d, mut sub) = subscriber(&s, "dlv.z").await;
+    let at = |d: Duration| {
+        (time::OffsetDateTime::now_utc() + d)
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
+    // Paused until a moment from now: delivery starts when it runs out.
+    let v = create_ok(
+        &c,
+        "S",
+        "z",
+        json!({"ack_policy": "none", "deliver_subject": "dlv.z", "pause_until": at(Duration::from_millis(700))}),
+    )
+    .await;
+    assert_eq!(v["paused"], true);
+    assert_quiet(&mut sub, Duration::from_millis(400)).await;
+    assert_eq!(recv_n(&mut sub, 2).await.len(), 2);
+    // Paused for long, then resumed through the API.
+    let (_e, mut sub2) = subscriber(&s, "dlv.y").await;
+    create_ok(
+        &c,
+        "S",
+        "y",
+        json!({"ack_policy": "none", "deliver_subject": "dlv.y", "pause_until": at(Duration::from_secs(30))}),
+    )
+    .await;
+    assert_quiet(&mut sub2, Duration::from_millis(300)).await;
+    let v = api(&c, "$JS.API.CONSUMER.PAUSE.S.y", Bytes::new()).await;
+    assert_eq!(v["paused"], false);
+    publish(&c, "s.a", "3").await;
+    let got: Vec<u64> = recv_n(&mut sub2, 3)
+        .await
+        .iter()
+        .map(|m| ack_info(m).sseq)
+        .collect();
+    assert_eq!(got, [1, 2, 3]);
+}
+
+#[tokio::test]
+async fn deliver_subject_in_use_cannot_be_taken_over() {
+    let (s, c) = setup().await;
+    let (_d, _sub) = subscriber(&s, "dlv.one").await;
+    create_ok(
+        &c,
+        "S",
+        "d",
+        json!({"durable_name": "d", "ack_policy": "explicit", "deliver_subject": "dlv.one"}),
+    )
+    .await;
+    assert!(
+        eventually(Duration::from_secs(2), || async {
+            info(&c, "S", "d").await["push_bound"] == true
+        })
+        .await
+    );
+    let v = create(
+        &c,
+        "S",
+        "d",
+        json!({"durable_name": "d", "ack_policy": "explicit", "deliver_subject": "dlv.two"}),
+    )
+    .await;
+    assert_err(&v, 400, 10013, "consumer name already in use");
+    // Without interest on the old subject, it can move.
+    create_ok(
+        &c,
+        "S",
+        "e",
+        json!({"durable_name": "e", "ack_policy": "explicit", "deliver_subject": "dlv.idle"}),
+    )
+    .await;
+    let v = create_ok(
+        &c,
+        "S",
+        "e",
+        json!({"durable_name": "e", "ack_policy": "explicit", "deliver_subject": "dlv.moved"}),
+    )
+    .await;
+    assert_eq!(v["config"]["deliver_subject"], "dlv.moved");
 }
