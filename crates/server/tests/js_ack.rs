@@ -22,20 +22,43 @@ async fn setup() -> (common::Server, async_nats::Client) {
     (s, c)
 }
 
-/// Pulls up to `n` messages with no_wait; returns the data messages.
+/// Pulls up to `n` messages: no_wait, with a short expiry so a message
+/// published just before is not missed while the consumer catches up.
+/// Returns the data messages.
 async fn fetch(
     c: &async_nats::Client,
     stream: &str,
     consumer: &str,
     n: usize,
 ) -> Vec<async_nats::Message> {
-    let mut sub = pull(c, stream, consumer, json!({"batch": n, "no_wait": true})).await;
+    let body = json!({"batch": n, "no_wait": true, "expires": 300 * MS});
+    fetch_with(c, stream, consumer, n, body).await
+}
+
+/// Pulls up to `n` messages with a plain no_wait: only what is there now.
+async fn fetch_now(
+    c: &async_nats::Client,
+    stream: &str,
+    consumer: &str,
+    n: usize,
+) -> Vec<async_nats::Message> {
+    fetch_with(c, stream, consumer, n, json!({"batch": n, "no_wait": true})).await
+}
+
+async fn fetch_with(
+    c: &async_nats::Client,
+    stream: &str,
+    consumer: &str,
+    n: usize,
+    body: Value,
+) -> Vec<async_nats::Message> {
+    let mut sub = pull(c, stream, consumer, body).await;
     let mut out = Vec::new();
     while out.len() < n {
         let m = recv(&mut sub).await;
         match status(&m) {
             None => out.push(m),
-            Some(404) => break,
+            Some(404) | Some(408) => break,
             _ => panic!("unexpected {}", describe(&m)),
         }
     }
@@ -429,7 +452,7 @@ async fn ack_wait_expiry_redelivers() {
     let msgs = fetch(&c, "S", "c", 2).await;
     ack_sync(&c, &msgs[1], "+ACK").await;
     // Not before the wait is over.
-    assert!(fetch(&c, "S", "c", 1).await.is_empty());
+    assert!(fetch_now(&c, "S", "c", 1).await.is_empty());
     tokio::time::sleep(Duration::from_millis(400)).await;
     let again = fetch(&c, "S", "c", 2).await;
     assert_eq!(again.len(), 1);
@@ -1031,4 +1054,41 @@ async fn acks_for_a_deleted_consumer_have_no_responders() {
         .await
         .expect_err("no responders");
     assert_eq!(e.kind(), async_nats::RequestErrorKind::NoResponders);
+}
+
+#[tokio::test]
+async fn acks_with_headers_use_the_payload() {
+    let (_s, c) = setup().await;
+    publish_n(&c, "s.a", 2).await;
+    create_ok(&c, "S", "c", json!({"ack_policy": "explicit"})).await;
+    let msgs = fetch(&c, "S", "c", 2).await;
+    let mut h = async_nats::HeaderMap::new();
+    h.insert("X-Any", "thing");
+    let r = c
+        .request_with_headers(
+            msgs[0].reply.clone().unwrap(),
+            h.clone(),
+            Bytes::from_static(b"+ACK"),
+        )
+        .await
+        .unwrap();
+    assert!(r.payload.is_empty());
+    let r = c
+        .request_with_headers(
+            msgs[1].reply.clone().unwrap(),
+            h,
+            Bytes::from_static(b"-NAK"),
+        )
+        .await
+        .unwrap();
+    assert!(r.payload.is_empty());
+    let i = info(&c, "S", "c").await;
+    assert_eq!(i["num_ack_pending"], 1);
+    assert_eq!(i["ack_floor"]["stream_seq"], 1);
+    let again = fetch(&c, "S", "c", 2).await;
+    let got: Vec<(u64, u64)> = again
+        .iter()
+        .map(|m| (ack_info(m).sseq, ack_info(m).dc))
+        .collect();
+    assert_eq!(got, [(2, 2)]);
 }

@@ -1410,9 +1410,15 @@ async fn info_counters_follow_deliveries_and_acks() {
     .await;
     publish(&c, "s.b", "b").await;
     publish(&c, "s.a", "a").await;
-    let i = info(&c, "S", "c").await;
+    let i = info_until(&c, "S", "c", Duration::from_secs(2), |i| {
+        i["num_pending"] == 4
+    })
+    .await;
     assert_eq!(i["num_pending"], 4);
-    let i = info(&c, "S", "f").await;
+    let i = info_until(&c, "S", "f", Duration::from_secs(2), |i| {
+        i["num_pending"] == 1
+    })
+    .await;
     assert_eq!(i["num_pending"], 1);
 }
 
@@ -1489,4 +1495,55 @@ async fn num_pending_follows_deletes_and_purges() {
     let mut sub = pull(&c, "S", "c", json!({"batch": 1})).await;
     let m = recv(&mut sub).await;
     assert_eq!(ack_info(&m).sseq, 8);
+}
+
+#[tokio::test]
+async fn durable_state_survives_a_restart() {
+    let mut s = common::js_server();
+    let c = s.client().await;
+    stream_s(&c).await;
+    publish_n(&c, "s.a", 5).await;
+    create_ok(
+        &c,
+        "S",
+        "d",
+        json!({"durable_name": "d", "ack_policy": "explicit"}),
+    )
+    .await;
+    let mut sub = pull(&c, "S", "d", json!({"batch": 3})).await;
+    let msgs = recv_n(&mut sub, 3).await;
+    ack_sync(&c, &msgs[0], "+ACK").await;
+    ack_sync(&c, &msgs[2], "+ACK").await;
+    let before = info(&c, "S", "d").await;
+    assert_eq!(before["num_ack_pending"], 1);
+    drop(c);
+    // A clean shutdown, so the server has written consumer state out.
+    s.signal(libc::SIGTERM);
+    assert!(
+        s.wait_exit(Duration::from_secs(10)).is_some(),
+        "server did not exit"
+    );
+    s.restart();
+    let c = s.client().await;
+    let after = info(&c, "S", "d").await;
+    assert_ok(&after);
+    for k in ["delivered", "ack_floor"] {
+        assert_eq!(
+            after[k]["consumer_seq"], before[k]["consumer_seq"],
+            "{k}: {after}"
+        );
+        assert_eq!(
+            after[k]["stream_seq"], before[k]["stream_seq"],
+            "{k}: {after}"
+        );
+    }
+    assert_eq!(after["num_ack_pending"], 1);
+    assert_eq!(after["num_pending"], 2);
+    assert_eq!(after["created"], before["created"]);
+    assert_eq!(after["config"]["durable_name"], "d");
+    // Delivery continues where it was.
+    let mut sub = pull(&c, "S", "d", json!({"batch": 5, "no_wait": true})).await;
+    let m = recv(&mut sub).await;
+    let a = ack_info(&m);
+    assert_eq!((a.sseq, a.dseq), (4, 4));
 }
