@@ -99,9 +99,16 @@ impl Builder {
     }
 }
 
+/// The server binary under test. `FLOTILLA_TEST_SERVER=/path/to/nats-server`
+/// runs the same tests against the reference server, to check that an
+/// expectation is nats-server's behaviour and not a guess.
+fn server_bin() -> std::ffi::OsString {
+    std::env::var_os("FLOTILLA_TEST_SERVER").unwrap_or_else(|| BIN.into())
+}
+
 fn spawn(args: &[std::ffi::OsString], dir: &Path) -> Child {
     let stderr = std::fs::File::create(dir.join("stderr.txt")).expect("stderr file");
-    Command::new(BIN)
+    Command::new(server_bin())
         .args(args)
         .stdout(Stdio::null())
         .stderr(stderr)
