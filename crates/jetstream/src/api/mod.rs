@@ -5,6 +5,8 @@ mod account;
 mod catalogue;
 mod consumer;
 mod error;
+pub mod go_types;
+pub mod gojson;
 pub mod nullable;
 mod stream;
 pub mod time;

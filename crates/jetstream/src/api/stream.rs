@@ -335,23 +335,21 @@ pub struct StreamConfig {
     pub metadata: BTreeMap<String, String>,
 }
 
-/// Parses a stream create/update body strictly (unknown fields are
-/// refused, as nats-server does by default). Returns the config and
-/// nats-server's request-only `pedantic` flag.
+/// Parses a stream create/update body as nats-server does (unknown fields
+/// refused, Go's acceptance rules and error texts). Returns the config
+/// and nats-server's request-only `pedantic` flag.
 pub fn parse_stream_config(body: &[u8]) -> Result<(StreamConfig, bool), String> {
-    let mut v: serde_json::Value = if body.iter().all(|b| b.is_ascii_whitespace()) {
-        serde_json::Value::Object(Default::default())
-    } else {
-        serde_json::from_slice(body).map_err(|e| e.to_string())?
-    };
-    if v.is_null() {
-        v = serde_json::Value::Object(Default::default());
-    }
-    let pedantic = v.get("pedantic").and_then(|p| p.as_bool()).unwrap_or(false);
-    if let Some(o) = v.as_object_mut() {
-        o.remove("pedantic");
-    }
-    let cfg: StreamConfig = serde_json::from_value(v).map_err(go_json_error)?;
+    let mut v = super::gojson::read(
+        body,
+        &super::go_types::STREAM_CONFIG_REQUEST,
+        super::gojson::Mode::Request,
+    )?;
+    let pedantic = v
+        .as_object_mut()
+        .and_then(|o| o.remove("pedantic"))
+        .and_then(|p| p.as_bool())
+        .unwrap_or(false);
+    let cfg: StreamConfig = serde_json::from_value(v).map_err(|e| e.to_string())?;
     Ok((cfg, pedantic))
 }
 

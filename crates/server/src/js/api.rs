@@ -9,9 +9,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use jetstream::api::{
-    self, go_json_error, parse_stream_config, AccountInfo, AccountLimits, ApiError, ApiStats,
-    CreateConsumerRequest, MsgDeleteRequest, MsgGetRequest, NamesRequest, PurgeRequest, StreamInfo,
-    StreamInfoRequest, StreamNamesRequest, E,
+    self, go_types::GoShape, gojson, parse_stream_config, AccountInfo, AccountLimits, ApiError,
+    ApiStats, CreateConsumerRequest, MsgDeleteRequest, MsgGetRequest, NamesRequest, PurgeRequest,
+    StreamInfo, StreamInfoRequest, StreamNamesRequest, E,
 };
 use jetstream::headers;
 use jetstream::output::OutMsg;
@@ -62,24 +62,27 @@ struct Dispatcher {
 /// Why a request gets no further.
 type Refusal = (Kind, ApiError);
 
-/// Optional bodies are read only when they look like JSON: anything else
-/// (empty, `null`, a string) means "no request".
-fn optional<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
-    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+/// Bodies nats-server reads only when they start like a JSON object or
+/// array; anything else (empty, `null`, a string) is the zero request.
+fn optional<T: DeserializeOwned + Default + GoShape>(body: &[u8]) -> Result<T, ApiError> {
+    let first = body
+        .iter()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
     match first {
-        Some(b'{') => strict(body),
-        Some(b'[') => Ok(T::default()),
+        Some(b'{' | b'[') => strict(body),
         _ => Ok(T::default()),
     }
 }
 
-fn strict<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| E::INVALID_JSON.with("err", go_json_error(e)))
+/// nats-server's request decoding, error texts included.
+fn strict<T: DeserializeOwned + GoShape>(body: &[u8]) -> Result<T, ApiError> {
+    gojson::decode(body, T::SCHEMA, gojson::Mode::Request)
+        .map_err(|e| E::INVALID_JSON.with("err", e))
 }
 
-/// nats-server's "empty request": nothing, or an object with no keys.
+/// nats-server's "empty request": no bytes, or a JSON object with no keys.
 fn is_empty_request(body: &[u8]) -> bool {
-    if body.iter().all(|b| b.is_ascii_whitespace()) {
+    if body.is_empty() {
         return true;
     }
     matches!(
@@ -93,6 +96,10 @@ fn is_empty_request(body: &[u8]) -> bool {
 struct PauseRequest {
     #[serde(default, with = "api::time::opt")]
     pause_until: Option<i64>,
+}
+
+impl GoShape for PauseRequest {
+    const SCHEMA: &'static gojson::Schema = &api::go_types::CONSUMER_PAUSE_REQUEST;
 }
 
 impl Dispatcher {
