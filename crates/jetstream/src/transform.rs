@@ -18,73 +18,103 @@ pub struct Transform {
     dest: Vec<Part>,
 }
 
-/// `$N` or `{{wildcard(N)}}` (1-based), as a 0-based index.
-fn placeholder(token: &str) -> Option<Result<usize, String>> {
-    let n = if let Some(n) = token.strip_prefix('$') {
-        n
+const BAD_DEST: &str = "invalid mapping destination";
+
+/// nats-server's `mappingDestinationErr` text: the reason, then the token.
+fn dest_err(reason: &str, token: &str) -> String {
+    if token.is_empty() {
+        format!("{BAD_DEST}: {reason}")
     } else {
-        let inner = token.strip_prefix("{{")?.strip_suffix("}}")?.trim();
-        let args = inner
-            .strip_prefix("wildcard(")
-            .or_else(|| inner.strip_prefix("Wildcard("))?
-            .strip_suffix(')')?;
-        args.trim()
-    };
-    Some(
-        n.parse::<usize>()
-            .ok()
-            .filter(|&i| i >= 1)
-            .map(|i| i - 1)
-            .ok_or_else(|| format!("invalid mapping destination token {token:?}")),
-    )
+        format!("{BAD_DEST}: {reason} in {token}")
+    }
+}
+
+/// A destination token that names a source wildcard: `$N` or
+/// `{{wildcard(N)}}` (1-based, as written). `None` for a plain token.
+fn placeholder(token: &str) -> Option<Result<usize, String>> {
+    if let Some(n) = token.strip_prefix('$') {
+        // `$` tokens that are not numbers are plain text to nats-server.
+        return n.parse::<usize>().ok().map(Ok);
+    }
+    let inner = token.strip_prefix("{{")?.strip_suffix("}}")?.trim();
+    let open = inner.find('(')?;
+    let (func, args) = (inner[..open].trim(), &inner[open + 1..]);
+    let args = args.strip_suffix(')')?;
+    if !func.eq_ignore_ascii_case("wildcard") {
+        return Some(Err(format!(
+            "{BAD_DEST}: mapping function {func:?} is not supported by flotilla in {token}"
+        )));
+    }
+    if args.trim().is_empty() {
+        return Some(Err(dest_err(
+            "not enough arguments passed to the function",
+            token,
+        )));
+    }
+    if args.contains(',') {
+        return Some(Err(dest_err(
+            "too many arguments passed to the function",
+            token,
+        )));
+    }
+    Some(args.trim().parse::<usize>().map_err(|_| {
+        dest_err(
+            "function argument is invalid or in the wrong format",
+            token,
+        )
+    }))
 }
 
 impl Transform {
+    /// Checks a mapping as nats-server's `ValidateMapping` does, with its
+    /// error texts. An empty destination maps nothing.
     pub fn new(src: &str, dest: &str) -> Result<Self, String> {
         let src = if src.is_empty() { ">" } else { src };
-        if !subjects::is_valid_subject(src.as_bytes()) {
-            return Err(format!("invalid source subject {src:?}"));
-        }
-        let wildcards = src.split('.').filter(|t| *t == "*").count();
-        let has_rest = src.ends_with('>') && (src == ">" || src.ends_with(".>"));
         if dest.is_empty() {
-            return Err("mapping destination can not be empty".to_string());
+            return Ok(Transform {
+                src: src.to_string(),
+                dest: Vec::new(),
+            });
         }
-        let mut parts = Vec::new();
-        let mut positional = 0;
-        for (i, token) in dest.split('.').enumerate() {
-            let part = match token {
-                "" => return Err(format!("invalid mapping destination {dest:?}")),
-                "*" => {
-                    if positional >= wildcards {
-                        return Err(format!(
-                            "mapping destination {dest:?} has more wildcards than {src:?}"
+        let mut after_rest = false;
+        for t in dest.split('.') {
+            if t.is_empty() || after_rest {
+                return Err(dest_err("invalid transform", t));
+            }
+            if t == ">" {
+                after_rest = true;
+            } else if t.contains(['\t', '\n', '\x0c', '\r', ' ']) {
+                return Err(dest_err("invalid transform", ""));
+            }
+        }
+        let src_ok = subjects::is_valid_subject(src.as_bytes());
+        let dest_ok = subjects::is_valid_subject(dest.as_bytes());
+        let src_tokens: Vec<&str> = src.split('.').collect();
+        let wildcards = src_tokens.iter().filter(|t| **t == "*").count();
+        let src_rest = src_tokens.last() == Some(&">");
+        let dest_tokens: Vec<&str> = dest.split('.').collect();
+        let dest_rest = dest_tokens.last() == Some(&">");
+        if !src_ok || !dest_ok || dest_tokens.contains(&"*") || src_rest != dest_rest {
+            return Err("invalid subject".to_string());
+        }
+        let mut parts = Vec::with_capacity(dest_tokens.len());
+        for t in dest_tokens {
+            let part = match (t, placeholder(t)) {
+                (">", _) => Part::Rest,
+                (_, None) => Part::Literal(t.to_string()),
+                (_, Some(Err(e))) => return Err(e),
+                (_, Some(Ok(n))) => {
+                    if wildcards == 0 && !src_rest {
+                        return Err(dest_err("wildcard index out of range", t));
+                    }
+                    if n > wildcards || n == 0 {
+                        return Err(dest_err(
+                            "wildcard index out of range",
+                            &format!("{t}: [{n}]"),
                         ));
                     }
-                    positional += 1;
-                    Part::Wildcard(positional - 1)
+                    Part::Wildcard(n - 1)
                 }
-                ">" => {
-                    if !has_rest || i + 1 != dest.split('.').count() {
-                        return Err(format!(
-                            "invalid use of '>' in mapping destination {dest:?}"
-                        ));
-                    }
-                    Part::Rest
-                }
-                t => match placeholder(t) {
-                    Some(Ok(n)) if n < wildcards => Part::Wildcard(n),
-                    Some(Ok(_)) => {
-                        return Err(format!(
-                            "mapping destination {dest:?} refers to a missing wildcard"
-                        ))
-                    }
-                    Some(Err(e)) => return Err(e),
-                    None if t.contains("{{") => {
-                        return Err(format!("unsupported mapping function in {t:?}"))
-                    }
-                    None => Part::Literal(t.to_string()),
-                },
             };
             parts.push(part);
         }
@@ -98,6 +128,9 @@ impl Transform {
     pub fn apply(&self, subject: &str) -> Option<String> {
         if !subjects::subject_matches_filter(subject.as_bytes(), self.src.as_bytes()) {
             return None;
+        }
+        if self.dest.is_empty() {
+            return Some(subject.to_string());
         }
         let tokens: Vec<&str> = subject.split('.').collect();
         let mut wild = Vec::new();
@@ -136,8 +169,15 @@ mod tests {
         assert_eq!(t.apply("other.eu.42"), None);
         let t = Transform::new("a.*.>", "b.{{wildcard(1)}}.>").unwrap();
         assert_eq!(t.apply("a.x.y.z").as_deref(), Some("b.x.y.z"));
-        let t = Transform::new("in.*", "out.*").unwrap();
+        let t = Transform::new("in.*", "out.$1").unwrap();
         assert_eq!(t.apply("in.q").as_deref(), Some("out.q"));
+        let t = Transform::new("in.>", "").unwrap();
+        assert_eq!(t.apply("in.q").as_deref(), Some("in.q"));
+        assert_eq!(
+            Transform::new("a.*", "b.{{wildcard(2)}}").unwrap_err(),
+            "invalid mapping destination: wildcard index out of range in {{wildcard(2)}}: [2]"
+        );
+        assert_eq!(Transform::new("in.*", "out.*").unwrap_err(), "invalid subject");
         let t = Transform::new(">", "copy.>").unwrap();
         assert_eq!(t.apply("x.y").as_deref(), Some("copy.x.y"));
         assert!(Transform::new("a.*", "b.$2").is_err());

@@ -63,6 +63,9 @@ struct Seg {
     /// (`NONE` when not a live message), and timestamp.
     offs: Vec<u32>,
     lens: Vec<u32>,
+    /// Whether the record has a header block, which nats-server's file
+    /// store counts 4 more bytes for.
+    hdrs: Vec<bool>,
     sids: Vec<u32>,
     tss: Vec<i64>,
     /// Tombstones written here for sequences in older segments; copied
@@ -90,6 +93,7 @@ impl Seg {
             live: 0,
             offs: Vec::new(),
             lens: Vec::new(),
+            hdrs: Vec::new(),
             sids: Vec::new(),
             tss: Vec::new(),
             foreign: Vec::new(),
@@ -111,6 +115,7 @@ impl Seg {
         while self.offs.len() <= i {
             self.offs.push(0);
             self.lens.push(0);
+            self.hdrs.push(false);
             self.sids.push(NONE);
             self.tss.push(0);
         }
@@ -201,9 +206,11 @@ pub struct FileStore {
     dirty: bool,
 }
 
-/// Record size → the size nats-server counts for the message.
-fn size_of_record(len: u32) -> u64 {
-    (len as u64).saturating_sub((record::HEADER + 6) as u64) + 16
+/// Record size → the size nats-server's file store counts for the
+/// message (see [`crate::file_msg_size`]).
+fn size_of_record(len: u32, has_headers: bool) -> u64 {
+    let body = (len as u64).saturating_sub(record::HEADER as u64 + record::MSG_PREFIX as u64);
+    body + crate::FILE_MSG_OVERHEAD + if has_headers { 4 } else { 0 }
 }
 
 impl FileStore {
@@ -400,7 +407,7 @@ impl FileStore {
         seg.sids[i] = NONE;
         seg.live -= 1;
         self.msgs -= 1;
-        self.bytes -= size_of_record(seg.lens[i]);
+        self.bytes -= size_of_record(seg.lens[i], seg.hdrs[i]);
         let name = self.names.name(sid).to_string();
         self.subjects.remove(&name, seq);
         self.names.release(sid);
@@ -513,11 +520,12 @@ impl FileStore {
                         s.lens[i] = (crate::record::msg_len(r.subject, r.headers, r.payload)
                             .max(record::HEADER)) as u32;
                         s.tss[i] = r.ts;
+                        s.hdrs[i] = r.headers.is_some_and(|h| !h.is_empty());
                         if r.kind == Kind::Msg {
                             s.sids[i] = self.names.acquire(r.subject);
                             s.live += 1;
                             self.msgs += 1;
-                            self.bytes += size_of_record(s.lens[i]);
+                            self.bytes += size_of_record(s.lens[i], s.hdrs[i]);
                             self.subjects.add(r.subject, r.seq);
                         }
                         if r.seq >= self.last_seq {
@@ -599,6 +607,10 @@ impl FileStore {
 }
 
 impl MsgStore for FileStore {
+    fn msg_size(&self, subject: &str, headers: Option<&[u8]>, payload: &[u8]) -> u64 {
+        crate::file_msg_size(subject, headers, payload)
+    }
+
     fn store(
         &mut self,
         subject: &str,
@@ -618,11 +630,13 @@ impl MsgStore for FileStore {
         let i = seg.slot(seq);
         seg.offs[i] = off as u32;
         seg.lens[i] = len;
+        let has_headers = headers.is_some_and(|h| !h.is_empty());
+        seg.hdrs[i] = has_headers;
         seg.sids[i] = sid;
         seg.tss[i] = ts;
         seg.live += 1;
         self.msgs += 1;
-        self.bytes += size_of_record(len);
+        self.bytes += size_of_record(len, has_headers);
         self.subjects.add(subject, seq);
         self.last_seq = seq;
         self.last_ts = ts;

@@ -53,9 +53,24 @@ impl StoredMsg {
     }
 }
 
+/// nats-server's memory store count:
 /// `len(subject) + len(headers) + len(payload) + 16`.
 pub fn msg_size(subject: &str, headers: Option<&[u8]>, payload: &[u8]) -> u64 {
     (subject.len() + headers.map_or(0, |h| h.len()) + payload.len() + 16) as u64
+}
+
+/// What nats-server's file store adds to subject and payload: a 22-byte
+/// record header and an 8-byte checksum.
+pub const FILE_MSG_OVERHEAD: u64 = 22 + 8;
+
+/// nats-server's file store count: `22 + len(subject) + len(payload) + 8`,
+/// plus `4 + len(headers)` when there are headers. `bytes` and
+/// `max_bytes` use it for file streams, so limits and reported sizes
+/// match nats-server's.
+pub fn file_msg_size(subject: &str, headers: Option<&[u8]>, payload: &[u8]) -> u64 {
+    let h = headers.map_or(0, |h| h.len());
+    let h = if h > 0 { 4 + h } else { 0 };
+    (subject.len() + h + payload.len()) as u64 + FILE_MSG_OVERHEAD
 }
 
 /// Counts for one subject.
@@ -120,6 +135,11 @@ pub trait MsgStore: Send {
     /// Uses up the next sequence without storing anything (interest
     /// retention with no interest).
     fn skip(&mut self, ts: i64) -> Result<u64>;
+    /// The size this store counts for a message, in `bytes` and against
+    /// `max_bytes`.
+    fn msg_size(&self, subject: &str, headers: Option<&[u8]>, payload: &[u8]) -> u64 {
+        msg_size(subject, headers, payload)
+    }
     fn get(&self, seq: u64) -> Result<Option<StoredMsg>>;
     /// The first live message with sequence `>= start` matching `filter`.
     fn next_matching(&self, start: u64, filter: &Filter) -> Result<Option<StoredMsg>>;

@@ -13,7 +13,7 @@
 //! `seq` and `ts` (see [`Kind`]).
 
 pub const HEADER: usize = 4 + 4 + 1 + 8 + 8;
-const MSG_PREFIX: usize = 2 + 4;
+pub const MSG_PREFIX: usize = 2 + 4;
 /// Largest record accepted on write and believed on read.
 pub const MAX_RECORD: usize = 128 * 1024 * 1024;
 

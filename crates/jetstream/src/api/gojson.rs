@@ -20,6 +20,44 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+/// JSON as Go's `encoding/json` writes it: `<`, `>`, `&`, U+2028 and
+/// U+2029 inside strings are escaped as `\u003c` and so on, so responses
+/// are byte-for-byte what nats-server sends.
+pub fn to_vec<T: serde::Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, GoFormatter);
+    value
+        .serialize(&mut ser)
+        .expect("API values serialize: string keys, no non-finite floats");
+    out
+}
+
+struct GoFormatter;
+
+impl serde_json::ser::Formatter for GoFormatter {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut start = 0;
+        for (i, ch) in fragment.char_indices() {
+            let esc = match ch {
+                '<' => "\\u003c",
+                '>' => "\\u003e",
+                '&' => "\\u0026",
+                '\u{2028}' => "\\u2028",
+                '\u{2029}' => "\\u2029",
+                _ => continue,
+            };
+            w.write_all(&fragment.as_bytes()[start..i])?;
+            w.write_all(esc.as_bytes())?;
+            start = i + ch.len_utf8();
+        }
+        w.write_all(&fragment.as_bytes()[start..])
+    }
+}
+
 /// How nats-server reads a given body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -903,6 +941,15 @@ mod tests {
         assert_eq!(
             req(r#"{"batch":"x","name":1}"#).unwrap_err(),
             "json: cannot unmarshal string into Go struct field Req.batch of type int"
+        );
+    }
+
+    #[test]
+    fn written_as_go_writes() {
+        let v = serde_json::json!({"s": "a&b.<x>\u{2028}é"});
+        assert_eq!(
+            String::from_utf8(to_vec(&v)).unwrap(),
+            r#"{"s":"a\u0026b.\u003cx\u003e\u2028é"}"#
         );
     }
 

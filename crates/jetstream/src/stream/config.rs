@@ -252,9 +252,9 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
                 return Err(invalid(msg));
             }
         }
-        for other in &cfg.subjects[..i] {
+        for other in &cfg.subjects[i + 1..] {
             if subjects::subjects_collide(subj.as_bytes(), other.as_bytes()) {
-                return Err(invalid(format!("subject {other:?} overlaps with {subj:?}")));
+                return Err(invalid(format!("subject {subj:?} overlaps with {other:?}")));
             }
         }
     }
@@ -264,9 +264,9 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         ));
     }
     if let Some(t) = &cfg.subject_transform {
-        if !subjects::is_valid_subject(t.src.as_bytes()) {
+        if !t.src.is_empty() && !subjects::is_valid_subject(t.src.as_bytes()) {
             return Err(E::STREAM_TRANSFORM_INVALID_SOURCE
-                .with("err", format!("subject is not a valid subject {}", t.src)));
+                .with("err", format!("invalid subject {}", t.src)));
         }
         if let Err(e) = crate::transform::Transform::new(&t.src, &t.dest) {
             return Err(E::STREAM_TRANSFORM_INVALID_DESTINATION.with("err", e));
@@ -417,7 +417,7 @@ mod tests {
                 subjects: vec!["a".into(), "a".into()],
                 ..cfg("S")
             }),
-            "duplicate subjects detected"
+            "subject \"a\" overlaps with \"a\""
         );
         assert_eq!(
             bad(StreamConfig {

@@ -53,7 +53,7 @@ pub enum PubAck {
 impl PubAck {
     /// The exact bytes nats-server sends.
     pub fn encode(&self, stream: &str) -> Bytes {
-        let name = serde_json::to_string(stream).expect("string");
+        let name = String::from_utf8(crate::api::gojson::to_vec(stream)).expect("JSON is UTF-8");
         let s = match self {
             PubAck::Stored(seq) => format!("{{\"stream\":{name},\"seq\":{seq}}}"),
             PubAck::Duplicate(seq) => {
@@ -61,7 +61,7 @@ impl PubAck {
             }
             PubAck::Error(e) => format!(
                 "{{\"error\":{},\"stream\":{name},\"seq\":0}}",
-                serde_json::to_string(e).expect("error serializes")
+                String::from_utf8(crate::api::gojson::to_vec(e)).expect("JSON is UTF-8")
             ),
         };
         Bytes::from(s)
@@ -465,12 +465,15 @@ impl Stream {
             return Err(E::STREAM_STORE_FAILED.with("err", "maximum messages exceeded"));
         }
         if cfg.max_bytes > 0 {
-            let size = store::msg_size(subject, h, payload);
+            let size = self.store.msg_size(subject, h, payload);
             if st.bytes + size > cfg.max_bytes as u64 {
                 let replaces_bigger = at_subject_limit
                     && subj
                         .and_then(|s| self.store.get(s.first).ok().flatten())
-                        .is_some_and(|m| m.size() >= size);
+                        .is_some_and(|m| {
+                            self.store.msg_size(&m.subject, m.headers.as_deref(), &m.payload)
+                                >= size
+                        });
                 if !replaces_bigger {
                     return Err(E::STREAM_STORE_FAILED.with("err", "maximum bytes exceeded"));
                 }

@@ -137,6 +137,10 @@ impl Dispatcher {
         let tokens: Vec<&str> = rest.split('.').collect();
         let Some(reply) = m.reply.clone() else { return };
         let kind = endpoint(&tokens);
+        if kind.is_none() && !is_pull_or_direct(&tokens) {
+            // nats-server has no subscription there: no reply at all.
+            return;
+        }
         if let Some(h) = m.headers.as_deref() {
             if let Some(level) = headers::get(h, "Nats-Required-Api-Level") {
                 let ok = level
@@ -645,7 +649,7 @@ fn msg_get_request(body: &[u8]) -> Result<MsgGetRequest, ApiError> {
 fn is_pull_or_direct(tokens: &[&str]) -> bool {
     matches!(
         tokens,
-        ["CONSUMER", "MSG", "NEXT", ..] | ["DIRECT", "GET", ..]
+        ["CONSUMER", "MSG", "NEXT", _, _] | ["DIRECT", "GET", _, ..]
     )
 }
 
@@ -662,7 +666,9 @@ fn endpoint(tokens: &[&str]) -> Option<Kind> {
         ["STREAM", "PURGE", _] => Kind::StreamPurge,
         ["STREAM", "MSG", "GET", _] => Kind::MsgGet,
         ["STREAM", "MSG", "DELETE", _] => Kind::MsgDelete,
-        ["CONSUMER", "CREATE", ..] | ["CONSUMER", "DURABLE", "CREATE", ..] => Kind::ConsumerCreate,
+        ["CONSUMER", "CREATE", _, ..] | ["CONSUMER", "DURABLE", "CREATE", _, _] => {
+            Kind::ConsumerCreate
+        }
         ["CONSUMER", "INFO", _, _] => Kind::ConsumerInfo,
         ["CONSUMER", "DELETE", _, _] => Kind::ConsumerDelete,
         ["CONSUMER", "NAMES", _] => Kind::ConsumerNames,

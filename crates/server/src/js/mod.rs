@@ -38,7 +38,7 @@ use jetstream::api::{ApiError, Storage, StreamConfig, StreamInfo, E};
 use jetstream::output::OutMsg;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 pub use actor::Cmd;
 use commit::Committer;
@@ -313,8 +313,9 @@ impl JetStream {
                     }
                 }
                 Ok(None) => {
-                    // A stream whose delete was cut short: finish it.
-                    warn!("Removing incomplete stream directory {}", dir.display());
+                    // A memory stream of an earlier run, or a stream whose
+                    // create or delete was cut short.
+                    debug!("Removing stream directory {}", dir.display());
                     let _ = std::fs::remove_dir_all(&dir);
                 }
                 Err(e) => error!("Stream in {} could not be recovered: {e}", dir.display()),

@@ -351,7 +351,8 @@ pub fn create_stream(path: &Path, config: StreamConfig, now: i64) -> std::io::Re
 }
 
 /// Reads a stream back from its directory. `None` when it has no
-/// meta.json (a create or delete that did not finish).
+/// meta.json (a create or delete that did not finish) or was a memory
+/// stream: the caller removes the directory.
 pub fn open_stream(path: &Path, now: i64) -> Result<Option<Loaded>, String> {
     let root = FsDir::new(path).map_err(|e| e.to_string())?;
     match root.read_all("meta.json") {
@@ -360,6 +361,10 @@ pub fn open_stream(path: &Path, now: i64) -> Result<Option<Loaded>, String> {
         Ok(_) => {}
     }
     let (config, created) = read_stream_meta(&root).map_err(|e| format!("meta.json: {e}"))?;
+    if config.storage == Storage::Memory {
+        // Memory streams live as long as the process, as in nats-server.
+        return Ok(None);
+    }
     let (dirs, store) = open_dirs(path, config.storage).map_err(|e| e.to_string())?;
     let mut stream = Stream::recover(config, created, store, now);
     let mut journals = BTreeMap::new();

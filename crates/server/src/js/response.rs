@@ -181,7 +181,7 @@ fn encode<B: Serialize>(kind: Kind, error: Option<&ApiError>, body: &B) -> Bytes
         error,
         body,
     };
-    Bytes::from(serde_json::to_vec(&env).expect("responses serialize"))
+    Bytes::from(api::gojson::to_vec(&env))
 }
 
 /// The version keys CREATE, UPDATE and INFO responses carry in the
