@@ -57,12 +57,11 @@ fn placeholder(token: &str) -> Option<Result<usize, String>> {
             token,
         )));
     }
-    Some(args.trim().parse::<usize>().map_err(|_| {
-        dest_err(
-            "function argument is invalid or in the wrong format",
-            token,
-        )
-    }))
+    Some(
+        args.trim()
+            .parse::<usize>()
+            .map_err(|_| dest_err("function argument is invalid or in the wrong format", token)),
+    )
 }
 
 impl Transform {
@@ -177,7 +176,10 @@ mod tests {
             Transform::new("a.*", "b.{{wildcard(2)}}").unwrap_err(),
             "invalid mapping destination: wildcard index out of range in {{wildcard(2)}}: [2]"
         );
-        assert_eq!(Transform::new("in.*", "out.*").unwrap_err(), "invalid subject");
+        assert_eq!(
+            Transform::new("in.*", "out.*").unwrap_err(),
+            "invalid subject"
+        );
         let t = Transform::new(">", "copy.>").unwrap();
         assert_eq!(t.apply("x.y").as_deref(), Some("copy.x.y"));
         assert!(Transform::new("a.*", "b.$2").is_err());

@@ -87,7 +87,10 @@ fn store_get_and_state() {
                 }
             })
             .sum();
-        assert_eq!(st.bytes, expect_bytes, "{name}: bytes as nats-server counts");
+        assert_eq!(
+            st.bytes, expect_bytes,
+            "{name}: bytes as nats-server counts"
+        );
     }
 }
 

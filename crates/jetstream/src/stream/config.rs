@@ -279,11 +279,17 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
             }
             r.src = ">".to_string();
         }
-        if crate::transform::Transform::new(&r.src, &r.dest).is_err() {
-            return Err(invalid(format!(
-                "stream configuration for republish with transform from '{}' to '{}' not valid",
-                r.src, r.dest
-            )));
+        // '>' to '>' follows the subject transform when that transform
+        // takes the stream's only subject: republish what it produces.
+        if let Some(t) = &cfg.subject_transform {
+            if r.src == ">" && r.dest == ">" && cfg.subjects.len() == 1 && t.src == cfg.subjects[0]
+            {
+                if is_pedantic {
+                    return Err(pedantic("implicit republish based on subject transform"));
+                }
+                r.src = t.dest.clone();
+                r.dest = t.dest.clone();
+            }
         }
         for s in &cfg.subjects {
             if subjects::subjects_collide(s.as_bytes(), r.dest.as_bytes()) {
@@ -291,6 +297,12 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
                     "stream configuration for republish destination forms a cycle",
                 ));
             }
+        }
+        if crate::transform::Transform::new(&r.src, &r.dest).is_err() {
+            return Err(invalid(format!(
+                "stream configuration for republish with transform from '{}' to '{}' not valid",
+                r.src, r.dest
+            )));
         }
     }
     if let Some(p) = &cfg.placement {

@@ -26,8 +26,8 @@ use store::{Filter, MsgStore, Purge, StoreError, StoredMsg};
 
 use crate::api::{
     self, ApiError, ConsumerAction, ConsumerConfig, ConsumerInfo, CreateConsumerRequest, Discard,
-    LostData, MsgGetRequest, PullRequest, PurgeRequest, Retention, StoredMessage, StreamConfig,
-    StreamInfo, StreamState, E,
+    LostData, MsgGetRequest, PullRequest, PurgeRequest, Retention, Storage, StoredMessage,
+    StreamConfig, StreamInfo, StreamState, E,
 };
 use crate::consumer::{self, Consumer, ConsumerState};
 use crate::headers;
@@ -66,6 +66,12 @@ impl PubAck {
         };
         Bytes::from(s)
     }
+}
+
+/// An `Nats-Expected-*` header; an empty value expects nothing, as in
+/// nats-server.
+fn expectation<'a>(h: &'a [u8], name: &str) -> Option<&'a str> {
+    headers::get(h, name).filter(|v| !v.is_empty())
 }
 
 /// A message published to one of the stream's subjects.
@@ -302,7 +308,7 @@ impl Stream {
             if headers::get(h, headers::INCR).is_some() {
                 return Err(E::MESSAGE_INCR_DISABLED.err());
             }
-            if let Some(exp) = headers::get(h, headers::EXPECTED_STREAM) {
+            if let Some(exp) = expectation(h, headers::EXPECTED_STREAM) {
                 if exp != self.config.name {
                     return Err(E::STREAM_NOT_MATCH.err());
                 }
@@ -316,8 +322,8 @@ impl Stream {
                     ttl = t;
                 }
             }
-            let subj_seq = headers::get(h, headers::EXPECTED_LAST_SUBJ_SEQ);
-            let subj_seq_subj = headers::get(h, headers::EXPECTED_LAST_SUBJ_SEQ_SUBJ);
+            let subj_seq = expectation(h, headers::EXPECTED_LAST_SUBJ_SEQ);
+            let subj_seq_subj = expectation(h, headers::EXPECTED_LAST_SUBJ_SEQ_SUBJ);
             if let Some(v) = subj_seq {
                 let want = headers::parse_u64(v);
                 let on = subj_seq_subj.unwrap_or(subject);
@@ -335,7 +341,7 @@ impl Stream {
             } else if subj_seq_subj.is_some() {
                 return Err(E::STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID.err());
             }
-            if let Some(v) = headers::get(h, headers::EXPECTED_LAST_SEQ) {
+            if let Some(v) = expectation(h, headers::EXPECTED_LAST_SEQ) {
                 let last = self.store.state().last_seq;
                 if headers::parse_u64(v) != Some(last) {
                     return Err(E::STREAM_WRONG_LAST_SEQUENCE.with("seq", last));
@@ -361,7 +367,7 @@ impl Stream {
                     }
                 }
             }
-            if let Some(want) = headers::get(h, headers::EXPECTED_LAST_MSG_ID) {
+            if let Some(want) = expectation(h, headers::EXPECTED_LAST_MSG_ID) {
                 if want != self.last_msg_id {
                     return Err(E::STREAM_WRONG_LAST_MSG_ID.with("id", &self.last_msg_id));
                 }
@@ -395,6 +401,24 @@ impl Stream {
         if hlen > MAX_HEADER {
             return Err(E::STREAM_HEADER_EXCEEDS_MAXIMUM.err());
         }
+        // With subject delete markers, a message must outlive the marker
+        // TTL, or a marker could be missed; one message per subject is
+        // the exception. nats-server rewrites the header in whole seconds.
+        let raised;
+        let marker_ttl = self.config.subject_delete_marker_ttl;
+        let h = if ttl > 0
+            && marker_ttl > 0
+            && self.config.max_msgs_per_subject != 1
+            && ttl / SEC < marker_ttl / SEC
+        {
+            let secs = marker_ttl / SEC;
+            ttl = secs * SEC;
+            let kept = h.and_then(|h| headers::without(h, &[headers::TTL]));
+            raised = headers::append(kept.as_deref(), &[(headers::TTL, &secs.to_string())]);
+            Some(&raised[..])
+        } else {
+            h
+        };
         if self.config.retention == Retention::Interest
             && !self.consumers.values().any(|c| c.filter().matches(subject))
         {
@@ -471,7 +495,8 @@ impl Stream {
                     && subj
                         .and_then(|s| self.store.get(s.first).ok().flatten())
                         .is_some_and(|m| {
-                            self.store.msg_size(&m.subject, m.headers.as_deref(), &m.payload)
+                            self.store
+                                .msg_size(&m.subject, m.headers.as_deref(), &m.payload)
                                 >= size
                         });
                 if !replaces_bigger {
@@ -583,7 +608,22 @@ impl Stream {
 
     /// Applies a new configuration (already checked against the old).
     pub fn update(&mut self, config: StreamConfig) -> Result<(), ApiError> {
+        let to_interest =
+            self.config.retention == Retention::Limits && config.retention != Retention::Limits;
         self.config = config;
+        if to_interest {
+            // Messages kept under limits now need interest: with no
+            // consumers nothing wants them; otherwise acked ones go.
+            if self.consumers.is_empty() {
+                self.purge_inner(&Purge {
+                    filter: None,
+                    seq: None,
+                    keep: None,
+                })?;
+            } else {
+                self.reconcile()?;
+            }
+        }
         self.compile_transforms();
         self.rebuild_sources();
         let subjects: Vec<String> = self
@@ -686,6 +726,17 @@ impl Stream {
         if self.config.deny_delete {
             return Err(E::STREAM_MSG_DELETE_FAILED.with("err", "message delete not permitted"));
         }
+        if self.config.storage == Storage::File {
+            // nats-server's file store fails these outright, where its
+            // memory store only reports the sequence missing.
+            let st = self.store.state();
+            if seq == 0 || seq < st.first_seq {
+                return Err(E::STREAM_MSG_DELETE_FAILED.with("err", "no message found"));
+            }
+            if seq > st.last_seq {
+                return Err(E::STREAM_MSG_DELETE_FAILED.with("err", "stream store EOF"));
+            }
+        }
         if self.remove(seq, erase)? {
             Ok(())
         } else {
@@ -775,6 +826,9 @@ impl Stream {
                 payload: m.payload.clone(),
             }
         };
+        if !req.multi_last.is_empty() {
+            return self.direct_multi_last(req, &status, &wrap);
+        }
         if req.batch > 0 {
             let filter = if req.next_by_subj.is_empty() {
                 Filter::all()
@@ -823,6 +877,101 @@ impl Stream {
             Some(m) => vec![wrap(&m, &[])],
             None => vec![status(404, "Message Not Found", &[])],
         }
+    }
+
+    /// DIRECT.GET with `multi_last`: the newest message of each subject
+    /// matching the filters, at or before `up_to_seq` (or `up_to_time`),
+    /// in sequence order, then an EOB naming where the lookup stopped.
+    fn direct_multi_last(
+        &self,
+        req: &MsgGetRequest,
+        status: &dyn Fn(u16, &str, &[(&str, &str)]) -> OutMsg,
+        wrap: &dyn Fn(&StoredMsg, &[(&str, &str)]) -> OutMsg,
+    ) -> Vec<OutMsg> {
+        /// nats-server refuses lookups that would answer with more.
+        const MAX_RESPONSES: usize = 1024;
+        let st = self.store.state();
+        let mut up_to = req.up_to_seq;
+        if let Some(t) = req.up_to_time {
+            let seq = self.store.seq_for_time(t);
+            if seq <= st.first_seq {
+                return vec![status(404, "No Results", &[])];
+            }
+            up_to = seq - 1;
+        }
+        if up_to == 0 {
+            up_to = st.last_seq;
+        }
+        let filter = Filter::new(req.multi_last.iter().map(String::as_str));
+        let mut seqs = Vec::new();
+        for (subject, _) in self.store.subjects_totals(&filter) {
+            let Some(ss) = self.store.subject_state(&subject) else {
+                continue;
+            };
+            let last = if ss.last <= up_to {
+                Some(ss.last)
+            } else {
+                // Walk the subject up to the bound.
+                let one = Filter::one(&subject);
+                let mut found = None;
+                let mut at = ss.first;
+                while let Ok(Some(m)) = self.store.next_matching(at, &one) {
+                    if m.seq > up_to {
+                        break;
+                    }
+                    found = Some(m.seq);
+                    at = m.seq + 1;
+                }
+                found
+            };
+            if let Some(seq) = last.filter(|&s| s >= req.seq) {
+                seqs.push(seq);
+            }
+        }
+        if seqs.len() > MAX_RESPONSES {
+            return vec![status(413, "Too Many Results", &[])];
+        }
+        if seqs.is_empty() {
+            return vec![status(404, "No Results", &[])];
+        }
+        seqs.sort_unstable();
+        let mut out = Vec::new();
+        let mut prev = 0u64;
+        let mut bytes = 0i64;
+        let mut sent = 0usize;
+        for (i, &seq) in seqs.iter().enumerate() {
+            let Ok(Some(m)) = self.store.get(seq) else {
+                continue;
+            };
+            let left = (seqs.len() - i - 1).to_string();
+            let p = prev.to_string();
+            out.push(wrap(
+                &m,
+                &[("Nats-Num-Pending", &left), ("Nats-Last-Sequence", &p)],
+            ));
+            prev = seq;
+            sent += 1;
+            bytes += (m.subject.len() + m.headers.as_ref().map_or(0, |h| h.len()) + m.payload.len())
+                as i64;
+            if (req.max_bytes > 0 && bytes >= req.max_bytes)
+                || (req.batch > 0 && sent as i64 >= req.batch)
+            {
+                break;
+            }
+        }
+        let left = (seqs.len() - sent).to_string();
+        let p = prev.to_string();
+        let u = up_to.to_string();
+        out.push(status(
+            204,
+            "EOB",
+            &[
+                ("Nats-Num-Pending", &left),
+                ("Nats-Last-Sequence", &p),
+                ("Nats-UpTo-Sequence", &u),
+            ],
+        ));
+        out
     }
 
     /// Expiry by age and per-message TTL, then consumer timers. Call with

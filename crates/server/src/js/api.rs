@@ -283,10 +283,10 @@ impl Dispatcher {
                             op,
                             reply: reply.clone(),
                         }) {
-                            self.send(status_msg(&reply, 503, ""));
+                            self.send(sinks::no_responders(&reply, &m.subject));
                         }
                     }
-                    None => self.send(status_msg(&reply, 503, "")),
+                    None => self.send(sinks::no_responders(&reply, &m.subject)),
                 }
                 Ok(())
             }
@@ -320,7 +320,7 @@ impl Dispatcher {
         let Some(h) = handle else {
             // No stream serves direct gets here: what a client sees when
             // nothing is subscribed.
-            self.send(status_msg(reply, 503, ""));
+            self.send(sinks::no_responders(reply, &m.subject));
             return;
         };
         let op = Op::Direct {
@@ -331,7 +331,7 @@ impl Dispatcher {
             op,
             reply: reply.to_string(),
         }) {
-            self.send(status_msg(reply, 503, ""));
+            self.send(sinks::no_responders(reply, &m.subject));
         }
     }
 

@@ -183,3 +183,18 @@ pub fn status_msg(to: &str, code: u16, description: &str) -> OutMsg {
         payload: Bytes::new(),
     }
 }
+
+/// What a requester gets when nothing listens on `subject`: the 503
+/// status naming the subject, as the core server sends it.
+pub fn no_responders(to: &str, subject: &str) -> OutMsg {
+    OutMsg {
+        subject: to.to_string(),
+        route: None,
+        reply: None,
+        headers: Some(headers::build(
+            Some((503, "")),
+            &[("Nats-Subject", subject)],
+        )),
+        payload: Bytes::new(),
+    }
+}

@@ -77,6 +77,16 @@ fn err(js: &JetStream, kind: Kind, e: &jetstream::api::ApiError) -> Reply {
     }
 }
 
+/// An error nats-server sends as a plain response: it counts as a call,
+/// not as an error, in account info.
+fn plain_err(js: &JetStream, kind: Kind, e: &jetstream::api::ApiError) -> Reply {
+    js.api_total.fetch_add(1, Ordering::Relaxed);
+    Reply::Api {
+        kind,
+        body: response::error(kind, e),
+    }
+}
+
 /// A consumer name as nats-server generates one: 8 characters of
 /// `[0-9A-Za-z]`.
 fn generated_name() -> String {
@@ -148,7 +158,7 @@ pub fn handle(js: &JetStream, stream: &mut Stream, op: Op, reply: &str, now: i64
         },
         Op::MsgDelete(req) => match stream.delete_msg(req.seq, !req.no_erase) {
             Ok(()) => ok(js, Kind::MsgDelete, &Success { success: true }),
-            Err(e) => err(js, Kind::MsgDelete, &e),
+            Err(e) => plain_err(js, Kind::MsgDelete, &e),
         },
         Op::ConsumerCreate {
             req,
@@ -232,7 +242,11 @@ pub fn handle(js: &JetStream, stream: &mut Stream, op: Op, reply: &str, now: i64
         Op::Next { consumer, body } => {
             if stream.consumer(&consumer).is_none() {
                 // Nothing would be subscribed to this pull subject.
-                return Reply::Msgs(vec![status_msg(reply, 503, "")]);
+                let subject = format!(
+                    "$JS.API.CONSUMER.MSG.NEXT.{}.{consumer}",
+                    stream.config.name
+                );
+                return Reply::Msgs(vec![super::sinks::no_responders(reply, &subject)]);
             }
             match PullRequest::parse(&body) {
                 Ok(req) => {
@@ -343,10 +357,16 @@ fn direct_get(stream: &Stream, subject: Option<String>, body: &[u8], reply: &str
             {
                 return bad("Bad Request");
             }
-            if !multi.is_empty() {
-                // Multi-last batches are not served by this server.
-                return bad("Bad Request");
-            }
+            let up_to_time = match p.up_to_time.as_deref().filter(|s| !s.is_empty()) {
+                Some(t) => match jetstream::api::time::parse(t) {
+                    Some(ns) => Some(ns),
+                    None => return bad("Malformed Request"),
+                },
+                None => None,
+            };
+            req.multi_last = multi;
+            req.up_to_seq = p.up_to_seq.unwrap_or(0);
+            req.up_to_time = up_to_time;
             req.seq = seq;
             req.last_by_subj = last;
             req.next_by_subj = next;
