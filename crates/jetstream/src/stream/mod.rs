@@ -68,6 +68,9 @@ impl PubAck {
     }
 }
 
+/// Header name/value pairs to add to a message.
+type HeaderPairs<'a> = &'a [(&'a str, &'a str)];
+
 /// An `Nats-Expected-*` header; an empty value expects nothing, as in
 /// nats-server.
 fn expectation<'a>(h: &'a [u8], name: &str) -> Option<&'a str> {
@@ -885,8 +888,8 @@ impl Stream {
     fn direct_multi_last(
         &self,
         req: &MsgGetRequest,
-        status: &dyn Fn(u16, &str, &[(&str, &str)]) -> OutMsg,
-        wrap: &dyn Fn(&StoredMsg, &[(&str, &str)]) -> OutMsg,
+        status: &dyn Fn(u16, &str, HeaderPairs) -> OutMsg,
+        wrap: &dyn Fn(&StoredMsg, HeaderPairs) -> OutMsg,
     ) -> Vec<OutMsg> {
         /// nats-server refuses lookups that would answer with more.
         const MAX_RESPONSES: usize = 1024;
