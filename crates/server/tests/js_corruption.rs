@@ -152,3 +152,77 @@ async fn a_torn_tail_is_truncated_and_garbage_meta_is_reported() {
     assert!(err.to_string().contains("could not be recovered"), "{err}");
     assert!(meta.exists());
 }
+
+/// The consumer journals are the only index-like files: stream indexes are
+/// rebuilt from the checksummed segments at start. A journal cut short
+/// keeps what came before the cut; one cut inside its snapshot loses the
+/// consumer, which the log reports. The stream serves on either way.
+#[tokio::test]
+async fn truncated_consumer_journals_are_reported() {
+    use async_nats::jetstream::consumer::pull;
+    use futures::StreamExt;
+
+    let mut s = common::js_server();
+    let js = jetstream::new(s.client().await);
+    let st = js
+        .create_stream(stream::Config {
+            name: "J".into(),
+            subjects: vec!["j.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for i in 1..=10 {
+        js.publish(format!("j.{i}"), "x".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    for name in ["CUT", "GONE"] {
+        let c = st
+            .create_consumer(pull::Config {
+                durable_name: Some(name.into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut msgs = c.fetch().max_messages(4).messages().await.unwrap();
+        while let Some(m) = msgs.next().await {
+            m.unwrap().double_ack().await.unwrap();
+        }
+    }
+    s.kill9();
+    let obs = s.store_dir().join("jetstream/$G/streams/J/obs");
+    let cut = obs.join("CUT.log");
+    let len = std::fs::metadata(&cut).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&cut).unwrap();
+    f.set_len(len - 3).unwrap();
+    let gone = std::fs::OpenOptions::new()
+        .write(true)
+        .open(obs.join("GONE.log"))
+        .unwrap();
+    gone.set_len(10).unwrap();
+
+    s.restart();
+    let js = jetstream::new(s.client().await);
+    let mut st = js.get_stream("J").await.unwrap();
+    assert_eq!(st.info().await.unwrap().state.messages, 10);
+    let cut = st.consumer_info("CUT").await.unwrap();
+    // The last entry (the fourth ack) was cut off; the three before it stay.
+    assert!(
+        (3..=4).contains(&cut.ack_floor.stream_sequence),
+        "{:?}",
+        cut.ack_floor
+    );
+    assert!(st.consumer_info("GONE").await.is_err());
+    let log = s.log_text();
+    assert!(
+        log.contains("consumer 'CUT': a cut-off last entry was dropped"),
+        "{log}"
+    );
+    assert!(
+        log.contains("consumer journal GONE.log: no readable snapshot; consumer not restored"),
+        "{log}"
+    );
+}

@@ -22,6 +22,8 @@ pub struct Replay {
     pub entries: Vec<Vec<u8>>,
     /// Entries that failed their checksum and were skipped.
     pub damaged: usize,
+    /// Whether a cut-off last entry was dropped.
+    pub torn: bool,
 }
 
 impl Journal {
@@ -56,6 +58,7 @@ impl Journal {
             Replay {
                 entries,
                 damaged: scan.corrupt.len(),
+                torn: valid < data.len() as u64,
             },
         ))
     }

@@ -186,12 +186,21 @@ impl ConsumerJournal {
     }
 
     /// Every consumer journal in `dir`: config, creation time, state.
-    pub fn load_all(dir: Arc<dyn Dir>) -> Vec<(ConsumerJournal, String)> {
+    /// The consumers whose journals can be read, each with a note on
+    /// damage found; and notes on journals that could not be read at all.
+    pub fn load_all(dir: Arc<dyn Dir>) -> (Vec<(ConsumerJournal, String)>, Vec<String>) {
         let mut out = Vec::new();
+        let mut unreadable = Vec::new();
         let names = dir.list().unwrap_or_default();
         for name in names.iter().filter(|n| n.ends_with(".log")) {
-            let Ok((journal, replay)) = Journal::open(dir.clone(), name) else {
-                continue;
+            let (journal, replay) = match Journal::open(dir.clone(), name) {
+                Ok(j) => j,
+                Err(e) => {
+                    unreadable.push(format!(
+                        "consumer journal {name}: {e}; consumer not restored"
+                    ));
+                    continue;
+                }
             };
             let mut snap: Option<Snapshot> = None;
             for raw in replay.entries {
@@ -205,12 +214,20 @@ impl ConsumerJournal {
                     Err(_) => {}
                 }
             }
-            let Some(s) = snap else { continue };
-            let note = if replay.damaged > 0 {
-                format!("{} damaged entries skipped", replay.damaged)
-            } else {
-                String::new()
+            let Some(s) = snap else {
+                unreadable.push(format!(
+                    "consumer journal {name}: no readable snapshot; consumer not restored"
+                ));
+                continue;
             };
+            let mut notes = Vec::new();
+            if replay.damaged > 0 {
+                notes.push(format!("{} damaged entries skipped", replay.damaged));
+            }
+            if replay.torn {
+                notes.push("a cut-off last entry was dropped".to_string());
+            }
+            let note = notes.join("; ");
             out.push((
                 ConsumerJournal {
                     journal,
@@ -221,7 +238,7 @@ impl ConsumerJournal {
                 note,
             ));
         }
-        out
+        (out, unreadable)
     }
 
     pub fn config(&self) -> &ConsumerConfig {
@@ -370,7 +387,9 @@ pub fn open_stream(path: &Path, now: i64) -> Result<Option<Loaded>, String> {
     let mut journals = BTreeMap::new();
     let mut notes = Vec::new();
     if let Some(obs) = &dirs.obs {
-        for (j, note) in ConsumerJournal::load_all(obs.clone()) {
+        let (loaded, unreadable) = ConsumerJournal::load_all(obs.clone());
+        notes.extend(unreadable);
+        for (j, note) in loaded {
             if !note.is_empty() {
                 notes.push(format!("consumer '{}': {note}", j.config().name));
             }
