@@ -1,0 +1,6 @@
+//! The replication core, sans-IO: what servers say to each other and how
+//! it is checked. Nothing here touches a socket, a clock or a thread; the
+//! drivers (real network, simulator) move the bytes.
+
+pub mod frame;
+pub mod outbox;
