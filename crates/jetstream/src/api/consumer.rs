@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::gojson::{self, Ty};
 use super::nullable;
 use super::stream::{go_json_error, ser_time, string_enum, ClusterInfo};
 use super::time;
@@ -254,11 +255,105 @@ impl ConsumerConfig {
     }
 }
 
-string_enum!(ConsumerAction, default CreateOrUpdate, case_insensitive false, {
-    CreateOrUpdate = "",
-    Create = "create",
-    Update = "update",
-});
+/// What a create request may do: nats-server's `action`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConsumerAction {
+    #[default]
+    CreateOrUpdate,
+    Create,
+    Update,
+}
+
+impl ConsumerAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConsumerAction::CreateOrUpdate => "",
+            ConsumerAction::Create => "create",
+            ConsumerAction::Update => "update",
+        }
+    }
+}
+
+impl Serialize for ConsumerAction {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ConsumerAction {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = Option::<String>::deserialize(d)?.unwrap_or_default();
+        match s.as_str() {
+            "" => Ok(ConsumerAction::CreateOrUpdate),
+            "create" => Ok(ConsumerAction::Create),
+            "update" => Ok(ConsumerAction::Update),
+            _ => Err(serde::de::Error::custom(format!(
+                "unknown consumer action: {}",
+                serde_json::to_string(&s).unwrap_or_default()
+            ))),
+        }
+    }
+}
+
+/// `ConsumerConfig`'s fields as Go types, for Go's decoding errors.
+const CONFIG_FIELDS: &[(&str, Ty)] = &[
+    ("durable_name", Ty::Str),
+    ("name", Ty::Str),
+    ("description", Ty::Str),
+    ("deliver_policy", Ty::Custom),
+    ("opt_start_seq", Ty::Uint("uint64")),
+    ("opt_start_time", Ty::Custom),
+    ("ack_policy", Ty::Custom),
+    ("ack_wait", Ty::Int("time.Duration")),
+    ("max_deliver", Ty::Int("int")),
+    ("backoff", Ty::Ints("time.Duration")),
+    ("filter_subject", Ty::Str),
+    ("filter_subjects", Ty::Strs),
+    ("replay_policy", Ty::Custom),
+    ("rate_limit_bps", Ty::Uint("uint64")),
+    ("sample_freq", Ty::Str),
+    ("max_waiting", Ty::Int("int")),
+    ("max_ack_pending", Ty::Int("int")),
+    ("flow_control", Ty::Bool),
+    ("headers_only", Ty::Bool),
+    ("max_batch", Ty::Int("int")),
+    ("max_expires", Ty::Int("time.Duration")),
+    ("max_bytes", Ty::Int("int")),
+    ("deliver_subject", Ty::Str),
+    ("deliver_group", Ty::Str),
+    ("idle_heartbeat", Ty::Int("time.Duration")),
+    ("inactive_threshold", Ty::Int("time.Duration")),
+    ("num_replicas", Ty::Int("int")),
+    ("mem_storage", Ty::Bool),
+    ("direct", Ty::Bool),
+    ("sourcing", Ty::Bool),
+    ("metadata", Ty::StrMap),
+    ("pause_until", Ty::Custom),
+    ("priority_groups", Ty::Strs),
+    ("priority_policy", Ty::Custom),
+    ("priority_timeout", Ty::Int("time.Duration")),
+];
+
+const CREATE_FIELDS: &[(&str, Ty)] = &[
+    ("stream_name", Ty::Str),
+    ("config", Ty::Struct("server.ConsumerConfig", CONFIG_FIELDS)),
+    ("action", Ty::Custom),
+    ("pedantic", Ty::Bool),
+];
+
+/// `JSApiConsumerGetNextRequest` (with its embedded priority group).
+const PULL_FIELDS: &[(&str, Ty)] = &[
+    ("expires", Ty::Int("time.Duration")),
+    ("batch", Ty::Int("int")),
+    ("max_bytes", Ty::Int("int")),
+    ("no_wait", Ty::Bool),
+    ("idle_heartbeat", Ty::Int("time.Duration")),
+    ("group", Ty::Str),
+    ("min_pending", Ty::Int("int64")),
+    ("min_ack_pending", Ty::Int("int64")),
+    ("id", Ty::Str),
+    ("priority", Ty::Int("int")),
+];
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -274,11 +369,19 @@ pub struct CreateConsumerRequest {
 }
 
 impl CreateConsumerRequest {
+    /// Reads a create request as nats-server does, with Go's error texts.
     pub fn parse(body: &[u8]) -> Result<Self, String> {
         if body.iter().all(|b| b.is_ascii_whitespace()) {
             return Ok(CreateConsumerRequest::default());
         }
-        serde_json::from_slice(body).map_err(go_json_error)
+        let v = gojson::parse_value(body)?;
+        if v.is_null() {
+            return Ok(CreateConsumerRequest::default());
+        }
+        if let Some(e) = gojson::type_error(&v, "CreateConsumerRequest", CREATE_FIELDS) {
+            return Err(e);
+        }
+        serde_json::from_value(v).map_err(go_json_error)
     }
 }
 
@@ -355,7 +458,12 @@ impl PullRequest {
             });
         }
         if trimmed.starts_with('{') {
-            return serde_json::from_str(trimmed).map_err(|e| e.to_string());
+            // Go's error texts: nats-server sends them back in the 400.
+            let v = gojson::parse_value(trimmed.as_bytes())?;
+            if let Some(e) = gojson::type_error(&v, "", PULL_FIELDS) {
+                return Err(e);
+            }
+            return serde_json::from_value(v).map_err(|e| gojson::strip_position(&e));
         }
         Ok(PullRequest {
             batch: trimmed.parse().unwrap_or(1),

@@ -5,6 +5,7 @@ mod account;
 mod catalogue;
 mod consumer;
 mod error;
+pub mod gojson;
 pub mod nullable;
 mod stream;
 pub mod time;

@@ -63,7 +63,9 @@ macro_rules! string_enum {
                         return Ok($name::$variant);
                     }
                 )+
-                Err(serde::de::Error::custom(format!("can not unmarshal {:?}", s)))
+                // Go's text quotes the raw JSON value.
+                let raw = serde_json::to_string(&s).unwrap_or_default();
+                Err(serde::de::Error::custom(format!("can not unmarshal {:?}", raw)))
             }
         }
     };
