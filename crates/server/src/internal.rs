@@ -52,20 +52,24 @@ impl InternalPublisher {
         )
     }
 
-    /// Whether `subject` has a plain subscriber (or one in `queue`),
-    /// which is what push consumers need before delivering.
+    /// Whether `subject` has a plain subscriber (or one in `queue`) on
+    /// exactly that subject, which is what push consumers need before
+    /// delivering: as nats-server's interest notifications, wildcard
+    /// subscriptions do not count.
     pub fn has_interest(&mut self, subject: &str, queue: &str) -> bool {
         let server = &self.server;
         let result = self.cache.get_or_insert(subject.as_bytes(), || {
             server.sublist.read().matches(subject.as_bytes())
         });
+        let exact =
+            |s: &Arc<Subscription>| !s.is_closed() && s.subject.as_ref() == subject.as_bytes();
         if queue.is_empty() {
-            result.psubs.iter().any(|s| !s.is_closed())
+            result.psubs.iter().any(exact)
         } else {
             result
                 .qsubs
                 .iter()
-                .any(|(q, m)| q.as_ref() == queue.as_bytes() && m.iter().any(|s| !s.is_closed()))
+                .any(|(q, m)| q.as_ref() == queue.as_bytes() && m.iter().any(exact))
         }
     }
 

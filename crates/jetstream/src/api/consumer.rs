@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::nullable;
-use super::stream::{go_json_error, ser_time, string_enum, ClusterInfo};
+use super::stream::{ser_time, string_enum, ClusterInfo};
 use super::time;
+use super::{go_types, gojson};
 
 fn is_false(b: &bool) -> bool {
     !*b
@@ -254,11 +255,45 @@ impl ConsumerConfig {
     }
 }
 
-string_enum!(ConsumerAction, default CreateOrUpdate, case_insensitive false, {
-    CreateOrUpdate = "",
-    Create = "create",
-    Update = "update",
-});
+/// What a create request may do: nats-server's `action`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConsumerAction {
+    #[default]
+    CreateOrUpdate,
+    Create,
+    Update,
+}
+
+impl ConsumerAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConsumerAction::CreateOrUpdate => "",
+            ConsumerAction::Create => "create",
+            ConsumerAction::Update => "update",
+        }
+    }
+}
+
+impl Serialize for ConsumerAction {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ConsumerAction {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = Option::<String>::deserialize(d)?.unwrap_or_default();
+        match s.as_str() {
+            "" => Ok(ConsumerAction::CreateOrUpdate),
+            "create" => Ok(ConsumerAction::Create),
+            "update" => Ok(ConsumerAction::Update),
+            _ => Err(serde::de::Error::custom(format!(
+                "unknown consumer action: {}",
+                serde_json::to_string(&s).unwrap_or_default()
+            ))),
+        }
+    }
+}
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -274,11 +309,13 @@ pub struct CreateConsumerRequest {
 }
 
 impl CreateConsumerRequest {
+    /// Reads a create request as nats-server does, with Go's error texts.
     pub fn parse(body: &[u8]) -> Result<Self, String> {
-        if body.iter().all(|b| b.is_ascii_whitespace()) {
-            return Ok(CreateConsumerRequest::default());
-        }
-        serde_json::from_slice(body).map_err(go_json_error)
+        gojson::decode(
+            body,
+            &go_types::CREATE_CONSUMER_REQUEST,
+            gojson::Mode::Request,
+        )
     }
 }
 
@@ -355,7 +392,12 @@ impl PullRequest {
             });
         }
         if trimmed.starts_with('{') {
-            return serde_json::from_str(trimmed).map_err(|e| e.to_string());
+            // Go's error texts: nats-server sends them back in the 400.
+            return gojson::decode(
+                trimmed.as_bytes(),
+                &go_types::PULL_REQUEST,
+                gojson::Mode::Unmarshal,
+            );
         }
         Ok(PullRequest {
             batch: trimmed.parse().unwrap_or(1),

@@ -63,7 +63,9 @@ macro_rules! string_enum {
                         return Ok($name::$variant);
                     }
                 )+
-                Err(serde::de::Error::custom(format!("can not unmarshal {:?}", s)))
+                // Go's text quotes the raw JSON value.
+                let raw = serde_json::to_string(&s).unwrap_or_default();
+                Err(serde::de::Error::custom(format!("can not unmarshal {:?}", raw)))
             }
         }
     };
@@ -351,17 +353,6 @@ pub fn parse_stream_config(body: &[u8]) -> Result<(StreamConfig, bool), String> 
         .unwrap_or(false);
     let cfg: StreamConfig = serde_json::from_value(v).map_err(|e| e.to_string())?;
     Ok((cfg, pedantic))
-}
-
-/// serde's "unknown field `x`, expected one of ..." as Go says it.
-pub fn go_json_error(e: serde_json::Error) -> String {
-    let s = e.to_string();
-    if let Some(rest) = s.strip_prefix("unknown field `") {
-        if let Some(name) = rest.split('`').next() {
-            return format!("json: unknown field \"{name}\"");
-        }
-    }
-    s
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

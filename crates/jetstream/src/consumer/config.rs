@@ -33,7 +33,9 @@ pub fn prepare_create(
     durable_api: bool,
 ) -> Result<(), ApiError> {
     let cfg = &mut req.config;
-    if subject_name.is_some_and(|n| n.contains(['\\', '/'])) {
+    // The legacy ephemeral form takes its name from the body.
+    let name = subject_name.unwrap_or(&cfg.name);
+    if name.contains(['\\', '/']) {
         return Err(E::CONSUMER_NAME_CONTAINS_PATH_SEPARATORS.err());
     }
     match (durable_api, subject_name) {
@@ -70,6 +72,16 @@ pub fn prepare_create(
         return Err(E::STREAM_REPLICAS_NOT_SUPPORTED.err());
     }
     Ok(())
+}
+
+/// The API level a consumer config needs (`_nats.req.level`): 1 for a
+/// pause or priority groups.
+pub fn required_level(cfg: &ConsumerConfig) -> i64 {
+    let paused = cfg.pause_until.is_some_and(|u| u != 0);
+    let priority = cfg.priority_policy != PriorityPolicy::None
+        || cfg.priority_timeout != 0
+        || !cfg.priority_groups.is_empty();
+    i64::from(paused || priority)
 }
 
 /// Fills in what the config leaves out, as nats-server does.
@@ -118,6 +130,12 @@ pub fn defaults(cfg: &mut ConsumerConfig, stream: &StreamConfig) {
         cfg.flow_control = true;
         cfg.idle_heartbeat = SEC;
     }
+}
+
+/// Stamps an ephemeral's config with the default inactive threshold, as
+/// nats-server does once the request has been compared with an existing
+/// consumer's config.
+pub fn stamp_ephemeral(cfg: &mut ConsumerConfig) {
     if !cfg.is_durable() && cfg.inactive_threshold <= 0 {
         cfg.inactive_threshold = EPHEMERAL_INACTIVE;
     }
@@ -310,8 +328,14 @@ fn check_start(cfg: &ConsumerConfig) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// What an existing consumer's config may not change into.
-pub fn check_update(old: &ConsumerConfig, new: &ConsumerConfig) -> Result<(), String> {
+/// What an existing consumer's config may not change into. `bound`: the
+/// old deliver subject has interest, so it cannot move.
+pub fn check_update(
+    old: &ConsumerConfig,
+    new: &ConsumerConfig,
+    bound: bool,
+) -> Result<(), ApiError> {
+    let create_err = |e: &str| E::CONSUMER_CREATE.with("err", e);
     let checks: [(bool, &str); 10] = [
         (
             old.deliver_policy != new.deliver_policy,
@@ -355,10 +379,13 @@ pub fn check_update(old: &ConsumerConfig, new: &ConsumerConfig) -> Result<(), St
         ),
     ];
     if let Some((_, msg)) = checks.iter().find(|(bad, _)| *bad) {
-        return Err(msg.to_string());
+        return Err(create_err(msg));
+    }
+    if old.deliver_subject != new.deliver_subject && bound {
+        return Err(E::CONSUMER_NAME_EXIST.err());
     }
     if old.max_waiting != new.max_waiting {
-        return Err("max waiting can not be updated".into());
+        return Err(create_err("max waiting can not be updated"));
     }
     Ok(())
 }

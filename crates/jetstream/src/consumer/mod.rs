@@ -22,7 +22,7 @@ use store::{Filter, MsgStore, StoredMsg};
 
 pub use config::{
     check as check_config, check_update as check_config_update, defaults as apply_defaults,
-    prepare_create,
+    prepare_create, stamp_ephemeral,
 };
 pub use state::ConsumerState;
 
@@ -36,6 +36,8 @@ const MS: i64 = 1_000_000;
 /// Flow-control window bounds, as nats-server.
 const FC_MAX_WINDOW: u64 = 32 * 1024 * 1024;
 const FC_START_WINDOW: u64 = FC_MAX_WINDOW / 16;
+/// Added to a pull consumer's inactive threshold, as nats-server does.
+const PULL_INACTIVE_GRACE: i64 = 100 * MS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Pending {
@@ -65,6 +67,8 @@ pub struct AckOutcome {
     pub done: Vec<u64>,
     /// A `+NXT` request to serve after the ack.
     pub next: Option<(PullRequest, String)>,
+    /// Whether the ack's reply subject gets an (empty) answer.
+    pub reply: bool,
 }
 
 pub struct Consumer {
@@ -72,6 +76,9 @@ pub struct Consumer {
     stream: String,
     pub config: ConsumerConfig,
     pub created: i64,
+    /// The server made the name up (legacy ephemeral create): nats-server
+    /// leaves it out of the config it reports.
+    pub name_generated: bool,
     filter: Filter,
     next_sseq: u64,
     dseq: u64,
@@ -194,6 +201,7 @@ impl Consumer {
             name: config.name.clone(),
             stream: stream.to_string(),
             created,
+            name_generated: false,
             filter,
             next_sseq,
             dseq: 0,
@@ -296,6 +304,14 @@ impl Consumer {
 
     pub fn is_push(&self) -> bool {
         self.config.is_push()
+    }
+
+    /// Whether acks are listened for (not with ack policy `none`).
+    pub fn takes_acks(&self) -> bool {
+        !matches!(
+            self.config.ack_policy,
+            AckPolicy::None | AckPolicy::FlowControl
+        )
     }
 
     /// After a config update: filters may have changed.
@@ -432,9 +448,10 @@ impl Consumer {
             // This would be delivery number `count + 1`.
             let count = self.rdc.get(&seq).copied().unwrap_or(0) + 1;
             if self.config.max_deliver > 0 && count + 1 > self.config.max_deliver as u64 {
-                // Already delivered max times: done with it.
+                // Already delivered max times: done with it. Not an ack:
+                // the ack floor stays.
                 self.pending.remove(&seq);
-                self.move_floor();
+                self.rdc.insert(seq, count);
                 self.dirty = true;
                 continue;
             }
@@ -473,10 +490,15 @@ impl Consumer {
                 self.next_sseq = self.lps_resume;
             }
         }
-        let m = store
+        let Some(m) = store
             .next_matching(self.next_sseq, &self.filter)
             .ok()
-            .flatten()?;
+            .flatten()
+        else {
+            // Nothing more matches: the scan reached the end of the stream.
+            self.next_sseq = self.next_sseq.max(store.state().last_seq + 1);
+            return None;
+        };
         self.next_sseq = m.seq + 1;
         Some((m, false))
     }
@@ -807,9 +829,7 @@ impl Consumer {
             );
             return Vec::new();
         }
-        if self.config.max_expires > 0
-            && (req.expires == 0 || req.expires > self.config.max_expires)
-        {
+        if self.config.max_expires > 0 && req.expires > self.config.max_expires {
             let d = crate::duration::format(std::time::Duration::from_nanos(
                 self.config.max_expires as u64,
             ));
@@ -832,9 +852,22 @@ impl Consumer {
             );
             return Vec::new();
         }
-        if req.no_wait && req.expires == 0 && !self.has_more(store) {
-            status(out, reply, 404, "No Messages", &[]);
-            return Vec::new();
+        if req.no_wait {
+            // nats-server counts what is left to deliver (redeliveries
+            // included) against what waiting requests already asked for.
+            let msgs_pending = self.num_pending + self.redeliver.len() as u64;
+            if req.expires == 0 && msgs_pending == 0 {
+                status(out, reply, 404, "No Messages", &[]);
+                return Vec::new();
+            }
+            if msgs_pending > 0 {
+                self.expire_waiting(now, out);
+                let asked: i64 = self.waiting.iter().map(|w| w.batch.max(0)).sum();
+                if (msgs_pending as i64) < asked {
+                    status(out, reply, 408, "Requests Pending", &[]);
+                    return Vec::new();
+                }
+            }
         }
         if self.waiting.len() as i64 >= self.config.max_waiting.max(1) {
             self.expire_waiting(now, out);
@@ -868,9 +901,19 @@ impl Consumer {
         };
         self.last_activity = now;
         self.last_ack = Some(now);
+        // nats-server ignores (and does not answer) an ack or term of
+        // something not delivered yet; everything else is answered.
+        let ahead = sseq >= self.next_sseq && !self.config.flow_control;
+        outcome.reply = sseq > 0;
         let text = std::str::from_utf8(body).unwrap_or("").trim();
         match text {
-            "" | "+ACK" | "+OK" => self.ack_seq(sseq, &mut outcome),
+            "" | "+ACK" | "+OK" => {
+                if ahead {
+                    outcome.reply = false;
+                } else {
+                    self.ack_seq(sseq, &mut outcome);
+                }
+            }
             "+WPI" => {
                 if let Some(p) = self.pending.get_mut(&sseq) {
                     p.ts = now;
@@ -878,11 +921,18 @@ impl Consumer {
                 }
             }
             t if t.starts_with("+TERM") => {
-                self.ack_seq(sseq, &mut outcome);
+                if ahead {
+                    outcome.reply = false;
+                } else {
+                    self.ack_seq(sseq, &mut outcome);
+                }
             }
             t if t.starts_with("-NAK") => self.nak(sseq, t["-NAK".len()..].trim(), now),
             t if t.starts_with("+NXT") => {
-                self.ack_seq(sseq, &mut outcome);
+                outcome.reply = false;
+                if !ahead {
+                    self.ack_seq(sseq, &mut outcome);
+                }
                 let rest = t["+NXT".len()..].trim();
                 if let (Ok(req), Some(reply)) = (PullRequest::parse(rest.as_bytes()), reply) {
                     outcome.next = Some((req, reply.to_string()));
@@ -1004,13 +1054,15 @@ impl Consumer {
             .collect();
         expired.sort_unstable();
         for s in expired {
-            if self.config.max_deliver > 0
-                && self.rdc.get(&s).copied().unwrap_or(0) + 1 >= self.config.max_deliver as u64
-            {
-                // Delivered max_deliver times: stop trying.
+            // nats-server's delivery count here is the number of
+            // redeliveries (at least 1), so only `max_deliver` 1 ends at
+            // expiry; otherwise the next delivery attempt drops it.
+            let dc = self.rdc.get(&s).copied().filter(|&d| d >= 1).unwrap_or(1);
+            if self.config.max_deliver > 0 && dc >= self.config.max_deliver as u64 {
+                // Delivered max_deliver times: stop trying. Not an ack:
+                // the ack floor stays.
                 self.pending.remove(&s);
-                self.rdc.entry(s).or_insert(self.config.max_deliver as u64);
-                self.move_floor();
+                self.rdc.insert(s, dc);
                 self.dirty = true;
                 continue;
             }
@@ -1019,10 +1071,11 @@ impl Consumer {
         }
         self.expire_waiting(now, out);
         // Pull-request heartbeats.
+        let pairs = self.heartbeat_headers();
         for w in self.waiting.iter_mut() {
             if let Some(at) = w.next_heartbeat {
                 if now >= at {
-                    status(out, &w.reply, 100, "Idle Heartbeat", &[]);
+                    status(out, &w.reply, 100, "Idle Heartbeat", &pairs);
                     w.next_heartbeat = Some(now + w.heartbeat);
                 }
             }
@@ -1031,13 +1084,6 @@ impl Consumer {
         if self.is_push() && self.push_active {
             if let Some(at) = self.heartbeat_at {
                 if now >= at {
-                    let last_c = self.dseq.to_string();
-                    let last_s = self.next_sseq.saturating_sub(1).to_string();
-                    let mut pairs =
-                        vec![("Nats-Last-Consumer", last_c), ("Nats-Last-Stream", last_s)];
-                    if let Some((fc, _)) = &self.fc_pending {
-                        pairs.push(("Nats-Consumer-Stalled", fc.clone()));
-                    }
                     status(
                         out,
                         &self.config.deliver_subject.clone(),
@@ -1053,8 +1099,37 @@ impl Consumer {
         self.inactive(now)
     }
 
-    fn inactive(&self, now: i64) -> bool {
+    /// The headers of an idle heartbeat: the last consumer sequence
+    /// delivered, the stream position scanned to, and a stalled flow
+    /// control request.
+    fn heartbeat_headers(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = vec![
+            ("Nats-Last-Consumer", self.dseq.to_string()),
+            (
+                "Nats-Last-Stream",
+                self.next_sseq.saturating_sub(1).to_string(),
+            ),
+        ];
+        if let Some((fc, _)) = &self.fc_pending {
+            pairs.push(("Nats-Consumer-Stalled", fc.clone()));
+        }
+        pairs
+    }
+
+    /// How long without activity before deletion: the configured
+    /// threshold, and for pull consumers the 100ms nats-server adds (its
+    /// random jitter on top is left out, for determinism).
+    fn inactive_after(&self) -> i64 {
         let threshold = self.config.inactive_threshold;
+        if threshold > 0 && !self.is_push() {
+            threshold + PULL_INACTIVE_GRACE
+        } else {
+            threshold
+        }
+    }
+
+    fn inactive(&self, now: i64) -> bool {
+        let threshold = self.inactive_after();
         if threshold <= 0 {
             return false;
         }
@@ -1101,7 +1176,7 @@ impl Consumer {
         }
         if self.config.inactive_threshold > 0 {
             let base = self.inactive_since.unwrap_or(self.last_activity);
-            at(base + self.config.inactive_threshold);
+            at(base + self.inactive_after());
         }
         d
     }
@@ -1111,6 +1186,11 @@ impl Consumer {
     pub fn set_pause(&mut self, until: Option<i64>) {
         self.config.pause_until = until;
         self.pause_wake = until;
+        // The API level the config needs changes with it.
+        self.config.metadata.insert(
+            "_nats.req.level".into(),
+            config::required_level(&self.config).to_string(),
+        );
         self.dirty = true;
     }
 
@@ -1122,11 +1202,15 @@ impl Consumer {
     }
 
     pub fn info(&self, now: i64) -> ConsumerInfo {
+        let mut config = self.config.clone();
+        if self.name_generated {
+            config.name.clear();
+        }
         ConsumerInfo {
             stream_name: self.stream.clone(),
             name: self.name.clone(),
             created: self.created,
-            config: self.config.clone(),
+            config,
             delivered: SequenceInfo {
                 consumer_seq: self.dseq,
                 stream_seq: self.delivered_sseq,

@@ -1206,28 +1206,36 @@ impl Stream {
         consumer::apply_defaults(cfg, &self.config);
         consumer::check_config(cfg, &self.config)?;
         if self.consumers.contains_key(&name) {
-            let mut want = cfg.clone();
-            want.name = name.clone();
+            let mut requested = cfg.clone();
+            requested.name = name.clone();
+            let mut want = requested.clone();
+            consumer::stamp_ephemeral(&mut want);
             let existing_cfg = self.consumers[&name].config.clone();
-            let same = {
+            let same = |b: &ConsumerConfig| {
                 let mut a = existing_cfg.clone();
-                let mut b = want.clone();
+                let mut b = b.clone();
                 a.metadata.retain(|k, _| !k.starts_with("_nats."));
                 b.metadata.retain(|k, _| !k.starts_with("_nats."));
                 a == b
             };
-            if same {
-                return Ok(self.consumers[&name].info(now));
-            }
-            if req.action == ConsumerAction::Create {
+            // nats-server compares a create with the request as given,
+            // before an ephemeral's inactive threshold is stamped in.
+            if req.action == ConsumerAction::Create && !same(&requested) {
                 return Err(E::CONSUMER_ALREADY_EXISTS.err());
+            }
+            if same(&want) {
+                return Ok(self.consumers[&name].info(now));
             }
             if self.config.retention == Retention::WorkQueue {
                 self.check_work_queue(&want, Some(&name))?;
             }
-            consumer::check_config_update(&existing_cfg, &want)
-                .map_err(|e| E::CONSUMER_CREATE.with("err", e))?;
+            let bound = self.consumers[&name].push_active();
+            consumer::check_config_update(&existing_cfg, &want, bound)?;
             let existing = self.consumers.get_mut(&name).expect("checked above");
+            if existing.config.deliver_subject != want.deliver_subject {
+                // The driver watches the new subject for interest.
+                self.consumers_changed = true;
+            }
             existing.config = want;
             existing.set_config_derived(self.store.as_ref());
             self.pump_due = true;
@@ -1246,19 +1254,18 @@ impl Stream {
         if cfg.durable_name.len() > 255 {
             return Err(E::CONSUMER_NAME_TOO_LONG.with("max", 255));
         }
-        let name = if name.is_empty() {
-            generated_name()
-        } else {
-            name
-        };
+        consumer::stamp_ephemeral(cfg);
+        let generated = name.is_empty();
+        let name = if generated { generated_name() } else { name };
         cfg.name = name.clone();
-        let c = Consumer::new(
+        let mut c = Consumer::new(
             &self.config.name,
             cfg.clone(),
             now,
             self.store.as_ref(),
             self.config.max_msgs_per_subject,
         );
+        c.name_generated = generated;
         let info = c.info(now);
         self.consumers.insert(name, c);
         self.consumers_changed = true;
@@ -1367,7 +1374,7 @@ impl Stream {
             self.pull(name, req, &reply, now)?;
             return Ok(false);
         }
-        Ok(reply.is_some())
+        Ok(outcome.reply && reply.is_some())
     }
 
     pub fn pull(
@@ -1395,7 +1402,9 @@ impl Stream {
             .consumers
             .get_mut(name)
             .ok_or_else(|| E::CONSUMER_NOT_FOUND.err())?;
-        c.set_pause(until.filter(|&u| u > now));
+        // A time already past is kept (and echoed) but pauses nothing;
+        // Go's zero time resumes.
+        c.set_pause(until.filter(|&u| u > 0));
         self.pump_due = true;
         Ok(c.info(now))
     }

@@ -32,6 +32,7 @@ use tracing::{error, warn};
 use super::commit::Done;
 use super::persist::{self, ConsumerJournal, Loaded, StreamDirs};
 use super::response::{self, Kind};
+use super::sinks::status_msg;
 use super::sources::Sources;
 use super::stream_api::{self, Op, Reply};
 use super::{wall_clock, Inbound, JetStream, StreamHandle, SyncPolicy};
@@ -266,6 +267,18 @@ impl Actor {
         match cmd {
             Cmd::Publish(m) => self.publish(m, now),
             Cmd::Ack { consumer, msg } => {
+                // nats-server subscribes to a consumer's ack subjects only
+                // while it exists and takes acks: otherwise nobody answers.
+                let listens = self
+                    .stream
+                    .consumer(&consumer)
+                    .is_some_and(|c| c.takes_acks());
+                if !listens {
+                    if let Some(reply) = msg.reply.filter(|r| !r.is_empty()) {
+                        self.items.push(Item::Out(status_msg(&reply, 503, "")));
+                    }
+                    return;
+                }
                 match self.stream.ack(
                     &consumer,
                     &msg.subject,

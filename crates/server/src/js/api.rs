@@ -208,16 +208,12 @@ impl Dispatcher {
                 let filter = (rest.len() > 1).then(|| rest[1..].join("."));
                 self.consumer_create(stream, name, filter, false, &m, &reply)
             }
-            ["CONSUMER", "DURABLE", "CREATE", stream, rest @ ..] => {
-                if rest.len() != 1 {
-                    Err((
-                        Kind::ConsumerCreate,
-                        E::CONSUMER_DURABLE_NAME_NOT_IN_SUBJECT.err(),
-                    ))
-                } else {
-                    self.consumer_create(stream, Some(rest[0].to_string()), None, true, &m, &reply)
-                }
+            // nats-server subscribes to `DURABLE.CREATE.*.*` only: other
+            // token counts get no answer.
+            ["CONSUMER", "DURABLE", "CREATE", stream, durable] => {
+                self.consumer_create(stream, Some(durable.to_string()), None, true, &m, &reply)
             }
+            ["CONSUMER", "DURABLE", "CREATE", ..] | ["CONSUMER", "CREATE"] => Ok(()),
             ["CONSUMER", "INFO", stream, consumer] => {
                 if !is_empty_request(&m.payload) {
                     Err((Kind::ConsumerInfo, E::NOT_EMPTY_REQUEST.err()))

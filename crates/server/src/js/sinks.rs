@@ -63,6 +63,11 @@ impl InternalSink for AckSink {
             return;
         };
         let Some(handle) = self.js.stream(stream) else {
+            // No consumer listens here: a requester hears no responders.
+            if let Some(reply) = msg.reply.filter(|r| !r.is_empty()) {
+                let reply = String::from_utf8_lossy(reply);
+                self.js.bounce(status_msg(&reply, 503, ""));
+            }
             return;
         };
         let consumer = consumer.to_string();
