@@ -3,4 +3,5 @@
 //! drivers (real network, simulator) move the bytes.
 
 pub mod frame;
+pub mod log;
 pub mod outbox;

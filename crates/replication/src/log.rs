@@ -1,0 +1,576 @@
+//! One Raft group's durable log: entries, hard state, conf state and the
+//! latest snapshot, kept in memory for raft-rs (this type is its
+//! `Storage`) and written to a checksummed journal (the store crate's
+//! record format, through the `Dir` seam, so the simulator can crash it,
+//! tear it and flip its bits).
+//!
+//! Durability is the caller's to finish: writes are queued in the journal
+//! and become durable when the handle from [`LogStore::sync_handle`] has
+//! run. Raft must not send a vote or an append acknowledgement before
+//! that (raft-rs's `persisted_messages`).
+//!
+//! A damaged log (a record failing its checksum, or entries out of order)
+//! is kept only up to the damage, and the replica is marked damaged,
+//! durably: its term and vote may have been in what was lost, so it must
+//! not vote or campaign until it has caught up from a leader. That keeps
+//! one bad disk from electing a leader without committed entries (the
+//! corrupted-minority loss Jepsen found in NATS).
+
+use std::sync::Arc;
+
+use protobuf::Message as _;
+use raft::prelude::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
+use raft::{GetEntriesContext, RaftState, Storage, StorageError};
+use store::{Dir, Journal, SyncHandle};
+
+/// What a journal record holds: the first payload byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Tag {
+    Entry = 1,
+    HardState = 2,
+    ConfState = 3,
+    /// Replaces everything before it: snapshot metadata and data.
+    Snapshot = 4,
+    /// The log was found damaged; the replica must not vote.
+    Damaged = 5,
+    /// Caught up again after damage.
+    Repaired = 6,
+}
+
+/// What opening a log found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Records that failed their checksum (or could not be decoded).
+    pub corrupt: usize,
+    /// A cut-off last record was dropped (an unfinished write).
+    pub torn: bool,
+    /// The replica is (still) damaged and must not vote.
+    pub damaged: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("raft log storage: {0}")]
+    Store(#[from] store::StoreError),
+}
+
+pub struct LogStore {
+    journal: Journal,
+    hard: HardState,
+    conf: ConfState,
+    /// The snapshot everything before `entries` was compacted into.
+    snap: Snapshot,
+    /// Consecutive entries from `snap.index + 1`.
+    entries: Vec<Entry>,
+    damaged: bool,
+    /// Journal bytes at the last rewrite, to decide when to compact it.
+    rewritten_at: u64,
+}
+
+impl LogStore {
+    /// Opens (recovering) or creates the log `name` in `dir`.
+    pub fn open(dir: Arc<dyn Dir>, name: &str) -> Result<(LogStore, Recovery), LogError> {
+        let (journal, replay) = Journal::open(dir, name)?;
+        let mut log = LogStore {
+            journal,
+            hard: HardState::default(),
+            conf: ConfState::default(),
+            snap: Snapshot::default(),
+            entries: Vec::new(),
+            damaged: false,
+            rewritten_at: 0,
+        };
+        let mut rec = Recovery {
+            corrupt: replay.damaged,
+            torn: replay.torn,
+            damaged: false,
+        };
+        let mut broken = replay.damaged > 0;
+        for raw in &replay.entries {
+            if broken {
+                // Nothing after damage is trusted: order matters in a log.
+                break;
+            }
+            if !log.replay(raw) {
+                rec.corrupt += 1;
+                broken = true;
+            }
+        }
+        if broken && !log.damaged {
+            log.damaged = true;
+            // Durably, before anything else is written: a crash before
+            // repair must find the replica still barred from voting.
+            log.rewrite()?;
+        }
+        rec.damaged = log.damaged;
+        log.rewritten_at = log.journal.len();
+        Ok((log, rec))
+    }
+
+    /// Applies one journal record; false if it makes no sense.
+    fn replay(&mut self, raw: &[u8]) -> bool {
+        let Some((&tag, body)) = raw.split_first() else {
+            return false;
+        };
+        match tag {
+            t if t == Tag::Entry as u8 => match Entry::parse_from_bytes(body) {
+                Ok(e) => self.put(e),
+                Err(_) => false,
+            },
+            t if t == Tag::HardState as u8 => match HardState::parse_from_bytes(body) {
+                Ok(h) => {
+                    self.hard = h;
+                    true
+                }
+                Err(_) => false,
+            },
+            t if t == Tag::ConfState as u8 => match ConfState::parse_from_bytes(body) {
+                Ok(c) => {
+                    self.conf = c;
+                    true
+                }
+                Err(_) => false,
+            },
+            t if t == Tag::Snapshot as u8 => match Snapshot::parse_from_bytes(body) {
+                Ok(s) => {
+                    self.install(s);
+                    true
+                }
+                Err(_) => false,
+            },
+            t if t == Tag::Damaged as u8 => {
+                self.damaged = true;
+                true
+            }
+            t if t == Tag::Repaired as u8 => {
+                self.damaged = false;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Puts an entry in memory, replacing any at or after its index.
+    /// False if it would leave a gap.
+    fn put(&mut self, e: Entry) -> bool {
+        let first = self.snap.get_metadata().index + 1;
+        if e.index < first {
+            // Already compacted into the snapshot.
+            return true;
+        }
+        let at = (e.index - first) as usize;
+        if at > self.entries.len() {
+            return false;
+        }
+        self.entries.truncate(at);
+        self.entries.push(e);
+        true
+    }
+
+    fn install(&mut self, s: Snapshot) {
+        let meta = s.get_metadata();
+        let (index, term) = (meta.index, meta.term);
+        // Entries the snapshot covers go; later ones stay only if they
+        // agree with it.
+        let keep = self
+            .entries
+            .iter()
+            .position(|e| e.index == index && e.term == term)
+            .map(|i| self.entries.split_off(i + 1));
+        self.entries = keep.unwrap_or_default();
+        self.conf = meta.get_conf_state().clone();
+        if self.hard.commit < index {
+            self.hard.commit = index;
+        }
+        self.snap = s;
+    }
+
+    fn record(&mut self, tag: Tag, body: &[u8]) {
+        let mut raw = Vec::with_capacity(body.len() + 1);
+        raw.push(tag as u8);
+        raw.extend_from_slice(body);
+        self.journal.append(&raw);
+    }
+
+    /// Appends entries from raft-rs's `Ready`, replacing any conflicting
+    /// suffix.
+    ///
+    /// # Panics
+    /// If the entries would leave a gap: raft-rs never hands out such a
+    /// batch, so it is a bug, not input to tolerate.
+    pub fn append(&mut self, ents: &[Entry]) {
+        for e in ents {
+            let bytes = e.write_to_bytes().expect("entries encode");
+            assert!(
+                self.put(e.clone()),
+                "raft log gap: entry {} after {}",
+                e.index,
+                self.last()
+            );
+            self.record(Tag::Entry, &bytes);
+        }
+    }
+
+    pub fn set_hard_state(&mut self, hs: &HardState) {
+        if *hs == self.hard {
+            return;
+        }
+        self.hard = hs.clone();
+        let bytes = hs.write_to_bytes().expect("hard state encodes");
+        self.record(Tag::HardState, &bytes);
+    }
+
+    /// Records a commit index learnt from raft-rs's `LightReady`.
+    pub fn set_commit(&mut self, commit: u64) {
+        if commit > self.hard.commit {
+            let mut hs = self.hard.clone();
+            hs.commit = commit;
+            self.set_hard_state(&hs);
+        }
+    }
+
+    pub fn set_conf_state(&mut self, cs: &ConfState) {
+        self.conf = cs.clone();
+        let bytes = cs.write_to_bytes().expect("conf state encodes");
+        self.record(Tag::ConfState, &bytes);
+    }
+
+    /// Installs a snapshot received from the leader (raft-rs's `Ready`).
+    pub fn apply_snapshot(&mut self, s: Snapshot) {
+        let bytes = s.write_to_bytes().expect("snapshot encodes");
+        self.install(s);
+        self.record(Tag::Snapshot, &bytes);
+    }
+
+    /// Compacts the log behind `index`, whose state machine snapshot is
+    /// `data`; the journal is rewritten once enough was dropped.
+    ///
+    /// # Panics
+    /// If `index` is past the commit index: only applied entries may be
+    /// compacted.
+    pub fn compact(&mut self, index: u64, data: Vec<u8>) -> Result<(), LogError> {
+        assert!(
+            index <= self.hard.commit,
+            "compact to {index} beyond commit {}",
+            self.hard.commit
+        );
+        if index <= self.snap.get_metadata().index {
+            return Ok(());
+        }
+        let term = self
+            .term_of(index)
+            .expect("committed entries are in the log");
+        let mut s = Snapshot::default();
+        s.set_data(data.into());
+        let meta = s.mut_metadata();
+        meta.index = index;
+        meta.term = term;
+        meta.set_conf_state(self.conf.clone());
+        self.install(s);
+        // The journal still has everything; rewrite it when the part
+        // that is now dead outweighs what is live.
+        if self.journal.len() > 2 * self.rewritten_at + 64 * 1024 {
+            self.rewrite()?;
+        }
+        Ok(())
+    }
+
+    /// Replaces the journal with the live state, atomically and durably.
+    fn rewrite(&mut self) -> Result<(), LogError> {
+        let mut raws: Vec<Vec<u8>> = Vec::new();
+        let tagged = |tag: Tag, body: Vec<u8>| {
+            let mut v = vec![tag as u8];
+            v.extend(body);
+            v
+        };
+        if self.snap.get_metadata().index > 0 {
+            raws.push(tagged(
+                Tag::Snapshot,
+                self.snap.write_to_bytes().expect("encodes"),
+            ));
+        }
+        raws.push(tagged(
+            Tag::ConfState,
+            self.conf.write_to_bytes().expect("encodes"),
+        ));
+        raws.push(tagged(
+            Tag::HardState,
+            self.hard.write_to_bytes().expect("encodes"),
+        ));
+        for e in &self.entries {
+            raws.push(tagged(Tag::Entry, e.write_to_bytes().expect("encodes")));
+        }
+        if self.damaged {
+            raws.push(vec![Tag::Damaged as u8]);
+        }
+        let refs: Vec<&[u8]> = raws.iter().map(Vec::as_slice).collect();
+        self.journal.rewrite(&refs)?;
+        self.rewritten_at = self.journal.len();
+        Ok(())
+    }
+
+    /// Writes what was queued; the handle makes it durable.
+    pub fn sync_handle(&mut self) -> Result<Option<SyncHandle>, LogError> {
+        Ok(self.journal.sync_handle()?)
+    }
+
+    /// Whether this replica's log was damaged and it has not caught up
+    /// since: it must not vote or campaign.
+    pub fn is_damaged(&self) -> bool {
+        self.damaged
+    }
+
+    /// The replica has caught up from a leader: it may vote again.
+    pub fn mark_repaired(&mut self) {
+        if self.damaged {
+            self.damaged = false;
+            self.record(Tag::Repaired, &[]);
+        }
+    }
+
+    pub fn hard_state(&self) -> &HardState {
+        &self.hard
+    }
+
+    pub fn conf_state(&self) -> &ConfState {
+        &self.conf
+    }
+
+    /// The latest snapshot (metadata and state machine data).
+    pub fn latest_snapshot(&self) -> &Snapshot {
+        &self.snap
+    }
+
+    fn first(&self) -> u64 {
+        self.snap.get_metadata().index + 1
+    }
+
+    fn last(&self) -> u64 {
+        self.snap.get_metadata().index + self.entries.len() as u64
+    }
+
+    fn term_of(&self, idx: u64) -> Option<u64> {
+        let meta = self.snap.get_metadata();
+        if idx == meta.index {
+            return Some(meta.term);
+        }
+        if idx < self.first() || idx > self.last() {
+            return None;
+        }
+        Some(self.entries[(idx - self.first()) as usize].term)
+    }
+}
+
+impl Storage for LogStore {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        Ok(RaftState::new(self.hard.clone(), self.conf.clone()))
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        _context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        if low < self.first() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if high > self.last() + 1 {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        let from = (low - self.first()) as usize;
+        let to = (high - self.first()) as usize;
+        let mut out = self.entries[from..to].to_vec();
+        raft::util::limit_size(&mut out, max_size.into());
+        Ok(out)
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        match self.term_of(idx) {
+            Some(t) => Ok(t),
+            None if idx < self.first() => Err(raft::Error::Store(StorageError::Compacted)),
+            None => Err(raft::Error::Store(StorageError::Unavailable)),
+        }
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(self.first())
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(self.last())
+    }
+
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        if self.snap.get_metadata().index < request_index {
+            return Err(raft::Error::Store(
+                StorageError::SnapshotTemporarilyUnavailable,
+            ));
+        }
+        Ok(self.snap.clone())
+    }
+}
+
+/// Metadata of a snapshot, for callers that build one.
+pub fn snapshot_meta(index: u64, term: u64, conf: ConfState) -> SnapshotMetadata {
+    let mut m = SnapshotMetadata {
+        index,
+        term,
+        ..Default::default()
+    };
+    m.set_conf_state(conf);
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use store::MemDir;
+
+    fn entry(index: u64, term: u64) -> Entry {
+        let mut e = Entry {
+            index,
+            term,
+            ..Default::default()
+        };
+        e.set_data(format!("e{index}").into_bytes().into());
+        e
+    }
+
+    fn sync(log: &mut LogStore) {
+        if let Some(h) = log.sync_handle().unwrap() {
+            h.sync().unwrap();
+        }
+    }
+
+    fn open(dir: &MemDir) -> (LogStore, Recovery) {
+        LogStore::open(Arc::new(dir.clone()), "g1.log").unwrap()
+    }
+
+    fn hs(term: u64, vote: u64, commit: u64) -> HardState {
+        HardState {
+            term,
+            vote,
+            commit,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn synced_state_survives_a_crash_and_unsynced_does_not() {
+        let dir = MemDir::new();
+        let (mut log, rec) = open(&dir);
+        assert_eq!(rec, Recovery::default());
+        log.append(&[entry(1, 1), entry(2, 1), entry(3, 1)]);
+        log.set_hard_state(&hs(1, 2, 2));
+        sync(&mut log);
+        log.append(&[entry(4, 1)]);
+        let _ = log.sync_handle().unwrap(); // written, never synced
+        dir.crash(0);
+        let (log, rec) = open(&dir);
+        assert!(!rec.damaged);
+        assert_eq!(log.last_index().unwrap(), 3);
+        assert_eq!(log.initial_state().unwrap().hard_state, hs(1, 2, 2));
+        assert_eq!(
+            log.entries(1, 4, None, GetEntriesContext::empty(false))
+                .unwrap()
+                .len(),
+            3
+        );
+    }
+
+    #[test]
+    fn a_conflicting_suffix_is_replaced_and_stays_replaced() {
+        let dir = MemDir::new();
+        let (mut log, _) = open(&dir);
+        log.append(&[entry(1, 1), entry(2, 1), entry(3, 1)]);
+        log.append(&[entry(2, 2)]);
+        sync(&mut log);
+        assert_eq!(log.last_index().unwrap(), 2);
+        dir.crash(0);
+        let (log, _) = open(&dir);
+        assert_eq!(log.last_index().unwrap(), 2);
+        assert_eq!(log.term(2).unwrap(), 2);
+    }
+
+    #[test]
+    fn compaction_keeps_terms_and_rewrites_the_journal() {
+        let dir = MemDir::new();
+        let (mut log, _) = open(&dir);
+        let ents: Vec<Entry> = (1..=2000).map(|i| entry(i, 1 + i / 1000)).collect();
+        log.append(&ents);
+        log.set_hard_state(&hs(3, 1, 1500));
+        sync(&mut log);
+        let before = dir.file_len("g1.log");
+        log.compact(1500, b"state at 1500".to_vec()).unwrap();
+        sync(&mut log);
+        assert!(dir.file_len("g1.log") < before, "journal rewritten");
+        assert_eq!(log.first_index().unwrap(), 1501);
+        assert_eq!(log.term(1500).unwrap(), 2);
+        assert!(matches!(
+            log.term(10),
+            Err(raft::Error::Store(StorageError::Compacted))
+        ));
+        dir.crash(0);
+        let (log, rec) = open(&dir);
+        assert!(!rec.damaged);
+        assert_eq!(
+            (log.first_index().unwrap(), log.last_index().unwrap()),
+            (1501, 2000)
+        );
+        assert_eq!(log.snapshot(1500, 2).unwrap().get_data(), b"state at 1500");
+    }
+
+    /// A flipped bit cuts the log at the damage and bars the replica from
+    /// voting until it is repaired, across restarts.
+    #[test]
+    fn damage_keeps_the_prefix_and_bars_voting_durably() {
+        let dir = MemDir::new();
+        let (mut log, _) = open(&dir);
+        for i in 1..=10 {
+            log.append(&[entry(i, 1)]);
+        }
+        log.set_hard_state(&hs(1, 3, 10));
+        sync(&mut log);
+        // Damage entry 5's record.
+        let len = dir.file_len("g1.log");
+        dir.flip_bit("g1.log", len * 4 / 10, 3);
+        let (mut log, rec) = open(&dir);
+        assert!(rec.damaged && rec.corrupt >= 1, "{rec:?}");
+        assert!(log.last_index().unwrap() < 10);
+        assert!(log.is_damaged());
+        // Still damaged after another crash.
+        dir.crash(0);
+        let (mut log2, rec) = open(&dir);
+        assert!(rec.damaged && log2.is_damaged());
+        log2.mark_repaired();
+        sync(&mut log2);
+        dir.crash(0);
+        let (_, rec) = open(&dir);
+        assert!(!rec.damaged);
+        log.mark_repaired();
+    }
+
+    #[test]
+    fn a_snapshot_from_the_leader_replaces_the_log() {
+        let dir = MemDir::new();
+        let (mut log, _) = open(&dir);
+        log.append(&[entry(1, 1), entry(2, 1)]);
+        let mut s = Snapshot::default();
+        s.set_data(b"leader state".to_vec().into());
+        s.set_metadata(snapshot_meta(50, 4, ConfState::default()));
+        log.apply_snapshot(s);
+        log.append(&[entry(51, 4)]);
+        sync(&mut log);
+        dir.crash(0);
+        let (log, _) = open(&dir);
+        assert_eq!(
+            (log.first_index().unwrap(), log.last_index().unwrap()),
+            (51, 51)
+        );
+        assert_eq!(log.term(50).unwrap(), 4);
+        assert_eq!(log.hard_state().commit, 50);
+    }
+}
