@@ -103,6 +103,11 @@ impl LogStore {
             // repair must find the replica still barred from voting.
             log.rewrite()?;
         }
+        // A commit index past the log (its tail lost to damage) would make
+        // raft-rs refuse the log; what is not here is not committed here.
+        if log.hard.commit > log.last() {
+            log.hard.commit = log.last();
+        }
         rec.damaged = log.damaged;
         log.rewritten_at = log.journal.len();
         Ok((log, rec))

@@ -1,0 +1,665 @@
+//! The multi-raft engine of one server, sans-IO: it owns every Raft group
+//! the server takes part in (the registry), and turns inputs (ticks, peer
+//! frames, proposals, completed syncs) into outputs (frames to send, sync
+//! work to run, committed entries to apply). raft-rs makes every Raft
+//! decision; this type moves its messages and keeps its storage honest.
+//!
+//! The cycle a driver runs:
+//! 1. feed inputs: [`Engine::tick`], [`Engine::receive`], [`Engine::propose`];
+//! 2. [`Engine::poll`]: frames that may leave now, and sync handles;
+//! 3. run every sync handle (one group commit for all groups), then
+//!    [`Engine::persisted`]: the frames that had to wait for the disk
+//!    (votes, append acknowledgements) and newly committed entries.
+//!
+//! Invariants:
+//! - A group id has at most one live Raft node: [`Engine::create_group`]
+//!   refuses an existing id, and a restart is `remove_group` then
+//!   `create_group` through the one `&mut Engine` (incident 5).
+//! - Nothing from a peer is acted on unless its frame checks out, its
+//!   sender is the connection's peer and the message's `from`, and that
+//!   sender is in the group's committed configuration (incident 3).
+//! - No vote or append acknowledgement leaves before the log is synced.
+//! - A replica whose log was damaged neither votes nor campaigns until it
+//!   has caught up with a leader's commit index.
+//! - Election timeouts come from the engine's seed, not raft-rs's RNG.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use protobuf::Message as _;
+use raft::prelude::{
+    ConfChange, ConfChangeV2, ConfState, Entry, EntryType, Message, MessageType, Ready,
+};
+use raft::{RawNode, StateRole};
+use store::{Dir, SyncHandle};
+
+use crate::frame::{self, Class, Frame, Rejections};
+use crate::log::{LogError, LogStore, Recovery};
+
+/// Ticks between heartbeats; elections take `ELECTION_TICKS` plus a
+/// seeded spread of as many again.
+pub const HEARTBEAT_TICKS: usize = 2;
+pub const ELECTION_TICKS: usize = 10;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("raft group {0} already exists on this server")]
+    GroupExists(u64),
+    #[error("raft group {0} not found")]
+    NoGroup(u64),
+    #[error("not the leader of raft group {0}")]
+    NotLeader(u64),
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("raft: {0}")]
+    Raft(#[from] raft::Error),
+}
+
+/// An entry committed in a group, to apply to its state machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    pub group: u64,
+    pub index: u64,
+    pub data: Bytes,
+}
+
+#[derive(Default)]
+pub struct Output {
+    /// Frames for peers, by peer id.
+    pub frames: Vec<(u64, Frame)>,
+    /// To run before [`Engine::persisted`].
+    pub sync: Vec<SyncHandle>,
+    pub committed: Vec<Committed>,
+}
+
+/// Counts of what was refused from peers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Refused {
+    pub frames: Rejections,
+    /// Frames whose sender is not who sent them, or not a member.
+    pub foreign: u64,
+    /// Frames for a group this server does not have.
+    pub unknown_group: u64,
+    /// Payloads that are not Raft messages.
+    pub undecodable: u64,
+    /// Vote requests a damaged replica did not answer.
+    pub votes_withheld: u64,
+}
+
+struct Group {
+    raw: RawNode<LogStore>,
+    /// The Ready whose writes are waiting for their sync.
+    pending: Option<Ready>,
+}
+
+/// A small seeded generator (SplitMix64): deterministic, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+pub struct Engine {
+    id: u64,
+    dir: Arc<dyn Dir>,
+    groups: BTreeMap<u64, Group>,
+    rng: Rng,
+    logger: slog::Logger,
+    pub refused: Refused,
+    /// Log writes that failed. The group's Ready stays unadvanced, so
+    /// nothing that depended on the write is sent; the driver restarts
+    /// the group (remove, then create), which reopens its log.
+    pub write_failures: u64,
+}
+
+fn log_name(group: u64) -> String {
+    format!("raft-{group:016x}.log")
+}
+
+impl Engine {
+    pub fn new(id: u64, dir: Arc<dyn Dir>, seed: u64) -> Self {
+        assert!(id != 0, "raft node ids start at 1");
+        Engine {
+            id,
+            dir,
+            groups: BTreeMap::new(),
+            rng: Rng(seed ^ id.wrapping_mul(0x2545_F491_4F6C_DD1D)),
+            logger: slog::Logger::root(slog::Discard, slog::o!()),
+            refused: Refused::default(),
+            write_failures: 0,
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Starts this server's node of `group`, opening its log. A new log
+    /// is bootstrapped with `voters`; an existing one keeps its committed
+    /// configuration.
+    pub fn create_group(&mut self, group: u64, voters: &[u64]) -> Result<Recovery, EngineError> {
+        if self.groups.contains_key(&group) {
+            return Err(EngineError::GroupExists(group));
+        }
+        let (mut log, rec) = LogStore::open(self.dir.clone(), &log_name(group))?;
+        if log.conf_state().voters.is_empty() && log.hard_state().term == 0 {
+            log.set_conf_state(&ConfState::from((voters.to_vec(), vec![])));
+        }
+        let election = ELECTION_TICKS + (self.rng.next() % ELECTION_TICKS as u64) as usize;
+        let cfg = raft::Config {
+            id: self.id,
+            election_tick: election,
+            heartbeat_tick: HEARTBEAT_TICKS,
+            // One value: raft-rs's own jitter is unseeded, ours is not.
+            min_election_tick: election,
+            max_election_tick: election + 1,
+            pre_vote: true,
+            check_quorum: true,
+            applied: log
+                .hard_state()
+                .commit
+                .min(log.latest_snapshot().get_metadata().index),
+            max_size_per_msg: (frame::MAX_PAYLOAD / 4) as u64,
+            max_inflight_msgs: 256,
+            ..Default::default()
+        };
+        cfg.validate()?;
+        let raw = RawNode::new(&cfg, log, &self.logger)?;
+        self.groups.insert(group, Group { raw, pending: None });
+        Ok(rec)
+    }
+
+    /// Stops this server's node of `group` (its log stays).
+    pub fn remove_group(&mut self, group: u64) -> Result<(), EngineError> {
+        self.groups
+            .remove(&group)
+            .map(|_| ())
+            .ok_or(EngineError::NoGroup(group))
+    }
+
+    /// Live Raft nodes for `group` here: 0 or 1, by construction.
+    pub fn live_nodes(&self, group: u64) -> usize {
+        usize::from(self.groups.contains_key(&group))
+    }
+
+    pub fn groups(&self) -> impl Iterator<Item = u64> + '_ {
+        self.groups.keys().copied()
+    }
+
+    pub fn is_leader(&self, group: u64) -> bool {
+        self.groups
+            .get(&group)
+            .is_some_and(|g| g.raw.raft.state == StateRole::Leader)
+    }
+
+    /// (term, leader id or 0) of a group.
+    pub fn leader(&self, group: u64) -> Option<(u64, u64)> {
+        self.groups
+            .get(&group)
+            .map(|g| (g.raw.raft.term, g.raw.raft.leader_id))
+    }
+
+    /// The committed voters of a group.
+    pub fn voters(&self, group: u64) -> Option<Vec<u64>> {
+        self.groups
+            .get(&group)
+            .map(|g| g.raw.store().conf_state().voters.clone())
+    }
+
+    pub fn is_damaged(&self, group: u64) -> bool {
+        self.groups
+            .get(&group)
+            .is_some_and(|g| g.raw.store().is_damaged())
+    }
+
+    /// One logical clock tick for every group. A damaged replica does not
+    /// count towards an election of its own.
+    pub fn tick(&mut self) {
+        for g in self.groups.values_mut() {
+            if g.raw.store().is_damaged() && g.raw.raft.state != StateRole::Leader {
+                continue;
+            }
+            g.raw.tick();
+        }
+    }
+
+    pub fn propose(&mut self, group: u64, data: Vec<u8>) -> Result<(), EngineError> {
+        let g = self
+            .groups
+            .get_mut(&group)
+            .ok_or(EngineError::NoGroup(group))?;
+        if g.raw.raft.state != StateRole::Leader {
+            return Err(EngineError::NotLeader(group));
+        }
+        g.raw.propose(vec![], data)?;
+        Ok(())
+    }
+
+    /// A frame's bytes from `peer` (the id the connection was opened to
+    /// or authenticated as). Anything that does not check out is counted
+    /// and dropped.
+    pub fn receive(&mut self, peer: u64, bytes: &[u8]) {
+        let f = match frame::decode(bytes) {
+            Ok(f) => f,
+            Err(r) => {
+                self.refused.frames.count(r);
+                return;
+            }
+        };
+        self.receive_frame(peer, f);
+    }
+
+    pub fn receive_frame(&mut self, peer: u64, f: Frame) {
+        if f.sender != peer {
+            self.refused.foreign += 1;
+            return;
+        }
+        let Some(g) = self.groups.get_mut(&f.group) else {
+            self.refused.unknown_group += 1;
+            return;
+        };
+        let Ok(msg) = Message::parse_from_bytes(&f.payload) else {
+            self.refused.undecodable += 1;
+            return;
+        };
+        let cs = g.raw.store().conf_state();
+        let member = cs.voters.contains(&peer) || cs.learners.contains(&peer);
+        if msg.from != peer || msg.to != self.id || !member {
+            self.refused.foreign += 1;
+            return;
+        }
+        let kind = msg.get_msg_type();
+        let damaged = g.raw.store().is_damaged();
+        if damaged
+            && matches!(
+                kind,
+                MessageType::MsgRequestVote | MessageType::MsgRequestPreVote
+            )
+        {
+            self.refused.votes_withheld += 1;
+            return;
+        }
+        let mut msg = msg;
+        let leader_commit = msg.commit;
+        let from_leader = matches!(
+            kind,
+            MessageType::MsgAppend | MessageType::MsgHeartbeat | MessageType::MsgSnapshot
+        );
+        if kind == MessageType::MsgHeartbeat {
+            // A heartbeat's commit assumes the log the leader last saw
+            // here; a replica that lost entries (damage) would make
+            // raft-rs panic on it. Commit knowledge is only advisory, so
+            // it is bounded by what this log holds.
+            msg.commit = msg.commit.min(g.raw.raft.raft_log.last_index());
+        }
+        // raft-rs ignores a message that makes no sense for its state.
+        let _ = g.raw.step(msg);
+        if damaged && from_leader && leader_commit > 0 {
+            // Caught up: this log now holds everything the leader has
+            // committed, so its vote is worth something again.
+            if g.raw.raft.raft_log.persisted >= leader_commit {
+                g.raw.mut_store().mark_repaired();
+            }
+        }
+    }
+
+    /// Work that can be done now: frames that need no sync, and the sync
+    /// handles the rest waits for.
+    pub fn poll(&mut self) -> Output {
+        let mut out = Output::default();
+        for (&gid, g) in self.groups.iter_mut() {
+            if g.pending.is_some() || !g.raw.has_ready() {
+                continue;
+            }
+            let mut rd = g.raw.ready();
+            push_frames(&mut out, gid, self.id, rd.take_messages());
+            if !rd.snapshot().is_empty() {
+                let s = rd.snapshot().clone();
+                g.raw.mut_store().apply_snapshot(s);
+            }
+            let committed = rd.take_committed_entries();
+            apply_committed(g, gid, committed, &mut out);
+            if !rd.entries().is_empty() {
+                g.raw.mut_store().append(rd.entries());
+            }
+            if let Some(hs) = rd.hs() {
+                let hs = hs.clone();
+                g.raw.mut_store().set_hard_state(&hs);
+            }
+            match g.raw.mut_store().sync_handle() {
+                Ok(Some(h)) => out.sync.push(h),
+                Ok(None) => {}
+                Err(_) => {
+                    self.write_failures += 1;
+                    continue;
+                }
+            }
+            g.pending = Some(rd);
+        }
+        out
+    }
+
+    /// Call once every sync handle from the last [`Engine::poll`] has run.
+    pub fn persisted(&mut self) -> Output {
+        let mut out = Output::default();
+        for (&gid, g) in self.groups.iter_mut() {
+            let Some(mut rd) = g.pending.take() else {
+                continue;
+            };
+            push_frames(&mut out, gid, self.id, rd.take_persisted_messages());
+            let mut light = g.raw.advance(rd);
+            if let Some(c) = light.commit_index() {
+                g.raw.mut_store().set_commit(c);
+            }
+            push_frames(&mut out, gid, self.id, light.take_messages());
+            let committed = light.take_committed_entries();
+            apply_committed(g, gid, committed, &mut out);
+            g.raw.advance_apply();
+        }
+        out
+    }
+}
+
+fn class_of(m: &Message) -> Class {
+    match m.get_msg_type() {
+        MessageType::MsgAppend | MessageType::MsgSnapshot => Class::Bulk,
+        _ => Class::Control,
+    }
+}
+
+fn push_frames(out: &mut Output, group: u64, sender: u64, msgs: Vec<Message>) {
+    for m in msgs {
+        let payload = Bytes::from(m.write_to_bytes().expect("raft messages encode"));
+        out.frames.push((
+            m.to,
+            Frame {
+                class: class_of(&m),
+                sender,
+                group,
+                payload,
+            },
+        ));
+    }
+}
+
+fn apply_committed(g: &mut Group, gid: u64, entries: Vec<Entry>, out: &mut Output) {
+    for e in entries {
+        match e.get_entry_type() {
+            EntryType::EntryNormal => {
+                if !e.data.is_empty() {
+                    out.committed.push(Committed {
+                        group: gid,
+                        index: e.index,
+                        data: Bytes::from(e.data.to_vec()),
+                    });
+                }
+            }
+            EntryType::EntryConfChange => {
+                if let Ok(cc) = ConfChange::parse_from_bytes(&e.data) {
+                    if let Ok(cs) = g.raw.apply_conf_change(&cc) {
+                        g.raw.mut_store().set_conf_state(&cs);
+                    }
+                }
+            }
+            EntryType::EntryConfChangeV2 => {
+                if let Ok(cc) = ConfChangeV2::parse_from_bytes(&e.data) {
+                    if let Ok(cs) = g.raw.apply_conf_change(&cc) {
+                        g.raw.mut_store().set_conf_state(&cs);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use store::MemDir;
+
+    /// Three engines wired back to back, frames delivered at once.
+    struct Trio {
+        nodes: Vec<Engine>,
+        dirs: Vec<MemDir>,
+        applied: Vec<Vec<Committed>>,
+    }
+
+    impl Trio {
+        fn new(seed: u64) -> Trio {
+            let dirs: Vec<MemDir> = (0..3).map(|_| MemDir::new()).collect();
+            let nodes = (0..3)
+                .map(|i| {
+                    let mut e = Engine::new(i as u64 + 1, Arc::new(dirs[i].clone()), seed);
+                    e.create_group(7, &[1, 2, 3]).unwrap();
+                    e
+                })
+                .collect();
+            Trio {
+                nodes,
+                dirs,
+                applied: vec![Vec::new(); 3],
+            }
+        }
+
+        /// Runs until nothing moves, delivering frames through the codec.
+        fn settle(&mut self) {
+            for _ in 0..100 {
+                let mut moved = false;
+                let mut wire: Vec<(u64, u64, Vec<u8>)> = Vec::new();
+                for (i, n) in self.nodes.iter_mut().enumerate() {
+                    let mut out = n.poll();
+                    let sync = std::mem::take(&mut out.sync);
+                    let waited = !sync.is_empty();
+                    for h in sync {
+                        h.sync().unwrap();
+                    }
+                    let more = n.persisted();
+                    for o in [out, more] {
+                        moved |= !o.frames.is_empty() || !o.committed.is_empty() || waited;
+                        self.applied[i].extend(o.committed);
+                        for (to, f) in o.frames {
+                            let mut b = bytes::BytesMut::new();
+                            frame::encode(&f, &mut b);
+                            wire.push((n.id(), to, b.to_vec()));
+                        }
+                    }
+                }
+                for (from, to, b) in wire {
+                    self.nodes[to as usize - 1].receive(from, &b);
+                }
+                if !moved {
+                    return;
+                }
+            }
+        }
+
+        fn tick(&mut self, n: usize) {
+            for _ in 0..n {
+                for e in &mut self.nodes {
+                    e.tick();
+                }
+                self.settle();
+            }
+        }
+
+        fn leader(&self) -> Option<usize> {
+            let leaders: Vec<usize> = (0..3).filter(|&i| self.nodes[i].is_leader(7)).collect();
+            assert!(leaders.len() <= 1, "two leaders: {leaders:?}");
+            leaders.first().copied()
+        }
+    }
+
+    #[test]
+    fn elects_one_leader_and_replicates_in_order() {
+        let mut t = Trio::new(1);
+        t.tick(40);
+        let l = t.leader().expect("a leader after 40 ticks");
+        for i in 0..20 {
+            t.nodes[l].propose(7, format!("m{i}").into_bytes()).unwrap();
+        }
+        t.tick(5);
+        let want: Vec<Bytes> = (0..20).map(|i| Bytes::from(format!("m{i}"))).collect();
+        for a in &t.applied {
+            let got: Vec<Bytes> = a.iter().map(|c| c.data.clone()).collect();
+            assert_eq!(got, want);
+        }
+        let follower = (l + 1) % 3;
+        assert!(matches!(
+            t.nodes[follower].propose(7, b"x".to_vec()),
+            Err(EngineError::NotLeader(7))
+        ));
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_election() {
+        let run = |seed| {
+            let mut t = Trio::new(seed);
+            t.tick(40);
+            (t.leader(), t.nodes[0].leader(7))
+        };
+        assert_eq!(run(5), run(5));
+    }
+
+    #[test]
+    fn one_node_per_group() {
+        let mut e = Engine::new(1, Arc::new(MemDir::new()), 0);
+        e.create_group(3, &[1]).unwrap();
+        assert!(matches!(
+            e.create_group(3, &[1]),
+            Err(EngineError::GroupExists(3))
+        ));
+        assert_eq!(e.live_nodes(3), 1);
+        e.remove_group(3).unwrap();
+        e.create_group(3, &[1]).unwrap();
+        assert_eq!(e.live_nodes(3), 1);
+    }
+
+    #[test]
+    fn damaged_frames_and_strangers_are_refused_and_counted() {
+        let mut t = Trio::new(2);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        let before = t.nodes[0].leader(7);
+        // A heartbeat-like message from a server that is not a member.
+        let mut m = Message::default();
+        m.set_msg_type(MessageType::MsgHeartbeat);
+        m.from = 9;
+        m.to = 1;
+        m.term = 1000;
+        let f = Frame {
+            class: Class::Control,
+            sender: 9,
+            group: 7,
+            payload: Bytes::from(m.write_to_bytes().unwrap()),
+        };
+        let mut b = bytes::BytesMut::new();
+        frame::encode(&f, &mut b);
+        t.nodes[0].receive(9, &b);
+        assert_eq!(t.nodes[0].refused.foreign, 1);
+        // The same bytes claiming another sender, then with a bit flipped.
+        t.nodes[0].receive(2, &b);
+        assert_eq!(t.nodes[0].refused.foreign, 2);
+        let mut bad = b.to_vec();
+        bad[12] ^= 1;
+        t.nodes[0].receive(9, &bad);
+        assert_eq!(t.nodes[0].refused.frames.checksum, 1);
+        t.tick(5);
+        assert_eq!(t.leader(), Some(l));
+        assert_eq!(
+            t.nodes[0].leader(7),
+            before,
+            "no term change from strangers"
+        );
+        assert_eq!(t.nodes[0].voters(7).unwrap(), vec![1, 2, 3]);
+    }
+
+    /// A follower restarted after a crash rejoins and keeps applying.
+    #[test]
+    fn a_restarted_replica_rejoins() {
+        let mut t = Trio::new(3);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        for i in 0..30 {
+            t.nodes[l].propose(7, format!("a{i}").into_bytes()).unwrap();
+        }
+        t.tick(5);
+        let f = (l + 1) % 3;
+        t.dirs[f].crash(0);
+        t.nodes[f] = Engine::new(f as u64 + 1, Arc::new(t.dirs[f].clone()), 99);
+        let rec = t.nodes[f].create_group(7, &[1, 2, 3]).unwrap();
+        assert!(!rec.damaged);
+        for i in 0..5 {
+            t.nodes[l].propose(7, format!("b{i}").into_bytes()).unwrap();
+        }
+        t.tick(10);
+        assert_eq!(t.leader(), Some(l), "the leader was not deposed");
+        let tail: Vec<Bytes> = t.applied[f]
+            .iter()
+            .rev()
+            .take(5)
+            .map(|c| c.data.clone())
+            .collect();
+        let want: Vec<Bytes> = (0..5).rev().map(|i| Bytes::from(format!("b{i}"))).collect();
+        assert_eq!(tail, want);
+    }
+
+    /// A replica whose log took a bit flip comes back damaged: it does not
+    /// crash on the leader's heartbeats, withholds its vote while damaged,
+    /// the other two go on committing, and the leader's appends repair it.
+    #[test]
+    fn a_damaged_replica_withholds_its_vote_until_repaired() {
+        let mut t = Trio::new(4);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        for i in 0..30 {
+            t.nodes[l].propose(7, format!("a{i}").into_bytes()).unwrap();
+        }
+        t.tick(5);
+        let f = (l + 1) % 3;
+        let id = f as u64 + 1;
+        t.dirs[f].crash(0);
+        let name = log_name(7);
+        let len = t.dirs[f].file_len(&name);
+        t.dirs[f].flip_bit(&name, len / 2, 1);
+        t.nodes[f] = Engine::new(id, Arc::new(t.dirs[f].clone()), 99);
+        let rec = t.nodes[f].create_group(7, &[1, 2, 3]).unwrap();
+        assert!(rec.damaged, "{rec:?}");
+        let other = (3 - l - f) as u64 + 1;
+        let mut vote = Message::default();
+        vote.set_msg_type(MessageType::MsgRequestVote);
+        vote.from = other;
+        vote.to = id;
+        vote.term = 50;
+        let fr = Frame {
+            class: Class::Control,
+            sender: other,
+            group: 7,
+            payload: Bytes::from(vote.write_to_bytes().unwrap()),
+        };
+        t.nodes[f].receive_frame(other, fr);
+        assert_eq!(t.nodes[f].refused.votes_withheld, 1);
+        let before = t.applied[l].len();
+        for i in 0..5 {
+            t.nodes[l].propose(7, format!("b{i}").into_bytes()).unwrap();
+        }
+        t.tick(30);
+        assert_eq!(t.leader(), Some(l));
+        assert_eq!(t.applied[l].len(), before + 5, "the healthy pair commits");
+        // The leader's appends brought the whole log back: it is repaired,
+        // and its log is the leader's, entry for entry.
+        assert!(!t.nodes[f].is_damaged(7), "repaired by catching up");
+        let lf = &t.nodes[f].groups[&7].raw.raft.raft_log;
+        let ll = &t.nodes[l].groups[&7].raw.raft.raft_log;
+        assert_eq!(lf.last_index(), ll.last_index());
+        for i in 1..=ll.last_index() {
+            assert_eq!(lf.term(i).unwrap(), ll.term(i).unwrap(), "index {i}");
+        }
+    }
+}
