@@ -31,11 +31,12 @@ use protobuf::Message as _;
 use raft::prelude::{
     ConfChange, ConfChangeV2, ConfState, Entry, EntryType, Message, MessageType, Ready,
 };
-use raft::{RawNode, StateRole};
+use raft::{RawNode, StateRole, Storage};
 use store::{Dir, SyncHandle};
 
 use crate::frame::{self, Class, Frame, Rejections};
 use crate::log::{LogError, LogStore, Recovery};
+use crate::rng::Rng;
 
 /// Ticks between heartbeats; elections take `ELECTION_TICKS` plus a
 /// seeded spread of as many again.
@@ -93,19 +94,6 @@ struct Group {
     pending: Option<Ready>,
 }
 
-/// A small seeded generator (SplitMix64): deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 pub struct Engine {
     id: u64,
     dir: Arc<dyn Dir>,
@@ -117,6 +105,10 @@ pub struct Engine {
     /// nothing that depended on the write is sent; the driver restarts
     /// the group (remove, then create), which reopens its log.
     pub write_failures: u64,
+    /// Test-only: send votes and append acknowledgements before the log
+    /// is synced, as a server that acks before fsync does. The simulator
+    /// turns it on to show that its checkers catch the loss that follows.
+    pub unsafe_ack_before_sync: bool,
 }
 
 fn log_name(group: u64) -> String {
@@ -130,10 +122,11 @@ impl Engine {
             id,
             dir,
             groups: BTreeMap::new(),
-            rng: Rng(seed ^ id.wrapping_mul(0x2545_F491_4F6C_DD1D)),
+            rng: Rng::new(seed ^ id.wrapping_mul(0x2545_F491_4F6C_DD1D)),
             logger: slog::Logger::root(slog::Discard, slog::o!()),
             refused: Refused::default(),
             write_failures: 0,
+            unsafe_ack_before_sync: false,
         }
     }
 
@@ -152,7 +145,7 @@ impl Engine {
         if log.conf_state().voters.is_empty() && log.hard_state().term == 0 {
             log.set_conf_state(&ConfState::from((voters.to_vec(), vec![])));
         }
-        let election = ELECTION_TICKS + (self.rng.next() % ELECTION_TICKS as u64) as usize;
+        let election = ELECTION_TICKS + self.rng.below(ELECTION_TICKS as u64) as usize;
         let cfg = raft::Config {
             id: self.id,
             election_tick: election,
@@ -211,6 +204,35 @@ impl Engine {
         self.groups
             .get(&group)
             .map(|g| g.raw.store().conf_state().voters.clone())
+    }
+
+    /// The committed part of a group's log still held here, as
+    /// (index, term, data), for checkers.
+    pub fn committed_log(&self, group: u64) -> Vec<(u64, u64, Bytes)> {
+        let Some(g) = self.groups.get(&group) else {
+            return Vec::new();
+        };
+        let log = &g.raw.raft.raft_log;
+        let first = log.first_index();
+        // Only what is persisted: a follower can learn a commit index
+        // before the entries that replace a stale suffix reach its store.
+        let committed = log.committed.min(log.persisted);
+        if committed < first {
+            return Vec::new();
+        }
+        let ents = g
+            .raw
+            .store()
+            .entries(
+                first,
+                committed + 1,
+                None,
+                raft::GetEntriesContext::empty(false),
+            )
+            .unwrap_or_default();
+        ents.into_iter()
+            .map(|e| (e.index, e.term, Bytes::from(e.data.to_vec())))
+            .collect()
     }
 
     pub fn is_damaged(&self, group: u64) -> bool {
@@ -320,6 +342,9 @@ impl Engine {
             }
             let mut rd = g.raw.ready();
             push_frames(&mut out, gid, self.id, rd.take_messages());
+            if self.unsafe_ack_before_sync {
+                push_frames(&mut out, gid, self.id, rd.take_persisted_messages());
+            }
             if !rd.snapshot().is_empty() {
                 let s = rd.snapshot().clone();
                 g.raw.mut_store().apply_snapshot(s);

@@ -6,3 +6,4 @@ pub mod engine;
 pub mod frame;
 pub mod log;
 pub mod outbox;
+pub mod rng;

@@ -1,0 +1,598 @@
+//! A deterministic cluster simulator. It runs the real replication engine
+//! of 3 or 5 servers on one thread, moving their frames through a seeded
+//! network that drops, delays, reorders, duplicates and corrupts them and
+//! partitions servers; it crashes and restarts servers at any point,
+//! losing unsynced writes, tearing the last write, and flipping bits in
+//! their logs. A client proposes uniquely numbered entries to whoever
+//! leads, recording each as acknowledged (committed at an index, seen by
+//! the leader) or not.
+//!
+//! Checkers run every step and at the end:
+//! - at most one leader per term;
+//! - committed prefixes agree on every replica;
+//! - every acknowledged entry is committed exactly once, at the index its
+//!   acknowledgement named, on every caught-up replica;
+//! - one live Raft node per group per server;
+//! - the cluster converges (a leader, everyone caught up) once faults stop.
+//!
+//! Everything random comes from the seed, and nothing iterates a hash
+//! map, so a seed replays the same run: [`Report::trace`] is a hash of
+//! every event, and a failing run prints its seed and the command that
+//! replays it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use replication::engine::{Engine, EngineError};
+use replication::frame;
+use replication::rng::Rng;
+use store::MemDir;
+
+/// The one Raft group the simulation replicates.
+pub const GROUP: u64 = 1;
+
+/// Fault rates, in parts per thousand per opportunity.
+#[derive(Debug, Clone, Copy)]
+pub struct Faults {
+    pub drop: u64,
+    pub duplicate: u64,
+    pub corrupt: u64,
+    /// Largest extra delay of a frame, in steps (reordering).
+    pub max_delay: u64,
+    /// Per step: start a partition (one server cut off, or a one-way cut).
+    pub partition: u64,
+    /// Per step: heal all partitions.
+    pub heal: u64,
+    /// Per server per step: crash.
+    pub crash: u64,
+    /// Per crash: flip a bit in the crashed server's log.
+    pub bit_flip: u64,
+}
+
+impl Faults {
+    pub fn none() -> Faults {
+        Faults {
+            drop: 0,
+            duplicate: 0,
+            corrupt: 0,
+            max_delay: 0,
+            partition: 0,
+            heal: 0,
+            crash: 0,
+            bit_flip: 0,
+        }
+    }
+
+    pub fn random() -> Faults {
+        Faults {
+            drop: 20,
+            duplicate: 10,
+            corrupt: 5,
+            max_delay: 3,
+            partition: 4,
+            heal: 30,
+            crash: 2,
+            bit_flip: 100,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub seed: u64,
+    pub servers: usize,
+    /// Steps with faults, then quiet steps to converge.
+    pub steps: u64,
+    pub quiet_steps: u64,
+    pub faults: Faults,
+    /// Proposals per thousand steps.
+    pub propose_rate: u64,
+    /// Servers acknowledge before their log is synced (test-only: shows
+    /// the checkers catch what that loses).
+    pub unsafe_ack_before_sync: bool,
+}
+
+impl Config {
+    pub fn new(seed: u64) -> Config {
+        Config {
+            seed,
+            servers: 3,
+            steps: 600,
+            quiet_steps: 300,
+            faults: Faults::random(),
+            propose_rate: 300,
+            unsafe_ack_before_sync: false,
+        }
+    }
+}
+
+/// What a run saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    pub proposed: u64,
+    pub acked: u64,
+    pub crashes: u64,
+    pub bit_flips: u64,
+    pub frames_refused: u64,
+    pub leaders: BTreeMap<u64, u64>,
+    /// A hash of every event: equal seeds give equal traces.
+    pub trace: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub seed: u64,
+    pub step: u64,
+    pub what: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "seed {} step {}: {}\nreplay: cargo run -p flotilla-sim --release -- --seed {}",
+            self.seed, self.step, self.what, self.seed
+        )
+    }
+}
+
+struct Server {
+    id: u64,
+    dir: MemDir,
+    engine: Option<Engine>,
+    /// Steps until a crashed server comes back.
+    down_for: u64,
+    /// Its log took a bit flip while it was down.
+    flipped: bool,
+}
+
+struct Packet {
+    at: u64,
+    from: u64,
+    to: u64,
+    bytes: Vec<u8>,
+}
+
+pub struct Sim {
+    cfg: Config,
+    rng: Rng,
+    servers: Vec<Server>,
+    net: Vec<Packet>,
+    /// Directed links that are cut: (from, to).
+    cut: BTreeSet<(u64, u64)>,
+    step: u64,
+    next_value: u64,
+    /// Proposals not yet seen committed: value -> proposing leader id.
+    in_flight: BTreeMap<u64, u64>,
+    /// Acknowledged values: value -> index.
+    acked: BTreeMap<u64, u64>,
+    report: Report,
+}
+
+fn mix(h: u64, v: u64) -> u64 {
+    (h ^ v)
+        .wrapping_mul(0x100_0000_01B3)
+        .rotate_left(17)
+        .wrapping_add(0x9E37_79B9)
+}
+
+impl Sim {
+    pub fn new(cfg: Config) -> Sim {
+        let mut rng = Rng::new(cfg.seed);
+        let voters: Vec<u64> = (1..=cfg.servers as u64).collect();
+        let servers = voters
+            .iter()
+            .map(|&id| {
+                let dir = MemDir::new();
+                let mut e = Engine::new(id, Arc::new(dir.clone()), rng.next_u64());
+                e.unsafe_ack_before_sync = cfg.unsafe_ack_before_sync;
+                e.create_group(GROUP, &voters).expect("fresh group");
+                Server {
+                    id,
+                    dir,
+                    engine: Some(e),
+                    down_for: 0,
+                    flipped: false,
+                }
+            })
+            .collect();
+        Sim {
+            cfg,
+            rng,
+            servers,
+            net: Vec::new(),
+            cut: BTreeSet::new(),
+            step: 0,
+            next_value: 1,
+            in_flight: BTreeMap::new(),
+            acked: BTreeMap::new(),
+            report: Report::default(),
+        }
+    }
+
+    fn violation(&self, what: String) -> Violation {
+        Violation {
+            seed: self.cfg.seed,
+            step: self.step,
+            what,
+        }
+    }
+
+    fn event(&mut self, v: u64) {
+        self.report.trace = mix(self.report.trace, v);
+    }
+
+    pub fn run(mut self) -> Result<Report, Violation> {
+        let total = self.cfg.steps + self.cfg.quiet_steps;
+        while self.step < total {
+            let faulty = self.step < self.cfg.steps;
+            self.one_step(faulty)?;
+            self.step += 1;
+        }
+        self.check_converged()?;
+        Ok(self.report)
+    }
+
+    fn one_step(&mut self, faulty: bool) -> Result<(), Violation> {
+        let f = if faulty {
+            self.cfg.faults
+        } else {
+            Faults::none()
+        };
+        if !faulty && (!self.cut.is_empty()) {
+            self.cut.clear();
+        }
+        self.process_faults(&f);
+        self.client();
+        for i in 0..self.servers.len() {
+            if let Some(e) = self.servers[i].engine.as_mut() {
+                e.tick();
+            }
+        }
+        // Let the cluster react within the step: several delivery rounds.
+        for _ in 0..4 {
+            self.drive(&f)?;
+            self.deliver(&f);
+        }
+        self.check_step()
+    }
+
+    fn process_faults(&mut self, f: &Faults) {
+        let n = self.servers.len() as u64;
+        if self.rng.chance(f.partition) {
+            let a = 1 + self.rng.below(n);
+            if self.rng.chance(500) {
+                // Isolate one server both ways.
+                for b in 1..=n {
+                    if b != a {
+                        self.cut.insert((a, b));
+                        self.cut.insert((b, a));
+                    }
+                }
+            } else {
+                let b = 1 + self.rng.below(n);
+                if a != b {
+                    self.cut.insert((a, b));
+                }
+            }
+            self.event(1000 + a);
+        }
+        if self.rng.chance(f.heal) && !self.cut.is_empty() {
+            self.cut.clear();
+            self.event(2000);
+        }
+        // Storage faults stay within what Raft can survive: at most a
+        // minority of replicas damaged at once (as TigerBeetle's simulator
+        // bounds its faults). A damaged majority cannot tell which entries
+        // were committed; that is a loss no protocol recovers from.
+        let f_max = (self.servers.len() - 1) / 2;
+        for i in 0..self.servers.len() {
+            let damaged = self
+                .servers
+                .iter()
+                .filter(|s| s.flipped || s.engine.as_ref().is_some_and(|e| e.is_damaged(GROUP)))
+                .count();
+            let s = &mut self.servers[i];
+            if s.engine.as_ref().is_some_and(|e| !e.is_damaged(GROUP)) {
+                s.flipped = false;
+            }
+            if s.engine.is_none() {
+                if s.down_for == 0 {
+                    let mut e = Engine::new(s.id, Arc::new(s.dir.clone()), self.rng.next_u64());
+                    e.unsafe_ack_before_sync = self.cfg.unsafe_ack_before_sync;
+                    let voters: Vec<u64> = (1..=n).collect();
+                    e.create_group(GROUP, &voters)
+                        .expect("one node per group: the old one is gone");
+                    s.engine = Some(e);
+                    self.report.trace = mix(self.report.trace, 3000 + s.id);
+                } else {
+                    s.down_for -= 1;
+                }
+                continue;
+            }
+            if self.rng.chance(f.crash) {
+                let torn = self.rng.below(64) as usize;
+                s.engine = None;
+                s.dir.crash(torn);
+                s.down_for = 1 + self.rng.below(40);
+                self.report.crashes += 1;
+                if damaged < f_max && self.rng.chance(f.bit_flip) {
+                    let names = s.dir.names();
+                    if let Some(name) = names.first() {
+                        let len = s.dir.file_len(name);
+                        if len > 0 {
+                            let at = self.rng.below(len as u64) as usize;
+                            let bit = self.rng.below(8) as u8;
+                            s.dir.flip_bit(name, at, bit);
+                            s.flipped = true;
+                            self.report.bit_flips += 1;
+                        }
+                    }
+                }
+                let id = s.id;
+                self.event(4000 + id);
+            }
+        }
+    }
+
+    fn leader_index(&self) -> Option<usize> {
+        self.servers
+            .iter()
+            .position(|s| s.engine.as_ref().is_some_and(|e| e.is_leader(GROUP)))
+    }
+
+    fn client(&mut self) {
+        if !self.rng.chance(self.cfg.propose_rate) {
+            return;
+        }
+        let Some(li) = self.leader_index() else {
+            return;
+        };
+        let v = self.next_value;
+        let leader = self.servers[li].id;
+        let e = self.servers[li].engine.as_mut().expect("leader is up");
+        match e.propose(GROUP, v.to_be_bytes().to_vec()) {
+            Ok(()) => {
+                self.next_value += 1;
+                self.in_flight.insert(v, leader);
+                self.report.proposed += 1;
+                self.event(5000 + v);
+            }
+            Err(EngineError::NotLeader(_)) => {}
+            Err(e) => panic!("propose: {e}"),
+        }
+    }
+
+    /// Runs every live engine's poll → sync → persisted cycle.
+    fn drive(&mut self, f: &Faults) -> Result<(), Violation> {
+        for i in 0..self.servers.len() {
+            let Some(e) = self.servers[i].engine.as_mut() else {
+                continue;
+            };
+            let id = e.id();
+            let mut out = e.poll();
+            let sync = std::mem::take(&mut out.sync);
+            let mut outputs = vec![out];
+            // A crash can land between the write and its sync.
+            if !sync.is_empty() && self.rng.chance(f.crash / 2) {
+                let s = &mut self.servers[i];
+                s.engine = None;
+                s.dir.crash(self.rng.below(64) as usize);
+                s.down_for = 1 + self.rng.below(40);
+                self.report.crashes += 1;
+                self.event(6000 + id);
+                // Frames already handed out by poll may still leave.
+                for o in outputs {
+                    self.send(id, o.frames, f);
+                }
+                continue;
+            }
+            for h in sync {
+                h.sync().expect("memory dir syncs");
+            }
+            let e = self.servers[i].engine.as_mut().expect("still up");
+            outputs.push(e.persisted());
+            let leader = e.is_leader(GROUP);
+            for o in outputs {
+                for c in &o.committed {
+                    if c.data.len() == 8 {
+                        let v = u64::from_be_bytes(c.data[..].try_into().expect("8 bytes"));
+                        if leader && self.in_flight.remove(&v).is_some() {
+                            if let Some(prev) = self.acked.insert(v, c.index) {
+                                return Err(self.violation(format!(
+                                    "value {v} acknowledged twice, at {prev} and {}",
+                                    c.index
+                                )));
+                            }
+                            self.report.acked += 1;
+                            self.event(7000 + c.index);
+                        }
+                    }
+                }
+                self.send(id, o.frames, f);
+            }
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, from: u64, frames: Vec<(u64, frame::Frame)>, f: &Faults) {
+        for (to, fr) in frames {
+            let mut b = BytesMut::new();
+            frame::encode(&fr, &mut b);
+            let mut bytes = b.to_vec();
+            if self.rng.chance(f.drop) {
+                continue;
+            }
+            if self.rng.chance(f.corrupt) {
+                let at = self.rng.below(bytes.len() as u64) as usize;
+                bytes[at] ^= 1 << self.rng.below(8);
+            }
+            let at = self.step + self.rng.below(f.max_delay + 1);
+            if self.rng.chance(f.duplicate) {
+                self.net.push(Packet {
+                    at: at + self.rng.below(f.max_delay + 1),
+                    from,
+                    to,
+                    bytes: bytes.clone(),
+                });
+            }
+            self.net.push(Packet {
+                at,
+                from,
+                to,
+                bytes,
+            });
+        }
+    }
+
+    fn deliver(&mut self, f: &Faults) {
+        let _ = f;
+        let now = self.step;
+        let (due, later): (Vec<Packet>, Vec<Packet>) = std::mem::take(&mut self.net)
+            .into_iter()
+            .partition(|p| p.at <= now);
+        self.net = later;
+        for p in due {
+            if self.cut.contains(&(p.from, p.to)) {
+                continue;
+            }
+            let Some(s) = self.servers.iter_mut().find(|s| s.id == p.to) else {
+                continue;
+            };
+            let Some(e) = s.engine.as_mut() else {
+                continue;
+            };
+            let before = e.refused.frames.total() + e.refused.foreign;
+            e.receive(p.from, &p.bytes);
+            let after = e.refused.frames.total() + e.refused.foreign;
+            self.report.frames_refused += after - before;
+            self.report.trace = mix(self.report.trace, p.bytes.len() as u64);
+        }
+    }
+
+    fn check_step(&mut self) -> Result<(), Violation> {
+        // At most one leader per term, over the whole run.
+        for s in &self.servers {
+            let Some(e) = s.engine.as_ref() else { continue };
+            if e.live_nodes(GROUP) > 1 {
+                return Err(self.violation(format!("two live nodes on server {}", s.id)));
+            }
+            if e.is_leader(GROUP) {
+                let (term, _) = e.leader(GROUP).expect("group exists");
+                match self.report.leaders.get(&term) {
+                    Some(&other) if other != s.id => {
+                        return Err(self.violation(format!(
+                            "two leaders in term {term}: {other} and {}",
+                            s.id
+                        )));
+                    }
+                    _ => {
+                        self.report.leaders.insert(term, s.id);
+                    }
+                }
+            }
+            if let Some(v) = e.voters(GROUP) {
+                if v.len() != self.servers.len() {
+                    return Err(self.violation(format!(
+                        "server {} counts {} voters, not {}",
+                        s.id,
+                        v.len(),
+                        self.servers.len()
+                    )));
+                }
+            }
+        }
+        self.check_prefixes()
+    }
+
+    /// Committed entries agree wherever two replicas hold the same index.
+    fn check_prefixes(&self) -> Result<(), Violation> {
+        let mut seen: BTreeMap<u64, (u64, Bytes, u64)> = BTreeMap::new();
+        for s in &self.servers {
+            let Some(e) = s.engine.as_ref() else { continue };
+            for (index, term, data) in e.committed_log(GROUP) {
+                match seen.get(&index) {
+                    Some((t, d, who)) if *t != term || *d != data => {
+                        return Err(self.violation(format!(
+                            "index {index} committed as term {t} on {who} and term {term} on {}",
+                            s.id
+                        )));
+                    }
+                    Some(_) => {}
+                    None => {
+                        seen.insert(index, (term, data, s.id));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_converged(&mut self) -> Result<(), Violation> {
+        let Some(li) = self.leader_index() else {
+            let states: Vec<String> = self
+                .servers
+                .iter()
+                .map(|s| match s.engine.as_ref() {
+                    None => format!("{}: down", s.id),
+                    Some(e) => format!(
+                        "{}: term/leader {:?} damaged {} last committed {:?}",
+                        s.id,
+                        e.leader(GROUP),
+                        e.is_damaged(GROUP),
+                        e.committed_log(GROUP).last().map(|x| x.0)
+                    ),
+                })
+                .collect();
+            return Err(self.violation(format!(
+                "no leader after the faults stopped ({})",
+                states.join("; ")
+            )));
+        };
+        let leader_log = self.servers[li]
+            .engine
+            .as_ref()
+            .expect("up")
+            .committed_log(GROUP);
+        let last = leader_log.last().map_or(0, |e| e.0);
+        for s in &self.servers {
+            let Some(e) = s.engine.as_ref() else {
+                return Err(self.violation(format!("server {} still down", s.id)));
+            };
+            let log = e.committed_log(GROUP);
+            if log.last().map_or(0, |e| e.0) != last {
+                return Err(self.violation(format!(
+                    "server {} has committed up to {:?}, the leader {last}",
+                    s.id,
+                    log.last().map(|e| e.0)
+                )));
+            }
+            // Every acknowledged value, exactly once, where its ack said.
+            let mut at: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+            for (index, _, data) in &log {
+                if data.len() == 8 {
+                    let v = u64::from_be_bytes(data[..].try_into().expect("8 bytes"));
+                    at.entry(v).or_default().push(*index);
+                }
+            }
+            for (v, index) in &self.acked {
+                match at.get(v).map(Vec::as_slice) {
+                    Some([i]) if i == index => {}
+                    other => {
+                        return Err(self.violation(format!(
+                            "acknowledged value {v} (index {index}) found at {other:?} on server {}",
+                            s.id
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs one seed with the default configuration.
+pub fn run_seed(seed: u64) -> Result<Report, Violation> {
+    Sim::new(Config::new(seed)).run()
+}

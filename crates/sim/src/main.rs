@@ -1,0 +1,48 @@
+//! `flotilla-sim --seed S` replays one run; `flotilla-sim --seeds N
+//! [--from F]` sweeps N seeds and prints runs per second.
+
+use std::time::Instant;
+
+fn arg(args: &[String], name: &str) -> Option<u64> {
+    let i = args.iter().position(|a| a == name)?;
+    let v = args.get(i + 1)?;
+    match v.parse() {
+        Ok(n) => Some(n),
+        Err(_) => {
+            eprintln!("flotilla-sim: {name} needs a number, not {v:?}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(seed) = arg(&args, "--seed") {
+        match flotilla_sim::run_seed(seed) {
+            Ok(r) => println!("seed {seed}: ok {r:?}"),
+            Err(v) => {
+                eprintln!("{v}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
+    let n = arg(&args, "--seeds").unwrap_or(1000);
+    let from = arg(&args, "--from").unwrap_or(0);
+    let start = Instant::now();
+    let mut failed = 0;
+    for seed in from..from + n {
+        if let Err(v) = flotilla_sim::run_seed(seed) {
+            eprintln!("{v}");
+            failed += 1;
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "{n} seeds from {from}: {failed} failed, {:.1} runs/s",
+        n as f64 / secs
+    );
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}
