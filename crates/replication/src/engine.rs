@@ -109,6 +109,11 @@ pub struct Engine {
     /// is synced, as a server that acks before fsync does. The simulator
     /// turns it on to show that its checkers catch the loss that follows.
     pub unsafe_ack_before_sync: bool,
+    /// Test-only: run groups created from now on without pre-vote, so an
+    /// isolated replica's term runs ahead (incident 1's cause).
+    pub unsafe_no_pre_vote: bool,
+    /// Test-only: accept frames without checking their checksum.
+    pub unsafe_skip_frame_checksum: bool,
 }
 
 fn log_name(group: u64) -> String {
@@ -127,6 +132,8 @@ impl Engine {
             refused: Refused::default(),
             write_failures: 0,
             unsafe_ack_before_sync: false,
+            unsafe_no_pre_vote: false,
+            unsafe_skip_frame_checksum: false,
         }
     }
 
@@ -153,7 +160,7 @@ impl Engine {
             // One value: raft-rs's own jitter is unseeded, ours is not.
             min_election_tick: election,
             max_election_tick: election + 1,
-            pre_vote: true,
+            pre_vote: !self.unsafe_no_pre_vote,
             check_quorum: true,
             applied: log
                 .hard_state()
@@ -243,9 +250,19 @@ impl Engine {
 
     /// One logical clock tick for every group. A damaged replica does not
     /// count towards an election of its own.
+    ///
+    /// raft-rs draws a random election timeout after every election from
+    /// an unseeded RNG; with that pinned (`min == max - 1`), followers and
+    /// candidates here skip a seeded quarter of their ticks instead, so
+    /// timeouts vary from election to election and two servers cannot stay
+    /// in lockstep, splitting every vote.
     pub fn tick(&mut self) {
         for g in self.groups.values_mut() {
-            if g.raw.store().is_damaged() && g.raw.raft.state != StateRole::Leader {
+            let leader = g.raw.raft.state == StateRole::Leader;
+            if g.raw.store().is_damaged() && !leader {
+                continue;
+            }
+            if !leader && self.rng.chance(250) {
                 continue;
             }
             g.raw.tick();
@@ -268,7 +285,12 @@ impl Engine {
     /// or authenticated as). Anything that does not check out is counted
     /// and dropped.
     pub fn receive(&mut self, peer: u64, bytes: &[u8]) {
-        let f = match frame::decode(bytes) {
+        let decoded = if self.unsafe_skip_frame_checksum {
+            frame::decode_unchecked(bytes)
+        } else {
+            frame::decode(bytes)
+        };
+        let f = match decoded {
             Ok(f) => f,
             Err(r) => {
                 self.refused.frames.count(r);

@@ -154,6 +154,21 @@ pub fn decode_prefix(bytes: &[u8]) -> Result<Option<(Frame, usize)>, Reject> {
     Ok(Some((frame, total)))
 }
 
+/// Test-only: [`decode`] without the checksum, as a transport without one
+/// would read. The simulator uses it to show what the checksum prevents.
+#[doc(hidden)]
+pub fn decode_unchecked(bytes: &[u8]) -> Result<Frame, Reject> {
+    if bytes.len() < HEADER_LEN {
+        return Err(Reject::Short(bytes.len(), HEADER_LEN));
+    }
+    let mut fixed = bytes.to_vec();
+    let crc = crc32c::crc32c(&fixed[8..]);
+    fixed[4..8].copy_from_slice(&crc.to_le_bytes());
+    let len = (fixed.len() - 4) as u32;
+    fixed[..4].copy_from_slice(&len.to_le_bytes());
+    decode(&fixed)
+}
+
 /// Frames out of a byte stream (a TCP connection). Any refusal is fatal
 /// for the stream: once a length or checksum is wrong, nothing after it
 /// can be trusted to be a frame boundary, so the driver closes the

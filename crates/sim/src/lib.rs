@@ -91,6 +91,19 @@ pub struct Config {
     /// Servers acknowledge before their log is synced (test-only: shows
     /// the checkers catch what that loses).
     pub unsafe_ack_before_sync: bool,
+    /// Test-only: servers run without pre-vote.
+    pub unsafe_no_pre_vote: bool,
+    /// Test-only: servers do not check frame checksums.
+    pub unsafe_skip_frame_checksum: bool,
+    /// Bytes each directed link carries per step; `None` is unlimited
+    /// (frames then only suffer the seeded delay).
+    pub bandwidth: Option<usize>,
+    /// Whether a link sends control frames (votes, heartbeats) ahead of
+    /// queued bulk frames, as the real driver's outbox does. Off is a
+    /// single FIFO (incident 4's cause).
+    pub prioritize_control: bool,
+    /// Bytes per client proposal (at least 8: the value's number).
+    pub payload_size: usize,
 }
 
 impl Config {
@@ -103,6 +116,11 @@ impl Config {
             faults: Faults::random(),
             propose_rate: 300,
             unsafe_ack_before_sync: false,
+            unsafe_no_pre_vote: false,
+            unsafe_skip_frame_checksum: false,
+            bandwidth: None,
+            prioritize_control: true,
+            payload_size: 8,
         }
     }
 }
@@ -147,6 +165,66 @@ struct Server {
     flipped: bool,
 }
 
+/// A directed link with limited bandwidth: control frames first when
+/// prioritized (bulk bounded, as the real outbox), else one FIFO.
+struct Link {
+    prioritize: bool,
+    control: std::collections::VecDeque<Vec<u8>>,
+    bulk: std::collections::VecDeque<Vec<u8>>,
+    bulk_bytes: usize,
+    /// Bytes the link may still send this step.
+    credit: usize,
+}
+
+/// Bulk bytes a prioritized link queues before dropping (Raft resends).
+const BULK_LIMIT: usize = 4 << 20;
+
+impl Link {
+    fn new(prioritize: bool) -> Link {
+        Link {
+            prioritize,
+            control: Default::default(),
+            bulk: Default::default(),
+            bulk_bytes: 0,
+            credit: 0,
+        }
+    }
+
+    fn push(&mut self, class: frame::Class, bytes: Vec<u8>) {
+        if self.prioritize && class == frame::Class::Control {
+            self.control.push_back(bytes);
+            return;
+        }
+        if self.prioritize && self.bulk_bytes + bytes.len() > BULK_LIMIT && !self.bulk.is_empty() {
+            return;
+        }
+        self.bulk_bytes += bytes.len();
+        self.bulk.push_back(bytes);
+    }
+
+    /// The larger of the two queue heads: credit may build up to it, so a
+    /// frame bigger than a step's bandwidth still goes in time.
+    fn head_len(&self) -> usize {
+        let c = self.control.front().map_or(0, Vec::len);
+        let b = self.bulk.front().map_or(0, Vec::len);
+        c.max(b)
+    }
+
+    fn head_len_if(&self, credit: usize) -> Option<usize> {
+        let n = self.control.front().or(self.bulk.front())?.len();
+        (n <= credit).then_some(n)
+    }
+
+    fn pop(&mut self) -> Option<Vec<u8>> {
+        if let Some(b) = self.control.pop_front() {
+            return Some(b);
+        }
+        let b = self.bulk.pop_front()?;
+        self.bulk_bytes -= b.len();
+        Some(b)
+    }
+}
+
 struct Packet {
     at: u64,
     from: u64,
@@ -159,6 +237,7 @@ pub struct Sim {
     rng: Rng,
     servers: Vec<Server>,
     net: Vec<Packet>,
+    links: BTreeMap<(u64, u64), Link>,
     /// Directed links that are cut: (from, to).
     cut: BTreeSet<(u64, u64)>,
     step: u64,
@@ -187,6 +266,8 @@ impl Sim {
                 let dir = MemDir::new();
                 let mut e = Engine::new(id, Arc::new(dir.clone()), rng.next_u64());
                 e.unsafe_ack_before_sync = cfg.unsafe_ack_before_sync;
+                e.unsafe_no_pre_vote = cfg.unsafe_no_pre_vote;
+                e.unsafe_skip_frame_checksum = cfg.unsafe_skip_frame_checksum;
                 e.create_group(GROUP, &voters).expect("fresh group");
                 Server {
                     id,
@@ -202,6 +283,7 @@ impl Sim {
             rng,
             servers,
             net: Vec::new(),
+            links: BTreeMap::new(),
             cut: BTreeSet::new(),
             step: 0,
             next_value: 1,
@@ -224,14 +306,88 @@ impl Sim {
     }
 
     pub fn run(mut self) -> Result<Report, Violation> {
-        let total = self.cfg.steps + self.cfg.quiet_steps;
-        while self.step < total {
-            let faulty = self.step < self.cfg.steps;
+        while self.step < self.cfg.steps {
+            self.one_step(true)?;
+            self.step += 1;
+        }
+        self.finish()
+    }
+
+    /// Runs `n` steps, with the configured random faults or without.
+    pub fn steps(&mut self, n: u64, faulty: bool) -> Result<(), Violation> {
+        for _ in 0..n {
             self.one_step(faulty)?;
             self.step += 1;
         }
+        Ok(())
+    }
+
+    /// Quiet steps (faults off, partitions healed), then the end checks.
+    pub fn finish(mut self) -> Result<Report, Violation> {
+        self.cut.clear();
+        self.steps(self.cfg.quiet_steps, false)?;
         self.check_converged()?;
         Ok(self.report)
+    }
+
+    /// Cuts server `id` off from every other, both ways.
+    pub fn isolate(&mut self, id: u64) {
+        for other in 1..=self.servers.len() as u64 {
+            if other != id {
+                self.cut.insert((id, other));
+                self.cut.insert((other, id));
+            }
+        }
+    }
+
+    /// Crashes server `id` (unsynced bytes lost, `torn` bytes of them
+    /// kept as a torn write); it restarts after a few steps.
+    pub fn power_loss(&mut self, id: u64, torn: usize) {
+        let s = &mut self.servers[id as usize - 1];
+        s.engine = None;
+        s.dir.crash(torn);
+        s.down_for = 5;
+        self.report.crashes += 1;
+    }
+
+    /// Flips one bit in the middle of the log of a server that is down.
+    pub fn flip_bit_in_log(&mut self, id: u64) {
+        let s = &mut self.servers[id as usize - 1];
+        assert!(s.engine.is_none(), "flip bits in a stopped server's files");
+        for name in s.dir.names() {
+            let len = s.dir.file_len(&name);
+            if len > 0 {
+                s.dir.flip_bit(&name, len / 2, 5);
+                s.flipped = true;
+                self.report.bit_flips += 1;
+            }
+        }
+    }
+
+    /// Heals every partition (scripted; random faults may cut again).
+    pub fn heal(&mut self) {
+        self.cut.clear();
+    }
+
+    /// The current leader's id and term, if any server leads.
+    pub fn leader(&self) -> Option<(u64, u64)> {
+        let i = self.leader_index()?;
+        let e = self.servers[i].engine.as_ref()?;
+        Some((e.id(), e.leader(GROUP)?.0))
+    }
+
+    /// The highest term any live server is in.
+    pub fn max_term(&self) -> u64 {
+        self.servers
+            .iter()
+            .filter_map(|s| s.engine.as_ref()?.leader(GROUP))
+            .map(|(t, _)| t)
+            .max()
+            .unwrap_or(0)
+    }
+
+    pub fn report(&self) -> &Report {
+        &self.report
     }
 
     fn one_step(&mut self, faulty: bool) -> Result<(), Violation> {
@@ -240,9 +396,6 @@ impl Sim {
         } else {
             Faults::none()
         };
-        if !faulty && (!self.cut.is_empty()) {
-            self.cut.clear();
-        }
         self.process_faults(&f);
         self.client();
         for i in 0..self.servers.len() {
@@ -250,9 +403,13 @@ impl Sim {
                 e.tick();
             }
         }
-        // Let the cluster react within the step: several delivery rounds.
-        for _ in 0..4 {
+        // Let the cluster react within the step: several delivery rounds;
+        // limited links carry their bandwidth once per step.
+        for round in 0..4 {
             self.drive(&f)?;
+            if round == 0 {
+                self.transmit();
+            }
             self.deliver(&f);
         }
         self.check_step()
@@ -301,6 +458,8 @@ impl Sim {
                 if s.down_for == 0 {
                     let mut e = Engine::new(s.id, Arc::new(s.dir.clone()), self.rng.next_u64());
                     e.unsafe_ack_before_sync = self.cfg.unsafe_ack_before_sync;
+                    e.unsafe_no_pre_vote = self.cfg.unsafe_no_pre_vote;
+                    e.unsafe_skip_frame_checksum = self.cfg.unsafe_skip_frame_checksum;
                     let voters: Vec<u64> = (1..=n).collect();
                     e.create_group(GROUP, &voters)
                         .expect("one node per group: the old one is gone");
@@ -352,7 +511,9 @@ impl Sim {
         let v = self.next_value;
         let leader = self.servers[li].id;
         let e = self.servers[li].engine.as_mut().expect("leader is up");
-        match e.propose(GROUP, v.to_be_bytes().to_vec()) {
+        let mut data = v.to_be_bytes().to_vec();
+        data.resize(self.cfg.payload_size.max(8), b'x');
+        match e.propose(GROUP, data) {
             Ok(()) => {
                 self.next_value += 1;
                 self.in_flight.insert(v, leader);
@@ -396,8 +557,8 @@ impl Sim {
             let leader = e.is_leader(GROUP);
             for o in outputs {
                 for c in &o.committed {
-                    if c.data.len() == 8 {
-                        let v = u64::from_be_bytes(c.data[..].try_into().expect("8 bytes"));
+                    if c.data.len() >= 8 {
+                        let v = u64::from_be_bytes(c.data[..8].try_into().expect("8 bytes"));
                         if leader && self.in_flight.remove(&v).is_some() {
                             if let Some(prev) = self.acked.insert(v, c.index) {
                                 return Err(self.violation(format!(
@@ -428,6 +589,13 @@ impl Sim {
                 let at = self.rng.below(bytes.len() as u64) as usize;
                 bytes[at] ^= 1 << self.rng.below(8);
             }
+            if self.cfg.bandwidth.is_some() {
+                self.links
+                    .entry((from, to))
+                    .or_insert_with(|| Link::new(self.cfg.prioritize_control))
+                    .push(fr.class, bytes);
+                continue;
+            }
             let at = self.step + self.rng.below(f.max_delay + 1);
             if self.rng.chance(f.duplicate) {
                 self.net.push(Packet {
@@ -443,6 +611,26 @@ impl Sim {
                 to,
                 bytes,
             });
+        }
+    }
+
+    /// Moves frames off bandwidth-limited links onto the network.
+    fn transmit(&mut self) {
+        let Some(bw) = self.cfg.bandwidth else {
+            return;
+        };
+        for (&(from, to), link) in self.links.iter_mut() {
+            link.credit = (link.credit + bw).min(bw.max(link.head_len()));
+            while let Some(n) = link.head_len_if(link.credit) {
+                link.credit -= n;
+                let bytes = link.pop().expect("head exists");
+                self.net.push(Packet {
+                    at: self.step,
+                    from,
+                    to,
+                    bytes,
+                });
+            }
         }
     }
 
@@ -514,8 +702,9 @@ impl Sim {
             for (index, term, data) in e.committed_log(GROUP) {
                 match seen.get(&index) {
                     Some((t, d, who)) if *t != term || *d != data => {
+                        let what = if *t != term { "terms" } else { "data" };
                         return Err(self.violation(format!(
-                            "index {index} committed as term {t} on {who} and term {term} on {}",
+                            "index {index} committed with different {what}: term {t} on {who}, term {term} on {}",
                             s.id
                         )));
                     }
@@ -571,8 +760,8 @@ impl Sim {
             // Every acknowledged value, exactly once, where its ack said.
             let mut at: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
             for (index, _, data) in &log {
-                if data.len() == 8 {
-                    let v = u64::from_be_bytes(data[..].try_into().expect("8 bytes"));
+                if data.len() >= 8 {
+                    let v = u64::from_be_bytes(data[..8].try_into().expect("8 bytes"));
                     at.entry(v).or_default().push(*index);
                 }
             }
