@@ -7,3 +7,4 @@ pub mod frame;
 pub mod log;
 pub mod outbox;
 pub mod rng;
+pub mod stream_sm;

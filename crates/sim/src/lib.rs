@@ -27,6 +27,7 @@ use bytes::{Bytes, BytesMut};
 use replication::engine::{Engine, EngineError};
 use replication::frame;
 use replication::rng::Rng;
+use replication::stream_sm::{Entry as StreamEntry, Op, ReplicatedStream};
 use store::MemDir;
 
 /// The one Raft group the simulation replicates.
@@ -104,6 +105,11 @@ pub struct Config {
     pub prioritize_control: bool,
     /// Bytes per client proposal (at least 8: the value's number).
     pub payload_size: usize,
+    /// Replicate a work-queue stream (jetstream's state machine) instead
+    /// of plain values: the client publishes, pulls and acks through it.
+    pub work_queue: bool,
+    /// Test-only: the leader applies acks itself, outside the log.
+    pub unsafe_local_acks: bool,
 }
 
 impl Config {
@@ -121,6 +127,8 @@ impl Config {
             bandwidth: None,
             prioritize_control: true,
             payload_size: 8,
+            work_queue: false,
+            unsafe_local_acks: false,
         }
     }
 }
@@ -149,7 +157,7 @@ impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "seed {} step {}: {}\nreplay: cargo run -p flotilla-sim --release -- --seed {}",
+            "seed {} step {}: {}\nreplay: cargo run -p flotilla-sim --release -- --seed {} (with --work-queue for a work-queue run)",
             self.seed, self.step, self.what, self.seed
         )
     }
@@ -163,6 +171,8 @@ struct Server {
     down_for: u64,
     /// Its log took a bit flip while it was down.
     flipped: bool,
+    /// The replicated work-queue stream, rebuilt from the log on restart.
+    wq: Option<ReplicatedStream>,
 }
 
 /// A directed link with limited bandwidth: control frames first when
@@ -246,6 +256,13 @@ pub struct Sim {
     in_flight: BTreeMap<u64, u64>,
     /// Acknowledged values: value -> index.
     acked: BTreeMap<u64, u64>,
+    /// Work-queue mode: the consumer exists; deliveries waiting to be
+    /// acked (ack subjects); stream sequences whose ack is done.
+    wq_consumer: bool,
+    wq_delivered: Vec<String>,
+    /// Consumed stream sequence -> the log index of its ack (0 for an ack
+    /// outside the log).
+    wq_consumed: BTreeMap<u64, u64>,
     report: Report,
 }
 
@@ -275,6 +292,7 @@ impl Sim {
                     engine: Some(e),
                     down_for: 0,
                     flipped: false,
+                    wq: cfg.work_queue.then(wq_stream),
                 }
             })
             .collect();
@@ -289,6 +307,9 @@ impl Sim {
             next_value: 1,
             in_flight: BTreeMap::new(),
             acked: BTreeMap::new(),
+            wq_consumer: false,
+            wq_delivered: Vec::new(),
+            wq_consumed: BTreeMap::new(),
             report: Report::default(),
         }
     }
@@ -464,6 +485,7 @@ impl Sim {
                     e.create_group(GROUP, &voters)
                         .expect("one node per group: the old one is gone");
                     s.engine = Some(e);
+                    s.wq = self.cfg.work_queue.then(wq_stream);
                     self.report.trace = mix(self.report.trace, 3000 + s.id);
                 } else {
                     s.down_for -= 1;
@@ -502,6 +524,10 @@ impl Sim {
     }
 
     fn client(&mut self) {
+        if self.cfg.work_queue {
+            self.wq_client();
+            return;
+        }
         if !self.rng.chance(self.cfg.propose_rate) {
             return;
         }
@@ -523,6 +549,136 @@ impl Sim {
             Err(EngineError::NotLeader(_)) => {}
             Err(e) => panic!("propose: {e}"),
         }
+    }
+
+    /// The simulated wall clock: 10 ms a step, in Unix nanoseconds.
+    fn now(&self) -> i64 {
+        1_700_000_000_000_000_000 + self.step as i64 * 10_000_000
+    }
+
+    fn propose_op(&mut self, op: Op) -> bool {
+        let Some(li) = self.leader_index() else {
+            return false;
+        };
+        let e = StreamEntry { ts: self.now(), op };
+        let engine = self.servers[li].engine.as_mut().expect("leader is up");
+        engine.propose(GROUP, e.encode()).is_ok()
+    }
+
+    /// Work-queue client: create the consumer, publish, pull, ack.
+    fn wq_client(&mut self) {
+        if !self.wq_consumer {
+            let req = br#"{"stream_name":"WQ","config":{"durable_name":"C","ack_policy":"explicit","ack_wait":600000000000}}"#;
+            self.wq_consumer = self.propose_op(Op::CreateConsumer {
+                name: "C".into(),
+                request: Bytes::from_static(req),
+            });
+            return;
+        }
+        if self.rng.chance(self.cfg.propose_rate) {
+            let v = self.next_value;
+            if self.propose_op(Op::Publish {
+                subject: format!("wq.{}", v % 4),
+                headers: None,
+                payload: Bytes::from(v.to_be_bytes().to_vec()),
+            }) {
+                self.next_value += 1;
+                self.report.proposed += 1;
+                self.event(5000 + v);
+            }
+        }
+        if self.rng.chance(150) {
+            self.propose_op(Op::Pull {
+                consumer: "C".into(),
+                request: Bytes::from_static(br#"{"batch":5,"no_wait":true}"#),
+                reply: "inbox".into(),
+            });
+        }
+        // Ack what was delivered.
+        for subject in std::mem::take(&mut self.wq_delivered) {
+            if self.cfg.unsafe_local_acks {
+                let Some(li) = self.leader_index() else {
+                    continue;
+                };
+                let e = StreamEntry {
+                    ts: self.now(),
+                    op: Op::Ack {
+                        consumer: "C".into(),
+                        subject: subject.clone(),
+                        body: Bytes::from_static(b"+ACK"),
+                    },
+                };
+                if let Some(wq) = self.servers[li].wq.as_mut() {
+                    wq.apply_unreplicated(e);
+                    if let Some(seq) = ack_stream_seq(&subject) {
+                        self.wq_consumed.insert(seq, 0);
+                    }
+                }
+                continue;
+            }
+            self.propose_op(Op::Ack {
+                consumer: "C".into(),
+                subject,
+                body: Bytes::from_static(b"+ACK"),
+            });
+        }
+    }
+
+    /// Applies a committed entry to server `i`'s stream; the leader's
+    /// outputs are what the client sees.
+    fn wq_apply(
+        &mut self,
+        i: usize,
+        leader: bool,
+        index: u64,
+        data: &[u8],
+    ) -> Result<(), Violation> {
+        let Some(wq) = self.servers[i].wq.as_mut() else {
+            return Ok(());
+        };
+        let applied = wq.apply(index, data);
+        if !leader {
+            return Ok(());
+        }
+        for o in applied.outputs {
+            if let jetstream::output::Output::Publish(m) = o {
+                if let Some(reply) = m.reply.filter(|r| r.starts_with("$JS.ACK.")) {
+                    self.wq_delivered.push(reply);
+                }
+            }
+        }
+        if let Ok(e) = StreamEntry::decode(data) {
+            if let Op::Ack { subject, .. } = e.op {
+                if let Some(seq) = ack_stream_seq(&subject) {
+                    self.wq_consumed.entry(seq).or_insert(index);
+                    self.report.acked += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A consumed message must not be in a leader's stream once that
+    /// leader has applied the ack's log index (a new leader may still be
+    /// applying what it inherited); checked every step, and on every
+    /// replica at the end.
+    fn check_wq_leader(&self) -> Result<(), Violation> {
+        let Some(li) = self.leader_index() else {
+            return Ok(());
+        };
+        let Some(wq) = self.servers[li].wq.as_ref() else {
+            return Ok(());
+        };
+        let applied = wq.applied();
+        for seq in live_seqs(wq) {
+            if self.wq_consumed.get(&seq).is_some_and(|&at| at <= applied) {
+                return Err(self.violation(format!(
+                    "consumed message {seq} is back on leader {}",
+                    self.servers[li].id
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Runs every live engine's poll → sync → persisted cycle.
@@ -555,6 +711,13 @@ impl Sim {
             let e = self.servers[i].engine.as_mut().expect("still up");
             outputs.push(e.persisted());
             let leader = e.is_leader(GROUP);
+            if self.cfg.work_queue {
+                for o in &outputs {
+                    for c in &o.committed {
+                        self.wq_apply(i, leader, c.index, &c.data)?;
+                    }
+                }
+            }
             for o in outputs {
                 for c in &o.committed {
                     if c.data.len() >= 8 {
@@ -691,7 +854,8 @@ impl Sim {
                 }
             }
         }
-        self.check_prefixes()
+        self.check_prefixes()?;
+        self.check_wq_leader()
     }
 
     /// Committed entries agree wherever two replicas hold the same index.
@@ -765,6 +929,9 @@ impl Sim {
                     at.entry(v).or_default().push(*index);
                 }
             }
+            if self.cfg.work_queue {
+                continue;
+            }
             for (v, index) in &self.acked {
                 match at.get(v).map(Vec::as_slice) {
                     Some([i]) if i == index => {}
@@ -777,8 +944,67 @@ impl Sim {
                 }
             }
         }
+        if self.cfg.work_queue {
+            self.check_wq_converged()?;
+        }
         Ok(())
     }
+
+    /// Every replica's stream holds the same messages, none consumed.
+    fn check_wq_converged(&self) -> Result<(), Violation> {
+        let mut first: Option<(u64, Vec<u64>)> = None;
+        for s in &self.servers {
+            let Some(wq) = s.wq.as_ref() else { continue };
+            let seqs = live_seqs(wq);
+            if let Some(seq) = seqs.iter().find(|q| self.wq_consumed.contains_key(q)) {
+                return Err(self.violation(format!(
+                    "consumed message {seq} is still on server {}",
+                    s.id
+                )));
+            }
+            match &first {
+                None => first = Some((s.id, seqs)),
+                Some((id, other)) if *other != seqs => {
+                    return Err(self.violation(format!(
+                        "work queue differs: server {id} has {other:?}, server {} has {seqs:?}",
+                        s.id
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The stream every replica keeps in work-queue mode.
+fn wq_stream() -> ReplicatedStream {
+    let mut cfg = jetstream::api::StreamConfig {
+        name: "WQ".into(),
+        subjects: vec!["wq.>".into()],
+        retention: jetstream::api::Retention::WorkQueue,
+        storage: jetstream::api::Storage::Memory,
+        ..Default::default()
+    };
+    jetstream::stream::config::check(&mut cfg, false, false).expect("valid config");
+    ReplicatedStream::new(cfg, 1, Box::new(store::MemStore::new())).expect("stream")
+}
+
+/// The stream sequence an ack subject names:
+/// `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>`.
+fn ack_stream_seq(subject: &str) -> Option<u64> {
+    subject.split('.').nth(5)?.parse().ok()
+}
+
+fn live_seqs(wq: &ReplicatedStream) -> Vec<u64> {
+    let store = wq.stream().store();
+    let mut out = Vec::new();
+    let mut at = 1;
+    while let Ok(Some(m)) = store.next_matching(at, &store::Filter::all()) {
+        out.push(m.seq);
+        at = m.seq + 1;
+    }
+    out
 }
 
 /// Runs one seed with the default configuration.

@@ -1,5 +1,6 @@
 //! `flotilla-sim --seed S` replays one run; `flotilla-sim --seeds N
-//! [--from F]` sweeps N seeds and prints runs per second.
+//! [--from F]` sweeps N seeds and prints runs per second. `--work-queue`
+//! replicates a work-queue stream instead of plain values.
 
 use std::time::Instant;
 
@@ -15,10 +16,20 @@ fn arg(args: &[String], name: &str) -> Option<u64> {
     }
 }
 
+fn run(seed: u64, work_queue: bool) -> Result<flotilla_sim::Report, flotilla_sim::Violation> {
+    let mut cfg = flotilla_sim::Config::new(seed);
+    if work_queue {
+        cfg.work_queue = true;
+        cfg.propose_rate = 400;
+    }
+    flotilla_sim::Sim::new(cfg).run()
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    let wq = args.iter().any(|a| a == "--work-queue");
     if let Some(seed) = arg(&args, "--seed") {
-        match flotilla_sim::run_seed(seed) {
+        match run(seed, wq) {
             Ok(r) => println!("seed {seed}: ok {r:?}"),
             Err(v) => {
                 eprintln!("{v}");
@@ -32,7 +43,7 @@ fn main() {
     let start = Instant::now();
     let mut failed = 0;
     for seed in from..from + n {
-        if let Err(v) = flotilla_sim::run_seed(seed) {
+        if let Err(v) = run(seed, wq) {
             eprintln!("{v}");
             failed += 1;
         }

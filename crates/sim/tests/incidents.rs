@@ -158,3 +158,46 @@ fn incident_6_power_loss_and_a_bit_flip_lose_nothing_acknowledged() {
         assert!(r.acked > 50, "{r:?}");
     }
 }
+
+/// Incident 2: a work-queue stream's messages are consumed, then the
+/// leader changes again and again. With acks going through the log,
+/// consumed messages never come back on any replica.
+fn work_queue_through_leader_changes(
+    local_acks: bool,
+) -> Result<flotilla_sim::Report, flotilla_sim::Violation> {
+    let mut cfg = quiet(2);
+    cfg.work_queue = true;
+    cfg.propose_rate = 400;
+    cfg.unsafe_local_acks = local_acks;
+    let mut sim = Sim::new(cfg);
+    sim.steps(100, false)?;
+    for _ in 0..6 {
+        let Some((leader, _)) = sim.leader() else {
+            sim.steps(20, false)?;
+            continue;
+        };
+        sim.isolate(leader);
+        sim.steps(60, false)?;
+        sim.heal();
+        sim.steps(40, false)?;
+    }
+    sim.finish()
+}
+
+#[test]
+fn incident_2_consumed_work_queue_messages_never_come_back() {
+    let r = work_queue_through_leader_changes(false).unwrap_or_else(|v| panic!("{v}"));
+    eprintln!("{r:?}");
+    assert!(r.acked > 50, "{r:?}");
+    assert!(r.leaders.len() > 3, "the leader changed: {r:?}");
+}
+
+#[test]
+fn incident_2_acks_outside_the_log_resurrect_messages() {
+    let v = work_queue_through_leader_changes(true).expect_err("the checker must see it");
+    eprintln!("{v}");
+    assert!(
+        v.what.contains("consumed message") || v.what.contains("work queue differs"),
+        "{v}"
+    );
+}

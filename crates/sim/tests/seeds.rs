@@ -83,3 +83,22 @@ fn every_quiet_seed_elects_a_leader_promptly() {
         );
     }
 }
+
+/// The work-queue stream under random faults: no consumed message ever
+/// comes back, and every replica ends with the same queue.
+#[test]
+fn work_queue_under_random_faults() {
+    let mut failures = Vec::new();
+    let mut acked = 0;
+    for seed in 1000..1060 {
+        let mut cfg = Config::new(seed);
+        cfg.work_queue = true;
+        cfg.propose_rate = 400;
+        match Sim::new(cfg).run() {
+            Ok(r) => acked += r.acked,
+            Err(v) => failures.push(v.to_string()),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(acked > 3000, "{acked}");
+}

@@ -1,0 +1,336 @@
+//! A stream as a replicated state machine. Every input that changes a
+//! stream — publishes, consumer creation, pull requests, acks, and the
+//! clock ticks that drive ack timeouts and expiry — is an entry in the
+//! stream's Raft log, stamped with the leader's time. Every replica
+//! applies the same entries in the same order to the same pure
+//! `jetstream::Stream`, so work-queue and interest removals, deliveries and
+//! redeliveries are identical everywhere (incident 2: acks applied on the
+//! leader alone let consumed messages come back after a leader change).
+//!
+//! Every replica computes the outputs (PubAcks, deliveries); only the
+//! leader sends them.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use jetstream::api::{CreateConsumerRequest, PullRequest, StreamConfig};
+use jetstream::output::Output;
+use jetstream::stream::{Incoming, PubAck, Stream};
+use store::MsgStore;
+
+/// One input to a replicated stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Publish {
+        subject: String,
+        headers: Option<Bytes>,
+        payload: Bytes,
+    },
+    /// A consumer create request (its JSON, as the API received it).
+    CreateConsumer { name: String, request: Bytes },
+    /// A pull request (its JSON body) and the inbox to deliver to.
+    Pull {
+        consumer: String,
+        request: Bytes,
+        reply: String,
+    },
+    /// An ack: the subject it was sent to and its body.
+    Ack {
+        consumer: String,
+        subject: String,
+        body: Bytes,
+    },
+    /// Time passes: ack timeouts, expiry.
+    Tick,
+}
+
+/// An entry: what happened and when, by the leader's clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub ts: i64,
+    pub op: Op,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    #[error("stream entry cut short")]
+    Short,
+    #[error("unknown stream entry kind {0}")]
+    Kind(u8),
+    #[error("stream entry text is not UTF-8")]
+    Utf8,
+}
+
+fn put_bytes(b: &mut BytesMut, v: &[u8]) {
+    b.put_u32_le(v.len() as u32);
+    b.put_slice(v);
+}
+
+fn get_bytes(b: &mut &[u8]) -> Result<Bytes, DecodeError> {
+    if b.remaining() < 4 {
+        return Err(DecodeError::Short);
+    }
+    let n = b.get_u32_le() as usize;
+    if b.remaining() < n {
+        return Err(DecodeError::Short);
+    }
+    let v = Bytes::copy_from_slice(&b[..n]);
+    b.advance(n);
+    Ok(v)
+}
+
+fn get_string(b: &mut &[u8]) -> Result<String, DecodeError> {
+    String::from_utf8(get_bytes(b)?.to_vec()).map_err(|_| DecodeError::Utf8)
+}
+
+impl Entry {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = BytesMut::with_capacity(64);
+        b.put_i64_le(self.ts);
+        match &self.op {
+            Op::Publish {
+                subject,
+                headers,
+                payload,
+            } => {
+                b.put_u8(1);
+                put_bytes(&mut b, subject.as_bytes());
+                match headers {
+                    Some(h) => {
+                        b.put_u8(1);
+                        put_bytes(&mut b, h);
+                    }
+                    None => b.put_u8(0),
+                }
+                put_bytes(&mut b, payload);
+            }
+            Op::CreateConsumer { name, request } => {
+                b.put_u8(2);
+                put_bytes(&mut b, name.as_bytes());
+                put_bytes(&mut b, request);
+            }
+            Op::Pull {
+                consumer,
+                request,
+                reply,
+            } => {
+                b.put_u8(3);
+                put_bytes(&mut b, consumer.as_bytes());
+                put_bytes(&mut b, request);
+                put_bytes(&mut b, reply.as_bytes());
+            }
+            Op::Ack {
+                consumer,
+                subject,
+                body,
+            } => {
+                b.put_u8(4);
+                put_bytes(&mut b, consumer.as_bytes());
+                put_bytes(&mut b, subject.as_bytes());
+                put_bytes(&mut b, body);
+            }
+            Op::Tick => b.put_u8(5),
+        }
+        b.to_vec()
+    }
+
+    pub fn decode(mut b: &[u8]) -> Result<Entry, DecodeError> {
+        if b.remaining() < 9 {
+            return Err(DecodeError::Short);
+        }
+        let ts = b.get_i64_le();
+        let op = match b.get_u8() {
+            1 => {
+                let subject = get_string(&mut b)?;
+                if b.remaining() < 1 {
+                    return Err(DecodeError::Short);
+                }
+                let headers = match b.get_u8() {
+                    0 => None,
+                    _ => Some(get_bytes(&mut b)?),
+                };
+                let payload = get_bytes(&mut b)?;
+                Op::Publish {
+                    subject,
+                    headers,
+                    payload,
+                }
+            }
+            2 => Op::CreateConsumer {
+                name: get_string(&mut b)?,
+                request: get_bytes(&mut b)?,
+            },
+            3 => Op::Pull {
+                consumer: get_string(&mut b)?,
+                request: get_bytes(&mut b)?,
+                reply: get_string(&mut b)?,
+            },
+            4 => Op::Ack {
+                consumer: get_string(&mut b)?,
+                subject: get_string(&mut b)?,
+                body: get_bytes(&mut b)?,
+            },
+            5 => Op::Tick,
+            k => return Err(DecodeError::Kind(k)),
+        };
+        Ok(Entry { ts, op })
+    }
+}
+
+/// What applying one entry produced, for the leader to send.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// The PubAck of a publish.
+    pub puback: Option<Bytes>,
+    /// Deliveries and statuses.
+    pub outputs: Vec<Output>,
+}
+
+pub struct ReplicatedStream {
+    stream: Stream,
+    applied: u64,
+}
+
+impl ReplicatedStream {
+    /// A replica of a new stream; `config` must have been checked.
+    pub fn new(
+        config: StreamConfig,
+        created: i64,
+        store: Box<dyn MsgStore>,
+    ) -> Result<Self, jetstream::api::ApiError> {
+        Ok(ReplicatedStream {
+            stream: Stream::create(config, created, store)?,
+            applied: 0,
+        })
+    }
+
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// The last log index applied.
+    pub fn applied(&self) -> u64 {
+        self.applied
+    }
+
+    /// Applies the committed entry at `index`. Entries at or below the
+    /// last applied index are skipped (a replay after restart); an entry
+    /// that does not decode is skipped on every replica alike.
+    ///
+    /// Indexes may skip (Raft's own empty and configuration entries are
+    /// not the stream's) but never go back.
+    pub fn apply(&mut self, index: u64, data: &[u8]) -> Applied {
+        if index <= self.applied {
+            return Applied::default();
+        }
+        self.applied = index;
+        let Ok(e) = Entry::decode(data) else {
+            return Applied::default();
+        };
+        self.apply_entry(e)
+    }
+
+    /// Test-only: applies an input on this replica alone, outside the
+    /// log, as a server that handles acks on the leader only would. The
+    /// simulator uses it to show the divergence that causes.
+    #[doc(hidden)]
+    pub fn apply_unreplicated(&mut self, e: Entry) -> Applied {
+        self.apply_entry(e)
+    }
+
+    fn apply_entry(&mut self, e: Entry) -> Applied {
+        let mut out = Applied::default();
+        let now = e.ts;
+        match e.op {
+            Op::Publish {
+                subject,
+                headers,
+                payload,
+            } => {
+                let ack = self.stream.publish(
+                    Incoming {
+                        subject: &subject,
+                        headers: headers.as_deref(),
+                        payload: &payload,
+                    },
+                    now,
+                );
+                out.puback = Some(ack.encode(&self.stream.config.name));
+                if let PubAck::Error(_) = ack {
+                    // Refused everywhere alike; nothing stored.
+                }
+            }
+            Op::CreateConsumer { name, request } => {
+                if let Ok(req) = CreateConsumerRequest::parse(&request) {
+                    let _ = self.stream.add_consumer(
+                        req,
+                        Some(&name),
+                        None,
+                        false,
+                        || name.clone(),
+                        now,
+                    );
+                }
+            }
+            Op::Pull {
+                consumer,
+                request,
+                reply,
+            } => {
+                if let Ok(req) = PullRequest::parse(&request) {
+                    let _ = self.stream.pull(&consumer, req, &reply, now);
+                }
+            }
+            Op::Ack {
+                consumer,
+                subject,
+                body,
+            } => {
+                let _ = self.stream.ack(&consumer, &subject, &body, None, now);
+            }
+            Op::Tick => {
+                let _ = self.stream.tick(now);
+            }
+        }
+        let _ = self.stream.pump(now);
+        out.outputs = self.stream.take_outputs();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip_and_refuse_garbage() {
+        let entries = [
+            Entry {
+                ts: 5,
+                op: Op::Publish {
+                    subject: "wq.a".into(),
+                    headers: Some(Bytes::from_static(b"NATS/1.0\r\nA: b\r\n\r\n")),
+                    payload: Bytes::from_static(b"x"),
+                },
+            },
+            Entry {
+                ts: 6,
+                op: Op::Ack {
+                    consumer: "C".into(),
+                    subject: "$JS.ACK.S.C.1.1.1.5.0".into(),
+                    body: Bytes::from_static(b"+ACK"),
+                },
+            },
+            Entry {
+                ts: 7,
+                op: Op::Tick,
+            },
+        ];
+        for e in &entries {
+            let b = e.encode();
+            assert_eq!(&Entry::decode(&b).unwrap(), e);
+            for cut in 0..b.len() {
+                assert!(Entry::decode(&b[..cut]).is_err() || cut == b.len());
+            }
+        }
+        assert_eq!(Entry::decode(&[0; 8]), Err(DecodeError::Short));
+    }
+}
