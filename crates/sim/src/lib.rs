@@ -110,6 +110,9 @@ pub struct Config {
     pub work_queue: bool,
     /// Test-only: the leader applies acks itself, outside the log.
     pub unsafe_local_acks: bool,
+    /// Replicate a limits stream that clients publish to with message
+    /// ids, retrying unanswered publishes (to whoever leads then).
+    pub publish_ids: bool,
 }
 
 impl Config {
@@ -129,6 +132,7 @@ impl Config {
             payload_size: 8,
             work_queue: false,
             unsafe_local_acks: false,
+            publish_ids: false,
         }
     }
 }
@@ -157,7 +161,7 @@ impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "seed {} step {}: {}\nreplay: cargo run -p flotilla-sim --release -- --seed {} (with --work-queue for a work-queue run)",
+            "seed {} step {}: {}\nreplay: cargo run -p flotilla-sim --release -- --seed {} (add the run's mode flag: --work-queue or --publish-ids)",
             self.seed, self.step, self.what, self.seed
         )
     }
@@ -263,6 +267,10 @@ pub struct Sim {
     /// Consumed stream sequence -> the log index of its ack (0 for an ack
     /// outside the log).
     wq_consumed: BTreeMap<u64, u64>,
+    /// Publish-id mode: unanswered publishes (value -> step last sent),
+    /// and acknowledged ones (message id -> PubAck sequence).
+    id_pending: BTreeMap<u64, u64>,
+    id_acked: BTreeMap<String, u64>,
     report: Report,
 }
 
@@ -292,7 +300,7 @@ impl Sim {
                     engine: Some(e),
                     down_for: 0,
                     flipped: false,
-                    wq: cfg.work_queue.then(wq_stream),
+                    wq: replicated_stream(&cfg),
                 }
             })
             .collect();
@@ -310,6 +318,8 @@ impl Sim {
             wq_consumer: false,
             wq_delivered: Vec::new(),
             wq_consumed: BTreeMap::new(),
+            id_pending: BTreeMap::new(),
+            id_acked: BTreeMap::new(),
             report: Report::default(),
         }
     }
@@ -485,7 +495,7 @@ impl Sim {
                     e.create_group(GROUP, &voters)
                         .expect("one node per group: the old one is gone");
                     s.engine = Some(e);
-                    s.wq = self.cfg.work_queue.then(wq_stream);
+                    s.wq = replicated_stream(&self.cfg);
                     self.report.trace = mix(self.report.trace, 3000 + s.id);
                 } else {
                     s.down_for -= 1;
@@ -526,6 +536,10 @@ impl Sim {
     fn client(&mut self) {
         if self.cfg.work_queue {
             self.wq_client();
+            return;
+        }
+        if self.cfg.publish_ids {
+            self.id_client();
             return;
         }
         if !self.rng.chance(self.cfg.propose_rate) {
@@ -624,6 +638,36 @@ impl Sim {
         }
     }
 
+    /// Publishes with message ids; an unanswered one is sent again after
+    /// a while, to whoever leads then, as a client library retries.
+    fn id_client(&mut self) {
+        const RETRY_AFTER: u64 = 30;
+        let due: Vec<u64> = self
+            .id_pending
+            .iter()
+            .filter(|(_, &at)| self.step >= at + RETRY_AFTER)
+            .map(|(&v, _)| v)
+            .collect();
+        let mut sends = due;
+        if self.rng.chance(self.cfg.propose_rate) {
+            sends.push(self.next_value);
+            self.next_value += 1;
+            self.report.proposed += 1;
+        }
+        for v in sends {
+            let headers = jetstream::headers::build(None, &[("Nats-Msg-Id", &format!("m{v}"))]);
+            let sent = self.propose_op(Op::Publish {
+                subject: format!("wq.{}", v % 4),
+                headers: Some(headers),
+                payload: Bytes::from(v.to_be_bytes().to_vec()),
+            });
+            // Unsent (no leader) counts as sent now: retried later.
+            let _ = sent;
+            self.id_pending.insert(v, self.step);
+            self.event(8000 + v);
+        }
+    }
+
     /// Applies a committed entry to server `i`'s stream; the leader's
     /// outputs are what the client sees.
     fn wq_apply(
@@ -639,6 +683,35 @@ impl Sim {
         let applied = wq.apply(index, data);
         if !leader {
             return Ok(());
+        }
+        if let (Some(ack), Ok(e)) = (&applied.puback, StreamEntry::decode(data)) {
+            if let Op::Publish {
+                headers: Some(h), ..
+            } = &e.op
+            {
+                let id = jetstream::headers::get(h, "Nats-Msg-Id").map(str::to_string);
+                let seq = serde_json::from_slice::<serde_json::Value>(ack)
+                    .ok()
+                    .and_then(|v| v.get("seq").and_then(|s| s.as_u64()))
+                    .filter(|&s| s > 0);
+                if let (Some(id), Some(seq)) = (id, seq) {
+                    if let Some(v) = id.strip_prefix('m').and_then(|n| n.parse::<u64>().ok()) {
+                        self.id_pending.remove(&v);
+                    }
+                    match self.id_acked.get(&id) {
+                        Some(&prev) if prev != seq => {
+                            return Err(self.violation(format!(
+                                "publish {id} acknowledged at {prev} and again at {seq}"
+                            )));
+                        }
+                        Some(_) => {}
+                        None => {
+                            self.id_acked.insert(id, seq);
+                            self.report.acked += 1;
+                        }
+                    }
+                }
+            }
         }
         for o in applied.outputs {
             if let jetstream::output::Output::Publish(m) = o {
@@ -711,7 +784,7 @@ impl Sim {
             let e = self.servers[i].engine.as_mut().expect("still up");
             outputs.push(e.persisted());
             let leader = e.is_leader(GROUP);
-            if self.cfg.work_queue {
+            if self.cfg.work_queue || self.cfg.publish_ids {
                 for o in &outputs {
                     for c in &o.committed {
                         self.wq_apply(i, leader, c.index, &c.data)?;
@@ -929,7 +1002,7 @@ impl Sim {
                     at.entry(v).or_default().push(*index);
                 }
             }
-            if self.cfg.work_queue {
+            if self.cfg.work_queue || self.cfg.publish_ids {
                 continue;
             }
             for (v, index) in &self.acked {
@@ -946,6 +1019,45 @@ impl Sim {
         }
         if self.cfg.work_queue {
             self.check_wq_converged()?;
+        }
+        if self.cfg.publish_ids {
+            self.check_pubacks()?;
+        }
+        Ok(())
+    }
+
+    /// Every acknowledged publish is stored exactly once, at the sequence
+    /// its PubAck named, on every replica.
+    fn check_pubacks(&self) -> Result<(), Violation> {
+        for s in &self.servers {
+            let Some(st) = s.wq.as_ref() else { continue };
+            let store = st.stream().store();
+            let mut count: BTreeMap<String, u64> = BTreeMap::new();
+            for seq in live_seqs(st) {
+                if let Ok(Some(m)) = store.get(seq) {
+                    if let Some(id) = m
+                        .headers
+                        .as_deref()
+                        .and_then(|h| jetstream::headers::get(h, "Nats-Msg-Id"))
+                    {
+                        *count.entry(id.to_string()).or_default() += 1;
+                    }
+                }
+            }
+            for (id, &seq) in &self.id_acked {
+                let here = store.get(seq).ok().flatten().and_then(|m| {
+                    m.headers
+                        .as_deref()
+                        .and_then(|h| jetstream::headers::get(h, "Nats-Msg-Id").map(str::to_string))
+                });
+                if here.as_deref() != Some(id.as_str()) || count.get(id) != Some(&1) {
+                    return Err(self.violation(format!(
+                        "publish {id} acknowledged at {seq}: server {} has {here:?} there and {:?} copies",
+                        s.id,
+                        count.get(id)
+                    )));
+                }
+            }
         }
         Ok(())
     }
@@ -977,17 +1089,25 @@ impl Sim {
     }
 }
 
-/// The stream every replica keeps in work-queue mode.
-fn wq_stream() -> ReplicatedStream {
+/// The stream every replica keeps, in the modes that replicate one.
+fn replicated_stream(cfg: &Config) -> Option<ReplicatedStream> {
+    if !(cfg.work_queue || cfg.publish_ids) {
+        return None;
+    }
+    let retention = if cfg.work_queue {
+        jetstream::api::Retention::WorkQueue
+    } else {
+        jetstream::api::Retention::Limits
+    };
     let mut cfg = jetstream::api::StreamConfig {
         name: "WQ".into(),
         subjects: vec!["wq.>".into()],
-        retention: jetstream::api::Retention::WorkQueue,
+        retention,
         storage: jetstream::api::Storage::Memory,
         ..Default::default()
     };
     jetstream::stream::config::check(&mut cfg, false, false).expect("valid config");
-    ReplicatedStream::new(cfg, 1, Box::new(store::MemStore::new())).expect("stream")
+    Some(ReplicatedStream::new(cfg, 1, Box::new(store::MemStore::new())).expect("stream"))
 }
 
 /// The stream sequence an ack subject names:

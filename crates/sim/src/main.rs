@@ -1,6 +1,7 @@
 //! `flotilla-sim --seed S` replays one run; `flotilla-sim --seeds N
 //! [--from F]` sweeps N seeds and prints runs per second. `--work-queue`
-//! replicates a work-queue stream instead of plain values.
+//! replicates a work-queue stream instead of plain values; `--publish-ids`
+//! a limits stream published to with message ids and retries.
 
 use std::time::Instant;
 
@@ -16,18 +17,38 @@ fn arg(args: &[String], name: &str) -> Option<u64> {
     }
 }
 
-fn run(seed: u64, work_queue: bool) -> Result<flotilla_sim::Report, flotilla_sim::Violation> {
+#[derive(Clone, Copy)]
+enum Mode {
+    Values,
+    WorkQueue,
+    PublishIds,
+}
+
+fn run(seed: u64, mode: Mode) -> Result<flotilla_sim::Report, flotilla_sim::Violation> {
     let mut cfg = flotilla_sim::Config::new(seed);
-    if work_queue {
-        cfg.work_queue = true;
-        cfg.propose_rate = 400;
+    match mode {
+        Mode::Values => {}
+        Mode::WorkQueue => {
+            cfg.work_queue = true;
+            cfg.propose_rate = 400;
+        }
+        Mode::PublishIds => {
+            cfg.publish_ids = true;
+            cfg.propose_rate = 400;
+        }
     }
     flotilla_sim::Sim::new(cfg).run()
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let wq = args.iter().any(|a| a == "--work-queue");
+    let wq = if args.iter().any(|a| a == "--work-queue") {
+        Mode::WorkQueue
+    } else if args.iter().any(|a| a == "--publish-ids") {
+        Mode::PublishIds
+    } else {
+        Mode::Values
+    };
     if let Some(seed) = arg(&args, "--seed") {
         match run(seed, wq) {
             Ok(r) => println!("seed {seed}: ok {r:?}"),
