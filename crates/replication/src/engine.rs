@@ -28,9 +28,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use protobuf::Message as _;
-use raft::prelude::{
-    ConfChange, ConfChangeV2, ConfState, Entry, EntryType, Message, MessageType, Ready,
-};
+use raft::prelude::{ConfChange, ConfChangeV2, Entry, EntryType, Message, MessageType, Ready};
 use raft::{RawNode, StateRole, Storage};
 use store::{Dir, SyncHandle};
 
@@ -72,6 +70,13 @@ pub struct Output {
     /// To run before [`Engine::persisted`].
     pub sync: Vec<SyncHandle>,
     pub committed: Vec<Committed>,
+    /// Snapshots installed from the leader: the group's state machine is
+    /// replaced by this data as of this index, before later commits.
+    pub snapshots: Vec<Committed>,
+    /// Groups whose leader needs a fresh snapshot of its state machine to
+    /// catch a follower up: answer with [`Engine::compact`] at the last
+    /// applied index.
+    pub snapshot_wanted: Vec<u64>,
 }
 
 /// Counts of what was refused from peers.
@@ -92,6 +97,9 @@ struct Group {
     raw: RawNode<LogStore>,
     /// The Ready whose writes are waiting for their sync.
     pending: Option<Ready>,
+    /// For a server joining an existing group: the peers it may hear from
+    /// until it has learnt the group's configuration from the leader.
+    join: Vec<u64>,
 }
 
 pub struct Engine {
@@ -145,12 +153,29 @@ impl Engine {
     /// is bootstrapped with `voters`; an existing one keeps its committed
     /// configuration.
     pub fn create_group(&mut self, group: u64, voters: &[u64]) -> Result<Recovery, EngineError> {
+        self.open_group(group, voters, &[])
+    }
+
+    /// Starts a node for a group this server is being added to: its log
+    /// starts empty, with no configuration of its own; it learns both from
+    /// the leader, and until then hears only from `peers` (the group's
+    /// members as the meta group assigned them).
+    pub fn join_group(&mut self, group: u64, peers: &[u64]) -> Result<Recovery, EngineError> {
+        self.open_group(group, &[], peers)
+    }
+
+    fn open_group(
+        &mut self,
+        group: u64,
+        voters: &[u64],
+        join: &[u64],
+    ) -> Result<Recovery, EngineError> {
         if self.groups.contains_key(&group) {
             return Err(EngineError::GroupExists(group));
         }
         let (mut log, rec) = LogStore::open(self.dir.clone(), &log_name(group))?;
-        if log.conf_state().voters.is_empty() && log.hard_state().term == 0 {
-            log.set_conf_state(&ConfState::from((voters.to_vec(), vec![])));
+        if log.conf_state().voters.is_empty() && log.hard_state().term == 0 && !voters.is_empty() {
+            log.bootstrap(voters);
         }
         let election = ELECTION_TICKS + self.rng.below(ELECTION_TICKS as u64) as usize;
         let cfg = raft::Config {
@@ -172,7 +197,14 @@ impl Engine {
         };
         cfg.validate()?;
         let raw = RawNode::new(&cfg, log, &self.logger)?;
-        self.groups.insert(group, Group { raw, pending: None });
+        self.groups.insert(
+            group,
+            Group {
+                raw,
+                pending: None,
+                join: join.to_vec(),
+            },
+        );
         Ok(rec)
     }
 
@@ -206,11 +238,14 @@ impl Engine {
             .map(|g| (g.raw.raft.term, g.raw.raft.leader_id))
     }
 
-    /// The committed voters of a group.
+    /// The committed voters of a group, in id order (raft-rs hands them
+    /// out in its hash set's order).
     pub fn voters(&self, group: u64) -> Option<Vec<u64>> {
-        self.groups
-            .get(&group)
-            .map(|g| g.raw.store().conf_state().voters.clone())
+        self.groups.get(&group).map(|g| {
+            let mut v = g.raw.store().conf_state().voters.clone();
+            v.sort_unstable();
+            v
+        })
     }
 
     /// The committed part of a group's log still held here, as
@@ -281,6 +316,25 @@ impl Engine {
         Ok(())
     }
 
+    /// Proposes a membership change (add or remove a voter or learner).
+    /// It takes effect on each replica when the entry commits, never
+    /// before: membership comes only from the log.
+    pub fn propose_conf_change(
+        &mut self,
+        group: u64,
+        cc: raft::prelude::ConfChange,
+    ) -> Result<(), EngineError> {
+        let g = self
+            .groups
+            .get_mut(&group)
+            .ok_or(EngineError::NoGroup(group))?;
+        if g.raw.raft.state != StateRole::Leader {
+            return Err(EngineError::NotLeader(group));
+        }
+        g.raw.propose_conf_change(vec![], cc)?;
+        Ok(())
+    }
+
     /// A frame's bytes from `peer` (the id the connection was opened to
     /// or authenticated as). Anything that does not check out is counted
     /// and dropped.
@@ -314,7 +368,10 @@ impl Engine {
             return;
         };
         let cs = g.raw.store().conf_state();
-        let member = cs.voters.contains(&peer) || cs.learners.contains(&peer);
+        let unconfigured = cs.voters.is_empty() && cs.learners.is_empty();
+        let member = cs.voters.contains(&peer)
+            || cs.learners.contains(&peer)
+            || (unconfigured && g.join.contains(&peer));
         if msg.from != peer || msg.to != self.id || !member {
             self.refused.foreign += 1;
             return;
@@ -354,11 +411,31 @@ impl Engine {
         }
     }
 
+    /// The last index applied in a group (what [`Engine::compact`] may
+    /// snapshot at).
+    pub fn applied(&self, group: u64) -> Option<u64> {
+        self.groups.get(&group).map(|g| g.raw.raft.raft_log.applied)
+    }
+
+    /// Snapshots a group's state machine (`data`, as of `index`, which must
+    /// be applied) and compacts its log behind it.
+    pub fn compact(&mut self, group: u64, index: u64, data: Vec<u8>) -> Result<(), EngineError> {
+        let g = self
+            .groups
+            .get_mut(&group)
+            .ok_or(EngineError::NoGroup(group))?;
+        g.raw.mut_store().compact(index, data)?;
+        Ok(())
+    }
+
     /// Work that can be done now: frames that need no sync, and the sync
     /// handles the rest waits for.
     pub fn poll(&mut self) -> Output {
         let mut out = Output::default();
         for (&gid, g) in self.groups.iter_mut() {
+            if g.raw.store().take_snapshot_wanted() {
+                out.snapshot_wanted.push(gid);
+            }
             if g.pending.is_some() || !g.raw.has_ready() {
                 continue;
             }
@@ -369,6 +446,11 @@ impl Engine {
             }
             if !rd.snapshot().is_empty() {
                 let s = rd.snapshot().clone();
+                out.snapshots.push(Committed {
+                    group: gid,
+                    index: s.get_metadata().index,
+                    data: Bytes::from(s.get_data().to_vec()),
+                });
                 g.raw.mut_store().apply_snapshot(s);
             }
             let committed = rd.take_committed_entries();
@@ -502,6 +584,12 @@ mod tests {
                 let mut wire: Vec<(u64, u64, Vec<u8>)> = Vec::new();
                 for (i, n) in self.nodes.iter_mut().enumerate() {
                     let mut out = n.poll();
+                    for g in std::mem::take(&mut out.snapshot_wanted) {
+                        // The test's state machine is the applied list.
+                        let at = n.applied(g).unwrap();
+                        n.compact(g, at, Vec::new()).unwrap();
+                        moved = true;
+                    }
                     let sync = std::mem::take(&mut out.sync);
                     let waited = !sync.is_empty();
                     for h in sync {
@@ -519,7 +607,9 @@ mod tests {
                     }
                 }
                 for (from, to, b) in wire {
-                    self.nodes[to as usize - 1].receive(from, &b);
+                    if let Some(n) = self.nodes.get_mut(to as usize - 1) {
+                        n.receive(from, &b);
+                    }
                 }
                 if !moved {
                     return;
@@ -537,7 +627,9 @@ mod tests {
         }
 
         fn leader(&self) -> Option<usize> {
-            let leaders: Vec<usize> = (0..3).filter(|&i| self.nodes[i].is_leader(7)).collect();
+            let leaders: Vec<usize> = (0..self.nodes.len())
+                .filter(|&i| self.nodes[i].is_leader(7))
+                .collect();
             assert!(leaders.len() <= 1, "two leaders: {leaders:?}");
             leaders.first().copied()
         }
@@ -625,6 +717,68 @@ mod tests {
             "no term change from strangers"
         );
         assert_eq!(t.nodes[0].voters(7).unwrap(), vec![1, 2, 3]);
+    }
+
+    /// Membership changes only through committed conf changes: a fourth
+    /// server joins and catches up, a first one is removed, and every
+    /// replica ends up counting the same three voters. The removed server
+    /// is not heard from again.
+    #[test]
+    fn servers_join_and_leave_through_the_log() {
+        use raft::prelude::{ConfChange, ConfChangeType};
+        let mut t = Trio::new(6);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        for i in 0..10 {
+            t.nodes[l].propose(7, format!("a{i}").into_bytes()).unwrap();
+        }
+        t.tick(3);
+        // Server 4 starts empty, knowing only who its peers are.
+        t.dirs.push(MemDir::new());
+        t.applied.push(Vec::new());
+        let mut e = Engine::new(4, Arc::new(t.dirs[3].clone()), 6);
+        e.join_group(7, &[1, 2, 3]).unwrap();
+        t.nodes.push(e);
+        let add = ConfChange {
+            change_type: ConfChangeType::AddNode,
+            node_id: 4,
+            ..Default::default()
+        };
+        t.nodes[l].propose_conf_change(7, add).unwrap();
+        t.tick(10);
+        for n in &t.nodes {
+            assert_eq!(n.voters(7).unwrap(), vec![1, 2, 3, 4], "server {}", n.id());
+        }
+        // It caught up from a snapshot taken after the change (the
+        // bootstrap one does not name it), then from the log.
+        assert_eq!(t.nodes[3].applied(7), t.nodes[l].applied(7), "caught up");
+        // Remove a server that is not the leader.
+        let gone = if l == 0 { 2 } else { 1 };
+        let remove = ConfChange {
+            change_type: ConfChangeType::RemoveNode,
+            node_id: gone,
+            ..Default::default()
+        };
+        let l = t.leader().unwrap();
+        t.nodes[l].propose_conf_change(7, remove).unwrap();
+        t.tick(10);
+        for n in t.nodes.iter().filter(|n| n.id() != gone) {
+            let v = n.voters(7).unwrap();
+            assert_eq!(v.len(), 3, "server {}: {v:?}", n.id());
+            assert!(!v.contains(&gone));
+        }
+        // Whatever the removed server still says is refused.
+        let before: u64 = t.nodes.iter().map(|n| n.refused.foreign).sum();
+        for _ in 0..30 {
+            t.nodes[gone as usize - 1].tick();
+        }
+        t.settle();
+        let after: u64 = t.nodes.iter().map(|n| n.refused.foreign).sum();
+        assert!(after >= before);
+        let l = t.leader().unwrap();
+        t.nodes[l].propose(7, b"after".to_vec()).unwrap();
+        t.tick(5);
+        assert_eq!(t.leader(), Some(l));
     }
 
     /// A follower restarted after a crash rejoins and keeps applying.

@@ -66,6 +66,9 @@ pub struct LogStore {
     damaged: bool,
     /// Journal bytes at the last rewrite, to decide when to compact it.
     rewritten_at: u64,
+    /// raft-rs asked for a snapshot this log could not give (too old, or
+    /// from before the receiver was a member): the owner should make one.
+    snapshot_wanted: std::cell::Cell<bool>,
 }
 
 impl LogStore {
@@ -80,6 +83,7 @@ impl LogStore {
             entries: Vec::new(),
             damaged: false,
             rewritten_at: 0,
+            snapshot_wanted: std::cell::Cell::new(false),
         };
         let mut rec = Recovery {
             corrupt: replay.damaged,
@@ -248,6 +252,25 @@ impl LogStore {
         self.record(Tag::Snapshot, &bytes);
     }
 
+    /// Starts a new group's log from a snapshot at index 1, term 1 that
+    /// holds the initial membership. Real entries start at 2, so a server
+    /// added later receives that snapshot first and learns who the group
+    /// was before the entries that changed it.
+    pub fn bootstrap(&mut self, voters: &[u64]) {
+        let mut s = Snapshot::default();
+        s.set_metadata(snapshot_meta(
+            1,
+            1,
+            ConfState::from((voters.to_vec(), vec![])),
+        ));
+        self.apply_snapshot(s);
+        self.set_hard_state(&HardState {
+            term: 1,
+            commit: 1,
+            ..Default::default()
+        });
+    }
+
     /// Compacts the log behind `index`, whose state machine snapshot is
     /// `data`; the journal is rewritten once enough was dropped.
     ///
@@ -342,6 +365,12 @@ impl LogStore {
         &self.conf
     }
 
+    /// Whether raft-rs wanted a newer snapshot than this log has; reading
+    /// it clears it.
+    pub fn take_snapshot_wanted(&self) -> bool {
+        self.snapshot_wanted.replace(false)
+    }
+
     /// The latest snapshot (metadata and state machine data).
     pub fn latest_snapshot(&self) -> &Snapshot {
         &self.snap
@@ -408,8 +437,13 @@ impl Storage for LogStore {
         Ok(self.last())
     }
 
-    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
-        if self.snap.get_metadata().index < request_index {
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
+        let cs = self.snap.get_metadata().get_conf_state();
+        let member = cs.voters.contains(&to) || cs.learners.contains(&to);
+        // raft-rs refuses a snapshot that does not name the receiver: one
+        // taken before it joined is of no use to it.
+        if self.snap.get_metadata().index < request_index || !member {
+            self.snapshot_wanted.set(true);
             return Err(raft::Error::Store(
                 StorageError::SnapshotTemporarilyUnavailable,
             ));
@@ -504,6 +538,7 @@ mod tests {
     fn compaction_keeps_terms_and_rewrites_the_journal() {
         let dir = MemDir::new();
         let (mut log, _) = open(&dir);
+        log.set_conf_state(&ConfState::from((vec![1, 2, 3], vec![])));
         let ents: Vec<Entry> = (1..=2000).map(|i| entry(i, 1 + i / 1000)).collect();
         log.append(&ents);
         log.set_hard_state(&hs(3, 1, 1500));
