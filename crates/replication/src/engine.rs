@@ -77,6 +77,10 @@ pub struct Output {
     /// catch a follower up: answer with [`Engine::compact`] at the last
     /// applied index.
     pub snapshot_wanted: Vec<u64>,
+    /// Confirmed reads: (group, request context, index). The leader was
+    /// still the leader when a quorum answered; serve the read once the
+    /// state machine has applied `index`.
+    pub reads: Vec<(u64, Vec<u8>, u64)>,
 }
 
 /// Counts of what was refused from peers.
@@ -335,6 +339,23 @@ impl Engine {
         Ok(())
     }
 
+    /// Asks to serve a read that must be current (stream info, message
+    /// get): it is confirmed in [`Output::reads`] only after a quorum has
+    /// acknowledged this server as leader for the read (raft-rs's
+    /// ReadIndex), so a deposed leader that does not know it yet cannot
+    /// answer from stale state.
+    pub fn read_index(&mut self, group: u64, ctx: Vec<u8>) -> Result<(), EngineError> {
+        let g = self
+            .groups
+            .get_mut(&group)
+            .ok_or(EngineError::NoGroup(group))?;
+        if g.raw.raft.state != StateRole::Leader {
+            return Err(EngineError::NotLeader(group));
+        }
+        g.raw.read_index(ctx);
+        Ok(())
+    }
+
     /// A frame's bytes from `peer` (the id the connection was opened to
     /// or authenticated as). Anything that does not check out is counted
     /// and dropped.
@@ -441,6 +462,9 @@ impl Engine {
             }
             let mut rd = g.raw.ready();
             push_frames(&mut out, gid, self.id, rd.take_messages());
+            for r in rd.take_read_states() {
+                out.reads.push((gid, r.request_ctx, r.index));
+            }
             if self.unsafe_ack_before_sync {
                 push_frames(&mut out, gid, self.id, rd.take_persisted_messages());
             }
@@ -558,6 +582,7 @@ mod tests {
         nodes: Vec<Engine>,
         dirs: Vec<MemDir>,
         applied: Vec<Vec<Committed>>,
+        reads: Vec<Vec<(u64, Vec<u8>, u64)>>,
     }
 
     impl Trio {
@@ -574,6 +599,7 @@ mod tests {
                 nodes,
                 dirs,
                 applied: vec![Vec::new(); 3],
+                reads: vec![Vec::new(); 3],
             }
         }
 
@@ -598,6 +624,9 @@ mod tests {
                     let more = n.persisted();
                     for o in [out, more] {
                         moved |= !o.frames.is_empty() || !o.committed.is_empty() || waited;
+                        if let Some(r) = self.reads.get_mut(i) {
+                            r.extend(o.reads);
+                        }
                         self.applied[i].extend(o.committed);
                         for (to, f) in o.frames {
                             let mut b = bytes::BytesMut::new();
@@ -779,6 +808,44 @@ mod tests {
         t.nodes[l].propose(7, b"after".to_vec()).unwrap();
         t.tick(5);
         assert_eq!(t.leader(), Some(l));
+    }
+
+    /// Reads that must be current are confirmed only by a leader a quorum
+    /// still follows: an isolated leader, not yet aware it has lost its
+    /// followers, confirms nothing.
+    #[test]
+    fn current_reads_need_a_quorum_behind_the_leader() {
+        let mut t = Trio::new(8);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        t.nodes[l].propose(7, b"x".to_vec()).unwrap();
+        t.tick(2);
+        t.nodes[l].read_index(7, b"r1".to_vec()).unwrap();
+        t.tick(2);
+        let commit = t.nodes[l].applied(7).unwrap();
+        assert_eq!(t.reads[l], vec![(7, b"r1".to_vec(), commit)]);
+        // Now the leader is cut off: ask before it has noticed.
+        let cut = t.nodes[l].id();
+        t.nodes[l].read_index(7, b"r2".to_vec()).unwrap();
+        for _ in 0..3 {
+            for e in &mut t.nodes {
+                e.tick();
+            }
+            // Deliver nothing to or from the cut-off leader.
+            for (i, n) in t.nodes.iter_mut().enumerate() {
+                let mut out = n.poll();
+                for h in std::mem::take(&mut out.sync) {
+                    h.sync().unwrap();
+                }
+                let more = n.persisted();
+                t.reads[i].extend(out.reads);
+                t.reads[i].extend(more.reads);
+            }
+        }
+        // It still believes it leads, and still cannot confirm the read.
+        assert!(t.nodes[l].is_leader(7));
+        assert_eq!(t.nodes[l].leader(7).unwrap().1, cut);
+        assert_eq!(t.reads[l].len(), 1, "no read confirmed while cut off");
     }
 
     /// A follower restarted after a crash rejoins and keeps applying.
