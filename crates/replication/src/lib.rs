@@ -5,6 +5,7 @@
 pub mod engine;
 pub mod frame;
 pub mod log;
+pub mod meta_sm;
 pub mod outbox;
 pub mod rng;
 pub mod stream_sm;

@@ -1,0 +1,297 @@
+//! The meta group's state machine: which servers are JetStream peers
+//! (a stable id and a name each), and where every replicated stream lives
+//! (its config, its Raft group id and its replica peers). Every server
+//! applies the same committed entries in order, so every server agrees on
+//! all of it; an entry that breaks a rule is refused the same way
+//! everywhere and changes nothing.
+//!
+//! Rules that keep the incidents away:
+//! - An id names one server forever: re-adding an id under another name,
+//!   or a name under another id, is refused (incident 3: mangled ids grew
+//!   the peer set).
+//! - Streams are assigned only to current peers, and each assignment gets
+//!   a group id no other stream has had, so a group id never names two
+//!   things (incident 5).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Peer {
+    pub id: u64,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamAssignment {
+    pub name: String,
+    /// The stream's config as the API took it (JSON).
+    pub config: String,
+    pub group: u64,
+    pub peers: Vec<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetaOp {
+    AddPeer {
+        id: u64,
+        name: String,
+    },
+    RemovePeer {
+        id: u64,
+    },
+    /// A new stream on these peers; the group id is allocated on apply.
+    AssignStream {
+        name: String,
+        config: String,
+        peers: Vec<u64>,
+    },
+    RemoveStream {
+        name: String,
+    },
+}
+
+impl MetaOp {
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("meta ops serialize")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetaError {
+    #[error("meta entry does not decode")]
+    Undecodable,
+    #[error("peer id {0} already belongs to server {1:?}")]
+    IdTaken(u64, String),
+    #[error("server name {0:?} already has peer id {1}")]
+    NameTaken(String, u64),
+    #[error("peer id {0} was removed and is never reused")]
+    IdRetired(u64),
+    #[error("unknown peer {0}")]
+    UnknownPeer(u64),
+    #[error("peer {0} still hosts stream {1:?}")]
+    PeerInUse(u64, String),
+    #[error("stream {0:?} already exists")]
+    StreamExists(String),
+    #[error("stream {0:?} not found")]
+    NoStream(String),
+    #[error("a stream needs at least one peer, each once")]
+    BadPeers,
+}
+
+/// What an applied entry did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetaEvent {
+    PeerAdded(Peer),
+    PeerRemoved(u64),
+    StreamAssigned(StreamAssignment),
+    StreamRemoved(StreamAssignment),
+    /// An entry at or below the applied index (a replay).
+    AlreadyApplied,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meta {
+    peers: BTreeMap<u64, Peer>,
+    retired: Vec<u64>,
+    streams: BTreeMap<String, StreamAssignment>,
+    /// Group ids are handed out in order and never reused; the meta group
+    /// itself is group 1.
+    next_group: u64,
+    applied: u64,
+}
+
+/// The meta group's own Raft group id.
+pub const META_GROUP: u64 = 1;
+
+impl Meta {
+    pub fn new() -> Meta {
+        Meta {
+            next_group: META_GROUP + 1,
+            ..Default::default()
+        }
+    }
+
+    pub fn peers(&self) -> impl Iterator<Item = &Peer> {
+        self.peers.values()
+    }
+
+    pub fn streams(&self) -> impl Iterator<Item = &StreamAssignment> {
+        self.streams.values()
+    }
+
+    pub fn stream(&self, name: &str) -> Option<&StreamAssignment> {
+        self.streams.get(name)
+    }
+
+    pub fn applied(&self) -> u64 {
+        self.applied
+    }
+
+    /// The whole state, for a snapshot of the meta group.
+    pub fn snapshot(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("meta state serializes")
+    }
+
+    pub fn restore(data: &[u8]) -> Option<Meta> {
+        serde_json::from_slice(data).ok()
+    }
+
+    /// Applies the committed entry at `index`.
+    pub fn apply(&mut self, index: u64, data: &[u8]) -> Result<MetaEvent, MetaError> {
+        if index <= self.applied {
+            return Ok(MetaEvent::AlreadyApplied);
+        }
+        self.applied = index;
+        let op: MetaOp = serde_json::from_slice(data).map_err(|_| MetaError::Undecodable)?;
+        match op {
+            MetaOp::AddPeer { id, name } => {
+                if self.retired.contains(&id) {
+                    return Err(MetaError::IdRetired(id));
+                }
+                if let Some(p) = self.peers.get(&id) {
+                    if p.name != name {
+                        return Err(MetaError::IdTaken(id, p.name.clone()));
+                    }
+                }
+                if let Some(p) = self.peers.values().find(|p| p.name == name && p.id != id) {
+                    return Err(MetaError::NameTaken(name, p.id));
+                }
+                let p = Peer { id, name };
+                self.peers.insert(id, p.clone());
+                Ok(MetaEvent::PeerAdded(p))
+            }
+            MetaOp::RemovePeer { id } => {
+                if !self.peers.contains_key(&id) {
+                    return Err(MetaError::UnknownPeer(id));
+                }
+                if let Some(s) = self.streams.values().find(|s| s.peers.contains(&id)) {
+                    return Err(MetaError::PeerInUse(id, s.name.clone()));
+                }
+                self.peers.remove(&id);
+                self.retired.push(id);
+                Ok(MetaEvent::PeerRemoved(id))
+            }
+            MetaOp::AssignStream {
+                name,
+                config,
+                peers,
+            } => {
+                if self.streams.contains_key(&name) {
+                    return Err(MetaError::StreamExists(name));
+                }
+                let mut sorted = peers.clone();
+                sorted.sort_unstable();
+                sorted.dedup();
+                if peers.is_empty() || sorted.len() != peers.len() {
+                    return Err(MetaError::BadPeers);
+                }
+                if let Some(&p) = peers.iter().find(|p| !self.peers.contains_key(p)) {
+                    return Err(MetaError::UnknownPeer(p));
+                }
+                let a = StreamAssignment {
+                    name: name.clone(),
+                    config,
+                    group: self.next_group,
+                    peers,
+                };
+                self.next_group += 1;
+                self.streams.insert(name, a.clone());
+                Ok(MetaEvent::StreamAssigned(a))
+            }
+            MetaOp::RemoveStream { name } => match self.streams.remove(&name) {
+                Some(a) => Ok(MetaEvent::StreamRemoved(a)),
+                None => Err(MetaError::NoStream(name)),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ops() -> Vec<MetaOp> {
+        vec![
+            MetaOp::AddPeer {
+                id: 11,
+                name: "a".into(),
+            },
+            MetaOp::AddPeer {
+                id: 12,
+                name: "b".into(),
+            },
+            MetaOp::AddPeer {
+                id: 13,
+                name: "c".into(),
+            },
+            // A mangled id for a known name, and a known id renamed.
+            MetaOp::AddPeer {
+                id: 99,
+                name: "a".into(),
+            },
+            MetaOp::AddPeer {
+                id: 12,
+                name: "zz".into(),
+            },
+            MetaOp::AssignStream {
+                name: "S".into(),
+                config: "{}".into(),
+                peers: vec![11, 12, 13],
+            },
+            MetaOp::AssignStream {
+                name: "T".into(),
+                config: "{}".into(),
+                peers: vec![11, 77],
+            },
+            MetaOp::RemovePeer { id: 13 },
+            MetaOp::RemoveStream { name: "S".into() },
+            MetaOp::RemovePeer { id: 13 },
+            MetaOp::AddPeer {
+                id: 13,
+                name: "c".into(),
+            },
+            MetaOp::AssignStream {
+                name: "S".into(),
+                config: "{}".into(),
+                peers: vec![11, 12],
+            },
+        ]
+    }
+
+    fn run() -> (Meta, Vec<Result<MetaEvent, MetaError>>) {
+        let mut m = Meta::new();
+        let out = ops()
+            .iter()
+            .enumerate()
+            .map(|(i, op)| m.apply(i as u64 + 1, &op.encode()))
+            .collect();
+        (m, out)
+    }
+
+    #[test]
+    fn rules_hold_and_every_replica_agrees() {
+        let (m, out) = run();
+        assert_eq!(out[3], Err(MetaError::NameTaken("a".into(), 11)));
+        assert_eq!(out[4], Err(MetaError::IdTaken(12, "b".into())));
+        assert_eq!(out[6], Err(MetaError::UnknownPeer(77)));
+        assert_eq!(out[7], Err(MetaError::PeerInUse(13, "S".into())));
+        assert_eq!(out[10], Err(MetaError::IdRetired(13)));
+        // The peer set is exactly the real servers left.
+        let ids: Vec<u64> = m.peers().map(|p| p.id).collect();
+        assert_eq!(ids, vec![11, 12]);
+        // A re-created stream never reuses a group id.
+        assert_eq!(m.stream("S").unwrap().group, 3);
+        // Same entries, same state, on every replica and after a replay.
+        let (again, _) = run();
+        assert_eq!(m, again);
+        let mut restored = Meta::restore(&m.snapshot()).unwrap();
+        assert_eq!(restored, m);
+        assert_eq!(
+            restored.apply(5, &ops()[4].encode()),
+            Ok(MetaEvent::AlreadyApplied)
+        );
+        assert_eq!(restored.apply(13, b"garbage"), Err(MetaError::Undecodable));
+    }
+}
