@@ -2,6 +2,7 @@
 //! [--from F]` sweeps N seeds and prints runs per second. `--work-queue`
 //! replicates a work-queue stream instead of plain values; `--publish-ids`
 //! a limits stream published to with message ids and retries.
+//! `--servers N` sets the cluster size (3 by default).
 
 use std::time::Instant;
 
@@ -24,8 +25,13 @@ enum Mode {
     PublishIds,
 }
 
-fn run(seed: u64, mode: Mode) -> Result<flotilla_sim::Report, flotilla_sim::Violation> {
+fn run(
+    seed: u64,
+    mode: Mode,
+    servers: usize,
+) -> Result<flotilla_sim::Report, flotilla_sim::Violation> {
     let mut cfg = flotilla_sim::Config::new(seed);
+    cfg.servers = servers;
     match mode {
         Mode::Values => {}
         Mode::WorkQueue => {
@@ -42,6 +48,11 @@ fn run(seed: u64, mode: Mode) -> Result<flotilla_sim::Report, flotilla_sim::Viol
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    let servers = arg(&args, "--servers").unwrap_or(3) as usize;
+    if !(1..=9).contains(&servers) {
+        eprintln!("flotilla-sim: --servers takes 1 to 9");
+        std::process::exit(2);
+    }
     let wq = if args.iter().any(|a| a == "--work-queue") {
         Mode::WorkQueue
     } else if args.iter().any(|a| a == "--publish-ids") {
@@ -50,7 +61,7 @@ fn main() {
         Mode::Values
     };
     if let Some(seed) = arg(&args, "--seed") {
-        match run(seed, wq) {
+        match run(seed, wq, servers) {
             Ok(r) => println!("seed {seed}: ok {r:?}"),
             Err(v) => {
                 eprintln!("{v}");
@@ -64,7 +75,7 @@ fn main() {
     let start = Instant::now();
     let mut failed = 0;
     for seed in from..from + n {
-        if let Err(v) = run(seed, wq) {
+        if let Err(v) = run(seed, wq, servers) {
             eprintln!("{v}");
             failed += 1;
         }

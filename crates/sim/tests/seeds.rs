@@ -141,3 +141,17 @@ fn publishes_acked_before_fsync_are_caught() {
     }
     assert!(caught > 0, "no violation in 60 seeds");
 }
+
+/// Five servers: two may be damaged or down at once.
+#[test]
+fn five_server_clusters_under_random_faults() {
+    let mut failures = Vec::new();
+    for seed in 3000..3040 {
+        let mut cfg = Config::new(seed);
+        cfg.servers = 5;
+        if let Err(v) = Sim::new(cfg).run() {
+            failures.push(v.to_string());
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
