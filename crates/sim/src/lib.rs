@@ -140,8 +140,13 @@ impl Config {
 /// What a run saw.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
+    /// Operations by outcome, as a client would record them: invoked
+    /// (proposed), ok (acked), failed (refused: no leader to take them),
+    /// unknown (no answer by the end: maybe applied, maybe not).
     pub proposed: u64,
     pub acked: u64,
+    pub failed: u64,
+    pub unknown: u64,
     pub crashes: u64,
     pub bit_flips: u64,
     pub frames_refused: u64,
@@ -358,6 +363,7 @@ impl Sim {
         self.cut.clear();
         self.steps(self.cfg.quiet_steps, false)?;
         self.check_converged()?;
+        self.report.unknown = (self.in_flight.len() + self.id_pending.len()) as u64;
         Ok(self.report)
     }
 
@@ -560,7 +566,7 @@ impl Sim {
                 self.report.proposed += 1;
                 self.event(5000 + v);
             }
-            Err(EngineError::NotLeader(_)) => {}
+            Err(EngineError::NotLeader(_)) => self.report.failed += 1,
             Err(e) => panic!("propose: {e}"),
         }
     }
@@ -572,6 +578,7 @@ impl Sim {
 
     fn propose_op(&mut self, op: Op) -> bool {
         let Some(li) = self.leader_index() else {
+            self.report.failed += 1;
             return false;
         };
         let e = StreamEntry { ts: self.now(), op };
