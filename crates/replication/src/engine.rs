@@ -126,7 +126,14 @@ pub struct Engine {
     pub unsafe_no_pre_vote: bool,
     /// Test-only: accept frames without checking their checksum.
     pub unsafe_skip_frame_checksum: bool,
+    /// Test-only: no registry. Creating a group that exists starts a
+    /// second node for it over the same log (incident 5), kept under the
+    /// group id with [`SHADOW`] set and driven like any other.
+    pub unsafe_no_registry: bool,
 }
+
+/// The key bit of a second node in the registry when it is switched off.
+pub const SHADOW: u64 = 1 << 63;
 
 fn log_name(group: u64) -> String {
     format!("raft-{group:016x}.log")
@@ -146,6 +153,7 @@ impl Engine {
             unsafe_ack_before_sync: false,
             unsafe_no_pre_vote: false,
             unsafe_skip_frame_checksum: false,
+            unsafe_no_registry: false,
         }
     }
 
@@ -174,8 +182,12 @@ impl Engine {
         voters: &[u64],
         join: &[u64],
     ) -> Result<Recovery, EngineError> {
+        let mut key = group;
         if self.groups.contains_key(&group) {
-            return Err(EngineError::GroupExists(group));
+            if !self.unsafe_no_registry || self.groups.contains_key(&(group | SHADOW)) {
+                return Err(EngineError::GroupExists(group));
+            }
+            key = group | SHADOW;
         }
         let (mut log, rec) = LogStore::open(self.dir.clone(), &log_name(group))?;
         if log.conf_state().voters.is_empty() && log.hard_state().term == 0 && !voters.is_empty() {
@@ -202,7 +214,7 @@ impl Engine {
         cfg.validate()?;
         let raw = RawNode::new(&cfg, log, &self.logger)?;
         self.groups.insert(
-            group,
+            key,
             Group {
                 raw,
                 pending: None,
@@ -223,6 +235,7 @@ impl Engine {
     /// Live Raft nodes for `group` here: 0 or 1, by construction.
     pub fn live_nodes(&self, group: u64) -> usize {
         usize::from(self.groups.contains_key(&group))
+            + usize::from(self.groups.contains_key(&(group | SHADOW)))
     }
 
     pub fn groups(&self) -> impl Iterator<Item = u64> + '_ {
@@ -380,6 +393,20 @@ impl Engine {
             self.refused.foreign += 1;
             return;
         }
+        if f.group & SHADOW != 0 {
+            self.refused.unknown_group += 1;
+            return;
+        }
+        if self.groups.contains_key(&(f.group | SHADOW)) {
+            // Without a registry, both nodes hear everything.
+            let mut copy = f.clone();
+            copy.group |= SHADOW;
+            self.step_frame(peer, copy);
+        }
+        self.step_frame(peer, f);
+    }
+
+    fn step_frame(&mut self, peer: u64, f: Frame) {
         let Some(g) = self.groups.get_mut(&f.group) else {
             self.refused.unknown_group += 1;
             return;
@@ -528,6 +555,7 @@ fn class_of(m: &Message) -> Class {
 }
 
 fn push_frames(out: &mut Output, group: u64, sender: u64, msgs: Vec<Message>) {
+    let group = group & !SHADOW;
     for m in msgs {
         let payload = Bytes::from(m.write_to_bytes().expect("raft messages encode"));
         out.frames.push((

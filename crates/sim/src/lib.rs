@@ -96,6 +96,8 @@ pub struct Config {
     pub unsafe_no_pre_vote: bool,
     /// Test-only: servers do not check frame checksums.
     pub unsafe_skip_frame_checksum: bool,
+    /// Test-only: servers have no group registry.
+    pub unsafe_no_registry: bool,
     /// Bytes each directed link carries per step; `None` is unlimited
     /// (frames then only suffer the seeded delay).
     pub bandwidth: Option<usize>,
@@ -127,6 +129,7 @@ impl Config {
             unsafe_ack_before_sync: false,
             unsafe_no_pre_vote: false,
             unsafe_skip_frame_checksum: false,
+            unsafe_no_registry: false,
             bandwidth: None,
             prioritize_control: true,
             payload_size: 8,
@@ -298,6 +301,7 @@ impl Sim {
                 e.unsafe_ack_before_sync = cfg.unsafe_ack_before_sync;
                 e.unsafe_no_pre_vote = cfg.unsafe_no_pre_vote;
                 e.unsafe_skip_frame_checksum = cfg.unsafe_skip_frame_checksum;
+                e.unsafe_no_registry = cfg.unsafe_no_registry;
                 e.create_group(GROUP, &voters).expect("fresh group");
                 Server {
                     id,
@@ -401,6 +405,22 @@ impl Sim {
         }
     }
 
+    /// Two code paths restart server `id`'s node of the group at once, as
+    /// an aborted catch-up and a meta snapshot did in incident 5: one
+    /// (re)creates it, the other removes and creates it. With the registry
+    /// the loser's create is refused; there is never a second node.
+    pub fn restart_group_concurrently(&mut self, id: u64) {
+        let voters: Vec<u64> = (1..=self.servers.len() as u64).collect();
+        let Some(e) = self.servers[id as usize - 1].engine.as_mut() else {
+            return;
+        };
+        // Path B: the meta snapshot wants the group to exist.
+        let _ = e.create_group(GROUP, &voters);
+        // Path A: the aborted catch-up restarts it.
+        let _ = e.remove_group(GROUP);
+        let _ = e.create_group(GROUP, &voters);
+    }
+
     /// Heals every partition (scripted; random faults may cut again).
     pub fn heal(&mut self) {
         self.cut.clear();
@@ -497,6 +517,7 @@ impl Sim {
                     e.unsafe_ack_before_sync = self.cfg.unsafe_ack_before_sync;
                     e.unsafe_no_pre_vote = self.cfg.unsafe_no_pre_vote;
                     e.unsafe_skip_frame_checksum = self.cfg.unsafe_skip_frame_checksum;
+                    e.unsafe_no_registry = self.cfg.unsafe_no_registry;
                     let voters: Vec<u64> = (1..=n).collect();
                     e.create_group(GROUP, &voters)
                         .expect("one node per group: the old one is gone");

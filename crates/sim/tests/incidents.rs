@@ -201,3 +201,31 @@ fn incident_2_acks_outside_the_log_resurrect_messages() {
         "{v}"
     );
 }
+
+/// Incident 5: catch-up aborts and a meta snapshot restarts the same
+/// group concurrently. Never two Raft nodes for one group.
+fn concurrent_group_restart(
+    no_registry: bool,
+) -> Result<flotilla_sim::Report, flotilla_sim::Violation> {
+    let mut cfg = quiet(5);
+    cfg.unsafe_no_registry = no_registry;
+    let mut sim = Sim::new(cfg);
+    sim.steps(100, false)?;
+    let (leader, _) = sim.leader().expect("a leader");
+    let follower = if leader == 1 { 2 } else { 1 };
+    sim.restart_group_concurrently(follower);
+    sim.steps(100, false)?;
+    sim.finish()
+}
+
+#[test]
+fn incident_5_a_group_restart_never_makes_two_nodes() {
+    let r = concurrent_group_restart(false).unwrap_or_else(|v| panic!("{v}"));
+    assert!(r.acked > 50, "{r:?}");
+}
+
+#[test]
+fn incident_5_without_the_registry_two_nodes_appear() {
+    let v = concurrent_group_restart(true).expect_err("the checker must see it");
+    assert!(v.what.contains("two live nodes"), "{v}");
+}
