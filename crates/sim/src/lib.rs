@@ -26,6 +26,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use replication::engine::{Engine, EngineError};
 use replication::frame;
+use replication::meta_sm::{Meta, MetaOp};
 use replication::rng::Rng;
 use replication::stream_sm::{Entry as StreamEntry, Op, ReplicatedStream};
 use store::MemDir;
@@ -115,6 +116,9 @@ pub struct Config {
     /// Replicate a limits stream that clients publish to with message
     /// ids, retrying unanswered publishes (to whoever leads then).
     pub publish_ids: bool,
+    /// Replicate the meta state machine: servers register as peers (and
+    /// some registrations arrive with a mangled id), streams get assigned.
+    pub meta: bool,
 }
 
 impl Config {
@@ -136,6 +140,7 @@ impl Config {
             work_queue: false,
             unsafe_local_acks: false,
             publish_ids: false,
+            meta: false,
         }
     }
 }
@@ -169,7 +174,7 @@ impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "seed {} step {}: {}\nreplay: cargo run -p flotilla-sim --release -- --seed {} (add the run's mode flag: --work-queue or --publish-ids)",
+            "seed {} step {}: {}\nreplay: cargo run -p flotilla-sim --release -- --seed {} (add the run's mode flag: --work-queue, --publish-ids or --meta)",
             self.seed, self.step, self.what, self.seed
         )
     }
@@ -185,6 +190,8 @@ struct Server {
     flipped: bool,
     /// The replicated work-queue stream, rebuilt from the log on restart.
     wq: Option<ReplicatedStream>,
+    /// The replicated meta state, rebuilt from the log on restart.
+    meta: Meta,
 }
 
 /// A directed link with limited bandwidth: control frames first when
@@ -310,6 +317,7 @@ impl Sim {
                     down_for: 0,
                     flipped: false,
                     wq: replicated_stream(&cfg),
+                    meta: Meta::new(),
                 }
             })
             .collect();
@@ -523,6 +531,7 @@ impl Sim {
                         .expect("one node per group: the old one is gone");
                     s.engine = Some(e);
                     s.wq = replicated_stream(&self.cfg);
+                    s.meta = Meta::new();
                     self.report.trace = mix(self.report.trace, 3000 + s.id);
                 } else {
                     s.down_for -= 1;
@@ -567,6 +576,10 @@ impl Sim {
         }
         if self.cfg.publish_ids {
             self.id_client();
+            return;
+        }
+        if self.cfg.meta {
+            self.meta_client();
             return;
         }
         if !self.rng.chance(self.cfg.propose_rate) {
@@ -812,6 +825,13 @@ impl Sim {
             let e = self.servers[i].engine.as_mut().expect("still up");
             outputs.push(e.persisted());
             let leader = e.is_leader(GROUP);
+            if self.cfg.meta {
+                for o in &outputs {
+                    for c in &o.committed {
+                        let _ = self.servers[i].meta.apply(c.index, &c.data);
+                    }
+                }
+            }
             if self.cfg.work_queue || self.cfg.publish_ids {
                 for o in &outputs {
                     for c in &o.committed {
@@ -956,7 +976,21 @@ impl Sim {
             }
         }
         self.check_prefixes()?;
-        self.check_wq_leader()
+        self.check_wq_leader()?;
+        // No server ever adopts a peer id that is not a real server's.
+        for s in &self.servers {
+            if let Some(p) = s
+                .meta
+                .peers()
+                .find(|p| p.id == 0 || p.id > self.servers.len() as u64)
+            {
+                return Err(self.violation(format!(
+                    "server {} adopted peer id {} ({})",
+                    s.id, p.id, p.name
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Committed entries agree wherever two replicas hold the same index.
@@ -1030,7 +1064,7 @@ impl Sim {
                     at.entry(v).or_default().push(*index);
                 }
             }
-            if self.cfg.work_queue || self.cfg.publish_ids {
+            if self.cfg.work_queue || self.cfg.publish_ids || self.cfg.meta {
                 continue;
             }
             for (v, index) in &self.acked {
@@ -1051,7 +1085,74 @@ impl Sim {
         if self.cfg.publish_ids {
             self.check_pubacks()?;
         }
+        if self.cfg.meta {
+            self.check_meta_converged()?;
+        }
         Ok(())
+    }
+
+    /// Every server holds the same meta state, whose peers are exactly
+    /// the real servers.
+    fn check_meta_converged(&self) -> Result<(), Violation> {
+        let real: Vec<u64> = self.servers.iter().map(|s| s.id).collect();
+        let first = self.servers[0].meta.snapshot();
+        for s in &self.servers {
+            let peers: Vec<u64> = s.meta.peers().map(|p| p.id).collect();
+            if peers != real {
+                return Err(self.violation(format!(
+                    "server {} knows peers {peers:?}, the servers are {real:?}",
+                    s.id
+                )));
+            }
+            if s.meta.snapshot() != first {
+                return Err(
+                    self.violation(format!("server {} meta state differs from server 1", s.id))
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Registers every server as a peer (again and again, as servers do
+    /// on start), sometimes with a mangled id, and assigns streams.
+    fn meta_client(&mut self) {
+        if !self.rng.chance(self.cfg.propose_rate) {
+            return;
+        }
+        let n = self.servers.len() as u64;
+        let id = 1 + self.rng.below(n);
+        let Some(li) = self.leader_index() else {
+            self.report.failed += 1;
+            return;
+        };
+        let known = self.servers[li].meta.peers().any(|p| p.id == id);
+        let op = match self.rng.below(4) {
+            // A registration whose id was mangled after the server was
+            // known by its name: the meta rules refuse it everywhere.
+            2 if known => MetaOp::AddPeer {
+                id: id ^ (1 << (8 + self.rng.below(40))),
+                name: format!("s{id}"),
+            },
+            0..=2 => MetaOp::AddPeer {
+                id,
+                name: format!("s{id}"),
+            },
+            _ => {
+                let mut peers: Vec<u64> = (1..=n).collect();
+                peers.truncate(1 + self.rng.below(n) as usize);
+                let v = self.next_value;
+                self.next_value += 1;
+                MetaOp::AssignStream {
+                    name: format!("S{v}"),
+                    config: "{}".into(),
+                    peers,
+                }
+            }
+        };
+        let e = self.servers[li].engine.as_mut().expect("leader is up");
+        if e.propose(GROUP, op.encode()).is_ok() {
+            self.report.proposed += 1;
+        }
     }
 
     /// Every acknowledged publish is stored exactly once, at the sequence

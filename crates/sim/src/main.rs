@@ -2,7 +2,8 @@
 //! [--from F]` sweeps N seeds and prints runs per second. `--work-queue`
 //! replicates a work-queue stream instead of plain values; `--publish-ids`
 //! a limits stream published to with message ids and retries.
-//! `--servers N` sets the cluster size (3 by default).
+//! `--meta` the meta state machine. `--servers N` sets the cluster size
+//! (3 by default).
 
 use std::time::Instant;
 
@@ -23,6 +24,7 @@ enum Mode {
     Values,
     WorkQueue,
     PublishIds,
+    Meta,
 }
 
 fn run(
@@ -42,6 +44,7 @@ fn run(
             cfg.publish_ids = true;
             cfg.propose_rate = 400;
         }
+        Mode::Meta => cfg.meta = true,
     }
     flotilla_sim::Sim::new(cfg).run()
 }
@@ -57,6 +60,8 @@ fn main() {
         Mode::WorkQueue
     } else if args.iter().any(|a| a == "--publish-ids") {
         Mode::PublishIds
+    } else if args.iter().any(|a| a == "--meta") {
+        Mode::Meta
     } else {
         Mode::Values
     };

@@ -155,3 +155,19 @@ fn five_server_clusters_under_random_faults() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The meta state machine under random faults: every server ends with
+/// the same state, its peers exactly the real servers, and no server ever
+/// adopts another id.
+#[test]
+fn meta_state_under_random_faults() {
+    let mut failures = Vec::new();
+    for seed in 4000..4060 {
+        let mut cfg = Config::new(seed);
+        cfg.meta = true;
+        if let Err(v) = Sim::new(cfg).run() {
+            failures.push(v.to_string());
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
