@@ -104,6 +104,8 @@ struct Group {
     /// For a server joining an existing group: the peers it may hear from
     /// until it has learnt the group's configuration from the leader.
     join: Vec<u64>,
+    /// Leader only: ticks each follower has spent waiting on a snapshot.
+    snapshot_ticks: BTreeMap<u64, usize>,
 }
 
 pub struct Engine {
@@ -219,6 +221,7 @@ impl Engine {
                 raw,
                 pending: None,
                 join: join.to_vec(),
+                snapshot_ticks: BTreeMap::new(),
             },
         );
         Ok(rec)
@@ -262,6 +265,14 @@ impl Engine {
             let mut v = g.raw.store().conf_state().voters.clone();
             v.sort_unstable();
             v
+        })
+    }
+
+    /// The commit index this server has persisted the entries for.
+    pub fn committed(&self, group: u64) -> Option<u64> {
+        self.groups.get(&group).map(|g| {
+            let log = &g.raw.raft.raft_log;
+            log.committed.min(log.persisted)
         })
     }
 
@@ -311,6 +322,9 @@ impl Engine {
     pub fn tick(&mut self) {
         for g in self.groups.values_mut() {
             let leader = g.raw.raft.state == StateRole::Leader;
+            if leader {
+                retry_lost_snapshots(g);
+            }
             if g.raw.store().is_damaged() && !leader {
                 continue;
             }
@@ -465,6 +479,15 @@ impl Engine {
         self.groups.get(&group).map(|g| g.raw.raft.raft_log.applied)
     }
 
+    /// The latest snapshot of a group's state machine held in its log:
+    /// (index, data). A restarted server restores from it, then applies
+    /// the entries after it.
+    pub fn snapshot(&self, group: u64) -> Option<(u64, Bytes)> {
+        let g = self.groups.get(&group)?;
+        let s = g.raw.store().latest_snapshot();
+        Some((s.get_metadata().index, Bytes::from(s.get_data().to_vec())))
+    }
+
     /// Snapshots a group's state machine (`data`, as of `index`, which must
     /// be applied) and compacts its log behind it.
     pub fn compact(&mut self, group: u64, index: u64, data: Vec<u8>) -> Result<(), EngineError> {
@@ -544,6 +567,32 @@ impl Engine {
             g.raw.advance_apply();
         }
         out
+    }
+}
+
+/// Ticks after which a snapshot sent to a follower that has not
+/// acknowledged it counts as lost. raft-rs pauses a follower while its
+/// snapshot is in flight and resumes only on an acknowledgement or a
+/// reported failure; frames can be lost, so the engine reports one.
+const SNAPSHOT_TIMEOUT_TICKS: usize = 4 * ELECTION_TICKS;
+
+fn retry_lost_snapshots(g: &mut Group) {
+    let waiting: Vec<u64> = g
+        .raw
+        .raft
+        .prs()
+        .iter()
+        .filter(|(_, p)| p.state == raft::ProgressState::Snapshot)
+        .map(|(&id, _)| id)
+        .collect();
+    g.snapshot_ticks.retain(|id, _| waiting.contains(id));
+    for id in waiting {
+        let t = g.snapshot_ticks.entry(id).or_insert(0);
+        *t += 1;
+        if *t > SNAPSHOT_TIMEOUT_TICKS {
+            g.snapshot_ticks.remove(&id);
+            g.raw.report_snapshot(id, raft::SnapshotStatus::Failure);
+        }
     }
 }
 

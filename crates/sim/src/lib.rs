@@ -158,6 +158,8 @@ pub struct Report {
     pub crashes: u64,
     pub bit_flips: u64,
     pub frames_refused: u64,
+    /// Log compactions behind state snapshots.
+    pub compactions: u64,
     pub leaders: BTreeMap<u64, u64>,
     /// A hash of every event: equal seeds give equal traces.
     pub trace: u64,
@@ -192,6 +194,8 @@ struct Server {
     wq: Option<ReplicatedStream>,
     /// The replicated meta state, rebuilt from the log on restart.
     meta: Meta,
+    /// Applied index of the last compaction.
+    compacted_at: u64,
 }
 
 /// A directed link with limited bandwidth: control frames first when
@@ -318,6 +322,7 @@ impl Sim {
                     flipped: false,
                     wq: replicated_stream(&cfg),
                     meta: Meta::new(),
+                    compacted_at: 0,
                 }
             })
             .collect();
@@ -529,9 +534,13 @@ impl Sim {
                     let voters: Vec<u64> = (1..=n).collect();
                     e.create_group(GROUP, &voters)
                         .expect("one node per group: the old one is gone");
-                    s.engine = Some(e);
                     s.wq = replicated_stream(&self.cfg);
                     s.meta = Meta::new();
+                    s.compacted_at = 0;
+                    if let Some((_, data)) = e.snapshot(GROUP).filter(|(_, d)| !d.is_empty()) {
+                        restore_state(&self.cfg, s, &data);
+                    }
+                    s.engine = Some(e);
                     self.report.trace = mix(self.report.trace, 3000 + s.id);
                 } else {
                     s.down_for -= 1;
@@ -803,6 +812,22 @@ impl Sim {
             };
             let id = e.id();
             let mut out = e.poll();
+            let now = self.now();
+            let s = &mut self.servers[i];
+            for data in out.snapshots.iter().map(|c| c.data.clone()) {
+                // The leader's snapshot replaces this replica's state.
+                s.wq = replicated_stream(&self.cfg);
+                s.meta = Meta::new();
+                if !data.is_empty() {
+                    restore_state(&self.cfg, s, &data);
+                }
+            }
+            if !out.snapshot_wanted.is_empty() {
+                let (index, data) = state_snapshot(s, now);
+                let e = s.engine.as_mut().expect("up");
+                let at = index.unwrap_or_else(|| e.applied(GROUP).unwrap_or(0));
+                let _ = e.compact(GROUP, at, data);
+            }
             let sync = std::mem::take(&mut out.sync);
             let mut outputs = vec![out];
             // A crash can land between the write and its sync.
@@ -836,6 +861,23 @@ impl Sim {
                 for o in &outputs {
                     for c in &o.committed {
                         self.wq_apply(i, leader, c.index, &c.data)?;
+                    }
+                }
+            }
+            // Stream and meta state is snapshotted now and then and the
+            // log compacted behind it, as a server bounds its logs.
+            if self.cfg.work_queue || self.cfg.publish_ids || self.cfg.meta {
+                let now = self.now();
+                let s = &mut self.servers[i];
+                let (index, _) = state_snapshot_index(s);
+                let since = index.saturating_sub(s.compacted_at);
+                if since >= COMPACT_EVERY {
+                    let (index, data) = state_snapshot(s, now);
+                    let index = index.expect("stream modes have state");
+                    let e = s.engine.as_mut().expect("up");
+                    if e.compact(GROUP, index, data).is_ok() {
+                        s.compacted_at = index;
+                        self.report.compactions += 1;
                     }
                 }
             }
@@ -1038,22 +1080,22 @@ impl Sim {
                 states.join("; ")
             )));
         };
-        let leader_log = self.servers[li]
+        let last = self.servers[li]
             .engine
             .as_ref()
             .expect("up")
-            .committed_log(GROUP);
-        let last = leader_log.last().map_or(0, |e| e.0);
+            .committed(GROUP)
+            .unwrap_or(0);
         for s in &self.servers {
             let Some(e) = s.engine.as_ref() else {
                 return Err(self.violation(format!("server {} still down", s.id)));
             };
             let log = e.committed_log(GROUP);
-            if log.last().map_or(0, |e| e.0) != last {
+            if e.committed(GROUP) != Some(last) {
                 return Err(self.violation(format!(
                     "server {} has committed up to {:?}, the leader {last}",
                     s.id,
-                    log.last().map(|e| e.0)
+                    e.committed(GROUP)
                 )));
             }
             // Every acknowledged value, exactly once, where its ack said.
@@ -1215,6 +1257,42 @@ impl Sim {
             }
         }
         Ok(())
+    }
+}
+
+/// Applied entries between snapshots in the stream and meta modes.
+const COMPACT_EVERY: u64 = 150;
+
+/// The applied index of a server's replicated state (0 in value mode).
+fn state_snapshot_index(s: &Server) -> (u64, ()) {
+    match &s.wq {
+        Some(w) => (w.applied(), ()),
+        None => (s.meta.applied(), ()),
+    }
+}
+
+/// A snapshot of a server's replicated state: (its applied index, data);
+/// in value mode there is no state (index from the engine).
+fn state_snapshot(s: &Server, now: i64) -> (Option<u64>, Vec<u8>) {
+    if let Some(w) = &s.wq {
+        return (Some(w.applied()), w.snapshot(now));
+    }
+    if s.meta.applied() > 0 {
+        return (Some(s.meta.applied()), s.meta.snapshot());
+    }
+    (None, Vec::new())
+}
+
+/// Replaces a server's replicated state with a snapshot's.
+fn restore_state(cfg: &Config, s: &mut Server, data: &[u8]) {
+    s.compacted_at = 0;
+    if cfg.work_queue || cfg.publish_ids {
+        s.wq = Some(
+            ReplicatedStream::restore(data, Box::new(store::MemStore::new()))
+                .expect("snapshots this simulator made decode"),
+        );
+    } else if cfg.meta {
+        s.meta = Meta::restore(data).expect("meta snapshots decode");
     }
 }
 
