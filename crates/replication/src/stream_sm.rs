@@ -28,7 +28,10 @@ pub enum Op {
         payload: Bytes,
     },
     /// A consumer create request (its JSON, as the API received it).
-    CreateConsumer { name: String, request: Bytes },
+    CreateConsumer {
+        name: String,
+        request: Bytes,
+    },
     /// A pull request (its JSON body) and the inbox to deliver to.
     Pull {
         consumer: String,
@@ -43,6 +46,18 @@ pub enum Op {
     },
     /// Time passes: ack timeouts, expiry.
     Tick,
+    /// A purge (its JSON request).
+    Purge {
+        request: Bytes,
+    },
+    /// A message delete; `erase` overwrites it.
+    DeleteMsg {
+        seq: u64,
+        erase: bool,
+    },
+    DeleteConsumer {
+        name: String,
+    },
 }
 
 /// An entry: what happened and when, by the leader's clock.
@@ -131,6 +146,19 @@ impl Entry {
                 put_bytes(&mut b, body);
             }
             Op::Tick => b.put_u8(5),
+            Op::Purge { request } => {
+                b.put_u8(6);
+                put_bytes(&mut b, request);
+            }
+            Op::DeleteMsg { seq, erase } => {
+                b.put_u8(7);
+                b.put_u64_le(*seq);
+                b.put_u8(u8::from(*erase));
+            }
+            Op::DeleteConsumer { name } => {
+                b.put_u8(8);
+                put_bytes(&mut b, name.as_bytes());
+            }
         }
         b.to_vec()
     }
@@ -172,6 +200,21 @@ impl Entry {
                 body: get_bytes(&mut b)?,
             },
             5 => Op::Tick,
+            6 => Op::Purge {
+                request: get_bytes(&mut b)?,
+            },
+            7 => {
+                if b.remaining() < 9 {
+                    return Err(DecodeError::Short);
+                }
+                Op::DeleteMsg {
+                    seq: b.get_u64_le(),
+                    erase: b.get_u8() != 0,
+                }
+            }
+            8 => Op::DeleteConsumer {
+                name: get_string(&mut b)?,
+            },
             k => return Err(DecodeError::Kind(k)),
         };
         Ok(Entry { ts, op })
@@ -185,6 +228,9 @@ pub struct Applied {
     pub puback: Option<Bytes>,
     /// Deliveries and statuses.
     pub outputs: Vec<Output>,
+    /// The result of a purge (messages purged), message delete or
+    /// consumer delete, for the leader's API response.
+    pub result: Option<Result<u64, jetstream::api::ApiError>>,
 }
 
 pub struct ReplicatedStream {
@@ -413,6 +459,17 @@ impl ReplicatedStream {
             Op::Tick => {
                 let _ = self.stream.tick(now);
             }
+            Op::Purge { request } => {
+                let req = serde_json::from_slice::<jetstream::api::PurgeRequest>(&request)
+                    .unwrap_or_default();
+                out.result = Some(self.stream.purge(&req));
+            }
+            Op::DeleteMsg { seq, erase } => {
+                out.result = Some(self.stream.delete_msg(seq, erase).map(|()| 1));
+            }
+            Op::DeleteConsumer { name } => {
+                out.result = Some(self.stream.delete_consumer(&name).map(|()| 1));
+            }
         }
         let _ = self.stream.pump(now);
         out.outputs = self.stream.take_outputs();
@@ -545,6 +602,20 @@ mod tests {
         // 20, then 21-24 (15-20 were duplicates by message id), less the 7
         // acked: the window survived the snapshot.
         assert_eq!(view(&a).0.len(), 24 - 7);
+        // Deletes and purges go through the log too, alike on both.
+        let ops = vec![
+            Op::DeleteMsg {
+                seq: 20,
+                erase: false,
+            },
+            Op::Purge {
+                request: Bytes::from_static(br#"{"filter":"wq.1"}"#),
+            },
+        ];
+        feed(&mut a, &mut i, ops.clone());
+        feed(&mut b, &mut ib, ops);
+        assert_eq!(view(&a), view(&b));
+        assert!(!view(&a).0.contains(&20));
     }
 
     #[test]
@@ -569,6 +640,23 @@ mod tests {
             Entry {
                 ts: 7,
                 op: Op::Tick,
+            },
+            Entry {
+                ts: 8,
+                op: Op::Purge {
+                    request: Bytes::from_static(br#"{"filter":"wq.a"}"#),
+                },
+            },
+            Entry {
+                ts: 9,
+                op: Op::DeleteMsg {
+                    seq: 12,
+                    erase: true,
+                },
+            },
+            Entry {
+                ts: 10,
+                op: Op::DeleteConsumer { name: "C".into() },
             },
         ];
         for e in &entries {
