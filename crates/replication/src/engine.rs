@@ -925,6 +925,71 @@ mod tests {
         assert_eq!(t.reads[l].len(), 1, "no read confirmed while cut off");
     }
 
+    /// Idle groups stay cheap: once leaders are elected, hundreds of idle
+    /// groups write nothing to disk (no sync work at all) and send only
+    /// small control frames (heartbeats).
+    #[test]
+    fn idle_groups_write_nothing() {
+        let dirs: Vec<MemDir> = (0..3).map(|_| MemDir::new()).collect();
+        let mut nodes: Vec<Engine> = (0..3)
+            .map(|i| Engine::new(i as u64 + 1, Arc::new(dirs[i].clone()), 9))
+            .collect();
+        for g in 0..300u64 {
+            for n in &mut nodes {
+                n.create_group(100 + g, &[1, 2, 3]).unwrap();
+            }
+        }
+        let mut t = Trio {
+            nodes,
+            dirs,
+            applied: vec![Vec::new(); 3],
+            reads: vec![Vec::new(); 3],
+        };
+        t.tick(60);
+        let leaders = (0..300u64)
+            .filter(|g| t.nodes.iter().any(|n| n.is_leader(100 + g)))
+            .count();
+        assert_eq!(leaders, 300);
+        // Now idle: count disk syncs and frames over 40 ticks.
+        let (mut syncs, mut bulk, mut control) = (0, 0, 0);
+        for _ in 0..40 {
+            for n in &mut t.nodes {
+                n.tick();
+            }
+            for _ in 0..3 {
+                let mut wire = Vec::new();
+                for n in &mut t.nodes {
+                    let mut out = n.poll();
+                    syncs += out.sync.len();
+                    for h in std::mem::take(&mut out.sync) {
+                        h.sync().unwrap();
+                    }
+                    let more = n.persisted();
+                    for (to, f) in out.frames.into_iter().chain(more.frames) {
+                        match f.class {
+                            Class::Bulk => bulk += 1,
+                            Class::Control => control += 1,
+                        }
+                        let mut b = bytes::BytesMut::new();
+                        frame::encode(&f, &mut b);
+                        wire.push((n.id(), to, b.to_vec()));
+                    }
+                }
+                for (from, to, b) in wire {
+                    t.nodes[to as usize - 1].receive(from, &b);
+                }
+            }
+        }
+        assert_eq!(syncs, 0, "idle groups do not touch the disk");
+        assert_eq!(bulk, 0, "idle groups send no appends");
+        // Heartbeats and their answers: about one round per group every
+        // heartbeat interval.
+        assert!(
+            control > 0 && control <= 300 * 4 * 40 / HEARTBEAT_TICKS,
+            "{control}"
+        );
+    }
+
     /// A follower restarted after a crash rejoins and keeps applying.
     #[test]
     fn a_restarted_replica_rejoins() {
