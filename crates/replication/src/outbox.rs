@@ -63,6 +63,20 @@ impl Outbox {
     pub fn is_empty(&self) -> bool {
         self.control.is_empty() && self.bulk.is_empty()
     }
+
+    /// Encodes waiting frames, control first, into `out` for one write to
+    /// the peer, stopping once `max_bytes` are queued (at least one frame
+    /// goes, however large). Returns how many frames were taken.
+    pub fn drain_batch(&mut self, max_bytes: usize, out: &mut bytes::BytesMut) -> usize {
+        let start = out.len();
+        let mut n = 0;
+        while out.len() - start < max_bytes || n == 0 {
+            let Some(f) = self.pop() else { break };
+            crate::frame::encode(&f, out);
+            n += 1;
+        }
+        n
+    }
 }
 
 #[cfg(test)]
@@ -88,6 +102,29 @@ mod tests {
         o.push(f(Class::Control, 10));
         assert_eq!(o.pop().unwrap().class, Class::Control);
         assert_eq!(o.pop().unwrap().class, Class::Bulk);
+    }
+
+    #[test]
+    fn frames_for_a_peer_leave_in_one_batch_control_first() {
+        let mut o = Outbox::new(1 << 20);
+        o.push(f(Class::Bulk, 100));
+        o.push(f(Class::Bulk, 100));
+        o.push(f(Class::Control, 5));
+        let mut buf = bytes::BytesMut::new();
+        assert_eq!(o.drain_batch(1 << 16, &mut buf), 3);
+        let mut d = crate::frame::StreamDecoder::new();
+        d.feed(&buf);
+        let mut classes = Vec::new();
+        while let Some(fr) = d.next_frame().unwrap() {
+            classes.push(fr.class);
+        }
+        assert_eq!(classes, vec![Class::Control, Class::Bulk, Class::Bulk]);
+        // A byte budget splits batches; one frame always goes.
+        o.push(f(Class::Bulk, 1000));
+        o.push(f(Class::Bulk, 1000));
+        let mut buf = bytes::BytesMut::new();
+        assert_eq!(o.drain_batch(10, &mut buf), 1);
+        assert!(!o.is_empty());
     }
 
     #[test]
