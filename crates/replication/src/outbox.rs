@@ -64,6 +64,20 @@ impl Outbox {
         self.control.is_empty() && self.bulk.is_empty()
     }
 
+    /// Encoded size of the frame [`Outbox::pop`] would return.
+    pub fn next_len(&self) -> Option<usize> {
+        self.control
+            .front()
+            .or(self.bulk.front())
+            .map(|f| crate::frame::HEADER_LEN + f.payload.len())
+    }
+
+    /// Encoded size of the larger of the two queue heads.
+    pub fn largest_head(&self) -> usize {
+        let len = |f: Option<&Frame>| f.map_or(0, |f| crate::frame::HEADER_LEN + f.payload.len());
+        len(self.control.front()).max(len(self.bulk.front()))
+    }
+
     /// Encodes waiting frames, control first, into `out` for one write to
     /// the peer, stopping once `max_bytes` are queued (at least one frame
     /// goes, however large). Returns how many frames were taken.

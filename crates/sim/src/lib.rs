@@ -27,6 +27,7 @@ use bytes::{Bytes, BytesMut};
 use replication::engine::{Engine, EngineError};
 use replication::frame;
 use replication::meta_sm::{Meta, MetaOp};
+use replication::outbox::Outbox;
 use replication::rng::Rng;
 use replication::stream_sm::{Entry as StreamEntry, Op, ReplicatedStream};
 use store::MemDir;
@@ -198,15 +199,18 @@ struct Server {
     compacted_at: u64,
 }
 
-/// A directed link with limited bandwidth: control frames first when
-/// prioritized (bulk bounded, as the real outbox), else one FIFO.
+/// A directed link with limited bandwidth. Prioritized, it queues in
+/// the real per-peer outbox (control first, bulk bounded); otherwise in one
+/// FIFO (incident 4's cause).
 struct Link {
-    prioritize: bool,
-    control: std::collections::VecDeque<Vec<u8>>,
-    bulk: std::collections::VecDeque<Vec<u8>>,
-    bulk_bytes: usize,
+    queue: LinkQueue,
     /// Bytes the link may still send this step.
     credit: usize,
+}
+
+enum LinkQueue {
+    Prioritized(Outbox),
+    Fifo(std::collections::VecDeque<frame::Frame>),
 }
 
 /// Bulk bytes a prioritized link queues before dropping (Raft resends).
@@ -215,46 +219,49 @@ const BULK_LIMIT: usize = 4 << 20;
 impl Link {
     fn new(prioritize: bool) -> Link {
         Link {
-            prioritize,
-            control: Default::default(),
-            bulk: Default::default(),
-            bulk_bytes: 0,
+            queue: if prioritize {
+                LinkQueue::Prioritized(Outbox::new(BULK_LIMIT))
+            } else {
+                LinkQueue::Fifo(Default::default())
+            },
             credit: 0,
         }
     }
 
-    fn push(&mut self, class: frame::Class, bytes: Vec<u8>) {
-        if self.prioritize && class == frame::Class::Control {
-            self.control.push_back(bytes);
-            return;
+    fn push(&mut self, f: frame::Frame) {
+        match &mut self.queue {
+            LinkQueue::Prioritized(o) => {
+                o.push(f);
+            }
+            LinkQueue::Fifo(q) => q.push_back(f),
         }
-        if self.prioritize && self.bulk_bytes + bytes.len() > BULK_LIMIT && !self.bulk.is_empty() {
-            return;
-        }
-        self.bulk_bytes += bytes.len();
-        self.bulk.push_back(bytes);
     }
 
-    /// The larger of the two queue heads: credit may build up to it, so a
-    /// frame bigger than a step's bandwidth still goes in time.
-    fn head_len(&self) -> usize {
-        let c = self.control.front().map_or(0, Vec::len);
-        let b = self.bulk.front().map_or(0, Vec::len);
-        c.max(b)
+    fn encoded(f: &frame::Frame) -> usize {
+        frame::HEADER_LEN + f.payload.len()
     }
 
-    fn head_len_if(&self, credit: usize) -> Option<usize> {
-        let n = self.control.front().or(self.bulk.front())?.len();
-        (n <= credit).then_some(n)
-    }
-
-    fn pop(&mut self) -> Option<Vec<u8>> {
-        if let Some(b) = self.control.pop_front() {
-            return Some(b);
+    /// Credit may build up to the largest head, so a frame bigger than a
+    /// step's bandwidth still goes in time.
+    fn largest_head(&self) -> usize {
+        match &self.queue {
+            LinkQueue::Prioritized(o) => o.largest_head(),
+            LinkQueue::Fifo(q) => q.front().map_or(0, Self::encoded),
         }
-        let b = self.bulk.pop_front()?;
-        self.bulk_bytes -= b.len();
-        Some(b)
+    }
+
+    fn next_len(&self) -> Option<usize> {
+        match &self.queue {
+            LinkQueue::Prioritized(o) => o.next_len(),
+            LinkQueue::Fifo(q) => q.front().map(Self::encoded),
+        }
+    }
+
+    fn pop(&mut self) -> Option<frame::Frame> {
+        match &mut self.queue {
+            LinkQueue::Prioritized(o) => o.pop(),
+            LinkQueue::Fifo(q) => q.pop_front(),
+        }
     }
 }
 
@@ -478,7 +485,7 @@ impl Sim {
         for round in 0..4 {
             self.drive(&f)?;
             if round == 0 {
-                self.transmit();
+                self.transmit(&f);
             }
             self.deliver(&f);
         }
@@ -905,6 +912,14 @@ impl Sim {
 
     fn send(&mut self, from: u64, frames: Vec<(u64, frame::Frame)>, f: &Faults) {
         for (to, fr) in frames {
+            if self.cfg.bandwidth.is_some() {
+                // Faults apply when the link carries it (`transmit`).
+                self.links
+                    .entry((from, to))
+                    .or_insert_with(|| Link::new(self.cfg.prioritize_control))
+                    .push(fr);
+                continue;
+            }
             let mut b = BytesMut::new();
             frame::encode(&fr, &mut b);
             let mut bytes = b.to_vec();
@@ -914,13 +929,6 @@ impl Sim {
             if self.rng.chance(f.corrupt) {
                 let at = self.rng.below(bytes.len() as u64) as usize;
                 bytes[at] ^= 1 << self.rng.below(8);
-            }
-            if self.cfg.bandwidth.is_some() {
-                self.links
-                    .entry((from, to))
-                    .or_insert_with(|| Link::new(self.cfg.prioritize_control))
-                    .push(fr.class, bytes);
-                continue;
             }
             let at = self.step + self.rng.below(f.max_delay + 1);
             if self.rng.chance(f.duplicate) {
@@ -941,15 +949,25 @@ impl Sim {
     }
 
     /// Moves frames off bandwidth-limited links onto the network.
-    fn transmit(&mut self) {
+    fn transmit(&mut self, f: &Faults) {
         let Some(bw) = self.cfg.bandwidth else {
             return;
         };
         for (&(from, to), link) in self.links.iter_mut() {
-            link.credit = (link.credit + bw).min(bw.max(link.head_len()));
-            while let Some(n) = link.head_len_if(link.credit) {
+            link.credit = (link.credit + bw).min(bw.max(link.largest_head()));
+            while let Some(n) = link.next_len().filter(|&n| n <= link.credit) {
                 link.credit -= n;
-                let bytes = link.pop().expect("head exists");
+                let fr = link.pop().expect("head exists");
+                if self.rng.chance(f.drop) {
+                    continue;
+                }
+                let mut b = BytesMut::new();
+                frame::encode(&fr, &mut b);
+                let mut bytes = b.to_vec();
+                if self.rng.chance(f.corrupt) {
+                    let at = self.rng.below(bytes.len() as u64) as usize;
+                    bytes[at] ^= 1 << self.rng.below(8);
+                }
                 self.net.push(Packet {
                     at: self.step,
                     from,
