@@ -11,24 +11,12 @@ use common::{api, api_error_body, b64, js_publish_text as pubt, scrub};
 use futures::TryStreamExt;
 use serde_json::{json, Value};
 
-async fn create(c: &async_nats::Client, name: &str, cfg: Value) {
-    let r = api(
-        c,
-        &format!("$JS.API.STREAM.CREATE.{name}"),
-        &cfg.to_string(),
-    )
-    .await;
-    assert!(r.get("error").is_none(), "create {name}: {r}");
+async fn create(c: &async_nats::Client, name: &str, cfg: Value) -> Value {
+    common::create_stream(c, name, cfg).await
 }
 
 async fn state(c: &async_nats::Client, name: &str, body: &str) -> Value {
-    let r = api(c, &format!("$JS.API.STREAM.INFO.{name}"), body).await;
-    assert!(r.get("error").is_none(), "info {name}: {r}");
-    let mut st = r["state"].clone();
-    let m = st.as_object_mut().unwrap();
-    m.remove("first_ts");
-    m.remove("last_ts");
-    st
+    common::stream_state(c, name, body).await
 }
 
 /// A stream `name` on `name.>` holding a, b, a, c, b, a, x.y (seqs 1-7).

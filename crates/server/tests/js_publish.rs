@@ -12,24 +12,11 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 async fn create(c: &async_nats::Client, name: &str, cfg: Value) -> Value {
-    let r = api(
-        c,
-        &format!("$JS.API.STREAM.CREATE.{name}"),
-        &cfg.to_string(),
-    )
-    .await;
-    assert!(r.get("error").is_none(), "create {name}: {r}");
-    r
+    common::create_stream(c, name, cfg).await
 }
 
 async fn state(c: &async_nats::Client, name: &str, body: &str) -> Value {
-    let r = api(c, &format!("$JS.API.STREAM.INFO.{name}"), body).await;
-    assert!(r.get("error").is_none(), "info {name}: {r}");
-    let mut st = r["state"].clone();
-    let m = st.as_object_mut().unwrap();
-    m.remove("first_ts");
-    m.remove("last_ts");
-    st
+    common::stream_state(c, name, body).await
 }
 
 /// The state without `bytes`, for tests about something else (byte

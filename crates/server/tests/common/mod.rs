@@ -720,3 +720,30 @@ impl Checks {
         );
     }
 }
+
+/// STREAM.CREATE that must succeed; the response.
+pub async fn create_stream(
+    c: &async_nats::Client,
+    name: &str,
+    cfg: serde_json::Value,
+) -> serde_json::Value {
+    let r = api(
+        c,
+        &format!("$JS.API.STREAM.CREATE.{name}"),
+        &cfg.to_string(),
+    )
+    .await;
+    assert!(r.get("error").is_none(), "create {name}: {r}");
+    r
+}
+
+/// A stream's state from STREAM.INFO (with `body`), timestamps left out.
+pub async fn stream_state(c: &async_nats::Client, name: &str, body: &str) -> serde_json::Value {
+    let r = api(c, &format!("$JS.API.STREAM.INFO.{name}"), body).await;
+    assert!(r.get("error").is_none(), "info {name}: {r}");
+    let mut st = r["state"].clone();
+    let m = st.as_object_mut().unwrap();
+    m.remove("first_ts");
+    m.remove("last_ts");
+    st
+}
