@@ -49,6 +49,16 @@ impl Default for FileStoreConfig {
     }
 }
 
+/// Bytes read ahead from a segment file at a time.
+const READ_BLOCK: u64 = 64 * 1024;
+
+/// A block of a segment file as it was read.
+struct ReadBlock {
+    seg: u32,
+    start: u64,
+    data: Vec<u8>,
+}
+
 /// One segment file and the index of the sequences it holds.
 struct Seg {
     id: u32,
@@ -197,6 +207,10 @@ pub struct FileStore {
     /// A write failed (with this error); the in-memory state is ahead of
     /// the files.
     failed: Option<String>,
+    /// The last block read from a segment file: consumers read messages
+    /// in order, so one read serves many. Cleared by anything that
+    /// rewrites written bytes (erasure, purge, removal).
+    read_cache: std::cell::RefCell<Option<ReadBlock>>,
     /// Older segments written (erasures) since the last sync handle.
     touched: BTreeSet<u32>,
     /// Segments created since the last sync handle.
@@ -231,6 +245,7 @@ impl FileStore {
             lost: Vec::new(),
             lost_bytes: 0,
             failed: None,
+            read_cache: std::cell::RefCell::new(None),
             touched: BTreeSet::new(),
             created: BTreeSet::new(),
             doomed: Vec::new(),
@@ -329,10 +344,35 @@ impl FileStore {
             // Still in the write buffer (only the active segment has one).
             let start = (off - seg.written) as usize;
             buf.copy_from_slice(&self.pending[start..start + len as usize]);
-        } else {
-            self.dir.read_at(&seg_name(seg.id), off, &mut buf)?;
+            return Ok(buf);
         }
+        let end = off + len as u64;
+        let mut cache = self.read_cache.borrow_mut();
+        if let Some(b) = cache.as_ref() {
+            if b.seg == seg.id && off >= b.start && end <= b.start + b.data.len() as u64 {
+                let at = (off - b.start) as usize;
+                buf.copy_from_slice(&b.data[at..at + len as usize]);
+                return Ok(buf);
+            }
+        }
+        if (len as u64) >= READ_BLOCK {
+            self.dir.read_at(&seg_name(seg.id), off, &mut buf)?;
+            return Ok(buf);
+        }
+        let block_len = READ_BLOCK.min(seg.written - off) as usize;
+        let mut data = vec![0u8; block_len];
+        self.dir.read_at(&seg_name(seg.id), off, &mut data)?;
+        buf.copy_from_slice(&data[..len as usize]);
+        *cache = Some(ReadBlock {
+            seg: seg.id,
+            start: off,
+            data,
+        });
         Ok(buf)
+    }
+
+    fn forget_reads(&self) {
+        self.read_cache.borrow_mut().take();
     }
 
     fn load(&self, si: usize, seq: u64) -> Result<Option<StoredMsg>> {
@@ -710,6 +750,7 @@ impl MsgStore for FileStore {
     }
 
     fn remove(&mut self, seq: u64, erase: bool) -> Result<bool> {
+        self.forget_reads();
         let Some(si) = self.seg_index(seq) else {
             return Ok(false);
         };
@@ -762,6 +803,7 @@ impl MsgStore for FileStore {
     }
 
     fn purge(&mut self, p: &Purge) -> Result<u64> {
+        self.forget_reads();
         let filter = Filter::new(p.filter.iter().cloned());
         if filter.is_all() && p.keep.unwrap_or(0) == 0 {
             let upto = match p.seq {
@@ -929,6 +971,7 @@ impl MsgStore for FileStore {
     }
 
     fn reset_to(&mut self, seq: u64) -> Result<()> {
+        self.forget_reads();
         self.purge(&Purge {
             seq: Some(seq.max(2)),
             ..Purge::default()
@@ -996,6 +1039,7 @@ impl MsgStore for FileStore {
     }
 
     fn delete_all(&mut self) -> Result<()> {
+        self.forget_reads();
         self.pending.clear();
         self.segs.clear();
         self.dir.remove_all()?;
