@@ -252,15 +252,7 @@ impl<T: Clone> Sublist<T> {
             self.cache_hits.fetch_add(1, Ordering::Relaxed);
             return r.clone();
         }
-        let mut result = SubResult::default();
-        // A `*` or `>` token in a published subject is looked up as an
-        // ordinary token, so only wildcard subscriptions at that position
-        // match it, as in nats-server.
-        if structurally_valid(subject) {
-            let toks: Vec<&[u8]> = tokens(subject).collect();
-            match_level(&self.root, &toks, &mut result);
-        }
-        let result = Arc::new(result);
+        let result = Arc::new(self.compute(subject));
         let mut cache = self.cache.lock();
         if cache.len() >= CACHE_MAX {
             let mut drop = cache.len() - CACHE_SWEEP_TO;
@@ -273,6 +265,26 @@ impl<T: Clone> Sublist<T> {
             });
         }
         cache.insert(subject.into(), result.clone());
+        result
+    }
+
+    /// As [`Sublist::matches`], without the cache: for subjects used once
+    /// (JetStream ack subjects are unique per message), which would only
+    /// push useful entries out of it.
+    pub fn matches_uncached(&self, subject: &[u8]) -> Arc<SubResult<T>> {
+        self.matches.fetch_add(1, Ordering::Relaxed);
+        Arc::new(self.compute(subject))
+    }
+
+    fn compute(&self, subject: &[u8]) -> SubResult<T> {
+        let mut result = SubResult::default();
+        // A `*` or `>` token in a published subject is looked up as an
+        // ordinary token, so only wildcard subscriptions at that position
+        // match it, as in nats-server.
+        if structurally_valid(subject) {
+            let toks: Vec<&[u8]> = tokens(subject).collect();
+            match_level(&self.root, &toks, &mut result);
+        }
         result
     }
 
@@ -432,6 +444,22 @@ fn remove_in<T>(level: &mut Level<T>, toks: &[&[u8]], queue: Option<&[u8]>, key:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uncached_matches_agree_and_leave_the_cache_alone() {
+        let mut s = Sublist::new();
+        s.insert(b"$JS.ACK.>", None, 1, 7u64).unwrap();
+        s.insert(b"a.b", None, 2, 8u64).unwrap();
+        s.matches(b"a.b");
+        let before = s.stats().num_cache;
+        for i in 0..100 {
+            let subj = format!("$JS.ACK.S.C.1.{i}.{i}.0.0");
+            let r = s.matches_uncached(subj.as_bytes());
+            assert_eq!(r.psubs, vec![7]);
+        }
+        assert_eq!(s.stats().num_cache, before);
+        assert_eq!(s.stats().num_matches, 101);
+    }
 
     fn keys(r: &SubResult<u64>) -> (Vec<u64>, Vec<(String, Vec<u64>)>) {
         let mut p = r.psubs.clone();

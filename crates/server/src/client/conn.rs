@@ -552,9 +552,15 @@ impl Conn {
         }
         self.send_ok();
         let server = &self.server;
-        let result = self
-            .cache
-            .get_or_insert(p.subject, || server.sublist.read().matches(p.subject));
+        let uncached;
+        let result = if p.subject.starts_with(b"$JS.ACK.") {
+            // Unique per message: caching it would only evict others.
+            uncached = server.sublist.read().matches_uncached(p.subject);
+            &*uncached
+        } else {
+            self.cache
+                .get_or_insert(p.subject, || server.sublist.read().matches(p.subject))
+        };
         let msg = Message {
             subject: p.subject,
             reply: p.reply,
