@@ -1337,3 +1337,28 @@ async fn direct_get_multi_last() {
         );
     }
 }
+
+/// A delete refused by the stream's settings counts as an API error in
+/// account info; a delete of a missing message is a plain response.
+#[tokio::test]
+async fn refused_deletes_count_as_api_errors() {
+    let s = common::js_server();
+    let c = s.client().await;
+    create(
+        &c,
+        "DD",
+        json!({"name": "DD", "subjects": ["dd"], "deny_delete": true}),
+    )
+    .await;
+    create(&c, "OK", json!({"name": "OK", "subjects": ["ok"]})).await;
+    pubt(&c, "dd", &[], b"x").await;
+    pubt(&c, "ok", &[], b"x").await;
+    let errors = |v: Value| v["api"]["errors"].as_u64().unwrap();
+    let before = errors(api(&c, "$JS.API.INFO", "").await);
+    let r = api(&c, "$JS.API.STREAM.MSG.DELETE.DD", r#"{"seq":1}"#).await;
+    assert_eq!(r["error"]["err_code"], 10057, "{r}");
+    let r = api(&c, "$JS.API.STREAM.MSG.DELETE.OK", r#"{"seq":9}"#).await;
+    assert!(r.get("error").is_some(), "{r}");
+    let after = errors(api(&c, "$JS.API.INFO", "").await);
+    assert_eq!(after - before, 1);
+}

@@ -156,10 +156,17 @@ pub fn handle(js: &JetStream, stream: &mut Stream, op: Op, reply: &str, now: i64
             },
             Err(e) => err(js, Kind::MsgGet, &e),
         },
-        Op::MsgDelete(req) => match stream.delete_msg(req.seq, !req.no_erase) {
-            Ok(()) => ok(js, Kind::MsgDelete, &Success { success: true }),
-            Err(e) => plain_err(js, Kind::MsgDelete, &e),
-        },
+        Op::MsgDelete(req) => {
+            // nats-server refuses sealed and deny_delete streams as API
+            // errors, before it tries the store; a failure of the delete
+            // itself goes back as a plain response.
+            let refused = stream.config.sealed || stream.config.deny_delete;
+            match stream.delete_msg(req.seq, !req.no_erase) {
+                Ok(()) => ok(js, Kind::MsgDelete, &Success { success: true }),
+                Err(e) if refused => err(js, Kind::MsgDelete, &e),
+                Err(e) => plain_err(js, Kind::MsgDelete, &e),
+            }
+        }
         Op::ConsumerCreate {
             req,
             name,
