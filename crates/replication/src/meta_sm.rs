@@ -30,6 +30,11 @@ pub struct StreamAssignment {
     pub config: String,
     pub group: u64,
     pub peers: Vec<u64>,
+    /// Its consumers, by name: their configs (JSON). A consumer lives in
+    /// its stream's group, on the stream's peers, so its acks and its
+    /// stream's removals are ordered in one log.
+    #[serde(default)]
+    pub consumers: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,6 +53,15 @@ pub enum MetaOp {
         peers: Vec<u64>,
     },
     RemoveStream {
+        name: String,
+    },
+    AssignConsumer {
+        stream: String,
+        name: String,
+        config: String,
+    },
+    RemoveConsumer {
+        stream: String,
         name: String,
     },
 }
@@ -78,6 +92,10 @@ pub enum MetaError {
     NoStream(String),
     #[error("a stream needs at least one peer, each once")]
     BadPeers,
+    #[error("consumer {0:?} already exists")]
+    ConsumerExists(String),
+    #[error("consumer {0:?} not found")]
+    NoConsumer(String),
 }
 
 /// What an applied entry did.
@@ -87,6 +105,9 @@ pub enum MetaEvent {
     PeerRemoved(u64),
     StreamAssigned(StreamAssignment),
     StreamRemoved(StreamAssignment),
+    /// (stream, consumer, its group, its peers)
+    ConsumerAssigned(String, String, u64, Vec<u64>),
+    ConsumerRemoved(String, String),
     /// An entry at or below the applied index (a replay).
     AlreadyApplied,
 }
@@ -195,6 +216,7 @@ impl Meta {
                     config,
                     group: self.next_group,
                     peers,
+                    consumers: BTreeMap::new(),
                 };
                 self.next_group += 1;
                 self.streams.insert(name, a.clone());
@@ -204,6 +226,36 @@ impl Meta {
                 Some(a) => Ok(MetaEvent::StreamRemoved(a)),
                 None => Err(MetaError::NoStream(name)),
             },
+            MetaOp::AssignConsumer {
+                stream,
+                name,
+                config,
+            } => {
+                let s = self
+                    .streams
+                    .get_mut(&stream)
+                    .ok_or_else(|| MetaError::NoStream(stream.clone()))?;
+                if s.consumers.contains_key(&name) {
+                    return Err(MetaError::ConsumerExists(name));
+                }
+                s.consumers.insert(name.clone(), config);
+                Ok(MetaEvent::ConsumerAssigned(
+                    stream,
+                    name,
+                    s.group,
+                    s.peers.clone(),
+                ))
+            }
+            MetaOp::RemoveConsumer { stream, name } => {
+                let s = self
+                    .streams
+                    .get_mut(&stream)
+                    .ok_or_else(|| MetaError::NoStream(stream.clone()))?;
+                if s.consumers.remove(&name).is_none() {
+                    return Err(MetaError::NoConsumer(name));
+                }
+                Ok(MetaEvent::ConsumerRemoved(stream, name))
+            }
         }
     }
 }
@@ -257,6 +309,21 @@ mod tests {
                 config: "{}".into(),
                 peers: vec![11, 12],
             },
+            MetaOp::AssignConsumer {
+                stream: "S".into(),
+                name: "C".into(),
+                config: "{}".into(),
+            },
+            MetaOp::AssignConsumer {
+                stream: "S".into(),
+                name: "C".into(),
+                config: "{}".into(),
+            },
+            MetaOp::AssignConsumer {
+                stream: "NOPE".into(),
+                name: "C".into(),
+                config: "{}".into(),
+            },
         ]
     }
 
@@ -278,6 +345,18 @@ mod tests {
         assert_eq!(out[6], Err(MetaError::UnknownPeer(77)));
         assert_eq!(out[7], Err(MetaError::PeerInUse(13, "S".into())));
         assert_eq!(out[10], Err(MetaError::IdRetired(13)));
+        // A consumer lives in its stream's group, on its peers.
+        assert_eq!(
+            out[12],
+            Ok(MetaEvent::ConsumerAssigned(
+                "S".into(),
+                "C".into(),
+                3,
+                vec![11, 12]
+            ))
+        );
+        assert_eq!(out[13], Err(MetaError::ConsumerExists("C".into())));
+        assert_eq!(out[14], Err(MetaError::NoStream("NOPE".into())));
         // The peer set is exactly the real servers left.
         let ids: Vec<u64> = m.peers().map(|p| p.id).collect();
         assert_eq!(ids, vec![11, 12]);
@@ -292,6 +371,6 @@ mod tests {
             restored.apply(5, &ops()[4].encode()),
             Ok(MetaEvent::AlreadyApplied)
         );
-        assert_eq!(restored.apply(13, b"garbage"), Err(MetaError::Undecodable));
+        assert_eq!(restored.apply(100, b"garbage"), Err(MetaError::Undecodable));
     }
 }

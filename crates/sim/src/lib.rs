@@ -770,9 +770,24 @@ impl Sim {
                 }
             }
         }
+        let leader_applied = self.servers[i].wq.as_ref().map_or(0, |w| w.applied());
         for o in applied.outputs {
             if let jetstream::output::Output::Publish(m) = o {
                 if let Some(reply) = m.reply.filter(|r| r.starts_with("$JS.ACK.")) {
+                    // No acked message is delivered again, before or after
+                    // a leader change, once the leader has applied the ack.
+                    if let Some(seq) = ack_stream_seq(&reply) {
+                        if self
+                            .wq_consumed
+                            .get(&seq)
+                            .is_some_and(|&at| at <= leader_applied)
+                        {
+                            return Err(self.violation(format!(
+                                "acked message {seq} delivered again by leader {}",
+                                self.servers[i].id
+                            )));
+                        }
+                    }
                     self.wq_delivered.push(reply);
                 }
             }
