@@ -161,6 +161,8 @@ pub struct Report {
     pub frames_refused: u64,
     /// Log compactions behind state snapshots.
     pub compactions: u64,
+    /// Current reads (ReadIndex) confirmed and served from a leader.
+    pub reads: u64,
     pub leaders: BTreeMap<u64, u64>,
     /// A hash of every event: equal seeds give equal traces.
     pub trace: u64,
@@ -297,6 +299,9 @@ pub struct Sim {
     /// and acknowledged ones (message id -> PubAck sequence).
     id_pending: BTreeMap<u64, u64>,
     id_acked: BTreeMap<String, u64>,
+    /// Confirmed current reads waiting for their server to apply up to
+    /// the read index: (server index, read index).
+    reads_waiting: Vec<(usize, u64)>,
     report: Report,
 }
 
@@ -349,6 +354,7 @@ impl Sim {
             wq_consumed: BTreeMap::new(),
             id_pending: BTreeMap::new(),
             id_acked: BTreeMap::new(),
+            reads_waiting: Vec::new(),
             report: Report::default(),
         }
     }
@@ -658,6 +664,14 @@ impl Sim {
                 self.event(5000 + v);
             }
         }
+        // A read that must be current (as stream info is): asked of the
+        // leader, answered only once a quorum confirms it still leads.
+        if self.rng.chance(100) {
+            if let Some(li) = self.leader_index() {
+                let e = self.servers[li].engine.as_mut().expect("leader is up");
+                let _ = e.read_index(GROUP, self.step.to_be_bytes().to_vec());
+            }
+        }
         if self.rng.chance(150) {
             self.propose_op(Op::Pull {
                 consumer: "C".into(),
@@ -803,6 +817,38 @@ impl Sim {
         Ok(())
     }
 
+    /// Serves server `i`'s confirmed reads it has applied far enough for:
+    /// the stream it reads must hold no message whose ack committed at or
+    /// before the read index.
+    fn serve_reads(&mut self, i: usize) -> Result<(), Violation> {
+        let Some(wq) = self.servers[i].wq.as_ref() else {
+            return Ok(());
+        };
+        let applied = wq.applied();
+        let mut keep = Vec::new();
+        for (who, index) in std::mem::take(&mut self.reads_waiting) {
+            if who != i || applied < index {
+                keep.push((who, index));
+                continue;
+            }
+            if self.cfg.work_queue {
+                let seqs = live_seqs(wq);
+                if let Some(seq) = seqs
+                    .iter()
+                    .find(|q| self.wq_consumed.get(q).is_some_and(|&at| at <= index))
+                {
+                    return Err(self.violation(format!(
+                        "a current read at index {index} on server {} saw consumed message {seq}",
+                        self.servers[i].id
+                    )));
+                }
+            }
+            self.report.reads += 1;
+        }
+        self.reads_waiting = keep;
+        Ok(())
+    }
+
     /// A consumed message must not be in a leader's stream once that
     /// leader has applied the ack's log index (a new leader may still be
     /// applying what it inherited); checked every step, and on every
@@ -884,7 +930,11 @@ impl Sim {
                     for c in &o.committed {
                         self.wq_apply(i, leader, c.index, &c.data)?;
                     }
+                    for (_, _, index) in &o.reads {
+                        self.reads_waiting.push((i, *index));
+                    }
                 }
+                self.serve_reads(i)?;
             }
             // Stream and meta state is snapshotted now and then and the
             // log compacted behind it, as a server bounds its logs.

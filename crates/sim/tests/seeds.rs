@@ -90,17 +90,23 @@ fn every_quiet_seed_elects_a_leader_promptly() {
 fn work_queue_under_random_faults() {
     let mut failures = Vec::new();
     let mut acked = 0;
+    let mut reads = 0;
     for seed in 1000..1060 {
         let mut cfg = Config::new(seed);
         cfg.work_queue = true;
         cfg.propose_rate = 400;
         match Sim::new(cfg).run() {
-            Ok(r) => acked += r.acked,
+            Ok(r) => {
+                acked += r.acked;
+                reads += r.reads;
+            }
             Err(v) => failures.push(v.to_string()),
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(acked > 3000, "{acked}");
+    // Current reads were served, through ReadIndex, and none was stale.
+    assert!(reads > 1000, "{reads}");
 }
 
 /// Publishes with message ids, retried across leader changes and crashes:
