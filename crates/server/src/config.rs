@@ -10,6 +10,7 @@
 //! - a duration written bare with a size-like suffix (`ping_interval: 2m`)
 //!   means two minutes; nats-server reads it as 2,000,000 seconds.
 
+use jetstream::duration::{from_secs as bounded, parse as parse_go_duration};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -170,63 +171,6 @@ fn size31(r: &mut Report, e: &Entry) -> Option<usize> {
         return None;
     }
     Some(v as usize)
-}
-
-/// Durations longer than this are refused: no setting needs more, and
-/// timers and instants stay far from overflow.
-const MAX_DURATION: Duration = Duration::from_secs(365 * 86400);
-
-fn bounded(secs: f64, s: &str) -> Result<Duration, String> {
-    match Duration::try_from_secs_f64(secs) {
-        Ok(d) if d <= MAX_DURATION => Ok(d),
-        _ => Err(format!("duration \"{s}\" is longer than a year")),
-    }
-}
-
-/// Go's `time.ParseDuration`: `300ms`, `1.5h`, `2h45m`, `0`; at most a year.
-pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
-    let invalid = || format!("time: invalid duration \"{s}\"");
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let body = s.strip_prefix('+').unwrap_or(s);
-    if body.starts_with('-') {
-        return Err(format!("time: negative duration \"{s}\" is not allowed"));
-    }
-    if body.is_empty() {
-        return Err(invalid());
-    }
-    let mut total = 0f64;
-    let mut rest = body;
-    while !rest.is_empty() {
-        let num_len = rest
-            .bytes()
-            .take_while(|b| b.is_ascii_digit() || *b == b'.')
-            .count();
-        if num_len == 0 {
-            return Err(invalid());
-        }
-        let n: f64 = rest[..num_len].parse().map_err(|_| invalid())?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .char_indices()
-            .find(|(_, c)| c.is_ascii_digit() || *c == '.')
-            .map_or(rest.len(), |(i, _)| i);
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let scale = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "" => return Err(format!("time: missing unit in duration \"{s}\"")),
-            u => return Err(format!("time: unknown unit \"{u}\" in duration \"{s}\"")),
-        };
-        total += n * scale;
-    }
-    bounded(total, s)
 }
 
 /// A duration: a Go duration string, a bare suffixed number like `2m`
