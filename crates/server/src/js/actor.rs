@@ -687,13 +687,7 @@ impl Actor {
         for item in items {
             match item {
                 Item::Out(m) => {
-                    self.publisher.publish(
-                        m.route_subject(),
-                        &m.subject,
-                        m.reply.as_deref(),
-                        m.headers.as_deref(),
-                        &m.payload,
-                    );
+                    self.publisher.publish_out(&m);
                 }
                 Item::Ack { reply, ack } => {
                     self.publisher

@@ -104,13 +104,7 @@ impl GoShape for PauseRequest {
 
 impl Dispatcher {
     fn send(&mut self, m: OutMsg) {
-        self.publisher.publish(
-            m.route_subject(),
-            &m.subject,
-            m.reply.as_deref(),
-            m.headers.as_deref(),
-            &m.payload,
-        );
+        self.publisher.publish_out(&m);
     }
 
     fn reply(&mut self, to: &str, body: &[u8]) {

@@ -39,40 +39,7 @@ pub fn uptime(d: Duration) -> String {
 }
 
 /// Go's `time.Duration.String()`, used for round-trip times.
-pub fn go_duration(d: Duration) -> String {
-    let ns = d.as_nanos();
-    if ns == 0 {
-        return "0s".to_string();
-    }
-    fn frac(value: u128, unit: u128, suffix: &str) -> String {
-        let whole = value / unit;
-        let rem = value % unit;
-        if rem == 0 {
-            return format!("{whole}{suffix}");
-        }
-        let digits = unit.ilog10() as usize;
-        let f = format!("{rem:0digits$}");
-        format!("{whole}.{}{suffix}", f.trim_end_matches('0'))
-    }
-    if ns < 1_000 {
-        return format!("{ns}ns");
-    }
-    if ns < 1_000_000 {
-        return frac(ns, 1_000, "µs");
-    }
-    if ns < 1_000_000_000 {
-        return frac(ns, 1_000_000, "ms");
-    }
-    let total_secs = ns / 1_000_000_000;
-    let h = total_secs / 3600;
-    let m = (total_secs % 3600) / 60;
-    let secs = frac(ns % 60_000_000_000, 1_000_000_000, "s");
-    match (h, m) {
-        (0, 0) => secs,
-        (0, m) => format!("{m}m{secs}"),
-        (h, m) => format!("{h}h{m}m{secs}"),
-    }
-}
+pub use jetstream::duration::format as go_duration;
 
 /// The round trip as nats-server shows it: microsecond precision between
 /// 1µs and 1ms.
