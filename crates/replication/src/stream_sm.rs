@@ -99,6 +99,31 @@ fn get_string(b: &mut &[u8]) -> Result<String, DecodeError> {
     String::from_utf8(get_bytes(b)?.to_vec()).map_err(|_| DecodeError::Utf8)
 }
 
+/// A message's subject, optional headers and payload.
+fn put_msg(b: &mut BytesMut, subject: &str, headers: Option<&[u8]>, payload: &[u8]) {
+    put_bytes(b, subject.as_bytes());
+    match headers {
+        Some(h) => {
+            b.put_u8(1);
+            put_bytes(b, h);
+        }
+        None => b.put_u8(0),
+    }
+    put_bytes(b, payload);
+}
+
+fn get_msg(b: &mut &[u8]) -> Result<(String, Option<Bytes>, Bytes), DecodeError> {
+    let subject = get_string(b)?;
+    if b.remaining() < 1 {
+        return Err(DecodeError::Short);
+    }
+    let headers = match b.get_u8() {
+        0 => None,
+        _ => Some(get_bytes(b)?),
+    };
+    Ok((subject, headers, get_bytes(b)?))
+}
+
 impl Entry {
     pub fn encode(&self) -> Vec<u8> {
         let mut b = BytesMut::with_capacity(64);
@@ -110,15 +135,7 @@ impl Entry {
                 payload,
             } => {
                 b.put_u8(1);
-                put_bytes(&mut b, subject.as_bytes());
-                match headers {
-                    Some(h) => {
-                        b.put_u8(1);
-                        put_bytes(&mut b, h);
-                    }
-                    None => b.put_u8(0),
-                }
-                put_bytes(&mut b, payload);
+                put_msg(&mut b, subject, headers.as_deref(), payload);
             }
             Op::CreateConsumer { name, request } => {
                 b.put_u8(2);
@@ -170,15 +187,7 @@ impl Entry {
         let ts = b.get_i64_le();
         let op = match b.get_u8() {
             1 => {
-                let subject = get_string(&mut b)?;
-                if b.remaining() < 1 {
-                    return Err(DecodeError::Short);
-                }
-                let headers = match b.get_u8() {
-                    0 => None,
-                    _ => Some(get_bytes(&mut b)?),
-                };
-                let payload = get_bytes(&mut b)?;
+                let (subject, headers, payload) = get_msg(&mut b)?;
                 Op::Publish {
                     subject,
                     headers,
@@ -283,15 +292,7 @@ impl ReplicatedStream {
         for m in msgs {
             b.put_u64_le(m.seq);
             b.put_i64_le(m.ts);
-            put_bytes(&mut b, m.subject.as_bytes());
-            match &m.headers {
-                Some(h) => {
-                    b.put_u8(1);
-                    put_bytes(&mut b, h);
-                }
-                None => b.put_u8(0),
-            }
-            put_bytes(&mut b, &m.payload);
+            put_msg(&mut b, &m.subject, m.headers.as_deref(), &m.payload);
         }
         let names = self.stream.all_consumer_names();
         b.put_u32_le(names.len() as u32);
@@ -332,15 +333,7 @@ impl ReplicatedStream {
             }
             let seq = b.get_u64_le();
             let ts = b.get_i64_le();
-            let subject = get_string(&mut b)?;
-            if b.remaining() < 1 {
-                return Err(DecodeError::Short);
-            }
-            let headers = match b.get_u8() {
-                0 => None,
-                _ => Some(get_bytes(&mut b)?),
-            };
-            let payload = get_bytes(&mut b)?;
+            let (subject, headers, payload) = get_msg(&mut b)?;
             if i == 0 {
                 store.reset_to(seq).map_err(store_err)?;
             }
