@@ -772,6 +772,49 @@ mod tests {
         assert_eq!(run(5), run(5));
     }
 
+    /// A full disk fails the write: it is counted, and nothing that
+    /// depended on it (a vote, an append acknowledgement) leaves.
+    #[test]
+    fn a_failed_log_write_holds_back_what_depended_on_it() {
+        let mut t = Trio::new(10);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        let f = (l + 1) % 3;
+        t.dirs[f].set_space(Some(0));
+        t.nodes[l].propose(7, b"x".to_vec()).unwrap();
+        let out = t.nodes[l].poll();
+        for h in out.sync {
+            h.sync().unwrap();
+        }
+        let more = t.nodes[l].persisted();
+        let mut sent = 0;
+        for (to, fr) in out.frames.into_iter().chain(more.frames) {
+            if to == f as u64 + 1 {
+                let mut b = bytes::BytesMut::new();
+                frame::encode(&fr, &mut b);
+                t.nodes[f].receive(l as u64 + 1, &b);
+                sent += 1;
+            }
+        }
+        assert!(sent > 0);
+        let out = t.nodes[f].poll();
+        assert_eq!(t.nodes[f].write_failures, 1);
+        assert!(out.sync.is_empty());
+        assert!(
+            out.frames
+                .iter()
+                .all(|(_, fr)| Message::parse_from_bytes(&fr.payload)
+                    .unwrap()
+                    .get_msg_type()
+                    != MessageType::MsgAppendResponse),
+            "no acknowledgement of an append that was not written"
+        );
+        // The others still commit it.
+        t.dirs[f].set_space(None);
+        t.tick(3);
+        assert!(t.applied[l].iter().any(|c| &c.data[..] == b"x"));
+    }
+
     #[test]
     fn one_node_per_group() {
         let mut e = Engine::new(1, Arc::new(MemDir::new()), 0);
