@@ -4,6 +4,7 @@
 
 pub mod engine;
 pub mod frame;
+pub mod identity;
 pub mod log;
 pub mod meta_sm;
 pub mod outbox;

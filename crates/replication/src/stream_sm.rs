@@ -17,7 +17,8 @@ use jetstream::output::Output;
 use jetstream::stream::{Incoming, PubAck, Stream};
 use store::MsgStore;
 
-const SNAPSHOT_VERSION: u32 = 1;
+/// Version 2 added source positions.
+const SNAPSHOT_VERSION: u32 = 2;
 
 /// One input to a replicated stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +58,18 @@ pub enum Op {
     },
     DeleteConsumer {
         name: String,
+    },
+    /// A message a source's consumer delivered from an origin stream
+    /// (see `jetstream::stream::Sourced`). Through the log, so every
+    /// replica stores it, and advances the source's position, alike.
+    Sourced {
+        key: String,
+        origin_seq: u64,
+        origin_ts: i64,
+        pending: u64,
+        subject: String,
+        headers: Option<Bytes>,
+        payload: Bytes,
     },
 }
 
@@ -176,6 +189,22 @@ impl Entry {
                 b.put_u8(8);
                 put_bytes(&mut b, name.as_bytes());
             }
+            Op::Sourced {
+                key,
+                origin_seq,
+                origin_ts,
+                pending,
+                subject,
+                headers,
+                payload,
+            } => {
+                b.put_u8(9);
+                put_bytes(&mut b, key.as_bytes());
+                b.put_u64_le(*origin_seq);
+                b.put_i64_le(*origin_ts);
+                b.put_u64_le(*pending);
+                put_msg(&mut b, subject, headers.as_deref(), payload);
+            }
         }
         b.to_vec()
     }
@@ -224,6 +253,25 @@ impl Entry {
             8 => Op::DeleteConsumer {
                 name: get_string(&mut b)?,
             },
+            9 => {
+                let key = get_string(&mut b)?;
+                if b.remaining() < 24 {
+                    return Err(DecodeError::Short);
+                }
+                let origin_seq = b.get_u64_le();
+                let origin_ts = b.get_i64_le();
+                let pending = b.get_u64_le();
+                let (subject, headers, payload) = get_msg(&mut b)?;
+                Op::Sourced {
+                    key,
+                    origin_seq,
+                    origin_ts,
+                    pending,
+                    subject,
+                    headers,
+                    payload,
+                }
+            }
             k => return Err(DecodeError::Kind(k)),
         };
         Ok(Entry { ts, op })
@@ -238,7 +286,8 @@ pub struct Applied {
     /// Deliveries and statuses.
     pub outputs: Vec<Output>,
     /// The result of a purge (messages purged), message delete or
-    /// consumer delete, for the leader's API response.
+    /// consumer delete, for the leader's API response; for a sourced
+    /// message, 1 if it was stored and 0 if the source already had it.
     pub result: Option<Result<u64, jetstream::api::ApiError>>,
 }
 
@@ -305,6 +354,12 @@ impl ReplicatedStream {
             b.put_i64_le(c.created);
             put_bytes(&mut b, &c.state().encode());
         }
+        // Positions, because a work-queue origin's messages are gone once
+        // acked: they cannot be recovered by looking at the origin again.
+        put_bytes(
+            &mut b,
+            &serde_json::to_vec(&self.stream.source_positions()).expect("positions serialize"),
+        );
         b.to_vec()
     }
 
@@ -365,6 +420,9 @@ impl ReplicatedStream {
             let state = ConsumerState::decode(&get_bytes(&mut b)?).ok_or(DecodeError::Kind(0))?;
             stream.restore_consumer(cfg, created, &state, now);
         }
+        let positions: std::collections::BTreeMap<String, u64> =
+            serde_json::from_slice(&get_bytes(&mut b)?).map_err(|_| DecodeError::Kind(0))?;
+        stream.restore_source_positions(&positions);
         let _ = stream.take_outputs();
         Ok(ReplicatedStream { stream, applied })
     }
@@ -462,6 +520,26 @@ impl ReplicatedStream {
             }
             Op::DeleteConsumer { name } => {
                 out.result = Some(self.stream.delete_consumer(&name).map(|()| 1));
+            }
+            Op::Sourced {
+                key,
+                origin_seq,
+                origin_ts,
+                pending,
+                subject,
+                headers,
+                payload,
+            } => {
+                let m = jetstream::stream::Sourced {
+                    key: &key,
+                    origin_seq,
+                    origin_ts,
+                    pending,
+                    subject: &subject,
+                    headers: headers.as_deref(),
+                    payload: &payload,
+                };
+                out.result = Some(self.stream.sourced(m, now).map(u64::from));
             }
         }
         let _ = self.stream.pump(now);
@@ -611,6 +689,57 @@ mod tests {
         assert!(!view(&a).0.contains(&20));
     }
 
+    fn sourced(seq: u64) -> Op {
+        Op::Sourced {
+            key: "WQ > >".into(),
+            origin_seq: seq,
+            origin_ts: seq as i64,
+            pending: 0,
+            subject: format!("wq.{seq}"),
+            headers: None,
+            payload: Bytes::from(format!("m{seq}")),
+        }
+    }
+
+    /// A sourcing stream's position is replicated state: a replica
+    /// restored from a snapshot refuses what the source already
+    /// delivered, even though a work-queue origin no longer has it.
+    #[test]
+    fn source_positions_survive_a_snapshot() {
+        let mut cfg = StreamConfig {
+            name: "AGG".into(),
+            sources: vec![jetstream::api::StreamSource {
+                name: "WQ".into(),
+                ..Default::default()
+            }],
+            storage: jetstream::api::Storage::Memory,
+            ..Default::default()
+        };
+        jetstream::stream::config::check(&mut cfg, false, false).unwrap();
+        let mut a = ReplicatedStream::new(cfg, 1, Box::new(store::MemStore::new())).unwrap();
+        let stored = |rs: &mut ReplicatedStream, index: u64, seq: u64| {
+            let e = Entry {
+                ts: index as i64,
+                op: sourced(seq),
+            };
+            rs.apply(index, &e.encode()).result
+        };
+        for i in 1..=3 {
+            assert_eq!(stored(&mut a, i, i), Some(Ok(1)));
+        }
+        assert_eq!(stored(&mut a, 4, 2), Some(Ok(0)), "already had");
+        let snap = a.snapshot(5);
+        let mut b = ReplicatedStream::restore(&snap, Box::new(store::MemStore::new())).unwrap();
+        assert_eq!(stored(&mut b, 5, 3), Some(Ok(0)), "position restored");
+        assert_eq!(stored(&mut b, 6, 4), Some(Ok(1)));
+        assert_eq!(b.stream().store().state().msgs, 4);
+        let m = b.stream().store().get(4).unwrap().unwrap();
+        assert_eq!(
+            jetstream::headers::get(m.headers.as_deref().unwrap(), "Nats-Stream-Source"),
+            Some("WQ 4 > > wq.4")
+        );
+    }
+
     #[test]
     fn entries_round_trip_and_refuse_garbage() {
         let entries = [
@@ -650,6 +779,10 @@ mod tests {
             Entry {
                 ts: 10,
                 op: Op::DeleteConsumer { name: "C".into() },
+            },
+            Entry {
+                ts: 11,
+                op: sourced(7),
             },
         ];
         for e in &entries {

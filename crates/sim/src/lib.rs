@@ -25,15 +25,24 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use replication::engine::{Engine, EngineError};
-use replication::frame;
 use replication::meta_sm::{Meta, MetaOp};
 use replication::outbox::Outbox;
 use replication::rng::Rng;
 use replication::stream_sm::{Entry as StreamEntry, Op, ReplicatedStream};
+use replication::{frame, identity};
 use store::MemDir;
 
-/// The one Raft group the simulation replicates.
+/// The Raft group the simulation replicates: values, the work-queue
+/// stream, or the meta state.
 pub const GROUP: u64 = 1;
+/// In sourced mode, the group of the stream that sources the work queue.
+pub const SOURCING_GROUP: u64 = 2;
+/// The source key of the sourcing stream's one source (origin `WQ`, no
+/// filter, no transform).
+const SOURCE_KEY: &str = "WQ > >";
+/// Extra quiet steps in sourced mode, without publishing, for the work
+/// queue to drain into the sourcing stream.
+const DRAIN_STEPS: u64 = 600;
 
 /// Fault rates, in parts per thousand per opportunity.
 #[derive(Debug, Clone, Copy)]
@@ -114,6 +123,14 @@ pub struct Config {
     pub work_queue: bool,
     /// Test-only: the leader applies acks itself, outside the log.
     pub unsafe_local_acks: bool,
+    /// With `work_queue`: a second stream, in its own group, sources the
+    /// work queue (incident 2 as reported). The work queue's consumer is
+    /// the source's: each message it delivers is proposed to the sourcing
+    /// stream, and acked only once stored there, as the server's source
+    /// driver does. At the end, publishing stops, the work queue must
+    /// drain, and every acknowledged publish must be in the sourcing
+    /// stream exactly once, on every replica.
+    pub sourced: bool,
     /// Replicate a limits stream that clients publish to with message
     /// ids, retrying unanswered publishes (to whoever leads then).
     pub publish_ids: bool,
@@ -140,6 +157,7 @@ impl Config {
             payload_size: 8,
             work_queue: false,
             unsafe_local_acks: false,
+            sourced: false,
             publish_ids: false,
             meta: false,
         }
@@ -179,7 +197,7 @@ impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "seed {} step {}: {}\nreplay: cargo run -p flotilla-sim --release -- --seed {} (add the run's mode flag: --work-queue, --publish-ids or --meta)",
+            "seed {} step {}: {}\nreplay: cargo run -p flotilla-sim --release -- --seed {} (add the run's mode flag: --work-queue, --sourced, --publish-ids or --meta)",
             self.seed, self.step, self.what, self.seed
         )
     }
@@ -195,10 +213,12 @@ struct Server {
     flipped: bool,
     /// The replicated work-queue stream, rebuilt from the log on restart.
     wq: Option<ReplicatedStream>,
+    /// In sourced mode, the stream sourcing it.
+    agg: Option<ReplicatedStream>,
     /// The replicated meta state, rebuilt from the log on restart.
     meta: Meta,
-    /// Applied index of the last compaction.
-    compacted_at: u64,
+    /// Applied index of the last compaction, by group.
+    compacted_at: BTreeMap<u64, u64>,
 }
 
 /// A directed link with limited bandwidth. Prioritized, it queues in
@@ -288,9 +308,8 @@ pub struct Sim {
     in_flight: BTreeMap<u64, u64>,
     /// Acknowledged values: value -> index.
     acked: BTreeMap<u64, u64>,
-    /// Work-queue mode: the consumer exists; deliveries waiting to be
-    /// acked (ack subjects); stream sequences whose ack is done.
-    wq_consumer: bool,
+    /// Work-queue mode: deliveries waiting to be acked (ack subjects);
+    /// stream sequences whose ack is done.
     wq_delivered: Vec<String>,
     /// Consumed stream sequence -> the log index of its ack (0 for an ack
     /// outside the log).
@@ -302,6 +321,17 @@ pub struct Sim {
     /// Confirmed current reads waiting for their server to apply up to
     /// the read index: (server index, read index).
     reads_waiting: Vec<(usize, u64)>,
+    /// Sourced mode: deliveries to propose to the sourcing stream; the ack
+    /// subject of each origin sequence on its way there; publishes
+    /// acknowledged to the client (value -> PubAck sequence); whether
+    /// publishing has stopped for the end.
+    src_queue: Vec<Op>,
+    src_acks: BTreeMap<u64, String>,
+    src_published: BTreeMap<u64, u64>,
+    draining: bool,
+    /// The sourcing group's leaders by term (the main group's are in the
+    /// report).
+    agg_leaders: BTreeMap<u64, u64>,
     report: Report,
 }
 
@@ -320,12 +350,16 @@ impl Sim {
             .iter()
             .map(|&id| {
                 let dir = MemDir::new();
-                let mut e = Engine::new(id, Arc::new(dir.clone()), rng.next_u64());
+                let (me, _) = identity::load_or_create(&dir, &format!("s{id}"), || id)
+                    .expect("a new store takes an identity");
+                let mut e = Engine::new(me.id, Arc::new(dir.clone()), rng.next_u64());
                 e.unsafe_ack_before_sync = cfg.unsafe_ack_before_sync;
                 e.unsafe_no_pre_vote = cfg.unsafe_no_pre_vote;
                 e.unsafe_skip_frame_checksum = cfg.unsafe_skip_frame_checksum;
                 e.unsafe_no_registry = cfg.unsafe_no_registry;
-                e.create_group(GROUP, &voters).expect("fresh group");
+                for &g in groups(&cfg) {
+                    e.create_group(g, &voters).expect("fresh group");
+                }
                 Server {
                     id,
                     dir,
@@ -333,8 +367,9 @@ impl Sim {
                     down_for: 0,
                     flipped: false,
                     wq: replicated_stream(&cfg),
+                    agg: sourcing_stream(&cfg),
                     meta: Meta::new(),
-                    compacted_at: 0,
+                    compacted_at: BTreeMap::new(),
                 }
             })
             .collect();
@@ -349,12 +384,16 @@ impl Sim {
             next_value: 1,
             in_flight: BTreeMap::new(),
             acked: BTreeMap::new(),
-            wq_consumer: false,
             wq_delivered: Vec::new(),
             wq_consumed: BTreeMap::new(),
             id_pending: BTreeMap::new(),
             id_acked: BTreeMap::new(),
             reads_waiting: Vec::new(),
+            src_queue: Vec::new(),
+            src_acks: BTreeMap::new(),
+            src_published: BTreeMap::new(),
+            draining: false,
+            agg_leaders: BTreeMap::new(),
             report: Report::default(),
         }
     }
@@ -392,6 +431,10 @@ impl Sim {
     pub fn finish(mut self) -> Result<Report, Violation> {
         self.cut.clear();
         self.steps(self.cfg.quiet_steps, false)?;
+        if self.cfg.sourced {
+            self.draining = true;
+            self.steps(DRAIN_STEPS, false)?;
+        }
         self.check_converged()?;
         self.report.unknown = (self.in_flight.len() + self.id_pending.len()) as u64;
         Ok(self.report)
@@ -421,7 +464,7 @@ impl Sim {
     pub fn flip_bit_in_log(&mut self, id: u64) {
         let s = &mut self.servers[id as usize - 1];
         assert!(s.engine.is_none(), "flip bits in a stopped server's files");
-        for name in s.dir.names() {
+        for name in log_files(&s.dir) {
             let len = s.dir.file_len(&name);
             if len > 0 {
                 s.dir.flip_bit(&name, len / 2, 5);
@@ -454,9 +497,14 @@ impl Sim {
 
     /// The current leader's id and term, if any server leads.
     pub fn leader(&self) -> Option<(u64, u64)> {
-        let i = self.leader_index()?;
+        self.leader_of(GROUP)
+    }
+
+    /// The current leader of `group` and its term.
+    pub fn leader_of(&self, group: u64) -> Option<(u64, u64)> {
+        let i = self.leader_index_of(group)?;
         let e = self.servers[i].engine.as_ref()?;
-        Some((e.id(), e.leader(GROUP)?.0))
+        Some((e.id(), e.leader(group)?.0))
     }
 
     /// The highest term any live server is in.
@@ -531,27 +579,31 @@ impl Sim {
             let damaged = self
                 .servers
                 .iter()
-                .filter(|s| s.flipped || s.engine.as_ref().is_some_and(|e| e.is_damaged(GROUP)))
+                .filter(|s| {
+                    s.flipped || s.engine.as_ref().is_some_and(|e| is_damaged(&self.cfg, e))
+                })
                 .count();
             let s = &mut self.servers[i];
-            if s.engine.as_ref().is_some_and(|e| !e.is_damaged(GROUP)) {
+            if s.engine.as_ref().is_some_and(|e| !is_damaged(&self.cfg, e)) {
                 s.flipped = false;
             }
             if s.engine.is_none() {
                 if s.down_for == 0 {
-                    let mut e = Engine::new(s.id, Arc::new(s.dir.clone()), self.rng.next_u64());
+                    // The id comes back from the store, never anew.
+                    let (me, new) = identity::load_or_create(&s.dir, "", || 0)
+                        .expect("the identity survives crashes");
+                    assert!(!new && me.id == s.id, "server {} came back as {me:?}", s.id);
+                    let mut e = Engine::new(me.id, Arc::new(s.dir.clone()), self.rng.next_u64());
                     e.unsafe_ack_before_sync = self.cfg.unsafe_ack_before_sync;
                     e.unsafe_no_pre_vote = self.cfg.unsafe_no_pre_vote;
                     e.unsafe_skip_frame_checksum = self.cfg.unsafe_skip_frame_checksum;
                     e.unsafe_no_registry = self.cfg.unsafe_no_registry;
                     let voters: Vec<u64> = (1..=n).collect();
-                    e.create_group(GROUP, &voters)
-                        .expect("one node per group: the old one is gone");
-                    s.wq = replicated_stream(&self.cfg);
-                    s.meta = Meta::new();
-                    s.compacted_at = 0;
-                    if let Some((_, data)) = e.snapshot(GROUP).filter(|(_, d)| !d.is_empty()) {
-                        restore_state(&self.cfg, s, &data);
+                    for &g in groups(&self.cfg) {
+                        e.create_group(g, &voters)
+                            .expect("one node per group: the old one is gone");
+                        let data = e.snapshot(g).map(|(_, d)| d).unwrap_or_default();
+                        restore_state(&self.cfg, s, g, &data);
                     }
                     s.engine = Some(e);
                     self.report.trace = mix(self.report.trace, 3000 + s.id);
@@ -567,7 +619,7 @@ impl Sim {
                 s.down_for = 1 + self.rng.below(40);
                 self.report.crashes += 1;
                 if damaged < f_max && self.rng.chance(f.bit_flip) {
-                    let names = s.dir.names();
+                    let names = log_files(&s.dir);
                     if let Some(name) = names.first() {
                         let len = s.dir.file_len(name);
                         if len > 0 {
@@ -586,9 +638,13 @@ impl Sim {
     }
 
     fn leader_index(&self) -> Option<usize> {
+        self.leader_index_of(GROUP)
+    }
+
+    fn leader_index_of(&self, group: u64) -> Option<usize> {
         self.servers
             .iter()
-            .position(|s| s.engine.as_ref().is_some_and(|e| e.is_leader(GROUP)))
+            .position(|s| s.engine.as_ref().is_some_and(|e| e.is_leader(group)))
     }
 
     fn client(&mut self) {
@@ -633,26 +689,50 @@ impl Sim {
     }
 
     fn propose_op(&mut self, op: Op) -> bool {
-        let Some(li) = self.leader_index() else {
+        self.propose_op_to(GROUP, op)
+    }
+
+    fn propose_op_to(&mut self, group: u64, op: Op) -> bool {
+        let Some(li) = self.leader_index_of(group) else {
             self.report.failed += 1;
             return false;
         };
         let e = StreamEntry { ts: self.now(), op };
         let engine = self.servers[li].engine.as_mut().expect("leader is up");
-        engine.propose(GROUP, e.encode()).is_ok()
+        engine.propose(group, e.encode()).is_ok()
     }
 
     /// Work-queue client: create the consumer, publish, pull, ack.
     fn wq_client(&mut self) {
-        if !self.wq_consumer {
-            let req = br#"{"stream_name":"WQ","config":{"durable_name":"C","ack_policy":"explicit","ack_wait":600000000000}}"#;
-            self.wq_consumer = self.propose_op(Op::CreateConsumer {
+        // Until the leader has the consumer (a create proposed to a leader
+        // that lost its place may never commit), ask again now and then.
+        let has_consumer = self
+            .leader_index()
+            .and_then(|li| self.servers[li].wq.as_ref())
+            .is_some_and(|w| w.stream().consumer("C").is_some());
+        if !has_consumer {
+            if !self.step.is_multiple_of(10) {
+                return;
+            }
+            let req: &'static [u8] = if self.cfg.sourced {
+                // The source's consumer: one message outstanding at a
+                // time, so the source sees the origin in order and its
+                // position never skips a message still to come; a lost
+                // delivery comes again after the ack wait.
+                br#"{"stream_name":"WQ","config":{"durable_name":"C","ack_policy":"explicit","ack_wait":1000000000,"max_ack_pending":1}}"#
+            } else {
+                br#"{"stream_name":"WQ","config":{"durable_name":"C","ack_policy":"explicit","ack_wait":600000000000}}"#
+            };
+            self.propose_op(Op::CreateConsumer {
                 name: "C".into(),
                 request: Bytes::from_static(req),
             });
             return;
         }
-        if self.rng.chance(self.cfg.propose_rate) {
+        if self.cfg.sourced {
+            self.source_driver();
+        }
+        if !self.draining && self.rng.chance(self.cfg.propose_rate) {
             let v = self.next_value;
             if self.propose_op(Op::Publish {
                 subject: format!("wq.{}", v % 4),
@@ -672,7 +752,8 @@ impl Sim {
                 let _ = e.read_index(GROUP, self.step.to_be_bytes().to_vec());
             }
         }
-        if self.rng.chance(150) {
+        let pull_rate = if self.cfg.sourced { 300 } else { 150 };
+        if self.rng.chance(pull_rate) {
             self.propose_op(Op::Pull {
                 consumer: "C".into(),
                 request: Bytes::from_static(br#"{"batch":5,"no_wait":true}"#),
@@ -706,6 +787,41 @@ impl Sim {
                 subject,
                 body: Bytes::from_static(b"+ACK"),
             });
+        }
+    }
+
+    /// The sourcing stream's side: what the work queue delivered is
+    /// proposed to the sourcing stream's leader (dropped if there is
+    /// none: the delivery comes again); time passes on the work queue, so
+    /// deliveries not acked in time come again.
+    fn source_driver(&mut self) {
+        if self.step.is_multiple_of(10) {
+            self.propose_op(Op::Tick);
+        }
+        for op in std::mem::take(&mut self.src_queue) {
+            self.propose_op_to(SOURCING_GROUP, op);
+        }
+    }
+
+    /// Applies a committed entry to server `i`'s sourcing stream. Once
+    /// its leader has stored a delivered message (or had it already), the
+    /// work-queue message is acked: never before the copy is committed.
+    fn agg_apply(&mut self, i: usize, leader: bool, index: u64, data: &[u8]) {
+        let Some(agg) = self.servers[i].agg.as_mut() else {
+            return;
+        };
+        let applied = agg.apply(index, data);
+        if !leader || !matches!(applied.result, Some(Ok(_))) {
+            return;
+        }
+        if let Ok(StreamEntry {
+            op: Op::Sourced { origin_seq, .. },
+            ..
+        }) = StreamEntry::decode(data)
+        {
+            if let Some(ack) = self.src_acks.remove(&origin_seq) {
+                self.wq_delivered.push(ack);
+            }
         }
     }
 
@@ -784,10 +900,22 @@ impl Sim {
                 }
             }
         }
+        if self.cfg.sourced {
+            if let (Some(ack), Ok(e)) = (&applied.puback, StreamEntry::decode(data)) {
+                let seq = serde_json::from_slice::<serde_json::Value>(ack)
+                    .ok()
+                    .and_then(|v| v.get("seq").and_then(|s| s.as_u64()))
+                    .filter(|&s| s > 0);
+                if let (Op::Publish { payload, .. }, Some(seq)) = (&e.op, seq) {
+                    let v = u64::from_be_bytes(payload[..8].try_into().expect("8 bytes"));
+                    self.src_published.insert(v, seq);
+                }
+            }
+        }
         let leader_applied = self.servers[i].wq.as_ref().map_or(0, |w| w.applied());
         for o in applied.outputs {
             if let jetstream::output::Output::Publish(m) = o {
-                if let Some(reply) = m.reply.filter(|r| r.starts_with("$JS.ACK.")) {
+                if let Some(reply) = m.reply.clone().filter(|r| r.starts_with("$JS.ACK.")) {
                     // No acked message is delivered again, before or after
                     // a leader change, once the leader has applied the ack.
                     if let Some(seq) = ack_stream_seq(&reply) {
@@ -801,6 +929,23 @@ impl Sim {
                                 self.servers[i].id
                             )));
                         }
+                    }
+                    if self.cfg.sourced {
+                        let f: Vec<&str> = reply.split('.').collect();
+                        let num = |k: usize| f.get(k).and_then(|n| n.parse::<u64>().ok());
+                        if let (Some(seq), Some(ts), Some(pending)) = (num(5), num(7), num(8)) {
+                            self.src_acks.insert(seq, reply.clone());
+                            self.src_queue.push(Op::Sourced {
+                                key: SOURCE_KEY.into(),
+                                origin_seq: seq,
+                                origin_ts: ts as i64,
+                                pending,
+                                subject: m.subject,
+                                headers: m.headers,
+                                payload: m.payload,
+                            });
+                        }
+                        continue;
                     }
                     self.wq_delivered.push(reply);
                 }
@@ -882,19 +1027,15 @@ impl Sim {
             let mut out = e.poll();
             let now = self.now();
             let s = &mut self.servers[i];
-            for data in out.snapshots.iter().map(|c| c.data.clone()) {
+            for c in &out.snapshots {
                 // The leader's snapshot replaces this replica's state.
-                s.wq = replicated_stream(&self.cfg);
-                s.meta = Meta::new();
-                if !data.is_empty() {
-                    restore_state(&self.cfg, s, &data);
-                }
+                restore_state(&self.cfg, s, c.group, &c.data);
             }
-            if !out.snapshot_wanted.is_empty() {
-                let (index, data) = state_snapshot(s, now);
+            for &g in &out.snapshot_wanted {
+                let (index, data) = state_snapshot(s, g, now);
                 let e = s.engine.as_mut().expect("up");
-                let at = index.unwrap_or_else(|| e.applied(GROUP).unwrap_or(0));
-                let _ = e.compact(GROUP, at, data);
+                let at = index.unwrap_or_else(|| e.applied(g).unwrap_or(0));
+                let _ = e.compact(g, at, data);
             }
             let sync = std::mem::take(&mut out.sync);
             let mut outputs = vec![out];
@@ -918,6 +1059,7 @@ impl Sim {
             let e = self.servers[i].engine.as_mut().expect("still up");
             outputs.push(e.persisted());
             let leader = e.is_leader(GROUP);
+            let agg_leader = e.is_leader(SOURCING_GROUP);
             if self.cfg.meta {
                 for o in &outputs {
                     for c in &o.committed {
@@ -928,9 +1070,13 @@ impl Sim {
             if self.cfg.work_queue || self.cfg.publish_ids {
                 for o in &outputs {
                     for c in &o.committed {
-                        self.wq_apply(i, leader, c.index, &c.data)?;
+                        if c.group == SOURCING_GROUP {
+                            self.agg_apply(i, agg_leader, c.index, &c.data);
+                        } else {
+                            self.wq_apply(i, leader, c.index, &c.data)?;
+                        }
                     }
-                    for (_, _, index) in &o.reads {
+                    for (_, _, index) in o.reads.iter().filter(|r| r.0 == GROUP) {
                         self.reads_waiting.push((i, *index));
                     }
                 }
@@ -940,16 +1086,18 @@ impl Sim {
             // log compacted behind it, as a server bounds its logs.
             if self.cfg.work_queue || self.cfg.publish_ids || self.cfg.meta {
                 let now = self.now();
-                let s = &mut self.servers[i];
-                let (index, _) = state_snapshot_index(s);
-                let since = index.saturating_sub(s.compacted_at);
-                if since >= COMPACT_EVERY {
-                    let (index, data) = state_snapshot(s, now);
-                    let index = index.expect("stream modes have state");
-                    let e = s.engine.as_mut().expect("up");
-                    if e.compact(GROUP, index, data).is_ok() {
-                        s.compacted_at = index;
-                        self.report.compactions += 1;
+                for &g in groups(&self.cfg) {
+                    let s = &mut self.servers[i];
+                    let index = state_snapshot_index(s, g);
+                    let since = index.saturating_sub(s.compacted_at.get(&g).copied().unwrap_or(0));
+                    if since >= COMPACT_EVERY {
+                        let (index, data) = state_snapshot(s, g, now);
+                        let index = index.expect("stream modes have state");
+                        let e = s.engine.as_mut().expect("up");
+                        if e.compact(g, index, data).is_ok() {
+                            s.compacted_at.insert(g, index);
+                            self.report.compactions += 1;
+                        }
                     }
                 }
             }
@@ -1070,33 +1218,46 @@ impl Sim {
 
     fn check_step(&mut self) -> Result<(), Violation> {
         // At most one leader per term, over the whole run.
-        for s in &self.servers {
+        for si in 0..self.servers.len() {
+            let s = &self.servers[si];
             let Some(e) = s.engine.as_ref() else { continue };
-            if e.live_nodes(GROUP) > 1 {
-                return Err(self.violation(format!("two live nodes on server {}", s.id)));
-            }
-            if e.is_leader(GROUP) {
-                let (term, _) = e.leader(GROUP).expect("group exists");
-                match self.report.leaders.get(&term) {
-                    Some(&other) if other != s.id => {
+            for &g in groups(&self.cfg) {
+                if e.live_nodes(g) > 1 {
+                    return Err(
+                        self.violation(format!("two live nodes on server {} for group {g}", s.id))
+                    );
+                }
+                if e.is_leader(g) {
+                    let (term, _) = e.leader(g).expect("group exists");
+                    let leaders = if g == GROUP {
+                        &self.report.leaders
+                    } else {
+                        &self.agg_leaders
+                    };
+                    if let Some(&other) = leaders.get(&term).filter(|&&o| o != s.id) {
                         return Err(self.violation(format!(
-                            "two leaders in term {term}: {other} and {}",
+                            "two leaders in term {term} of group {g}: {other} and {}",
                             s.id
                         )));
                     }
-                    _ => {
-                        self.report.leaders.insert(term, s.id);
+                    let id = s.id;
+                    if g == GROUP {
+                        self.report.leaders.insert(term, id);
+                    } else {
+                        self.agg_leaders.insert(term, id);
                     }
                 }
-            }
-            if let Some(v) = e.voters(GROUP) {
-                if v.len() != self.servers.len() {
-                    return Err(self.violation(format!(
-                        "server {} counts {} voters, not {}",
-                        s.id,
-                        v.len(),
-                        self.servers.len()
-                    )));
+                let s = &self.servers[si];
+                let e = s.engine.as_ref().expect("up");
+                if let Some(v) = e.voters(g) {
+                    if v.len() != self.servers.len() {
+                        return Err(self.violation(format!(
+                            "server {} counts {} voters, not {}",
+                            s.id,
+                            v.len(),
+                            self.servers.len()
+                        )));
+                    }
                 }
             }
         }
@@ -1120,11 +1281,14 @@ impl Sim {
 
     /// Committed entries agree wherever two replicas hold the same index.
     fn check_prefixes(&self) -> Result<(), Violation> {
-        let mut seen: BTreeMap<u64, (u64, Bytes, u64)> = BTreeMap::new();
+        let mut seen: BTreeMap<(u64, u64), (u64, Bytes, u64)> = BTreeMap::new();
         for s in &self.servers {
             let Some(e) = s.engine.as_ref() else { continue };
-            for (index, term, data) in e.committed_log(GROUP) {
-                match seen.get(&index) {
+            for (g, (index, term, data)) in groups(&self.cfg)
+                .iter()
+                .flat_map(|&g| e.committed_log(g).into_iter().map(move |x| (g, x)))
+            {
+                match seen.get(&(g, index)) {
                     Some((t, d, who)) if *t != term || *d != data => {
                         let what = if *t != term { "terms" } else { "data" };
                         return Err(self.violation(format!(
@@ -1134,7 +1298,7 @@ impl Sim {
                     }
                     Some(_) => {}
                     None => {
-                        seen.insert(index, (term, data, s.id));
+                        seen.insert((g, index), (term, data, s.id));
                     }
                 }
             }
@@ -1143,44 +1307,12 @@ impl Sim {
     }
 
     fn check_converged(&mut self) -> Result<(), Violation> {
-        let Some(li) = self.leader_index() else {
-            let states: Vec<String> = self
-                .servers
-                .iter()
-                .map(|s| match s.engine.as_ref() {
-                    None => format!("{}: down", s.id),
-                    Some(e) => format!(
-                        "{}: term/leader {:?} damaged {} last committed {:?}",
-                        s.id,
-                        e.leader(GROUP),
-                        e.is_damaged(GROUP),
-                        e.committed_log(GROUP).last().map(|x| x.0)
-                    ),
-                })
-                .collect();
-            return Err(self.violation(format!(
-                "no leader after the faults stopped ({})",
-                states.join("; ")
-            )));
-        };
-        let last = self.servers[li]
-            .engine
-            .as_ref()
-            .expect("up")
-            .committed(GROUP)
-            .unwrap_or(0);
+        for &g in groups(&self.cfg) {
+            self.check_group_converged(g)?;
+        }
         for s in &self.servers {
-            let Some(e) = s.engine.as_ref() else {
-                return Err(self.violation(format!("server {} still down", s.id)));
-            };
+            let e = s.engine.as_ref().expect("checked up");
             let log = e.committed_log(GROUP);
-            if e.committed(GROUP) != Some(last) {
-                return Err(self.violation(format!(
-                    "server {} has committed up to {:?}, the leader {last}",
-                    s.id,
-                    e.committed(GROUP)
-                )));
-            }
             // Every acknowledged value, exactly once, where its ack said.
             let mut at: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
             for (index, _, data) in &log {
@@ -1207,11 +1339,57 @@ impl Sim {
         if self.cfg.work_queue {
             self.check_wq_converged()?;
         }
+        if self.cfg.sourced {
+            self.check_sourced_converged()?;
+        }
         if self.cfg.publish_ids {
             self.check_pubacks()?;
         }
         if self.cfg.meta {
             self.check_meta_converged()?;
+        }
+        Ok(())
+    }
+
+    /// The group has a leader and every server has committed what it has.
+    fn check_group_converged(&self, group: u64) -> Result<(), Violation> {
+        let Some(li) = self.leader_index_of(group) else {
+            let states: Vec<String> = self
+                .servers
+                .iter()
+                .map(|s| match s.engine.as_ref() {
+                    None => format!("{}: down", s.id),
+                    Some(e) => format!(
+                        "{}: term/leader {:?} damaged {} last committed {:?}",
+                        s.id,
+                        e.leader(group),
+                        e.is_damaged(group),
+                        e.committed_log(group).last().map(|x| x.0)
+                    ),
+                })
+                .collect();
+            return Err(self.violation(format!(
+                "no leader of group {group} after the faults stopped ({})",
+                states.join("; ")
+            )));
+        };
+        let last = self.servers[li]
+            .engine
+            .as_ref()
+            .expect("up")
+            .committed(group)
+            .unwrap_or(0);
+        for s in &self.servers {
+            let Some(e) = s.engine.as_ref() else {
+                return Err(self.violation(format!("server {} still down", s.id)));
+            };
+            if e.committed(group) != Some(last) {
+                return Err(self.violation(format!(
+                    "server {} has committed group {group} up to {:?}, the leader {last}",
+                    s.id,
+                    e.committed(group)
+                )));
+            }
         }
         Ok(())
     }
@@ -1316,6 +1494,75 @@ impl Sim {
         Ok(())
     }
 
+    /// Publishing stopped and the work queue drained: on every replica it
+    /// is empty, and the sourcing stream holds every acknowledged publish
+    /// and every consumed message exactly once, tagged with the sequence
+    /// its PubAck named; the replicas agree.
+    fn check_sourced_converged(&self) -> Result<(), Violation> {
+        let mut first: Option<(u64, Vec<(u64, u64)>)> = None;
+        for s in &self.servers {
+            let (Some(wq), Some(agg)) = (s.wq.as_ref(), s.agg.as_ref()) else {
+                continue;
+            };
+            let left = live_seqs(wq);
+            if !left.is_empty() {
+                return Err(self.violation(format!(
+                    "the work queue did not drain on server {}: {left:?}",
+                    s.id
+                )));
+            }
+            // (origin sequence, value) of every sourced message.
+            let store = agg.stream().store();
+            let mut copies = Vec::new();
+            for seq in live_seqs(agg) {
+                let m = store.get(seq).ok().flatten().expect("listed");
+                let origin = m
+                    .headers
+                    .as_deref()
+                    .and_then(|h| jetstream::headers::get(h, "Nats-Stream-Source"))
+                    .and_then(|t| t.split(' ').nth(1)?.parse::<u64>().ok())
+                    .unwrap_or(0);
+                let v = u64::from_be_bytes(m.payload[..8].try_into().expect("8 bytes"));
+                copies.push((origin, v));
+            }
+            let mut by_origin: BTreeMap<u64, u64> = BTreeMap::new();
+            for &(origin, v) in &copies {
+                if by_origin.insert(origin, v).is_some() {
+                    return Err(self.violation(format!(
+                        "origin message {origin} sourced twice on server {}",
+                        s.id
+                    )));
+                }
+            }
+            for (&v, &seq) in &self.src_published {
+                if by_origin.get(&seq) != Some(&v) {
+                    return Err(self.violation(format!(
+                        "publish {v} acknowledged at {seq}: server {}'s sourcing stream has {:?} for it",
+                        s.id,
+                        by_origin.get(&seq)
+                    )));
+                }
+            }
+            if let Some(seq) = self.wq_consumed.keys().find(|q| !by_origin.contains_key(q)) {
+                return Err(self.violation(format!(
+                    "message {seq} was consumed but is not in server {}'s sourcing stream",
+                    s.id
+                )));
+            }
+            match &first {
+                None => first = Some((s.id, copies)),
+                Some((id, other)) if *other != copies => {
+                    return Err(self.violation(format!(
+                        "sourcing streams differ between servers {id} and {}",
+                        s.id
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
     /// Every replica's stream holds the same messages, none consumed.
     fn check_wq_converged(&self) -> Result<(), Violation> {
         let mut first: Option<(u64, Vec<u64>)> = None;
@@ -1346,18 +1593,51 @@ impl Sim {
 /// Applied entries between snapshots in the stream and meta modes.
 const COMPACT_EVERY: u64 = 150;
 
-/// The applied index of a server's replicated state (0 in value mode).
-fn state_snapshot_index(s: &Server) -> (u64, ()) {
-    match &s.wq {
-        Some(w) => (w.applied(), ()),
-        None => (s.meta.applied(), ()),
+/// A server's files other than its identity: the bit-flip faults hit
+/// these. (A damaged identity stops a server for good, with an error:
+/// `replication::identity`'s tests show that.)
+fn log_files(dir: &MemDir) -> Vec<String> {
+    let mut names = dir.names();
+    names.retain(|n| n != identity::FILE);
+    names
+}
+
+/// The groups a configuration replicates.
+fn groups(cfg: &Config) -> &'static [u64] {
+    if cfg.sourced {
+        &[GROUP, SOURCING_GROUP]
+    } else {
+        &[GROUP]
     }
 }
 
-/// A snapshot of a server's replicated state: (its applied index, data);
-/// in value mode there is no state (index from the engine).
-fn state_snapshot(s: &Server, now: i64) -> (Option<u64>, Vec<u8>) {
-    if let Some(w) = &s.wq {
+fn is_damaged(cfg: &Config, e: &Engine) -> bool {
+    groups(cfg).iter().any(|&g| e.is_damaged(g))
+}
+
+/// The applied index of a server's replicated state of `group` (0 in
+/// value mode).
+fn state_snapshot_index(s: &Server, group: u64) -> u64 {
+    let stream = if group == SOURCING_GROUP {
+        &s.agg
+    } else {
+        &s.wq
+    };
+    match stream {
+        Some(w) => w.applied(),
+        None => s.meta.applied(),
+    }
+}
+
+/// A snapshot of a server's replicated state of `group`: (its applied
+/// index, data); in value mode there is no state (index from the engine).
+fn state_snapshot(s: &Server, group: u64, now: i64) -> (Option<u64>, Vec<u8>) {
+    let stream = if group == SOURCING_GROUP {
+        &s.agg
+    } else {
+        &s.wq
+    };
+    if let Some(w) = stream {
         return (Some(w.applied()), w.snapshot(now));
     }
     if s.meta.applied() > 0 {
@@ -1366,17 +1646,53 @@ fn state_snapshot(s: &Server, now: i64) -> (Option<u64>, Vec<u8>) {
     (None, Vec::new())
 }
 
-/// Replaces a server's replicated state with a snapshot's.
-fn restore_state(cfg: &Config, s: &mut Server, data: &[u8]) {
-    s.compacted_at = 0;
-    if cfg.work_queue || cfg.publish_ids {
-        s.wq = Some(
+/// Replaces a server's replicated state of `group` with a snapshot's
+/// (empty data: the state a new group starts with).
+fn restore_state(cfg: &Config, s: &mut Server, group: u64, data: &[u8]) {
+    s.compacted_at.remove(&group);
+    let restored = || {
+        Some(
             ReplicatedStream::restore(data, Box::new(store::MemStore::new()))
                 .expect("snapshots this simulator made decode"),
-        );
+        )
+    };
+    if group == SOURCING_GROUP {
+        s.agg = if data.is_empty() {
+            sourcing_stream(cfg)
+        } else {
+            restored()
+        };
+    } else if cfg.work_queue || cfg.publish_ids {
+        s.wq = if data.is_empty() {
+            replicated_stream(cfg)
+        } else {
+            restored()
+        };
     } else if cfg.meta {
-        s.meta = Meta::restore(data).expect("meta snapshots decode");
+        s.meta = if data.is_empty() {
+            Meta::new()
+        } else {
+            Meta::restore(data).expect("meta snapshots decode")
+        };
     }
+}
+
+/// In sourced mode, the stream every replica keeps that sources `WQ`.
+fn sourcing_stream(cfg: &Config) -> Option<ReplicatedStream> {
+    if !cfg.sourced {
+        return None;
+    }
+    let mut cfg = jetstream::api::StreamConfig {
+        name: "AGG".into(),
+        sources: vec![jetstream::api::StreamSource {
+            name: "WQ".into(),
+            ..Default::default()
+        }],
+        storage: jetstream::api::Storage::Memory,
+        ..Default::default()
+    };
+    jetstream::stream::config::check(&mut cfg, false, false).expect("valid config");
+    Some(ReplicatedStream::new(cfg, 1, Box::new(store::MemStore::new())).expect("stream"))
 }
 
 /// The stream every replica keeps, in the modes that replicate one.

@@ -1,7 +1,8 @@
 //! `flotilla-sim --seed S` replays one run; `flotilla-sim --seeds N
 //! [--from F]` sweeps N seeds and prints runs per second. `--work-queue`
 //! replicates a work-queue stream instead of plain values; `--publish-ids`
-//! a limits stream published to with message ids and retries.
+//! a limits stream published to with message ids and retries;
+//! `--sourced` a work-queue stream sourced into a second stream group.
 //! `--meta` the meta state machine. `--servers N` sets the cluster size
 //! (3 by default).
 
@@ -23,6 +24,7 @@ fn arg(args: &[String], name: &str) -> Option<u64> {
 enum Mode {
     Values,
     WorkQueue,
+    Sourced,
     PublishIds,
     Meta,
 }
@@ -40,6 +42,11 @@ fn run(
             cfg.work_queue = true;
             cfg.propose_rate = 400;
         }
+        Mode::Sourced => {
+            cfg.work_queue = true;
+            cfg.sourced = true;
+            cfg.propose_rate = 150;
+        }
         Mode::PublishIds => {
             cfg.publish_ids = true;
             cfg.propose_rate = 400;
@@ -56,7 +63,9 @@ fn main() {
         eprintln!("flotilla-sim: --servers takes 1 to 9");
         std::process::exit(2);
     }
-    let wq = if args.iter().any(|a| a == "--work-queue") {
+    let wq = if args.iter().any(|a| a == "--sourced") {
+        Mode::Sourced
+    } else if args.iter().any(|a| a == "--work-queue") {
         Mode::WorkQueue
     } else if args.iter().any(|a| a == "--publish-ids") {
         Mode::PublishIds
