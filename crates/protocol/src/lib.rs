@@ -4,6 +4,7 @@
 pub mod encode;
 mod info;
 mod parser;
+pub mod route;
 
 pub use info::{ClientOptions, ConnectInfo, ServerInfo};
 pub use parser::{parse_size, ClientOp, ParseError, Parsed, Parser, Publish};

@@ -11,6 +11,7 @@ mod js;
 mod logging;
 mod monitor;
 mod options;
+mod route;
 mod server;
 mod signals;
 mod subscription;
@@ -192,12 +193,32 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
     let port = listener.local_addr()?.port();
     info!("Listening for client connections on {}:{port}", opts.host);
 
+    let mut cluster_url = None;
+    if opts.cluster.enabled() {
+        route::start(server.clone()).await.with_context(|| {
+            format!(
+                "Error listening on router port: {}",
+                opts.cluster.port.unwrap_or(0)
+            )
+        })?;
+        let host = opts.cluster.host.as_deref().unwrap_or("0.0.0.0");
+        cluster_url = Some(format!(
+            "nats://{}:{}",
+            url_host(host),
+            server
+                .routes
+                .port
+                .load(std::sync::atomic::Ordering::Relaxed)
+        ));
+    }
+
     let ports_file = match &opts.ports_file_dir {
         Some(dir) => Some(write_ports_file(
             dir,
             &opts.host,
             port,
             monitoring_url.as_deref(),
+            cluster_url.as_deref(),
         )?),
         None => None,
     };
@@ -234,6 +255,7 @@ fn write_ports_file(
     host: &str,
     port: u16,
     monitoring: Option<&str>,
+    cluster: Option<&str>,
 ) -> Result<PathBuf> {
     let exe = std::env::args()
         .next()
@@ -244,6 +266,9 @@ fn write_ports_file(
     let mut ports = serde_json::json!({ "nats": [format!("nats://{}:{port}", url_host(host))] });
     if let Some(m) = monitoring {
         ports["monitoring"] = serde_json::json!([m]);
+    }
+    if let Some(c) = cluster {
+        ports["cluster"] = serde_json::json!([c]);
     }
     std::fs::write(&path, serde_json::to_vec(&ports)?)
         .with_context(|| format!("could not write ports file {}", path.display()))?;

@@ -56,7 +56,7 @@ pub struct JetStreamOptions {
     pub sync_interval: Option<Duration>,
 }
 
-/// `cluster` settings; parsed now, effective once clustering lands.
+/// `cluster` settings: where routes listen and whom they dial.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ClusterOptions {
     pub name: Option<String>,
@@ -66,8 +66,9 @@ pub struct ClusterOptions {
 }
 
 impl ClusterOptions {
-    pub fn is_set(&self) -> bool {
-        self.name.is_some() || self.port.is_some() || self.host.is_some() || !self.routes.is_empty()
+    /// Routes are on once there is a cluster port to listen on.
+    pub fn enabled(&self) -> bool {
+        self.port.is_some_and(|p| p != 0)
     }
 }
 
@@ -157,6 +158,17 @@ impl Options {
 
     /// Checks the cross-field rules nats-server enforces at start.
     pub fn validate(&self) -> Result<(), String> {
+        if !self.cluster.routes.is_empty() && !self.cluster.enabled() {
+            return Err("solicited routes require cluster capabilities, e.g. --cluster".into());
+        }
+        if self.jetstream.enabled && self.cluster.enabled() {
+            if self.server_name.is_none() {
+                return Err("jetstream cluster requires `server_name` to be set".into());
+            }
+            if self.cluster.name.is_none() {
+                return Err("jetstream cluster requires `cluster.name` to be set".into());
+            }
+        }
         if self.max_payload > self.max_pending {
             return Err(format!(
                 "max_payload ({}) cannot be higher than max_pending ({})",
@@ -180,8 +192,10 @@ impl Options {
 
     /// What cannot run yet, with the message a user sees.
     pub fn unsupported(&self) -> Option<&'static str> {
-        if self.cluster.is_set() {
-            return Some("clustering is not available in this flotilla build yet");
+        if self.cluster.enabled() && self.jetstream.enabled {
+            // Each server would run its own JetStream, and streams made on
+            // one would be missing on the others.
+            return Some("JetStream in a cluster is not available in this flotilla build yet");
         }
         None
     }

@@ -62,6 +62,8 @@ pub struct Server {
     pub system_client: Arc<Client>,
     /// Set once JetStream has started.
     pub jetstream: std::sync::OnceLock<Arc<crate::js::JetStream>>,
+    /// Routes to the other servers of the cluster.
+    pub routes: crate::route::Routes,
 }
 
 /// A 56-character id in the shape of nats-server's (an nkey public key:
@@ -81,6 +83,7 @@ impl Server {
         let id = new_server_id();
         let name = opts.server_name.clone().unwrap_or_else(|| id.clone());
         let now = SystemTime::now();
+        let opts_cluster_name = opts.cluster.name.clone();
         Arc::new(Server {
             id,
             name,
@@ -100,7 +103,36 @@ impl Server {
             stop_accepting: watch::channel(false).0,
             system_client: Arc::new(Client::new(0, SocketAddr::from(([0, 0, 0, 0], 0)))),
             jetstream: std::sync::OnceLock::new(),
+            routes: crate::route::Routes::new(opts_cluster_name.as_deref()),
         })
+    }
+
+    pub fn next_cid(&self) -> u64 {
+        self.next_cid.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The URLs clients reach this server on: the bound host and port, or
+    /// with a wildcard host every non-loopback interface address (as
+    /// nats-server lists them).
+    pub fn own_connect_urls(&self) -> Vec<String> {
+        let opts = self.opts();
+        let port = self.client_port.load(Ordering::Relaxed);
+        match opts.host.as_str() {
+            "0.0.0.0" | "::" | "" => {
+                let mut urls: Vec<String> = if_addrs::get_if_addrs()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|i| !i.is_loopback())
+                    .map(|i| match i.ip() {
+                        std::net::IpAddr::V4(a) => format!("{a}:{port}"),
+                        std::net::IpAddr::V6(a) => format!("[{a}]:{port}"),
+                    })
+                    .collect();
+                urls.dedup();
+                urls
+            }
+            h => vec![format!("{h}:{port}")],
+        }
     }
 
     /// Subscribes the server itself: messages matching `subject` go to
@@ -165,6 +197,21 @@ impl Server {
             auth_required: opts.authorization.required(),
             max_payload: opts.max_payload as i64,
             jetstream: opts.jetstream.enabled,
+            // Once a route is up: this server's URLs, then the others'.
+            connect_urls: {
+                let remote = self.routes.remote_connect_urls();
+                if remote.is_empty() {
+                    Vec::new()
+                } else {
+                    let mut urls = self.own_connect_urls();
+                    for u in remote {
+                        if !urls.contains(&u) {
+                            urls.push(u);
+                        }
+                    }
+                    urls
+                }
+            },
             ..Default::default()
         }
     }
@@ -208,11 +255,19 @@ impl Server {
     pub fn deregister(&self, client: &Arc<Client>) {
         let subs: Vec<Arc<Subscription>> = client.subs.lock().drain().map(|(_, s)| s).collect();
         let closed = ClosedConn::capture(client, &subs);
+        let mut removed = Vec::new();
         if !subs.is_empty() {
             let mut sl = self.sublist.write();
             for s in &subs {
                 s.mark_closed();
-                let _ = sl.remove(&s.subject, s.queue.as_deref(), s.key);
+                if sl.remove(&s.subject, s.queue.as_deref(), s.key).is_ok() {
+                    removed.push(s);
+                }
+            }
+        }
+        if client.cid != 0 && !client.is_route {
+            for s in removed {
+                self.routes.local_interest(s, -1);
             }
         }
         self.clients.lock().remove(&client.cid);
@@ -247,14 +302,21 @@ impl Server {
 
     /// Removes one subscription from the trie and from its client's map.
     pub fn unsubscribe(&self, sub: &Arc<Subscription>) {
-        sub.mark_closed();
-        let _ = self
+        // Only the first removal counts (an auto-unsubscribe can race a
+        // close).
+        let removed = self
             .sublist
             .write()
-            .remove(&sub.subject, sub.queue.as_deref(), sub.key);
+            .remove(&sub.subject, sub.queue.as_deref(), sub.key)
+            .is_ok();
+        sub.mark_closed();
         let mut subs = sub.client.subs.lock();
         if subs.get(&sub.sid).is_some_and(|s| Arc::ptr_eq(s, sub)) {
             subs.remove(&sub.sid);
+        }
+        drop(subs);
+        if removed && sub.client.cid != 0 && !sub.client.is_route {
+            self.routes.local_interest(sub, -1);
         }
     }
 
@@ -302,6 +364,7 @@ impl Server {
         }
         info!("Initiating Shutdown...");
         let _ = self.stop_accepting.send(true);
+        self.routes.close_all();
         let clients: Vec<Arc<Client>> = self.clients.lock().values().cloned().collect();
         for c in clients {
             c.close(ClosedState::ServerShutdown);

@@ -3,7 +3,7 @@
 //! message; the cycle (client → sid map → subscription → client) is broken
 //! when the connection's cleanup empties the map.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -27,6 +27,9 @@ pub struct Subscription {
     /// For the server's own subscriptions: where messages go instead of
     /// an outbound buffer.
     pub sink: Option<Arc<dyn InternalSink>>,
+    /// For a route's queue subscription: how many members the remote
+    /// server has, so a queue member is picked fairly cluster-wide.
+    pub weight: AtomicU32,
 }
 
 /// What one delivery attempt found out about the subscription's limit.
@@ -58,6 +61,7 @@ impl Subscription {
             delivered: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             sink: None,
+            weight: AtomicU32::new(1),
         }
     }
 

@@ -261,9 +261,11 @@ fn later_features_are_refused_clearly() {
     let (code, out) = check("jetstream { store_dir: /tmp/x }\n");
     assert_eq!(code, 0, "{out}");
     fails_with(
-        "cluster { name: c, listen: 127.0.0.1:6222 }\n",
-        "clustering is not available in this flotilla build yet",
+        "server_name: a\njetstream: enabled\ncluster { name: c, listen: 127.0.0.1:6222 }\n",
+        "JetStream in a cluster is not available in this flotilla build yet",
     );
+    let (code, out) = check("cluster { name: c, listen: 127.0.0.1:6222 }\n");
+    assert_eq!(code, 0, "{out}");
     // Disabled JetStream is fine.
     let (code, out) = check("jetstream: disabled\n");
     assert_eq!(code, 0, "{out}");

@@ -52,18 +52,41 @@ fn version_help_and_bad_flags() {
 }
 
 #[test]
-fn later_features_are_refused_on_the_command_line() {
-    for args in [
-        &["--cluster", "nats://127.0.0.1:6222"][..],
-        &["--routes", "nats://a:1"],
-    ] {
-        let (code, _, err) = run(args);
-        assert_eq!(code, 1, "{args:?}");
-        assert!(
-            err.contains("not available in this flotilla build yet"),
-            "{args:?}: {err}"
-        );
-    }
+fn cluster_flags_are_checked_as_nats_server_checks_them() {
+    let (code, _, err) = run(&["--routes", "nats://a:1"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("solicited routes require cluster capabilities, e.g. --cluster"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["-js", "--cluster", "nats://127.0.0.1:-1"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("jetstream cluster requires `server_name` to be set"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["-js", "-n", "a", "--cluster", "nats://127.0.0.1:-1"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("jetstream cluster requires `cluster.name` to be set"),
+        "{err}"
+    );
+    // Until streams are replicated, JetStream in a cluster is refused
+    // rather than run as separate servers that disagree.
+    let (code, _, err) = run(&[
+        "-js",
+        "-n",
+        "a",
+        "--cluster_name",
+        "c",
+        "--cluster",
+        "nats://127.0.0.1:-1",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("JetStream in a cluster is not available in this flotilla build yet"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use protocol::encode;
 use subjects::SubResult;
 use tracing::info;
@@ -59,6 +60,9 @@ pub struct Delivery {
     to_unsubscribe: Vec<Arc<Subscription>>,
     out_msgs: u64,
     out_bytes: u64,
+    /// Routes this message goes to, with the queue groups each was chosen
+    /// for: one `RMSG` per route, however many of its subscriptions match.
+    route_targets: Vec<(Arc<Client>, Vec<Bytes>)>,
 }
 
 impl Delivery {
@@ -74,29 +78,139 @@ impl Delivery {
             to_unsubscribe: Vec::new(),
             out_msgs: 0,
             out_bytes: 0,
+            route_targets: Vec::new(),
         }
     }
 
     /// Delivers to every plain subscriber and one member of each queue
-    /// group. Returns whether anyone got the message.
+    /// group, cluster-wide: a route counts as a subscriber, and a queue
+    /// member on another server is picked by that server's member count.
+    /// Returns whether anyone (a route included) got the message.
     pub fn route(&mut self, result: &SubResult<Arc<Subscription>>, msg: Message<'_>) -> bool {
         let mut delivered = false;
         for sub in &result.psubs {
+            if sub.client.is_route {
+                if !sub.is_closed() {
+                    self.add_route_target(&sub.client, None);
+                    delivered = true;
+                }
+                continue;
+            }
             delivered |= self.deliver(sub, msg);
         }
-        for (_, group) in &result.qsubs {
-            let n = group.len();
-            let start = fastrand::usize(..n);
-            // Members that cannot take it (gone, echo-suppressed, closing)
-            // pass it to the next, so the group gets it exactly once.
-            for i in 0..n {
-                if self.deliver(&group[(start + i) % n], msg) {
-                    delivered = true;
-                    break;
-                }
+        for (name, group) in &result.qsubs {
+            delivered |= self.deliver_to_group(name, group, msg, true);
+        }
+        self.send_to_routes(msg);
+        delivered
+    }
+
+    /// Delivers a message a route brought: to local plain subscribers,
+    /// and to a local member of each queue group the origin server chose
+    /// this server for. Nothing goes back out to routes (the mesh is one
+    /// hop).
+    pub fn route_from_peer(
+        &mut self,
+        result: &SubResult<Arc<Subscription>>,
+        msg: Message<'_>,
+        queues: &[&[u8]],
+    ) {
+        for sub in &result.psubs {
+            if !sub.client.is_route {
+                self.deliver(sub, msg);
             }
         }
-        delivered
+        for (name, group) in &result.qsubs {
+            if queues.contains(&&name[..]) {
+                self.deliver_to_group(name, group, msg, false);
+            }
+        }
+    }
+
+    /// One member of a queue group, picked at random with each route
+    /// weighted by its server's member count. Members that cannot take it
+    /// (gone, echo-suppressed, closing) pass it on, so the group gets it
+    /// exactly once.
+    fn deliver_to_group(
+        &mut self,
+        name: &Bytes,
+        group: &[Arc<Subscription>],
+        msg: Message<'_>,
+        to_routes: bool,
+    ) -> bool {
+        let weight = |s: &Arc<Subscription>| -> usize {
+            match (s.client.is_route, to_routes) {
+                (false, _) => 1,
+                (true, true) => s.weight.load(Ordering::Relaxed) as usize,
+                (true, false) => 0,
+            }
+        };
+        let total: usize = group.iter().map(weight).sum();
+        if total == 0 {
+            return false;
+        }
+        let mut pick = fastrand::usize(..total);
+        let mut start = 0;
+        for (i, s) in group.iter().enumerate() {
+            let w = weight(s);
+            if pick < w {
+                start = i;
+                break;
+            }
+            pick -= w;
+        }
+        let n = group.len();
+        for i in 0..n {
+            let sub = &group[(start + i) % n];
+            if sub.client.is_route {
+                if to_routes && !sub.is_closed() {
+                    self.add_route_target(&sub.client, Some(name));
+                    return true;
+                }
+                continue;
+            }
+            if self.deliver(sub, msg) {
+                return true;
+            }
+        }
+        false
+    }
+
+    fn add_route_target(&mut self, route: &Arc<Client>, queue: Option<&Bytes>) {
+        let at = match self
+            .route_targets
+            .iter()
+            .position(|(c, _)| Arc::ptr_eq(c, route))
+        {
+            Some(i) => i,
+            None => {
+                self.route_targets.push((route.clone(), Vec::new()));
+                self.route_targets.len() - 1
+            }
+        };
+        if let Some(q) = queue {
+            self.route_targets[at].1.push(q.clone());
+        }
+    }
+
+    fn send_to_routes(&mut self, msg: Message<'_>) {
+        for (route, queues) in std::mem::take(&mut self.route_targets) {
+            let qs: Vec<&[u8]> = queues.iter().map(|q| &q[..]).collect();
+            let size = msg.headers.map_or(0, |h| h.len()) + msg.payload.len();
+            let headers = msg.headers.filter(|h| !h.is_empty());
+            let pushed = route.out.push(self.max_pending, Some(size), |b| {
+                protocol::route::msg(b, msg.subject, msg.reply, &qs, headers, msg.payload)
+            });
+            match pushed {
+                Push::Queued | Push::QueuedNearLimit => {
+                    self.out_msgs += 1;
+                    self.out_bytes += size as u64;
+                    self.mark_flush(&route);
+                }
+                Push::SlowConsumer => slow_consumer(&self.server, &route, self.max_pending),
+                Push::Closed => {}
+            }
+        }
     }
 
     /// Queues one message for one subscription. Returns whether it was

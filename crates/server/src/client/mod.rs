@@ -6,7 +6,7 @@
 mod conn;
 pub mod delivery;
 pub mod outbound;
-mod writer;
+pub(crate) mod writer;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -42,6 +42,8 @@ pub enum ClosedState {
     MaxControlLineExceeded,
     ServerShutdown,
     NoRespondersRequiresHeaders,
+    DuplicateRoute,
+    ClusterNameConflict,
 }
 
 impl ClosedState {
@@ -63,6 +65,8 @@ impl ClosedState {
             ClosedState::MaxControlLineExceeded => "Maximum Control Line Exceeded",
             ClosedState::ServerShutdown => "Server Shutdown",
             ClosedState::NoRespondersRequiresHeaders => "No Responders Requires Headers",
+            ClosedState::DuplicateRoute => "Duplicate Route",
+            ClosedState::ClusterNameConflict => "Cluster Name Conflict",
         }
     }
 
@@ -94,6 +98,9 @@ pub struct ClientMeta {
 pub struct Client {
     pub cid: u64,
     pub addr: SocketAddr,
+    /// A route to another server: its subscriptions stand for that
+    /// server's interest, and messages to it go out as `RMSG`.
+    pub is_route: bool,
     pub start: SystemTime,
     pub out: Outbound,
     /// Whether this client accepts `HMSG`; read by publishers.
@@ -130,6 +137,7 @@ impl Client {
         Client {
             cid,
             addr,
+            is_route: false,
             start,
             out: Outbound::new(),
             headers: AtomicBool::new(false),
@@ -143,6 +151,14 @@ impl Client {
             creds: Mutex::new(None),
             closed: Mutex::new(None),
             kill: CancellationToken::new(),
+        }
+    }
+
+    /// A route connection's state (see `crate::route`).
+    pub fn new_route(cid: u64, addr: SocketAddr) -> Self {
+        Client {
+            is_route: true,
+            ..Client::new(cid, addr)
         }
     }
 
@@ -166,7 +182,7 @@ impl Client {
     }
 
     /// Resolves once `close` has been called.
-    async fn killed(&self) {
+    pub(crate) async fn killed(&self) {
         self.kill.cancelled().await
     }
 

@@ -5,12 +5,12 @@ mod connz;
 pub mod format;
 mod jsz;
 mod query;
+mod routez;
 mod subsz;
 mod varz;
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -106,17 +106,12 @@ impl Monitor {
                 }
             }
             "/routez" => {
-                if let Err(e) = q.subs() {
-                    return bad_request(e);
-                }
+                let subs = match q.subs() {
+                    Ok((subs, detail)) => subs || detail,
+                    Err(e) => return bad_request(e),
+                };
                 self.count("/routez");
-                pretty(&Routez {
-                    server_id: self.server.id.clone(),
-                    server_name: self.server.name.clone(),
-                    now: format::rfc3339(SystemTime::now()),
-                    num_routes: 0,
-                    routes: Vec::new(),
-                })
+                pretty(&routez::routez(&self.server, subs))
             }
             "/healthz" => {
                 self.count("/healthz");
@@ -152,15 +147,6 @@ impl Monitor {
         };
         json_response(status, serde_json::to_vec(&body).expect("json"))
     }
-}
-
-#[derive(Serialize)]
-struct Routez {
-    server_id: String,
-    server_name: String,
-    now: String,
-    num_routes: usize,
-    routes: Vec<()>,
 }
 
 fn root_page() -> String {

@@ -17,6 +17,8 @@ pub struct Server {
     pub dir: tempfile::TempDir,
     pub port: u16,
     pub http_port: Option<u16>,
+    /// The route port, when clustering is on.
+    pub cluster_port: Option<u16>,
     pub log: PathBuf,
 }
 
@@ -92,6 +94,7 @@ impl Builder {
             dir,
             port: 0,
             http_port: None,
+            cluster_port: None,
             log,
         };
         s.wait_ready();
@@ -154,6 +157,7 @@ impl Server {
             if let Some(ports) = self.read_ports() {
                 self.port = port_of(ports["nats"][0].as_str().unwrap());
                 self.http_port = ports["monitoring"][0].as_str().map(port_of);
+                self.cluster_port = ports["cluster"][0].as_str().map(port_of);
                 return;
             }
             assert!(

@@ -1,0 +1,499 @@
+//! The protocol between servers on a route connection (nats-server's
+//! route.go), without IO: a parser for what a peer sends, encoders for
+//! what we send, and the route INFO and CONNECT JSON.
+//!
+//! Flotilla speaks the subset a nats-server treats as a pre-pooling
+//! server: one connection per pair, no compression, no leafnode-origin
+//! verbs. Accounts are always named (`$G`, the global account).
+//!
+//! ```text
+//! RS+ <account> <subject> [<queue> <weight>]
+//! RS- <account> <subject> [<queue>]
+//! RMSG <account> <subject> [reply | + reply q1 q2.. | | q1 q2..] <size>
+//! HMSG <account> <subject> [same] <header size> <total size>
+//! ```
+
+use bytes::{BufMut, BytesMut};
+use memchr::memchr;
+use serde::{Deserialize, Serialize};
+
+use crate::parser::parse_size;
+
+/// The one account flotilla has.
+pub const GLOBAL_ACCOUNT: &[u8] = b"$G";
+
+/// Routes carry whatever a client could publish on any server, so the
+/// payload limit is generous; it only bounds what one bad peer can make
+/// us buffer.
+pub const MAX_ROUTED_MESSAGE: usize = 64 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteOp<'a> {
+    Connect(&'a [u8]),
+    Info(&'a [u8]),
+    Ping,
+    Pong,
+    Ok,
+    Err(&'a [u8]),
+    Sub {
+        account: &'a [u8],
+        subject: &'a [u8],
+        queue: Option<&'a [u8]>,
+        weight: u32,
+    },
+    Unsub {
+        account: &'a [u8],
+        subject: &'a [u8],
+        queue: Option<&'a [u8]>,
+    },
+    Msg(RoutedMsg<'a>),
+    /// Leafnode-origin and gateway interest verbs (`LS+`, `LS-`, `A+`,
+    /// `A-`): flotilla never asks for them, and drops them if sent.
+    Ignored,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutedMsg<'a> {
+    pub account: &'a [u8],
+    pub subject: &'a [u8],
+    pub reply: Option<&'a [u8]>,
+    /// Queue groups the origin chose this server for. Empty: deliver to
+    /// plain subscribers only.
+    pub queues: Vec<&'a [u8]>,
+    /// Length of the header block at the front of `message` (`HMSG`).
+    pub header_len: Option<usize>,
+    pub message: &'a [u8],
+}
+
+impl<'a> RoutedMsg<'a> {
+    pub fn headers(&self) -> Option<&'a [u8]> {
+        self.header_len.map(|h| &self.message[..h])
+    }
+    pub fn payload(&self) -> &'a [u8] {
+        &self.message[self.header_len.unwrap_or(0)..]
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteParseError {
+    #[error("unknown route protocol operation")]
+    UnknownOp,
+    #[error("malformed {0} arguments")]
+    BadArgs(&'static str),
+    #[error("control line too long")]
+    ControlLine,
+    #[error("routed message too large")]
+    TooLarge,
+    #[error("routed message not followed by CRLF")]
+    BadTrailer,
+}
+
+/// Parses one operation from the front of `buf`. `Ok(None)`: more bytes
+/// are needed. On success, also returns how many bytes it used.
+pub fn parse(
+    buf: &[u8],
+    max_control_line: usize,
+) -> Result<Option<(RouteOp<'_>, usize)>, RouteParseError> {
+    let Some(nl) = memchr(b'\n', buf) else {
+        return if buf.len() > max_control_line {
+            Err(RouteParseError::ControlLine)
+        } else {
+            Ok(None)
+        };
+    };
+    if nl > max_control_line {
+        return Err(RouteParseError::ControlLine);
+    }
+    let line = &buf[..nl];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let (verb, rest) = match line.iter().position(|b| *b == b' ' || *b == b'\t') {
+        Some(i) => (&line[..i], trim(&line[i + 1..])),
+        None => (line, &line[line.len()..]),
+    };
+    let used = nl + 1;
+    let upper: Vec<u8> = verb.to_ascii_uppercase();
+    let op = match upper.as_slice() {
+        b"PING" => RouteOp::Ping,
+        b"PONG" => RouteOp::Pong,
+        b"+OK" => RouteOp::Ok,
+        b"-ERR" => RouteOp::Err(rest),
+        b"INFO" => RouteOp::Info(rest),
+        b"CONNECT" => RouteOp::Connect(rest),
+        b"LS+" | b"LS-" | b"A+" | b"A-" => RouteOp::Ignored,
+        b"RS+" => {
+            let a = args(rest);
+            match a.as_slice() {
+                [acc, subj] => RouteOp::Sub {
+                    account: acc,
+                    subject: subj,
+                    queue: None,
+                    weight: 0,
+                },
+                [acc, subj, q, w] => RouteOp::Sub {
+                    account: acc,
+                    subject: subj,
+                    queue: Some(q),
+                    weight: parse_size(w)
+                        .and_then(|w| u32::try_from(w).ok())
+                        .ok_or(RouteParseError::BadArgs("RS+"))?,
+                },
+                // nats-server accepts a queue without a weight as weight 1.
+                [acc, subj, q] => RouteOp::Sub {
+                    account: acc,
+                    subject: subj,
+                    queue: Some(q),
+                    weight: 1,
+                },
+                _ => return Err(RouteParseError::BadArgs("RS+")),
+            }
+        }
+        b"RS-" => match args(rest).as_slice() {
+            [acc, subj] => RouteOp::Unsub {
+                account: acc,
+                subject: subj,
+                queue: None,
+            },
+            [acc, subj, q] => RouteOp::Unsub {
+                account: acc,
+                subject: subj,
+                queue: Some(q),
+            },
+            _ => return Err(RouteParseError::BadArgs("RS-")),
+        },
+        b"RMSG" | b"HMSG" => {
+            let headers = upper[0] == b'H';
+            let what = if headers { "HMSG" } else { "RMSG" };
+            let a = args(rest);
+            let sizes = if headers { 2 } else { 1 };
+            if a.len() < 2 + sizes {
+                return Err(RouteParseError::BadArgs(what));
+            }
+            let (head, tail) = a.split_at(a.len() - sizes);
+            let total = parse_size(tail[sizes - 1]).ok_or(RouteParseError::BadArgs(what))?;
+            let header_len = if headers {
+                let h = parse_size(tail[0]).ok_or(RouteParseError::BadArgs(what))?;
+                if h > total {
+                    return Err(RouteParseError::BadArgs(what));
+                }
+                Some(h)
+            } else {
+                None
+            };
+            if total > MAX_ROUTED_MESSAGE {
+                return Err(RouteParseError::TooLarge);
+            }
+            let (reply, queues) = match &head[2..] {
+                [] => (None, Vec::new()),
+                [r] => (Some(*r), Vec::new()),
+                [m, r, qs @ ..] if *m == b"+" => (Some(*r), qs.to_vec()),
+                [m, qs @ ..] if *m == b"|" => (None, qs.to_vec()),
+                _ => return Err(RouteParseError::BadArgs(what)),
+            };
+            let need = used + total + 2;
+            if buf.len() < need {
+                return Ok(None);
+            }
+            if &buf[used + total..need] != b"\r\n" {
+                return Err(RouteParseError::BadTrailer);
+            }
+            let msg = RoutedMsg {
+                account: head[0],
+                subject: head[1],
+                reply,
+                queues,
+                header_len,
+                message: &buf[used..used + total],
+            };
+            return Ok(Some((RouteOp::Msg(msg), need)));
+        }
+        _ => return Err(RouteParseError::UnknownOp),
+    };
+    Ok(Some((op, used)))
+}
+
+fn trim(b: &[u8]) -> &[u8] {
+    let start = b
+        .iter()
+        .position(|c| *c != b' ' && *c != b'\t')
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|c| *c != b' ' && *c != b'\t')
+        .map_or(start, |e| e + 1);
+    &b[start..end.max(start)]
+}
+
+fn args(b: &[u8]) -> Vec<&[u8]> {
+    b.split(|c| *c == b' ' || *c == b'\t')
+        .filter(|a| !a.is_empty())
+        .collect()
+}
+
+/// `RS+ $G subject [queue weight]`
+pub fn sub(out: &mut BytesMut, subject: &[u8], queue: Option<(&[u8], u32)>) {
+    out.put_slice(b"RS+ ");
+    out.put_slice(GLOBAL_ACCOUNT);
+    out.put_u8(b' ');
+    out.put_slice(subject);
+    if let Some((q, w)) = queue {
+        out.put_u8(b' ');
+        out.put_slice(q);
+        out.put_u8(b' ');
+        out.put_slice(itoa::Buffer::new().format(w).as_bytes());
+    }
+    out.put_slice(b"\r\n");
+}
+
+/// `RS- $G subject [queue]`, with single spaces: nats-server finds the
+/// subscription by these exact bytes.
+pub fn unsub(out: &mut BytesMut, subject: &[u8], queue: Option<&[u8]>) {
+    out.put_slice(b"RS- ");
+    out.put_slice(GLOBAL_ACCOUNT);
+    out.put_u8(b' ');
+    out.put_slice(subject);
+    if let Some(q) = queue {
+        out.put_u8(b' ');
+        out.put_slice(q);
+    }
+    out.put_slice(b"\r\n");
+}
+
+/// `RMSG`/`HMSG` for one peer, naming the queue groups it was chosen for.
+pub fn msg(
+    out: &mut BytesMut,
+    subject: &[u8],
+    reply: Option<&[u8]>,
+    queues: &[&[u8]],
+    headers: Option<&[u8]>,
+    payload: &[u8],
+) {
+    let hl = headers.map_or(0, |h| h.len());
+    out.reserve(
+        48 + subject.len()
+            + reply.map_or(0, |r| r.len())
+            + queues.iter().map(|q| q.len() + 1).sum::<usize>()
+            + hl
+            + payload.len(),
+    );
+    out.put_slice(if headers.is_some() {
+        b"HMSG "
+    } else {
+        b"RMSG "
+    });
+    out.put_slice(GLOBAL_ACCOUNT);
+    out.put_u8(b' ');
+    out.put_slice(subject);
+    out.put_u8(b' ');
+    match (reply, queues.is_empty()) {
+        (Some(r), true) => {
+            out.put_slice(r);
+            out.put_u8(b' ');
+        }
+        (Some(r), false) => {
+            out.put_slice(b"+ ");
+            out.put_slice(r);
+            out.put_u8(b' ');
+        }
+        (None, false) => out.put_slice(b"| "),
+        (None, true) => {}
+    }
+    for q in queues {
+        out.put_slice(q);
+        out.put_u8(b' ');
+    }
+    let mut num = itoa::Buffer::new();
+    if headers.is_some() {
+        out.put_slice(num.format(hl).as_bytes());
+        out.put_u8(b' ');
+    }
+    out.put_slice(num.format(hl + payload.len()).as_bytes());
+    out.put_slice(b"\r\n");
+    if let Some(h) = headers {
+        out.put_slice(h);
+    }
+    out.put_slice(payload);
+    out.put_slice(b"\r\n");
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// The INFO a server sends on a route connection; field names and order
+/// follow nats-server's `Info`. Flotilla sends no `route_pool_size`, no
+/// `compression` and no `lnoc`, so a nats-server peer keeps to the subset
+/// above.
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+pub struct RouteInfo {
+    pub server_id: String,
+    #[serde(default)]
+    pub server_name: String,
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub proto: i32,
+    #[serde(default)]
+    pub go: String,
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub port: u16,
+    #[serde(default)]
+    pub headers: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub auth_required: bool,
+    #[serde(default)]
+    pub max_payload: i64,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub jetstream: bool,
+    /// `nats-route://host:port/` where others reach this server; set by
+    /// whoever forwards the INFO as gossip.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ip: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub nonce: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub connect_urls: Vec<String>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ldm: bool,
+    /// Set by a pooled nats-server on a connection pinned to one account;
+    /// flotilla never registers such a connection.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub route_account: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gossip_mode: Option<u8>,
+}
+
+/// The CONNECT a dialing server sends first.
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+pub struct RouteConnect {
+    #[serde(default)]
+    pub echo: bool,
+    #[serde(default)]
+    pub verbose: bool,
+    #[serde(default)]
+    pub pedantic: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass: Option<String>,
+    #[serde(default)]
+    pub tls_required: bool,
+    #[serde(default)]
+    pub headers: bool,
+    /// The dialer's server id.
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub cluster: String,
+    /// The cluster name was generated, not configured.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub cluster_dynamic: bool,
+    /// Present only when a client, not a server, reached the route port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lang: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(b: &[u8]) -> RouteOp<'_> {
+        let (op, n) = parse(b, 4096).unwrap().unwrap();
+        assert_eq!(n, b.len());
+        op
+    }
+
+    #[test]
+    fn interest_verbs() {
+        assert_eq!(
+            one(b"RS+ $G foo.>\r\n"),
+            RouteOp::Sub {
+                account: b"$G",
+                subject: b"foo.>",
+                queue: None,
+                weight: 0
+            }
+        );
+        assert_eq!(
+            one(b"rs+ $G foo q 3\r\n"),
+            RouteOp::Sub {
+                account: b"$G",
+                subject: b"foo",
+                queue: Some(b"q"),
+                weight: 3
+            }
+        );
+        assert_eq!(
+            one(b"RS- $G foo q\r\n"),
+            RouteOp::Unsub {
+                account: b"$G",
+                subject: b"foo",
+                queue: Some(b"q")
+            }
+        );
+        assert!(parse(b"RS+ $G\r\n", 100).is_err());
+        assert!(parse(b"RS+ $G a q x\r\n", 100).is_err());
+        assert_eq!(one(b"LS+ o $G a\r\n"), RouteOp::Ignored);
+    }
+
+    #[test]
+    fn messages_round_trip_through_the_encoder() {
+        type Case<'a> = (Option<&'a [u8]>, Vec<&'a [u8]>, Option<&'a [u8]>);
+        let cases: Vec<Case> = vec![
+            (None, vec![], None),
+            (Some(b"_INBOX.x"), vec![], None),
+            (Some(b"_INBOX.x"), vec![b"q1", b"q2"], None),
+            (None, vec![b"q1"], Some(b"NATS/1.0\r\nA: b\r\n\r\n")),
+        ];
+        for (reply, queues, headers) in cases {
+            let mut b = BytesMut::new();
+            msg(&mut b, b"foo.bar", reply, &queues, headers, b"hello");
+            let RouteOp::Msg(m) = one(&b) else {
+                panic!("not a message: {b:?}")
+            };
+            assert_eq!(m.subject, b"foo.bar");
+            assert_eq!(m.reply, reply);
+            assert_eq!(m.queues, queues);
+            assert_eq!(m.headers(), headers);
+            assert_eq!(m.payload(), b"hello");
+            // Any cut is incomplete, never an error.
+            for cut in 0..b.len() {
+                assert_eq!(parse(&b[..cut], 4096), Ok(None), "cut at {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_messages_are_errors() {
+        assert_eq!(
+            parse(b"RMSG $G foo x y 5\r\nhello\r\n", 100),
+            Err(RouteParseError::BadArgs("RMSG"))
+        );
+        assert_eq!(
+            parse(b"RMSG $G foo 5\r\nhelloXX", 100),
+            Err(RouteParseError::BadTrailer)
+        );
+        assert_eq!(
+            parse(b"HMSG $G foo 9 5\r\nhello\r\n", 100),
+            Err(RouteParseError::BadArgs("HMSG"))
+        );
+        assert_eq!(
+            parse(b"RMSG $G foo 999999999\r\n", 100),
+            Err(RouteParseError::TooLarge)
+        );
+        assert_eq!(parse(b"FOO\r\n", 100), Err(RouteParseError::UnknownOp));
+        assert_eq!(parse(&[b'x'; 200], 100), Err(RouteParseError::ControlLine));
+    }
+
+    #[test]
+    fn interest_encoders() {
+        let mut b = BytesMut::new();
+        sub(&mut b, b"foo", Some((b"q", 2)));
+        unsub(&mut b, b"foo", Some(b"q"));
+        sub(&mut b, b"bar", None);
+        assert_eq!(&b[..], b"RS+ $G foo q 2\r\nRS- $G foo q\r\nRS+ $G bar\r\n");
+    }
+}

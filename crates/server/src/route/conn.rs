@@ -1,0 +1,494 @@
+//! One route connection, from TCP connect (or accept) to close: the
+//! handshake, the remote's interest, messages it forwards, pings.
+//!
+//! Handshake, as nats-server: the accepting side sends INFO at once and
+//! takes nothing before the dialer's CONNECT; the dialer sends CONNECT and
+//! its INFO. A route is registered when the peer's INFO arrives.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use protocol::encode;
+use protocol::route::{self as rp, RouteConnect, RouteInfo, RouteOp, RoutedMsg};
+use subjects::MatchCache;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tracing::{debug, error, info};
+
+use super::Route;
+use crate::client::delivery::{Delivery, Message};
+use crate::client::{writer, Client, ClosedState};
+use crate::options::NATS_VERSION;
+use crate::server::Server;
+use crate::subscription::Subscription;
+
+/// Routes ping at most this often; two unanswered pings end the route
+/// (nats-server caps route pings at 30 s).
+const MAX_PING_INTERVAL: Duration = Duration::from_secs(30);
+const STALE_PINGS: u32 = 2;
+/// Longest control line a peer may send.
+const MAX_CONTROL_LINE: usize = 64 * 1024;
+
+/// The dialing side's view of what it dialed.
+pub struct Dialed {
+    pub url: String,
+    pub configured: bool,
+}
+
+/// How a connection ended, for the dial loop.
+pub enum Outcome {
+    /// The peer is this server.
+    ToSelf,
+    /// The peer identified itself (whether or not this connection was the
+    /// one kept).
+    Remote(String),
+    /// It ended before the peer said who it is.
+    NoRoute,
+}
+
+/// The INFO this server sends on routes.
+fn route_info(server: &Server) -> RouteInfo {
+    let opts = server.opts();
+    let (cluster, _) = server.routes.cluster_name();
+    RouteInfo {
+        server_id: server.id.clone(),
+        server_name: server.name.clone(),
+        version: NATS_VERSION.to_string(),
+        proto: 1,
+        go: concat!("flotilla ", env!("CARGO_PKG_VERSION")).to_string(),
+        host: opts
+            .cluster
+            .host
+            .clone()
+            .unwrap_or_else(|| "0.0.0.0".into()),
+        port: server.routes.port.load(Ordering::Relaxed) as u16,
+        headers: true,
+        max_payload: opts.max_payload as i64,
+        jetstream: opts.jetstream.enabled,
+        cluster,
+        connect_urls: server.own_connect_urls(),
+        ..Default::default()
+    }
+}
+
+pub async fn serve(
+    server: Arc<Server>,
+    stream: TcpStream,
+    addr: SocketAddr,
+    dialed: Option<Dialed>,
+) -> Outcome {
+    let _ = stream.set_nodelay(true);
+    let opts = server.opts();
+    let client = Arc::new(Client::new_route(server.next_cid(), addr));
+    let (rd, wr) = stream.into_split();
+    let info = serde_json::to_vec(&route_info(&server)).expect("info serializes");
+    if dialed.is_some() {
+        let (cluster, dynamic) = server.routes.cluster_name();
+        let connect = RouteConnect {
+            echo: true,
+            tls_required: false,
+            headers: true,
+            name: server.id.clone(),
+            cluster,
+            cluster_dynamic: dynamic,
+            ..Default::default()
+        };
+        let json = serde_json::to_vec(&connect).expect("connect serializes");
+        client.out.push(usize::MAX, None, |b| {
+            b.extend_from_slice(b"CONNECT ");
+            b.extend_from_slice(&json);
+            b.extend_from_slice(b"\r\n");
+        });
+    }
+    client
+        .out
+        .push(usize::MAX, None, |b| encode::info(b, &info));
+    client.out.flush();
+    let writer = tokio::spawn(writer::run(
+        server.clone(),
+        client.clone(),
+        wr,
+        opts.write_deadline,
+    ));
+    server.routes.track(&client);
+    if server.is_shutting_down() {
+        client.close(ClosedState::ServerShutdown);
+    }
+    info!("{} - Route connection created", route_prefix(&client));
+
+    let ping = opts.ping_interval.min(MAX_PING_INTERVAL);
+    let mut conn = RouteConn {
+        delivery: Delivery::new(server.clone(), client.cid, opts.max_pending),
+        cache: MatchCache::new(server.sublist.read().generation()),
+        server: server.clone(),
+        client: client.clone(),
+        got_connect: dialed.is_some(),
+        dialed,
+        route: None,
+        remote: None,
+        to_self: false,
+        pings_out: 0,
+    };
+    let reason = conn.run(rd, ping).await;
+    client.close(reason);
+    let reason = client.closed_reason().unwrap_or(reason);
+    let remote_name = conn
+        .route
+        .as_ref()
+        .map(|r| r.remote_name.clone())
+        .or_else(|| conn.remote.as_ref().map(|r| r.1.clone()));
+    if let Some(r) = conn.route.take() {
+        let subs: Vec<Arc<Subscription>> =
+            std::mem::take(&mut *r.subs.lock()).into_values().collect();
+        if !subs.is_empty() {
+            let mut sl = server.sublist.write();
+            for s in &subs {
+                s.mark_closed();
+                let _ = sl.remove(&s.subject, s.queue.as_deref(), s.key);
+            }
+        }
+        if server.routes.deregister(&r) {
+            super::send_info_to_clients(&server);
+        }
+    }
+    server.routes.untrack(client.cid);
+    let tag = remote_name
+        .map(|n| format!(" - Remote: {n}"))
+        .unwrap_or_default();
+    info!(
+        "{} - Router connection closed: {}{tag}",
+        route_prefix(&client),
+        reason.as_str()
+    );
+    let _ = writer.await;
+    if conn.to_self {
+        Outcome::ToSelf
+    } else {
+        match conn.remote {
+            Some((id, _)) => Outcome::Remote(id),
+            None => Outcome::NoRoute,
+        }
+    }
+}
+
+/// `ip:port - rid:N`, nats-server's prefix for route log lines.
+fn route_prefix(c: &Client) -> String {
+    format!("{} - rid:{}", c.addr, c.cid)
+}
+
+struct RouteConn {
+    server: Arc<Server>,
+    client: Arc<Client>,
+    dialed: Option<Dialed>,
+    /// The accepting side takes nothing before CONNECT.
+    got_connect: bool,
+    route: Option<Arc<Route>>,
+    /// The peer's id and name, once its INFO came.
+    remote: Option<(String, String)>,
+    to_self: bool,
+    pings_out: u32,
+    delivery: Delivery,
+    cache: MatchCache<Arc<Subscription>>,
+}
+
+impl RouteConn {
+    async fn run(&mut self, mut rd: tokio::net::tcp::OwnedReadHalf, ping: Duration) -> ClosedState {
+        let mut buf = BytesMut::with_capacity(64 * 1024);
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + ping, ping);
+        let client = self.client.clone();
+        loop {
+            tokio::select! {
+                read = rd.read_buf(&mut buf) => match read {
+                    Ok(0) => return ClosedState::ClientClosed,
+                    Ok(_) => {}
+                    Err(_) => return ClosedState::ReadError,
+                },
+                _ = client.killed() => return ClosedState::ClientClosed,
+                _ = ticker.tick() => {
+                    if self.pings_out >= STALE_PINGS {
+                        return ClosedState::StaleConnection;
+                    }
+                    self.pings_out += 1;
+                    self.send(|b| b.extend_from_slice(encode::PING));
+                    continue;
+                }
+            }
+            let r = self.process(&mut buf);
+            self.delivery.finish();
+            if let Err(reason) = r {
+                return reason;
+            }
+            if buf.capacity() - buf.len() < 4096 {
+                buf.reserve(64 * 1024);
+            }
+        }
+    }
+
+    fn process(&mut self, buf: &mut BytesMut) -> Result<(), ClosedState> {
+        loop {
+            let (result, used) = match rp::parse(&buf[..], MAX_CONTROL_LINE) {
+                Ok(None) => return Ok(()),
+                Ok(Some((op, n))) => (self.handle(op), n),
+                Err(e) => {
+                    error!("{} - Route protocol error: {e}", route_prefix(&self.client));
+                    self.send(|b| encode::err(b, "Unknown Protocol Operation"));
+                    return Err(ClosedState::ParseError);
+                }
+            };
+            buf.advance(used);
+            result?;
+        }
+    }
+
+    fn send(&self, f: impl FnOnce(&mut BytesMut)) {
+        self.client.out.push(usize::MAX, None, f);
+        self.client.out.flush();
+    }
+
+    fn handle(&mut self, op: RouteOp<'_>) -> Result<(), ClosedState> {
+        if !self.got_connect && !matches!(op, RouteOp::Connect(_)) {
+            self.send(|b| encode::err(b, "Authorization Violation"));
+            return Err(ClosedState::AuthenticationViolation);
+        }
+        match op {
+            RouteOp::Connect(json) => self.connect(json),
+            RouteOp::Info(json) => self.info(json),
+            RouteOp::Ping => {
+                self.send(|b| b.extend_from_slice(encode::PONG));
+                Ok(())
+            }
+            RouteOp::Pong => {
+                self.pings_out = 0;
+                Ok(())
+            }
+            RouteOp::Ok | RouteOp::Ignored => Ok(()),
+            RouteOp::Err(text) => {
+                error!(
+                    "{} - Route Error {}",
+                    route_prefix(&self.client),
+                    String::from_utf8_lossy(text)
+                );
+                Err(ClosedState::ParseError)
+            }
+            RouteOp::Sub {
+                account,
+                subject,
+                queue,
+                weight,
+            } => {
+                self.remote_sub(account, subject, queue, weight);
+                Ok(())
+            }
+            RouteOp::Unsub {
+                account,
+                subject,
+                queue,
+            } => {
+                self.remote_unsub(account, subject, queue);
+                Ok(())
+            }
+            RouteOp::Msg(m) => {
+                self.routed(&m);
+                Ok(())
+            }
+        }
+    }
+
+    fn connect(&mut self, json: &[u8]) -> Result<(), ClosedState> {
+        let ci: RouteConnect = match serde_json::from_slice(json) {
+            Ok(c) => c,
+            Err(e) => {
+                error!(
+                    "{} - invalid route CONNECT: {e}",
+                    route_prefix(&self.client)
+                );
+                self.send(|b| encode::err(b, "invalid CONNECT"));
+                return Err(ClosedState::ProtocolViolation);
+            }
+        };
+        if ci.lang.is_some() {
+            self.send(|b| encode::err(b, "attempted to connect to route port"));
+            return Err(ClosedState::ProtocolViolation);
+        }
+        if !self
+            .server
+            .routes
+            .reconcile_name(&ci.cluster, ci.cluster_dynamic)
+        {
+            let (ours, _) = self.server.routes.cluster_name();
+            let text = format!(
+                "Rejecting connection, cluster name {:?} does not match {ours:?}",
+                ci.cluster
+            );
+            error!("{} - {text}", route_prefix(&self.client));
+            self.send(|b| encode::err(b, &text));
+            return Err(ClosedState::ClusterNameConflict);
+        }
+        self.got_connect = true;
+        Ok(())
+    }
+
+    fn info(&mut self, json: &[u8]) -> Result<(), ClosedState> {
+        let info: RouteInfo = match serde_json::from_slice(json) {
+            Ok(i) => i,
+            Err(e) => {
+                error!("{} - invalid route INFO: {e}", route_prefix(&self.client));
+                return Err(ClosedState::ProtocolViolation);
+            }
+        };
+        if let Some((id, _)) = &self.remote {
+            // A later INFO about another server is gossip: connect to it.
+            if info.server_id != *id
+                && info.server_id != self.server.id
+                && !self.server.routes.has(&info.server_id)
+                && !info.ip.is_empty()
+            {
+                debug!(
+                    "{} - Learned of route {:?} at {}",
+                    route_prefix(&self.client),
+                    info.server_id,
+                    info.ip
+                );
+                super::solicit(self.server.clone(), info.ip.clone(), false);
+            }
+            return Ok(());
+        }
+        self.remote = Some((info.server_id.clone(), info.server_name.clone()));
+        if info.server_id == self.server.id {
+            self.to_self = true;
+            return Err(ClosedState::DuplicateRoute);
+        }
+        if !self.server.routes.reconcile_name(&info.cluster, false) {
+            return Err(ClosedState::ClusterNameConflict);
+        }
+        if !info.route_account.is_empty() {
+            // A pooled nats-server's connection pinned to one account;
+            // flotilla keeps one connection per pair.
+            return Ok(());
+        }
+        let url = match (&self.dialed, info.ip.is_empty()) {
+            (_, false) => info.ip.clone(),
+            (Some(d), true) => d.url.clone(),
+            (None, true) => format!("nats-route://{}:{}/", self.client.addr.ip(), info.port),
+        };
+        let (did_solicit, configured) = match &self.dialed {
+            Some(d) => (true, d.configured),
+            None => (false, false),
+        };
+        let route = Arc::new(Route {
+            client: self.client.clone(),
+            remote_id: info.server_id.clone(),
+            remote_name: info.server_name.clone(),
+            did_solicit,
+            configured,
+            url,
+            info,
+            subs: Default::default(),
+        });
+        if !self.server.routes.register(&self.server.id, &route) {
+            debug!(
+                "{} - Detected duplicate remote route {:?}",
+                route_prefix(&self.client),
+                route.remote_id
+            );
+            return Err(ClosedState::DuplicateRoute);
+        }
+        debug!(
+            "{} - Registering remote route {:?}",
+            route_prefix(&self.client),
+            route.remote_id
+        );
+        self.server.routes.gossip(&route);
+        self.route = Some(route);
+        super::send_info_to_clients(&self.server);
+        Ok(())
+    }
+
+    fn remote_sub(&mut self, account: &[u8], subject: &[u8], queue: Option<&[u8]>, weight: u32) {
+        let Some(route) = &self.route else { return };
+        if account != rp::GLOBAL_ACCOUNT {
+            return;
+        }
+        let key = (
+            Bytes::copy_from_slice(subject),
+            queue.map(Bytes::copy_from_slice),
+        );
+        let mut subs = route.subs.lock();
+        if let Some(existing) = subs.get(&key) {
+            // A queue group's new member count.
+            existing.weight.store(weight.max(1), Ordering::Relaxed);
+            return;
+        }
+        let sub = Arc::new(Subscription::new(
+            self.server.next_sub_key(),
+            self.client.clone(),
+            key.0.clone(),
+            key.1.clone(),
+            Bytes::new(),
+        ));
+        sub.weight.store(weight.max(1), Ordering::Relaxed);
+        let inserted = self
+            .server
+            .sublist
+            .write()
+            .insert(subject, queue, sub.key, sub.clone());
+        match inserted {
+            Ok(_) => {
+                subs.insert(key, sub);
+            }
+            Err(_) => debug!(
+                "{} - ignoring interest in invalid subject {:?}",
+                route_prefix(&self.client),
+                String::from_utf8_lossy(subject)
+            ),
+        }
+    }
+
+    fn remote_unsub(&mut self, account: &[u8], subject: &[u8], queue: Option<&[u8]>) {
+        let Some(route) = &self.route else { return };
+        if account != rp::GLOBAL_ACCOUNT {
+            return;
+        }
+        let key = (
+            Bytes::copy_from_slice(subject),
+            queue.map(Bytes::copy_from_slice),
+        );
+        if let Some(sub) = route.subs.lock().remove(&key) {
+            sub.mark_closed();
+            let _ = self
+                .server
+                .sublist
+                .write()
+                .remove(&sub.subject, sub.queue.as_deref(), sub.key);
+        }
+    }
+
+    fn routed(&mut self, m: &RoutedMsg<'_>) {
+        if self.route.is_none() || m.account != rp::GLOBAL_ACCOUNT {
+            return;
+        }
+        let c = &self.client;
+        c.in_msgs.fetch_add(1, Ordering::Relaxed);
+        c.in_bytes
+            .fetch_add(m.message.len() as u64, Ordering::Relaxed);
+        let server = &self.server;
+        server.stats.in_msgs.fetch_add(1, Ordering::Relaxed);
+        server
+            .stats
+            .in_bytes
+            .fetch_add(m.message.len() as u64, Ordering::Relaxed);
+        let result = self
+            .cache
+            .get_or_insert(m.subject, || server.sublist.read().matches(m.subject));
+        let msg = Message {
+            subject: m.subject,
+            reply: m.reply,
+            headers: m.headers(),
+            payload: m.payload(),
+        };
+        self.delivery.route_from_peer(result, msg, &m.queues);
+    }
+}
