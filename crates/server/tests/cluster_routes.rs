@@ -376,3 +376,47 @@ fn simultaneous_dials_leave_one_route_per_pair() {
         }
     }
 }
+
+/// Bad input on the route port gets a clear error and a closed
+/// connection, and the server carries on.
+#[test]
+fn the_route_port_refuses_clients_garbage_and_strangers() {
+    let a = node("A", &[]);
+    let addr = format!("127.0.0.1:{}", a.cluster_port.unwrap());
+    // Anything before CONNECT.
+    let mut r = common::Raw::connect(&addr);
+    r.read_until("INFO ", Duration::from_secs(2));
+    r.send(b"RS+ $G foo\r\n");
+    let (closed, text) = r.closed(Duration::from_secs(2));
+    assert!(
+        closed && text.contains("-ERR 'Authorization Violation'"),
+        "{text}"
+    );
+    // A client that dialed the wrong port.
+    let mut r = common::Raw::connect(&addr);
+    r.send(b"CONNECT {\"lang\":\"rust\",\"verbose\":false}\r\n");
+    let (closed, text) = r.closed(Duration::from_secs(2));
+    assert!(
+        closed && text.contains("-ERR 'attempted to connect to route port'"),
+        "{text}"
+    );
+    // Another cluster.
+    let mut r = common::Raw::connect(&addr);
+    r.send(b"CONNECT {\"name\":\"NX\",\"cluster\":\"other\"}\r\n");
+    let (closed, text) = r.closed(Duration::from_secs(2));
+    assert!(closed && text.contains("does not match"), "{text}");
+    // Garbage after a proper CONNECT, and a routed message whose size lies.
+    for bad in [&b"NOPE\r\n"[..], b"RMSG $G foo 3\r\nabcdef\r\n"] {
+        let mut r = common::Raw::connect(&addr);
+        r.send(b"CONNECT {\"name\":\"NX\",\"cluster\":\"c1\"}\r\n");
+        r.send(
+            b"INFO {\"server_id\":\"NX\",\"server_name\":\"X\",\"cluster\":\"c1\",\"port\":1}\r\n",
+        );
+        r.send(bad);
+        let (closed, text) = r.closed(Duration::from_secs(2));
+        assert!(closed, "{}: {text}", String::from_utf8_lossy(bad));
+    }
+    assert!(a.wait_log("Route protocol error", Duration::from_secs(2)));
+    // Still serving.
+    assert_eq!(a.json("/varz")["routes"], 0);
+}
