@@ -354,6 +354,9 @@ pub struct RouteInfo {
     pub nonce: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cluster: String,
+    /// The cluster name was generated, not configured.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub cluster_dynamic: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub connect_urls: Vec<String>,
     #[serde(default, skip_serializing_if = "is_false")]

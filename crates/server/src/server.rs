@@ -66,6 +66,15 @@ pub struct Server {
     pub routes: crate::route::Routes,
 }
 
+/// Link-local addresses are not offered to clients (nats-server lists
+/// global unicast addresses only).
+fn is_link_local(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(a) => a.is_link_local(),
+        std::net::IpAddr::V6(a) => (a.segments()[0] & 0xffc0) == 0xfe80,
+    }
+}
+
 /// A 56-character id in the shape of nats-server's (an nkey public key:
 /// `N` and base32). Clients treat it as opaque.
 fn new_server_id() -> String {
@@ -122,7 +131,7 @@ impl Server {
                 let mut urls: Vec<String> = if_addrs::get_if_addrs()
                     .unwrap_or_default()
                     .into_iter()
-                    .filter(|i| !i.is_loopback())
+                    .filter(|i| !i.is_loopback() && !is_link_local(i.ip()))
                     .map(|i| match i.ip() {
                         std::net::IpAddr::V4(a) => format!("{a}:{port}"),
                         std::net::IpAddr::V6(a) => format!("[{a}]:{port}"),
@@ -200,7 +209,7 @@ impl Server {
             // Once a route is up: this server's URLs, then the others'.
             connect_urls: {
                 let remote = self.routes.remote_connect_urls();
-                if remote.is_empty() {
+                if !self.routes.seen_route() {
                     Vec::new()
                 } else {
                     let mut urls = self.own_connect_urls();

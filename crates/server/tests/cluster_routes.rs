@@ -420,3 +420,31 @@ fn the_route_port_refuses_clients_garbage_and_strangers() {
     // Still serving.
     assert_eq!(a.json("/varz")["routes"], 0);
 }
+
+/// Without a configured cluster name each server makes one up; on
+/// meeting, they settle on one (nats-server's rule) and still mesh.
+#[test]
+fn servers_without_a_cluster_name_settle_on_one() {
+    let unnamed = |name: &str, routes: &[String]| {
+        let mut b = common::server()
+            .arg("-n")
+            .arg(name)
+            .arg("--cluster")
+            .arg("nats://127.0.0.1:-1");
+        if !routes.is_empty() {
+            b = b.arg("--routes").arg(&routes.join(","));
+        }
+        b.start()
+    };
+    let a = unnamed("A", &[]);
+    let b = unnamed("B", &[route_url(&a)]);
+    let c = unnamed("C", &[route_url(&a)]);
+    let all = [a, b, c];
+    wait_for("a full mesh", Duration::from_secs(20), || {
+        all.iter().all(|s| peers(s).len() == 2)
+    });
+    assert!(all[0].wait_log(
+        "Cluster name was dynamically generated",
+        Duration::from_secs(1)
+    ));
+}

@@ -90,7 +90,7 @@ impl Delivery {
         let mut delivered = false;
         for sub in &result.psubs {
             if sub.client.is_route {
-                if !sub.is_closed() {
+                if route_usable(sub) {
                     self.add_route_target(&sub.client, None);
                     delivered = true;
                 }
@@ -163,7 +163,7 @@ impl Delivery {
         for i in 0..n {
             let sub = &group[(start + i) % n];
             if sub.client.is_route {
-                if to_routes && !sub.is_closed() {
+                if to_routes && route_usable(sub) {
                     self.add_route_target(&sub.client, Some(name));
                     return true;
                 }
@@ -320,6 +320,13 @@ impl Delivery {
         )
         .await;
     }
+}
+
+/// A route's subscription can take a message: neither it nor its
+/// connection is closing (a replaced route's interest lingers in the trie
+/// until its task ends; picking it would lose a queue message).
+fn route_usable(sub: &Subscription) -> bool {
+    !sub.is_closed() && sub.client.closed_reason().is_none()
 }
 
 /// Cuts off a client whose outbound buffer went past `max_pending`,

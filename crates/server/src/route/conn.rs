@@ -34,7 +34,6 @@ const MAX_CONTROL_LINE: usize = 64 * 1024;
 
 /// The dialing side's view of what it dialed.
 pub struct Dialed {
-    pub url: String,
     pub configured: bool,
 }
 
@@ -52,7 +51,7 @@ pub enum Outcome {
 /// The INFO this server sends on routes.
 fn route_info(server: &Server) -> RouteInfo {
     let opts = server.opts();
-    let (cluster, _) = server.routes.cluster_name();
+    let (cluster, cluster_dynamic) = server.routes.cluster_name();
     RouteInfo {
         server_id: server.id.clone(),
         server_name: server.name.clone(),
@@ -69,6 +68,7 @@ fn route_info(server: &Server) -> RouteInfo {
         max_payload: opts.max_payload as i64,
         jetstream: opts.jetstream.enabled,
         cluster,
+        cluster_dynamic,
         connect_urls: server.own_connect_urls(),
         ..Default::default()
     }
@@ -83,6 +83,7 @@ pub async fn serve(
     let _ = stream.set_nodelay(true);
     let opts = server.opts();
     let client = Arc::new(Client::new_route(server.next_cid(), addr));
+    let local_port = stream.local_addr().map_or(0, |a| a.port());
     let (rd, wr) = stream.into_split();
     let info = serde_json::to_vec(&route_info(&server)).expect("info serializes");
     if dialed.is_some() {
@@ -127,6 +128,7 @@ pub async fn serve(
         client: client.clone(),
         got_connect: dialed.is_some(),
         dialed,
+        local_port,
         route: None,
         remote: None,
         to_self: false,
@@ -183,6 +185,7 @@ struct RouteConn {
     server: Arc<Server>,
     client: Arc<Client>,
     dialed: Option<Dialed>,
+    local_port: u16,
     /// The accepting side takes nothing before CONNECT.
     got_connect: bool,
     route: Option<Arc<Route>>,
@@ -313,11 +316,14 @@ impl RouteConn {
             self.send(|b| encode::err(b, "attempted to connect to route port"));
             return Err(ClosedState::ProtocolViolation);
         }
-        if !self
+        let (agree, changed) = self
             .server
             .routes
-            .reconcile_name(&ci.cluster, ci.cluster_dynamic)
-        {
+            .reconcile_name(&ci.cluster, ci.cluster_dynamic);
+        if changed {
+            self.server.routes.close_all_except(self.client.cid);
+        }
+        if !agree {
             let (ours, _) = self.server.routes.cluster_name();
             let text = format!(
                 "Rejecting connection, cluster name {:?} does not match {ours:?}",
@@ -340,6 +346,16 @@ impl RouteConn {
             }
         };
         if let Some((id, _)) = &self.remote {
+            if info.server_id == *id {
+                // The peer entering lame duck mode: clients stop being
+                // sent to it.
+                if let Some(r) = &self.route {
+                    if info.ldm && !r.lame_duck.swap(true, Ordering::Relaxed) {
+                        super::send_info_to_clients(&self.server);
+                    }
+                }
+                return Ok(());
+            }
             // A later INFO about another server is gossip: connect to it.
             if info.server_id != *id
                 && info.server_id != self.server.id
@@ -361,7 +377,14 @@ impl RouteConn {
             self.to_self = true;
             return Err(ClosedState::DuplicateRoute);
         }
-        if !self.server.routes.reconcile_name(&info.cluster, false) {
+        let (agree, changed) = self
+            .server
+            .routes
+            .reconcile_name(&info.cluster, info.cluster_dynamic);
+        if changed {
+            self.server.routes.close_all_except(self.client.cid);
+        }
+        if !agree {
             return Err(ClosedState::ClusterNameConflict);
         }
         if !info.route_account.is_empty() {
@@ -369,14 +392,23 @@ impl RouteConn {
             // flotilla keeps one connection per pair.
             return Ok(());
         }
-        let url = match (&self.dialed, info.ip.is_empty()) {
-            (_, false) => info.ip.clone(),
-            (Some(d), true) => d.url.clone(),
-            (None, true) => format!("nats-route://{}:{}/", self.client.addr.ip(), info.port),
+        // What others are told: where the peer said it is, or the
+        // address it came from with its route port (never a configured
+        // URL, which may hold credentials or a name only we resolve).
+        let url = if info.ip.is_empty() {
+            let at = SocketAddr::new(self.client.addr.ip(), info.port);
+            format!("nats-route://{at}/")
+        } else {
+            info.ip.clone()
         };
         let (did_solicit, configured) = match &self.dialed {
             Some(d) => (true, d.configured),
             None => (false, false),
+        };
+        let dialer_port = if did_solicit {
+            self.local_port
+        } else {
+            self.client.addr.port()
         };
         let route = Arc::new(Route {
             client: self.client.clone(),
@@ -384,6 +416,8 @@ impl RouteConn {
             remote_name: info.server_name.clone(),
             did_solicit,
             configured,
+            dialer_port,
+            lame_duck: Default::default(),
             url,
             info,
             subs: Default::default(),
@@ -401,7 +435,11 @@ impl RouteConn {
             route_prefix(&self.client),
             route.remote_id
         );
-        self.server.routes.gossip(&route);
+        // A route dialed because of gossip is not gossiped again (as
+        // nats-server): whoever told us has told the others.
+        if !did_solicit || configured {
+            self.server.routes.gossip(&route);
+        }
         self.route = Some(route);
         super::send_info_to_clients(&self.server);
         Ok(())

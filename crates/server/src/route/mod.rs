@@ -2,8 +2,9 @@
 //! nats-server's route protocol (`protocol::route`).
 //!
 //! - One route per pair of servers. When both dial at once, each side
-//!   keeps the connection dialed by the server with the smaller id, so
-//!   both keep the same one (nats-server keeps whichever registered
+//!   keeps the connection dialed by the server with the smaller id (and of
+//!   two dialed by the same server, the one from the lower source port),
+//!   so both keep the same one (nats-server keeps whichever registered
 //!   first on each side, which can drop both; incident 4 saw routes
 //!   multiply).
 //! - A new route's INFO is forwarded to the other routes (gossip); a
@@ -55,6 +56,11 @@ pub struct Route {
     pub remote_name: String,
     pub did_solicit: bool,
     pub configured: bool,
+    /// The source port of the connection on the dialing server's side;
+    /// both ends see the same value.
+    pub dialer_port: u16,
+    /// The remote is in lame duck mode: its client URLs are withdrawn.
+    pub lame_duck: std::sync::atomic::AtomicBool,
     /// Where the remote accepts routes (`nats-route://host:port/`), as
     /// passed on to other servers.
     pub url: String,
@@ -86,6 +92,11 @@ pub struct Routes {
     /// The cluster name, and whether it was generated (a generated name
     /// gives way to a configured one met on a route).
     cluster: Mutex<(String, bool)>,
+    /// A route has been up at some point: from then on clients get this
+    /// server's URLs even while no route is.
+    seen_route: std::sync::atomic::AtomicBool,
+    /// The `connect_urls` clients were last told.
+    told_urls: Mutex<Vec<String>>,
 }
 
 impl Routes {
@@ -98,6 +109,8 @@ impl Routes {
             inner: Mutex::new(Inner::default()),
             port: AtomicU64::new(0),
             cluster: Mutex::new(cluster),
+            seen_route: std::sync::atomic::AtomicBool::new(false),
+            told_urls: Mutex::new(Vec::new()),
         }
     }
 
@@ -109,21 +122,30 @@ impl Routes {
         self.cluster.lock().clone()
     }
 
-    /// Takes `theirs` as the cluster name if ours was generated. Returns
-    /// whether the names now agree.
-    fn reconcile_name(&self, theirs: &str, theirs_dynamic: bool) -> bool {
+    /// Takes `theirs` as the cluster name if ours was generated, as
+    /// nats-server does: a configured name wins, and of two generated ones
+    /// the larger. Returns whether the names now agree, and whether ours
+    /// changed (then routes made under the old name must go).
+    fn reconcile_name(&self, theirs: &str, theirs_dynamic: bool) -> (bool, bool) {
         let mut c = self.cluster.lock();
-        if c.0 == theirs {
-            return true;
+        if c.0 == theirs || theirs.is_empty() {
+            return (true, false);
         }
-        // Both sides apply the same rule, so two generated names settle on
-        // one: the smaller.
-        if c.1 && (!theirs_dynamic || theirs < c.0.as_str()) {
+        if c.1 && (!theirs_dynamic || c.0.as_str() < theirs) {
             info!("Cluster name updated to {theirs}");
             *c = (theirs.to_string(), theirs_dynamic);
-            return true;
+            return (true, true);
         }
-        false
+        (false, false)
+    }
+
+    /// After the cluster name changed: closes every route but `keep`'s
+    /// connection, so they are made again under the new name.
+    fn close_all_except(&self, keep: u64) {
+        let conns: Vec<Arc<Client>> = self.inner.lock().conns.values().cloned().collect();
+        for c in conns.into_iter().filter(|c| c.cid != keep) {
+            c.close(ClosedState::ClusterNameConflict);
+        }
     }
 
     pub fn routes(&self) -> Vec<Arc<Route>> {
@@ -156,17 +178,19 @@ impl Routes {
     fn register(&self, own_id: &str, r: &Arc<Route>) -> bool {
         let mut inner = self.inner.lock();
         if let Some(old) = inner.by_id.get(&r.remote_id) {
-            // The connection dialed by the smaller id is the one both keep.
-            let dialer = |x: &Route| {
-                if x.did_solicit {
-                    own_id.to_string()
-                } else {
-                    x.remote_id.clone()
-                }
-            };
+            // The connection dialed by the smaller id is the one both keep;
+            // of two dialed by the same server, the one from the lower
+            // source port. Both ends compute the same answer.
             let preferred = own_id.min(r.remote_id.as_str());
-            let new_wins = dialer(r) == preferred && dialer(old) != preferred;
-            if !new_wins {
+            let rank = |x: &Route| {
+                let dialer = if x.did_solicit {
+                    own_id
+                } else {
+                    x.remote_id.as_str()
+                };
+                (dialer != preferred, x.dialer_port)
+            };
+            if rank(r) >= rank(old) {
                 return false;
             }
             debug!(
@@ -175,7 +199,12 @@ impl Routes {
                 r.remote_id
             );
             old.client.close(ClosedState::DuplicateRoute);
+            // Delivery must stop picking it now, not once its task ends.
+            for s in old.subs.lock().values() {
+                s.mark_closed();
+            }
         }
+        self.seen_route.store(true, Ordering::Relaxed);
         inner.by_id.insert(r.remote_id.clone(), r.clone());
         let mut b = BytesMut::new();
         for ((subject, queue), &n) in &inner.interest {
@@ -246,6 +275,9 @@ impl Routes {
         let inner = self.inner.lock();
         let mut urls = Vec::new();
         for r in inner.by_id.values() {
+            if r.lame_duck.load(Ordering::Relaxed) {
+                continue;
+            }
             for u in &r.info.connect_urls {
                 if !urls.contains(u) {
                     urls.push(u.clone());
@@ -253,6 +285,11 @@ impl Routes {
             }
         }
         urls
+    }
+
+    /// Whether clients should be given `connect_urls` at all.
+    pub fn seen_route(&self) -> bool {
+        self.seen_route.load(Ordering::Relaxed)
     }
 
     /// Tells the other routes about a newly registered one, so they dial it.
@@ -359,6 +396,18 @@ async fn dial_loop(server: &Arc<Server>, url: &str, configured: bool) {
     };
     let mut attempt: u32 = 0;
     let mut reconnecting = false;
+    // A gossiped route is not dialed if it is one this server is
+    // configured to dial anyway.
+    if !configured
+        && server
+            .opts()
+            .cluster
+            .routes
+            .iter()
+            .any(|r| host_port(r).as_deref() == Some(hp.as_str()))
+    {
+        return;
+    }
     loop {
         if server.is_shutting_down() {
             return;
@@ -398,10 +447,7 @@ async fn dial_loop(server: &Arc<Server>, url: &str, configured: bool) {
             server.clone(),
             stream,
             addr,
-            Some(conn::Dialed {
-                url: url.to_string(),
-                configured,
-            }),
+            Some(conn::Dialed { configured }),
         )
         .await;
         match outcome {
@@ -411,17 +457,31 @@ async fn dial_loop(server: &Arc<Server>, url: &str, configured: bool) {
             }
             conn::Outcome::Remote(id) => {
                 if !configured {
-                    return;
-                }
-                // Another connection to the same server may be the one
-                // kept; dial again only once no route to it is up.
-                while server.routes.has(&id) && !server.is_shutting_down() {
-                    tokio::time::sleep(RETRY).await;
+                    // Kept by the other connection: nothing to do. Lost:
+                    // dial again (a few times, as nats-server retries
+                    // implicit routes), or a pair linked only through
+                    // gossip would stay apart.
+                    if server.routes.has(&id) {
+                        return;
+                    }
+                } else {
+                    // Another connection to the same server may be the
+                    // one kept; dial again only once no route to it is up.
+                    while server.routes.has(&id) && !server.is_shutting_down() {
+                        tokio::time::sleep(RETRY).await;
+                    }
                 }
             }
-            conn::Outcome::NoRoute => {}
+            conn::Outcome::NoRoute => {
+                if !configured {
+                    attempt += 1;
+                    if attempt >= IMPLICIT_ATTEMPTS {
+                        return;
+                    }
+                }
+            }
         }
-        if !configured || server.is_shutting_down() {
+        if server.is_shutting_down() {
             return;
         }
         reconnecting = true;
@@ -441,14 +501,24 @@ fn dial_failed(attempt: u32, reconnecting: bool, e: &str) {
     }
 }
 
-/// Sends a fresh INFO (with the current `connect_urls`) to every client
-/// that takes asynchronous INFO.
+/// Sends a fresh INFO to every client that takes asynchronous INFO, if
+/// the `connect_urls` it carries changed.
 pub fn send_info_to_clients(server: &Server) {
+    let base = server.info();
+    {
+        let mut told = server.routes.told_urls.lock();
+        if *told == base.connect_urls {
+            return;
+        }
+        told.clone_from(&base.connect_urls);
+    }
     let clients: Vec<Arc<Client>> = server.clients.lock().values().cloned().collect();
     let max_pending = server.opts().max_pending;
     for c in clients {
         if c.async_info.load(Ordering::Relaxed) {
-            let info = server.client_info(&c);
+            let mut info = base.clone();
+            info.client_id = Some(c.cid);
+            info.client_ip = Some(c.addr.ip().to_string());
             let json = serde_json::to_vec(&info).expect("info serializes");
             c.out
                 .push(max_pending, None, |b| protocol::encode::info(b, &json));
