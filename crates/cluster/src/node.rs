@@ -1,0 +1,264 @@
+//! The driver of one server's multi-raft engine: a thread that owns the
+//! `replication::engine::Engine` (every group of this server) and runs
+//! its cycle — inputs (ticks, peer frames, commands), `poll`, the syncs
+//! (one group commit for all groups, on this thread: fsync blocks), then
+//! `persisted` — handing frames to the [`Transport`] and committed
+//! entries to the application.
+//!
+//! The engine is built on the thread and never leaves it; everything else
+//! talks to it through messages. A failed sync stops the node: nothing
+//! that depended on the write (votes, append acknowledgements) may leave,
+//! and the log's state after a failed fsync cannot be trusted.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use replication::engine::{Committed, Engine, EngineError, Output};
+use serde::Serialize;
+use store::Dir;
+use tracing::{error, info};
+
+use crate::transport::Transport;
+
+pub struct Config {
+    /// This server's peer id (`replication::identity`).
+    pub id: u64,
+    /// Where the Raft logs live.
+    pub dir: Arc<dyn Dir>,
+    /// Raft's clock: elections take 10 to 20 ticks, heartbeats every 2.
+    pub tick: Duration,
+    pub seed: u64,
+}
+
+/// One group as monitoring shows it.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct GroupStatus {
+    pub group: u64,
+    pub leader: u64,
+    pub term: u64,
+    pub is_leader: bool,
+    pub committed: u64,
+    pub applied: u64,
+    pub voters: Vec<u64>,
+    pub damaged: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Status {
+    pub id: u64,
+    pub groups: Vec<GroupStatus>,
+    /// Frames the engine refused after the transport's checks: sender not
+    /// a member, unknown group, undecodable.
+    pub refused_foreign: u64,
+    pub refused_unknown_group: u64,
+    pub refused_undecodable: u64,
+    pub votes_withheld: u64,
+    pub running: bool,
+}
+
+enum Input {
+    Frame(u64, replication::frame::Frame),
+    Create {
+        group: u64,
+        voters: Vec<u64>,
+        reply: std::sync::mpsc::Sender<Result<(), EngineError>>,
+    },
+    Propose {
+        group: u64,
+        data: Vec<u8>,
+        reply: std::sync::mpsc::Sender<Result<(), EngineError>>,
+    },
+    Stop,
+}
+
+/// A running node. Dropping it stops the thread.
+pub struct Node {
+    tx: std::sync::mpsc::Sender<Input>,
+    status: Arc<Mutex<Status>>,
+    thread: Option<JoinHandle<()>>,
+    pub transport: Arc<Transport>,
+}
+
+impl Node {
+    /// Starts the driver thread and the transport (which needs a tokio
+    /// runtime). Committed entries, in log order per group, arrive on the
+    /// returned receiver.
+    pub fn start(cfg: Config) -> (Node, std::sync::mpsc::Receiver<Committed>) {
+        let (tx, rx) = std::sync::mpsc::channel::<Input>();
+        let (ctx, crx) = std::sync::mpsc::channel::<Committed>();
+        let frames = std::sync::Mutex::new(tx.clone());
+        let transport = Transport::new(
+            cfg.id,
+            Box::new(move |peer, f| {
+                frames
+                    .lock()
+                    .map(|t| t.send(Input::Frame(peer, f)).is_ok())
+                    .unwrap_or(false)
+            }),
+        );
+        let status = Arc::new(Mutex::new(Status {
+            id: cfg.id,
+            running: true,
+            ..Default::default()
+        }));
+        let t = transport.clone();
+        let st = status.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("raft-{}", cfg.id))
+            .spawn(move || run(cfg, rx, ctx, t, st))
+            .expect("spawn the raft thread");
+        (
+            Node {
+                tx,
+                status,
+                thread: Some(thread),
+                transport,
+            },
+            crx,
+        )
+    }
+
+    /// Starts this server's node of `group` (see `Engine::create_group`).
+    pub fn create_group(&self, group: u64, voters: &[u64]) -> Result<(), EngineError> {
+        let (reply, r) = std::sync::mpsc::channel();
+        let _ = self.tx.send(Input::Create {
+            group,
+            voters: voters.to_vec(),
+            reply,
+        });
+        r.recv().unwrap_or(Err(EngineError::NoGroup(group)))
+    }
+
+    /// Proposes an entry; `Ok` means the leader appended it, and it is
+    /// acknowledged once it arrives committed.
+    pub fn propose(&self, group: u64, data: Vec<u8>) -> Result<(), EngineError> {
+        let (reply, r) = std::sync::mpsc::channel();
+        let _ = self.tx.send(Input::Propose { group, data, reply });
+        r.recv().unwrap_or(Err(EngineError::NoGroup(group)))
+    }
+
+    pub fn status(&self) -> Status {
+        self.status.lock().clone()
+    }
+
+    /// Stops the thread and the transport.
+    pub fn stop(&mut self) {
+        let _ = self.tx.send(Input::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.transport.shutdown();
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn run(
+    cfg: Config,
+    rx: std::sync::mpsc::Receiver<Input>,
+    committed: std::sync::mpsc::Sender<Committed>,
+    transport: Arc<Transport>,
+    status: Arc<Mutex<Status>>,
+) {
+    let mut engine = Engine::new(cfg.id, cfg.dir, cfg.seed);
+    let mut next_tick = Instant::now() + cfg.tick;
+    'run: loop {
+        let wait = next_tick.saturating_duration_since(Instant::now());
+        let first = match rx.recv_timeout(wait) {
+            Ok(i) => Some(i),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        // Everything already waiting is handled in this cycle: one sync
+        // covers it all.
+        let mut inputs: Vec<Input> = first.into_iter().collect();
+        while inputs.len() < 4096 {
+            match rx.try_recv() {
+                Ok(i) => inputs.push(i),
+                Err(_) => break,
+            }
+        }
+        for i in inputs {
+            match i {
+                Input::Frame(peer, f) => engine.receive_frame(peer, f),
+                Input::Create {
+                    group,
+                    voters,
+                    reply,
+                } => {
+                    let _ = reply.send(engine.create_group(group, &voters).map(|_| ()));
+                }
+                Input::Propose { group, data, reply } => {
+                    let _ = reply.send(engine.propose(group, data));
+                }
+                Input::Stop => break 'run,
+            }
+        }
+        let now = Instant::now();
+        if now >= next_tick {
+            engine.tick();
+            next_tick += cfg.tick;
+            if next_tick < now {
+                // Far behind (a stall): do not tick in a burst.
+                next_tick = now + cfg.tick;
+            }
+        }
+        let mut out = engine.poll();
+        let sync = std::mem::take(&mut out.sync);
+        emit(&transport, &committed, out);
+        for h in sync {
+            if let Err(e) = h.sync() {
+                error!(
+                    "raft log sync failed on server {}: {e}; stopping this node",
+                    cfg.id
+                );
+                break 'run;
+            }
+        }
+        let out = engine.persisted();
+        emit(&transport, &committed, out);
+        publish_status(&engine, &status);
+    }
+    status.lock().running = false;
+    info!("raft node {} stopped", cfg.id);
+}
+
+fn emit(transport: &Transport, committed: &std::sync::mpsc::Sender<Committed>, out: Output) {
+    for (to, f) in out.frames {
+        transport.send(to, f);
+    }
+    for c in out.committed {
+        let _ = committed.send(c);
+    }
+}
+
+fn publish_status(engine: &Engine, status: &Mutex<Status>) {
+    let groups = engine
+        .groups()
+        .map(|g| {
+            let (term, leader) = engine.leader(g).unwrap_or((0, 0));
+            GroupStatus {
+                group: g,
+                leader,
+                term,
+                is_leader: engine.is_leader(g),
+                committed: engine.committed(g).unwrap_or(0),
+                applied: engine.applied(g).unwrap_or(0),
+                voters: engine.voters(g).unwrap_or_default(),
+                damaged: engine.is_damaged(g),
+            }
+        })
+        .collect();
+    let mut s = status.lock();
+    s.groups = groups;
+    s.refused_foreign = engine.refused.foreign;
+    s.refused_unknown_group = engine.refused.unknown_group;
+    s.refused_undecodable = engine.refused.undecodable;
+    s.votes_withheld = engine.refused.votes_withheld;
+}

@@ -1,0 +1,264 @@
+//! The real engine on real sockets: three nodes, each with its driver
+//! thread, its Raft logs fsynced in a temporary directory, and the TCP
+//! transport between them on loopback.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use flotilla_cluster::node::{Config, Node};
+use flotilla_cluster::transport::Transport;
+use replication::engine::{Committed, EngineError};
+use replication::frame::{self, Class, Frame};
+
+const GROUP: u64 = 7;
+const TICK: Duration = Duration::from_millis(50);
+
+struct Member {
+    id: u64,
+    node: Option<Node>,
+    committed: Receiver<Committed>,
+    /// Data committed so far, in order.
+    seen: Vec<Bytes>,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+/// Accepts Raft connections for `t` on a fresh loopback port.
+async fn listen(t: Arc<Transport>) -> u16 {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = l.accept().await {
+            tokio::spawn(t.clone().accept(s));
+        }
+    });
+    port
+}
+
+async fn cluster(n: u64) -> Vec<Member> {
+    let mut members = Vec::new();
+    for id in 1..=n {
+        let dir = tempfile::tempdir().unwrap();
+        let (node, committed) = Node::start(Config {
+            id,
+            dir: Arc::new(store::FsDir::new(dir.path()).unwrap()),
+            tick: TICK,
+            seed: 42 + id,
+        });
+        let port = listen(node.transport.clone()).await;
+        members.push(Member {
+            id,
+            node: Some(node),
+            committed,
+            seen: Vec::new(),
+            port,
+            _dir: dir,
+        });
+    }
+    for a in &members {
+        for b in &members {
+            if a.id != b.id {
+                let t = &a.node.as_ref().unwrap().transport;
+                t.set_peer(b.id, &format!("127.0.0.1:{}", b.port));
+            }
+        }
+    }
+    let voters: Vec<u64> = (1..=n).collect();
+    for m in &members {
+        m.node
+            .as_ref()
+            .unwrap()
+            .create_group(GROUP, &voters)
+            .unwrap();
+    }
+    members
+}
+
+/// The live member that leads, with its term.
+fn leader(members: &[Member]) -> Option<(usize, u64)> {
+    members.iter().enumerate().find_map(|(i, m)| {
+        let s = m.node.as_ref()?.status();
+        let g = s.groups.iter().find(|g| g.group == GROUP)?;
+        g.is_leader.then_some((i, g.term))
+    })
+}
+
+async fn wait_leader(members: &[Member]) -> (usize, u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(l) = leader(members) {
+            return l;
+        }
+        assert!(Instant::now() < deadline, "no leader elected");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Proposes each value through whoever leads, retrying on a change.
+async fn propose_all(members: &[Member], values: &[Bytes]) {
+    for v in values {
+        loop {
+            let (i, _) = wait_leader(members).await;
+            match members[i].node.as_ref().unwrap().propose(GROUP, v.to_vec()) {
+                Ok(()) => break,
+                Err(EngineError::NotLeader(_)) => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => panic!("propose: {e}"),
+            }
+        }
+    }
+}
+
+/// Waits until every live member has committed `want` (in this order,
+/// after what it saw before, duplicates allowed only if proposed twice).
+async fn wait_committed(members: &mut [Member], want: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut done = true;
+        for m in members.iter_mut().filter(|m| m.node.is_some()) {
+            while let Ok(c) = m.committed.try_recv() {
+                assert_eq!(c.group, GROUP);
+                m.seen.push(c.data);
+            }
+            done &= m.seen.len() >= want;
+        }
+        if done {
+            return;
+        }
+        let counts: Vec<usize> = members.iter().map(|m| m.seen.len()).collect();
+        assert!(
+            Instant::now() < deadline,
+            "not all committed {want}: {counts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_replicate_and_survive_the_leaders_loss() {
+    let mut members = cluster(3).await;
+    let values: Vec<Bytes> = (0..300).map(|i| Bytes::from(format!("v{i}"))).collect();
+    propose_all(&members, &values).await;
+    wait_committed(&mut members, values.len()).await;
+    for m in &members {
+        assert_eq!(m.seen, values, "server {} log differs", m.id);
+    }
+
+    // The leader goes away; the other two elect one and carry on.
+    let (li, term) = wait_leader(&members).await;
+    members[li].node.take().unwrap().stop();
+    let (nl, new_term) = wait_leader(&members).await;
+    assert_ne!(nl, li);
+    assert!(new_term > term);
+    let more: Vec<Bytes> = (300..400).map(|i| Bytes::from(format!("v{i}"))).collect();
+    propose_all(&members, &more).await;
+    wait_committed(&mut members, 400).await;
+    let all: Vec<Bytes> = values.iter().chain(&more).cloned().collect();
+    for m in members.iter().filter(|m| m.node.is_some()) {
+        assert_eq!(m.seen, all, "server {} log differs", m.id);
+    }
+    let s = members[nl]
+        .node
+        .as_ref()
+        .unwrap()
+        .transport
+        .counters
+        .frames_in
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(s > 0);
+}
+
+/// A frame that fails its checksum, or names a sender other than the
+/// connection's peer, is counted and ends the connection; the node
+/// carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_frames_are_counted_and_end_the_connection() {
+    let mut members = cluster(3).await;
+    wait_leader(&members).await;
+    let target = &members[0];
+    let t = target.node.as_ref().unwrap().transport.clone();
+    let frame = |sender: u64| {
+        let mut b = BytesMut::new();
+        frame::encode(
+            &Frame {
+                class: Class::Control,
+                sender,
+                group: GROUP,
+                payload: Bytes::from_static(b"not a raft message"),
+            },
+            &mut b,
+        );
+        b.to_vec()
+    };
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("checksum", {
+            let mut b = frame(2);
+            let n = b.len();
+            b[n - 3] ^= 0x10;
+            b
+        }),
+        ("foreign", frame(3)),
+    ];
+    for (what, bytes) in cases {
+        let port = target.port;
+        let closed = tokio::task::spawn_blocking(move || {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.write_all(b"RAFT {\"peer\":2,\"class\":\"control\"}\r\n")
+                .unwrap();
+            s.write_all(&bytes).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 16];
+            matches!(s.read(&mut buf), Ok(0))
+        })
+        .await
+        .unwrap();
+        assert!(closed, "{what}: the connection stays open");
+    }
+    assert_eq!(t.counters.rejected.lock().checksum, 1);
+    assert_eq!(
+        t.counters
+            .foreign
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    // Still replicating.
+    let values: Vec<Bytes> = (0..20).map(|i| Bytes::from(format!("w{i}"))).collect();
+    propose_all(&members, &values).await;
+    wait_committed(&mut members, 20).await;
+}
+
+/// Heavy appends (large entries, back to back) travel on the bulk
+/// connections; heartbeats keep their own, so the leader is never
+/// deposed while it is healthy (incident 4 on real sockets).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_appends_do_not_starve_heartbeats() {
+    let mut members = cluster(3).await;
+    let (_, term) = wait_leader(&members).await;
+    let big: Vec<Bytes> = (0..120u32)
+        .map(|i| {
+            let mut v = vec![b'x'; 256 << 10];
+            v[..4].copy_from_slice(&i.to_be_bytes());
+            Bytes::from(v)
+        })
+        .collect();
+    propose_all(&members, &big).await;
+    wait_committed(&mut members, big.len()).await;
+    let mut terms = BTreeMap::new();
+    for m in &members {
+        let s = m.node.as_ref().unwrap().status();
+        let g = s.groups.iter().find(|g| g.group == GROUP).unwrap();
+        terms.insert(m.id, g.term);
+    }
+    assert!(
+        terms.values().all(|&t| t == term),
+        "a leader change happened under load: {term} -> {terms:?}"
+    );
+    for m in &members {
+        assert_eq!(m.seen, big);
+    }
+}
