@@ -70,6 +70,9 @@ pub struct Cli {
     pub routes: Option<String>,
     pub cluster: Option<String>,
     pub cluster_name: Option<String>,
+    pub cluster_advertise: Option<String>,
+    pub no_advertise: Option<bool>,
+    pub connect_retries: Option<i64>,
     pub help: bool,
     pub version: bool,
 }
@@ -123,6 +126,9 @@ fn flag(name: &str) -> Option<Kind> {
         "routes" => Str(|c, v| c.routes = Some(v)),
         "cluster" | "cluster_listen" => Str(|c, v| c.cluster = Some(v)),
         "cluster_name" => Str(|c, v| c.cluster_name = Some(v)),
+        "cluster_advertise" => Str(|c, v| c.cluster_advertise = Some(v)),
+        "no_advertise" => Bool(|c, v| c.no_advertise = Some(v)),
+        "connect_retries" => Int(|c, v| c.connect_retries = Some(v)),
         "h" | "help" => Bool(|c, v| c.help = v),
         "v" | "version" => Bool(|c, v| c.version = v),
         _ => return None,
@@ -150,9 +156,6 @@ const UNSUPPORTED: &[&str] = &[
     "tlskey",
     "tlsverify",
     "tlscacert",
-    "no_advertise",
-    "cluster_advertise",
-    "connect_retries",
     "profile",
     "help_tls",
 ];
@@ -280,12 +283,32 @@ impl Cli {
                 .collect();
         }
         if let Some(v) = &self.cluster {
-            // A cluster URL like nats://host:port sets where routes listen.
-            let hostport = v.split_once("://").map_or(v.as_str(), |(_, rest)| rest);
+            // A cluster URL like nats://user:pass@host:port sets where
+            // routes listen, and the routes' credentials.
+            let rest = v.split_once("://").map_or(v.as_str(), |(_, rest)| rest);
+            let rest = rest.trim_end_matches('/');
+            let hostport = match rest.rsplit_once('@') {
+                Some((creds, hp)) => {
+                    let (u, p) = creds.split_once(':').unwrap_or((creds, ""));
+                    o.cluster.user = Some(u.to_string());
+                    o.cluster.password = (!p.is_empty()).then(|| p.to_string());
+                    hp
+                }
+                None => rest,
+            };
             if let Some((h, p)) = hostport.rsplit_once(':') {
                 o.cluster.host = Some(h.to_string());
                 o.cluster.port = p.parse().ok();
             }
+        }
+        if let Some(v) = &self.cluster_advertise {
+            o.cluster.advertise = Some(v.clone());
+        }
+        if let Some(v) = self.no_advertise {
+            o.cluster.no_advertise = v;
+        }
+        if let Some(v) = self.connect_retries {
+            o.cluster.connect_retries = v.clamp(0, u32::MAX as i64) as u32;
         }
         if let Some(v) = &self.cluster_name {
             o.cluster.name = Some(v.clone());

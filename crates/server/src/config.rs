@@ -577,6 +577,22 @@ fn cluster(m: &Map, o: &mut Options, r: &mut Report) {
             }
             "host" | "net" => o.cluster.host = string(r, e),
             "port" => o.cluster.port = int(r, e),
+            "advertise" | "cluster_advertise" => o.cluster.advertise = string(r, e),
+            "no_advertise" => {
+                if let Some(b) = boolean(r, e) {
+                    o.cluster.no_advertise = b;
+                }
+            }
+            "connect_retries" => {
+                if let Some(n) = int(r, e) {
+                    o.cluster.connect_retries = n.clamp(0, u32::MAX as i64) as u32;
+                }
+            }
+            "authorization" => {
+                if let Some(m) = map(r, e) {
+                    cluster_authorization(m, o, r);
+                }
+            }
             "routes" => {
                 let Value::Array(items) = &e.item.value else {
                     r.error(
@@ -605,6 +621,25 @@ fn cluster(m: &Map, o: &mut Options, r: &mut Report) {
                     }
                 }
             }
+            _ => r.unknown(e),
+        }
+    }
+}
+
+/// A route's credentials: one user and password (nats-server refuses
+/// users lists, tokens and callouts here).
+fn cluster_authorization(m: &Map, o: &mut Options, r: &mut Report) {
+    for e in &m.entries {
+        match e.key.to_ascii_lowercase().as_str() {
+            "user" | "username" => o.cluster.user = string(r, e),
+            "pass" | "password" => o.cluster.password = string(r, e),
+            "timeout" => {}
+            "users" => r.error(
+                &e.item,
+                "Cluster authorization does not allow multiple users",
+            ),
+            "token" => r.error(&e.item, "Cluster authorization does not support tokens"),
+            "auth_callout" => r.error(&e.item, "Cluster authorization does not support callouts"),
             _ => r.unknown(e),
         }
     }

@@ -63,6 +63,17 @@ pub struct ClusterOptions {
     pub host: Option<String>,
     pub port: Option<i64>,
     pub routes: Vec<String>,
+    /// `authorization { user, password }`: what a route's CONNECT must
+    /// carry, and what this server sends on routes whose URL has none.
+    pub user: Option<String>,
+    pub password: Option<String>,
+    /// `host:port` other servers are told to dial for this one.
+    pub advertise: Option<String>,
+    /// Neither advertise this server's client URLs to other servers nor
+    /// pass theirs on to clients.
+    pub no_advertise: bool,
+    /// Extra attempts for a route learned through gossip.
+    pub connect_retries: u32,
 }
 
 impl ClusterOptions {
@@ -158,6 +169,9 @@ impl Options {
 
     /// Checks the cross-field rules nats-server enforces at start.
     pub fn validate(&self) -> Result<(), String> {
+        if self.cluster.user.is_some() && self.cluster.password.is_none() {
+            return Err("expected cluster password to be set".into());
+        }
         if !self.cluster.routes.is_empty() && !self.cluster.enabled() {
             return Err("solicited routes require cluster capabilities, e.g. --cluster".into());
         }

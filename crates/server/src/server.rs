@@ -209,7 +209,7 @@ impl Server {
             // Once a route is up: this server's URLs, then the others'.
             connect_urls: {
                 let remote = self.routes.remote_connect_urls();
-                if !self.routes.seen_route() {
+                if !self.routes.seen_route() || opts.cluster.no_advertise {
                     Vec::new()
                 } else {
                     let mut urls = self.own_connect_urls();

@@ -448,3 +448,57 @@ fn servers_without_a_cluster_name_settle_on_one() {
         Duration::from_secs(1)
     ));
 }
+
+/// Routes can require credentials: a server dialing with the right ones
+/// (in its route URL) joins; one without them is refused.
+#[test]
+fn cluster_authorization_admits_only_the_right_credentials() {
+    let a = common::server()
+        .arg("-n")
+        .arg("A")
+        .config("cluster {\n  name: c1\n  listen: 127.0.0.1:-1\n  authorization { user: ruser, password: \"T0p$ecret\" }\n}\n")
+        .start();
+    let port = a.cluster_port.unwrap();
+    let good = node(
+        "B",
+        &[format!("nats-route://ruser:T0p$ecret@127.0.0.1:{port}")],
+    );
+    let bad = node("C", &[format!("nats-route://ruser:wrong@127.0.0.1:{port}")]);
+    wait_for("B to join", Duration::from_secs(10), || peers(&a) == ["B"]);
+    assert!(a.wait_log("Router authentication error", Duration::from_secs(5)));
+    assert!(bad.wait_log(
+        "Route Error 'Authorization Violation'",
+        Duration::from_secs(5)
+    ));
+    assert!(peers(&bad).is_empty());
+    assert_eq!(peers(&good), ["A"]);
+    let v = a.json("/varz");
+    assert_eq!(v["cluster"]["name"], "c1");
+    assert_eq!(v["cluster"]["cluster_port"], port);
+    assert!(good.json("/varz")["cluster"]["urls"][0]
+        .as_str()
+        .unwrap()
+        .ends_with(&format!(":{port}")));
+}
+
+/// `no_advertise`: clients are not told about the other servers.
+#[tokio::test]
+async fn no_advertise_keeps_other_servers_from_clients() {
+    let a = common::server()
+        .arg("-n")
+        .arg("A")
+        .arg("--cluster_name")
+        .arg("c1")
+        .arg("--cluster")
+        .arg("nats://127.0.0.1:-1")
+        .arg("--no_advertise")
+        .start();
+    let b = node("B", &[route_url(&a)]);
+    wait_for("the route", Duration::from_secs(10), || peers(&a) == ["B"]);
+    let c = a.client().await;
+    assert!(c.server_info().connect_urls.is_empty());
+    // And B is not told A's client URL.
+    let cb = b.client().await;
+    let urls = cb.server_info().connect_urls;
+    assert!(!urls.contains(&format!("127.0.0.1:{}", a.port)), "{urls:?}");
+}

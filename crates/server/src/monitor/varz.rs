@@ -14,6 +14,46 @@ use crate::server::Server;
 #[derive(Serialize, Default)]
 pub struct Empty {}
 
+/// `cluster` in `/varz`: empty (`{}`) when clustering is off, as
+/// nats-server leaves every field out then.
+#[derive(Serialize, Default)]
+pub struct ClusterVarz {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    addr: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster_port: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auth_timeout: Option<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    urls: Vec<String>,
+}
+
+fn cluster_varz(server: &Server) -> ClusterVarz {
+    let opts = server.opts();
+    if !opts.cluster.enabled() {
+        return ClusterVarz::default();
+    }
+    ClusterVarz {
+        name: Some(server.routes.cluster_name().0),
+        addr: Some(
+            opts.cluster
+                .host
+                .clone()
+                .unwrap_or_else(|| "0.0.0.0".into()),
+        ),
+        cluster_port: Some(server.routes.port.load(Ordering::Relaxed)),
+        auth_timeout: opts.cluster.user.as_ref().map(|_| 2.0),
+        urls: opts
+            .cluster
+            .routes
+            .iter()
+            .filter_map(|u| crate::route::host_port(u))
+            .collect(),
+    }
+}
+
 #[derive(Serialize, Default)]
 pub struct KindCounts {
     clients: u64,
@@ -44,7 +84,7 @@ pub struct Varz {
     max_control_line: usize,
     max_payload: usize,
     max_pending: usize,
-    cluster: Empty,
+    cluster: ClusterVarz,
     gateway: Empty,
     leaf: Empty,
     mqtt: Empty,
@@ -186,7 +226,7 @@ pub fn varz(server: &Server, cpu: &CpuSampler) -> Varz {
         max_control_line: opts.max_control_line,
         max_payload: opts.max_payload,
         max_pending: opts.max_pending,
-        cluster: Empty {},
+        cluster: cluster_varz(server),
         gateway: Empty {},
         leaf: Empty {},
         mqtt: Empty {},

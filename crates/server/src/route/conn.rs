@@ -35,6 +35,9 @@ const MAX_CONTROL_LINE: usize = 64 * 1024;
 /// The dialing side's view of what it dialed.
 pub struct Dialed {
     pub configured: bool,
+    /// What to send in CONNECT: the route URL's user and password, or
+    /// this server's cluster credentials.
+    pub creds: Option<(String, String)>,
 }
 
 /// How a connection ended, for the dial loop.
@@ -65,11 +68,22 @@ fn route_info(server: &Server) -> RouteInfo {
             .unwrap_or_else(|| "0.0.0.0".into()),
         port: server.routes.port.load(Ordering::Relaxed) as u16,
         headers: true,
+        auth_required: opts.cluster.user.is_some(),
         max_payload: opts.max_payload as i64,
         jetstream: opts.jetstream.enabled,
+        ip: opts
+            .cluster
+            .advertise
+            .as_ref()
+            .map(|a| format!("nats-route://{a}/"))
+            .unwrap_or_default(),
         cluster,
         cluster_dynamic,
-        connect_urls: server.own_connect_urls(),
+        connect_urls: if opts.cluster.no_advertise {
+            Vec::new()
+        } else {
+            server.own_connect_urls()
+        },
         ..Default::default()
     }
 }
@@ -86,9 +100,15 @@ pub async fn serve(
     let local_port = stream.local_addr().map_or(0, |a| a.port());
     let (rd, wr) = stream.into_split();
     let info = serde_json::to_vec(&route_info(&server)).expect("info serializes");
-    if dialed.is_some() {
+    if let Some(d) = &dialed {
         let (cluster, dynamic) = server.routes.cluster_name();
+        let (user, pass) = match &d.creds {
+            Some((u, p)) => (Some(u.clone()), Some(p.clone())),
+            None => (None, None),
+        };
         let connect = RouteConnect {
+            user,
+            pass,
             echo: true,
             tls_required: false,
             headers: true,
@@ -315,6 +335,19 @@ impl RouteConn {
         if ci.lang.is_some() {
             self.send(|b| encode::err(b, "attempted to connect to route port"));
             return Err(ClosedState::ProtocolViolation);
+        }
+        let opts = self.server.opts();
+        if let Some(user) = &opts.cluster.user {
+            let ok = ci.user.as_deref() == Some(user.as_str())
+                && ci.pass.as_deref() == opts.cluster.password.as_deref();
+            if !ok {
+                error!(
+                    "{} - Router authentication error",
+                    route_prefix(&self.client)
+                );
+                self.send(|b| encode::err(b, "Authorization Violation"));
+                return Err(ClosedState::AuthenticationViolation);
+            }
         }
         let (agree, changed) = self
             .server

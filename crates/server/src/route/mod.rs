@@ -318,8 +318,16 @@ fn dynamic_name() -> String {
         .collect()
 }
 
+/// The user and password in a route URL, if any.
+fn creds(url: &str) -> Option<(String, String)> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let (userinfo, _) = rest.split('/').next()?.rsplit_once('@')?;
+    let (u, p) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+    Some((u.to_string(), p.to_string()))
+}
+
 /// `host:port` of a route URL (`nats-route://user:pass@host:port/`).
-fn host_port(url: &str) -> Option<String> {
+pub fn host_port(url: &str) -> Option<String> {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
     let hp = rest.split('/').next()?;
@@ -419,7 +427,7 @@ async fn dial_loop(server: &Arc<Server>, url: &str, configured: bool) {
             Ok(Err(e)) => {
                 attempt += 1;
                 dial_failed(attempt, reconnecting, &e.to_string());
-                if !configured && attempt >= IMPLICIT_ATTEMPTS {
+                if !configured && attempt >= implicit_attempts(server) {
                     return;
                 }
                 tokio::time::sleep(RETRY).await;
@@ -432,7 +440,7 @@ async fn dial_loop(server: &Arc<Server>, url: &str, configured: bool) {
                     reconnecting,
                     &format!("dial tcp {hp}: i/o timeout"),
                 );
-                if !configured && attempt >= IMPLICIT_ATTEMPTS {
+                if !configured && attempt >= implicit_attempts(server) {
                     return;
                 }
                 continue;
@@ -447,7 +455,13 @@ async fn dial_loop(server: &Arc<Server>, url: &str, configured: bool) {
             server.clone(),
             stream,
             addr,
-            Some(conn::Dialed { configured }),
+            Some(conn::Dialed {
+                configured,
+                creds: creds(url).or_else(|| {
+                    let o = server.opts();
+                    Some((o.cluster.user.clone()?, o.cluster.password.clone()?))
+                }),
+            }),
         )
         .await;
         match outcome {
@@ -475,7 +489,7 @@ async fn dial_loop(server: &Arc<Server>, url: &str, configured: bool) {
             conn::Outcome::NoRoute => {
                 if !configured {
                     attempt += 1;
-                    if attempt >= IMPLICIT_ATTEMPTS {
+                    if attempt >= implicit_attempts(server) {
                         return;
                     }
                 }
@@ -489,6 +503,13 @@ async fn dial_loop(server: &Arc<Server>, url: &str, configured: bool) {
         let jitter = Duration::from_millis(fastrand::u64(..JITTER_MS));
         tokio::time::sleep(RETRY + jitter).await;
     }
+}
+
+/// Attempts for a gossiped route: `connect_retries` + 1, and never fewer
+/// than flotilla's floor (a pair linked only through gossip must find
+/// each other again).
+fn implicit_attempts(server: &Server) -> u32 {
+    IMPLICIT_ATTEMPTS.max(server.opts().cluster.connect_retries.saturating_add(1))
 }
 
 /// nats-server logs the first failure of a first connect, and every
@@ -539,5 +560,10 @@ mod tests {
         );
         assert_eq!(host_port("nats://u:p@h:1/").as_deref(), Some("h:1"));
         assert_eq!(host_port("nats://h"), None);
+        assert_eq!(
+            creds("nats-route://ruser:T0p$ecret@127.0.0.1:6222"),
+            Some(("ruser".into(), "T0p$ecret".into()))
+        );
+        assert_eq!(creds("nats-route://127.0.0.1:6222"), None);
     }
 }
