@@ -22,6 +22,26 @@ use tracing::{error, info};
 
 use crate::transport::Transport;
 
+/// What the application hears from the node, in order per group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// An entry to apply.
+    Committed(Committed),
+    /// A leader's snapshot replaced this replica's log: the state machine
+    /// is replaced by this data, as of this index, before later entries.
+    Snapshot(Committed),
+}
+
+/// Answers a leader's need for a snapshot of a group's state machine (to
+/// catch a follower up) with its bytes. It runs on the engine's thread,
+/// after every entry up to the group's applied index went through the
+/// `apply` hook, so the state is exactly as of that index.
+pub type Snapshotter = Box<dyn Fn(u64) -> Option<Vec<u8>> + Send>;
+
+/// Applies an event on the engine's thread, before it is also sent to the
+/// receiver. A state machine that must be snapshotted lives here.
+pub type Apply = Box<dyn FnMut(&Event) + Send>;
+
 pub struct Config {
     /// This server's peer id (`replication::identity`).
     pub id: u64,
@@ -30,6 +50,8 @@ pub struct Config {
     /// Raft's clock: elections take 10 to 20 ticks, heartbeats every 2.
     pub tick: Duration,
     pub seed: u64,
+    pub snapshotter: Snapshotter,
+    pub apply: Option<Apply>,
 }
 
 /// One group as monitoring shows it.
@@ -43,6 +65,11 @@ pub struct GroupStatus {
     pub applied: u64,
     pub voters: Vec<u64>,
     pub damaged: bool,
+    pub vote: u64,
+    pub last_index: u64,
+    pub last_term: u64,
+    /// On the leader: (member, replicated index).
+    pub progress: Vec<(u64, u64)>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -58,8 +85,12 @@ pub struct Status {
     pub running: bool,
 }
 
+/// Work run on the engine's thread.
+type Call = Box<dyn FnOnce(&mut Engine) + Send>;
+
 enum Input {
     Frame(u64, replication::frame::Frame),
+    Call(Call),
     Create {
         group: u64,
         voters: Vec<u64>,
@@ -83,11 +114,11 @@ pub struct Node {
 
 impl Node {
     /// Starts the driver thread and the transport (which needs a tokio
-    /// runtime). Committed entries, in log order per group, arrive on the
-    /// returned receiver.
-    pub fn start(cfg: Config) -> (Node, std::sync::mpsc::Receiver<Committed>) {
+    /// runtime). Committed entries and installed snapshots, in log order
+    /// per group, arrive on the returned receiver.
+    pub fn start(cfg: Config) -> (Node, std::sync::mpsc::Receiver<Event>) {
         let (tx, rx) = std::sync::mpsc::channel::<Input>();
-        let (ctx, crx) = std::sync::mpsc::channel::<Committed>();
+        let (ctx, crx) = std::sync::mpsc::channel::<Event>();
         let frames = std::sync::Mutex::new(tx.clone());
         let transport = Transport::new(
             cfg.id,
@@ -139,6 +170,20 @@ impl Node {
         r.recv().unwrap_or(Err(EngineError::NoGroup(group)))
     }
 
+    /// Runs `f` on the engine's thread and returns what it returns (None
+    /// if the node has stopped).
+    pub fn call<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Engine) -> R + Send + 'static,
+    ) -> Option<R> {
+        let (reply, r) = std::sync::mpsc::channel();
+        let call: Call = Box::new(move |e| {
+            let _ = reply.send(f(e));
+        });
+        self.tx.send(Input::Call(call)).ok()?;
+        r.recv().ok()
+    }
+
     pub fn status(&self) -> Status {
         self.status.lock().clone()
     }
@@ -162,11 +207,13 @@ impl Drop for Node {
 fn run(
     cfg: Config,
     rx: std::sync::mpsc::Receiver<Input>,
-    committed: std::sync::mpsc::Sender<Committed>,
+    committed: std::sync::mpsc::Sender<Event>,
     transport: Arc<Transport>,
     status: Arc<Mutex<Status>>,
 ) {
     let mut engine = Engine::new(cfg.id, cfg.dir, cfg.seed);
+    let snapshotter = cfg.snapshotter;
+    let mut apply = cfg.apply;
     let mut next_tick = Instant::now() + cfg.tick;
     'run: loop {
         let wait = next_tick.saturating_duration_since(Instant::now());
@@ -187,6 +234,7 @@ fn run(
         for i in inputs {
             match i {
                 Input::Frame(peer, f) => engine.receive_frame(peer, f),
+                Input::Call(f) => f(&mut engine),
                 Input::Create {
                     group,
                     voters,
@@ -210,8 +258,9 @@ fn run(
             }
         }
         let mut out = engine.poll();
+        let wanted = std::mem::take(&mut out.snapshot_wanted);
         let sync = std::mem::take(&mut out.sync);
-        emit(&transport, &committed, out);
+        emit(&transport, &committed, &mut apply, out);
         for h in sync {
             if let Err(e) = h.sync() {
                 error!(
@@ -222,19 +271,45 @@ fn run(
             }
         }
         let out = engine.persisted();
-        emit(&transport, &committed, out);
+        emit(&transport, &committed, &mut apply, out);
+        // Now the applied index covers every entry handed out, so the
+        // state machine is exactly as of it.
+        for g in wanted {
+            let Some(index) = engine.applied(g) else {
+                continue;
+            };
+            if let Some(data) = snapshotter(g) {
+                if let Err(e) = engine.compact(g, index, data) {
+                    error!("raft group {g}: could not snapshot at {index}: {e}");
+                }
+            }
+        }
         publish_status(&engine, &status);
     }
     status.lock().running = false;
     info!("raft node {} stopped", cfg.id);
 }
 
-fn emit(transport: &Transport, committed: &std::sync::mpsc::Sender<Committed>, out: Output) {
+fn emit(
+    transport: &Transport,
+    events: &std::sync::mpsc::Sender<Event>,
+    apply: &mut Option<Apply>,
+    out: Output,
+) {
     for (to, f) in out.frames {
         transport.send(to, f);
     }
-    for c in out.committed {
-        let _ = committed.send(c);
+    // A snapshot comes before the entries that follow it.
+    let evs = out
+        .snapshots
+        .into_iter()
+        .map(Event::Snapshot)
+        .chain(out.committed.into_iter().map(Event::Committed));
+    for ev in evs {
+        if let Some(f) = apply.as_mut() {
+            f(&ev);
+        }
+        let _ = events.send(ev);
     }
 }
 
@@ -243,7 +318,12 @@ fn publish_status(engine: &Engine, status: &Mutex<Status>) {
         .groups()
         .map(|g| {
             let (term, leader) = engine.leader(g).unwrap_or((0, 0));
+            let ri = engine.raft_info(g).unwrap_or_default();
             GroupStatus {
+                vote: ri.vote,
+                last_index: ri.last_index,
+                last_term: ri.last_term,
+                progress: ri.progress,
                 group: g,
                 leader,
                 term,

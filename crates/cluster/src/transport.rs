@@ -91,6 +91,8 @@ pub struct Transport {
     pub counters: Counters,
     stop: Arc<Notify>,
     stopped: std::sync::atomic::AtomicBool,
+    /// When a frame last came from each peer.
+    heard: Mutex<BTreeMap<u64, std::time::Instant>>,
 }
 
 impl Transport {
@@ -103,7 +105,13 @@ impl Transport {
             counters: Counters::default(),
             stop: Arc::new(Notify::new()),
             stopped: std::sync::atomic::AtomicBool::new(false),
+            heard: Mutex::new(BTreeMap::new()),
         })
+    }
+
+    /// How long ago a frame last came from `peer`.
+    pub fn last_heard(&self, peer: u64) -> Option<Duration> {
+        self.heard.lock().get(&peer).map(|t| t.elapsed())
     }
 
     pub fn id(&self) -> u64 {
@@ -203,7 +211,7 @@ impl Transport {
             return;
         };
         let peer = pre.peer;
-        debug!("raft {} connection from peer {peer}", pre.class);
+        debug!("raft {} connection from peer {peer:x}", pre.class);
         let mut dec = StreamDecoder::new();
         dec.feed(already);
         let mut buf = vec![0u8; 64 << 10];
@@ -221,6 +229,7 @@ impl Transport {
                             return;
                         }
                         self.counters.frames_in.fetch_add(1, Ordering::Relaxed);
+                        self.heard.lock().insert(peer, std::time::Instant::now());
                         self.counters.bytes_in.fetch_add(
                             (frame::HEADER_LEN + f.payload.len()) as u64,
                             Ordering::Relaxed,
@@ -287,7 +296,7 @@ async fn writer(t: Arc<Transport>, id: u64, peer: Arc<Peer>, lane: Arc<Lane>) {
                     .expect("preface serializes");
                     let line = format!("RAFT {pre}\r\n");
                     if s.write_all(line.as_bytes()).await.is_ok() {
-                        debug!("raft {class} connection to peer {id} at {addr}");
+                        debug!("raft {class} connection to peer {id:x} at {addr}");
                         conn = Some(s);
                     }
                 }

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use flotilla_cluster::node::{Config, Node};
+use flotilla_cluster::node::{Config, Event, Node};
 use flotilla_cluster::transport::Transport;
-use replication::engine::{Committed, EngineError};
+use replication::engine::EngineError;
 use replication::frame::{self, Class, Frame};
 
 const GROUP: u64 = 7;
@@ -20,7 +20,7 @@ const TICK: Duration = Duration::from_millis(50);
 struct Member {
     id: u64,
     node: Option<Node>,
-    committed: Receiver<Committed>,
+    committed: Receiver<Event>,
     /// Data committed so far, in order.
     seen: Vec<Bytes>,
     port: u16,
@@ -48,6 +48,9 @@ async fn cluster(n: u64) -> Vec<Member> {
             dir: Arc::new(store::FsDir::new(dir.path()).unwrap()),
             tick: TICK,
             seed: 42 + id,
+            // The tests never compact, so no follower needs a snapshot.
+            snapshotter: Box::new(|_| None),
+            apply: None,
         });
         let port = listen(node.transport.clone()).await;
         members.push(Member {
@@ -121,7 +124,10 @@ async fn wait_committed(members: &mut [Member], want: usize) {
     loop {
         let mut done = true;
         for m in members.iter_mut().filter(|m| m.node.is_some()) {
-            while let Ok(c) = m.committed.try_recv() {
+            while let Ok(ev) = m.committed.try_recv() {
+                let Event::Committed(c) = ev else {
+                    panic!("no snapshot expected: {ev:?}")
+                };
                 assert_eq!(c.group, GROUP);
                 m.seen.push(c.data);
             }

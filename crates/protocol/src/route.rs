@@ -47,6 +47,9 @@ pub enum RouteOp<'a> {
         queue: Option<&'a [u8]>,
     },
     Msg(RoutedMsg<'a>),
+    /// `RAFT <json>`: the first line of a flotilla Raft transport
+    /// connection, which shares the route port.
+    Raft(&'a [u8]),
     /// Leafnode-origin and gateway interest verbs (`LS+`, `LS-`, `A+`,
     /// `A-`): flotilla never asks for them, and drops them if sent.
     Ignored,
@@ -119,6 +122,7 @@ pub fn parse(
         b"-ERR" => RouteOp::Err(rest),
         b"INFO" => RouteOp::Info(rest),
         b"CONNECT" => RouteOp::Connect(rest),
+        b"RAFT" => RouteOp::Raft(rest),
         b"LS+" | b"LS-" | b"A+" | b"A-" => RouteOp::Ignored,
         b"RS+" => {
             let a = args(rest);
@@ -367,6 +371,22 @@ pub struct RouteInfo {
     pub route_account: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gossip_mode: Option<u8>,
+    /// Flotilla's JetStream cluster state; other servers ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flotilla: Option<FlotillaHello>,
+}
+
+/// What a flotilla JetStream server tells its peers on routes: its peer
+/// id, and where it stands on founding the meta group.
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq, Eq)]
+pub struct FlotillaHello {
+    pub peer: u64,
+    /// It holds a meta group (founded, joined, or restarted from its log).
+    #[serde(default)]
+    pub founded: bool,
+    /// The voters it proposes to found the meta group with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proposal: Vec<u64>,
 }
 
 /// The CONNECT a dialing server sends first.

@@ -28,13 +28,16 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use protobuf::Message as _;
-use raft::prelude::{ConfChange, ConfChangeV2, Entry, EntryType, Message, MessageType, Ready};
+use raft::prelude::{ConfChangeV2, Entry, EntryType, Message, MessageType, Ready};
 use raft::{RawNode, StateRole, Storage};
 use store::{Dir, SyncHandle};
 
 use crate::frame::{self, Class, Frame, Rejections};
+
 use crate::log::{LogError, LogStore, Recovery};
 use crate::rng::Rng;
+/// Membership change requests, for [`Engine::propose_conf_change`].
+pub use raft::prelude::{ConfChange, ConfChangeType};
 
 /// Ticks between heartbeats; elections take `ELECTION_TICKS` plus a
 /// seeded spread of as many again.
@@ -81,6 +84,17 @@ pub struct Output {
     /// still the leader when a quorum answered; serve the read once the
     /// state machine has applied `index`.
     pub reads: Vec<(u64, Vec<u8>, u64)>,
+}
+
+/// A group's Raft details, for monitoring.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RaftInfo {
+    /// Who this node voted for in the current term (0: nobody).
+    pub vote: u64,
+    pub last_index: u64,
+    pub last_term: u64,
+    /// On the leader: each member's highest replicated index.
+    pub progress: Vec<(u64, u64)>,
 }
 
 /// Counts of what was refused from peers.
@@ -225,6 +239,51 @@ impl Engine {
             },
         );
         Ok(rec)
+    }
+
+    /// Raft details of a group for monitoring.
+    pub fn raft_info(&self, group: u64) -> Option<RaftInfo> {
+        let g = self.groups.get(&group)?;
+        let r = &g.raw.raft;
+        let last_index = r.raft_log.last_index();
+        let progress = if r.state == StateRole::Leader {
+            r.prs().iter().map(|(&id, p)| (id, p.matched)).collect()
+        } else {
+            Vec::new()
+        };
+        Some(RaftInfo {
+            vote: r.vote,
+            last_index,
+            last_term: r.raft_log.term(last_index).unwrap_or(0),
+            progress,
+        })
+    }
+
+    /// More servers a joining node may hear from before it has a
+    /// configuration (the meta group's leader may be one it did not know
+    /// of when it joined).
+    pub fn extend_join(&mut self, group: u64, peers: &[u64]) {
+        if let Some(g) = self.groups.get_mut(&group) {
+            for p in peers {
+                if !g.join.contains(p) {
+                    g.join.push(*p);
+                }
+            }
+        }
+    }
+
+    /// Hands leadership to `to` (an operator's step-down). raft-rs sends it
+    /// a TimeoutNow once its log has caught up.
+    pub fn transfer_leader(&mut self, group: u64, to: u64) -> Result<(), EngineError> {
+        let g = self
+            .groups
+            .get_mut(&group)
+            .ok_or(EngineError::NoGroup(group))?;
+        if g.raw.raft.state != StateRole::Leader {
+            return Err(EngineError::NotLeader(group));
+        }
+        g.raw.transfer_leader(to);
+        Ok(())
     }
 
     /// Stops this server's node of `group` (its log stays).

@@ -8,6 +8,7 @@ mod client;
 mod config;
 mod internal;
 mod js;
+mod jscluster;
 mod logging;
 mod monitor;
 mod options;
@@ -114,9 +115,20 @@ fn load_options(cli: &cli::Cli) -> Result<(Options, Vec<String>)> {
     opts.apply_baseline();
     opts.validate().map_err(anyhow::Error::msg)?;
     if let Some(what) = opts.unsupported() {
-        anyhow::bail!("{what}");
+        if !js_cluster_preview(&opts) {
+            anyhow::bail!("{what}");
+        }
     }
     Ok((opts, warnings))
+}
+
+/// `FLOTILLA_JS_CLUSTER_PREVIEW=1` runs what exists of JetStream in a
+/// cluster (the meta group, no streams yet) instead of refusing it; for
+/// developing and testing the cluster, not for use.
+fn js_cluster_preview(opts: &Options) -> bool {
+    opts.jetstream.enabled
+        && opts.cluster.enabled()
+        && std::env::var_os("FLOTILLA_JS_CLUSTER_PREVIEW").is_some_and(|v| v == "1")
 }
 
 fn js_settings(opts: &Options) -> js::Settings {
@@ -181,7 +193,10 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
         tokio::spawn(monitor::serve(server.clone(), listener));
     }
 
-    if opts.jetstream.enabled {
+    if js_cluster_preview(&opts) {
+        let jc = jscluster::JsCluster::start(&server, &js_settings(&opts).store_dir)?;
+        let _ = server.jscluster.set(jc);
+    } else if opts.jetstream.enabled {
         let js = js::JetStream::start(server.clone(), js_settings(&opts))?;
         let _ = server.jetstream.set(js);
     }
@@ -210,6 +225,9 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
                 .port
                 .load(std::sync::atomic::Ordering::Relaxed)
         ));
+        if let Some(jc) = server.jscluster.get() {
+            tokio::spawn(jc.clone().run(server.clone()));
+        }
     }
 
     let ports_file = match &opts.ports_file_dir {

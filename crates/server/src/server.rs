@@ -64,6 +64,13 @@ pub struct Server {
     pub jetstream: std::sync::OnceLock<Arc<crate::js::JetStream>>,
     /// Routes to the other servers of the cluster.
     pub routes: crate::route::Routes,
+    /// The Raft transport, when JetStream is clustered: Raft connections
+    /// arriving on the route port are handed to it.
+    pub raft: std::sync::OnceLock<Arc<cluster::transport::Transport>>,
+    /// JetStream across the cluster (the meta group), when clustered.
+    pub jscluster: std::sync::OnceLock<Arc<crate::jscluster::JsCluster>>,
+    /// This server's JetStream cluster state, sent in route INFO.
+    hello: Mutex<Option<protocol::route::FlotillaHello>>,
 }
 
 /// Link-local addresses are not offered to clients (nats-server lists
@@ -113,7 +120,32 @@ impl Server {
             system_client: Arc::new(Client::new(0, SocketAddr::from(([0, 0, 0, 0], 0)))),
             jetstream: std::sync::OnceLock::new(),
             routes: crate::route::Routes::new(opts_cluster_name.as_deref()),
+            raft: std::sync::OnceLock::new(),
+            jscluster: std::sync::OnceLock::new(),
+            hello: Mutex::new(None),
         })
+    }
+
+    pub fn hello(&self) -> Option<protocol::route::FlotillaHello> {
+        self.hello.lock().clone()
+    }
+
+    /// Updates what routes are told of this server's JetStream cluster
+    /// state, and tells them.
+    pub fn set_hello(&self, h: Option<protocol::route::FlotillaHello>) {
+        *self.hello.lock() = h;
+        if self.routes.enabled() {
+            let info = crate::route::conn::route_info(self);
+            let json = serde_json::to_vec(&info).expect("info serializes");
+            self.routes.broadcast_info(&json);
+        }
+    }
+
+    /// A route or a peer's state changed: the JetStream cluster looks again.
+    pub fn poke_jetstream(&self) {
+        if let Some(j) = self.jscluster.get() {
+            j.poke();
+        }
     }
 
     pub fn next_cid(&self) -> u64 {

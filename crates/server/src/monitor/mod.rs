@@ -5,6 +5,7 @@ mod connz;
 pub mod format;
 mod jsz;
 mod query;
+mod raftz;
 mod routez;
 mod subsz;
 mod varz;
@@ -112,6 +113,17 @@ impl Monitor {
                 };
                 self.count("/routez");
                 pretty(&routez::routez(&self.server, subs))
+            }
+            "/raftz" => {
+                self.count("/raftz");
+                match raftz::raftz(&self.server, q.get("acc"), q.get("group")) {
+                    Some(groups) => pretty(&groups),
+                    None => text(
+                        StatusCode::NOT_FOUND,
+                        "No Raft nodes registered".into(),
+                        "text/plain; charset=utf-8",
+                    ),
+                }
             }
             "/healthz" => {
                 self.count("/healthz");

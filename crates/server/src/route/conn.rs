@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
+use parking_lot::Mutex;
 use protocol::encode;
 use protocol::route::{self as rp, RouteConnect, RouteInfo, RouteOp, RoutedMsg};
 use subjects::MatchCache;
@@ -34,6 +35,7 @@ const MAX_CONTROL_LINE: usize = 64 * 1024;
 
 /// The dialing side's view of what it dialed.
 pub struct Dialed {
+    pub url: String,
     pub configured: bool,
     /// What to send in CONNECT: the route URL's user and password, or
     /// this server's cluster credentials.
@@ -52,7 +54,7 @@ pub enum Outcome {
 }
 
 /// The INFO this server sends on routes.
-fn route_info(server: &Server) -> RouteInfo {
+pub fn route_info(server: &Server) -> RouteInfo {
     let opts = server.opts();
     let (cluster, cluster_dynamic) = server.routes.cluster_name();
     RouteInfo {
@@ -79,6 +81,7 @@ fn route_info(server: &Server) -> RouteInfo {
             .unwrap_or_default(),
         cluster,
         cluster_dynamic,
+        flotilla: server.hello(),
         connect_urls: if opts.cluster.no_advertise {
             Vec::new()
         } else {
@@ -138,7 +141,9 @@ pub async fn serve(
     if server.is_shutting_down() {
         client.close(ClosedState::ServerShutdown);
     }
-    info!("{} - Route connection created", route_prefix(&client));
+    if dialed.is_some() {
+        info!("{} - Route connection created", route_prefix(&client));
+    }
 
     let ping = opts.ping_interval.min(MAX_PING_INTERVAL);
     let mut conn = RouteConn {
@@ -153,8 +158,21 @@ pub async fn serve(
         remote: None,
         to_self: false,
         pings_out: 0,
+        handoff: None,
+        rest: BytesMut::new(),
     };
-    let reason = conn.run(rd, ping).await;
+    let (reason, handoff) = conn.run(rd, ping).await;
+    if let Some((rd, json, rest)) = handoff {
+        // A Raft transport connection: not a route.
+        client.close(ClosedState::ClientClosed);
+        server.routes.untrack(client.cid);
+        let _ = writer.await;
+        match server.raft.get() {
+            Some(t) => t.clone().accept_after_preface(rd, &json, &rest).await,
+            None => debug!("{addr} - Raft connection refused: JetStream is not clustered here"),
+        }
+        return Outcome::NoRoute;
+    }
     client.close(reason);
     let reason = client.closed_reason().unwrap_or(reason);
     let remote_name = conn
@@ -174,6 +192,7 @@ pub async fn serve(
         }
         if server.routes.deregister(&r) {
             super::send_info_to_clients(&server);
+            server.poke_jetstream();
         }
     }
     server.routes.untrack(client.cid);
@@ -196,6 +215,10 @@ pub async fn serve(
     }
 }
 
+/// A Raft connection handed over: its read half, preface and the bytes
+/// read past the preface.
+type Handoff = (tokio::net::tcp::OwnedReadHalf, Vec<u8>, BytesMut);
+
 /// `ip:port - rid:N`, nats-server's prefix for route log lines.
 fn route_prefix(c: &Client) -> String {
     format!("{} - rid:{}", c.addr, c.cid)
@@ -213,12 +236,31 @@ struct RouteConn {
     remote: Option<(String, String)>,
     to_self: bool,
     pings_out: u32,
+    /// A Raft transport connection's preface, seen as the first line.
+    handoff: Option<Vec<u8>>,
+    rest: BytesMut,
     delivery: Delivery,
     cache: MatchCache<Arc<Subscription>>,
 }
 
 impl RouteConn {
-    async fn run(&mut self, mut rd: tokio::net::tcp::OwnedReadHalf, ping: Duration) -> ClosedState {
+    async fn run(
+        &mut self,
+        mut rd: tokio::net::tcp::OwnedReadHalf,
+        ping: Duration,
+    ) -> (ClosedState, Option<Handoff>) {
+        let reason = self.read_loop(&mut rd, ping).await;
+        match self.handoff.take() {
+            Some(json) => (reason, Some((rd, json, std::mem::take(&mut self.rest)))),
+            None => (reason, None),
+        }
+    }
+
+    async fn read_loop(
+        &mut self,
+        rd: &mut tokio::net::tcp::OwnedReadHalf,
+        ping: Duration,
+    ) -> ClosedState {
         let mut buf = BytesMut::with_capacity(64 * 1024);
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + ping, ping);
         let client = self.client.clone();
@@ -242,6 +284,9 @@ impl RouteConn {
             let r = self.process(&mut buf);
             self.delivery.finish();
             if let Err(reason) = r {
+                if self.handoff.is_some() {
+                    self.rest = buf;
+                }
                 return reason;
             }
             if buf.capacity() - buf.len() < 4096 {
@@ -272,6 +317,13 @@ impl RouteConn {
     }
 
     fn handle(&mut self, op: RouteOp<'_>) -> Result<(), ClosedState> {
+        if let RouteOp::Raft(json) = op {
+            if self.got_connect || self.dialed.is_some() {
+                return Err(ClosedState::ProtocolViolation);
+            }
+            self.handoff = Some(json.to_vec());
+            return Err(ClosedState::ClientClosed);
+        }
         if !self.got_connect && !matches!(op, RouteOp::Connect(_)) {
             self.send(|b| encode::err(b, "Authorization Violation"));
             return Err(ClosedState::AuthenticationViolation);
@@ -287,7 +339,7 @@ impl RouteConn {
                 self.pings_out = 0;
                 Ok(())
             }
-            RouteOp::Ok | RouteOp::Ignored => Ok(()),
+            RouteOp::Ok | RouteOp::Ignored | RouteOp::Raft(_) => Ok(()),
             RouteOp::Err(text) => {
                 error!(
                     "{} - Route Error {}",
@@ -367,6 +419,7 @@ impl RouteConn {
             return Err(ClosedState::ClusterNameConflict);
         }
         self.got_connect = true;
+        info!("{} - Route connection created", route_prefix(&self.client));
         Ok(())
     }
 
@@ -380,9 +433,13 @@ impl RouteConn {
         };
         if let Some((id, _)) = &self.remote {
             if info.server_id == *id {
-                // The peer entering lame duck mode: clients stop being
-                // sent to it.
                 if let Some(r) = &self.route {
+                    if *r.hello.lock() != info.flotilla {
+                        *r.hello.lock() = info.flotilla.clone();
+                        self.server.poke_jetstream();
+                    }
+                    // The peer entering lame duck mode: clients stop
+                    // being sent to it.
                     if info.ldm && !r.lame_duck.swap(true, Ordering::Relaxed) {
                         super::send_info_to_clients(&self.server);
                     }
@@ -406,6 +463,10 @@ impl RouteConn {
             return Ok(());
         }
         self.remote = Some((info.server_id.clone(), info.server_name.clone()));
+        if let Some(d) = self.dialed.as_ref().filter(|d| d.configured) {
+            let id = (info.server_id != self.server.id).then(|| info.server_id.clone());
+            self.server.routes.resolve(&d.url, id);
+        }
         if info.server_id == self.server.id {
             self.to_self = true;
             return Err(ClosedState::DuplicateRoute);
@@ -452,6 +513,7 @@ impl RouteConn {
             dialer_port,
             lame_duck: Default::default(),
             url,
+            hello: Mutex::new(info.flotilla.clone()),
             info,
             subs: Default::default(),
         });
@@ -475,6 +537,7 @@ impl RouteConn {
         }
         self.route = Some(route);
         super::send_info_to_clients(&self.server);
+        self.server.poke_jetstream();
         Ok(())
     }
 

@@ -65,6 +65,8 @@ pub struct Route {
     /// passed on to other servers.
     pub url: String,
     pub info: RouteInfo,
+    /// The remote's JetStream cluster state, as its latest INFO said.
+    pub hello: Mutex<Option<protocol::route::FlotillaHello>>,
     /// Interest the remote advertised: (subject, queue) -> its
     /// subscription in the trie.
     pub subs: Mutex<BTreeMap<InterestKey, Arc<Subscription>>>,
@@ -97,6 +99,9 @@ pub struct Routes {
     seen_route: std::sync::atomic::AtomicBool,
     /// The `connect_urls` clients were last told.
     told_urls: Mutex<Vec<String>>,
+    /// What each configured route URL turned out to be: this server
+    /// (`None`) or another (its server id).
+    resolved: Mutex<BTreeMap<String, Option<String>>>,
 }
 
 impl Routes {
@@ -111,6 +116,7 @@ impl Routes {
             cluster: Mutex::new(cluster),
             seen_route: std::sync::atomic::AtomicBool::new(false),
             told_urls: Mutex::new(Vec::new()),
+            resolved: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -145,6 +151,45 @@ impl Routes {
         let conns: Vec<Arc<Client>> = self.inner.lock().conns.values().cloned().collect();
         for c in conns.into_iter().filter(|c| c.cid != keep) {
             c.close(ClosedState::ClusterNameConflict);
+        }
+    }
+
+    /// A configured route URL answered: with this server (`None`) or
+    /// another.
+    fn resolve(&self, url: &str, id: Option<String>) {
+        self.resolved.lock().insert(url.to_string(), id);
+    }
+
+    /// Whether every configured route has answered, and how many servers
+    /// the configuration implies (this one included; an unanswered URL
+    /// counts as another server).
+    pub fn configured_view(&self, configured: &[String]) -> (bool, usize) {
+        let resolved = self.resolved.lock();
+        let mut others = BTreeSet::new();
+        let mut all = true;
+        for (i, url) in configured.iter().enumerate() {
+            match resolved.get(url) {
+                Some(None) => {}
+                Some(Some(id)) => {
+                    others.insert(id.clone());
+                }
+                None => {
+                    all = false;
+                    others.insert(format!("unanswered {i}"));
+                }
+            }
+        }
+        (all, others.len() + 1)
+    }
+
+    /// Sends this server's current route INFO to every route (its
+    /// JetStream cluster state changed).
+    pub fn broadcast_info(&self, json: &[u8]) {
+        for r in self.inner.lock().by_id.values() {
+            r.client
+                .out
+                .push(usize::MAX, None, |b| protocol::encode::info(b, json));
+            r.client.out.flush();
         }
     }
 
@@ -456,6 +501,7 @@ async fn dial_loop(server: &Arc<Server>, url: &str, configured: bool) {
             stream,
             addr,
             Some(conn::Dialed {
+                url: url.to_string(),
                 configured,
                 creds: creds(url).or_else(|| {
                     let o = server.opts();

@@ -14,6 +14,7 @@ pub struct Server {
     pub child: Child,
     /// The arguments it was started with, for restarts.
     args: Vec<std::ffi::OsString>,
+    envs: Vec<(String, String)>,
     pub dir: tempfile::TempDir,
     pub port: u16,
     pub http_port: Option<u16>,
@@ -24,6 +25,7 @@ pub struct Server {
 
 pub struct Builder {
     args: Vec<String>,
+    envs: Vec<(String, String)>,
     config: Option<String>,
     monitoring: bool,
     jetstream: bool,
@@ -32,6 +34,7 @@ pub struct Builder {
 pub fn server() -> Builder {
     Builder {
         args: Vec::new(),
+        envs: Vec::new(),
         config: None,
         monitoring: true,
         jetstream: false,
@@ -48,6 +51,11 @@ impl Builder {
         self.args.push(a.to_string());
         self
     }
+    pub fn env(mut self, k: &str, v: &str) -> Self {
+        self.envs.push((k.to_string(), v.to_string()));
+        self
+    }
+
     pub fn config(mut self, text: &str) -> Self {
         self.config = Some(text.to_string());
         self
@@ -87,10 +95,11 @@ impl Builder {
             args.push(path.into());
         }
         args.extend(self.args.iter().map(Into::into));
-        let child = spawn(&args, dir.path());
+        let child = spawn(&args, &self.envs, dir.path());
         let mut s = Server {
             child,
             args,
+            envs: self.envs,
             dir,
             port: 0,
             http_port: None,
@@ -109,10 +118,11 @@ fn server_bin() -> std::ffi::OsString {
     std::env::var_os("FLOTILLA_TEST_SERVER").unwrap_or_else(|| BIN.into())
 }
 
-fn spawn(args: &[std::ffi::OsString], dir: &Path) -> Child {
+fn spawn(args: &[std::ffi::OsString], envs: &[(String, String)], dir: &Path) -> Child {
     let stderr = std::fs::File::create(dir.join("stderr.txt")).expect("stderr file");
     Command::new(server_bin())
         .args(args)
+        .envs(envs.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::null())
         .stderr(stderr)
         .spawn()
@@ -141,7 +151,7 @@ impl Server {
                 let _ = std::fs::remove_file(p);
             }
         }
-        self.child = spawn(&self.args, self.dir.path());
+        self.child = spawn(&self.args, &self.envs, self.dir.path());
         self.wait_ready();
     }
 

@@ -1,0 +1,380 @@
+//! JetStream across a cluster: this server's Raft node (every group it
+//! takes part in, driven by `cluster::node`), and the meta group — how it
+//! is founded, joined and grown.
+//!
+//! Founding, without an operator naming the first voters:
+//! - Each JetStream server has a stored peer id (`replication::identity`,
+//!   in `<store_dir>/raft/`) and tells it to its routes (`FlotillaHello`).
+//! - A server that restarts with a meta log keeps that group.
+//! - A server that hears of a peer already holding a meta group joins it:
+//!   it starts an empty node and waits for the leader to add it.
+//! - Otherwise it proposes to found the group with every JetStream server
+//!   it has a route to, once all of its configured routes have answered
+//!   (or, after a grace period, with at least a majority of the servers
+//!   it expects from its configuration). The group is founded only when
+//!   every proposed member proposes exactly the same set, so two servers
+//!   never found different groups from the same view; a majority
+//!   requirement keeps two disjoint sets from both founding.
+//! - The meta leader adds every JetStream server it has a route to and
+//!   that is not yet a voter, one conf change at a time, and records each
+//!   voter's name in the meta state (`MetaOp::AddPeer`).
+//!
+//! Voters leave only through an operator's peer-remove: a server that
+//! was wiped comes back with a new id, joins as a new peer, and the old
+//! id stays visible as offline until removed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use cluster::node::Event;
+use cluster::node::{Config as NodeConfig, Node};
+use parking_lot::Mutex;
+use protocol::route::FlotillaHello;
+use replication::engine::{ConfChange, ConfChangeType};
+use replication::identity::{self, Identity};
+use replication::meta_sm::{Meta, MetaEvent, MetaOp, META_GROUP};
+use tokio::sync::Notify;
+use tracing::{debug, info, warn};
+
+use crate::server::Server;
+
+/// Raft's clock here: elections after 0.5 to 1 s without a leader,
+/// heartbeats every 100 ms.
+pub const TICK: Duration = Duration::from_millis(50);
+/// How long a server waits for all its configured routes before founding
+/// with a majority of the servers it expects.
+const FOUNDING_GRACE: Duration = Duration::from_secs(5);
+const CONTROL_EVERY: Duration = Duration::from_millis(200);
+
+/// A JetStream server reachable over a route.
+#[derive(Debug, Clone)]
+struct RoutedPeer {
+    id: u64,
+    name: String,
+    /// `host:port` of its route listener (Raft connections go there too).
+    addr: String,
+    hello: FlotillaHello,
+}
+
+pub struct JsCluster {
+    pub me: Identity,
+    pub node: Node,
+    pub meta: Arc<Mutex<Meta>>,
+    /// Names of peers heard of over routes, kept after the route goes (a
+    /// dead voter is still shown by name).
+    names: Mutex<BTreeMap<u64, String>>,
+    /// The peer being added to the meta group, and when it was proposed.
+    adding: Mutex<Option<(u64, Instant)>>,
+    /// This server holds a meta group node (founded, joined or restarted).
+    has_meta: Mutex<bool>,
+    /// The voters it founded the group with (told to peers, so one that
+    /// agreed but has not founded yet still can).
+    founded_with: Mutex<Vec<u64>>,
+    started: Instant,
+    wake: Notify,
+}
+
+impl JsCluster {
+    /// Loads (or makes) the peer id, opens the Raft node, and restarts the
+    /// meta group if this store has one.
+    pub fn start(server: &Arc<Server>, store_dir: &Path) -> anyhow::Result<Arc<JsCluster>> {
+        let dir = store_dir.join("raft");
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("could not create {}", dir.display()))?;
+        let fsdir = Arc::new(
+            store::FsDir::new(&dir).with_context(|| format!("could not open {}", dir.display()))?,
+        );
+        let (me, new) = identity::load_or_create(fsdir.as_ref(), &server.name, || {
+            // Never 0, and not a small number a test might also use.
+            fastrand::u64(1 << 32..u64::MAX)
+        })?;
+        if new {
+            info!("JetStream cluster peer id {:x} made for {}", me.id, me.name);
+        }
+        let meta = Arc::new(Mutex::new(Meta::new()));
+        let snap_meta = meta.clone();
+        let apply_meta = meta.clone();
+        // The meta state is applied on the engine's thread, so a snapshot
+        // taken there is exactly as of the applied index.
+        let (node, _events) = Node::start(NodeConfig {
+            id: me.id,
+            dir: fsdir.clone(),
+            tick: TICK,
+            seed: fastrand::u64(..),
+            snapshotter: Box::new(move |group| {
+                (group == META_GROUP).then(|| snap_meta.lock().snapshot())
+            }),
+            apply: Some(Box::new(move |ev| apply_meta_event(&apply_meta, ev))),
+        });
+        let has_log = dir.join(format!("raft-{META_GROUP:016x}.log")).exists();
+        let js = Arc::new(JsCluster {
+            me,
+            node,
+            meta,
+            has_meta: Mutex::new(false),
+            founded_with: Mutex::new(Vec::new()),
+            names: Mutex::new(BTreeMap::new()),
+            adding: Mutex::new(None),
+            started: Instant::now(),
+            wake: Notify::new(),
+        });
+        if has_log {
+            let voters = js
+                .node
+                .call(|e| {
+                    e.create_group(META_GROUP, &[])
+                        .map(|_| e.voters(META_GROUP).unwrap_or_default())
+                })
+                .context("the raft node stopped")??;
+            if voters.is_empty() {
+                // A log with no configuration: this server was joining
+                // when it stopped, and joins again.
+                let _ = js.node.call(|e| e.remove_group(META_GROUP));
+            } else {
+                info!("JetStream cluster meta group restarted with voters {voters:x?}");
+                *js.has_meta.lock() = true;
+            }
+        }
+        let _ = server.raft.set(js.node.transport.clone());
+        server.set_hello(Some(js.hello(Vec::new())));
+        Ok(js)
+    }
+
+    fn hello(&self, proposal: Vec<u64>) -> FlotillaHello {
+        FlotillaHello {
+            peer: self.me.id,
+            founded: *self.has_meta.lock(),
+            proposal,
+        }
+    }
+
+    /// Something changed (a route came or went, a peer's hello changed).
+    pub fn poke(&self) {
+        self.wake.notify_one();
+    }
+
+    /// The control loop: founding, joining, and the leader's growing of
+    /// the voter set.
+    pub async fn run(self: Arc<Self>, server: Arc<Server>) {
+        let mut shutdown = server.shutdown_signal();
+        let mut last_hello = None;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(CONTROL_EVERY) => {}
+                _ = self.wake.notified() => {}
+                _ = shutdown.changed() => return,
+            }
+            let peers = routed_peers(&server);
+            for p in &peers {
+                self.node.transport.set_peer(p.id, &p.addr);
+                self.names.lock().insert(p.id, p.name.clone());
+            }
+            let proposal = if *self.has_meta.lock() {
+                self.grow(&server, &peers);
+                self.founded_with.lock().clone()
+            } else {
+                self.found_or_join(&server, &peers)
+            };
+            let hello = self.hello(proposal);
+            if last_hello.as_ref() != Some(&hello) {
+                server.set_hello(Some(hello.clone()));
+                last_hello = Some(hello);
+            }
+        }
+    }
+
+    /// Before this server has a meta node. Returns its founding proposal.
+    fn found_or_join(&self, server: &Server, peers: &[RoutedPeer]) -> Vec<u64> {
+        let ids: Vec<u64> = peers.iter().map(|p| p.id).collect();
+        let (resolved, expected) = server.routes.configured_view(&server.opts().cluster.routes);
+        let mut proposal: Vec<u64> = ids.clone();
+        proposal.push(self.me.id);
+        proposal.sort_unstable();
+        let grace_over = self.started.elapsed() >= FOUNDING_GRACE;
+        let enough = resolved || (grace_over && proposal.len() * 2 > expected);
+        // Every other member proposes (or founded with) exactly this set.
+        let agreed = enough && peers.iter().all(|p| p.hello.proposal == proposal);
+        if !agreed && peers.iter().any(|p| p.hello.founded) {
+            let joined = self
+                .node
+                .call(move |e| e.join_group(META_GROUP, &ids).map(|_| ()));
+            if let Some(Ok(())) = joined {
+                info!("JetStream cluster joining the meta group");
+                *self.has_meta.lock() = true;
+            }
+            return Vec::new();
+        }
+        if !enough {
+            return Vec::new();
+        }
+        if agreed {
+            let voters = proposal.clone();
+            let founded = self
+                .node
+                .call(move |e| e.create_group(META_GROUP, &voters).map(|_| ()));
+            match founded {
+                Some(Ok(())) => {
+                    info!("JetStream cluster meta group founded with voters {proposal:x?}");
+                    *self.has_meta.lock() = true;
+                    self.founded_with.lock().clone_from(&proposal);
+                    return proposal;
+                }
+                other => warn!("could not found the meta group: {other:?}"),
+            }
+        }
+        proposal
+    }
+
+    /// With a meta node: let joiners hear from everyone; as leader, add
+    /// routed JetStream servers as voters and name every voter.
+    fn grow(&self, server: &Server, peers: &[RoutedPeer]) {
+        let ids: Vec<u64> = peers.iter().map(|p| p.id).collect();
+        let voters = self
+            .node
+            .call(move |e| {
+                e.extend_join(META_GROUP, &ids);
+                e.is_leader(META_GROUP)
+                    .then(|| e.voters(META_GROUP).unwrap_or_default())
+            })
+            .flatten();
+        let Some(voters) = voters else { return };
+        let voter_set: BTreeSet<u64> = voters.iter().copied().collect();
+        if let Some(p) = peers.iter().find(|p| !voter_set.contains(&p.id)) {
+            let id = p.id;
+            // One change at a time; asked again only if it has not
+            // happened after a while (raft-rs drops a change proposed
+            // while another is pending).
+            {
+                let mut adding = self.adding.lock();
+                if adding.is_some_and(|(a, at)| a == id && at.elapsed() < Duration::from_secs(2)) {
+                    return;
+                }
+                *adding = Some((id, Instant::now()));
+            }
+            info!(
+                "JetStream cluster adding peer {} ({id:x}) to the meta group",
+                p.name
+            );
+            let mut cc = ConfChange::default();
+            cc.set_change_type(ConfChangeType::AddNode);
+            cc.node_id = id;
+            let _ = self
+                .node
+                .call(move |e| e.propose_conf_change(META_GROUP, cc));
+            return;
+        }
+        let known: BTreeSet<u64> = self.meta.lock().peers().map(|p| p.id).collect();
+        for v in voters {
+            if known.contains(&v) {
+                continue;
+            }
+            let name = if v == self.me.id {
+                Some(server.name.clone())
+            } else {
+                self.names.lock().get(&v).cloned()
+            };
+            if let Some(name) = name {
+                let op = MetaOp::AddPeer { id: v, name };
+                let _ = self.node.propose(META_GROUP, op.encode());
+            }
+        }
+    }
+}
+
+/// Applies one meta event (on the engine's thread).
+fn apply_meta_event(meta: &Mutex<Meta>, ev: &Event) {
+    match ev {
+        Event::Snapshot(s) if s.group == META_GROUP => {
+            let restored = if s.data.is_empty() {
+                Some(Meta::new())
+            } else {
+                Meta::restore(&s.data)
+            };
+            match restored {
+                Some(m) => *meta.lock() = m,
+                None => warn!("meta snapshot at {} does not decode", s.index),
+            }
+        }
+        Event::Committed(c) if c.group == META_GROUP => match meta.lock().apply(c.index, &c.data) {
+            Ok(MetaEvent::PeerAdded(p)) => {
+                info!("JetStream cluster new peer {} ({:x})", p.name, p.id)
+            }
+            Ok(MetaEvent::PeerRemoved(id)) => info!("JetStream cluster peer {id:x} removed"),
+            Ok(_) => {}
+            Err(e) => debug!("meta entry {} refused: {e}", c.index),
+        },
+        _ => {}
+    }
+}
+
+/// The JetStream servers this server has routes to.
+fn routed_peers(server: &Server) -> Vec<RoutedPeer> {
+    server
+        .routes
+        .routes()
+        .iter()
+        .filter_map(|r| {
+            let hello = r.hello.lock().clone()?;
+            Some(RoutedPeer {
+                id: hello.peer,
+                name: r.remote_name.clone(),
+                addr: crate::route::host_port(&r.url)?,
+                hello,
+            })
+        })
+        .collect()
+}
+
+/// nats-server's 8-character id for a server in Raft monitoring: the
+/// first 8 bytes of SHA-256 of its name, each mapped into [0-9A-Za-z].
+pub fn peer_hash(name: &str) -> String {
+    use sha2::Digest;
+    const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let sum = sha2::Sha256::digest(name.as_bytes());
+    sum[..8]
+        .iter()
+        .map(|b| DIGITS[(*b % 62) as usize] as char)
+        .collect()
+}
+
+impl JsCluster {
+    /// The name of the server with peer id `id`, if known: from the meta
+    /// state, a route, or this server.
+    pub fn peer_name(&self, server: &Server, id: u64) -> Option<String> {
+        if id == self.me.id {
+            return Some(server.name.clone());
+        }
+        if let Some(p) = self.meta.lock().peers().find(|p| p.id == id) {
+            return Some(p.name.clone());
+        }
+        self.names.lock().get(&id).cloned()
+    }
+
+    /// Peer ids of the JetStream servers this server has a route to.
+    pub fn routed_ids(&self, server: &Server) -> BTreeSet<u64> {
+        routed_peers(server).into_iter().map(|p| p.id).collect()
+    }
+
+    /// The meta group as this server's node sees it.
+    pub fn meta_status(&self) -> Option<cluster::node::GroupStatus> {
+        self.node
+            .status()
+            .groups
+            .into_iter()
+            .find(|g| g.group == META_GROUP)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn peer_hashes_match_nats_server() {
+        // Values nats-server's getHash gives.
+        assert_eq!(super::peer_hash("n1"), "fjFyEjc1");
+        assert_eq!(super::peer_hash("n2"), "44jzkV9D");
+        assert_eq!(super::peer_hash("S-1"), "esFhDys3");
+    }
+}

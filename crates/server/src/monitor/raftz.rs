@@ -1,0 +1,138 @@
+//! `/raftz`: the Raft groups this server takes part in, in nats-server's
+//! shape (account -> group name -> group). The meta group is `_meta_`
+//! under the system account.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::jscluster::{peer_hash, JsCluster};
+use crate::server::Server;
+
+/// The system account's name, under which nats-server lists the meta
+/// group.
+pub const SYSTEM_ACCOUNT: &str = "$SYS";
+pub const META_NAME: &str = "_meta_";
+
+#[derive(Serialize)]
+pub struct RaftzGroup {
+    id: String,
+    state: &'static str,
+    size: usize,
+    quorum_needed: usize,
+    committed: u64,
+    applied: u64,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    leader: String,
+    ever_had_leader: bool,
+    term: u64,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    voted_for: String,
+    pterm: u64,
+    pindex: u64,
+    system_account: bool,
+    traffic_account: &'static str,
+    ipq_proposal_len: usize,
+    ipq_entry_len: usize,
+    ipq_resp_len: usize,
+    ipq_apply_len: usize,
+    peers: BTreeMap<String, RaftzPeer>,
+}
+
+#[derive(Serialize)]
+struct RaftzPeer {
+    name: String,
+    known: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_replicated_index: Option<u64>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    last_seen: String,
+}
+
+/// `None`: this server runs no Raft group (nats-server answers 404).
+pub fn raftz(
+    server: &Server,
+    acc: &str,
+    group: &str,
+) -> Option<BTreeMap<String, BTreeMap<String, RaftzGroup>>> {
+    let jc = server.jscluster.get()?;
+    let mut out = BTreeMap::new();
+    let acc = if acc.is_empty() { SYSTEM_ACCOUNT } else { acc };
+    if acc != SYSTEM_ACCOUNT || !(group.is_empty() || group == META_NAME) {
+        return Some(out);
+    }
+    if let Some(g) = meta_group(server, jc) {
+        out.entry(SYSTEM_ACCOUNT.to_string())
+            .or_insert_with(BTreeMap::new)
+            .insert(META_NAME.to_string(), g);
+    }
+    Some(out)
+}
+
+fn meta_group(server: &Server, jc: &JsCluster) -> Option<RaftzGroup> {
+    let g = jc.meta_status()?;
+    let hash_of = |id: u64| {
+        jc.peer_name(server, id)
+            .map(|n| peer_hash(&n))
+            .unwrap_or_else(|| format!("{id:x}"))
+    };
+    let state = if g.is_leader {
+        "LEADER"
+    } else if g.leader == 0 && g.vote == jc.me.id {
+        "CANDIDATE"
+    } else {
+        "FOLLOWER"
+    };
+    let transport = &jc.node.transport;
+    let peers = g
+        .voters
+        .iter()
+        .filter(|&&v| v != jc.me.id)
+        .map(|&v| {
+            let name = jc.peer_name(server, v).unwrap_or_default();
+            let replicated = g.progress.iter().find(|(id, _)| *id == v).map(|(_, m)| *m);
+            let last_seen = transport
+                .last_heard(v)
+                .map(jetstream::duration::format)
+                .unwrap_or_default();
+            (
+                hash_of(v),
+                RaftzPeer {
+                    known: !name.is_empty(),
+                    name,
+                    last_replicated_index: replicated,
+                    last_seen,
+                },
+            )
+        })
+        .collect();
+    Some(RaftzGroup {
+        id: peer_hash(&server.name),
+        state,
+        size: g.voters.len(),
+        quorum_needed: g.voters.len() / 2 + 1,
+        committed: g.committed,
+        applied: g.applied,
+        leader: if g.leader == 0 {
+            String::new()
+        } else {
+            hash_of(g.leader)
+        },
+        ever_had_leader: g.leader != 0 || g.term > 1,
+        term: g.term,
+        voted_for: if g.vote == 0 {
+            String::new()
+        } else {
+            hash_of(g.vote)
+        },
+        pterm: g.last_term,
+        pindex: g.last_index,
+        system_account: true,
+        traffic_account: SYSTEM_ACCOUNT,
+        ipq_proposal_len: 0,
+        ipq_entry_len: 0,
+        ipq_resp_len: 0,
+        ipq_apply_len: 0,
+        peers,
+    })
+}

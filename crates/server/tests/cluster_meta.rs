@@ -1,0 +1,223 @@
+//! The JetStream meta group on real processes: founded or joined over
+//! routes, a leader elected through the Raft transport on the route
+//! port, failover, and restarts with the stored identity.
+//!
+//! JetStream in a cluster is still refused for users; these servers run
+//! with `FLOTILLA_JS_CLUSTER_PREVIEW=1`, which starts only the meta group.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn js_node(name: &str, cluster: &str, routes: &[String]) -> common::Server {
+    let mut b = common::server()
+        .js()
+        .env("FLOTILLA_JS_CLUSTER_PREVIEW", "1")
+        .arg("-n")
+        .arg(name)
+        .arg("--cluster_name")
+        .arg("c1")
+        .arg("--cluster")
+        .arg(cluster);
+    if !routes.is_empty() {
+        b = b.arg("--routes").arg(&routes.join(","));
+    }
+    b.start()
+}
+
+fn route_url(s: &common::Server) -> String {
+    format!("nats-route://127.0.0.1:{}", s.cluster_port.unwrap())
+}
+
+fn meta(s: &common::Server) -> Value {
+    s.json("/jsz")["meta_cluster"].clone()
+}
+
+fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Every live server reports `size` voters and the same, known leader.
+fn agreed(all: &[&common::Server], size: u64) -> Option<String> {
+    let mut leader = None;
+    for s in all {
+        let m = meta(s);
+        if m["cluster_size"].as_u64() != Some(size) {
+            return None;
+        }
+        // Every voter named in the meta state.
+        let unnamed = m["replicas"].as_array().is_some_and(|r| {
+            r.iter().any(|p| {
+                p["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("Server name unknown")
+            })
+        });
+        if unnamed {
+            return None;
+        }
+        let l = m["leader"].as_str()?.to_string();
+        match &leader {
+            None => leader = Some(l),
+            Some(x) if *x != l => return None,
+            Some(_) => {}
+        }
+    }
+    leader
+}
+
+#[test]
+fn servers_that_name_only_a_seed_found_and_join_one_meta_group() {
+    let a = js_node("A", "nats://127.0.0.1:-1", &[]);
+    let b = js_node("B", "nats://127.0.0.1:-1", &[route_url(&a)]);
+    let c = js_node("C", "nats://127.0.0.1:-1", &[route_url(&a)]);
+    let all = [&a, &b, &c];
+    wait_for("one meta group of three", Duration::from_secs(20), || {
+        agreed(&all, 3).is_some()
+    });
+    // A founds (alone, or with whoever reached it first); the rest join.
+    assert!(a.wait_log("meta group founded", Duration::from_secs(1)));
+    assert!(
+        [&b, &c]
+            .iter()
+            .any(|s| s.log_text().contains("joining the meta group")),
+        "someone joined later"
+    );
+    let m = meta(&b);
+    assert_eq!(m["name"], "c1");
+    assert_eq!(m["quorum_needed"], 2);
+    let leader = m["leader"].as_str().unwrap().to_string();
+    assert_eq!(m["peer"].as_str().unwrap().len(), 8);
+    // Replicas: the others, by name, heard from recently.
+    let names: Vec<&str> = m["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{m}");
+    assert!(!names.contains(&"B") || leader == "B", "{m}");
+
+    // /raftz: the meta group under the system account.
+    let z = b.json("/raftz");
+    let g = &z["$SYS"]["_meta_"];
+    assert!(
+        ["LEADER", "FOLLOWER"].contains(&g["state"].as_str().unwrap()),
+        "{z}"
+    );
+    assert_eq!(g["size"], 3);
+    assert_eq!(g["peers"].as_object().unwrap().len(), 2, "{z}");
+    assert!(g["term"].as_u64().unwrap() >= 1);
+    // No Raft groups without a cluster.
+    let plain = common::server().start();
+    let (code, _, body) = plain.http("/raftz");
+    assert_eq!(code, 404);
+    assert_eq!(body, "No Raft nodes registered");
+}
+
+fn free_ports(n: usize) -> Vec<u16> {
+    let ls: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
+/// Each server names all three: they found the group together, lose the
+/// leader to SIGKILL and elect another, and the killed server comes back
+/// with its stored identity: still three voters, never four.
+#[test]
+fn a_full_mesh_founds_together_fails_over_and_keeps_its_size() {
+    let ports = free_ports(3);
+    let routes: Vec<String> = ports
+        .iter()
+        .map(|p| format!("nats-route://127.0.0.1:{p}"))
+        .collect();
+    let mut all: Vec<common::Server> = (0..3)
+        .map(|i| {
+            js_node(
+                &format!("S{i}"),
+                &format!("nats://127.0.0.1:{}", ports[i]),
+                &routes,
+            )
+        })
+        .collect();
+    wait_for("a meta leader", Duration::from_secs(20), || {
+        agreed(&all.iter().collect::<Vec<_>>(), 3).is_some()
+    });
+    for s in &all {
+        assert!(
+            s.wait_log("meta group founded with voters", Duration::from_secs(1)),
+            "every server founds: {}",
+            s.log_text()
+        );
+    }
+    let leader = agreed(&all.iter().collect::<Vec<_>>(), 3).unwrap();
+    let li = all
+        .iter()
+        .position(|s| s.log_text().contains(&format!("Name:     {leader}")))
+        .unwrap();
+    all[li].kill9();
+    let started = Instant::now();
+    let others: Vec<&common::Server> = all
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != li)
+        .map(|(_, s)| s)
+        .collect();
+    wait_for("a new leader", Duration::from_secs(10), || {
+        agreed(&others, 3).is_some_and(|l| l != leader)
+    });
+    eprintln!("new meta leader after {:?}", started.elapsed());
+    // The dead server is still a voter, shown offline.
+    wait_for(
+        "the old leader shown offline",
+        Duration::from_secs(15),
+        || {
+            meta(others[0])["replicas"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["name"] == leader.as_str() && r["offline"] == true)
+        },
+    );
+    all[li].restart();
+    wait_for("three again, never four", Duration::from_secs(20), || {
+        let all: Vec<&common::Server> = all.iter().collect();
+        agreed(&all, 3).is_some()
+            && all.iter().all(|s| {
+                meta(s)["replicas"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|r| r["offline"] != true)
+            })
+    });
+    assert!(all[li].wait_log("meta group restarted", Duration::from_secs(1)));
+}
+
+/// A server whose store was wiped comes back as a new, empty peer: it
+/// joins, and the identity it had stays listed (offline) until an
+/// operator removes it; it never takes the old one's place.
+#[test]
+fn a_wiped_server_rejoins_as_a_new_peer() {
+    let a = js_node("A", "nats://127.0.0.1:-1", &[]);
+    let b = js_node("B", "nats://127.0.0.1:-1", &[route_url(&a)]);
+    let mut c = js_node("C", "nats://127.0.0.1:-1", &[route_url(&a)]);
+    wait_for("three voters", Duration::from_secs(20), || {
+        agreed(&[&a, &b, &c], 3).is_some()
+    });
+    c.kill9();
+    std::fs::remove_dir_all(c.store_dir()).unwrap();
+    c.restart();
+    assert!(c.wait_log("peer id", Duration::from_secs(5)));
+    wait_for("four voters", Duration::from_secs(20), || {
+        agreed(&[&a, &b, &c], 4).is_some()
+    });
+}
