@@ -40,6 +40,13 @@ async fn listen(t: Arc<Transport>) -> u16 {
 }
 
 async fn cluster(n: u64) -> Vec<Member> {
+    let all: Vec<u64> = (1..=n).collect();
+    cluster_of(n, &all).await
+}
+
+/// `n` members; those in `founders` start the group, the rest join it
+/// (empty, waiting to be added).
+async fn cluster_of(n: u64, founders: &[u64]) -> Vec<Member> {
     let mut members = Vec::new();
     for id in 1..=n {
         let dir = tempfile::tempdir().unwrap();
@@ -48,8 +55,10 @@ async fn cluster(n: u64) -> Vec<Member> {
             dir: Arc::new(store::FsDir::new(dir.path()).unwrap()),
             tick: TICK,
             seed: 42 + id,
-            // The tests never compact, so no follower needs a snapshot.
-            snapshotter: Box::new(|_| None),
+            // The tests' state machine is what they saw committed; a
+            // member that joins later needs only the configuration, which
+            // the snapshot carries.
+            snapshotter: Box::new(|_| Some(Vec::new())),
             apply: None,
         });
         let port = listen(node.transport.clone()).await;
@@ -70,13 +79,17 @@ async fn cluster(n: u64) -> Vec<Member> {
             }
         }
     }
-    let voters: Vec<u64> = (1..=n).collect();
+    let everyone: Vec<u64> = (1..=n).collect();
     for m in &members {
-        m.node
-            .as_ref()
-            .unwrap()
-            .create_group(GROUP, &voters)
-            .unwrap();
+        let node = m.node.as_ref().unwrap();
+        if founders.contains(&m.id) {
+            node.create_group(GROUP, founders).unwrap();
+        } else {
+            let peers = everyone.clone();
+            node.call(move |e| e.join_group(GROUP, &peers).map(|_| ()))
+                .unwrap()
+                .unwrap();
+        }
     }
     members
 }
@@ -125,11 +138,14 @@ async fn wait_committed(members: &mut [Member], want: usize) {
         let mut done = true;
         for m in members.iter_mut().filter(|m| m.node.is_some()) {
             while let Ok(ev) = m.committed.try_recv() {
-                let Event::Committed(c) = ev else {
-                    panic!("no snapshot expected: {ev:?}")
-                };
-                assert_eq!(c.group, GROUP);
-                m.seen.push(c.data);
+                match ev {
+                    Event::Committed(c) => {
+                        assert_eq!(c.group, GROUP);
+                        m.seen.push(c.data);
+                    }
+                    // Only a member that joined with nothing gets one.
+                    Event::Snapshot(s) => assert!(m.seen.is_empty() && s.data.is_empty()),
+                }
             }
             done &= m.seen.len() >= want;
         }
@@ -267,4 +283,92 @@ async fn bulk_appends_do_not_starve_heartbeats() {
     for m in &members {
         assert_eq!(m.seen, big);
     }
+}
+
+/// An operator's step-down moves leadership to the chosen member, and it
+/// stays there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_transfers_and_stays() {
+    let members = cluster(3).await;
+    let (li, term) = wait_leader(&members).await;
+    let to = members[(li + 1) % 3].id;
+    members[li]
+        .node
+        .as_ref()
+        .unwrap()
+        .call(move |e| e.transfer_leader(GROUP, to))
+        .unwrap()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (i, t) = wait_leader(&members).await;
+        if members[i].id == to {
+            assert!(t > term);
+            break;
+        }
+        assert!(Instant::now() < deadline, "leadership did not move");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Stable: the same leader in the same term for a while.
+    let (i, t) = wait_leader(&members).await;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(leader(&members), Some((i, t)), "leadership moved again");
+    }
+}
+
+/// Two found the group, a third joins and is added, then leadership is
+/// handed to the other founder: it moves, and stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joined_member_and_a_transfer() {
+    let mut members = cluster_of(3, &[1, 2]).await;
+    let (li, _) = wait_leader(&members).await;
+    let leader_node = members[li].node.as_ref().unwrap();
+    let mut cc = replication::engine::ConfChange::default();
+    cc.set_change_type(replication::engine::ConfChangeType::AddNode);
+    cc.node_id = 3;
+    leader_node
+        .call(move |e| e.propose_conf_change(GROUP, cc))
+        .unwrap()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while members[2]
+        .node
+        .as_ref()
+        .unwrap()
+        .status()
+        .groups
+        .iter()
+        .all(|g| g.voters.len() != 3)
+    {
+        assert!(Instant::now() < deadline, "3 was not added");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (li, term) = wait_leader(&members).await;
+    let to = if members[li].id == 1 { 2 } else { 1 };
+    members[li]
+        .node
+        .as_ref()
+        .unwrap()
+        .call(move |e| e.transfer_leader(GROUP, to))
+        .unwrap()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (i, t) = wait_leader(&members).await;
+        if members[i].id == to {
+            assert!(t > term);
+            break;
+        }
+        assert!(Instant::now() < deadline, "leadership did not move");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (i, t) = wait_leader(&members).await;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(leader(&members), Some((i, t)), "leadership moved again");
+    }
+    let v: Vec<Bytes> = (0..10).map(|i| Bytes::from(format!("j{i}"))).collect();
+    propose_all(&members, &v).await;
+    wait_committed(&mut members, 10).await;
 }

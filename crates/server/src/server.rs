@@ -207,6 +207,21 @@ impl Server {
         Ok(sub)
     }
 
+    /// Like [`Server::subscribe_internal`], and the interest is advertised
+    /// to routes: the cluster's own services (the meta group's API) are
+    /// reached from any server.
+    pub fn subscribe_internal_cluster(
+        &self,
+        subject: &str,
+        sink: Arc<dyn InternalSink>,
+    ) -> Result<Arc<Subscription>, subjects::SublistError> {
+        let sub = self.subscribe_internal(subject, None, sink)?;
+        sub.advertised
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.routes.local_interest(&sub, 1);
+        Ok(sub)
+    }
+
     /// The options in force. Connections copy what they need at start;
     /// a reload swaps the whole set.
     pub fn opts(&self) -> Arc<Options> {
@@ -356,7 +371,9 @@ impl Server {
             subs.remove(&sub.sid);
         }
         drop(subs);
-        if removed && sub.client.cid != 0 && !sub.client.is_route {
+        let advertised =
+            sub.advertised.load(Ordering::Relaxed) || (sub.client.cid != 0 && !sub.client.is_route);
+        if removed && advertised {
             self.routes.local_interest(sub, -1);
         }
     }

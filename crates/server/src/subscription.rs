@@ -30,6 +30,9 @@ pub struct Subscription {
     /// For a route's queue subscription: how many members the remote
     /// server has, so a queue member is picked fairly cluster-wide.
     pub weight: AtomicU32,
+    /// Its interest is told to routes: every client subscription, and the
+    /// server's own cluster services.
+    pub advertised: AtomicBool,
 }
 
 /// What one delivery attempt found out about the subscription's limit.
@@ -62,6 +65,7 @@ impl Subscription {
             closed: AtomicBool::new(false),
             sink: None,
             weight: AtomicU32::new(1),
+            advertised: AtomicBool::new(false),
         }
     }
 

@@ -221,3 +221,120 @@ fn a_wiped_server_rejoins_as_a_new_peer() {
         agreed(&[&a, &b, &c], 4).is_some()
     });
 }
+
+/// Calls a meta API through `nc`, retrying while no server answers (the
+/// API lives on the meta leader, which may be changing).
+async fn meta_api(nc: &async_nats::Client, subject: &str, body: &str) -> Value {
+    for _ in 0..50 {
+        let r = tokio::time::timeout(
+            Duration::from_secs(2),
+            nc.request(subject.to_string(), body.to_string().into()),
+        )
+        .await;
+        if let Ok(Ok(m)) = r {
+            return serde_json::from_slice(&m.payload).unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no answer on {subject}");
+}
+
+fn leader_name(s: &common::Server) -> String {
+    meta(s)["leader"].as_str().unwrap_or("").to_string()
+}
+
+#[tokio::test]
+async fn operators_step_the_meta_leader_down_and_remove_a_dead_server() {
+    let a = js_node("A", "nats://127.0.0.1:-1", &[]);
+    let b = js_node("B", "nats://127.0.0.1:-1", &[route_url(&a)]);
+    let mut c = js_node("C", "nats://127.0.0.1:-1", &[route_url(&a)]);
+    wait_for("three voters", Duration::from_secs(20), || {
+        agreed(&[&a, &b, &c], 3).is_some()
+    });
+    for s in [&a, &b, &c] {
+        let (code, _, body) = s.http("/healthz");
+        assert_eq!((code, body.as_str()), (200, r#"{"status":"ok"}"#));
+    }
+    let nc = b.client().await;
+    let first = leader_name(&a);
+    let r = meta_api(&nc, "$JS.API.META.LEADER.STEPDOWN", "").await;
+    assert_eq!(
+        r,
+        serde_json::json!({"type": "io.nats.jetstream.api.v1.meta_leader_stepdown_response", "success": true})
+    );
+    wait_for("another leader", Duration::from_secs(10), || {
+        agreed(&[&a, &b, &c], 3).is_some_and(|l| l != first)
+    });
+    // To a preferred server; an unknown one is an error.
+    let now = agreed(&[&a, &b, &c], 3).unwrap();
+    let want = if now == "A" { "B" } else { "A" };
+    let r = meta_api(
+        &nc,
+        "$JS.API.META.LEADER.STEPDOWN",
+        &format!(r#"{{"placement":{{"preferred":"{want}"}}}}"#),
+    )
+    .await;
+    let leaders = |s: &common::Server| {
+        s.log_text()
+            .lines()
+            .filter(|l| l.contains("leader"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        r["success"],
+        true,
+        "{r}\nA:\n{}\nB:\n{}\nC:\n{}",
+        leaders(&a),
+        leaders(&b),
+        leaders(&c)
+    );
+    wait_for("the preferred leader", Duration::from_secs(10), || {
+        agreed(&[&a, &b, &c], 3).as_deref() == Some(want)
+    });
+    let r = meta_api(
+        &nc,
+        "$JS.API.META.LEADER.STEPDOWN",
+        r#"{"placement":{"preferred":"nobody"}}"#,
+    )
+    .await;
+    assert_eq!(
+        r["error"],
+        serde_json::json!({"code": 400, "err_code": 10005, "description": "preferred server \"nobody\" not known"})
+    );
+
+    // C dies; an operator removes it. The cluster shrinks to two, and a
+    // majority of two is both.
+    c.kill9();
+    let r = meta_api(&nc, "$JS.API.SERVER.REMOVE", "").await;
+    assert_eq!(r["error"]["err_code"], 10003, "{r}");
+    let r = meta_api(&nc, "$JS.API.SERVER.REMOVE", r#"{"peer":"Z"}"#).await;
+    assert_eq!(
+        r,
+        serde_json::json!({"type": "io.nats.jetstream.api.v1.meta_server_remove_response", "error": {"code": 400, "err_code": 10044, "description": "server is not a member of the cluster"}})
+    );
+    let r = meta_api(&nc, "$JS.API.SERVER.REMOVE", r#"{"peer":"C"}"#).await;
+    assert_eq!(r["success"], true, "{r}");
+    for s in [&a, &b] {
+        let m = meta(s);
+        assert_eq!(m["cluster_size"], 2, "{m}");
+        assert_eq!(m["quorum_needed"], 2, "{m}");
+    }
+    // Without a majority there is no leader, and health says so.
+    let (mut follower, leader) = if leader_name(&a) == "A" {
+        (b, a)
+    } else {
+        (a, b)
+    };
+    follower.kill9();
+    wait_for(
+        "the leader to lose its quorum",
+        Duration::from_secs(10),
+        || {
+            let (code, _, body) = leader.http("/healthz");
+            code == 503
+                && body
+                    == r#"{"status":"unavailable","error":"JetStream has not established contact with a meta leader"}"#
+        },
+    );
+}

@@ -22,7 +22,7 @@ mod actor;
 mod api;
 mod commit;
 mod persist;
-mod response;
+pub(crate) mod response;
 mod sinks;
 mod sources;
 mod stream_api;

@@ -29,6 +29,8 @@ pub enum Kind {
     ConsumerNames,
     ConsumerList,
     ConsumerPause,
+    MetaLeaderStepdown,
+    MetaServerRemove,
 }
 
 impl Kind {
@@ -51,6 +53,8 @@ impl Kind {
             Kind::ConsumerNames => "consumer_names_response",
             Kind::ConsumerList => "consumer_list_response",
             Kind::ConsumerPause => "consumer_pause_response",
+            Kind::MetaLeaderStepdown => "meta_leader_stepdown_response",
+            Kind::MetaServerRemove => "meta_server_remove_response",
         }
     }
 }

@@ -23,6 +23,8 @@
 //! was wiped comes back with a new id, joins as a new peer, and the old
 //! id stays visible as offline until removed.
 
+pub mod api;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -161,6 +163,8 @@ impl JsCluster {
     pub async fn run(self: Arc<Self>, server: Arc<Server>) {
         let mut shutdown = server.shutdown_signal();
         let mut last_hello = None;
+        let mut last_leader = 0;
+        let api = api::MetaApi::start(server.clone(), self.clone());
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(CONTROL_EVERY) => {}
@@ -178,6 +182,22 @@ impl JsCluster {
             } else {
                 self.found_or_join(&server, &peers)
             };
+            let (leading, voters, leader) = self
+                .meta_status()
+                .map(|g| (g.is_leader, g.voters, g.leader))
+                .unwrap_or_default();
+            if leader != last_leader {
+                last_leader = leader;
+                if leader != 0 {
+                    // nats-server's wording, which operators grep for.
+                    info!(
+                        "JetStream cluster new metadata leader: {}/{}",
+                        self.peer_name(&server, leader).unwrap_or_default(),
+                        server.routes.cluster_name().0
+                    );
+                }
+            }
+            api.follow_leadership(&server, leading, &voters);
             let hello = self.hello(proposal);
             if last_hello.as_ref() != Some(&hello) {
                 server.set_hello(Some(hello.clone()));

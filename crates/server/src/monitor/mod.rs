@@ -149,16 +149,63 @@ impl Monitor {
                 return bad_request(e);
             }
         }
+        let server_only = q.bool("js-server-only").unwrap_or(false);
+        let enabled_only = q.bool("js-enabled-only").unwrap_or(false);
         let (status, body) = if self.server.is_shutting_down() {
             (
                 StatusCode::INTERNAL_SERVER_ERROR,
-                serde_json::json!({"status": "error", "error": "failed to be ready for connections after 1ms: server"}),
+                Health {
+                    status: "error",
+                    error: Some("failed to be ready for connections after 1ms: server"),
+                },
+            )
+        } else if let Some(e) = (!server_only && !enabled_only)
+            .then(|| meta_health(&self.server))
+            .flatten()
+        {
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Health {
+                    status: "unavailable",
+                    error: Some(e),
+                },
             )
         } else {
-            (StatusCode::OK, serde_json::json!({"status": "ok"}))
+            (
+                StatusCode::OK,
+                Health {
+                    status: "ok",
+                    error: None,
+                },
+            )
         };
         json_response(status, serde_json::to_vec(&body).expect("json"))
     }
+}
+
+/// `/healthz`'s body, in nats-server's field order.
+#[derive(Serialize)]
+struct Health {
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'static str>,
+}
+
+/// Why a clustered JetStream server is not healthy, in nats-server's
+/// words: it must know a meta leader, and a follower must have heard from
+/// it lately and applied what is committed.
+fn meta_health(server: &Server) -> Option<&'static str> {
+    let jc = server.jscluster.get()?;
+    let Some(g) = jc.meta_status().filter(|g| g.leader != 0) else {
+        return Some("JetStream has not established contact with a meta leader");
+    };
+    if g.is_leader {
+        return None;
+    }
+    let heard = jc.node.transport.last_heard(g.leader);
+    let current =
+        heard.is_some_and(|d| d <= std::time::Duration::from_secs(2)) && g.applied >= g.committed;
+    (!current).then_some("JetStream is not current with the meta leader")
 }
 
 fn root_page() -> String {
