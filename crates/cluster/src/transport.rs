@@ -41,6 +41,14 @@ const BATCH: usize = 256 << 10;
 const DIAL_TIMEOUT: Duration = Duration::from_secs(1);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const REDIAL: Duration = Duration::from_millis(250);
+/// Sent data unacknowledged this long ends the connection (TCP_USER_TIMEOUT),
+/// so a connection that lived through a partition is replaced at once when
+/// it heals, instead of waiting out TCP's retransmission backoff (which
+/// grows to tens of seconds).
+const USER_TIMEOUT: Duration = Duration::from_secs(3);
+/// An inbound connection silent this long is closed (its dialer redials
+/// when it has something to say).
+const INBOUND_IDLE: Duration = Duration::from_secs(60);
 /// Longest preface line accepted.
 const MAX_PREFACE: usize = 1024;
 
@@ -250,9 +258,9 @@ impl Transport {
                 return;
             }
             tokio::select! {
-                n = rd.read(&mut buf) => match n {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => dec.feed(&buf[..n]),
+                n = tokio::time::timeout(INBOUND_IDLE, rd.read(&mut buf)) => match n {
+                    Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return,
+                    Ok(Ok(n)) => dec.feed(&buf[..n]),
                 },
                 _ = stop.notified() => return,
             }
@@ -289,6 +297,8 @@ async fn writer(t: Arc<Transport>, id: u64, peer: Arc<Peer>, lane: Arc<Lane>) {
             match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(&addr)).await {
                 Ok(Ok(mut s)) => {
                     let _ = s.set_nodelay(true);
+                    #[cfg(target_os = "linux")]
+                    let _ = socket2::SockRef::from(&s).set_tcp_user_timeout(Some(USER_TIMEOUT));
                     let pre = serde_json::to_string(&Preface {
                         peer: t.me,
                         class: class.into(),

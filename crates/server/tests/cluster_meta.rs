@@ -338,3 +338,37 @@ async fn operators_step_the_meta_leader_down_and_remove_a_dead_server() {
         },
     );
 }
+
+fn term(s: &common::Server) -> u64 {
+    s.json("/raftz")["$SYS"]["_meta_"]["term"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+/// A follower frozen for 10 s (SIGSTOP, as under CPU starvation) and then
+/// resumed does not depose the leader: pre-vote keeps its stale timers
+/// from raising the term.
+#[test]
+fn a_frozen_follower_does_not_depose_the_leader() {
+    let a = js_node("A", "nats://127.0.0.1:-1", &[]);
+    let b = js_node("B", "nats://127.0.0.1:-1", &[route_url(&a)]);
+    let c = js_node("C", "nats://127.0.0.1:-1", &[route_url(&a)]);
+    let all = [&a, &b, &c];
+    wait_for("three voters", Duration::from_secs(20), || {
+        agreed(&all, 3).is_some()
+    });
+    let leader = agreed(&all, 3).unwrap();
+    let before = term(all.iter().find(|s| leader_name(s) == leader).unwrap());
+    let frozen = all
+        .iter()
+        .find(|s| !s.log_text().contains(&format!("Name:     {leader}")))
+        .unwrap();
+    frozen.signal(libc::SIGSTOP);
+    std::thread::sleep(Duration::from_secs(10));
+    frozen.signal(libc::SIGCONT);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(agreed(&all, 3).as_deref(), Some(leader.as_str()));
+    for s in all {
+        assert_eq!(term(s), before, "the term moved");
+    }
+}
