@@ -268,6 +268,17 @@ impl Transport {
     }
 }
 
+/// Ends `s` when data it sent stays unacknowledged for `limit` (Linux's
+/// TCP_USER_TIMEOUT): after a partition heals, such a connection is
+/// replaced at once instead of waiting out TCP's retransmission backoff.
+/// Elsewhere it does nothing.
+pub fn bound_unacked(s: &TcpStream, limit: Duration) {
+    #[cfg(target_os = "linux")]
+    let _ = socket2::SockRef::from(s).set_tcp_user_timeout(Some(limit));
+    #[cfg(not(target_os = "linux"))]
+    let _ = (s, limit);
+}
+
 /// Writes one lane of one peer: dials when there is something to send,
 /// batches what is queued into one write, and on any failure drops the
 /// connection and what was queued.
@@ -297,8 +308,7 @@ async fn writer(t: Arc<Transport>, id: u64, peer: Arc<Peer>, lane: Arc<Lane>) {
             match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(&addr)).await {
                 Ok(Ok(mut s)) => {
                     let _ = s.set_nodelay(true);
-                    #[cfg(target_os = "linux")]
-                    let _ = socket2::SockRef::from(&s).set_tcp_user_timeout(Some(USER_TIMEOUT));
+                    bound_unacked(&s, USER_TIMEOUT);
                     let pre = serde_json::to_string(&Preface {
                         peer: t.me,
                         class: class.into(),

@@ -173,6 +173,57 @@ fn start(net: &Net, i: usize) -> Node {
     }
 }
 
+/// A bare NATS client on a server's client port.
+struct Raw {
+    s: std::net::TcpStream,
+    seen: String,
+}
+
+impl Raw {
+    fn connect(addr: &str) -> Raw {
+        let s = std::net::TcpStream::connect(format!("{addr}:4222")).expect("connect");
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut r = Raw {
+            s,
+            seen: String::new(),
+        };
+        r.send("CONNECT {\"verbose\":false}\r\n");
+        r
+    }
+    fn send(&mut self, text: &str) {
+        use std::io::Write;
+        self.s.write_all(text.as_bytes()).expect("send");
+    }
+    /// Reads whatever arrives within `timeout`.
+    fn read_some(&mut self, timeout: Duration) {
+        use std::io::Read;
+        let deadline = Instant::now() + timeout;
+        let mut buf = [0u8; 4096];
+        while Instant::now() < deadline {
+            if let Ok(n) = self.s.read(&mut buf) {
+                self.seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        }
+    }
+
+    /// Reads until `needle` has been seen, for at most `timeout`.
+    fn saw(&mut self, needle: &str, timeout: Duration) -> bool {
+        use std::io::Read;
+        let deadline = Instant::now() + timeout;
+        let mut buf = [0u8; 4096];
+        while !self.seen.contains(needle) {
+            if Instant::now() > deadline {
+                return false;
+            }
+            if let Ok(n) = self.s.read(&mut buf) {
+                self.seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        }
+        true
+    }
+}
+
 fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !ok() {
@@ -200,6 +251,33 @@ fn a_partitioned_follower_rejoins_without_deposing_the_leader() {
     });
     let (leader, term) = nodes[0].meta();
     let f = (0..3).find(|&i| format!("N{i}") != leader).unwrap();
+    // A subscriber on the server to be cut off, and a publisher on the
+    // majority that keeps publishing through the partition, so the route
+    // between them has data stuck in flight.
+    let mut sub = Raw::connect(&nodes[f].addr);
+    sub.send("SUB flow 1\r\nPING\r\n");
+    assert!(sub.saw("PONG", Duration::from_secs(5)));
+    let majority = (0..3).find(|&i| i != f).unwrap();
+    let pub_addr = nodes[majority].addr.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let published = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let publisher = {
+        let (stop, published) = (stop.clone(), published.clone());
+        std::thread::spawn(move || {
+            let mut p = Raw::connect(&pub_addr);
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                p.send(&format!("PUB flow {}\r\n{n}\r\n", n.to_string().len()));
+                published.store(n, std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    assert!(
+        sub.saw("MSG flow 1", Duration::from_secs(10)),
+        "flow before the cut"
+    );
     net.cut(f, true);
     let start_cut = Instant::now();
     while start_cut.elapsed() < Duration::from_secs(30) {
@@ -225,6 +303,30 @@ fn a_partitioned_follower_rejoins_without_deposing_the_leader() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    // Messages flow again soon after the heal: the connections that lived
+    // through the partition with data stuck in them were replaced, not left
+    // to TCP's retransmission backoff.
+    let healed_at = published.load(std::sync::atomic::Ordering::Relaxed);
+    sub.seen.clear();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "no message published after the heal arrived"
+        );
+        sub.read_some(Duration::from_millis(200));
+        let newest = sub
+            .seen
+            .split("\r\n")
+            .filter_map(|l| l.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        if newest > healed_at {
+            break;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    publisher.join().expect("the publisher kept its connection");
     std::thread::sleep(Duration::from_secs(2));
     for n in &nodes {
         assert_eq!(

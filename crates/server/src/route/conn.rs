@@ -26,10 +26,15 @@ use crate::options::NATS_VERSION;
 use crate::server::Server;
 use crate::subscription::Subscription;
 
-/// Routes ping at most this often; two unanswered pings end the route
-/// (nats-server caps route pings at 30 s).
-const MAX_PING_INTERVAL: Duration = Duration::from_secs(30);
+/// Routes ping this often, and two unanswered pings end a route. nats-server
+/// pings routes every 30 s at most; flotilla pings more, so a route that
+/// died silently (a partition) is found and made again within seconds
+/// instead of holding interest, and messages, for a dead link.
+const ROUTE_PING: Duration = Duration::from_secs(2);
 const STALE_PINGS: u32 = 2;
+/// A route whose sent data stays unacknowledged this long is closed and
+/// made again (after a partition heals, rather than after TCP's backoff).
+const UNACKED_LIMIT: Duration = Duration::from_secs(5);
 /// Longest control line a peer may send.
 const MAX_CONTROL_LINE: usize = 64 * 1024;
 
@@ -98,6 +103,7 @@ pub async fn serve(
     dialed: Option<Dialed>,
 ) -> Outcome {
     let _ = stream.set_nodelay(true);
+    cluster::transport::bound_unacked(&stream, UNACKED_LIMIT);
     let opts = server.opts();
     let client = Arc::new(Client::new_route(server.next_cid(), addr));
     let local_port = stream.local_addr().map_or(0, |a| a.port());
@@ -145,7 +151,7 @@ pub async fn serve(
         info!("{} - Route connection created", route_prefix(&client));
     }
 
-    let ping = opts.ping_interval.min(MAX_PING_INTERVAL);
+    let ping = opts.ping_interval.min(ROUTE_PING);
     let mut conn = RouteConn {
         delivery: Delivery::new(server.clone(), client.cid, opts.max_pending),
         cache: MatchCache::new(server.sublist.read().generation()),
