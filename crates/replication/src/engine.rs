@@ -272,9 +272,8 @@ impl Engine {
         }
     }
 
-    /// Hands leadership to `to` (an operator's step-down). raft-rs sends it
-    /// a TimeoutNow once its log has caught up.
-    pub fn transfer_leader(&mut self, group: u64, to: u64) -> Result<(), EngineError> {
+    /// The group, if this server leads it.
+    fn leading(&mut self, group: u64) -> Result<&mut Group, EngineError> {
         let g = self
             .groups
             .get_mut(&group)
@@ -282,6 +281,13 @@ impl Engine {
         if g.raw.raft.state != StateRole::Leader {
             return Err(EngineError::NotLeader(group));
         }
+        Ok(g)
+    }
+
+    /// Hands leadership to `to` (an operator's step-down). raft-rs sends it
+    /// a TimeoutNow once its log has caught up.
+    pub fn transfer_leader(&mut self, group: u64, to: u64) -> Result<(), EngineError> {
+        let g = self.leading(group)?;
         g.raw.transfer_leader(to);
         Ok(())
     }
@@ -395,13 +401,7 @@ impl Engine {
     }
 
     pub fn propose(&mut self, group: u64, data: Vec<u8>) -> Result<(), EngineError> {
-        let g = self
-            .groups
-            .get_mut(&group)
-            .ok_or(EngineError::NoGroup(group))?;
-        if g.raw.raft.state != StateRole::Leader {
-            return Err(EngineError::NotLeader(group));
-        }
+        let g = self.leading(group)?;
         g.raw.propose(vec![], data)?;
         Ok(())
     }
@@ -414,13 +414,7 @@ impl Engine {
         group: u64,
         cc: raft::prelude::ConfChange,
     ) -> Result<(), EngineError> {
-        let g = self
-            .groups
-            .get_mut(&group)
-            .ok_or(EngineError::NoGroup(group))?;
-        if g.raw.raft.state != StateRole::Leader {
-            return Err(EngineError::NotLeader(group));
-        }
+        let g = self.leading(group)?;
         g.raw.propose_conf_change(vec![], cc)?;
         Ok(())
     }
@@ -431,13 +425,7 @@ impl Engine {
     /// ReadIndex), so a deposed leader that does not know it yet cannot
     /// answer from stale state.
     pub fn read_index(&mut self, group: u64, ctx: Vec<u8>) -> Result<(), EngineError> {
-        let g = self
-            .groups
-            .get_mut(&group)
-            .ok_or(EngineError::NoGroup(group))?;
-        if g.raw.raft.state != StateRole::Leader {
-            return Err(EngineError::NotLeader(group));
-        }
+        let g = self.leading(group)?;
         g.raw.read_index(ctx);
         Ok(())
     }

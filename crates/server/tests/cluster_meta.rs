@@ -35,14 +35,6 @@ fn meta(s: &common::Server) -> Value {
     s.json("/jsz")["meta_cluster"].clone()
 }
 
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// Every live server reports `size` voters and the same, known leader.
 fn agreed(all: &[&common::Server], size: u64) -> Option<String> {
     let mut leader = None;
@@ -79,7 +71,7 @@ fn servers_that_name_only_a_seed_found_and_join_one_meta_group() {
     let b = js_node("B", "nats://127.0.0.1:-1", &[route_url(&a)]);
     let c = js_node("C", "nats://127.0.0.1:-1", &[route_url(&a)]);
     let all = [&a, &b, &c];
-    wait_for("one meta group of three", Duration::from_secs(20), || {
+    common::wait_for("one meta group of three", Duration::from_secs(20), || {
         agreed(&all, 3).is_some()
     });
     // A founds (alone, or with whoever reached it first); the rest join.
@@ -122,19 +114,12 @@ fn servers_that_name_only_a_seed_found_and_join_one_meta_group() {
     assert_eq!(body, "No Raft nodes registered");
 }
 
-fn free_ports(n: usize) -> Vec<u16> {
-    let ls: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
-}
-
 /// Each server names all three: they found the group together, lose the
 /// leader to SIGKILL and elect another, and the killed server comes back
 /// with its stored identity: still three voters, never four.
 #[test]
 fn a_full_mesh_founds_together_fails_over_and_keeps_its_size() {
-    let ports = free_ports(3);
+    let ports = common::free_ports(3);
     let routes: Vec<String> = ports
         .iter()
         .map(|p| format!("nats-route://127.0.0.1:{p}"))
@@ -148,7 +133,7 @@ fn a_full_mesh_founds_together_fails_over_and_keeps_its_size() {
             )
         })
         .collect();
-    wait_for("a meta leader", Duration::from_secs(20), || {
+    common::wait_for("a meta leader", Duration::from_secs(20), || {
         agreed(&all.iter().collect::<Vec<_>>(), 3).is_some()
     });
     for s in &all {
@@ -171,12 +156,12 @@ fn a_full_mesh_founds_together_fails_over_and_keeps_its_size() {
         .filter(|(i, _)| *i != li)
         .map(|(_, s)| s)
         .collect();
-    wait_for("a new leader", Duration::from_secs(10), || {
+    common::wait_for("a new leader", Duration::from_secs(10), || {
         agreed(&others, 3).is_some_and(|l| l != leader)
     });
     eprintln!("new meta leader after {:?}", started.elapsed());
     // The dead server is still a voter, shown offline.
-    wait_for(
+    common::wait_for(
         "the old leader shown offline",
         Duration::from_secs(15),
         || {
@@ -188,7 +173,7 @@ fn a_full_mesh_founds_together_fails_over_and_keeps_its_size() {
         },
     );
     all[li].restart();
-    wait_for("three again, never four", Duration::from_secs(20), || {
+    common::wait_for("three again, never four", Duration::from_secs(20), || {
         let all: Vec<&common::Server> = all.iter().collect();
         agreed(&all, 3).is_some()
             && all.iter().all(|s| {
@@ -210,14 +195,14 @@ fn a_wiped_server_rejoins_as_a_new_peer() {
     let a = js_node("A", "nats://127.0.0.1:-1", &[]);
     let b = js_node("B", "nats://127.0.0.1:-1", &[route_url(&a)]);
     let mut c = js_node("C", "nats://127.0.0.1:-1", &[route_url(&a)]);
-    wait_for("three voters", Duration::from_secs(20), || {
+    common::wait_for("three voters", Duration::from_secs(20), || {
         agreed(&[&a, &b, &c], 3).is_some()
     });
     c.kill9();
     std::fs::remove_dir_all(c.store_dir()).unwrap();
     c.restart();
     assert!(c.wait_log("peer id", Duration::from_secs(5)));
-    wait_for("four voters", Duration::from_secs(20), || {
+    common::wait_for("four voters", Duration::from_secs(20), || {
         agreed(&[&a, &b, &c], 4).is_some()
     });
 }
@@ -248,7 +233,7 @@ async fn operators_step_the_meta_leader_down_and_remove_a_dead_server() {
     let a = js_node("A", "nats://127.0.0.1:-1", &[]);
     let b = js_node("B", "nats://127.0.0.1:-1", &[route_url(&a)]);
     let mut c = js_node("C", "nats://127.0.0.1:-1", &[route_url(&a)]);
-    wait_for("three voters", Duration::from_secs(20), || {
+    common::wait_for("three voters", Duration::from_secs(20), || {
         agreed(&[&a, &b, &c], 3).is_some()
     });
     for s in [&a, &b, &c] {
@@ -262,7 +247,7 @@ async fn operators_step_the_meta_leader_down_and_remove_a_dead_server() {
         r,
         serde_json::json!({"type": "io.nats.jetstream.api.v1.meta_leader_stepdown_response", "success": true})
     );
-    wait_for("another leader", Duration::from_secs(10), || {
+    common::wait_for("another leader", Duration::from_secs(10), || {
         agreed(&[&a, &b, &c], 3).is_some_and(|l| l != first)
     });
     // To a preferred server; an unknown one is an error.
@@ -289,7 +274,7 @@ async fn operators_step_the_meta_leader_down_and_remove_a_dead_server() {
         leaders(&b),
         leaders(&c)
     );
-    wait_for("the preferred leader", Duration::from_secs(10), || {
+    common::wait_for("the preferred leader", Duration::from_secs(10), || {
         agreed(&[&a, &b, &c], 3).as_deref() == Some(want)
     });
     let r = meta_api(
@@ -327,7 +312,7 @@ async fn operators_step_the_meta_leader_down_and_remove_a_dead_server() {
         (a, b)
     };
     follower.kill9();
-    wait_for(
+    common::wait_for(
         "the leader to lose its quorum",
         Duration::from_secs(10),
         || {
@@ -354,7 +339,7 @@ fn a_frozen_follower_does_not_depose_the_leader() {
     let b = js_node("B", "nats://127.0.0.1:-1", &[route_url(&a)]);
     let c = js_node("C", "nats://127.0.0.1:-1", &[route_url(&a)]);
     let all = [&a, &b, &c];
-    wait_for("three voters", Duration::from_secs(20), || {
+    common::wait_for("three voters", Duration::from_secs(20), || {
         agreed(&all, 3).is_some()
     });
     let leader = agreed(&all, 3).unwrap();

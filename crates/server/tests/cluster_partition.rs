@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_flotilla");
+mod common;
+
+use common::BIN;
 
 fn ip(args: &[&str]) -> Result<(), String> {
     let out = Command::new("ip")
@@ -224,14 +226,6 @@ impl Raw {
     }
 }
 
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// One follower cut off for 30 s, then back: the majority keeps its
 /// leader and term throughout, and the returning follower does not
 /// depose it (pre-vote), catching up instead.
@@ -245,7 +239,7 @@ fn a_partitioned_follower_rejoins_without_deposing_the_leader() {
         }
     };
     let nodes: Vec<Node> = (0..3).map(|i| start(&net, i)).collect();
-    wait_for("one meta leader", Duration::from_secs(30), || {
+    common::wait_for("one meta leader", Duration::from_secs(30), || {
         let v: Vec<(String, u64)> = nodes.iter().map(Node::meta).collect();
         !v[0].0.is_empty() && v.iter().all(|x| x == &v[0])
     });

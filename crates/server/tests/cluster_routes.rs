@@ -4,7 +4,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 
@@ -44,21 +44,13 @@ fn peers(s: &common::Server) -> Vec<String> {
     names
 }
 
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// A is the seed; B and C name only A and must still find each other.
 fn mesh() -> Vec<common::Server> {
     let a = node("A", &[]);
     let b = node("B", &[route_url(&a)]);
     let c = node("C", &[route_url(&a)]);
     let all = vec![a, b, c];
-    wait_for("a full mesh", Duration::from_secs(15), || {
+    common::wait_for("a full mesh", Duration::from_secs(15), || {
         all.iter().all(|s| peers(s).len() == 2)
     });
     all
@@ -66,7 +58,7 @@ fn mesh() -> Vec<common::Server> {
 
 /// Waits until `s` knows of interest in `subject` over some route.
 fn wait_remote_interest(s: &common::Server, subject: &str, routes: usize) {
-    wait_for(
+    common::wait_for(
         &format!("interest in {subject}"),
         Duration::from_secs(10),
         || {
@@ -221,7 +213,7 @@ async fn a_queue_group_spread_over_servers_gets_each_message_once() {
     }
     wait_remote_interest(&all[2], "work", 2);
     // Weights settle: A's and B's group counts reach C.
-    wait_for("queue weights", Duration::from_secs(5), || {
+    common::wait_for("queue weights", Duration::from_secs(5), || {
         let z = all[2].json("/routez?subs=1");
         z["routes"]
             .as_array()
@@ -272,11 +264,11 @@ async fn a_restarted_server_rejoins_and_interest_follows() {
     let mut sub = a.subscribe("after").await.unwrap();
     a.flush().await.unwrap();
     all[1].kill9();
-    wait_for("the route to go", Duration::from_secs(10), || {
+    common::wait_for("the route to go", Duration::from_secs(10), || {
         peers(&all[0]) == ["C"]
     });
     all[1].restart();
-    wait_for("the mesh again", Duration::from_secs(15), || {
+    common::wait_for("the mesh again", Duration::from_secs(15), || {
         all.iter().all(|s| peers(s).len() == 2)
     });
     wait_remote_interest(&all[1], "after", 1);
@@ -290,21 +282,12 @@ async fn a_restarted_server_rejoins_and_interest_follows() {
     assert_eq!(&m.payload[..], b"x");
 }
 
-/// Free TCP ports on loopback, for servers that must name each other
-/// before they start.
-fn free_ports(n: usize) -> Vec<u16> {
-    let ls: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
-}
-
 /// Every server names every other (and itself, as shared config files
 /// do), so each pair dials both ways at once. After every simultaneous
 /// restart each server keeps exactly one route per peer.
 #[test]
 fn simultaneous_dials_leave_one_route_per_pair() {
-    let ports = free_ports(3);
+    let ports = common::free_ports(3);
     let routes: Vec<String> = ports
         .iter()
         .map(|p| format!("nats-route://127.0.0.1:{p}"))
@@ -329,7 +312,7 @@ fn simultaneous_dials_leave_one_route_per_pair() {
             }
             all = (0..3).map(start).collect();
         }
-        wait_for("one route per pair", Duration::from_secs(15), || {
+        common::wait_for("one route per pair", Duration::from_secs(15), || {
             all.iter().all(|s| peers(s).len() == 2)
         });
         // Settled, not passing through: still one per pair a moment later,
@@ -440,7 +423,7 @@ fn servers_without_a_cluster_name_settle_on_one() {
     let b = unnamed("B", &[route_url(&a)]);
     let c = unnamed("C", &[route_url(&a)]);
     let all = [a, b, c];
-    wait_for("a full mesh", Duration::from_secs(20), || {
+    common::wait_for("a full mesh", Duration::from_secs(20), || {
         all.iter().all(|s| peers(s).len() == 2)
     });
     assert!(all[0].wait_log(
@@ -464,7 +447,7 @@ fn cluster_authorization_admits_only_the_right_credentials() {
         &[format!("nats-route://ruser:T0p$ecret@127.0.0.1:{port}")],
     );
     let bad = node("C", &[format!("nats-route://ruser:wrong@127.0.0.1:{port}")]);
-    wait_for("B to join", Duration::from_secs(10), || peers(&a) == ["B"]);
+    common::wait_for("B to join", Duration::from_secs(10), || peers(&a) == ["B"]);
     assert!(a.wait_log("Router authentication error", Duration::from_secs(5)));
     assert!(bad.wait_log(
         "Route Error 'Authorization Violation'",
@@ -494,7 +477,7 @@ async fn no_advertise_keeps_other_servers_from_clients() {
         .arg("--no_advertise")
         .start();
     let b = node("B", &[route_url(&a)]);
-    wait_for("the route", Duration::from_secs(10), || peers(&a) == ["B"]);
+    common::wait_for("the route", Duration::from_secs(10), || peers(&a) == ["B"]);
     let c = a.client().await;
     assert!(c.server_info().connect_urls.is_empty());
     // And B is not told A's client URL.

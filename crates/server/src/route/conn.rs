@@ -378,6 +378,16 @@ impl RouteConn {
         }
     }
 
+    /// Whether the peer's cluster name is ours, after a generated name of
+    /// ours gave way to it (then routes made under the old name go).
+    fn cluster_name_agrees(&self, theirs: &str, theirs_dynamic: bool) -> bool {
+        let (agree, changed) = self.server.routes.reconcile_name(theirs, theirs_dynamic);
+        if changed {
+            self.server.routes.close_all_except(self.client.cid);
+        }
+        agree
+    }
+
     fn connect(&mut self, json: &[u8]) -> Result<(), ClosedState> {
         let ci: RouteConnect = match serde_json::from_slice(json) {
             Ok(c) => c,
@@ -407,14 +417,7 @@ impl RouteConn {
                 return Err(ClosedState::AuthenticationViolation);
             }
         }
-        let (agree, changed) = self
-            .server
-            .routes
-            .reconcile_name(&ci.cluster, ci.cluster_dynamic);
-        if changed {
-            self.server.routes.close_all_except(self.client.cid);
-        }
-        if !agree {
+        if !self.cluster_name_agrees(&ci.cluster, ci.cluster_dynamic) {
             let (ours, _) = self.server.routes.cluster_name();
             let text = format!(
                 "Rejecting connection, cluster name {:?} does not match {ours:?}",
@@ -477,14 +480,7 @@ impl RouteConn {
             self.to_self = true;
             return Err(ClosedState::DuplicateRoute);
         }
-        let (agree, changed) = self
-            .server
-            .routes
-            .reconcile_name(&info.cluster, info.cluster_dynamic);
-        if changed {
-            self.server.routes.close_all_except(self.client.cid);
-        }
-        if !agree {
+        if !self.cluster_name_agrees(&info.cluster, info.cluster_dynamic) {
             return Err(ClosedState::ClusterNameConflict);
         }
         if !info.route_account.is_empty() {

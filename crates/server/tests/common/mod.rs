@@ -761,3 +761,21 @@ pub async fn stream_state(c: &async_nats::Client, name: &str, body: &str) -> ser
     m.remove("last_ts");
     st
 }
+
+/// Polls `ok` until it holds, failing the test after `timeout`.
+pub fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Free TCP ports on loopback, for servers that must name each other
+/// before they start.
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let ls: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
