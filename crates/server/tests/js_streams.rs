@@ -1487,3 +1487,55 @@ async fn file_streams_survive_a_crash_and_memory_streams_do_not() {
     let r = api(&c, "$JS.API.STREAM.NAMES", "").await;
     assert_eq!(r["streams"], json!(["F"]));
 }
+
+/// On a single server the cluster operator APIs answer that clustering is
+/// required (stream and consumer step-down, stream peer-remove), and the
+/// meta ones are not answered at all.
+#[tokio::test]
+async fn cluster_operator_apis_on_a_single_server() {
+    let s = common::js_server();
+    let c = s.client().await;
+    create_ok(&c, "OP", json!({"name": "OP", "subjects": ["op"]})).await;
+    let err = json!({"code": 503, "err_code": 10010, "description": "JetStream clustering support required"});
+    for (subject, kind) in [
+        (
+            "$JS.API.STREAM.LEADER.STEPDOWN.OP",
+            "stream_leader_stepdown_response",
+        ),
+        (
+            "$JS.API.STREAM.LEADER.STEPDOWN.NOPE",
+            "stream_leader_stepdown_response",
+        ),
+        (
+            "$JS.API.CONSUMER.LEADER.STEPDOWN.OP.C",
+            "consumer_leader_stepdown_response",
+        ),
+        (
+            "$JS.API.STREAM.PEER.REMOVE.OP",
+            "stream_remove_peer_response",
+        ),
+    ] {
+        let r = api(&c, subject, r#"{"peer":"x"}"#).await;
+        assert_eq!(
+            r,
+            json!({"type": format!("io.nats.jetstream.api.v1.{kind}"), "error": err}),
+            "{subject}"
+        );
+    }
+    for subject in ["$JS.API.META.LEADER.STEPDOWN", "$JS.API.SERVER.REMOVE"] {
+        let r = tokio::time::timeout(
+            Duration::from_millis(500),
+            c.request(subject, r#"{"peer":"x"}"#.into()),
+        )
+        .await;
+        match r {
+            Err(_) => {}
+            Ok(Err(e)) => assert_eq!(
+                e.kind(),
+                async_nats::RequestErrorKind::TimedOut,
+                "{subject}: {e}"
+            ),
+            Ok(Ok(m)) => panic!("{subject} answered: {:?}", m.payload),
+        }
+    }
+}

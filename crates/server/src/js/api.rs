@@ -280,6 +280,13 @@ impl Dispatcher {
                 }
                 Ok(())
             }
+            // A single server has no leaders to move and no peers to
+            // remove; nats-server answers these so.
+            ["STREAM", "LEADER", "STEPDOWN", _]
+            | ["CONSUMER", "LEADER", "STEPDOWN", _, _]
+            | ["STREAM", "PEER", "REMOVE", _] => {
+                Err((kind.unwrap_or(Kind::System), E::CLUSTER_REQUIRED.err()))
+            }
             _ => Err((Kind::System, E::BAD_REQUEST.err())),
         };
         if let Err(refusal) = r {
@@ -664,6 +671,9 @@ fn endpoint(tokens: &[&str]) -> Option<Kind> {
         ["CONSUMER", "NAMES", _] => Kind::ConsumerNames,
         ["CONSUMER", "LIST", _] => Kind::ConsumerList,
         ["CONSUMER", "PAUSE", _, _] => Kind::ConsumerPause,
+        ["STREAM", "LEADER", "STEPDOWN", _] => Kind::StreamLeaderStepdown,
+        ["CONSUMER", "LEADER", "STEPDOWN", _, _] => Kind::ConsumerLeaderStepdown,
+        ["STREAM", "PEER", "REMOVE", _] => Kind::StreamRemovePeer,
         _ => return None,
     })
 }

@@ -31,6 +31,9 @@ pub enum Kind {
     ConsumerPause,
     MetaLeaderStepdown,
     MetaServerRemove,
+    StreamLeaderStepdown,
+    ConsumerLeaderStepdown,
+    StreamRemovePeer,
 }
 
 impl Kind {
@@ -55,6 +58,9 @@ impl Kind {
             Kind::ConsumerPause => "consumer_pause_response",
             Kind::MetaLeaderStepdown => "meta_leader_stepdown_response",
             Kind::MetaServerRemove => "meta_server_remove_response",
+            Kind::StreamLeaderStepdown => "stream_leader_stepdown_response",
+            Kind::ConsumerLeaderStepdown => "consumer_leader_stepdown_response",
+            Kind::StreamRemovePeer => "stream_remove_peer_response",
         }
     }
 }
