@@ -231,7 +231,7 @@ impl Transport {
                         if f.sender != peer {
                             self.counters.foreign.fetch_add(1, Ordering::Relaxed);
                             warn!(
-                                "Rejected raft frame from peer {peer}: it names sender {}; closing the connection",
+                                "Rejected raft frame from peer {peer:x}: it names sender {:x}; closing the connection",
                                 f.sender
                             );
                             return;
@@ -249,7 +249,9 @@ impl Transport {
                     Ok(None) => break,
                     Err(r) => {
                         self.counters.rejected.lock().count(r);
-                        warn!("Rejected raft frame from peer {peer}: {r}; closing the connection");
+                        warn!(
+                            "Rejected raft frame from peer {peer:x}: {r}; closing the connection"
+                        );
                         return;
                     }
                 }

@@ -357,3 +357,48 @@ fn a_frozen_follower_does_not_depose_the_leader() {
         assert_eq!(term(s), before, "the term moved");
     }
 }
+
+/// A corrupt Raft frame arriving on the route port is refused, counted in
+/// `/varz`, and ends its connection; the meta group is untouched.
+#[test]
+fn a_corrupt_raft_frame_is_counted_in_monitoring() {
+    use std::io::{Read, Write};
+    let a = js_node("A", "nats://127.0.0.1:-1", &[]);
+    let b = js_node("B", "nats://127.0.0.1:-1", &[route_url(&a)]);
+    let c = js_node("C", "nats://127.0.0.1:-1", &[route_url(&a)]);
+    common::wait_for("three voters", Duration::from_secs(20), || {
+        agreed(&[&a, &b, &c], 3).is_some()
+    });
+    // Joiners were caught up from the leader's snapshot.
+    assert!(
+        [&a, &b, &c].iter().any(|s| s
+            .log_text()
+            .contains("caught up from the leader's snapshot")),
+        "no catch-up logged"
+    );
+    let before = a.json("/varz")["raft"].clone();
+    assert_eq!(before["rejected_frames"]["checksum"], 0, "{before}");
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", a.cluster_port.unwrap())).unwrap();
+    s.write_all(b"RAFT {\"peer\":123,\"class\":\"control\"}\r\n")
+        .unwrap();
+    // length, a checksum that does not match, class, sender, group, payload
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&(4u32 + 1 + 8 + 8 + 5).to_le_bytes());
+    frame.extend_from_slice(&0xdead_beefu32.to_le_bytes());
+    frame.push(0);
+    frame.extend_from_slice(&123u64.to_le_bytes());
+    frame.extend_from_slice(&1u64.to_le_bytes());
+    frame.extend_from_slice(b"hello");
+    s.write_all(&frame).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    common::wait_for("the rejection counted", Duration::from_secs(5), || {
+        a.json("/varz")["raft"]["rejected_frames"]["checksum"] == 1
+    });
+    assert!(a.wait_log(
+        "Rejected raft frame from peer 7b: frame checksum mismatch",
+        Duration::from_secs(1)
+    ));
+    assert!(agreed(&[&a, &b, &c], 3).is_some());
+}

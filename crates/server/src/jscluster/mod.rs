@@ -314,7 +314,13 @@ fn apply_meta_event(meta: &Mutex<Meta>, ev: &Event) {
                 Meta::restore(&s.data)
             };
             match restored {
-                Some(m) => *meta.lock() = m,
+                Some(m) => {
+                    info!(
+                        "JetStream cluster meta state caught up from the leader's snapshot at index {}",
+                        s.index
+                    );
+                    *meta.lock() = m;
+                }
                 None => warn!("meta snapshot at {} does not decode", s.index),
             }
         }

@@ -30,6 +30,58 @@ pub struct ClusterVarz {
     urls: Vec<String>,
 }
 
+#[derive(Serialize)]
+pub struct RaftVarz {
+    frames_in: u64,
+    bytes_in: u64,
+    frames_out: u64,
+    bytes_out: u64,
+    /// Frames that failed their length or checksum checks, by reason.
+    rejected_frames: RejectedFrames,
+    /// Frames naming another sender than their connection's peer.
+    foreign_frames: u64,
+    /// Queued frames dropped (a failed connection, a full bulk queue).
+    dropped_frames: u64,
+    /// Frames the engine refused after the transport's checks.
+    refused_not_member: u64,
+    refused_unknown_group: u64,
+    refused_undecodable: u64,
+    votes_withheld: u64,
+}
+
+#[derive(Serialize)]
+struct RejectedFrames {
+    length: u64,
+    checksum: u64,
+    class: u64,
+    short: u64,
+}
+
+fn raft_varz(server: &Server) -> Option<RaftVarz> {
+    let jc = server.jscluster.get()?;
+    let c = &jc.node.transport.counters;
+    let r = *c.rejected.lock();
+    let st = jc.node.status();
+    Some(RaftVarz {
+        frames_in: c.frames_in.load(Ordering::Relaxed),
+        bytes_in: c.bytes_in.load(Ordering::Relaxed),
+        frames_out: c.frames_out.load(Ordering::Relaxed),
+        bytes_out: c.bytes_out.load(Ordering::Relaxed),
+        rejected_frames: RejectedFrames {
+            length: r.length,
+            checksum: r.checksum,
+            class: r.class,
+            short: r.short,
+        },
+        foreign_frames: c.foreign.load(Ordering::Relaxed),
+        dropped_frames: c.dropped.load(Ordering::Relaxed),
+        refused_not_member: st.refused_foreign,
+        refused_unknown_group: st.refused_unknown_group,
+        refused_undecodable: st.refused_undecodable,
+        votes_withheld: st.votes_withheld,
+    })
+}
+
 fn cluster_varz(server: &Server) -> ClusterVarz {
     let opts = server.opts();
     if !opts.cluster.enabled() {
@@ -90,6 +142,10 @@ pub struct Varz {
     mqtt: Empty,
     websocket: Empty,
     jetstream: super::jsz::Varz,
+    /// Flotilla's Raft transport counters (not in nats-server's /varz),
+    /// when JetStream is clustered: corrupt and foreign frames show here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raft: Option<RaftVarz>,
     tls_timeout: f64,
     write_deadline: u128,
     start: String,
@@ -232,6 +288,7 @@ pub fn varz(server: &Server, cpu: &CpuSampler) -> Varz {
         mqtt: Empty {},
         websocket: Empty {},
         jetstream: super::jsz::varz(server),
+        raft: raft_varz(server),
         tls_timeout: 2.0,
         write_deadline: opts.write_deadline.as_nanos(),
         start: rfc3339(server.start),
