@@ -129,6 +129,11 @@ pub struct Engine {
     rng: Rng,
     logger: slog::Logger,
     pub refused: Refused,
+    /// Raft messages above this many bytes leave as chunks
+    /// ([`crate::chunk`]).
+    pub chunk_size: usize,
+    /// Chunked messages from peers, in assembly.
+    reassembly: crate::chunk::Reassembly,
     /// Log writes that failed. The group's Ready stays unadvanced, so
     /// nothing that depended on the write is sent; the driver restarts
     /// the group (remove, then create), which reopens its log.
@@ -165,6 +170,8 @@ impl Engine {
             rng: Rng::new(seed ^ id.wrapping_mul(0x2545_F491_4F6C_DD1D)),
             logger: slog::Logger::root(slog::Discard, slog::o!()),
             refused: Refused::default(),
+            chunk_size: crate::chunk::DEFAULT_CHUNK,
+            reassembly: Default::default(),
             write_failures: 0,
             unsafe_ack_before_sync: false,
             unsafe_no_pre_vote: false,
@@ -223,7 +230,9 @@ impl Engine {
                 .hard_state()
                 .commit
                 .min(log.latest_snapshot().get_metadata().index),
-            max_size_per_msg: (frame::MAX_PAYLOAD / 4) as u64,
+            // etcd's default: appends stay small enough to interleave with
+            // other groups' traffic; anything larger is chunked anyway.
+            max_size_per_msg: 1 << 20,
             max_inflight_msgs: 256,
             ..Default::default()
         };
@@ -472,7 +481,15 @@ impl Engine {
             self.refused.unknown_group += 1;
             return;
         };
-        let Ok(msg) = Message::parse_from_bytes(&f.payload) else {
+        let bytes = match self.reassembly.take(peer, f.group, &f.payload) {
+            crate::chunk::Piece::Complete(b) => b,
+            crate::chunk::Piece::Pending => return,
+            crate::chunk::Piece::Refused => {
+                self.refused.undecodable += 1;
+                return;
+            }
+        };
+        let Ok(msg) = Message::parse_from_bytes(&bytes) else {
             self.refused.undecodable += 1;
             return;
         };
@@ -550,6 +567,7 @@ impl Engine {
     /// handles the rest waits for.
     pub fn poll(&mut self) -> Output {
         let mut out = Output::default();
+        let chunk = self.chunk_size;
         for (&gid, g) in self.groups.iter_mut() {
             if g.raw.store().take_snapshot_wanted() {
                 out.snapshot_wanted.push(gid);
@@ -558,12 +576,12 @@ impl Engine {
                 continue;
             }
             let mut rd = g.raw.ready();
-            push_frames(&mut out, gid, self.id, rd.take_messages());
+            push_frames(&mut out, gid, self.id, chunk, rd.take_messages());
             for r in rd.take_read_states() {
                 out.reads.push((gid, r.request_ctx, r.index));
             }
             if self.unsafe_ack_before_sync {
-                push_frames(&mut out, gid, self.id, rd.take_persisted_messages());
+                push_frames(&mut out, gid, self.id, chunk, rd.take_persisted_messages());
             }
             if !rd.snapshot().is_empty() {
                 let s = rd.snapshot().clone();
@@ -599,16 +617,17 @@ impl Engine {
     /// Call once every sync handle from the last [`Engine::poll`] has run.
     pub fn persisted(&mut self) -> Output {
         let mut out = Output::default();
+        let chunk = self.chunk_size;
         for (&gid, g) in self.groups.iter_mut() {
             let Some(mut rd) = g.pending.take() else {
                 continue;
             };
-            push_frames(&mut out, gid, self.id, rd.take_persisted_messages());
+            push_frames(&mut out, gid, self.id, chunk, rd.take_persisted_messages());
             let mut light = g.raw.advance(rd);
             if let Some(c) = light.commit_index() {
                 g.raw.mut_store().set_commit(c);
             }
-            push_frames(&mut out, gid, self.id, light.take_messages());
+            push_frames(&mut out, gid, self.id, chunk, light.take_messages());
             let committed = light.take_committed_entries();
             apply_committed(g, gid, committed, &mut out);
             g.raw.advance_apply();
@@ -650,19 +669,22 @@ fn class_of(m: &Message) -> Class {
     }
 }
 
-fn push_frames(out: &mut Output, group: u64, sender: u64, msgs: Vec<Message>) {
+fn push_frames(out: &mut Output, group: u64, sender: u64, chunk: usize, msgs: Vec<Message>) {
     let group = group & !SHADOW;
     for m in msgs {
-        let payload = Bytes::from(m.write_to_bytes().expect("raft messages encode"));
-        out.frames.push((
-            m.to,
-            Frame {
-                class: class_of(&m),
-                sender,
-                group,
-                payload,
-            },
-        ));
+        let encoded = m.write_to_bytes().expect("raft messages encode");
+        let class = class_of(&m);
+        for payload in crate::chunk::split(&encoded, chunk) {
+            out.frames.push((
+                m.to,
+                Frame {
+                    class,
+                    sender,
+                    group,
+                    payload,
+                },
+            ));
+        }
     }
 }
 
@@ -892,7 +914,7 @@ mod tests {
             class: Class::Control,
             sender: 9,
             group: 7,
-            payload: Bytes::from(m.write_to_bytes().unwrap()),
+            payload: crate::chunk::split(&m.write_to_bytes().unwrap(), 1 << 20).remove(0),
         };
         let mut b = bytes::BytesMut::new();
         frame::encode(&f, &mut b);
@@ -1141,7 +1163,7 @@ mod tests {
             class: Class::Control,
             sender: other,
             group: 7,
-            payload: Bytes::from(vote.write_to_bytes().unwrap()),
+            payload: crate::chunk::split(&vote.write_to_bytes().unwrap(), 1 << 20).remove(0),
         };
         t.nodes[f].receive_frame(other, fr);
         assert_eq!(t.nodes[f].refused.votes_withheld, 1);

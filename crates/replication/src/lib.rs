@@ -2,6 +2,7 @@
 //! it is checked. Nothing here touches a socket, a clock or a thread; the
 //! drivers (real network, simulator) move the bytes.
 
+pub mod chunk;
 pub mod engine;
 pub mod frame;
 pub mod identity;

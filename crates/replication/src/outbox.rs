@@ -16,6 +16,9 @@ pub struct Outbox {
     bulk_limit: usize,
     /// Bulk frames refused because the queue was full; Raft resends.
     pub dropped_bulk: u64,
+    /// The first chunk of the message now arriving was dropped, so its
+    /// later chunks are too (they could never be reassembled).
+    dropping_chunks: bool,
 }
 
 impl Outbox {
@@ -26,6 +29,7 @@ impl Outbox {
             bulk_bytes: 0,
             bulk_limit,
             dropped_bulk: 0,
+            dropping_chunks: false,
         }
     }
 
@@ -39,7 +43,16 @@ impl Outbox {
             }
             Class::Bulk => {
                 let n = f.payload.len();
-                if self.bulk_bytes + n > self.bulk_limit && !self.bulk.is_empty() {
+                // A message's later chunks follow its first: all of it is
+                // queued (bounded by one message) or none.
+                let admit = if crate::chunk::is_continuation(&f.payload) {
+                    !self.dropping_chunks
+                } else {
+                    let fits = self.bulk_bytes + n <= self.bulk_limit || self.bulk.is_empty();
+                    self.dropping_chunks = !fits;
+                    fits
+                };
+                if !admit {
                     self.dropped_bulk += 1;
                     return false;
                 }
@@ -105,6 +118,31 @@ mod tests {
             group: 1,
             payload: Bytes::from(vec![0; n]),
         }
+    }
+
+    /// A chunked message is queued whole or not at all: once its first
+    /// chunk is refused, so are the rest; the next message starts anew.
+    #[test]
+    fn chunks_of_one_message_are_all_or_nothing() {
+        let chunk = |p: Bytes| Frame {
+            class: Class::Bulk,
+            sender: 1,
+            group: 1,
+            payload: p,
+        };
+        let big = crate::chunk::split(&[7u8; 5000], 1000);
+        let mut o = Outbox::new(3000);
+        // Empty queue: the whole message goes in, past the byte bound.
+        for c in &big {
+            assert!(o.push(chunk(c.clone())));
+        }
+        // Full: a second message is refused from its first chunk on.
+        for c in &big {
+            assert!(!o.push(chunk(c.clone())));
+        }
+        while o.pop().is_some() {}
+        assert!(o.push(chunk(big[0].clone())));
+        assert!(o.push(chunk(big[1].clone())));
     }
 
     #[test]

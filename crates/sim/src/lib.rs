@@ -43,6 +43,9 @@ const SOURCE_KEY: &str = "WQ > >";
 /// Extra quiet steps in sourced mode, without publishing, for the work
 /// queue to drain into the sourcing stream.
 const DRAIN_STEPS: u64 = 600;
+/// Quiet steps without any client activity at the end of a run on
+/// bandwidth-limited links.
+const SETTLE_STEPS: u64 = 100;
 
 /// Fault rates, in parts per thousand per opportunity.
 #[derive(Debug, Clone, Copy)]
@@ -118,6 +121,9 @@ pub struct Config {
     pub prioritize_control: bool,
     /// Bytes per client proposal (at least 8: the value's number).
     pub payload_size: usize,
+    /// Raft messages above this many bytes travel as chunks (the engine's
+    /// default when `None`); small values exercise reassembly.
+    pub chunk_size: Option<usize>,
     /// Replicate a work-queue stream (jetstream's state machine) instead
     /// of plain values: the client publishes, pulls and acks through it.
     pub work_queue: bool,
@@ -155,6 +161,7 @@ impl Config {
             bandwidth: None,
             prioritize_control: true,
             payload_size: 8,
+            chunk_size: None,
             work_queue: false,
             unsafe_local_acks: false,
             sourced: false,
@@ -329,6 +336,8 @@ pub struct Sim {
     src_acks: BTreeMap<u64, String>,
     src_published: BTreeMap<u64, u64>,
     draining: bool,
+    /// At the end with limited links: the client has stopped.
+    settling: bool,
     /// The sourcing group's leaders by term (the main group's are in the
     /// report).
     agg_leaders: BTreeMap<u64, u64>,
@@ -357,6 +366,9 @@ impl Sim {
                 e.unsafe_no_pre_vote = cfg.unsafe_no_pre_vote;
                 e.unsafe_skip_frame_checksum = cfg.unsafe_skip_frame_checksum;
                 e.unsafe_no_registry = cfg.unsafe_no_registry;
+                if let Some(c) = cfg.chunk_size {
+                    e.chunk_size = c;
+                }
                 for &g in groups(&cfg) {
                     e.create_group(g, &voters).expect("fresh group");
                 }
@@ -393,6 +405,7 @@ impl Sim {
             src_acks: BTreeMap::new(),
             src_published: BTreeMap::new(),
             draining: false,
+            settling: false,
             agg_leaders: BTreeMap::new(),
             report: Report::default(),
         }
@@ -434,6 +447,12 @@ impl Sim {
         if self.cfg.sourced {
             self.draining = true;
             self.steps(DRAIN_STEPS, false)?;
+        }
+        if self.cfg.bandwidth.is_some() {
+            // A limited link delivers commit news a step late: the client
+            // stops so the end state is settled, not in flight.
+            self.settling = true;
+            self.steps(SETTLE_STEPS, false)?;
         }
         self.check_converged()?;
         self.report.unknown = (self.in_flight.len() + self.id_pending.len()) as u64;
@@ -598,6 +617,9 @@ impl Sim {
                     e.unsafe_no_pre_vote = self.cfg.unsafe_no_pre_vote;
                     e.unsafe_skip_frame_checksum = self.cfg.unsafe_skip_frame_checksum;
                     e.unsafe_no_registry = self.cfg.unsafe_no_registry;
+                    if let Some(c) = self.cfg.chunk_size {
+                        e.chunk_size = c;
+                    }
                     let voters: Vec<u64> = (1..=n).collect();
                     for &g in groups(&self.cfg) {
                         e.create_group(g, &voters)
@@ -648,6 +670,9 @@ impl Sim {
     }
 
     fn client(&mut self) {
+        if self.settling {
+            return;
+        }
         if self.cfg.work_queue {
             self.wq_client();
             return;
@@ -1167,13 +1192,18 @@ impl Sim {
             return;
         };
         for (&(from, to), link) in self.links.iter_mut() {
+            // A limited link is a stream (TCP): it does not lose single
+            // frames, its connection breaks, and what was queued is lost
+            // (as the real transport drops its queue).
+            if self.rng.chance(f.drop) {
+                while link.pop().is_some() {}
+                link.credit = 0;
+                continue;
+            }
             link.credit = (link.credit + bw).min(bw.max(link.largest_head()));
             while let Some(n) = link.next_len().filter(|&n| n <= link.credit) {
                 link.credit -= n;
                 let fr = link.pop().expect("head exists");
-                if self.rng.chance(f.drop) {
-                    continue;
-                }
                 let mut b = BytesMut::new();
                 frame::encode(&fr, &mut b);
                 let mut bytes = b.to_vec();
