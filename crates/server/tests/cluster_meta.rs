@@ -402,3 +402,32 @@ fn a_corrupt_raft_frame_is_counted_in_monitoring() {
     ));
     assert!(agreed(&[&a, &b, &c], 3).is_some());
 }
+
+/// A damaged peer identity stops the server with a clear error; it never
+/// starts as a new peer on its own.
+#[test]
+fn a_damaged_identity_is_an_error_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let raft = dir.path().join("store").join("raft");
+    std::fs::create_dir_all(&raft).unwrap();
+    std::fs::write(raft.join("peer.id"), b"FLID\x01garbage-not-an-identity").unwrap();
+    let out = std::process::Command::new(common::BIN)
+        .args(["-p", "-1", "-js", "-n", "X", "--cluster_name", "c1"])
+        .args(["--cluster", "nats://127.0.0.1:-1", "-sd"])
+        .arg(dir.path().join("store"))
+        .env("FLOTILLA_JS_CLUSTER_PREVIEW", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("peer identity file peer.id is damaged")
+            && err.contains("refusing to start as a new peer"),
+        "{err}"
+    );
+    // The file is left as it was, for an operator to look at.
+    assert_eq!(
+        std::fs::read(raft.join("peer.id")).unwrap(),
+        b"FLID\x01garbage-not-an-identity"
+    );
+}

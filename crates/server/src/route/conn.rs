@@ -543,15 +543,29 @@ impl RouteConn {
         Ok(())
     }
 
-    fn remote_sub(&mut self, account: &[u8], subject: &[u8], queue: Option<&[u8]>, weight: u32) {
-        let Some(route) = &self.route else { return };
+    /// The registered route and the interest key an `RS+`/`RS-` names;
+    /// `None` before registration or for another account.
+    fn remote_interest(
+        &self,
+        account: &[u8],
+        subject: &[u8],
+        queue: Option<&[u8]>,
+    ) -> Option<(Arc<Route>, super::InterestKey)> {
+        let route = self.route.clone()?;
         if account != rp::GLOBAL_ACCOUNT {
-            return;
+            return None;
         }
         let key = (
             Bytes::copy_from_slice(subject),
             queue.map(Bytes::copy_from_slice),
         );
+        Some((route, key))
+    }
+
+    fn remote_sub(&mut self, account: &[u8], subject: &[u8], queue: Option<&[u8]>, weight: u32) {
+        let Some((route, key)) = self.remote_interest(account, subject, queue) else {
+            return;
+        };
         let mut subs = route.subs.lock();
         if let Some(existing) = subs.get(&key) {
             // A queue group's new member count.
@@ -584,15 +598,11 @@ impl RouteConn {
     }
 
     fn remote_unsub(&mut self, account: &[u8], subject: &[u8], queue: Option<&[u8]>) {
-        let Some(route) = &self.route else { return };
-        if account != rp::GLOBAL_ACCOUNT {
+        let Some((route, key)) = self.remote_interest(account, subject, queue) else {
             return;
-        }
-        let key = (
-            Bytes::copy_from_slice(subject),
-            queue.map(Bytes::copy_from_slice),
-        );
-        if let Some(sub) = route.subs.lock().remove(&key) {
+        };
+        let removed = route.subs.lock().remove(&key);
+        if let Some(sub) = removed {
             sub.mark_closed();
             let _ = self
                 .server
