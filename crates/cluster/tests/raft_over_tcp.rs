@@ -47,12 +47,24 @@ async fn cluster(n: u64) -> Vec<Member> {
 /// `n` members; those in `founders` start the group, the rest join it
 /// (empty, waiting to be added).
 async fn cluster_of(n: u64, founders: &[u64]) -> Vec<Member> {
+    cluster_with(n, founders, |_| None).await
+}
+
+/// As `cluster_of`; `dir_for` may give a member another log directory
+/// than an fsynced temporary one.
+async fn cluster_with(
+    n: u64,
+    founders: &[u64],
+    dir_for: impl Fn(u64) -> Option<Arc<dyn store::Dir>>,
+) -> Vec<Member> {
     let mut members = Vec::new();
     for id in 1..=n {
         let dir = tempfile::tempdir().unwrap();
+        let log_dir =
+            dir_for(id).unwrap_or_else(|| Arc::new(store::FsDir::new(dir.path()).unwrap()));
         let (node, committed) = Node::start(Config {
             id,
-            dir: Arc::new(store::FsDir::new(dir.path()).unwrap()),
+            dir: log_dir,
             tick: TICK,
             seed: 42 + id,
             // The tests' state machine is what they saw committed; a
@@ -355,4 +367,48 @@ async fn a_joined_member_and_a_transfer() {
     let v: Vec<Bytes> = (0..10).map(|i| Bytes::from(format!("j{i}"))).collect();
     propose_all(&members, &v).await;
     wait_committed(&mut members, 10).await;
+}
+
+/// A follower whose disk is full acknowledges nothing it could not write;
+/// the other two commit without it, and once there is space again it
+/// catches up with the same log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_holds_a_follower_back_until_space_returns() {
+    let full = store::MemDir::new();
+    let shared = full.clone();
+    let mut members = cluster_with(3, &[1, 2, 3], move |id| {
+        (id == 3).then(|| Arc::new(shared.clone()) as Arc<dyn store::Dir>)
+    })
+    .await;
+    let (li, _) = wait_leader(&members).await;
+    if members[li].id == 3 {
+        let to = 1;
+        transfer_and_check(&members, to).await;
+    }
+    full.set_space(Some(0));
+    let values: Vec<Bytes> = (0..50).map(|i| Bytes::from(format!("d{i}"))).collect();
+    propose_all(&members, &values).await;
+    // The two with space commit everything; the full one nothing new.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        for m in members.iter_mut() {
+            while let Ok(Event::Committed(c)) = m.committed.try_recv() {
+                m.seen.push(c.data);
+            }
+        }
+        if members[..2].iter().all(|m| m.seen.len() >= 50) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the majority did not commit");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        members[2].seen.len() < 50,
+        "a replica with a full disk applied everything"
+    );
+    full.set_space(None);
+    wait_committed(&mut members, 50).await;
+    for m in &members {
+        assert_eq!(m.seen, values, "server {} log differs", m.id);
+    }
 }

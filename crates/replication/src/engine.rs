@@ -134,9 +134,9 @@ pub struct Engine {
     pub chunk_size: usize,
     /// Chunked messages from peers, in assembly.
     reassembly: crate::chunk::Reassembly,
-    /// Log writes that failed. The group's Ready stays unadvanced, so
-    /// nothing that depended on the write is sent; the driver restarts
-    /// the group (remove, then create), which reopens its log.
+    /// Log writes that failed (a full disk). The group's Ready is not
+    /// advanced, so nothing that depended on the write is sent; the
+    /// replica catches up from the leader once writes succeed again.
     pub write_failures: u64,
     /// Test-only: send votes and append acknowledgements before the log
     /// is synced, as a server that acks before fsync does. The simulator
@@ -869,19 +869,24 @@ mod tests {
         let out = t.nodes[f].poll();
         assert_eq!(t.nodes[f].write_failures, 1);
         assert!(out.sync.is_empty());
+        let mut chunks = crate::chunk::Reassembly::default();
         assert!(
-            out.frames
-                .iter()
-                .all(|(_, fr)| Message::parse_from_bytes(&fr.payload)
-                    .unwrap()
-                    .get_msg_type()
-                    != MessageType::MsgAppendResponse),
+            out.frames.iter().all(|(_, fr)| {
+                let crate::chunk::Piece::Complete(b) = chunks.take(1, fr.group, &fr.payload) else {
+                    panic!("a frame that is not a whole message")
+                };
+                Message::parse_from_bytes(&b).unwrap().get_msg_type()
+                    != MessageType::MsgAppendResponse
+            }),
             "no acknowledgement of an append that was not written"
         );
         // The others still commit it.
         t.dirs[f].set_space(None);
         t.tick(3);
         assert!(t.applied[l].iter().any(|c| &c.data[..] == b"x"));
+        // Once there is space again the replica catches up.
+        t.tick(60);
+        assert!(t.applied[f].iter().any(|c| &c.data[..] == b"x"));
     }
 
     #[test]
