@@ -46,16 +46,13 @@ pub async fn serve(server: Arc<Server>, stream: TcpStream, addr: SocketAddr, cid
     info.client_id = Some(cid);
     info.client_ip = Some(addr.ip().to_string());
     let json = serde_json::to_vec(&info).expect("info serializes");
-    client
-        .out
-        .push(usize::MAX, None, |b| encode::info(b, &json));
-    client.out.flush();
-    let writer = tokio::spawn(writer::run(
+    let writer = writer::start(
         server.clone(),
         client.clone(),
         wr,
         opts.write_deadline,
-    ));
+        |b| encode::info(b, &json),
+    );
 
     if let Err(reason) = server.register(&client, opts.max_connections) {
         if reason == ClosedState::MaxConnectionsExceeded {

@@ -15,6 +15,20 @@ use super::outbound::Next;
 use super::{Client, ClosedState};
 use crate::server::Server;
 
+/// Queues what the connection opens with (INFO, and a route's CONNECT)
+/// and starts its writer.
+pub fn start(
+    server: Arc<Server>,
+    client: Arc<Client>,
+    wr: OwnedWriteHalf,
+    deadline: Duration,
+    greeting: impl FnOnce(&mut BytesMut),
+) -> tokio::task::JoinHandle<()> {
+    client.out.push(usize::MAX, None, greeting);
+    client.out.flush();
+    tokio::spawn(run(server, client, wr, deadline))
+}
+
 pub async fn run(
     server: Arc<Server>,
     client: Arc<Client>,

@@ -115,12 +115,33 @@ struct Row {
     subs: Vec<SubDetail>,
 }
 
+/// A connection's times as monitoring shows them (`/connz`, `/routez`).
+pub(super) struct Activity {
+    pub start: String,
+    pub last_activity: String,
+    pub rtt: String,
+    pub uptime: String,
+    pub idle: String,
+}
+
+pub(super) fn activity(c: &Client, now: SystemTime) -> Activity {
+    let last =
+        SystemTime::UNIX_EPOCH + Duration::from_nanos(c.last_activity.load(Ordering::Relaxed));
+    Activity {
+        start: rfc3339(c.start),
+        last_activity: rfc3339(last),
+        rtt: rtt(c.rtt.load(Ordering::Relaxed)),
+        uptime: uptime(now.duration_since(c.start).unwrap_or_default()),
+        idle: uptime(now.duration_since(last).unwrap_or_default()),
+    }
+}
+
 fn snapshot(c: &Client, subs: &[Arc<Subscription>], now: SystemTime, detail: bool) -> Row {
     let out = c.out.stats();
     let meta = c.meta.lock().clone();
     let last_ns = c.last_activity.load(Ordering::Relaxed);
-    let last = SystemTime::UNIX_EPOCH + Duration::from_nanos(last_ns);
     let rtt_ns = c.rtt.load(Ordering::Relaxed);
+    let times = activity(c, now);
     Row {
         info: ConnInfo {
             cid: c.cid,
@@ -128,13 +149,13 @@ fn snapshot(c: &Client, subs: &[Arc<Subscription>], now: SystemTime, detail: boo
             conn_type: "nats",
             ip: c.addr.ip().to_string(),
             port: c.addr.port(),
-            start: rfc3339(c.start),
-            last_activity: rfc3339(last),
+            start: times.start,
+            last_activity: times.last_activity,
             stop: None,
             reason: None,
-            rtt: rtt(rtt_ns),
-            uptime: uptime(now.duration_since(c.start).unwrap_or_default()),
-            idle: uptime(now.duration_since(last).unwrap_or_default()),
+            rtt: times.rtt,
+            uptime: times.uptime,
+            idle: times.idle,
             pending_bytes: out.pending,
             in_msgs: c.in_msgs.load(Ordering::Relaxed),
             out_msgs: out.out_msgs,

@@ -1,11 +1,11 @@
 //! `/routez`: the routes to other servers, with nats-server's fields.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::format::{rfc3339, rtt, uptime};
+use super::format::rfc3339;
 use crate::server::Server;
 
 #[derive(Serialize)]
@@ -52,8 +52,7 @@ pub fn routez(server: &Server, subs: bool) -> Routez {
         .map(|r| {
             let c = &r.client;
             let out = c.out.stats();
-            let last = SystemTime::UNIX_EPOCH
-                + Duration::from_nanos(c.last_activity.load(Ordering::Relaxed));
+            let times = super::connz::activity(c, now);
             let remote_subs = r.subs.lock();
             RouteInfo {
                 rid: c.cid,
@@ -63,11 +62,11 @@ pub fn routez(server: &Server, subs: bool) -> Routez {
                 is_configured: r.configured,
                 ip: c.addr.ip().to_string(),
                 port: c.addr.port(),
-                start: rfc3339(c.start),
-                last_activity: rfc3339(last),
-                rtt: rtt(c.rtt.load(Ordering::Relaxed)),
-                uptime: uptime(now.duration_since(c.start).unwrap_or_default()),
-                idle: uptime(now.duration_since(last).unwrap_or_default()),
+                start: times.start,
+                last_activity: times.last_activity,
+                rtt: times.rtt,
+                uptime: times.uptime,
+                idle: times.idle,
                 pending_size: out.pending,
                 in_msgs: c.in_msgs.load(Ordering::Relaxed),
                 out_msgs: out.out_msgs,

@@ -109,7 +109,8 @@ pub async fn serve(
     let local_port = stream.local_addr().map_or(0, |a| a.port());
     let (rd, wr) = stream.into_split();
     let info = serde_json::to_vec(&route_info(&server)).expect("info serializes");
-    if let Some(d) = &dialed {
+    // A dialer opens with CONNECT, then both sides send INFO.
+    let connect = dialed.as_ref().map(|d| {
         let (cluster, dynamic) = server.routes.cluster_name();
         let (user, pass) = match &d.creds {
             Some((u, p)) => (Some(u.clone()), Some(p.clone())),
@@ -126,23 +127,22 @@ pub async fn serve(
             cluster_dynamic: dynamic,
             ..Default::default()
         };
-        let json = serde_json::to_vec(&connect).expect("connect serializes");
-        client.out.push(usize::MAX, None, |b| {
-            b.extend_from_slice(b"CONNECT ");
-            b.extend_from_slice(&json);
-            b.extend_from_slice(b"\r\n");
-        });
-    }
-    client
-        .out
-        .push(usize::MAX, None, |b| encode::info(b, &info));
-    client.out.flush();
-    let writer = tokio::spawn(writer::run(
+        serde_json::to_vec(&connect).expect("connect serializes")
+    });
+    let writer = writer::start(
         server.clone(),
         client.clone(),
         wr,
         opts.write_deadline,
-    ));
+        |b| {
+            if let Some(json) = &connect {
+                b.extend_from_slice(b"CONNECT ");
+                b.extend_from_slice(json);
+                b.extend_from_slice(b"\r\n");
+            }
+            encode::info(b, &info);
+        },
+    );
     server.routes.track(&client);
     if server.is_shutting_down() {
         client.close(ClosedState::ServerShutdown);
