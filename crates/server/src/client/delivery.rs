@@ -194,7 +194,13 @@ impl Delivery {
     }
 
     fn send_to_routes(&mut self, msg: Message<'_>) {
-        for (route, queues) in std::mem::take(&mut self.route_targets) {
+        if self.route_targets.is_empty() {
+            return;
+        }
+        // Taken out and put back drained, so its allocation serves every
+        // message of the read.
+        let mut targets = std::mem::take(&mut self.route_targets);
+        for (route, queues) in targets.drain(..) {
             let qs: Vec<&[u8]> = queues.iter().map(|q| &q[..]).collect();
             let size = msg.headers.map_or(0, |h| h.len()) + msg.payload.len();
             let headers = msg.headers.filter(|h| !h.is_empty());
@@ -211,6 +217,7 @@ impl Delivery {
                 Push::Closed => {}
             }
         }
+        self.route_targets = targets;
     }
 
     /// Queues one message for one subscription. Returns whether it was
