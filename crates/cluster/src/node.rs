@@ -39,8 +39,16 @@ pub enum Event {
 pub type Snapshotter = Box<dyn Fn(u64) -> Option<Vec<u8>> + Send>;
 
 /// Applies an event on the engine's thread, before it is also sent to the
-/// receiver. A state machine that must be snapshotted lives here.
-pub type Apply = Box<dyn FnMut(&Event) + Send>;
+/// receiver. A state machine that must be snapshotted lives here. It gets
+/// the engine too: applying one group's entry may start or end another
+/// group (the meta group assigns streams), and the engine tells whether
+/// this server leads the group, so only a leader sends a state machine's
+/// outputs.
+pub type Apply = Box<dyn FnMut(&Event, &mut Engine) + Send>;
+
+/// Whether to snapshot a group and compact its log, given the entries
+/// applied since its last snapshot.
+pub type CompactPolicy = Box<dyn Fn(u64, u64) -> bool + Send>;
 
 pub struct Config {
     /// This server's peer id (`replication::identity`).
@@ -52,6 +60,9 @@ pub struct Config {
     pub seed: u64,
     pub snapshotter: Snapshotter,
     pub apply: Option<Apply>,
+    /// Without one, logs are compacted only when a follower needs a
+    /// snapshot.
+    pub compact: Option<CompactPolicy>,
 }
 
 /// One group as monitoring shows it.
@@ -100,6 +111,10 @@ enum Input {
         group: u64,
         data: Vec<u8>,
         reply: std::sync::mpsc::Sender<Result<(), EngineError>>,
+    },
+    Submit {
+        group: u64,
+        data: Vec<u8>,
     },
     Stop,
 }
@@ -168,6 +183,14 @@ impl Node {
         let (reply, r) = std::sync::mpsc::channel();
         let _ = self.tx.send(Input::Propose { group, data, reply });
         r.recv().unwrap_or(Err(EngineError::NoGroup(group)))
+    }
+
+    /// Proposes an entry without waiting to hear whether this server
+    /// leads the group (for callers that must not block, such as a
+    /// client's reader): if it does not, the entry is dropped, and the
+    /// requester, who hears nothing, retries.
+    pub fn submit(&self, group: u64, data: Vec<u8>) {
+        let _ = self.tx.send(Input::Submit { group, data });
     }
 
     /// Runs `f` on the engine's thread and returns what it returns (None
@@ -245,6 +268,9 @@ fn run(
                 Input::Propose { group, data, reply } => {
                     let _ = reply.send(engine.propose(group, data));
                 }
+                Input::Submit { group, data } => {
+                    let _ = engine.propose(group, data);
+                }
                 Input::Stop => break 'run,
             }
         }
@@ -258,9 +284,9 @@ fn run(
             }
         }
         let mut out = engine.poll();
-        let wanted = std::mem::take(&mut out.snapshot_wanted);
+        let mut wanted = std::mem::take(&mut out.snapshot_wanted);
         let sync = std::mem::take(&mut out.sync);
-        emit(&transport, &committed, &mut apply, out);
+        emit(&transport, &committed, &mut apply, out, &mut engine);
         for h in sync {
             if let Err(e) = h.sync() {
                 error!(
@@ -271,7 +297,16 @@ fn run(
             }
         }
         let out = engine.persisted();
-        emit(&transport, &committed, &mut apply, out);
+        emit(&transport, &committed, &mut apply, out, &mut engine);
+        if let Some(policy) = cfg.compact.as_ref() {
+            for g in engine.groups().collect::<Vec<_>>() {
+                let applied = engine.applied(g).unwrap_or(0);
+                let snap = engine.snapshot(g).map_or(0, |(i, _)| i);
+                if applied > snap && policy(g, applied - snap) && !wanted.contains(&g) {
+                    wanted.push(g);
+                }
+            }
+        }
         // Now the applied index covers every entry handed out, so the
         // state machine is exactly as of it.
         for g in wanted {
@@ -295,6 +330,7 @@ fn emit(
     events: &std::sync::mpsc::Sender<Event>,
     apply: &mut Option<Apply>,
     out: Output,
+    engine: &mut Engine,
 ) {
     for (to, f) in out.frames {
         transport.send(to, f);
@@ -307,7 +343,7 @@ fn emit(
         .chain(out.committed.into_iter().map(Event::Committed));
     for ev in evs {
         if let Some(f) = apply.as_mut() {
-            f(&ev);
+            f(&ev, engine);
         }
         let _ = events.send(ev);
     }

@@ -72,6 +72,7 @@ async fn cluster_with(
             // the snapshot carries.
             snapshotter: Box::new(|_| Some(Vec::new())),
             apply: None,
+            compact: None,
         });
         let port = listen(node.transport.clone()).await;
         members.push(Member {

@@ -30,6 +30,10 @@ pub struct StreamAssignment {
     pub config: String,
     pub group: u64,
     pub peers: Vec<u64>,
+    /// When it was created, by the meta leader's clock (Unix ns): every
+    /// replica's stream has the same creation time.
+    #[serde(default)]
+    pub created: i64,
     /// Its consumers, by name: their configs (JSON). A consumer lives in
     /// its stream's group, on the stream's peers, so its acks and its
     /// stream's removals are ordered in one log.
@@ -48,6 +52,19 @@ pub enum MetaOp {
     },
     /// A new stream on these peers; the group id is allocated on apply.
     AssignStream {
+        name: String,
+        config: String,
+        peers: Vec<u64>,
+        #[serde(default)]
+        created: i64,
+        /// Where the stream's first leader answers the create.
+        #[serde(default)]
+        reply: String,
+    },
+    /// A stream's new config, and its peers (a scale up or down changes
+    /// them; the stream group's own membership follows through conf
+    /// changes its leader proposes).
+    UpdateStream {
         name: String,
         config: String,
         peers: Vec<u64>,
@@ -103,7 +120,10 @@ pub enum MetaError {
 pub enum MetaEvent {
     PeerAdded(Peer),
     PeerRemoved(u64),
-    StreamAssigned(StreamAssignment),
+    /// A new stream, and where its create is answered.
+    StreamAssigned(StreamAssignment, String),
+    /// (before, after)
+    StreamUpdated(StreamAssignment, StreamAssignment),
     StreamRemoved(StreamAssignment),
     /// (stream, consumer, its group, its peers)
     ConsumerAssigned(String, String, u64, Vec<u64>),
@@ -159,6 +179,20 @@ impl Meta {
         serde_json::from_slice(data).ok()
     }
 
+    /// A stream's peers: at least one, each once, each a current peer.
+    fn check_peers(&self, peers: &[u64]) -> Result<(), MetaError> {
+        let mut sorted = peers.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if peers.is_empty() || sorted.len() != peers.len() {
+            return Err(MetaError::BadPeers);
+        }
+        if let Some(&p) = peers.iter().find(|p| !self.peers.contains_key(p)) {
+            return Err(MetaError::UnknownPeer(p));
+        }
+        Ok(())
+    }
+
     /// Applies the committed entry at `index`.
     pub fn apply(&mut self, index: u64, data: &[u8]) -> Result<MetaEvent, MetaError> {
         if index <= self.applied {
@@ -198,29 +232,39 @@ impl Meta {
                 name,
                 config,
                 peers,
+                created,
+                reply,
             } => {
                 if self.streams.contains_key(&name) {
                     return Err(MetaError::StreamExists(name));
                 }
-                let mut sorted = peers.clone();
-                sorted.sort_unstable();
-                sorted.dedup();
-                if peers.is_empty() || sorted.len() != peers.len() {
-                    return Err(MetaError::BadPeers);
-                }
-                if let Some(&p) = peers.iter().find(|p| !self.peers.contains_key(p)) {
-                    return Err(MetaError::UnknownPeer(p));
-                }
+                self.check_peers(&peers)?;
                 let a = StreamAssignment {
                     name: name.clone(),
                     config,
                     group: self.next_group,
                     peers,
+                    created,
                     consumers: BTreeMap::new(),
                 };
                 self.next_group += 1;
                 self.streams.insert(name, a.clone());
-                Ok(MetaEvent::StreamAssigned(a))
+                Ok(MetaEvent::StreamAssigned(a, reply))
+            }
+            MetaOp::UpdateStream {
+                name,
+                config,
+                peers,
+            } => {
+                self.check_peers(&peers)?;
+                let s = self
+                    .streams
+                    .get_mut(&name)
+                    .ok_or_else(|| MetaError::NoStream(name.clone()))?;
+                let before = s.clone();
+                s.config = config;
+                s.peers = peers;
+                Ok(MetaEvent::StreamUpdated(before, s.clone()))
             }
             MetaOp::RemoveStream { name } => match self.streams.remove(&name) {
                 Some(a) => Ok(MetaEvent::StreamRemoved(a)),
@@ -291,11 +335,15 @@ mod tests {
                 name: "S".into(),
                 config: "{}".into(),
                 peers: vec![11, 12, 13],
+                created: 0,
+                reply: String::new(),
             },
             MetaOp::AssignStream {
                 name: "T".into(),
                 config: "{}".into(),
                 peers: vec![11, 77],
+                created: 0,
+                reply: String::new(),
             },
             MetaOp::RemovePeer { id: 13 },
             MetaOp::RemoveStream { name: "S".into() },
@@ -308,6 +356,8 @@ mod tests {
                 name: "S".into(),
                 config: "{}".into(),
                 peers: vec![11, 12],
+                created: 0,
+                reply: String::new(),
             },
             MetaOp::AssignConsumer {
                 stream: "S".into(),

@@ -71,6 +71,22 @@ pub enum Op {
         headers: Option<Bytes>,
         payload: Bytes,
     },
+    /// A consumer create or update as the API received it: the request
+    /// body, the name and filter the subject gave, whether it came by the
+    /// durable endpoint, and the name the leader generated in case the
+    /// request names none (generated once, so every replica uses it).
+    ConsumerCreate {
+        request: Bytes,
+        subject_name: Option<String>,
+        filter: Option<String>,
+        durable_api: bool,
+        generated: String,
+    },
+    /// An input whose result goes back to a requester: the leader sends
+    /// the result of `op` to `reply` (a PubAck, an API response, a
+    /// double-ack's confirmation). Replicated with the op so whichever
+    /// replica leads when it is applied can answer.
+    Replied { reply: String, op: Box<Op> },
 }
 
 /// An entry: what happened and when, by the leader's clock.
@@ -137,23 +153,59 @@ fn get_msg(b: &mut &[u8]) -> Result<(String, Option<Bytes>, Bytes), DecodeError>
     Ok((subject, headers, get_bytes(b)?))
 }
 
+fn put_opt(b: &mut BytesMut, v: &Option<String>) {
+    match v {
+        Some(v) => {
+            b.put_u8(1);
+            put_bytes(b, v.as_bytes());
+        }
+        None => b.put_u8(0),
+    }
+}
+
+fn get_opt(b: &mut &[u8]) -> Result<Option<String>, DecodeError> {
+    if b.remaining() < 1 {
+        return Err(DecodeError::Short);
+    }
+    match b.get_u8() {
+        0 => Ok(None),
+        _ => Ok(Some(get_string(b)?)),
+    }
+}
+
 impl Entry {
     pub fn encode(&self) -> Vec<u8> {
         let mut b = BytesMut::with_capacity(64);
         b.put_i64_le(self.ts);
-        match &self.op {
+        encode_op(&mut b, &self.op);
+        b.to_vec()
+    }
+
+    pub fn decode(mut b: &[u8]) -> Result<Entry, DecodeError> {
+        if b.remaining() < 9 {
+            return Err(DecodeError::Short);
+        }
+        let ts = b.get_i64_le();
+        let op = decode_op(&mut b, 0)?;
+        Ok(Entry { ts, op })
+    }
+}
+
+fn encode_op(b: &mut BytesMut, op: &Op) {
+    {
+        match op {
             Op::Publish {
                 subject,
                 headers,
                 payload,
             } => {
                 b.put_u8(1);
-                put_msg(&mut b, subject, headers.as_deref(), payload);
+                put_msg(b, subject, headers.as_deref(), payload);
             }
             Op::CreateConsumer { name, request } => {
                 b.put_u8(2);
-                put_bytes(&mut b, name.as_bytes());
-                put_bytes(&mut b, request);
+                put_bytes(b, name.as_bytes());
+                put_bytes(b, request);
             }
             Op::Pull {
                 consumer,
@@ -161,9 +213,9 @@ impl Entry {
                 reply,
             } => {
                 b.put_u8(3);
-                put_bytes(&mut b, consumer.as_bytes());
-                put_bytes(&mut b, request);
-                put_bytes(&mut b, reply.as_bytes());
+                put_bytes(b, consumer.as_bytes());
+                put_bytes(b, request);
+                put_bytes(b, reply.as_bytes());
             }
             Op::Ack {
                 consumer,
@@ -171,14 +223,14 @@ impl Entry {
                 body,
             } => {
                 b.put_u8(4);
-                put_bytes(&mut b, consumer.as_bytes());
-                put_bytes(&mut b, subject.as_bytes());
-                put_bytes(&mut b, body);
+                put_bytes(b, consumer.as_bytes());
+                put_bytes(b, subject.as_bytes());
+                put_bytes(b, body);
             }
             Op::Tick => b.put_u8(5),
             Op::Purge { request } => {
                 b.put_u8(6);
-                put_bytes(&mut b, request);
+                put_bytes(b, request);
             }
             Op::DeleteMsg { seq, erase } => {
                 b.put_u8(7);
@@ -187,7 +239,7 @@ impl Entry {
             }
             Op::DeleteConsumer { name } => {
                 b.put_u8(8);
-                put_bytes(&mut b, name.as_bytes());
+                put_bytes(b, name.as_bytes());
             }
             Op::Sourced {
                 key,
@@ -199,24 +251,44 @@ impl Entry {
                 payload,
             } => {
                 b.put_u8(9);
-                put_bytes(&mut b, key.as_bytes());
+                put_bytes(b, key.as_bytes());
                 b.put_u64_le(*origin_seq);
                 b.put_i64_le(*origin_ts);
                 b.put_u64_le(*pending);
-                put_msg(&mut b, subject, headers.as_deref(), payload);
+                put_msg(b, subject, headers.as_deref(), payload);
+            }
+            Op::ConsumerCreate {
+                request,
+                subject_name,
+                filter,
+                durable_api,
+                generated,
+            } => {
+                b.put_u8(10);
+                put_bytes(b, request);
+                put_opt(b, subject_name);
+                put_opt(b, filter);
+                b.put_u8(u8::from(*durable_api));
+                put_bytes(b, generated.as_bytes());
+            }
+            Op::Replied { reply, op } => {
+                b.put_u8(11);
+                put_bytes(b, reply.as_bytes());
+                encode_op(b, op);
             }
         }
-        b.to_vec()
     }
+}
 
-    pub fn decode(mut b: &[u8]) -> Result<Entry, DecodeError> {
-        if b.remaining() < 9 {
-            return Err(DecodeError::Short);
-        }
-        let ts = b.get_i64_le();
+/// `depth` bounds nesting: a `Replied` holds one plain op.
+fn decode_op(b: &mut &[u8], depth: u8) -> Result<Op, DecodeError> {
+    if b.remaining() < 1 {
+        return Err(DecodeError::Short);
+    }
+    {
         let op = match b.get_u8() {
             1 => {
-                let (subject, headers, payload) = get_msg(&mut b)?;
+                let (subject, headers, payload) = get_msg(b)?;
                 Op::Publish {
                     subject,
                     headers,
@@ -224,22 +296,22 @@ impl Entry {
                 }
             }
             2 => Op::CreateConsumer {
-                name: get_string(&mut b)?,
-                request: get_bytes(&mut b)?,
+                name: get_string(b)?,
+                request: get_bytes(b)?,
             },
             3 => Op::Pull {
-                consumer: get_string(&mut b)?,
-                request: get_bytes(&mut b)?,
-                reply: get_string(&mut b)?,
+                consumer: get_string(b)?,
+                request: get_bytes(b)?,
+                reply: get_string(b)?,
             },
             4 => Op::Ack {
-                consumer: get_string(&mut b)?,
-                subject: get_string(&mut b)?,
-                body: get_bytes(&mut b)?,
+                consumer: get_string(b)?,
+                subject: get_string(b)?,
+                body: get_bytes(b)?,
             },
             5 => Op::Tick,
             6 => Op::Purge {
-                request: get_bytes(&mut b)?,
+                request: get_bytes(b)?,
             },
             7 => {
                 if b.remaining() < 9 {
@@ -251,17 +323,17 @@ impl Entry {
                 }
             }
             8 => Op::DeleteConsumer {
-                name: get_string(&mut b)?,
+                name: get_string(b)?,
             },
             9 => {
-                let key = get_string(&mut b)?;
+                let key = get_string(b)?;
                 if b.remaining() < 24 {
                     return Err(DecodeError::Short);
                 }
                 let origin_seq = b.get_u64_le();
                 let origin_ts = b.get_i64_le();
                 let pending = b.get_u64_le();
-                let (subject, headers, payload) = get_msg(&mut b)?;
+                let (subject, headers, payload) = get_msg(b)?;
                 Op::Sourced {
                     key,
                     origin_seq,
@@ -272,15 +344,52 @@ impl Entry {
                     payload,
                 }
             }
+            10 => {
+                let request = get_bytes(b)?;
+                let subject_name = get_opt(b)?;
+                let filter = get_opt(b)?;
+                if b.remaining() < 1 {
+                    return Err(DecodeError::Short);
+                }
+                let durable_api = b.get_u8() != 0;
+                Op::ConsumerCreate {
+                    request,
+                    subject_name,
+                    filter,
+                    durable_api,
+                    generated: get_string(b)?,
+                }
+            }
+            11 if depth == 0 => Op::Replied {
+                reply: get_string(b)?,
+                op: Box::new(decode_op(b, depth + 1)?),
+            },
             k => return Err(DecodeError::Kind(k)),
         };
-        Ok(Entry { ts, op })
+        Ok(op)
     }
+}
+
+/// Which input an entry was, so the leader knows how to answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpKind {
+    Publish,
+    ConsumerCreate,
+    CreateConsumer,
+    Pull,
+    Ack,
+    Tick,
+    Purge,
+    DeleteMsg,
+    DeleteConsumer,
+    Sourced,
 }
 
 /// What applying one entry produced, for the leader to send.
 #[derive(Debug, Default)]
 pub struct Applied {
+    /// None for an entry that did not decode.
+    pub kind: Option<OpKind>,
     /// The PubAck of a publish.
     pub puback: Option<Bytes>,
     /// Deliveries and statuses.
@@ -289,6 +398,10 @@ pub struct Applied {
     /// consumer delete, for the leader's API response; for a sourced
     /// message, 1 if it was stored and 0 if the source already had it.
     pub result: Option<Result<u64, jetstream::api::ApiError>>,
+    /// The result of a consumer create.
+    pub consumer: Option<Result<jetstream::api::ConsumerInfo, jetstream::api::ApiError>>,
+    /// Where the leader sends the result (`Op::Replied`).
+    pub reply: Option<String>,
 }
 
 pub struct ReplicatedStream {
@@ -460,7 +573,26 @@ impl ReplicatedStream {
     fn apply_entry(&mut self, e: Entry) -> Applied {
         let mut out = Applied::default();
         let now = e.ts;
-        match e.op {
+        let op = match e.op {
+            Op::Replied { reply, op } => {
+                out.reply = Some(reply);
+                *op
+            }
+            op => op,
+        };
+        out.kind = Some(match &op {
+            Op::Publish { .. } => OpKind::Publish,
+            Op::ConsumerCreate { .. } => OpKind::ConsumerCreate,
+            Op::CreateConsumer { .. } => OpKind::CreateConsumer,
+            Op::Pull { .. } => OpKind::Pull,
+            Op::Ack { .. } => OpKind::Ack,
+            Op::Tick | Op::Replied { .. } => OpKind::Tick,
+            Op::Purge { .. } => OpKind::Purge,
+            Op::DeleteMsg { .. } => OpKind::DeleteMsg,
+            Op::DeleteConsumer { .. } => OpKind::DeleteConsumer,
+            Op::Sourced { .. } => OpKind::Sourced,
+        });
+        match op {
             Op::Publish {
                 subject,
                 headers,
@@ -505,7 +637,9 @@ impl ReplicatedStream {
                 subject,
                 body,
             } => {
-                let _ = self.stream.ack(&consumer, &subject, &body, None, now);
+                let _ = self
+                    .stream
+                    .ack(&consumer, &subject, &body, out.reply.as_deref(), now);
             }
             Op::Tick => {
                 let _ = self.stream.tick(now);
@@ -541,6 +675,30 @@ impl ReplicatedStream {
                 };
                 out.result = Some(self.stream.sourced(m, now).map(u64::from));
             }
+            Op::ConsumerCreate {
+                request,
+                subject_name,
+                filter,
+                durable_api,
+                generated,
+            } => {
+                let created = CreateConsumerRequest::parse(&request)
+                    .map_err(|e| jetstream::api::E::INVALID_JSON.with("err", e))
+                    .and_then(|mut req| {
+                        jetstream::consumer::stamp_required_level(&mut req.config);
+                        self.stream.add_consumer(
+                            req,
+                            subject_name.as_deref(),
+                            filter.as_deref(),
+                            durable_api,
+                            || generated,
+                            now,
+                        )
+                    });
+                out.consumer = Some(created);
+            }
+            // Nested replies are refused when decoding.
+            Op::Replied { .. } => {}
         }
         let _ = self.stream.pump(now);
         out.outputs = self.stream.take_outputs();

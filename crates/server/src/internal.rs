@@ -56,6 +56,7 @@ impl InternalPublisher {
             result,
             Message {
                 subject: subject.as_bytes(),
+                routed: route.as_bytes(),
                 reply: reply.map(str::as_bytes),
                 headers,
                 payload,

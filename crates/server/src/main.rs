@@ -144,6 +144,7 @@ fn js_settings(opts: &Options) -> js::Settings {
             None => js::SyncPolicy::Always,
             Some(d) => js::SyncPolicy::Interval(d),
         },
+        clustered: opts.cluster.enabled(),
     }
 }
 
@@ -194,6 +195,8 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
     }
 
     if js_cluster_preview(&opts) {
+        let js = js::JetStream::start(server.clone(), js_settings(&opts))?;
+        let _ = server.jetstream.set(js);
         let jc = jscluster::JsCluster::start(&server, &js_settings(&opts).store_dir)?;
         let _ = server.jscluster.set(jc);
     } else if opts.jetstream.enabled {

@@ -1479,6 +1479,8 @@ impl Sim {
                     name: format!("S{v}"),
                     config: "{}".into(),
                     peers,
+                    created: 0,
+                    reply: String::new(),
                 }
             }
         };

@@ -402,6 +402,28 @@ pub struct ClusterInfo {
     pub name: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub leader: String,
+    /// The other members of the asset's group (the leader not among them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<PeerInfo>,
+}
+
+/// A member of a Raft group as nats-server reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PeerInfo {
+    pub name: String,
+    pub current: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub offline: bool,
+    /// Nanoseconds since last heard from; 0 if never.
+    pub active: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lag: u64,
+    /// nats-server's 8-character hash of the server's name.
+    pub peer: String,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -22,6 +22,14 @@ fn invalid(msg: impl std::fmt::Display) -> ApiError {
     E::STREAM_INVALID_CONFIG.with("err", msg)
 }
 
+/// Records the API level a consumer config needs (pausing and priority
+/// groups came with level 1), as nats-server does in its metadata.
+pub fn stamp_required_level(cfg: &mut ConsumerConfig) {
+    let level = i64::from(cfg.pause_until.is_some() || !cfg.priority_groups.is_empty());
+    cfg.metadata
+        .insert("_nats.req.level".into(), level.to_string());
+}
+
 /// The request-level checks of a consumer create, in nats-server's
 /// order: names and filters given in the subject against the body, then
 /// replicas. Sets `config.name` from the subject. `durable_api` is the

@@ -22,7 +22,7 @@ use store::{Filter, MsgStore, StoredMsg};
 
 pub use config::{
     check as check_config, check_update as check_config_update, defaults as apply_defaults,
-    prepare_create, stamp_ephemeral,
+    prepare_create, stamp_ephemeral, stamp_required_level,
 };
 pub use state::ConsumerState;
 

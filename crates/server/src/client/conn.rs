@@ -561,6 +561,7 @@ impl Conn {
         };
         let msg = Message {
             subject: p.subject,
+            routed: p.subject,
             reply: p.reply,
             headers: p.headers(),
             payload: p.payload(),

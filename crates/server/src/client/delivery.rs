@@ -35,6 +35,10 @@ const SCAN_LIMIT: usize = 16;
 #[derive(Clone, Copy)]
 pub struct Message<'a> {
     pub subject: &'a [u8],
+    /// The subject it was matched on: `subject` except for JetStream
+    /// deliveries, matched on a pull inbox or deliver subject but shown
+    /// under the stored message's subject.
+    pub routed: &'a [u8],
     pub reply: Option<&'a [u8]>,
     pub headers: Option<&'a [u8]>,
     pub payload: &'a [u8],
@@ -63,6 +67,8 @@ pub struct Delivery {
     /// Routes this message goes to, with the queue groups each was chosen
     /// for: one `RMSG` per route, however many of its subscriptions match.
     route_targets: Vec<(Arc<Client>, Vec<Bytes>)>,
+    /// Where a routed delivery's reply is put together.
+    reply_buf: Vec<u8>,
 }
 
 impl Delivery {
@@ -79,6 +85,7 @@ impl Delivery {
             out_msgs: 0,
             out_bytes: 0,
             route_targets: Vec::new(),
+            reply_buf: Vec::new(),
         }
     }
 
@@ -204,8 +211,9 @@ impl Delivery {
             let qs: Vec<&[u8]> = queues.iter().map(|q| &q[..]).collect();
             let size = msg.headers.map_or(0, |h| h.len()) + msg.payload.len();
             let headers = msg.headers.filter(|h| !h.is_empty());
+            let (subject, reply) = for_route(&msg, &mut self.reply_buf);
             let pushed = route.out.push(self.max_pending, Some(size), |b| {
-                protocol::route::msg(b, msg.subject, msg.reply, &qs, headers, msg.payload)
+                protocol::route::msg(b, subject, reply, &qs, headers, msg.payload)
             });
             match pushed {
                 Push::Queued | Push::QueuedNearLimit => {
@@ -345,5 +353,73 @@ pub fn slow_consumer(server: &Server, target: &Client, max_pending: usize) {
             "{} - Slow Consumer Detected: MaxPending of {max_pending} Exceeded",
             target.log_prefix(),
         );
+    }
+}
+
+/// A route carries one subject: a message shown under another subject
+/// than it was matched on goes out under the matched one, with the shown
+/// one after an `@` at the end of its ack reply, as nats-server sends it;
+/// the receiving server splits them again ([`from_route`]).
+fn for_route<'a>(msg: &Message<'a>, buf: &'a mut Vec<u8>) -> (&'a [u8], Option<&'a [u8]>) {
+    match msg.reply {
+        Some(reply) if msg.routed != msg.subject && ack_deliver_at(reply).is_none() => {
+            buf.clear();
+            buf.extend_from_slice(reply);
+            buf.push(b'@');
+            buf.extend_from_slice(msg.subject);
+            (msg.routed, Some(&buf[..]))
+        }
+        _ => (msg.routed, msg.reply),
+    }
+}
+
+/// Where the `@` of a routed JetStream delivery sits in its ack reply:
+/// after at least 8 dots of a `$JS.ACK.` subject (nats-server's rule).
+pub fn ack_deliver_at(reply: &[u8]) -> Option<usize> {
+    if !reply.starts_with(b"$JS.ACK.") {
+        return None;
+    }
+    let mut dots = 0;
+    for (i, &b) in reply.iter().enumerate() {
+        match b {
+            b'.' => dots += 1,
+            b'@' if dots >= 8 => return Some(i),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// A message from a route: (shown subject, reply) once the delivery
+/// subject is taken back out of the reply.
+pub fn from_route<'a>(subject: &'a [u8], reply: Option<&'a [u8]>) -> (&'a [u8], Option<&'a [u8]>) {
+    match reply.and_then(|r| ack_deliver_at(r).map(|at| (r, at))) {
+        Some((r, at)) if at + 1 < r.len() => (&r[at + 1..], Some(&r[..at])),
+        _ => (subject, reply),
+    }
+}
+
+#[cfg(test)]
+mod routed_tests {
+    use super::*;
+
+    #[test]
+    fn deliveries_keep_their_subject_across_a_route() {
+        let reply = b"$JS.ACK.S.C.1.2.3.1700000000.0";
+        let m = Message {
+            subject: b"orders.1",
+            routed: b"_INBOX.abc",
+            reply: Some(reply),
+            headers: None,
+            payload: b"",
+        };
+        let mut buf = Vec::new();
+        let (subj, r) = for_route(&m, &mut buf);
+        assert_eq!(subj, b"_INBOX.abc");
+        let r = r.unwrap().to_vec();
+        assert_eq!(r, b"$JS.ACK.S.C.1.2.3.1700000000.0@orders.1");
+        assert_eq!(from_route(subj, Some(&r)), (&b"orders.1"[..], Some(&reply[..])));
+        // Plain messages pass as they are.
+        assert_eq!(from_route(b"a.b", Some(b"_INBOX.x@y")), (&b"a.b"[..], Some(&b"_INBOX.x@y"[..])));
     }
 }

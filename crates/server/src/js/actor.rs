@@ -305,7 +305,7 @@ impl Actor {
                 self.stream.flow_control_reply(&consumer, &subject)
             }
             Cmd::Api { op, reply } => {
-                let r = stream_api::handle(&self.js, &mut self.stream, op, &reply, now);
+                let r = stream_api::handle(&self.js, &mut self.stream, op, &reply, now, None);
                 self.drain_outputs();
                 match r {
                     Reply::Api { kind, body } => self.items.push(Item::Api { reply, kind, body }),

@@ -54,17 +54,17 @@ pub async fn run(
     }
 }
 
-struct Dispatcher {
+pub(crate) struct Dispatcher {
     js: Arc<JetStream>,
     publisher: InternalPublisher,
 }
 
 /// Why a request gets no further.
-type Refusal = (Kind, ApiError);
+pub(crate) type Refusal = (Kind, ApiError);
 
 /// Bodies nats-server reads only when they start like a JSON object or
 /// array; anything else (empty, `null`, a string) is the zero request.
-fn optional<T: DeserializeOwned + Default + GoShape>(body: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn optional<T: DeserializeOwned + Default + GoShape>(body: &[u8]) -> Result<T, ApiError> {
     let first = body
         .iter()
         .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
@@ -75,13 +75,13 @@ fn optional<T: DeserializeOwned + Default + GoShape>(body: &[u8]) -> Result<T, A
 }
 
 /// nats-server's request decoding, error texts included.
-fn strict<T: DeserializeOwned + GoShape>(body: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn strict<T: DeserializeOwned + GoShape>(body: &[u8]) -> Result<T, ApiError> {
     gojson::decode(body, T::SCHEMA, gojson::Mode::Request)
         .map_err(|e| E::INVALID_JSON.with("err", e))
 }
 
 /// nats-server's "empty request": no bytes, or a JSON object with no keys.
-fn is_empty_request(body: &[u8]) -> bool {
+pub(crate) fn is_empty_request(body: &[u8]) -> bool {
     if body.is_empty() {
         return true;
     }
@@ -93,9 +93,9 @@ fn is_empty_request(body: &[u8]) -> bool {
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-struct PauseRequest {
+pub(crate) struct PauseRequest {
     #[serde(default, with = "api::time::opt")]
-    pause_until: Option<i64>,
+    pub pause_until: Option<i64>,
 }
 
 impl GoShape for PauseRequest {
@@ -135,24 +135,16 @@ impl Dispatcher {
             // nats-server has no subscription there: no reply at all.
             return;
         }
-        if let Some(h) = m.headers.as_deref() {
-            if let Some(level) = headers::get(h, "Nats-Required-Api-Level") {
-                let ok = level
-                    .trim()
-                    .parse::<i64>()
-                    .is_ok_and(|l| l <= api::API_LEVEL);
-                if !ok {
-                    if is_pull_or_direct(&tokens) {
-                        self.send(status_msg(&reply, 412, "Required Api Level"));
-                    } else {
-                        self.fail(
-                            &reply,
-                            (kind.unwrap_or(Kind::System), E::REQUIRED_API_LEVEL.err()),
-                        );
-                    }
-                    return;
-                }
+        if !api_level_ok(&m) {
+            if is_pull_or_direct(&tokens) {
+                self.send(status_msg(&reply, 412, "Required Api Level"));
+            } else {
+                self.fail(
+                    &reply,
+                    (kind.unwrap_or(Kind::System), E::REQUIRED_API_LEVEL.err()),
+                );
             }
+            return;
         }
         let r = match tokens.as_slice() {
             ["INFO"] => {
@@ -357,7 +349,12 @@ impl Dispatcher {
     }
 
     /// Parses and checks a create or update body for stream `name`.
-    fn stream_config(kind: Kind, name: &str, body: &[u8]) -> Result<api::StreamConfig, Refusal> {
+    pub(crate) fn stream_config(
+        kind: Kind,
+        name: &str,
+        body: &[u8],
+        clustered: bool,
+    ) -> Result<api::StreamConfig, Refusal> {
         let (mut cfg, pedantic) =
             parse_stream_config(body).map_err(|e| (kind, E::INVALID_JSON.with("err", e)))?;
         if kind == Kind::StreamCreate {
@@ -375,7 +372,7 @@ impl Dispatcher {
                 ));
             }
         }
-        stream_config::check(&mut cfg, pedantic, false).map_err(|e| (kind, e))?;
+        stream_config::check(&mut cfg, pedantic, clustered).map_err(|e| (kind, e))?;
         if kind == Kind::StreamUpdate && cfg.name != name {
             return Err((kind, E::STREAM_MISMATCH.err()));
         }
@@ -402,7 +399,7 @@ impl Dispatcher {
 
     fn stream_create(&mut self, name: &str, m: &Inbound, reply: &str) -> Result<(), Refusal> {
         let kind = Kind::StreamCreate;
-        let cfg = Self::stream_config(kind, name, &m.payload)?;
+        let cfg = Self::stream_config(kind, name, &m.payload, false)?;
         if let Some(h) = self.js.stream(name) {
             let existing = h.config.read().clone();
             if existing != cfg {
@@ -453,7 +450,7 @@ impl Dispatcher {
 
     async fn stream_update(&mut self, name: &str, m: &Inbound, reply: &str) -> Result<(), Refusal> {
         let kind = Kind::StreamUpdate;
-        let cfg = Self::stream_config(kind, name, &m.payload)?;
+        let cfg = Self::stream_config(kind, name, &m.payload, false)?;
         let h = self
             .js
             .stream(name)
@@ -600,11 +597,7 @@ impl Dispatcher {
                 E::STREAM_INVALID_CONFIG.with("err", "direct consumers are internal"),
             ));
         }
-        let level =
-            i64::from(req.config.pause_until.is_some() || !req.config.priority_groups.is_empty());
-        req.config
-            .metadata
-            .insert("_nats.req.level".into(), level.to_string());
+        jetstream::consumer::stamp_required_level(&mut req.config);
         self.forward(
             stream,
             kind,
@@ -619,8 +612,23 @@ impl Dispatcher {
     }
 }
 
+/// Whether this server has the API level a request requires
+/// (`Nats-Required-Api-Level`), or it requires none.
+pub(crate) fn api_level_ok(m: &Inbound) -> bool {
+    let level = m
+        .headers
+        .as_deref()
+        .and_then(|h| headers::get(h, "Nats-Required-Api-Level"));
+    level.is_none_or(|level| {
+        level
+            .trim()
+            .parse::<i64>()
+            .is_ok_and(|l| l <= api::API_LEVEL)
+    })
+}
+
 /// MSG.GET's checks, in nats-server's order.
-fn msg_get_request(body: &[u8]) -> Result<MsgGetRequest, ApiError> {
+pub(crate) fn msg_get_request(body: &[u8]) -> Result<MsgGetRequest, ApiError> {
     if is_empty_request(body) {
         return Err(E::BAD_REQUEST.err());
     }
@@ -643,7 +651,7 @@ fn msg_get_request(body: &[u8]) -> Result<MsgGetRequest, ApiError> {
     Ok(req)
 }
 
-fn is_pull_or_direct(tokens: &[&str]) -> bool {
+pub(crate) fn is_pull_or_direct(tokens: &[&str]) -> bool {
     matches!(
         tokens,
         ["CONSUMER", "MSG", "NEXT", _, _] | ["DIRECT", "GET", _, ..]
@@ -651,7 +659,7 @@ fn is_pull_or_direct(tokens: &[&str]) -> bool {
 }
 
 /// The response kind of an API subject, for errors found before routing.
-fn endpoint(tokens: &[&str]) -> Option<Kind> {
+pub(crate) fn endpoint(tokens: &[&str]) -> Option<Kind> {
     Some(match tokens {
         ["INFO"] => Kind::AccountInfo,
         ["STREAM", "CREATE", _] => Kind::StreamCreate,

@@ -19,13 +19,13 @@
 //! depends on are durable, unless the user chose a `sync_interval`.
 
 mod actor;
-mod api;
+pub(crate) mod api;
 mod commit;
 mod persist;
 pub(crate) mod response;
-mod sinks;
+pub(crate) mod sinks;
 mod sources;
-mod stream_api;
+pub(crate) mod stream_api;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -170,6 +170,8 @@ pub struct Settings {
     pub max_memory: i64,
     pub max_store: i64,
     pub sync: SyncPolicy,
+    /// In a cluster: no local streams, no API of its own.
+    pub clustered: bool,
 }
 
 /// Store files kept open at most, however many streams there are.
@@ -272,6 +274,12 @@ impl JetStream {
         match settings.sync {
             SyncPolicy::Always => info!("  Sync:            always (fsync before every ack)"),
             SyncPolicy::Interval(d) => warn!("  Sync:            every {d:?}: acknowledged writes since the last sync are lost if the machine fails"),
+        }
+        if settings.clustered {
+            // Streams are replicated (`jscluster`); this holds the limits
+            // and counters they share.
+            info!("JetStream started in clustered mode");
+            return Ok(js);
         }
         js.recover();
         sinks::subscribe_api(&js).context("could not subscribe to the JetStream API")?;

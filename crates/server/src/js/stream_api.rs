@@ -89,7 +89,7 @@ fn plain_err(js: &JetStream, kind: Kind, e: &jetstream::api::ApiError) -> Reply 
 
 /// A consumer name as nats-server generates one: 8 characters of
 /// `[0-9A-Za-z]`.
-fn generated_name() -> String {
+pub(crate) fn generated_name() -> String {
     const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     (0..8)
         .map(|_| ALPHABET[fastrand::usize(..ALPHABET.len())] as char)
@@ -100,43 +100,15 @@ fn page(total: usize, offset: i64) -> usize {
     (offset.max(0) as usize).min(total)
 }
 
-pub fn handle(js: &JetStream, stream: &mut Stream, op: Op, reply: &str, now: i64) -> Reply {
+pub fn handle(
+    js: &JetStream,
+    stream: &mut Stream,
+    op: Op,
+    reply: &str,
+    now: i64,
+    cluster: Option<&ClusterInfo>,
+) -> Reply {
     match op {
-        Op::Info(req) => {
-            let mut info = stream.info(now, req.deleted_details, &req.subjects_filter);
-            info.cluster = Some(ClusterInfo {
-                name: String::new(),
-                leader: js.server.name.clone(),
-            });
-            response::stamp_stream(&mut info);
-            let (mut total, mut offset, mut limit) = (0, 0, 0);
-            let subjects = std::mem::take(&mut info.state.subjects);
-            if !subjects.is_empty() {
-                total = subjects.len();
-                offset = req.offset.max(0) as usize;
-                limit = SUBJECTS_LIMIT;
-                if req.offset <= 0 && subjects.len() <= SUBJECTS_LIMIT {
-                    info.state.subjects = subjects;
-                } else {
-                    let start = page(subjects.len(), req.offset);
-                    info.state.subjects = subjects
-                        .into_iter()
-                        .skip(start)
-                        .take(SUBJECTS_LIMIT)
-                        .collect();
-                }
-            }
-            ok(
-                js,
-                Kind::StreamInfo,
-                &Paged {
-                    total,
-                    offset,
-                    limit,
-                    rest: info,
-                },
-            )
-        }
         Op::Purge(req) => match stream.purge(&req) {
             Ok(n) => ok(
                 js,
@@ -147,14 +119,6 @@ pub fn handle(js: &JetStream, stream: &mut Stream, op: Op, reply: &str, now: i64
                 },
             ),
             Err(e) => err(js, Kind::StreamPurge, &e),
-        },
-        Op::MsgGet(req) => match stream.get_msg(&req) {
-            // Sent raw, and not counted, as nats-server does.
-            Ok(message) => Reply::Api {
-                kind: Kind::MsgGet,
-                body: response::ok(Kind::MsgGet, &response::Message { message }),
-            },
-            Err(e) => err(js, Kind::MsgGet, &e),
         },
         Op::MsgDelete(req) => {
             // nats-server refuses sealed and deny_delete streams as API
@@ -186,16 +150,110 @@ pub fn handle(js: &JetStream, stream: &mut Stream, op: Op, reply: &str, now: i64
             }
             Err(e) => err(js, Kind::ConsumerCreate, &e),
         },
+        Op::ConsumerDelete(name) => match stream.delete_consumer(&name) {
+            Ok(()) => ok(js, Kind::ConsumerDelete, &Success { success: true }),
+            Err(e) => err(js, Kind::ConsumerDelete, &e),
+        },
+        Op::ConsumerPause { name, until } => match stream.pause_consumer(&name, until, now) {
+            Ok(info) => ok(
+                js,
+                Kind::ConsumerPause,
+                &Pause {
+                    paused: info.paused,
+                    pause_until: info.config.pause_until.unwrap_or(0),
+                    pause_remaining: info.pause_remaining,
+                },
+            ),
+            Err(e) => err(js, Kind::ConsumerPause, &e),
+        },
+        Op::Next { consumer, body } => {
+            if stream.consumer(&consumer).is_none() {
+                // Nothing would be subscribed to this pull subject.
+                let subject = format!(
+                    "$JS.API.CONSUMER.MSG.NEXT.{}.{consumer}",
+                    stream.config.name
+                );
+                return Reply::Msgs(vec![super::sinks::no_responders(reply, &subject)]);
+            }
+            match PullRequest::parse(&body) {
+                Ok(req) => {
+                    if let Err(e) = stream.pull(&consumer, req, reply, now) {
+                        tracing::warn!("Stream '{}': pull failed: {e}", stream.config.name);
+                    }
+                    Reply::None
+                }
+                Err(e) => Reply::Msgs(vec![status_msg(reply, 400, &format!("Bad Request - {e}"))]),
+            }
+        }
+        op => read(js, stream, op, reply, now, cluster),
+    }
+}
+
+/// The requests that only look: a replicated stream's leader answers
+/// these from its replica. `cluster` is what its info reports of its
+/// group (a single server reports itself as leader).
+pub fn read(
+    js: &JetStream,
+    stream: &Stream,
+    op: Op,
+    reply: &str,
+    now: i64,
+    cluster: Option<&ClusterInfo>,
+) -> Reply {
+    match op {
+        Op::Info(req) => {
+            let mut info = stream.info(now, req.deleted_details, &req.subjects_filter);
+            info.cluster = Some(cluster.cloned().unwrap_or_else(|| ClusterInfo {
+                name: String::new(),
+                leader: js.server.name.clone(),
+                replicas: Vec::new(),
+            }));
+            response::stamp_stream(&mut info);
+            let (mut total, mut offset, mut limit) = (0, 0, 0);
+            let subjects = std::mem::take(&mut info.state.subjects);
+            if !subjects.is_empty() {
+                total = subjects.len();
+                offset = req.offset.max(0) as usize;
+                limit = SUBJECTS_LIMIT;
+                if req.offset <= 0 && subjects.len() <= SUBJECTS_LIMIT {
+                    info.state.subjects = subjects;
+                } else {
+                    let start = page(subjects.len(), req.offset);
+                    info.state.subjects = subjects
+                        .into_iter()
+                        .skip(start)
+                        .take(SUBJECTS_LIMIT)
+                        .collect();
+                }
+            }
+            ok(
+                js,
+                Kind::StreamInfo,
+                &Paged {
+                    total,
+                    offset,
+                    limit,
+                    rest: info,
+                },
+            )
+        }
+        Op::MsgGet(req) => match stream.get_msg(&req) {
+            // Sent raw, and not counted, as nats-server does.
+            Ok(message) => Reply::Api {
+                kind: Kind::MsgGet,
+                body: response::ok(Kind::MsgGet, &response::Message { message }),
+            },
+            Err(e) => err(js, Kind::MsgGet, &e),
+        },
         Op::ConsumerInfo(name) => match stream.consumer_info(&name, now) {
             Ok(mut info) => {
+                if let Some(c) = cluster {
+                    info.cluster = Some(c.clone());
+                }
                 response::stamp_consumer(&mut info);
                 ok(js, Kind::ConsumerInfo, &info)
             }
             Err(e) => err(js, Kind::ConsumerInfo, &e),
-        },
-        Op::ConsumerDelete(name) => match stream.delete_consumer(&name) {
-            Ok(()) => ok(js, Kind::ConsumerDelete, &Success { success: true }),
-            Err(e) => err(js, Kind::ConsumerDelete, &e),
         },
         Op::ConsumerNames(offset) => {
             let names = stream.consumer_names();
@@ -234,38 +292,9 @@ pub fn handle(js: &JetStream, stream: &mut Stream, op: Op, reply: &str, now: i64
                 },
             )
         }
-        Op::ConsumerPause { name, until } => match stream.pause_consumer(&name, until, now) {
-            Ok(info) => ok(
-                js,
-                Kind::ConsumerPause,
-                &Pause {
-                    paused: info.paused,
-                    pause_until: info.config.pause_until.unwrap_or(0),
-                    pause_remaining: info.pause_remaining,
-                },
-            ),
-            Err(e) => err(js, Kind::ConsumerPause, &e),
-        },
-        Op::Next { consumer, body } => {
-            if stream.consumer(&consumer).is_none() {
-                // Nothing would be subscribed to this pull subject.
-                let subject = format!(
-                    "$JS.API.CONSUMER.MSG.NEXT.{}.{consumer}",
-                    stream.config.name
-                );
-                return Reply::Msgs(vec![super::sinks::no_responders(reply, &subject)]);
-            }
-            match PullRequest::parse(&body) {
-                Ok(req) => {
-                    if let Err(e) = stream.pull(&consumer, req, reply, now) {
-                        tracing::warn!("Stream '{}': pull failed: {e}", stream.config.name);
-                    }
-                    Reply::None
-                }
-                Err(e) => Reply::Msgs(vec![status_msg(reply, 400, &format!("Bad Request - {e}"))]),
-            }
-        }
         Op::Direct { subject, body } => Reply::Msgs(direct_get(stream, subject, &body, reply)),
+        // Changes go through `handle` (or a replicated stream's log).
+        _ => Reply::None,
     }
 }
 

@@ -23,7 +23,9 @@
 //! was wiped comes back with a new id, joins as a new peer, and the old
 //! id stays visible as offline until removed.
 
+pub mod account_api;
 pub mod api;
+pub mod streams;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -50,6 +52,13 @@ pub const TICK: Duration = Duration::from_millis(50);
 /// with a majority of the servers it expects.
 const FOUNDING_GRACE: Duration = Duration::from_secs(5);
 const CONTROL_EVERY: Duration = Duration::from_millis(200);
+/// The meta log is compacted behind a snapshot every this many entries.
+const META_COMPACT_EVERY: u64 = 4096;
+/// A peer not heard from for this long is not current (nats-server's
+/// lost-quorum interval).
+const CURRENT_WITHIN: Duration = Duration::from_secs(10);
+/// A follower counts the leader current if it heard from it this recently.
+const LEADER_CURRENT_WITHIN: Duration = Duration::from_secs(2);
 
 /// A JetStream server reachable over a route.
 #[derive(Debug, Clone)]
@@ -65,6 +74,10 @@ pub struct JsCluster {
     pub me: Identity,
     pub node: Node,
     pub meta: Arc<Mutex<Meta>>,
+    /// This server's stream replicas.
+    pub replicas: streams::Shared,
+    /// What stream leaders send, until the driver takes it.
+    leader_out: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<streams::LeaderOut>>>,
     /// Names of peers heard of over routes, kept after the route goes (a
     /// dead voter is still shown by name).
     names: Mutex<BTreeMap<u64, String>>,
@@ -97,25 +110,47 @@ impl JsCluster {
             info!("JetStream cluster peer id {:x} made for {}", me.id, me.name);
         }
         let meta = Arc::new(Mutex::new(Meta::new()));
-        let snap_meta = meta.clone();
-        let apply_meta = meta.clone();
-        // The meta state is applied on the engine's thread, so a snapshot
-        // taken there is exactly as of the applied index.
+        let replicas: streams::Shared = Default::default();
+        let (out_tx, out_rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut applier = streams::Applier {
+            me: me.id,
+            meta: meta.clone(),
+            replicas: replicas.clone(),
+            out: out_tx,
+        };
+        let (snap_meta, snap_replicas) = (meta.clone(), replicas.clone());
+        let compact_replicas = replicas.clone();
+        // The meta state and the streams are applied on the engine's
+        // thread, so a snapshot taken there is exactly as of the applied
+        // index.
         let (node, _events) = Node::start(NodeConfig {
             id: me.id,
             dir: fsdir.clone(),
             tick: TICK,
             seed: fastrand::u64(..),
             snapshotter: Box::new(move |group| {
-                (group == META_GROUP).then(|| snap_meta.lock().snapshot())
+                if group == META_GROUP {
+                    Some(snap_meta.lock().snapshot())
+                } else {
+                    streams::snapshot(&snap_replicas, group)
+                }
             }),
-            apply: Some(Box::new(move |ev| apply_meta_event(&apply_meta, ev))),
+            apply: Some(Box::new(move |ev, engine| applier.apply(ev, engine))),
+            compact: Some(Box::new(move |group, since| {
+                if group == META_GROUP {
+                    since >= META_COMPACT_EVERY
+                } else {
+                    streams::should_compact(&compact_replicas, group, since)
+                }
+            })),
         });
         let has_log = dir.join(format!("raft-{META_GROUP:016x}.log")).exists();
         let js = Arc::new(JsCluster {
             me,
             node,
             meta,
+            replicas,
+            leader_out: Mutex::new(Some(out_rx)),
             has_meta: Mutex::new(false),
             founded_with: Mutex::new(Vec::new()),
             names: Mutex::new(BTreeMap::new()),
@@ -165,6 +200,13 @@ impl JsCluster {
         let mut last_hello = None;
         let mut last_leader = 0;
         let api = api::MetaApi::start(server.clone(), self.clone());
+        let account_api = server
+            .jetstream
+            .get()
+            .map(|js| account_api::AccountApi::start(server.clone(), self.clone(), js.clone()));
+        if let (Some(js), Some(out)) = (server.jetstream.get(), self.leader_out.lock().take()) {
+            streams::Driver::start(server.clone(), self.clone(), js.clone(), out);
+        }
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(CONTROL_EVERY) => {}
@@ -198,6 +240,9 @@ impl JsCluster {
                 }
             }
             api.follow_leadership(&server, leading, &voters);
+            if let Some(a) = &account_api {
+                a.follow_leadership(&server, leading);
+            }
             let hello = self.hello(proposal);
             if last_hello.as_ref() != Some(&hello) {
                 server.set_hello(Some(hello.clone()));
@@ -304,8 +349,16 @@ impl JsCluster {
     }
 }
 
+/// What applying a meta event changed.
+pub enum MetaChange {
+    None,
+    Event(MetaEvent),
+    /// The whole state was replaced by a leader's snapshot.
+    Restored,
+}
+
 /// Applies one meta event (on the engine's thread).
-fn apply_meta_event(meta: &Mutex<Meta>, ev: &Event) {
+pub fn apply_meta_event(meta: &Mutex<Meta>, ev: &Event) -> MetaChange {
     match ev {
         Event::Snapshot(s) if s.group == META_GROUP => {
             let restored = if s.data.is_empty() {
@@ -320,19 +373,33 @@ fn apply_meta_event(meta: &Mutex<Meta>, ev: &Event) {
                         s.index
                     );
                     *meta.lock() = m;
+                    MetaChange::Restored
                 }
-                None => warn!("meta snapshot at {} does not decode", s.index),
+                None => {
+                    warn!("meta snapshot at {} does not decode", s.index);
+                    MetaChange::None
+                }
             }
         }
-        Event::Committed(c) if c.group == META_GROUP => match meta.lock().apply(c.index, &c.data) {
-            Ok(MetaEvent::PeerAdded(p)) => {
-                info!("JetStream cluster new peer {} ({:x})", p.name, p.id)
+        Event::Committed(c) if c.group == META_GROUP => {
+            let applied = meta.lock().apply(c.index, &c.data);
+            match applied {
+                Ok(MetaEvent::PeerAdded(p)) => {
+                    info!("JetStream cluster new peer {} ({:x})", p.name, p.id);
+                    MetaChange::Event(MetaEvent::PeerAdded(p))
+                }
+                Ok(MetaEvent::PeerRemoved(id)) => {
+                    info!("JetStream cluster peer {id:x} removed");
+                    MetaChange::Event(MetaEvent::PeerRemoved(id))
+                }
+                Ok(e) => MetaChange::Event(e),
+                Err(e) => {
+                    debug!("meta entry {} refused: {e}", c.index);
+                    MetaChange::None
+                }
             }
-            Ok(MetaEvent::PeerRemoved(id)) => info!("JetStream cluster peer {id:x} removed"),
-            Ok(_) => {}
-            Err(e) => debug!("meta entry {} refused: {e}", c.index),
-        },
-        _ => {}
+        }
+        _ => MetaChange::None,
     }
 }
 
@@ -377,6 +444,63 @@ impl JsCluster {
             return Some(p.name.clone());
         }
         self.names.lock().get(&id).cloned()
+    }
+
+    /// The members of a group as nats-server reports them in
+    /// `meta_cluster` and an asset's `cluster`: with a leader known, this
+    /// server is left out (it is the one asked), in name order.
+    pub fn replicas(
+        &self,
+        server: &Server,
+        g: &cluster::node::GroupStatus,
+    ) -> Vec<jetstream::api::PeerInfo> {
+        let routed = self.routed_ids(server);
+        let name_of = |id: u64| {
+            self.peer_name(server, id)
+                .unwrap_or_else(|| format!("Server name unknown at this time (peerID: {id:x})"))
+        };
+        let mut replicas: Vec<jetstream::api::PeerInfo> = g
+            .voters
+            .iter()
+            .filter(|&&v| g.leader == 0 || v != self.me.id)
+            .map(|&v| {
+                let seen = if v == self.me.id {
+                    Some(Duration::ZERO)
+                } else {
+                    self.node.transport.last_heard(v)
+                };
+                let lag = g
+                    .progress
+                    .iter()
+                    .find(|(id, _)| *id == v)
+                    .map_or(0, |(_, m)| g.committed.saturating_sub(*m));
+                // As nats-server: from the leader, a member is current when
+                // caught up and heard from; from a follower, only the leader
+                // (recently heard) is known to be.
+                let current = if v == self.me.id {
+                    true
+                } else if g.is_leader {
+                    lag == 0 && seen.is_some_and(|d| d <= CURRENT_WITHIN)
+                } else {
+                    v == g.leader && seen.is_some_and(|d| d <= LEADER_CURRENT_WITHIN)
+                };
+                jetstream::api::PeerInfo {
+                    peer: self
+                        .peer_name(server, v)
+                        .map(|n| peer_hash(&n))
+                        .unwrap_or_else(|| format!("{v:x}")),
+                    name: name_of(v),
+                    current,
+                    // Offline: no route to it (the server is gone, not just
+                    // quiet on Raft).
+                    offline: v != self.me.id && !routed.contains(&v),
+                    active: seen.map_or(0, |d| d.as_nanos() as u64),
+                    lag,
+                }
+            })
+            .collect();
+        replicas.sort_by(|a, b| a.name.cmp(&b.name));
+        replicas
     }
 
     /// Peer ids of the JetStream servers this server has a route to.

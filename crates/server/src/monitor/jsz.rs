@@ -144,7 +144,7 @@ struct MetaClusterInfo {
     #[serde(skip_serializing_if = "String::is_empty")]
     peer: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    replicas: Vec<PeerInfo>,
+    replicas: Vec<jetstream::api::PeerInfo>,
     cluster_size: usize,
     quorum_needed: usize,
     pending: usize,
@@ -154,33 +154,11 @@ struct MetaClusterInfo {
 }
 
 #[derive(Serialize)]
-struct PeerInfo {
-    name: String,
-    current: bool,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    offline: bool,
-    /// Nanoseconds since last heard from; 0 if never.
-    active: u128,
-    #[serde(skip_serializing_if = "is_zero_u64")]
-    lag: u64,
-    peer: String,
-}
-
-#[derive(Serialize)]
 struct SnapshotStats {
     pending_entries: u64,
     pending_size: u64,
 }
 
-fn is_zero_u64(v: &u64) -> bool {
-    *v == 0
-}
-
-/// A peer not heard from for this long is not current (nats-server's
-/// lost-quorum interval).
-const CURRENT_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
-/// A follower counts the leader current if it heard from it this recently.
-const LEADER_CURRENT_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn meta_cluster(server: &Server) -> Option<MetaClusterInfo> {
     use crate::jscluster::peer_hash;
@@ -195,51 +173,7 @@ fn meta_cluster(server: &Server) -> Option<MetaClusterInfo> {
     } else {
         name_of(g.leader)
     };
-    let committed = g.committed;
-    let routed = jc.routed_ids(server);
-    // With a leader known, this server is left out (it is the one asked).
-    let mut replicas: Vec<PeerInfo> = g
-        .voters
-        .iter()
-        .filter(|&&v| g.leader == 0 || v != jc.me.id)
-        .map(|&v| {
-            let seen = if v == jc.me.id {
-                Some(std::time::Duration::ZERO)
-            } else {
-                jc.node.transport.last_heard(v)
-            };
-            let lag = g
-                .progress
-                .iter()
-                .find(|(id, _)| *id == v)
-                .map_or(0, |(_, m)| committed.saturating_sub(*m));
-            // As nats-server: from the leader, a member is current when
-            // caught up and heard from; from a follower, only the leader
-            // (recently heard) is known to be.
-            let current = if v == jc.me.id {
-                true
-            } else if g.is_leader {
-                lag == 0 && seen.is_some_and(|d| d <= CURRENT_WITHIN)
-            } else {
-                v == g.leader && seen.is_some_and(|d| d <= LEADER_CURRENT_WITHIN)
-            };
-            let name = name_of(v);
-            PeerInfo {
-                peer: jc
-                    .peer_name(server, v)
-                    .map(|n| peer_hash(&n))
-                    .unwrap_or_else(|| format!("{v:x}")),
-                name,
-                current,
-                // Offline: no route to it (the server is gone, not just
-                // quiet on Raft).
-                offline: v != jc.me.id && !routed.contains(&v),
-                active: seen.map_or(0, |d| d.as_nanos()),
-                lag,
-            }
-        })
-        .collect();
-    replicas.sort_by(|a, b| a.name.cmp(&b.name));
+    let replicas = jc.replicas(server, &g);
     Some(MetaClusterInfo {
         name: server.routes.cluster_name().0,
         peer: if leader.is_empty() {
@@ -375,6 +309,7 @@ pub async fn jsz(server: &Server, q: &Query) -> Result<impl Serialize, QueryErro
                     cluster: ClusterInfo {
                         name: String::new(),
                         leader: server.name.clone(),
+                        replicas: Vec::new(),
                     },
                     config: config_opt.then(|| stream.config.clone()),
                     state: stream.state,

@@ -629,9 +629,11 @@ impl RouteConn {
         let result = self
             .cache
             .get_or_insert(m.subject, || server.sublist.read().matches(m.subject));
+        let (subject, reply) = crate::client::delivery::from_route(m.subject, m.reply);
         let msg = Message {
-            subject: m.subject,
-            reply: m.reply,
+            subject,
+            routed: m.subject,
+            reply,
             headers: m.headers(),
             payload: m.payload(),
         };

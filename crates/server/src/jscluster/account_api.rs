@@ -1,0 +1,486 @@
+//! The JetStream API requests the meta leader answers for the account, as
+//! nats-server's meta leader does: account info, stream create and
+//! delete, stream names and lists, and "not found" for requests about
+//! streams that do not exist (an existing stream's own leader answers
+//! those; see `streams`).
+//!
+//! A create is decided here — the config checked as on a single server,
+//! subjects against every stream's, peers placed — and becomes a
+//! `MetaOp::AssignStream`. The stream's first leader answers it once the
+//! stream is up, so a client that has its answer can publish at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jetstream::api::{
+    AccountInfo, AccountLimits, ApiStats, StreamConfig, StreamInfo, StreamNamesRequest, E,
+};
+use parking_lot::Mutex;
+use replication::meta_sm::{MetaOp, StreamAssignment, META_GROUP};
+use tokio::sync::mpsc;
+
+use super::JsCluster;
+use crate::client::delivery::{InternalSink, Message};
+use crate::internal::InternalPublisher;
+use crate::js::api::{api_level_ok, endpoint, is_empty_request, optional, Dispatcher, Refusal};
+use crate::js::response::{self, Created, Kind, Paged, Streams, Success};
+use crate::js::{wall_clock, Inbound, JetStream};
+use crate::server::Server;
+use crate::subscription::Subscription;
+
+const NAMES_LIMIT: usize = 1024;
+const LIST_LIMIT: usize = 256;
+/// How long a delete waits for its removal to be applied.
+const DELETE_WAIT: Duration = Duration::from_secs(10);
+
+const SUBJECTS: &[&str] = &[
+    "$JS.API.INFO",
+    "$JS.API.STREAM.CREATE.*",
+    "$JS.API.STREAM.UPDATE.*",
+    "$JS.API.STREAM.DELETE.*",
+    "$JS.API.STREAM.NAMES",
+    "$JS.API.STREAM.LIST",
+    // For streams that do not exist.
+    "$JS.API.STREAM.INFO.*",
+    "$JS.API.STREAM.PURGE.*",
+    "$JS.API.STREAM.MSG.GET.*",
+    "$JS.API.STREAM.MSG.DELETE.*",
+    "$JS.API.STREAM.LEADER.STEPDOWN.*",
+    "$JS.API.STREAM.PEER.REMOVE.*",
+    "$JS.API.CONSUMER.CREATE.*",
+    "$JS.API.CONSUMER.CREATE.*.>",
+    "$JS.API.CONSUMER.DURABLE.CREATE.*.*",
+    "$JS.API.CONSUMER.INFO.*.*",
+    "$JS.API.CONSUMER.DELETE.*.*",
+    "$JS.API.CONSUMER.NAMES.*",
+    "$JS.API.CONSUMER.LIST.*",
+    "$JS.API.CONSUMER.LEADER.STEPDOWN.*.*",
+];
+
+struct Sink {
+    tx: mpsc::UnboundedSender<Inbound>,
+}
+
+impl InternalSink for Sink {
+    fn deliver(&self, msg: Message<'_>) {
+        let _ = self.tx.send(Inbound::copy(msg));
+    }
+}
+
+/// The subscriptions, held while this server leads the meta group.
+pub struct AccountApi {
+    subs: Mutex<Vec<Arc<Subscription>>>,
+    tx: mpsc::UnboundedSender<Inbound>,
+}
+
+impl AccountApi {
+    pub fn start(server: Arc<Server>, jc: Arc<JsCluster>, js: Arc<JetStream>) -> Arc<AccountApi> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let api = Arc::new(AccountApi {
+            subs: Mutex::new(Vec::new()),
+            tx,
+        });
+        tokio::spawn(serve(server, jc, js, rx));
+        api
+    }
+
+    pub fn follow_leadership(&self, server: &Arc<Server>, leading: bool) {
+        let mut subs = self.subs.lock();
+        if leading && subs.is_empty() {
+            for subject in SUBJECTS {
+                let sink = Arc::new(Sink {
+                    tx: self.tx.clone(),
+                });
+                if let Ok(s) = server.subscribe_internal_cluster(subject, sink) {
+                    subs.push(s);
+                }
+            }
+        } else if !leading && !subs.is_empty() {
+            for s in subs.drain(..) {
+                server.unsubscribe(&s);
+            }
+        }
+    }
+}
+
+struct Api {
+    server: Arc<Server>,
+    jc: Arc<JsCluster>,
+    js: Arc<JetStream>,
+    publisher: InternalPublisher,
+}
+
+async fn serve(
+    server: Arc<Server>,
+    jc: Arc<JsCluster>,
+    js: Arc<JetStream>,
+    mut rx: mpsc::UnboundedReceiver<Inbound>,
+) {
+    let mut api = Api {
+        publisher: InternalPublisher::new(server.clone()),
+        server,
+        jc,
+        js,
+    };
+    while let Some(m) = rx.recv().await {
+        // The subscriptions follow leadership a moment late; a server
+        // that no longer leads stays silent.
+        if !api.jc.meta_status().is_some_and(|g| g.is_leader) {
+            continue;
+        }
+        api.request(m);
+        api.publisher.flush();
+    }
+}
+
+impl Api {
+    fn reply(&mut self, to: &str, kind: Kind, r: Result<bytes::Bytes, Refusal>) {
+        use std::sync::atomic::Ordering;
+        self.js.api_total.fetch_add(1, Ordering::Relaxed);
+        let body = match r {
+            Ok(b) => b,
+            Err((kind, e)) => {
+                self.js.api_errors.fetch_add(1, Ordering::Relaxed);
+                response::error(kind, &e)
+            }
+        };
+        let _ = kind;
+        self.publisher.publish(to, to, None, None, &body);
+    }
+
+    fn request(&mut self, m: Inbound) {
+        let Some(rest) = m.subject.strip_prefix("$JS.API.") else {
+            return;
+        };
+        let tokens: Vec<&str> = rest.split('.').collect();
+        let Some(reply) = m.reply.clone() else { return };
+        let Some(kind) = endpoint(&tokens) else {
+            return;
+        };
+        if !api_level_ok(&m) {
+            self.reply(&reply, kind, Err((kind, E::REQUIRED_API_LEVEL.err())));
+            return;
+        }
+        let r = match tokens.as_slice() {
+            ["INFO"] => Ok(self.account_info()),
+            ["STREAM", "CREATE", name] => match self.create(name, &m, &reply) {
+                // Answered by the stream's first leader.
+                Ok(()) => return,
+                Err(e) => Err(e),
+            },
+            ["STREAM", "UPDATE", name] => self.update(name, &m),
+            ["STREAM", "DELETE", name] => match self.delete(name, &m, &reply) {
+                Ok(()) => return,
+                Err(e) => Err(e),
+            },
+            ["STREAM", "NAMES"] => self.names(&m),
+            ["STREAM", "LIST"] => self.list(&m),
+            // About one stream: its leader answers if it exists.
+            [_, _, stream, ..] => {
+                let name = match tokens.as_slice() {
+                    ["STREAM", "MSG", _, s]
+                    | ["STREAM", "LEADER", "STEPDOWN", s]
+                    | ["STREAM", "PEER", "REMOVE", s]
+                    | ["CONSUMER", "DURABLE", "CREATE", s, _]
+                    | ["CONSUMER", "LEADER", "STEPDOWN", s, _] => *s,
+                    _ => *stream,
+                };
+                if self.jc.meta.lock().stream(name).is_some() {
+                    return;
+                }
+                Err((kind, E::STREAM_NOT_FOUND.err()))
+            }
+            _ => return,
+        };
+        self.reply(&reply, kind, r);
+    }
+
+    /// Counted from the meta state (streams) and this server's replicas
+    /// (consumers and usage of the streams it holds).
+    fn account_info(&self) -> bytes::Bytes {
+        use std::sync::atomic::Ordering;
+        let streams = self.jc.meta.lock().streams().count() as u64;
+        let (mut consumers, mut memory, mut storage) = (0u64, 0u64, 0u64);
+        for r in self.jc.replicas.lock().by_group.values() {
+            let s = r.rs.stream();
+            consumers += s.consumer_names().len() as u64;
+            let bytes = s.store().state().bytes;
+            match s.config.storage {
+                jetstream::api::Storage::Memory => memory += bytes,
+                jetstream::api::Storage::File => storage += bytes,
+            }
+        }
+        let info = AccountInfo {
+            memory,
+            storage,
+            reserved_memory: 0,
+            reserved_storage: 0,
+            streams,
+            consumers,
+            limits: AccountLimits::default(),
+            api: ApiStats {
+                level: jetstream::api::API_LEVEL,
+                total: self.js.api_total.load(Ordering::Relaxed),
+                errors: self.js.api_errors.load(Ordering::Relaxed),
+            },
+        };
+        response::ok(Kind::AccountInfo, &info)
+    }
+
+    fn create(&mut self, name: &str, m: &Inbound, reply: &str) -> Result<(), Refusal> {
+        let kind = Kind::StreamCreate;
+        let cfg = Dispatcher::stream_config(kind, name, &m.payload, true)?;
+        if cfg.mirror.is_some() || !cfg.sources.is_empty() {
+            return Err((
+                kind,
+                E::STREAM_INVALID_CONFIG.with(
+                    "err",
+                    "mirrors and sources are not supported by replicated streams in this server yet",
+                ),
+            ));
+        }
+        let existing = self.jc.meta.lock().stream(name).cloned();
+        if let Some(a) = existing {
+            let same = serde_json::from_str::<StreamConfig>(&a.config).is_ok_and(|c| c == cfg);
+            if !same {
+                return Err((kind, E::STREAM_NAME_EXIST.err()));
+            }
+            // The same config again: the stream as it is.
+            let info = self.info_of(&a);
+            let body = response::ok(
+                kind,
+                &Created {
+                    info,
+                    did_create: true,
+                },
+            );
+            self.reply(reply, kind, Ok(body));
+            return Ok(());
+        }
+        let overlaps = self.jc.meta.lock().streams().any(|a| {
+            serde_json::from_str::<StreamConfig>(&a.config).is_ok_and(|c| {
+                c.subjects.iter().any(|s| {
+                    cfg.subjects
+                        .iter()
+                        .any(|t| subjects::subjects_collide(s.as_bytes(), t.as_bytes()))
+                })
+            })
+        });
+        if overlaps {
+            return Err((kind, E::STREAM_SUBJECT_OVERLAP.err()));
+        }
+        let peers = self.place(&cfg).map_err(|e| (kind, e))?;
+        let op = MetaOp::AssignStream {
+            name: name.to_string(),
+            config: serde_json::to_string(&cfg).expect("config serializes"),
+            peers,
+            created: wall_clock(),
+            reply: reply.to_string(),
+        };
+        self.jc
+            .node
+            .propose(META_GROUP, op.encode())
+            .map_err(|_| (kind, E::CLUSTER_NOT_LEADER.err()))
+    }
+
+    /// Peers for a new stream: as many as it has replicas, among the
+    /// JetStream servers that are up, those holding the fewest streams
+    /// first.
+    fn place(&self, cfg: &StreamConfig) -> Result<Vec<u64>, jetstream::api::ApiError> {
+        let n = cfg.num_replicas.max(1) as usize;
+        let no_peers = |offline: bool, tags: &[String]| {
+            let mut why = String::from("no suitable peers for placement");
+            if offline {
+                why.push_str(", peer offline");
+            }
+            if !tags.is_empty() {
+                let quoted: Vec<String> = tags.iter().map(|t| format!("'{t}'")).collect();
+                why.push_str(&format!(", tags not matched [{}]", quoted.join(", ")));
+            }
+            E::CLUSTER_NO_PEERS.with("err", why)
+        };
+        if let Some(p) = &cfg.placement {
+            let cluster = self.server.routes.cluster_name().0;
+            if !p.cluster.is_empty() && p.cluster != cluster {
+                return Err(no_peers(false, &[]));
+            }
+            // No server here carries tags.
+            if !p.tags.is_empty() {
+                return Err(no_peers(false, &p.tags));
+            }
+        }
+        let routed = self.jc.routed_ids(&self.server);
+        let meta = self.jc.meta.lock();
+        let all: Vec<u64> = meta.peers().map(|p| p.id).collect();
+        let mut up: Vec<u64> = all
+            .iter()
+            .copied()
+            .filter(|id| *id == self.jc.me.id || routed.contains(id))
+            .collect();
+        if up.len() < n {
+            return Err(no_peers(up.len() < all.len(), &[]));
+        }
+        let load = |id: u64| meta.streams().filter(|a| a.peers.contains(&id)).count();
+        // Ties broken by a hash of the stream's name, so streams spread.
+        let salt = cfg
+            .name
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            });
+        up.sort_by_key(|&id| (load(id), id.wrapping_mul(salt | 1)));
+        up.truncate(n);
+        Ok(up)
+    }
+
+    /// A stream's info from this server's replica of it, if it has one;
+    /// otherwise its config with the state unknown here.
+    fn info_of(&self, a: &StreamAssignment) -> StreamInfo {
+        let now = wall_clock();
+        let mut info = match self.jc.replicas.lock().by_group.get(&a.group) {
+            Some(r) => r.rs.stream().info(now, false, ""),
+            None => StreamInfo {
+                config: serde_json::from_str(&a.config).unwrap_or_default(),
+                created: a.created,
+                state: Default::default(),
+                cluster: None,
+                mirror: None,
+                sources: Vec::new(),
+                ts: now,
+            },
+        };
+        info.cluster = Some(jetstream::api::ClusterInfo {
+            name: self.server.routes.cluster_name().0,
+            ..Default::default()
+        });
+        response::stamp_stream(&mut info);
+        info
+    }
+
+    fn update(&mut self, name: &str, m: &Inbound) -> Result<bytes::Bytes, Refusal> {
+        let kind = Kind::StreamUpdate;
+        let cfg = Dispatcher::stream_config(kind, name, &m.payload, true)?;
+        let a = self
+            .jc
+            .meta
+            .lock()
+            .stream(name)
+            .cloned()
+            .ok_or((kind, E::STREAM_NOT_FOUND.err()))?;
+        let current: StreamConfig = serde_json::from_str(&a.config).unwrap_or_default();
+        if current == cfg {
+            return Ok(response::ok(kind, &self.info_of(&a)));
+        }
+        Err((
+            kind,
+            E::STREAM_INVALID_CONFIG.with(
+                "err",
+                "updating a replicated stream is not supported by this server yet",
+            ),
+        ))
+    }
+
+    fn delete(&mut self, name: &str, m: &Inbound, reply: &str) -> Result<(), Refusal> {
+        let kind = Kind::StreamDelete;
+        if !is_empty_request(&m.payload) {
+            return Err((kind, E::NOT_EMPTY_REQUEST.err()));
+        }
+        if self.jc.meta.lock().stream(name).is_none() {
+            return Err((kind, E::STREAM_NOT_FOUND.err()));
+        }
+        let op = MetaOp::RemoveStream {
+            name: name.to_string(),
+        };
+        self.jc
+            .node
+            .propose(META_GROUP, op.encode())
+            .map_err(|_| (kind, E::CLUSTER_NOT_LEADER.err()))?;
+        // Answered once the removal is applied here.
+        let jc = self.jc.clone();
+        let js = self.js.clone();
+        let server = self.server.clone();
+        let (name, reply) = (name.to_string(), reply.to_string());
+        tokio::spawn(async move {
+            let start = tokio::time::Instant::now();
+            while jc.meta.lock().stream(&name).is_some() {
+                if start.elapsed() > DELETE_WAIT {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            js.api_total
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let body = response::ok(kind, &Success { success: true });
+            let mut p = InternalPublisher::new(server);
+            p.publish(&reply, &reply, None, None, &body);
+            p.flush();
+        });
+        Ok(())
+    }
+
+    /// Streams in name order whose subjects could meet `filter`.
+    fn matching(&self, filter: &str) -> Vec<StreamAssignment> {
+        self.jc
+            .meta
+            .lock()
+            .streams()
+            .filter(|a| {
+                filter.is_empty()
+                    || serde_json::from_str::<StreamConfig>(&a.config).is_ok_and(|c| {
+                        c.subjects
+                            .iter()
+                            .any(|s| subjects::subjects_collide(s.as_bytes(), filter.as_bytes()))
+                    })
+            })
+            .cloned()
+            .collect()
+    }
+
+    fn names(&mut self, m: &Inbound) -> Result<bytes::Bytes, Refusal> {
+        let kind = Kind::StreamNames;
+        let req = optional::<StreamNamesRequest>(&m.payload).map_err(|e| (kind, e))?;
+        let all = self.matching(&req.subject);
+        let total = all.len();
+        let offset = (req.offset.max(0) as usize).min(total);
+        let names: Vec<String> = all
+            .into_iter()
+            .skip(offset)
+            .take(NAMES_LIMIT)
+            .map(|a| a.name)
+            .collect();
+        Ok(response::ok(
+            kind,
+            &Paged {
+                total,
+                offset,
+                limit: NAMES_LIMIT,
+                rest: Streams {
+                    streams: (!names.is_empty()).then_some(names),
+                },
+            },
+        ))
+    }
+
+    fn list(&mut self, m: &Inbound) -> Result<bytes::Bytes, Refusal> {
+        let kind = Kind::StreamList;
+        let req = optional::<StreamNamesRequest>(&m.payload).map_err(|e| (kind, e))?;
+        let all = self.matching(&req.subject);
+        let total = all.len();
+        let offset = (req.offset.max(0) as usize).min(total);
+        let infos: Vec<StreamInfo> = all
+            .iter()
+            .skip(offset)
+            .take(LIST_LIMIT)
+            .map(|a| self.info_of(a))
+            .collect();
+        Ok(response::ok(
+            kind,
+            &Paged {
+                total,
+                offset,
+                limit: LIST_LIMIT,
+                rest: Streams { streams: infos },
+            },
+        ))
+    }
+}

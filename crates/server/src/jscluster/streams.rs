@@ -1,0 +1,929 @@
+//! Replicated streams on this server: one Raft group per stream, on the
+//! peers the meta group assigned, each replica a
+//! `replication::stream_sm::ReplicatedStream` applied on the engine's
+//! thread (so a snapshot taken there is exactly as of the applied index).
+//!
+//! How a stream is served:
+//! - The meta group's `StreamAssigned` starts the group on every assigned
+//!   peer, in the same apply that records the assignment (the engine's
+//!   registry refuses a second node for a group, incident 5). The first
+//!   peer named campaigns at once, so a new stream has a leader in a round
+//!   trip rather than an election timeout.
+//! - The leader subscribes, advertised to routes, to the stream's
+//!   subjects, its API subjects and its ack subjects; it drops them when
+//!   it stops leading. Every input that changes the stream becomes a log
+//!   entry stamped with the leader's clock.
+//! - Every replica applies the same entries to the same state machine;
+//!   only a replica that leads when it applies an entry sends what it
+//!   produced: the PubAck (after a majority has the entry on disk), an API
+//!   answer, deliveries. A leader that lost its place mid-way leaves its
+//!   requesters to retry; publishes with a `Nats-Msg-Id` are not stored
+//!   twice.
+//! - Requests that only read are answered from the leader's replica.
+//!
+//! Messages live in memory on every replica (`store::MemStore`); their
+//! durability is the Raft log's, which is fsynced before any entry counts
+//! towards a commit, and compacted behind snapshots of the whole stream.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use cluster::node::Event;
+use jetstream::api::{
+    ClusterInfo, CreateConsumerRequest, MsgDeleteRequest, NamesRequest, PullRequest,
+    PurgeRequest, StreamConfig, StreamInfoRequest, E,
+};
+use parking_lot::Mutex;
+use replication::engine::Engine;
+use replication::meta_sm::{Meta, StreamAssignment};
+use replication::stream_sm::{Applied, Entry, Op, OpKind, ReplicatedStream};
+use tokio::sync::mpsc;
+use tracing::{error, info, warn};
+
+use super::JsCluster;
+use crate::client::delivery::{InternalSink, Message};
+use crate::internal::InternalPublisher;
+use crate::js::api::{
+    api_level_ok, endpoint, is_empty_request, is_pull_or_direct, msg_get_request, optional,
+    strict,
+};
+use crate::js::response::{self, Created, Kind, Purged, Success};
+use crate::js::sinks::{no_responders, status_msg};
+use crate::js::stream_api::{self, Reply};
+use crate::js::{wall_clock, Inbound, JetStream};
+use crate::server::Server;
+use crate::subscription::Subscription;
+
+/// How often leadership is checked, subscriptions follow it, and clock
+/// ticks are proposed.
+const FOLLOW_EVERY: Duration = Duration::from_millis(50);
+/// Ticks (ack timeouts, expiry) are proposed at most this often.
+const TICK_EVERY: Duration = Duration::from_millis(250);
+/// A new stream's first leader answers its create only this soon after.
+const CREATE_ANSWER_WITHIN: Duration = Duration::from_secs(30);
+
+/// One stream's replica on this server.
+pub struct Replica {
+    pub name: String,
+    pub group: u64,
+    pub peers: Vec<u64>,
+    pub rs: ReplicatedStream,
+    /// Where the create is answered, by the first replica to lead it.
+    pub create_reply: Option<(String, Instant)>,
+}
+
+#[derive(Default)]
+pub struct Replicas {
+    pub by_group: BTreeMap<u64, Replica>,
+}
+
+impl Replicas {
+    pub fn by_name(&self, name: &str) -> Option<&Replica> {
+        self.by_group.values().find(|r| r.name == name)
+    }
+}
+
+pub type Shared = Arc<Mutex<Replicas>>;
+
+/// What a leader sends once it has applied an entry.
+pub struct LeaderOut {
+    pub group: u64,
+    pub applied: Applied,
+}
+
+/// The engine-thread half: follows the meta group's assignments with
+/// stream groups, and applies stream entries.
+pub struct Applier {
+    pub me: u64,
+    pub meta: Arc<Mutex<Meta>>,
+    pub replicas: Shared,
+    pub out: mpsc::UnboundedSender<LeaderOut>,
+}
+
+impl Applier {
+    pub fn apply(&mut self, ev: &Event, engine: &mut Engine) {
+        let group = match ev {
+            Event::Committed(c) | Event::Snapshot(c) => c.group,
+        };
+        if group == replication::meta_sm::META_GROUP {
+            use replication::meta_sm::MetaEvent;
+            match super::apply_meta_event(&self.meta, ev) {
+                super::MetaChange::Event(MetaEvent::StreamAssigned(a, reply)) => {
+                    if a.peers.contains(&self.me) {
+                        self.start(engine, &a, Some(reply));
+                    }
+                }
+                super::MetaChange::Event(MetaEvent::StreamRemoved(a)) => self.stop(engine, a.group),
+                super::MetaChange::Restored => self.reconcile(engine),
+                _ => {}
+            }
+            return;
+        }
+        let mut reps = self.replicas.lock();
+        let Some(r) = reps.by_group.get_mut(&group) else {
+            return;
+        };
+        match ev {
+            Event::Snapshot(c) => {
+                if c.data.is_empty() {
+                    return;
+                }
+                match ReplicatedStream::restore(&c.data, Box::new(store::MemStore::new())) {
+                    Ok(rs) => {
+                        r.rs = rs;
+                        info!(
+                            "JetStream cluster stream '$G > {}' caught up from the leader's snapshot at index {}",
+                            r.name, c.index
+                        );
+                    }
+                    Err(e) => error!(
+                        "JetStream cluster stream '$G > {}': snapshot at {} does not decode: {e}",
+                        r.name, c.index
+                    ),
+                }
+            }
+            Event::Committed(c) => {
+                let applied = r.rs.apply(c.index, &c.data);
+                if engine.is_leader(group)
+                    && (applied.reply.is_some() || !applied.outputs.is_empty())
+                {
+                    let _ = self.out.send(LeaderOut { group, applied });
+                }
+            }
+        }
+    }
+
+    /// Starts this server's replica of an assigned stream (a new one, or
+    /// one whose log is here from before a restart).
+    fn start(&mut self, engine: &mut Engine, a: &StreamAssignment, reply: Option<String>) {
+        if self.replicas.lock().by_group.contains_key(&a.group) {
+            return;
+        }
+        let cfg: StreamConfig = match serde_json::from_str(&a.config) {
+            Ok(c) => c,
+            Err(e) => {
+                error!("Stream '{}': assigned config does not decode: {e}", a.name);
+                return;
+            }
+        };
+        if let Err(e) = engine.create_group(a.group, &a.peers) {
+            error!("Stream '{}': raft group {} not started: {e}", a.name, a.group);
+            return;
+        }
+        let fresh = engine.raft_info(a.group).is_some_and(|i| i.last_index <= 1);
+        let mut rs = match ReplicatedStream::new(cfg, a.created, Box::new(store::MemStore::new())) {
+            Ok(rs) => rs,
+            Err(e) => {
+                error!("Stream '{}' could not be started: {e}", a.name);
+                let _ = engine.remove_group(a.group);
+                return;
+            }
+        };
+        if let Some((index, data)) = engine.snapshot(a.group) {
+            if !data.is_empty() {
+                match ReplicatedStream::restore(&data, Box::new(store::MemStore::new())) {
+                    Ok(restored) => rs = restored,
+                    Err(e) => error!(
+                        "Stream '{}': snapshot at {index} does not decode: {e}",
+                        a.name
+                    ),
+                }
+            }
+        }
+        if fresh && a.peers.first() == Some(&self.me) {
+            let _ = engine.campaign(a.group);
+        }
+        info!(
+            "JetStream cluster stream '$G > {}' on raft group {} with peers {:x?}",
+            a.name, a.group, a.peers
+        );
+        self.replicas.lock().by_group.insert(
+            a.group,
+            Replica {
+                name: a.name.clone(),
+                group: a.group,
+                peers: a.peers.clone(),
+                rs,
+                create_reply: reply
+                    .filter(|r| fresh && !r.is_empty())
+                    .map(|r| (r, Instant::now())),
+            },
+        );
+    }
+
+    fn stop(&mut self, engine: &mut Engine, group: u64) {
+        if let Some(r) = self.replicas.lock().by_group.remove(&group) {
+            info!("JetStream cluster stream '$G > {}' removed", r.name);
+        }
+        if let Err(e) = engine.delete_group(group) {
+            warn!("raft group {group}: {e}");
+        }
+    }
+
+    /// After the meta state was replaced by a snapshot: start what is
+    /// assigned here and not running, stop what is running and no longer
+    /// assigned.
+    fn reconcile(&mut self, engine: &mut Engine) {
+        let assigned: Vec<StreamAssignment> = self
+            .meta
+            .lock()
+            .streams()
+            .filter(|a| a.peers.contains(&self.me))
+            .cloned()
+            .collect();
+        let running: Vec<u64> = self.replicas.lock().by_group.keys().copied().collect();
+        for g in running {
+            if !assigned.iter().any(|a| a.group == g) {
+                self.stop(engine, g);
+            }
+        }
+        for a in &assigned {
+            self.start(engine, a, None);
+        }
+    }
+}
+
+/// A snapshot of a stream group's state machine, on the engine's thread.
+pub fn snapshot(replicas: &Shared, group: u64) -> Option<Vec<u8>> {
+    replicas
+        .lock()
+        .by_group
+        .get(&group)
+        .map(|r| r.rs.snapshot(wall_clock()))
+}
+
+/// Compact a stream's log once it holds more entries than the stream
+/// holds messages (and at least a few thousand): a snapshot costs the
+/// whole stream, so it is paid for by as many entries.
+pub fn should_compact(replicas: &Shared, group: u64, since: u64) -> bool {
+    replicas.lock().by_group.get(&group).is_some_and(|r| {
+        let msgs = r.rs.stream().store().state().msgs;
+        since >= msgs.max(8192)
+    })
+}
+
+/// Proposes a stream input (non-blocking; dropped unless this server leads
+/// the group).
+fn submit(jc: &JsCluster, group: u64, op: Op, reply: Option<String>) {
+    let op = match reply {
+        Some(reply) => Op::Replied {
+            reply,
+            op: Box::new(op),
+        },
+        None => op,
+    };
+    let e = Entry {
+        ts: wall_clock(),
+        op,
+    };
+    jc.node.submit(group, e.encode());
+}
+
+/// Publishes to a stream's subjects, while this server leads it.
+struct PublishSink {
+    jc: Arc<JsCluster>,
+    group: u64,
+}
+
+impl InternalSink for PublishSink {
+    fn deliver(&self, msg: Message<'_>) {
+        let m = Inbound::copy(msg);
+        let op = Op::Publish {
+            subject: m.subject,
+            headers: m.headers,
+            payload: m.payload,
+        };
+        submit(&self.jc, self.group, op, m.reply);
+    }
+}
+
+/// Acks for a stream's consumers (`$JS.ACK.<stream>.<consumer>.…`).
+struct AckSink {
+    jc: Arc<JsCluster>,
+    group: u64,
+}
+
+impl InternalSink for AckSink {
+    fn deliver(&self, msg: Message<'_>) {
+        let m = Inbound::copy(msg);
+        let Some(consumer) = m.subject.split('.').nth(3).map(str::to_string) else {
+            return;
+        };
+        let op = Op::Ack {
+            consumer,
+            subject: m.subject,
+            body: m.payload,
+        };
+        submit(&self.jc, self.group, op, m.reply);
+    }
+}
+
+/// A led stream's API requests, to the API task.
+struct ApiSink {
+    group: u64,
+    tx: mpsc::UnboundedSender<(u64, Inbound)>,
+}
+
+impl InternalSink for ApiSink {
+    fn deliver(&self, msg: Message<'_>) {
+        let _ = self.tx.send((self.group, Inbound::copy(msg)));
+    }
+}
+
+/// The stream API subjects its leader answers.
+fn api_subjects(name: &str) -> Vec<String> {
+    [
+        "STREAM.INFO.{}",
+        "STREAM.PURGE.{}",
+        "STREAM.MSG.GET.{}",
+        "STREAM.MSG.DELETE.{}",
+        "STREAM.LEADER.STEPDOWN.{}",
+        "DIRECT.GET.{}",
+        "DIRECT.GET.{}.>",
+        "CONSUMER.CREATE.{}",
+        "CONSUMER.CREATE.{}.>",
+        "CONSUMER.DURABLE.CREATE.{}.*",
+        "CONSUMER.INFO.{}.*",
+        "CONSUMER.DELETE.{}.*",
+        "CONSUMER.NAMES.{}",
+        "CONSUMER.LIST.{}",
+        "CONSUMER.MSG.NEXT.{}.*",
+        "CONSUMER.LEADER.STEPDOWN.{}.*",
+    ]
+    .iter()
+    .map(|t| format!("$JS.API.{}", t.replace("{}", name)))
+    .collect()
+}
+
+/// The tokio half: subscriptions that follow leadership, the stream API,
+/// and what leaders send.
+pub struct Driver {
+    server: Arc<Server>,
+    jc: Arc<JsCluster>,
+    js: Arc<JetStream>,
+    /// Subscriptions of the streams this server leads, by group.
+    led: BTreeMap<u64, Vec<Arc<Subscription>>>,
+    api_tx: mpsc::UnboundedSender<(u64, Inbound)>,
+    last_tick: BTreeMap<u64, Instant>,
+    publisher: InternalPublisher,
+}
+
+impl Driver {
+    pub fn start(
+        server: Arc<Server>,
+        jc: Arc<JsCluster>,
+        js: Arc<JetStream>,
+        out: mpsc::UnboundedReceiver<LeaderOut>,
+    ) {
+        let (api_tx, api_rx) = mpsc::unbounded_channel();
+        let d = Driver {
+            publisher: InternalPublisher::new(server.clone()),
+            server,
+            jc,
+            js,
+            led: BTreeMap::new(),
+            api_tx,
+            last_tick: BTreeMap::new(),
+        };
+        tokio::spawn(d.run(out, api_rx));
+    }
+
+    async fn run(
+        mut self,
+        mut out: mpsc::UnboundedReceiver<LeaderOut>,
+        mut api: mpsc::UnboundedReceiver<(u64, Inbound)>,
+    ) {
+        let mut shutdown = self.server.shutdown_signal();
+        let mut follow = tokio::time::interval(FOLLOW_EVERY);
+        follow.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                o = out.recv() => {
+                    let Some(o) = o else { return };
+                    self.send(o);
+                    while let Ok(o) = out.try_recv() {
+                        self.send(o);
+                    }
+                }
+                r = api.recv() => {
+                    let Some((group, m)) = r else { return };
+                    self.request(group, m);
+                }
+                _ = follow.tick() => self.follow(),
+                _ = shutdown.changed() => return,
+            }
+            self.publisher.flush();
+        }
+    }
+
+    /// Subscribes for the streams this server now leads and drops what it
+    /// no longer does; answers a new stream's create; proposes clock ticks.
+    fn follow(&mut self) {
+        let status = self.jc.node.status();
+        let leading: BTreeSet<u64> = status
+            .groups
+            .iter()
+            .filter(|g| g.is_leader)
+            .map(|g| g.group)
+            .collect();
+        let mut creates = Vec::new();
+        let mut due_ticks = Vec::new();
+        let now = wall_clock();
+        let mut want: BTreeMap<u64, (String, Vec<String>)> = BTreeMap::new();
+        {
+            let mut reps = self.jc.replicas.lock();
+            for r in reps.by_group.values_mut() {
+                if !leading.contains(&r.group) {
+                    continue;
+                }
+                want.insert(
+                    r.group,
+                    (r.name.clone(), r.rs.stream().config.subjects.clone()),
+                );
+                if let Some((reply, at)) = r.create_reply.take() {
+                    if at.elapsed() < CREATE_ANSWER_WITHIN {
+                        creates.push((r.group, reply));
+                    }
+                }
+                let due = r.rs.stream().next_deadline().is_some_and(|d| d <= now);
+                let recent = self
+                    .last_tick
+                    .get(&r.group)
+                    .is_some_and(|t| t.elapsed() < TICK_EVERY);
+                if due && !recent {
+                    due_ticks.push(r.group);
+                }
+            }
+        }
+        let gone: Vec<u64> = self
+            .led
+            .keys()
+            .filter(|g| !want.contains_key(g))
+            .copied()
+            .collect();
+        for g in gone {
+            for s in self.led.remove(&g).unwrap_or_default() {
+                self.server.unsubscribe(&s);
+            }
+            self.last_tick.remove(&g);
+        }
+        for (group, (name, subjects)) in want {
+            if self.led.contains_key(&group) {
+                continue;
+            }
+            info!("JetStream cluster new stream leader for '$G > {name}'");
+            let subs = self.subscribe(group, &name, &subjects);
+            self.led.insert(group, subs);
+        }
+        for (group, reply) in creates {
+            self.answer_create(group, &reply);
+        }
+        for group in due_ticks {
+            self.last_tick.insert(group, Instant::now());
+            submit(&self.jc, group, Op::Tick, None);
+        }
+    }
+
+    fn subscribe(&self, group: u64, name: &str, subjects: &[String]) -> Vec<Arc<Subscription>> {
+        let mut subs = Vec::new();
+        let mut add = |subject: &str, sink: Arc<dyn InternalSink>| {
+            match self.server.subscribe_internal_cluster(subject, sink) {
+                Ok(s) => subs.push(s),
+                Err(e) => error!("Stream '{name}': could not subscribe to {subject}: {e}"),
+            }
+        };
+        for subject in subjects {
+            add(
+                subject,
+                Arc::new(PublishSink {
+                    jc: self.jc.clone(),
+                    group,
+                }),
+            );
+        }
+        add(
+            &format!("$JS.ACK.{name}.>"),
+            Arc::new(AckSink {
+                jc: self.jc.clone(),
+                group,
+            }),
+        );
+        for subject in api_subjects(name) {
+            add(
+                &subject,
+                Arc::new(ApiSink {
+                    group,
+                    tx: self.api_tx.clone(),
+                }),
+            );
+        }
+        subs
+    }
+
+    /// The `cluster` block of a stream's (or its consumers') info, as its
+    /// leader reports it.
+    fn cluster_info(&self, group: u64) -> ClusterInfo {
+        let g = self
+            .jc
+            .node
+            .status()
+            .groups
+            .into_iter()
+            .find(|g| g.group == group)
+            .unwrap_or_default();
+        ClusterInfo {
+            name: self.server.routes.cluster_name().0,
+            leader: if g.leader == 0 {
+                String::new()
+            } else {
+                self.jc.peer_name(&self.server, g.leader).unwrap_or_default()
+            },
+            replicas: self.jc.replicas(&self.server, &g),
+        }
+    }
+
+    fn reply(&mut self, to: &str, body: &[u8]) {
+        self.publisher.publish(to, to, None, None, body);
+    }
+
+    fn answer(&mut self, to: &str, kind: Kind, r: Result<Bytes, jetstream::api::ApiError>) {
+        self.js
+            .api_total
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let body = match r {
+            Ok(b) => b,
+            Err(e) => {
+                self.js
+                    .api_errors
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                response::error(kind, &e)
+            }
+        };
+        self.reply(to, &body);
+    }
+
+    fn answer_create(&mut self, group: u64, reply: &str) {
+        let cluster = self.cluster_info(group);
+        let info = {
+            let reps = self.jc.replicas.lock();
+            let Some(r) = reps.by_group.get(&group) else {
+                return;
+            };
+            let mut info = r.rs.stream().info(wall_clock(), false, "");
+            info.cluster = Some(cluster);
+            info
+        };
+        let mut info = info;
+        response::stamp_stream(&mut info);
+        let body = response::ok(
+            Kind::StreamCreate,
+            &Created {
+                info,
+                did_create: true,
+            },
+        );
+        self.answer(reply, Kind::StreamCreate, Ok(body));
+    }
+
+    /// Sends what a leader produced by applying an entry.
+    fn send(&mut self, o: LeaderOut) {
+        let Applied {
+            kind,
+            puback,
+            outputs,
+            result,
+            consumer,
+            reply,
+        } = o.applied;
+        for out in outputs {
+            if let jetstream::output::Output::Publish(m) = out {
+                self.publisher.publish_out(&m);
+            }
+        }
+        let Some(to) = reply else { return };
+        match kind {
+            Some(OpKind::Publish) => {
+                if let Some(ack) = puback {
+                    self.reply(&to, &ack);
+                }
+            }
+            Some(OpKind::ConsumerCreate) => {
+                let r = consumer.unwrap_or_else(|| Err(E::CONSUMER_CREATE.with("err", "none")));
+                let cluster = self.cluster_info(o.group);
+                let r = r.map(|mut info| {
+                    info.cluster = Some(cluster);
+                    response::stamp_consumer(&mut info);
+                    response::ok(Kind::ConsumerCreate, &info)
+                });
+                self.answer(&to, Kind::ConsumerCreate, r);
+            }
+            Some(OpKind::Purge) => {
+                let r = result.unwrap_or(Ok(0)).map(|n| {
+                    response::ok(
+                        Kind::StreamPurge,
+                        &Purged {
+                            success: true,
+                            purged: n,
+                        },
+                    )
+                });
+                self.answer(&to, Kind::StreamPurge, r);
+            }
+            Some(k @ (OpKind::DeleteMsg | OpKind::DeleteConsumer)) => {
+                let kind = if k == OpKind::DeleteMsg {
+                    Kind::MsgDelete
+                } else {
+                    Kind::ConsumerDelete
+                };
+                let r = result
+                    .unwrap_or(Ok(0))
+                    .map(|_| response::ok(kind, &Success { success: true }));
+                self.answer(&to, kind, r);
+            }
+            // Acks and pulls answer through their outputs.
+            _ => {}
+        }
+    }
+
+    /// A request to a stream this server leads.
+    fn request(&mut self, group: u64, m: Inbound) {
+        let Some(rest) = m.subject.strip_prefix("$JS.API.") else {
+            return;
+        };
+        let tokens: Vec<&str> = rest.split('.').collect();
+        let Some(reply) = m.reply.clone() else { return };
+        let kind = endpoint(&tokens);
+        if !api_level_ok(&m) {
+            if is_pull_or_direct(&tokens) {
+                self.publisher
+                    .publish_out(&status_msg(&reply, 412, "Required Api Level"));
+            } else {
+                let kind = kind.unwrap_or(Kind::System);
+                self.answer(&reply, kind, Err(E::REQUIRED_API_LEVEL.err()));
+            }
+            return;
+        }
+        if !self.led.contains_key(&group) {
+            // Leadership moved since the message was queued: the new
+            // leader has it too.
+            return;
+        }
+        let read = match tokens.as_slice() {
+            ["STREAM", "INFO", _] => match optional::<StreamInfoRequest>(&m.payload) {
+                Ok(req) => Ok(stream_api::Op::Info(req)),
+                Err(e) => Err((Kind::StreamInfo, e)),
+            },
+            ["STREAM", "MSG", "GET", _] => match msg_get_request(&m.payload) {
+                Ok(req) => Ok(stream_api::Op::MsgGet(req)),
+                Err(e) => Err((Kind::MsgGet, e)),
+            },
+            ["DIRECT", "GET", _, subject @ ..] => Ok(stream_api::Op::Direct {
+                subject: (!subject.is_empty()).then(|| subject.join(".")),
+                body: m.payload.clone(),
+            }),
+            ["CONSUMER", "INFO", _, consumer] => {
+                if is_empty_request(&m.payload) {
+                    Ok(stream_api::Op::ConsumerInfo(consumer.to_string()))
+                } else {
+                    Err((Kind::ConsumerInfo, E::NOT_EMPTY_REQUEST.err()))
+                }
+            }
+            ["CONSUMER", "NAMES", _] => match optional::<NamesRequest>(&m.payload) {
+                Ok(req) => Ok(stream_api::Op::ConsumerNames(req.offset)),
+                Err(e) => Err((Kind::ConsumerNames, e)),
+            },
+            ["CONSUMER", "LIST", _] => match optional::<NamesRequest>(&m.payload) {
+                Ok(req) => Ok(stream_api::Op::ConsumerList(req.offset)),
+                Err(e) => Err((Kind::ConsumerList, e)),
+            },
+            _ => {
+                if let Err((kind, e)) = self.change(group, &tokens, &m, &reply) {
+                    self.answer(&reply, kind, Err(e));
+                }
+                return;
+            }
+        };
+        match read {
+            Ok(op) => self.read(group, op, &reply),
+            Err((kind, e)) => self.answer(&reply, kind, Err(e)),
+        }
+    }
+
+    fn read(&mut self, group: u64, op: stream_api::Op, reply: &str) {
+        let cluster = self.cluster_info(group);
+        let r = {
+            let reps = self.jc.replicas.lock();
+            let Some(r) = reps.by_group.get(&group) else {
+                return;
+            };
+            stream_api::read(
+                &self.js,
+                r.rs.stream(),
+                op,
+                reply,
+                wall_clock(),
+                Some(&cluster),
+            )
+        };
+        match r {
+            Reply::Api { body, .. } => self.reply(reply, &body),
+            Reply::Msgs(msgs) => {
+                for m in msgs {
+                    self.publisher.publish_out(&m);
+                }
+            }
+            Reply::None => {}
+        }
+    }
+
+    /// Requests that change the stream: checked here as the single-server
+    /// dispatcher checks them, then proposed; the answer leaves once the
+    /// entry is applied.
+    fn change(
+        &mut self,
+        group: u64,
+        tokens: &[&str],
+        m: &Inbound,
+        reply: &str,
+    ) -> Result<(), (Kind, jetstream::api::ApiError)> {
+        let reply = reply.to_string();
+        let stream = self
+            .jc
+            .replicas
+            .lock()
+            .by_group
+            .get(&group)
+            .map(|r| r.name.clone())
+            .unwrap_or_default();
+        match tokens {
+            ["STREAM", "PURGE", _] => {
+                let kind = Kind::StreamPurge;
+                let req = optional::<PurgeRequest>(&m.payload).map_err(|e| (kind, e))?;
+                if req.seq > 0 && req.keep > 0 {
+                    return Err((kind, E::BAD_REQUEST.err()));
+                }
+                let op = Op::Purge {
+                    request: m.payload.clone(),
+                };
+                submit(&self.jc, group, op, Some(reply));
+            }
+            ["STREAM", "MSG", "DELETE", _] => {
+                let kind = Kind::MsgDelete;
+                if is_empty_request(&m.payload) {
+                    return Err((kind, E::BAD_REQUEST.err()));
+                }
+                let req = strict::<MsgDeleteRequest>(&m.payload).map_err(|e| (kind, e))?;
+                let op = Op::DeleteMsg {
+                    seq: req.seq,
+                    erase: !req.no_erase,
+                };
+                submit(&self.jc, group, op, Some(reply));
+            }
+            ["CONSUMER", "CREATE", _, rest @ ..] => {
+                let name = rest.first().map(|s| s.to_string());
+                let filter = (rest.len() > 1).then(|| rest[1..].join("."));
+                self.consumer_create(group, &stream, name, filter, false, m, reply)?;
+            }
+            ["CONSUMER", "DURABLE", "CREATE", _, durable] => {
+                let name = Some(durable.to_string());
+                self.consumer_create(group, &stream, name, None, true, m, reply)?;
+            }
+            ["CONSUMER", "DELETE", _, consumer] => {
+                if !is_empty_request(&m.payload) {
+                    return Err((Kind::ConsumerDelete, E::NOT_EMPTY_REQUEST.err()));
+                }
+                let op = Op::DeleteConsumer {
+                    name: consumer.to_string(),
+                };
+                submit(&self.jc, group, op, Some(reply));
+            }
+            ["CONSUMER", "MSG", "NEXT", _, consumer] => {
+                let exists = self
+                    .jc
+                    .replicas
+                    .lock()
+                    .by_group
+                    .get(&group)
+                    .is_some_and(|r| r.rs.stream().consumer(consumer).is_some());
+                if !exists {
+                    self.publisher
+                        .publish_out(&no_responders(&reply, &m.subject));
+                    return Ok(());
+                }
+                if let Err(e) = PullRequest::parse(&m.payload) {
+                    self.publisher.publish_out(&status_msg(
+                        &reply,
+                        400,
+                        &format!("Bad Request - {e}"),
+                    ));
+                    return Ok(());
+                }
+                let op = Op::Pull {
+                    consumer: consumer.to_string(),
+                    request: m.payload.clone(),
+                    reply,
+                };
+                submit(&self.jc, group, op, None);
+            }
+            ["STREAM", "LEADER", "STEPDOWN", _] => {
+                let r = self.step_down(group);
+                let kind = Kind::StreamLeaderStepdown;
+                self.answer(
+                    &reply,
+                    kind,
+                    r.map(|()| response::ok(kind, &Success { success: true })),
+                );
+            }
+            // A consumer lives in its stream's group: its leader is the
+            // stream's.
+            ["CONSUMER", "LEADER", "STEPDOWN", _, consumer] => {
+                let kind = Kind::ConsumerLeaderStepdown;
+                let exists = self
+                    .jc
+                    .replicas
+                    .lock()
+                    .by_group
+                    .get(&group)
+                    .is_some_and(|r| r.rs.stream().consumer(consumer).is_some());
+                if !exists {
+                    return Err((kind, E::CONSUMER_NOT_FOUND.err()));
+                }
+                let r = self.step_down(group);
+                self.answer(
+                    &reply,
+                    kind,
+                    r.map(|()| response::ok(kind, &Success { success: true })),
+                );
+            }
+            _ => return Err((Kind::System, E::BAD_REQUEST.err())),
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn consumer_create(
+        &mut self,
+        group: u64,
+        stream: &str,
+        name: Option<String>,
+        filter: Option<String>,
+        durable_api: bool,
+        m: &Inbound,
+        reply: String,
+    ) -> Result<(), (Kind, jetstream::api::ApiError)> {
+        let kind = Kind::ConsumerCreate;
+        let mut req = CreateConsumerRequest::parse(&m.payload)
+            .map_err(|e| (kind, E::INVALID_JSON.with("err", e)))?;
+        if req.stream_name != stream {
+            return Err((kind, E::STREAM_MISMATCH.err()));
+        }
+        jetstream::consumer::prepare_create(
+            &mut req,
+            name.as_deref(),
+            filter.as_deref(),
+            durable_api,
+        )
+        .map_err(|e| (kind, e))?;
+        if req.config.direct {
+            return Err((
+                kind,
+                E::STREAM_INVALID_CONFIG.with("err", "direct consumers are internal"),
+            ));
+        }
+        let op = Op::ConsumerCreate {
+            request: m.payload.clone(),
+            subject_name: name,
+            filter,
+            durable_api,
+            generated: crate::js::stream_api::generated_name(),
+        };
+        submit(&self.jc, group, op, Some(reply));
+        Ok(())
+    }
+
+    /// Hands the group's leadership to another member that is caught up
+    /// (raft-rs sends it a TimeoutNow once its log matches).
+    fn step_down(&self, group: u64) -> Result<(), jetstream::api::ApiError> {
+        let status = self.jc.node.status();
+        let g = status
+            .groups
+            .iter()
+            .find(|g| g.group == group)
+            .ok_or_else(|| E::STREAM_NOT_FOUND.err())?;
+        let routed = self.jc.routed_ids(&self.server);
+        let target = g
+            .progress
+            .iter()
+            .filter(|(id, m)| *id != self.jc.me.id && routed.contains(id) && *m >= g.committed)
+            .map(|(id, _)| *id)
+            .next()
+            .ok_or_else(|| E::CLUSTER_NO_PEERS.with("err", "no replacement peer connected"))?;
+        self.jc
+            .node
+            .call(move |e| e.transfer_leader(group, target))
+            .ok_or_else(|| E::CLUSTER_NOT_AVAIL.err())?
+            .map_err(|_| E::CLUSTER_NOT_LEADER.err())
+    }
+}

@@ -1,0 +1,208 @@
+//! Replicated streams on three real servers, driven by async-nats: every
+//! stream and consumer API from any server, PubAcks after a majority has
+//! the message on disk, and every acknowledged message present exactly
+//! once, in order, on every replica after leaders fail.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream;
+use serde_json::{json, Value};
+
+fn js_node(name: &str, cluster_port: u16, routes: &[String]) -> common::Server {
+    common::server()
+        .js()
+        .env("FLOTILLA_JS_CLUSTER_PREVIEW", "1")
+        .arg("-n")
+        .arg(name)
+        .arg("--cluster_name")
+        .arg("c1")
+        .arg("--cluster")
+        .arg(&format!("nats://127.0.0.1:{cluster_port}"))
+        .arg("--routes")
+        .arg(&routes.join(","))
+        .start()
+}
+
+/// Three servers, each naming all three, with a meta leader.
+fn cluster3() -> Vec<common::Server> {
+    let ports = common::free_ports(3);
+    let routes: Vec<String> = ports
+        .iter()
+        .map(|p| format!("nats-route://127.0.0.1:{p}"))
+        .collect();
+    let all: Vec<common::Server> = (0..3)
+        .map(|i| js_node(&format!("S{i}"), ports[i], &routes))
+        .collect();
+    common::wait_for("a meta leader", Duration::from_secs(20), || {
+        all.iter().all(|s| {
+            let m = s.json("/jsz")["meta_cluster"].clone();
+            m["cluster_size"] == 3 && m["leader"].as_str().is_some_and(|l| !l.is_empty())
+        })
+    });
+    all
+}
+
+/// The meta leader's API answers on every server (its subscriptions
+/// reach the others over routes a moment after it is elected).
+async fn api_ready(clients: &[async_nats::Client]) {
+    for c in clients {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while c.request("$JS.API.INFO", "".into()).await.is_err() {
+            assert!(Instant::now() < deadline, "no JetStream API");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+fn name_of(s: &common::Server) -> String {
+    s.json("/varz")["server_name"].as_str().unwrap().to_string()
+}
+
+async fn stream_info(c: &async_nats::Client, name: &str) -> Value {
+    common::api(c, &format!("$JS.API.STREAM.INFO.{name}"), "").await
+}
+
+/// Asks for stream info until a leader answers.
+async fn leader_of(c: &async_nats::Client, name: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = c
+            .request(format!("$JS.API.STREAM.INFO.{name}"), "".into())
+            .await;
+        if let Ok(m) = r {
+            let v: Value = serde_json::from_slice(&m.payload).unwrap();
+            if let Some(l) = v["cluster"]["leader"].as_str() {
+                if !l.is_empty() {
+                    return l.to_string();
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader for {name}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every message of the stream, read through the leader: seq → payload
+/// (base64, as the API gives it).
+async fn contents(c: &async_nats::Client, name: &str) -> BTreeMap<u64, String> {
+    let info = stream_info(c, name).await;
+    let (first, last) = (
+        info["state"]["first_seq"].as_u64().unwrap(),
+        info["state"]["last_seq"].as_u64().unwrap(),
+    );
+    let mut out = BTreeMap::new();
+    for seq in first..=last {
+        let v = common::api(
+            c,
+            &format!("$JS.API.STREAM.MSG.GET.{name}"),
+            &json!({ "seq": seq }).to_string(),
+        )
+        .await;
+        if let Some(data) = v["message"]["data"].as_str() {
+            out.insert(seq, data.to_string());
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_r3_stream_serves_every_server_and_acks_after_replication() {
+    let all = cluster3();
+    let clients = [
+        all[0].client().await,
+        all[1].client().await,
+        all[2].client().await,
+    ];
+    api_ready(&clients).await;
+    // Created through the second server, whoever leads the meta group.
+    let js1 = jetstream::new(clients[1].clone());
+    let mut stream = js1
+        .create_stream(jetstream::stream::Config {
+            name: "ORDERS".into(),
+            subjects: vec!["orders.>".into()],
+            num_replicas: 3,
+            ..Default::default()
+        })
+        .await
+        .expect("create R3");
+    let info = stream.info().await.unwrap().clone();
+    assert_eq!(info.config.num_replicas, 3);
+    let cluster = info.cluster.expect("cluster info");
+    assert_eq!(cluster.name.as_deref(), Some("c1"));
+    assert!(cluster.leader.is_some());
+
+    // Publish from every server; every ack names a distinct sequence.
+    let mut acked = BTreeMap::new();
+    for i in 0..30u64 {
+        let js = jetstream::new(clients[(i % 3) as usize].clone());
+        let ack = js
+            .publish(format!("orders.{i}"), format!("m{i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        assert_eq!(ack.stream, "ORDERS");
+        let payload = common::b64(format!("m{i}").as_bytes());
+        assert!(acked.insert(ack.sequence, payload).is_none());
+    }
+    assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (1..=30).collect::<Vec<_>>());
+
+    // Info from any server: the same state and the same leader, with the
+    // other two as current replicas.
+    let leader = leader_of(&clients[0], "ORDERS").await;
+    for c in &clients {
+        let v = stream_info(c, "ORDERS").await;
+        assert_eq!(v["state"]["messages"], 30, "{v}");
+        assert_eq!(v["cluster"]["leader"], leader.as_str());
+        let replicas = v["cluster"]["replicas"].as_array().unwrap();
+        assert_eq!(replicas.len(), 2, "{v}");
+        assert!(replicas.iter().all(|r| r["name"] != leader.as_str()));
+    }
+    assert_eq!(contents(&clients[2], "ORDERS").await, acked);
+
+    // Names and list from the meta leader; a missing stream is not found.
+    let names = common::api(&clients[0], "$JS.API.STREAM.NAMES", "").await;
+    assert_eq!(names["streams"], json!(["ORDERS"]));
+    let missing = stream_info(&clients[1], "NOPE").await;
+    assert_eq!(common::api_err(&missing).1, 10059, "{missing}");
+    // Creating it again with the same config is fine; with another it
+    // is refused; R5 does not fit three servers.
+    let again = common::api(
+        &clients[0],
+        "$JS.API.STREAM.CREATE.ORDERS",
+        &json!({"name": "ORDERS", "subjects": ["orders.>"], "num_replicas": 3}).to_string(),
+    )
+    .await;
+    assert!(again.get("error").is_none(), "{again}");
+    let other = common::api(
+        &clients[0],
+        "$JS.API.STREAM.CREATE.ORDERS",
+        &json!({"name": "ORDERS", "subjects": ["other.>"], "num_replicas": 3}).to_string(),
+    )
+    .await;
+    assert_eq!(common::api_err(&other).1, 10058, "{other}");
+    let r5 = common::api(
+        &clients[2],
+        "$JS.API.STREAM.CREATE.BIG",
+        &json!({"name": "BIG", "subjects": ["big.>"], "num_replicas": 5}).to_string(),
+    )
+    .await;
+    assert_eq!(common::api_err(&r5), (400, 10005, "no suitable peers for placement".into()));
+    let overlap = common::api(
+        &clients[2],
+        "$JS.API.STREAM.CREATE.O2",
+        &json!({"name": "O2", "subjects": ["orders.eu.>"]}).to_string(),
+    )
+    .await;
+    assert_eq!(common::api_err(&overlap).1, 10065, "{overlap}");
+
+    // Delete from any server, and the stream is gone everywhere.
+    let del = common::api(&clients[2], "$JS.API.STREAM.DELETE.ORDERS", "").await;
+    assert_eq!(del["success"], true, "{del}");
+    let gone = stream_info(&clients[0], "ORDERS").await;
+    assert_eq!(common::api_err(&gone).1, 10059, "{gone}");
+    let _ = name_of(&all[0]);
+}
