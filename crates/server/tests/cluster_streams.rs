@@ -206,3 +206,177 @@ async fn an_r3_stream_serves_every_server_and_acks_after_replication() {
     assert_eq!(common::api_err(&gone).1, 10059, "{gone}");
     let _ = name_of(&all[0]);
 }
+
+/// Publishes `msg-<worker>-<n>` with that as its `Nats-Msg-Id` until told
+/// to stop, retrying each until acknowledged. Returns (id, seq) per ack.
+async fn publisher(
+    c: async_nats::Client,
+    worker: usize,
+    subject: &'static str,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<(String, u64)> {
+    let js = jetstream::with_prefix(c, "$JS.API");
+    let mut acks = Vec::new();
+    let mut n = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let id = format!("msg-{worker}-{n}");
+        loop {
+            let mut h = async_nats::HeaderMap::new();
+            h.insert("Nats-Msg-Id", id.as_str());
+            let sent = js
+                .publish_with_headers(subject, h, id.clone().into())
+                .await;
+            let ack = match sent {
+                Ok(f) => tokio::time::timeout(Duration::from_secs(3), f).await,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            match ack {
+                Ok(Ok(a)) => {
+                    acks.push((id.clone(), a.sequence));
+                    break;
+                }
+                _ => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+        n += 1;
+    }
+    acks
+}
+
+/// Index of the server with this name.
+fn index_of(all: &[common::Server], name: &str) -> usize {
+    all.iter().position(|s| name_of(s) == name).unwrap()
+}
+
+/// Moves the stream's leadership to `to` and waits until it leads.
+async fn lead_on(c: &async_nats::Client, stream: &str, to: &str) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if leader_of(c, stream).await == to {
+            return;
+        }
+        let _ = c
+            .request(
+                format!("$JS.API.STREAM.LEADER.STEPDOWN.{stream}"),
+                json!({"placement": {"preferred": to}}).to_string().into(),
+            )
+            .await;
+        assert!(Instant::now() < deadline, "{to} never led {stream}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Every acknowledged publish is on every replica exactly once, at the
+/// sequence its ack gave, and nothing else is.
+async fn check_replicas(
+    all: &[common::Server],
+    c: &async_nats::Client,
+    stream: &str,
+    acks: &[(String, u64)],
+) {
+    let mut want: BTreeMap<u64, String> = BTreeMap::new();
+    for (id, seq) in acks {
+        if let Some(other) = want.insert(*seq, common::b64(id.as_bytes())) {
+            assert_eq!(other, common::b64(id.as_bytes()), "two ids acked at {seq}");
+        }
+    }
+    let mut ids: Vec<&String> = acks.iter().map(|(id, _)| id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), want.len(), "an id acked at two sequences");
+    for s in all {
+        let name = name_of(s);
+        lead_on(c, stream, &name).await;
+        let got = contents(c, stream).await;
+        // Every message stored once: payloads (ids) are unique.
+        let mut seen = std::collections::BTreeSet::new();
+        for v in got.values() {
+            assert!(seen.insert(v.clone()), "{name}: a message stored twice");
+        }
+        for (seq, id) in &want {
+            assert_eq!(got.get(seq), Some(id), "{name}: acked seq {seq} missing or changed");
+        }
+        let last = *got.keys().last().unwrap();
+        assert_eq!(
+            got.keys().copied().collect::<Vec<_>>(),
+            (1..=last).collect::<Vec<_>>(),
+            "{name}: gaps"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_stream_leader_under_load_loses_no_acknowledged_message() {
+    let mut all = cluster3();
+    let clients = [
+        all[0].client().await,
+        all[1].client().await,
+        all[2].client().await,
+    ];
+    api_ready(&clients).await;
+    let create = common::api(
+        &clients[0],
+        "$JS.API.STREAM.CREATE.LOAD",
+        &json!({"name": "LOAD", "subjects": ["load.>"], "num_replicas": 3}).to_string(),
+    )
+    .await;
+    assert!(create.get("error").is_none(), "{create}");
+    let leader = leader_of(&clients[0], "LOAD").await;
+    let li = index_of(&all, &leader);
+    // Publishers on the two servers that stay up.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for (w, i) in (0..3).filter(|i| *i != li).enumerate() {
+        tasks.push(tokio::spawn(publisher(
+            clients[i].clone(),
+            w,
+            "load.x",
+            stop.clone(),
+        )));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    all[li].kill9();
+    let killed = Instant::now();
+    let survivor = &clients[(li + 1) % 3];
+    // Failover: the first publish acknowledged after the kill.
+    let js = jetstream::new(survivor.clone());
+    let mut probe_acks = Vec::new();
+    for n in 0.. {
+        // Each attempt is its own message: one that timed out may still
+        // be stored, and is then checked like any other.
+        let id = format!("probe-{n}");
+        probe_acks.push(id.clone());
+        let r = js.publish("load.probe", id.into()).await;
+        if let Ok(f) = r {
+            if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(1), f).await {
+                break;
+            }
+        }
+        assert!(killed.elapsed() < Duration::from_secs(20), "no failover");
+    }
+    let failover = killed.elapsed();
+    eprintln!("stream failover (SIGKILL to first PubAck): {failover:?}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acks = Vec::new();
+    for t in tasks {
+        acks.extend(t.await.unwrap());
+    }
+    assert!(acks.len() > 20, "only {} acks", acks.len());
+    let new_leader = leader_of(survivor, "LOAD").await;
+    assert_ne!(new_leader, leader);
+    // Probes that were stored count as acknowledged too.
+    for (seq, v) in contents(survivor, "LOAD").await {
+        if let Some(id) = probe_acks.iter().find(|id| common::b64(id.as_bytes()) == v) {
+            acks.push((id.clone(), seq));
+        }
+    }
+    // The killed server comes back and catches up.
+    all[li].restart();
+    let back = all[li].client().await;
+    api_ready(std::slice::from_ref(&back)).await;
+    check_replicas(&all, survivor, "LOAD", &acks).await;
+}

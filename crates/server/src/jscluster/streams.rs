@@ -68,7 +68,6 @@ const CREATE_ANSWER_WITHIN: Duration = Duration::from_secs(30);
 pub struct Replica {
     pub name: String,
     pub group: u64,
-    pub peers: Vec<u64>,
     pub rs: ReplicatedStream,
     /// Where the create is answered, by the first replica to lead it.
     pub create_reply: Option<(String, Instant)>,
@@ -77,12 +76,6 @@ pub struct Replica {
 #[derive(Default)]
 pub struct Replicas {
     pub by_group: BTreeMap<u64, Replica>,
-}
-
-impl Replicas {
-    pub fn by_name(&self, name: &str) -> Option<&Replica> {
-        self.by_group.values().find(|r| r.name == name)
-    }
 }
 
 pub type Shared = Arc<Mutex<Replicas>>;
@@ -204,7 +197,6 @@ impl Applier {
             Replica {
                 name: a.name.clone(),
                 group: a.group,
-                peers: a.peers.clone(),
                 rs,
                 create_reply: reply
                     .filter(|r| fresh && !r.is_empty())
@@ -828,8 +820,9 @@ impl Driver {
                 submit(&self.jc, group, op, None);
             }
             ["STREAM", "LEADER", "STEPDOWN", _] => {
-                let r = self.step_down(group);
                 let kind = Kind::StreamLeaderStepdown;
+                let preferred = preferred(&m.payload).map_err(|e| (kind, e))?;
+                let r = self.step_down(group, preferred.as_deref());
                 self.answer(
                     &reply,
                     kind,
@@ -850,7 +843,8 @@ impl Driver {
                 if !exists {
                     return Err((kind, E::CONSUMER_NOT_FOUND.err()));
                 }
-                let r = self.step_down(group);
+                let preferred = preferred(&m.payload).map_err(|e| (kind, e))?;
+                let r = self.step_down(group, preferred.as_deref());
                 self.answer(
                     &reply,
                     kind,
@@ -904,8 +898,13 @@ impl Driver {
     }
 
     /// Hands the group's leadership to another member that is caught up
-    /// (raft-rs sends it a TimeoutNow once its log matches).
-    fn step_down(&self, group: u64) -> Result<(), jetstream::api::ApiError> {
+    /// (raft-rs sends it a TimeoutNow once its log matches), or to the
+    /// server named `preferred`.
+    fn step_down(
+        &self,
+        group: u64,
+        preferred: Option<&str>,
+    ) -> Result<(), jetstream::api::ApiError> {
         let status = self.jc.node.status();
         let g = status
             .groups
@@ -913,17 +912,55 @@ impl Driver {
             .find(|g| g.group == group)
             .ok_or_else(|| E::STREAM_NOT_FOUND.err())?;
         let routed = self.jc.routed_ids(&self.server);
-        let target = g
+        let mut candidates = g
             .progress
             .iter()
             .filter(|(id, m)| *id != self.jc.me.id && routed.contains(id) && *m >= g.committed)
-            .map(|(id, _)| *id)
-            .next()
-            .ok_or_else(|| E::CLUSTER_NO_PEERS.with("err", "no replacement peer connected"))?;
+            .map(|(id, _)| *id);
+        let target = match preferred {
+            None => candidates.next().ok_or_else(|| {
+                E::CLUSTER_NO_PEERS.with("err", "no replacement peer connected")
+            })?,
+            Some(p) if p == self.server.name => {
+                return Err(E::CLUSTER_NO_PEERS
+                    .with("err", format!("preferred server {p:?} is already leader")))
+            }
+            Some(p) => candidates
+                .find(|&id| self.jc.peer_name(&self.server, id).as_deref() == Some(p))
+                .ok_or_else(|| {
+                    E::CLUSTER_NO_PEERS.with("err", format!("preferred server {p:?} not known"))
+                })?,
+        };
         self.jc
             .node
             .call(move |e| e.transfer_leader(group, target))
             .ok_or_else(|| E::CLUSTER_NOT_AVAIL.err())?
             .map_err(|_| E::CLUSTER_NOT_LEADER.err())
     }
+}
+
+/// The server a step-down request prefers (`placement.preferred`), if any.
+fn preferred(body: &[u8]) -> Result<Option<String>, jetstream::api::ApiError> {
+    #[derive(serde::Deserialize, Default)]
+    struct Placement {
+        #[serde(default)]
+        preferred: String,
+    }
+    #[derive(serde::Deserialize, Default)]
+    struct Request {
+        #[serde(default)]
+        placement: Option<Placement>,
+    }
+    let has_body = body
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| *b == b'{');
+    if !has_body {
+        return Ok(None);
+    }
+    let r: Request =
+        serde_json::from_slice(body).map_err(|e| E::INVALID_JSON.with("err", e))?;
+    Ok(r.placement
+        .map(|p| p.preferred)
+        .filter(|p| !p.is_empty()))
 }
