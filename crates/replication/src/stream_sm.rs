@@ -396,7 +396,8 @@ pub struct Applied {
     pub outputs: Vec<Output>,
     /// The result of a purge (messages purged), message delete or
     /// consumer delete, for the leader's API response; for a sourced
-    /// message, 1 if it was stored and 0 if the source already had it.
+    /// message, 1 if it was stored and 0 if the source already had it;
+    /// for an ack, 1 if its requester gets an (empty) answer.
     pub result: Option<Result<u64, jetstream::api::ApiError>>,
     /// The result of a consumer create.
     pub consumer: Option<Result<jetstream::api::ConsumerInfo, jetstream::api::ApiError>>,
@@ -637,9 +638,11 @@ impl ReplicatedStream {
                 subject,
                 body,
             } => {
-                let _ = self
+                // 1: the ack's requester is answered (a double ack).
+                let answer = self
                     .stream
                     .ack(&consumer, &subject, &body, out.reply.as_deref(), now);
+                out.result = Some(answer.map(u64::from));
             }
             Op::Tick => {
                 let _ = self.stream.tick(now);

@@ -380,3 +380,99 @@ async fn killing_the_stream_leader_under_load_loses_no_acknowledged_message() {
     api_ready(std::slice::from_ref(&back)).await;
     check_replicas(&all, survivor, "LOAD", &acks).await;
 }
+
+/// Incident 2 with real processes: a work-queue stream's consumed
+/// messages never come back, however often its leadership moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumed_work_queue_messages_never_come_back_across_stepdowns() {
+    let all = cluster3();
+    let clients = [
+        all[0].client().await,
+        all[1].client().await,
+        all[2].client().await,
+    ];
+    api_ready(&clients).await;
+    let js = jetstream::new(clients[0].clone());
+    let stream = js
+        .create_stream(jetstream::stream::Config {
+            name: "WQ".into(),
+            subjects: vec!["wq.>".into()],
+            retention: jetstream::stream::RetentionPolicy::WorkQueue,
+            num_replicas: 3,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let consumer: jetstream::consumer::PullConsumer = stream
+        .create_consumer(jetstream::consumer::pull::Config {
+            durable_name: Some("W".into()),
+            ack_policy: jetstream::consumer::AckPolicy::Explicit,
+            ack_wait: Duration::from_secs(2),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    // Its info reports the stream's group.
+    let ci = common::api(&clients[2], "$JS.API.CONSUMER.INFO.WQ.W", "").await;
+    assert_eq!(ci["name"], "W", "{ci}");
+    assert_eq!(ci["cluster"]["name"], "c1", "{ci}");
+
+    let total = 60u64;
+    for i in 0..total {
+        jetstream::new(clients[(i % 3) as usize].clone())
+            .publish("wq.job", format!("job-{i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let mut done = std::collections::BTreeSet::new();
+    let mut round = 0;
+    while (done.len() as u64) < total {
+        round += 1;
+        assert!(round < 200, "stuck with {} of {total} done", done.len());
+        // Fetch from a server that does not lead, then move leadership.
+        let c = &clients[round % 3];
+        let s = jetstream::new(c.clone()).get_stream("WQ").await;
+        let Ok(s) = s else { continue };
+        let Ok(cons) = s
+            .get_consumer::<jetstream::consumer::pull::Config>("W")
+            .await
+        else {
+            continue;
+        };
+        let batch = cons
+            .fetch()
+            .max_messages(5)
+            .expires(Duration::from_millis(800))
+            .messages()
+            .await;
+        let Ok(mut batch) = batch else { continue };
+        use futures::StreamExt;
+        while let Some(Ok(m)) = batch.next().await {
+            let body = String::from_utf8(m.payload.to_vec()).unwrap();
+            // Double ack: the reply means the ack is applied on a
+            // majority.
+            if m.double_ack().await.is_ok() {
+                assert!(done.insert(body.clone()), "{body} came back after its ack");
+            }
+        }
+        if round % 2 == 0 {
+            let _ = c
+                .request("$JS.API.STREAM.LEADER.STEPDOWN.WQ", "".into())
+                .await;
+        }
+    }
+    // Drained on every replica.
+    for s in &all {
+        let name = name_of(s);
+        lead_on(&clients[0], "WQ", &name).await;
+        let info = stream_info(&clients[0], "WQ").await;
+        assert_eq!(info["state"]["messages"], 0, "{name}: {info}");
+        let ci = common::api(&clients[0], "$JS.API.CONSUMER.INFO.WQ.W", "").await;
+        assert_eq!(ci["num_pending"], 0, "{name}: {ci}");
+        assert_eq!(ci["num_ack_pending"], 0, "{name}: {ci}");
+        assert_eq!(ci["ack_floor"]["stream_seq"], total, "{name}: {ci}");
+    }
+    let _ = consumer;
+}

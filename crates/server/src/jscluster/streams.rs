@@ -61,6 +61,11 @@ use crate::subscription::Subscription;
 const FOLLOW_EVERY: Duration = Duration::from_millis(50);
 /// Ticks (ack timeouts, expiry) are proposed at most this often.
 const TICK_EVERY: Duration = Duration::from_millis(250);
+/// A request that could not be proposed goes out again after this long
+/// (the new leader subscribes within a follow period or two), this many
+/// times at most.
+const FORWARD_AFTER: Duration = Duration::from_millis(150);
+const FORWARD_TRIES: u32 = 3;
 /// A new stream's first leader answers its create only this soon after.
 const CREATE_ANSWER_WITHIN: Duration = Duration::from_secs(30);
 
@@ -360,6 +365,8 @@ pub struct Driver {
     api_tx: mpsc::UnboundedSender<(u64, Inbound)>,
     last_tick: BTreeMap<u64, Instant>,
     publisher: InternalPublisher,
+    /// Requests forwarded after a failed proposal, by reply subject.
+    forwarded: BTreeMap<String, u32>,
 }
 
 impl Driver {
@@ -378,6 +385,7 @@ impl Driver {
             led: BTreeMap::new(),
             api_tx,
             last_tick: BTreeMap::new(),
+            forwarded: BTreeMap::new(),
         };
         tokio::spawn(d.run(out, api_rx));
     }
@@ -634,7 +642,14 @@ impl Driver {
                     .map(|_| response::ok(kind, &Success { success: true }));
                 self.answer(&to, kind, r);
             }
-            // Acks and pulls answer through their outputs.
+            // A double ack: the (empty) answer says the ack is applied
+            // on a majority.
+            Some(OpKind::Ack) => {
+                if let Some(Ok(1)) = result {
+                    self.reply(&to, b"");
+                }
+            }
+            // Pulls answer through their outputs.
             _ => {}
         }
     }
@@ -740,6 +755,71 @@ impl Driver {
         m: &Inbound,
         reply: &str,
     ) -> Result<(), (Kind, jetstream::api::ApiError)> {
+        let proposed = self.change_inner(group, tokens, m, reply)?;
+        if proposed {
+            self.forwarded.remove(reply);
+        } else {
+            self.forward_later(m);
+        }
+        Ok(())
+    }
+
+    /// Proposes `op`; false if this server could not (it is handing
+    /// leadership over, or has just lost it).
+    fn propose(&self, group: u64, op: Op, reply: Option<String>) -> bool {
+        let op = match reply {
+            Some(reply) => Op::Replied {
+                reply,
+                op: Box::new(op),
+            },
+            None => op,
+        };
+        let e = Entry {
+            ts: wall_clock(),
+            op,
+        };
+        self.jc.node.propose(group, e.encode()).is_ok()
+    }
+
+    /// A request this server could not propose goes out again a moment
+    /// later, when the new leader has subscribed (a few times at most), so
+    /// a leadership change does not leave its requester waiting out a
+    /// timeout.
+    fn forward_later(&mut self, m: &Inbound) {
+        let Some(reply) = m.reply.clone() else { return };
+        let tries = self.forwarded.entry(reply.clone()).or_insert(0);
+        *tries += 1;
+        if *tries > FORWARD_TRIES {
+            self.forwarded.remove(&reply);
+            return;
+        }
+        if self.forwarded.len() > 10_000 {
+            self.forwarded.clear();
+        }
+        let server = self.server.clone();
+        let m = m.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(FORWARD_AFTER).await;
+            let mut p = InternalPublisher::new(server);
+            p.publish(
+                &m.subject,
+                &m.subject,
+                m.reply.as_deref(),
+                m.headers.as_deref(),
+                &m.payload,
+            );
+            p.flush();
+        });
+    }
+
+    /// Ok(false): not proposed (see [`Driver::propose`]).
+    fn change_inner(
+        &mut self,
+        group: u64,
+        tokens: &[&str],
+        m: &Inbound,
+        reply: &str,
+    ) -> Result<bool, (Kind, jetstream::api::ApiError)> {
         let reply = reply.to_string();
         let stream = self
             .jc
@@ -759,7 +839,7 @@ impl Driver {
                 let op = Op::Purge {
                     request: m.payload.clone(),
                 };
-                submit(&self.jc, group, op, Some(reply));
+                return Ok(self.propose(group, op, Some(reply)));
             }
             ["STREAM", "MSG", "DELETE", _] => {
                 let kind = Kind::MsgDelete;
@@ -771,16 +851,16 @@ impl Driver {
                     seq: req.seq,
                     erase: !req.no_erase,
                 };
-                submit(&self.jc, group, op, Some(reply));
+                return Ok(self.propose(group, op, Some(reply)));
             }
             ["CONSUMER", "CREATE", _, rest @ ..] => {
                 let name = rest.first().map(|s| s.to_string());
                 let filter = (rest.len() > 1).then(|| rest[1..].join("."));
-                self.consumer_create(group, &stream, name, filter, false, m, reply)?;
+                return self.consumer_create(group, &stream, name, filter, false, m, reply);
             }
             ["CONSUMER", "DURABLE", "CREATE", _, durable] => {
                 let name = Some(durable.to_string());
-                self.consumer_create(group, &stream, name, None, true, m, reply)?;
+                return self.consumer_create(group, &stream, name, None, true, m, reply);
             }
             ["CONSUMER", "DELETE", _, consumer] => {
                 if !is_empty_request(&m.payload) {
@@ -789,7 +869,7 @@ impl Driver {
                 let op = Op::DeleteConsumer {
                     name: consumer.to_string(),
                 };
-                submit(&self.jc, group, op, Some(reply));
+                return Ok(self.propose(group, op, Some(reply)));
             }
             ["CONSUMER", "MSG", "NEXT", _, consumer] => {
                 let exists = self
@@ -802,7 +882,7 @@ impl Driver {
                 if !exists {
                     self.publisher
                         .publish_out(&no_responders(&reply, &m.subject));
-                    return Ok(());
+                    return Ok(true);
                 }
                 if let Err(e) = PullRequest::parse(&m.payload) {
                     self.publisher.publish_out(&status_msg(
@@ -810,14 +890,14 @@ impl Driver {
                         400,
                         &format!("Bad Request - {e}"),
                     ));
-                    return Ok(());
+                    return Ok(true);
                 }
                 let op = Op::Pull {
                     consumer: consumer.to_string(),
                     request: m.payload.clone(),
                     reply,
                 };
-                submit(&self.jc, group, op, None);
+                return Ok(self.propose(group, op, None));
             }
             ["STREAM", "LEADER", "STEPDOWN", _] => {
                 let kind = Kind::StreamLeaderStepdown;
@@ -853,7 +933,7 @@ impl Driver {
             }
             _ => return Err((Kind::System, E::BAD_REQUEST.err())),
         }
-        Ok(())
+        Ok(true)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -866,7 +946,7 @@ impl Driver {
         durable_api: bool,
         m: &Inbound,
         reply: String,
-    ) -> Result<(), (Kind, jetstream::api::ApiError)> {
+    ) -> Result<bool, (Kind, jetstream::api::ApiError)> {
         let kind = Kind::ConsumerCreate;
         let mut req = CreateConsumerRequest::parse(&m.payload)
             .map_err(|e| (kind, E::INVALID_JSON.with("err", e)))?;
@@ -893,8 +973,7 @@ impl Driver {
             durable_api,
             generated: crate::js::stream_api::generated_name(),
         };
-        submit(&self.jc, group, op, Some(reply));
-        Ok(())
+        Ok(self.propose(group, op, Some(reply)))
     }
 
     /// Hands the group's leadership to another member that is caught up
