@@ -86,7 +86,10 @@ pub enum Op {
     /// the result of `op` to `reply` (a PubAck, an API response, a
     /// double-ack's confirmation). Replicated with the op so whichever
     /// replica leads when it is applied can answer.
-    Replied { reply: String, op: Box<Op> },
+    Replied {
+        reply: String,
+        op: Box<Op>,
+    },
 }
 
 /// An entry: what happened and when, by the leader's clock.

@@ -148,7 +148,10 @@ async fn an_r3_stream_serves_every_server_and_acks_after_replication() {
         let payload = common::b64(format!("m{i}").as_bytes());
         assert!(acked.insert(ack.sequence, payload).is_none());
     }
-    assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (1..=30).collect::<Vec<_>>());
+    assert_eq!(
+        acked.keys().copied().collect::<Vec<_>>(),
+        (1..=30).collect::<Vec<_>>()
+    );
 
     // Info from any server: the same state and the same leader, with the
     // other two as current replicas.
@@ -190,7 +193,10 @@ async fn an_r3_stream_serves_every_server_and_acks_after_replication() {
         &json!({"name": "BIG", "subjects": ["big.>"], "num_replicas": 5}).to_string(),
     )
     .await;
-    assert_eq!(common::api_err(&r5), (400, 10005, "no suitable peers for placement".into()));
+    assert_eq!(
+        common::api_err(&r5),
+        (400, 10005, "no suitable peers for placement".into())
+    );
     let overlap = common::api(
         &clients[2],
         "$JS.API.STREAM.CREATE.O2",
@@ -223,9 +229,7 @@ async fn publisher(
         loop {
             let mut h = async_nats::HeaderMap::new();
             h.insert("Nats-Msg-Id", id.as_str());
-            let sent = js
-                .publish_with_headers(subject, h, id.clone().into())
-                .await;
+            let sent = js.publish_with_headers(subject, h, id.clone().into()).await;
             let ack = match sent {
                 Ok(f) => tokio::time::timeout(Duration::from_secs(3), f).await,
                 Err(_) => {
@@ -297,7 +301,11 @@ async fn check_replicas(
             assert!(seen.insert(v.clone()), "{name}: a message stored twice");
         }
         for (seq, id) in &want {
-            assert_eq!(got.get(seq), Some(id), "{name}: acked seq {seq} missing or changed");
+            assert_eq!(
+                got.get(seq),
+                Some(id),
+                "{name}: acked seq {seq} missing or changed"
+            );
         }
         let last = *got.keys().last().unwrap();
         assert_eq!(

@@ -418,8 +418,14 @@ mod routed_tests {
         assert_eq!(subj, b"_INBOX.abc");
         let r = r.unwrap().to_vec();
         assert_eq!(r, b"$JS.ACK.S.C.1.2.3.1700000000.0@orders.1");
-        assert_eq!(from_route(subj, Some(&r)), (&b"orders.1"[..], Some(&reply[..])));
+        assert_eq!(
+            from_route(subj, Some(&r)),
+            (&b"orders.1"[..], Some(&reply[..]))
+        );
         // Plain messages pass as they are.
-        assert_eq!(from_route(b"a.b", Some(b"_INBOX.x@y")), (&b"a.b"[..], Some(&b"_INBOX.x@y"[..])));
+        assert_eq!(
+            from_route(b"a.b", Some(b"_INBOX.x@y")),
+            (&b"a.b"[..], Some(&b"_INBOX.x@y"[..]))
+        );
     }
 }

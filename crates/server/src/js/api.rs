@@ -64,7 +64,9 @@ pub(crate) type Refusal = (Kind, ApiError);
 
 /// Bodies nats-server reads only when they start like a JSON object or
 /// array; anything else (empty, `null`, a string) is the zero request.
-pub(crate) fn optional<T: DeserializeOwned + Default + GoShape>(body: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn optional<T: DeserializeOwned + Default + GoShape>(
+    body: &[u8],
+) -> Result<T, ApiError> {
     let first = body
         .iter()
         .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));

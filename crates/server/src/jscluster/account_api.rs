@@ -322,12 +322,9 @@ impl Api {
         }
         let load = |id: u64| meta.streams().filter(|a| a.peers.contains(&id)).count();
         // Ties broken by a hash of the stream's name, so streams spread.
-        let salt = cfg
-            .name
-            .bytes()
-            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-            });
+        let salt = cfg.name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
         up.sort_by_key(|&id| (load(id), id.wrapping_mul(salt | 1)));
         up.truncate(n);
         Ok(up)

@@ -352,7 +352,7 @@ impl JsCluster {
 /// What applying a meta event changed.
 pub enum MetaChange {
     None,
-    Event(MetaEvent),
+    Event(Box<MetaEvent>),
     /// The whole state was replaced by a leader's snapshot.
     Restored,
 }
@@ -386,13 +386,13 @@ pub fn apply_meta_event(meta: &Mutex<Meta>, ev: &Event) -> MetaChange {
             match applied {
                 Ok(MetaEvent::PeerAdded(p)) => {
                     info!("JetStream cluster new peer {} ({:x})", p.name, p.id);
-                    MetaChange::Event(MetaEvent::PeerAdded(p))
+                    MetaChange::Event(Box::new(MetaEvent::PeerAdded(p)))
                 }
                 Ok(MetaEvent::PeerRemoved(id)) => {
                     info!("JetStream cluster peer {id:x} removed");
-                    MetaChange::Event(MetaEvent::PeerRemoved(id))
+                    MetaChange::Event(Box::new(MetaEvent::PeerRemoved(id)))
                 }
-                Ok(e) => MetaChange::Event(e),
+                Ok(e) => MetaChange::Event(Box::new(e)),
                 Err(e) => {
                     debug!("meta entry {} refused: {e}", c.index);
                     MetaChange::None

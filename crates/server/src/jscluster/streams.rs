@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use cluster::node::Event;
 use jetstream::api::{
-    ClusterInfo, CreateConsumerRequest, MsgDeleteRequest, NamesRequest, PullRequest,
-    PurgeRequest, StreamConfig, StreamInfoRequest, E,
+    ClusterInfo, CreateConsumerRequest, MsgDeleteRequest, NamesRequest, PullRequest, PurgeRequest,
+    StreamConfig, StreamInfoRequest, E,
 };
 use parking_lot::Mutex;
 use replication::engine::Engine;
@@ -46,8 +46,7 @@ use super::JsCluster;
 use crate::client::delivery::{InternalSink, Message};
 use crate::internal::InternalPublisher;
 use crate::js::api::{
-    api_level_ok, endpoint, is_empty_request, is_pull_or_direct, msg_get_request, optional,
-    strict,
+    api_level_ok, endpoint, is_empty_request, is_pull_or_direct, msg_get_request, optional, strict,
 };
 use crate::js::response::{self, Created, Kind, Purged, Success};
 use crate::js::sinks::{no_responders, status_msg};
@@ -107,14 +106,20 @@ impl Applier {
         };
         if group == replication::meta_sm::META_GROUP {
             use replication::meta_sm::MetaEvent;
-            match super::apply_meta_event(&self.meta, ev) {
-                super::MetaChange::Event(MetaEvent::StreamAssigned(a, reply)) => {
-                    if a.peers.contains(&self.me) {
-                        self.start(engine, &a, Some(reply));
-                    }
+            let change = super::apply_meta_event(&self.meta, ev);
+            let change = match change {
+                super::MetaChange::Event(e) => Some(*e),
+                super::MetaChange::Restored => {
+                    self.reconcile(engine);
+                    return;
                 }
-                super::MetaChange::Event(MetaEvent::StreamRemoved(a)) => self.stop(engine, a.group),
-                super::MetaChange::Restored => self.reconcile(engine),
+                super::MetaChange::None => None,
+            };
+            match change {
+                Some(MetaEvent::StreamAssigned(a, reply)) if a.peers.contains(&self.me) => {
+                    self.start(engine, &a, Some(reply));
+                }
+                Some(MetaEvent::StreamRemoved(a)) => self.stop(engine, a.group),
                 _ => {}
             }
             return;
@@ -167,7 +172,10 @@ impl Applier {
             }
         };
         if let Err(e) = engine.create_group(a.group, &a.peers) {
-            error!("Stream '{}': raft group {} not started: {e}", a.name, a.group);
+            error!(
+                "Stream '{}': raft group {} not started: {e}",
+                a.name, a.group
+            );
             return;
         }
         let fresh = engine.raft_info(a.group).is_some_and(|i| i.last_index <= 1);
@@ -488,11 +496,12 @@ impl Driver {
 
     fn subscribe(&self, group: u64, name: &str, subjects: &[String]) -> Vec<Arc<Subscription>> {
         let mut subs = Vec::new();
-        let mut add = |subject: &str, sink: Arc<dyn InternalSink>| {
-            match self.server.subscribe_internal_cluster(subject, sink) {
-                Ok(s) => subs.push(s),
-                Err(e) => error!("Stream '{name}': could not subscribe to {subject}: {e}"),
-            }
+        let mut add = |subject: &str, sink: Arc<dyn InternalSink>| match self
+            .server
+            .subscribe_internal_cluster(subject, sink)
+        {
+            Ok(s) => subs.push(s),
+            Err(e) => error!("Stream '{name}': could not subscribe to {subject}: {e}"),
         };
         for subject in subjects {
             add(
@@ -538,7 +547,9 @@ impl Driver {
             leader: if g.leader == 0 {
                 String::new()
             } else {
-                self.jc.peer_name(&self.server, g.leader).unwrap_or_default()
+                self.jc
+                    .peer_name(&self.server, g.leader)
+                    .unwrap_or_default()
             },
             replicas: self.jc.replicas(&self.server, &g),
         }
@@ -997,9 +1008,9 @@ impl Driver {
             .filter(|(id, m)| *id != self.jc.me.id && routed.contains(id) && *m >= g.committed)
             .map(|(id, _)| *id);
         let target = match preferred {
-            None => candidates.next().ok_or_else(|| {
-                E::CLUSTER_NO_PEERS.with("err", "no replacement peer connected")
-            })?,
+            None => candidates
+                .next()
+                .ok_or_else(|| E::CLUSTER_NO_PEERS.with("err", "no replacement peer connected"))?,
             Some(p) if p == self.server.name => {
                 return Err(E::CLUSTER_NO_PEERS
                     .with("err", format!("preferred server {p:?} is already leader")))
@@ -1037,9 +1048,6 @@ fn preferred(body: &[u8]) -> Result<Option<String>, jetstream::api::ApiError> {
     if !has_body {
         return Ok(None);
     }
-    let r: Request =
-        serde_json::from_slice(body).map_err(|e| E::INVALID_JSON.with("err", e))?;
-    Ok(r.placement
-        .map(|p| p.preferred)
-        .filter(|p| !p.is_empty()))
+    let r: Request = serde_json::from_slice(body).map_err(|e| E::INVALID_JSON.with("err", e))?;
+    Ok(r.placement.map(|p| p.preferred).filter(|p| !p.is_empty()))
 }

@@ -159,7 +159,6 @@ struct SnapshotStats {
     pending_size: u64,
 }
 
-
 fn meta_cluster(server: &Server) -> Option<MetaClusterInfo> {
     use crate::jscluster::peer_hash;
     let jc = server.jscluster.get()?;
