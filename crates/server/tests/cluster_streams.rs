@@ -484,3 +484,83 @@ async fn consumed_work_queue_messages_never_come_back_across_stepdowns() {
     }
     let _ = consumer;
 }
+
+/// Waits until the stream's leader reports both other replicas current.
+async fn all_current(c: &async_nats::Client, stream: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = Value::Null;
+    loop {
+        let r = c
+            .request(format!("$JS.API.STREAM.INFO.{stream}"), "".into())
+            .await;
+        if let Ok(m) = r {
+            let v: Value = serde_json::from_slice(&m.payload).unwrap_or_default();
+            last = v["cluster"].clone();
+            let reps = v["cluster"]["replicas"].as_array().cloned().unwrap_or_default();
+            if reps.len() == 2 && reps.iter().all(|r| r["current"] == true && r["offline"].is_null())
+            {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{stream}: replicas never current: {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_under_load_loses_nothing() {
+    let mut all = cluster3();
+    for s in &mut all {
+        s.keep_port();
+    }
+    let clients = [
+        all[0].client().await,
+        all[1].client().await,
+        all[2].client().await,
+    ];
+    api_ready(&clients).await;
+    let create = common::api(
+        &clients[0],
+        "$JS.API.STREAM.CREATE.ROLL",
+        &json!({"name": "ROLL", "subjects": ["roll.>"], "num_replicas": 3}).to_string(),
+    )
+    .await;
+    assert!(create.get("error").is_none(), "{create}");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tasks: Vec<_> = (0..3)
+        .map(|w| tokio::spawn(publisher(clients[w].clone(), w, "roll.x", stop.clone())))
+        .collect();
+    // First gracefully (SIGTERM), then as crashes (SIGKILL), one server
+    // at a time, each back and caught up before the next goes.
+    let t0 = Instant::now();
+    for graceful in [true, false] {
+        for i in 0..3 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            eprintln!("at {:?}", t0.elapsed());
+            if graceful {
+                all[i].signal(libc::SIGTERM);
+                assert!(all[i].wait_exit(Duration::from_secs(10)).is_some());
+            }
+            all[i].restart();
+            let c = all[i].client().await;
+            api_ready(std::slice::from_ref(&c)).await;
+            let t = Instant::now();
+            all_current(&clients[(i + 1) % 3], "ROLL").await;
+            eprintln!("S{i} back (graceful: {graceful}), current after {:?}", t.elapsed());
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acks = Vec::new();
+    for t in tasks {
+        acks.extend(t.await.unwrap());
+    }
+    assert!(acks.len() > 30, "only {} acks", acks.len());
+    eprintln!("{} acks at {:?}", acks.len(), t0.elapsed());
+    let c = all[0].client().await;
+    check_replicas(&all, &c, "ROLL", &acks).await;
+    eprintln!("checked at {:?}", t0.elapsed());
+}

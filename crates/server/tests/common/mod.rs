@@ -135,6 +135,13 @@ impl Server {
         self.dir.path().join("store")
     }
 
+    /// Restarts keep the client port this server has now, so clients
+    /// that know it (and the URLs other servers gossip) reach it again.
+    pub fn keep_port(&mut self) {
+        let at = self.args.iter().position(|a| a == "-p").expect("-p");
+        self.args[at + 1] = self.port.to_string().into();
+    }
+
     /// SIGKILL, as a crash.
     pub fn kill9(&mut self) {
         let _ = self.child.kill();
