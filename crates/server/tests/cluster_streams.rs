@@ -496,8 +496,14 @@ async fn all_current(c: &async_nats::Client, stream: &str) {
         if let Ok(m) = r {
             let v: Value = serde_json::from_slice(&m.payload).unwrap_or_default();
             last = v["cluster"].clone();
-            let reps = v["cluster"]["replicas"].as_array().cloned().unwrap_or_default();
-            if reps.len() == 2 && reps.iter().all(|r| r["current"] == true && r["offline"].is_null())
+            let reps = v["cluster"]["replicas"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if reps.len() == 2
+                && reps
+                    .iter()
+                    .all(|r| r["current"] == true && r["offline"].is_null())
             {
                 return;
             }
@@ -549,7 +555,10 @@ async fn a_rolling_restart_under_load_loses_nothing() {
             api_ready(std::slice::from_ref(&c)).await;
             let t = Instant::now();
             all_current(&clients[(i + 1) % 3], "ROLL").await;
-            eprintln!("S{i} back (graceful: {graceful}), current after {:?}", t.elapsed());
+            eprintln!(
+                "S{i} back (graceful: {graceful}), current after {:?}",
+                t.elapsed()
+            );
         }
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -563,4 +572,56 @@ async fn a_rolling_restart_under_load_loses_nothing() {
     let c = all[0].client().await;
     check_replicas(&all, &c, "ROLL", &acks).await;
     eprintln!("checked at {:?}", t0.elapsed());
+}
+
+/// The stream's Raft group as a server's /raftz shows it.
+fn stream_group(s: &common::Server) -> Value {
+    let z = s.json("/raftz");
+    let groups = z["$G"].as_object().cloned().unwrap_or_default();
+    assert_eq!(groups.len(), 1, "{z}");
+    groups.into_iter().next().unwrap().1
+}
+
+/// A follower stopped for 10 s (as under CPU starvation) costs the
+/// leader nothing: same leader, same term, and the follower catches up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_follower_does_not_disturb_the_stream_leader() {
+    let all = cluster3();
+    let clients = [
+        all[0].client().await,
+        all[1].client().await,
+        all[2].client().await,
+    ];
+    api_ready(&clients).await;
+    let create = common::api(
+        &clients[0],
+        "$JS.API.STREAM.CREATE.P",
+        &json!({"name": "P", "subjects": ["p.>"], "num_replicas": 3}).to_string(),
+    )
+    .await;
+    assert!(create.get("error").is_none(), "{create}");
+    assert!(create["cluster"]["raft_group"]
+        .as_str()
+        .unwrap()
+        .starts_with("S-R3F-"));
+    let leader = leader_of(&clients[0], "P").await;
+    let li = index_of(&all, &leader);
+    let fi = (li + 1) % 3;
+    let before = stream_group(&all[li]);
+    assert_eq!(before["state"], "LEADER", "{before}");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let other = 3 - li - fi;
+    let task = tokio::spawn(publisher(clients[other].clone(), 0, "p.x", stop.clone()));
+    all[fi].signal(libc::SIGSTOP);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    all[fi].signal(libc::SIGCONT);
+    all_current(&clients[li], "P").await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let acks = task.await.unwrap();
+    assert!(acks.len() > 50, "publishing went on: {} acks", acks.len());
+    let after = stream_group(&all[li]);
+    assert_eq!(after["state"], "LEADER", "{after}");
+    assert_eq!(after["term"], before["term"], "{before} {after}");
+    assert_eq!(leader_of(&clients[other], "P").await, leader);
+    check_replicas(&all, &clients[other], "P", &acks).await;
 }

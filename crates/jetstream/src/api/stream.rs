@@ -400,6 +400,9 @@ pub(crate) fn de_time<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> 
 pub struct ClusterInfo {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// The asset's Raft group.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub raft_group: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub leader: String,
     /// The other members of the asset's group (the leader not among them).

@@ -207,6 +207,7 @@ pub fn read(
                 name: String::new(),
                 leader: js.server.name.clone(),
                 replicas: Vec::new(),
+                raft_group: String::new(),
             }));
             response::stamp_stream(&mut info);
             let (mut total, mut offset, mut limit) = (0, 0, 0);

@@ -421,6 +421,22 @@ fn routed_peers(server: &Server) -> Vec<RoutedPeer> {
         .collect()
 }
 
+/// The account every stream belongs to.
+pub const GLOBAL_ACCOUNT: &str = "$G";
+
+/// nats-server's shape of a stream group's name.
+pub fn stream_group_name(group: u64, cfg: &jetstream::api::StreamConfig) -> String {
+    let storage = match cfg.storage {
+        jetstream::api::Storage::File => 'F',
+        jetstream::api::Storage::Memory => 'M',
+    };
+    format!(
+        "S-R{}{storage}-{}",
+        cfg.num_replicas.max(1),
+        peer_hash(&format!("group-{group}"))
+    )
+}
+
 /// nats-server's 8-character id for a server in Raft monitoring: the
 /// first 8 bytes of SHA-256 of its name, each mapped into [0-9A-Za-z].
 pub fn peer_hash(name: &str) -> String {
@@ -501,6 +517,21 @@ impl JsCluster {
             .collect();
         replicas.sort_by(|a, b| a.name.cmp(&b.name));
         replicas
+    }
+
+    /// The Raft group names of this server's streams, by group id, as
+    /// nats-server names them (`S-R<replicas><F|M>-<8 characters>`), the
+    /// characters derived from the group id so every server agrees.
+    pub fn group_names(&self) -> BTreeMap<u64, String> {
+        self.replicas
+            .lock()
+            .by_group
+            .values()
+            .map(|r| {
+                let cfg = &r.rs.stream().config;
+                (r.group, stream_group_name(r.group, cfg))
+            })
+            .collect()
     }
 
     /// Peer ids of the JetStream servers this server has a route to.

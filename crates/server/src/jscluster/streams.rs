@@ -542,8 +542,10 @@ impl Driver {
             .into_iter()
             .find(|g| g.group == group)
             .unwrap_or_default();
+        let raft_group = self.jc.group_names().remove(&group).unwrap_or_default();
         ClusterInfo {
             name: self.server.routes.cluster_name().0,
+            raft_group,
             leader: if g.leader == 0 {
                 String::new()
             } else {

@@ -309,6 +309,7 @@ pub async fn jsz(server: &Server, q: &Query) -> Result<impl Serialize, QueryErro
                         name: String::new(),
                         leader: server.name.clone(),
                         replicas: Vec::new(),
+                        raft_group: String::new(),
                     },
                     config: config_opt.then(|| stream.config.clone()),
                     state: stream.state,

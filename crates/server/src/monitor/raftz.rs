@@ -57,20 +57,33 @@ pub fn raftz(
 ) -> Option<BTreeMap<String, BTreeMap<String, RaftzGroup>>> {
     let jc = server.jscluster.get()?;
     let mut out = BTreeMap::new();
-    let acc = if acc.is_empty() { SYSTEM_ACCOUNT } else { acc };
-    if acc != SYSTEM_ACCOUNT || !(group.is_empty() || group == META_NAME) {
-        return Some(out);
-    }
-    if let Some(g) = meta_group(server, jc) {
-        out.entry(SYSTEM_ACCOUNT.to_string())
-            .or_insert_with(BTreeMap::new)
-            .insert(META_NAME.to_string(), g);
+    let wanted =
+        |a: &str, name: &str| (acc.is_empty() || acc == a) && (group.is_empty() || group == name);
+    let status = jc.node.status();
+    let names = jc.group_names();
+    for g in &status.groups {
+        let (account, name) = if g.group == replication::meta_sm::META_GROUP {
+            (SYSTEM_ACCOUNT, META_NAME.to_string())
+        } else if let Some(n) = names.get(&g.group) {
+            (crate::jscluster::GLOBAL_ACCOUNT, n.clone())
+        } else {
+            continue;
+        };
+        if wanted(account, &name) {
+            out.entry(account.to_string())
+                .or_insert_with(BTreeMap::new)
+                .insert(name, group_of(server, jc, g, account));
+        }
     }
     Some(out)
 }
 
-fn meta_group(server: &Server, jc: &JsCluster) -> Option<RaftzGroup> {
-    let g = jc.meta_status()?;
+fn group_of(
+    server: &Server,
+    jc: &JsCluster,
+    g: &cluster::node::GroupStatus,
+    account: &'static str,
+) -> RaftzGroup {
     let hash_of = |id: u64| {
         jc.peer_name(server, id)
             .map(|n| peer_hash(&n))
@@ -106,7 +119,7 @@ fn meta_group(server: &Server, jc: &JsCluster) -> Option<RaftzGroup> {
             )
         })
         .collect();
-    Some(RaftzGroup {
+    RaftzGroup {
         id: peer_hash(&server.name),
         state,
         size: g.voters.len(),
@@ -127,12 +140,12 @@ fn meta_group(server: &Server, jc: &JsCluster) -> Option<RaftzGroup> {
         },
         pterm: g.last_term,
         pindex: g.last_index,
-        system_account: true,
-        traffic_account: SYSTEM_ACCOUNT,
+        system_account: account == SYSTEM_ACCOUNT,
+        traffic_account: account,
         ipq_proposal_len: 0,
         ipq_entry_len: 0,
         ipq_resp_len: 0,
         ipq_apply_len: 0,
         peers,
-    })
+    }
 }
