@@ -321,6 +321,13 @@ impl Engine {
         }
     }
 
+    /// Whether this server holds a log for `group` (running or not).
+    pub fn has_log(&self, group: u64) -> bool {
+        self.dir
+            .list()
+            .is_ok_and(|names| names.contains(&log_name(group)))
+    }
+
     /// Starts an election now rather than after a timeout: the first
     /// replica named for a new group calls it, so a new stream has a leader
     /// in one round trip instead of half a second or more.

@@ -90,6 +90,11 @@ pub enum Op {
         reply: String,
         op: Box<Op>,
     },
+    /// A new configuration (JSON, checked against the old by the meta
+    /// leader): every replica changes at the same point in the log.
+    UpdateConfig {
+        config: Bytes,
+    },
 }
 
 /// An entry: what happened and when, by the leader's clock.
@@ -279,6 +284,10 @@ fn encode_op(b: &mut BytesMut, op: &Op) {
                 put_bytes(b, reply.as_bytes());
                 encode_op(b, op);
             }
+            Op::UpdateConfig { config } => {
+                b.put_u8(12);
+                put_bytes(b, config);
+            }
         }
     }
 }
@@ -363,6 +372,9 @@ fn decode_op(b: &mut &[u8], depth: u8) -> Result<Op, DecodeError> {
                     generated: get_string(b)?,
                 }
             }
+            12 => Op::UpdateConfig {
+                config: get_bytes(b)?,
+            },
             11 if depth == 0 => Op::Replied {
                 reply: get_string(b)?,
                 op: Box::new(decode_op(b, depth + 1)?),
@@ -386,6 +398,7 @@ pub enum OpKind {
     DeleteMsg,
     DeleteConsumer,
     Sourced,
+    UpdateConfig,
 }
 
 /// What applying one entry produced, for the leader to send.
@@ -595,6 +608,7 @@ impl ReplicatedStream {
             Op::DeleteMsg { .. } => OpKind::DeleteMsg,
             Op::DeleteConsumer { .. } => OpKind::DeleteConsumer,
             Op::Sourced { .. } => OpKind::Sourced,
+            Op::UpdateConfig { .. } => OpKind::UpdateConfig,
         });
         match op {
             Op::Publish {
@@ -702,6 +716,12 @@ impl ReplicatedStream {
                         )
                     });
                 out.consumer = Some(created);
+            }
+            Op::UpdateConfig { config } => {
+                let r = serde_json::from_slice::<StreamConfig>(&config)
+                    .map_err(|e| jetstream::api::E::STREAM_UPDATE.with("err", e))
+                    .and_then(|cfg| self.stream.update(cfg));
+                out.result = Some(r.map(|()| 1));
             }
             // Nested replies are refused when decoding.
             Op::Replied { .. } => {}

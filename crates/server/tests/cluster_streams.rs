@@ -625,3 +625,86 @@ async fn a_paused_follower_does_not_disturb_the_stream_leader() {
     assert_eq!(leader_of(&clients[other], "P").await, leader);
     check_replicas(&all, &clients[other], "P", &acks).await;
 }
+
+/// Servers whose /raftz lists a stream group.
+fn hosting(all: &[common::Server]) -> Vec<String> {
+    all.iter()
+        .filter(|s| {
+            s.json("/raftz")["$G"]
+                .as_object()
+                .is_some_and(|g| !g.is_empty())
+        })
+        .map(name_of)
+        .collect()
+}
+
+async fn update(c: &async_nats::Client, cfg: Value) -> Value {
+    let name = cfg["name"].as_str().unwrap().to_string();
+    common::api(
+        c,
+        &format!("$JS.API.STREAM.UPDATE.{name}"),
+        &cfg.to_string(),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_scales_from_one_replica_to_three_and_back_while_publishing() {
+    let all = cluster3();
+    let clients = [
+        all[0].client().await,
+        all[1].client().await,
+        all[2].client().await,
+    ];
+    api_ready(&clients).await;
+    let mut cfg = json!({"name": "SC", "subjects": ["sc.>"], "num_replicas": 1});
+    let create = common::api(&clients[0], "$JS.API.STREAM.CREATE.SC", &cfg.to_string()).await;
+    assert!(create.get("error").is_none(), "{create}");
+    assert_eq!(hosting(&all).len(), 1);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tasks: Vec<_> = (0..2)
+        .map(|w| tokio::spawn(publisher(clients[w].clone(), w, "sc.x", stop.clone())))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    cfg["num_replicas"] = json!(3);
+    let up = update(&clients[1], cfg.clone()).await;
+    assert!(up.get("error").is_none(), "{up}");
+    assert_eq!(up["config"]["num_replicas"], 3, "{up}");
+    all_current(&clients[2], "SC").await;
+    common::wait_for("three hosts", Duration::from_secs(10), || {
+        hosting(&all).len() == 3
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // A config change reaches every replica.
+    cfg["num_replicas"] = json!(1);
+    cfg["max_msgs_per_subject"] = json!(1_000_000);
+    let down = update(&clients[2], cfg.clone()).await;
+    assert!(down.get("error").is_none(), "{down}");
+    common::wait_for("one host", Duration::from_secs(20), || {
+        hosting(&all).len() == 1
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acks = Vec::new();
+    for t in tasks {
+        acks.extend(t.await.unwrap());
+    }
+    assert!(acks.len() > 20, "only {} acks", acks.len());
+    let host = hosting(&all).remove(0);
+    let hi = index_of(&all, &host);
+    let info = stream_info(&clients[0], "SC").await;
+    assert_eq!(info["config"]["max_msgs_per_subject"], 1_000_000, "{info}");
+    assert_eq!(info["cluster"]["leader"], host.as_str(), "{info}");
+    assert!(info["cluster"]["replicas"].is_null(), "{info}");
+    check_replicas(&all[hi..=hi], &clients[0], "SC", &acks).await;
+    // Reduced to one voter, the group no longer counts the others.
+    let g = stream_group(&all[hi]);
+    assert_eq!(g["size"], 1, "{g}");
+    // The leader logged the way there.
+    let log = all[hi].log_text();
+    for line in ["adding peer", "removing peer", "applying its new config"] {
+        assert!(log.contains(line), "{line}: {log}");
+    }
+}

@@ -30,7 +30,7 @@ use crate::subscription::Subscription;
 
 const NAMES_LIMIT: usize = 1024;
 const LIST_LIMIT: usize = 256;
-/// How long a delete waits for its removal to be applied.
+/// How long a delete or update waits for the meta group to apply it.
 const DELETE_WAIT: Duration = Duration::from_secs(10);
 
 const SUBJECTS: &[&str] = &[
@@ -133,19 +133,82 @@ async fn serve(
     }
 }
 
+/// What a task answering later needs.
+#[derive(Clone)]
+struct Detached {
+    server: Arc<Server>,
+    jc: Arc<JsCluster>,
+    js: Arc<JetStream>,
+}
+
+impl Detached {
+    fn info_of(&self, a: &StreamAssignment) -> StreamInfo {
+        info_of(&self.server, &self.jc, a)
+    }
+
+    fn send(&self, to: &str, kind: Kind, r: Result<bytes::Bytes, Refusal>) {
+        let mut p = InternalPublisher::new(self.server.clone());
+        answer(&self.js, &mut p, to, kind, r);
+        p.flush();
+    }
+}
+
+/// Counts the call (and error) and sends the response.
+fn answer(
+    js: &JetStream,
+    p: &mut InternalPublisher,
+    to: &str,
+    kind: Kind,
+    r: Result<bytes::Bytes, Refusal>,
+) {
+    use std::sync::atomic::Ordering;
+    js.api_total.fetch_add(1, Ordering::Relaxed);
+    let body = match r {
+        Ok(b) => b,
+        Err((kind, e)) => {
+            js.api_errors.fetch_add(1, Ordering::Relaxed);
+            response::error(kind, &e)
+        }
+    };
+    let _ = kind;
+    p.publish(to, to, None, None, &body);
+}
+
+/// A stream's info from this server's replica of it, if it has one;
+/// otherwise its config with the state unknown here.
+fn info_of(server: &Server, jc: &JsCluster, a: &StreamAssignment) -> StreamInfo {
+    let now = wall_clock();
+    let mut info = match jc.replicas.lock().by_group.get(&a.group) {
+        Some(r) => r.rs.stream().info(now, false, ""),
+        None => StreamInfo {
+            config: serde_json::from_str(&a.config).unwrap_or_default(),
+            created: a.created,
+            state: Default::default(),
+            cluster: None,
+            mirror: None,
+            sources: Vec::new(),
+            ts: now,
+        },
+    };
+    info.cluster = Some(jetstream::api::ClusterInfo {
+        name: server.routes.cluster_name().0,
+        ..Default::default()
+    });
+    response::stamp_stream(&mut info);
+    info
+}
+
 impl Api {
+    fn detached(&self) -> Detached {
+        Detached {
+            server: self.server.clone(),
+            jc: self.jc.clone(),
+            js: self.js.clone(),
+        }
+    }
+
     fn reply(&mut self, to: &str, kind: Kind, r: Result<bytes::Bytes, Refusal>) {
-        use std::sync::atomic::Ordering;
-        self.js.api_total.fetch_add(1, Ordering::Relaxed);
-        let body = match r {
-            Ok(b) => b,
-            Err((kind, e)) => {
-                self.js.api_errors.fetch_add(1, Ordering::Relaxed);
-                response::error(kind, &e)
-            }
-        };
-        let _ = kind;
-        self.publisher.publish(to, to, None, None, &body);
+        answer(&self.js, &mut self.publisher, to, kind, r);
     }
 
     fn request(&mut self, m: Inbound) {
@@ -168,7 +231,10 @@ impl Api {
                 Ok(()) => return,
                 Err(e) => Err(e),
             },
-            ["STREAM", "UPDATE", name] => self.update(name, &m),
+            ["STREAM", "UPDATE", name] => match self.update(name, &m, &reply) {
+                Ok(()) => return,
+                Err(e) => Err(e),
+            },
             ["STREAM", "DELETE", name] => match self.delete(name, &m, &reply) {
                 Ok(()) => return,
                 Err(e) => Err(e),
@@ -257,19 +323,11 @@ impl Api {
             self.reply(reply, kind, Ok(body));
             return Ok(());
         }
-        let overlaps = self.jc.meta.lock().streams().any(|a| {
-            serde_json::from_str::<StreamConfig>(&a.config).is_ok_and(|c| {
-                c.subjects.iter().any(|s| {
-                    cfg.subjects
-                        .iter()
-                        .any(|t| subjects::subjects_collide(s.as_bytes(), t.as_bytes()))
-                })
-            })
-        });
-        if overlaps {
+        if self.overlaps(name, &cfg.subjects) {
             return Err((kind, E::STREAM_SUBJECT_OVERLAP.err()));
         }
-        let peers = self.place(&cfg).map_err(|e| (kind, e))?;
+        let n = cfg.num_replicas.max(1) as usize;
+        let peers = self.place(&cfg, &[], n).map_err(|e| (kind, e))?;
         let op = MetaOp::AssignStream {
             name: name.to_string(),
             config: serde_json::to_string(&cfg).expect("config serializes"),
@@ -283,11 +341,28 @@ impl Api {
             .map_err(|_| (kind, E::CLUSTER_NOT_LEADER.err()))
     }
 
-    /// Peers for a new stream: as many as it has replicas, among the
-    /// JetStream servers that are up, those holding the fewest streams
-    /// first.
-    fn place(&self, cfg: &StreamConfig) -> Result<Vec<u64>, jetstream::api::ApiError> {
-        let n = cfg.num_replicas.max(1) as usize;
+    /// Whether another stream's subjects meet `subjects`.
+    fn overlaps(&self, name: &str, subjects: &[String]) -> bool {
+        self.jc.meta.lock().streams().any(|a| {
+            a.name != name
+                && serde_json::from_str::<StreamConfig>(&a.config).is_ok_and(|c| {
+                    c.subjects.iter().any(|s| {
+                        subjects
+                            .iter()
+                            .any(|t| subjects::subjects_collide(s.as_bytes(), t.as_bytes()))
+                    })
+                })
+        })
+    }
+
+    /// `n` peers for a stream, none of `except`: among the JetStream
+    /// servers that are up, those holding the fewest streams first.
+    fn place(
+        &self,
+        cfg: &StreamConfig,
+        except: &[u64],
+        n: usize,
+    ) -> Result<Vec<u64>, jetstream::api::ApiError> {
         let no_peers = |offline: bool, tags: &[String]| {
             let mut why = String::from("no suitable peers for placement");
             if offline {
@@ -315,10 +390,11 @@ impl Api {
         let mut up: Vec<u64> = all
             .iter()
             .copied()
+            .filter(|id| !except.contains(id))
             .filter(|id| *id == self.jc.me.id || routed.contains(id))
             .collect();
         if up.len() < n {
-            return Err(no_peers(up.len() < all.len(), &[]));
+            return Err(no_peers(up.len() + except.len() < all.len(), &[]));
         }
         let load = |id: u64| meta.streams().filter(|a| a.peers.contains(&id)).count();
         // Ties broken by a hash of the stream's name, so streams spread.
@@ -330,33 +406,17 @@ impl Api {
         Ok(up)
     }
 
-    /// A stream's info from this server's replica of it, if it has one;
-    /// otherwise its config with the state unknown here.
     fn info_of(&self, a: &StreamAssignment) -> StreamInfo {
-        let now = wall_clock();
-        let mut info = match self.jc.replicas.lock().by_group.get(&a.group) {
-            Some(r) => r.rs.stream().info(now, false, ""),
-            None => StreamInfo {
-                config: serde_json::from_str(&a.config).unwrap_or_default(),
-                created: a.created,
-                state: Default::default(),
-                cluster: None,
-                mirror: None,
-                sources: Vec::new(),
-                ts: now,
-            },
-        };
-        info.cluster = Some(jetstream::api::ClusterInfo {
-            name: self.server.routes.cluster_name().0,
-            ..Default::default()
-        });
-        response::stamp_stream(&mut info);
-        info
+        info_of(&self.server, &self.jc, a)
     }
 
-    fn update(&mut self, name: &str, m: &Inbound) -> Result<bytes::Bytes, Refusal> {
+    /// A new config, and new peers when the replica count changes: more
+    /// are placed like a create's; fewer keep the stream's leader where
+    /// this server knows it. The stream's leader then brings its group
+    /// there (`streams`). Answered once the meta group has it.
+    fn update(&mut self, name: &str, m: &Inbound, reply: &str) -> Result<(), Refusal> {
         let kind = Kind::StreamUpdate;
-        let cfg = Dispatcher::stream_config(kind, name, &m.payload, true)?;
+        let mut cfg = Dispatcher::stream_config(kind, name, &m.payload, true)?;
         let a = self
             .jc
             .meta
@@ -365,16 +425,71 @@ impl Api {
             .cloned()
             .ok_or((kind, E::STREAM_NOT_FOUND.err()))?;
         let current: StreamConfig = serde_json::from_str(&a.config).unwrap_or_default();
-        if current == cfg {
-            return Ok(response::ok(kind, &self.info_of(&a)));
+        jetstream::stream::config::check_update(&current, &mut cfg).map_err(|e| (kind, e))?;
+        if cfg.mirror.is_some() || !cfg.sources.is_empty() {
+            return Err((
+                kind,
+                E::STREAM_INVALID_CONFIG.with(
+                    "err",
+                    "mirrors and sources are not supported by replicated streams in this server yet",
+                ),
+            ));
         }
-        Err((
-            kind,
-            E::STREAM_INVALID_CONFIG.with(
-                "err",
-                "updating a replicated stream is not supported by this server yet",
-            ),
-        ))
+        if self.overlaps(name, &cfg.subjects) {
+            return Err((kind, E::STREAM_SUBJECT_OVERLAP.err()));
+        }
+        let n = cfg.num_replicas.max(1) as usize;
+        let mut peers = a.peers.clone();
+        if n > peers.len() {
+            let more = self
+                .place(&cfg, &peers, n - peers.len())
+                .map_err(|e| (kind, e))?;
+            peers.extend(more);
+        } else if n < peers.len() {
+            let leader = self
+                .jc
+                .node
+                .status()
+                .groups
+                .into_iter()
+                .find(|g| g.group == a.group)
+                .map(|g| g.leader)
+                .unwrap_or(0);
+            // Keep the leader, then the first named.
+            peers.sort_by_key(|p| *p != leader);
+            peers.truncate(n);
+        }
+        let config = serde_json::to_string(&cfg).expect("config serializes");
+        let op = MetaOp::UpdateStream {
+            name: name.to_string(),
+            config: config.clone(),
+            peers,
+        };
+        self.jc
+            .node
+            .propose(META_GROUP, op.encode())
+            .map_err(|_| (kind, E::CLUSTER_NOT_LEADER.err()))?;
+        let api = self.detached();
+        let (name, reply) = (name.to_string(), reply.to_string());
+        tokio::spawn(async move {
+            let start = tokio::time::Instant::now();
+            loop {
+                let a = api.jc.meta.lock().stream(&name).cloned();
+                match a {
+                    Some(a) if a.config == config => {
+                        let mut info = api.info_of(&a);
+                        info.config = cfg;
+                        response::stamp_stream(&mut info);
+                        let body = response::ok(kind, &info);
+                        api.send(&reply, kind, Ok(body));
+                        return;
+                    }
+                    _ if start.elapsed() > DELETE_WAIT => return,
+                    _ => tokio::time::sleep(Duration::from_millis(10)).await,
+                }
+            }
+        });
+        Ok(())
     }
 
     fn delete(&mut self, name: &str, m: &Inbound, reply: &str) -> Result<(), Refusal> {
@@ -393,24 +508,18 @@ impl Api {
             .propose(META_GROUP, op.encode())
             .map_err(|_| (kind, E::CLUSTER_NOT_LEADER.err()))?;
         // Answered once the removal is applied here.
-        let jc = self.jc.clone();
-        let js = self.js.clone();
-        let server = self.server.clone();
+        let api = self.detached();
         let (name, reply) = (name.to_string(), reply.to_string());
         tokio::spawn(async move {
             let start = tokio::time::Instant::now();
-            while jc.meta.lock().stream(&name).is_some() {
+            while api.jc.meta.lock().stream(&name).is_some() {
                 if start.elapsed() > DELETE_WAIT {
                     return;
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            js.api_total
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let body = response::ok(kind, &Success { success: true });
-            let mut p = InternalPublisher::new(server);
-            p.publish(&reply, &reply, None, None, &body);
-            p.flush();
+            api.send(&reply, kind, Ok(body));
         });
         Ok(())
     }

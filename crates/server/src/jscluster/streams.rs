@@ -36,7 +36,7 @@ use jetstream::api::{
     StreamConfig, StreamInfoRequest, E,
 };
 use parking_lot::Mutex;
-use replication::engine::Engine;
+use replication::engine::{ConfChange, ConfChangeType, Engine};
 use replication::meta_sm::{Meta, StreamAssignment};
 use replication::stream_sm::{Applied, Entry, Op, OpKind, ReplicatedStream};
 use tokio::sync::mpsc;
@@ -65,6 +65,9 @@ const TICK_EVERY: Duration = Duration::from_millis(250);
 /// times at most.
 const FORWARD_AFTER: Duration = Duration::from_millis(150);
 const FORWARD_TRIES: u32 = 3;
+/// A leader proposes a config or membership change for its group at most
+/// this often (raft-rs takes one conf change at a time).
+const RECONCILE_EVERY: Duration = Duration::from_millis(500);
 /// A new stream's first leader answers its create only this soon after.
 const CREATE_ANSWER_WITHIN: Duration = Duration::from_secs(30);
 
@@ -75,6 +78,10 @@ pub struct Replica {
     pub rs: ReplicatedStream,
     /// Where the create is answered, by the first replica to lead it.
     pub create_reply: Option<(String, Instant)>,
+    /// The meta group took this server off the stream: the replica stays
+    /// (it may still count towards the group's quorum) until the group's
+    /// own membership no longer has it.
+    pub leaving: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -118,6 +125,23 @@ impl Applier {
             match change {
                 Some(MetaEvent::StreamAssigned(a, reply)) if a.peers.contains(&self.me) => {
                     self.start(engine, &a, Some(reply));
+                }
+                Some(MetaEvent::StreamUpdated(before, after)) => {
+                    let was = before.peers.contains(&self.me);
+                    let is = after.peers.contains(&self.me);
+                    if is && !was {
+                        // Added: joins, and the leader's snapshot brings
+                        // the stream.
+                        self.start(engine, &after, None);
+                    } else if was && !is {
+                        if let Some(r) = self.replicas.lock().by_group.get_mut(&after.group) {
+                            info!(
+                                "JetStream cluster stream '$G > {}' moving off this server",
+                                r.name
+                            );
+                            r.leaving = Some(Instant::now());
+                        }
+                    }
                 }
                 Some(MetaEvent::StreamRemoved(a)) => self.stop(engine, a.group),
                 _ => {}
@@ -171,7 +195,16 @@ impl Applier {
                 return;
             }
         };
-        if let Err(e) = engine.create_group(a.group, &a.peers) {
+        // A new stream's members bootstrap its group together; a server
+        // added later (or whose log is gone) joins, and the leader adds it
+        // and sends it a snapshot.
+        let original = reply.is_some();
+        let started = if original || engine.has_log(a.group) {
+            engine.create_group(a.group, &a.peers)
+        } else {
+            engine.join_group(a.group, &a.peers)
+        };
+        if let Err(e) = started {
             error!(
                 "Stream '{}': raft group {} not started: {e}",
                 a.name, a.group
@@ -198,7 +231,7 @@ impl Applier {
                 }
             }
         }
-        if fresh && a.peers.first() == Some(&self.me) {
+        if original && fresh && a.peers.first() == Some(&self.me) {
             let _ = engine.campaign(a.group);
         }
         info!(
@@ -214,6 +247,7 @@ impl Applier {
                 create_reply: reply
                     .filter(|r| fresh && !r.is_empty())
                     .map(|r| (r, Instant::now())),
+                leaving: None,
             },
         );
     }
@@ -375,6 +409,9 @@ pub struct Driver {
     publisher: InternalPublisher,
     /// Requests forwarded after a failed proposal, by reply subject.
     forwarded: BTreeMap<String, u32>,
+    /// When each led group last had a config or membership change
+    /// proposed.
+    last_reconcile: BTreeMap<u64, Instant>,
 }
 
 impl Driver {
@@ -394,6 +431,7 @@ impl Driver {
             api_tx,
             last_tick: BTreeMap::new(),
             forwarded: BTreeMap::new(),
+            last_reconcile: BTreeMap::new(),
         };
         tokio::spawn(d.run(out, api_rx));
     }
@@ -491,6 +529,124 @@ impl Driver {
         for group in due_ticks {
             self.last_tick.insert(group, Instant::now());
             submit(&self.jc, group, Op::Tick, None);
+        }
+        for g in status.groups.iter().filter(|g| g.is_leader) {
+            self.reconcile(g);
+        }
+        self.retire_left(&status);
+    }
+
+    /// As a stream's leader, brings its group to what the meta group
+    /// assigned: its config (through the log, so every replica changes at
+    /// the same point) and its members (one conf change at a time, added
+    /// before removed; a leader that is to go hands leadership over
+    /// first).
+    fn reconcile(&mut self, g: &cluster::node::GroupStatus) {
+        if self
+            .last_reconcile
+            .get(&g.group)
+            .is_some_and(|t| t.elapsed() < RECONCILE_EVERY)
+        {
+            return;
+        }
+        let Some(a) = self
+            .jc
+            .meta
+            .lock()
+            .streams()
+            .find(|a| a.group == g.group)
+            .cloned()
+        else {
+            return;
+        };
+        let Ok(want) = serde_json::from_str::<StreamConfig>(&a.config) else {
+            return;
+        };
+        let differs = self
+            .jc
+            .replicas
+            .lock()
+            .by_group
+            .get(&g.group)
+            .is_some_and(|r| r.rs.stream().config != want);
+        let group = g.group;
+        if differs {
+            info!(
+                "JetStream cluster stream '$G > {}': applying its new config",
+                a.name
+            );
+            self.last_reconcile.insert(group, Instant::now());
+            let config = Bytes::from(a.config.clone().into_bytes());
+            submit(&self.jc, group, Op::UpdateConfig { config }, None);
+            return;
+        }
+        let add = a.peers.iter().find(|p| !g.voters.contains(p)).copied();
+        let remove = g.voters.iter().find(|v| !a.peers.contains(v)).copied();
+        let change = match (add, remove) {
+            (Some(id), _) => Some((ConfChangeType::AddNode, id)),
+            (None, Some(id)) if id == self.jc.me.id => {
+                // Hand over to a member that stays and is caught up.
+                let to = g
+                    .progress
+                    .iter()
+                    .find(|(p, m)| a.peers.contains(p) && *m >= g.committed)
+                    .map(|(p, _)| *p);
+                if let Some(to) = to {
+                    self.last_reconcile.insert(group, Instant::now());
+                    let _ = self.jc.node.call(move |e| e.transfer_leader(group, to));
+                }
+                None
+            }
+            (None, Some(id)) => Some((ConfChangeType::RemoveNode, id)),
+            (None, None) => None,
+        };
+        if let Some((kind, id)) = change {
+            self.last_reconcile.insert(group, Instant::now());
+            info!(
+                "JetStream cluster stream '$G > {}': {} peer {}",
+                a.name,
+                if kind == ConfChangeType::AddNode {
+                    "adding"
+                } else {
+                    "removing"
+                },
+                self.jc.peer_name(&self.server, id).unwrap_or_default()
+            );
+            let mut cc = ConfChange::default();
+            cc.set_change_type(kind);
+            cc.node_id = id;
+            let _ = self.jc.node.call(move |e| e.propose_conf_change(group, cc));
+        }
+    }
+
+    /// Replicas this server was taken off are removed once their group's
+    /// membership no longer names this server.
+    fn retire_left(&mut self, status: &cluster::node::Status) {
+        let me = self.jc.me.id;
+        let done: Vec<u64> = self
+            .jc
+            .replicas
+            .lock()
+            .by_group
+            .values()
+            .filter(|r| r.leaving.is_some())
+            .filter(|r| {
+                status
+                    .groups
+                    .iter()
+                    .find(|g| g.group == r.group)
+                    .is_none_or(|g| !g.voters.contains(&me))
+            })
+            .map(|r| r.group)
+            .collect();
+        for group in done {
+            if let Some(r) = self.jc.replicas.lock().by_group.remove(&group) {
+                info!(
+                    "JetStream cluster stream '$G > {}' left this server",
+                    r.name
+                );
+            }
+            let _ = self.jc.node.call(move |e| e.delete_group(group));
         }
     }
 
