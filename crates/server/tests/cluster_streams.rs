@@ -582,6 +582,17 @@ fn stream_group(s: &common::Server) -> Value {
     groups.into_iter().next().unwrap().1
 }
 
+/// The group on a server whose name starts with `prefix` (`S-R3`…).
+fn stream_group_like(s: &common::Server, prefix: &str) -> Value {
+    let z = s.json("/raftz");
+    let groups = z["$G"].as_object().cloned().unwrap_or_default();
+    groups
+        .into_iter()
+        .find(|(k, _)| k.starts_with(prefix))
+        .map(|(_, v)| v)
+        .unwrap_or(Value::Null)
+}
+
 /// A follower stopped for 10 s (as under CPU starvation) costs the
 /// leader nothing: same leader, same term, and the follower catches up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -707,4 +718,130 @@ async fn a_stream_scales_from_one_replica_to_three_and_back_while_publishing() {
     for line in ["adding peer", "removing peer", "applying its new config"] {
         assert!(log.contains(line), "{line}: {log}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_peers_moves_streams_and_shrinks_the_cluster() {
+    let mut all = cluster3();
+    let clients = [
+        all[0].client().await,
+        all[1].client().await,
+        all[2].client().await,
+    ];
+    api_ready(&clients).await;
+    // An R2 stream: one server is spare, so a peer can be replaced.
+    let r2 = json!({"name": "R2", "subjects": ["r2.>"], "num_replicas": 2});
+    let create = common::api(&clients[0], "$JS.API.STREAM.CREATE.R2", &r2.to_string()).await;
+    assert!(create.get("error").is_none(), "{create}");
+    for i in 0..10 {
+        jetstream::new(clients[0].clone())
+            .publish("r2.x", format!("{i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let hosts = hosting(&all);
+    assert_eq!(hosts.len(), 2);
+    let spare = all
+        .iter()
+        .map(name_of)
+        .find(|n| !hosts.contains(n))
+        .unwrap();
+    let not_member = common::api(
+        &clients[1],
+        "$JS.API.STREAM.PEER.REMOVE.R2",
+        &json!({ "peer": spare }).to_string(),
+    )
+    .await;
+    assert_eq!(common::api_err(&not_member).1, 10040, "{not_member}");
+    let bad = common::api(&clients[1], "$JS.API.STREAM.PEER.REMOVE.R2", "").await;
+    assert_eq!(common::api_err(&bad).1, 10003, "{bad}");
+    let moved = common::api(
+        &clients[1],
+        "$JS.API.STREAM.PEER.REMOVE.R2",
+        &json!({ "peer": hosts[0] }).to_string(),
+    )
+    .await;
+    assert_eq!(moved["success"], true, "{moved}");
+    assert_eq!(
+        moved["type"],
+        "io.nats.jetstream.api.v1.stream_remove_peer_response"
+    );
+    common::wait_for("R2 moved to the spare", Duration::from_secs(20), || {
+        let h = hosting(&all);
+        h.len() == 2 && h.contains(&spare) && !h.contains(&hosts[0])
+    });
+    let info = stream_info(&clients[2], "R2").await;
+    assert_eq!(info["state"]["messages"], 10, "{info}");
+
+    // An R3 stream, and a server that dies and is removed for good.
+    let create = common::api(
+        &clients[0],
+        "$JS.API.STREAM.CREATE.R3",
+        &json!({"name": "R3", "subjects": ["r3.>"], "num_replicas": 3}).to_string(),
+    )
+    .await;
+    assert!(create.get("error").is_none(), "{create}");
+    // No spare server: a stream peer cannot be replaced.
+    let no_spare = common::api(
+        &clients[1],
+        "$JS.API.STREAM.PEER.REMOVE.R3",
+        &json!({ "peer": name_of(&all[0]) }).to_string(),
+    )
+    .await;
+    assert_eq!(common::api_err(&no_spare).1, 10075, "{no_spare}");
+    let mut acks = Vec::new();
+    for i in 0..10 {
+        let a = jetstream::new(clients[1].clone())
+            .publish("r3.x", format!("before-{i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        acks.push((format!("before-{i}"), a.sequence));
+    }
+    let dead = name_of(&all[2]);
+    all[2].kill9();
+    // Asked until a meta leader is there to answer (the dead server may
+    // have led).
+    let removed = loop {
+        let r = clients[0]
+            .request(
+                "$JS.API.SERVER.REMOVE",
+                json!({ "peer": dead }).to_string().into(),
+            )
+            .await;
+        if let Ok(m) = r {
+            break serde_json::from_slice::<Value>(&m.payload).unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(removed["success"], true, "{removed}");
+    common::wait_for("a cluster of two", Duration::from_secs(20), || {
+        all[..2].iter().all(|s| {
+            let m = s.json("/jsz")["meta_cluster"].clone();
+            m["cluster_size"] == 2 && m["quorum_needed"] == 2
+        })
+    });
+    // The stream went on with the two that are left, and still commits.
+    common::wait_for("R3 on two", Duration::from_secs(20), || {
+        all[..2]
+            .iter()
+            .all(|s| stream_group_like(s, "S-R3")["size"] == 2)
+    });
+    for i in 0..10 {
+        let a = jetstream::new(clients[1].clone())
+            .publish("r3.x", format!("after-{i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        acks.push((format!("after-{i}"), a.sequence));
+    }
+    let info = stream_info(&clients[0], "R3").await;
+    let replicas = info["cluster"]["replicas"].as_array().unwrap();
+    assert_eq!(replicas.len(), 1, "{info}");
+    assert!(replicas.iter().all(|r| r["name"] != dead.as_str()));
+    check_replicas(&all[..2], &clients[0], "R3", &acks).await;
 }

@@ -133,6 +133,37 @@ async fn serve(
     }
 }
 
+/// A stream's peers without `peer`, with a server that is up and holds
+/// none of it in its place if there is one (the least loaded). None if
+/// `require`d and there is none, or if no peer would be left.
+pub fn remap(
+    server: &Server,
+    jc: &JsCluster,
+    a: &StreamAssignment,
+    peer: u64,
+    require: bool,
+) -> Option<Vec<u64>> {
+    let routed = jc.routed_ids(server);
+    let meta = jc.meta.lock();
+    let load = |id: u64| meta.streams().filter(|s| s.peers.contains(&id)).count();
+    let spare = meta
+        .peers()
+        .map(|p| p.id)
+        .filter(|id| *id != peer && !a.peers.contains(id))
+        .filter(|id| *id == jc.me.id || routed.contains(id))
+        .min_by_key(|&id| (load(id), id));
+    if spare.is_none() && require {
+        return None;
+    }
+    let peers: Vec<u64> = a
+        .peers
+        .iter()
+        .map(|&p| if p == peer { spare.unwrap_or(0) } else { p })
+        .filter(|&p| p != 0)
+        .collect();
+    (!peers.is_empty()).then_some(peers)
+}
+
 /// What a task answering later needs.
 #[derive(Clone)]
 struct Detached {
@@ -239,6 +270,7 @@ impl Api {
                 Ok(()) => return,
                 Err(e) => Err(e),
             },
+            ["STREAM", "PEER", "REMOVE", name] => self.peer_remove(name, &m),
             ["STREAM", "NAMES"] => self.names(&m),
             ["STREAM", "LIST"] => self.list(&m),
             // About one stream: its leader answers if it exists.
@@ -490,6 +522,55 @@ impl Api {
             }
         });
         Ok(())
+    }
+
+    /// Takes a server off a stream, placing another in its stead (the
+    /// replica count stays; without a server to take its place the
+    /// request fails, as nats-server's does).
+    fn peer_remove(&mut self, name: &str, m: &Inbound) -> Result<bytes::Bytes, Refusal> {
+        let kind = Kind::StreamRemovePeer;
+        if is_empty_request(&m.payload) {
+            return Err((kind, E::BAD_REQUEST.err()));
+        }
+        #[derive(serde::Deserialize)]
+        struct Request {
+            #[serde(default)]
+            peer: String,
+        }
+        let req: Request = serde_json::from_slice(&m.payload)
+            .map_err(|e| (kind, E::INVALID_JSON.with("err", e)))?;
+        if req.peer.is_empty() {
+            return Err((kind, E::BAD_REQUEST.err()));
+        }
+        let a = self
+            .jc
+            .meta
+            .lock()
+            .stream(name)
+            .cloned()
+            .ok_or((kind, E::STREAM_NOT_FOUND.err()))?;
+        // A server's name, or nats-server's hash of it.
+        let peer = a
+            .peers
+            .iter()
+            .copied()
+            .find(|&p| {
+                let n = self.jc.peer_name(&self.server, p).unwrap_or_default();
+                n == req.peer || super::peer_hash(&n) == req.peer
+            })
+            .ok_or((kind, E::CLUSTER_PEER_NOT_MEMBER.err()))?;
+        let peers =
+            remap(&self.server, &self.jc, &a, peer, true).ok_or((kind, E::PEER_REMAP.err()))?;
+        let op = MetaOp::UpdateStream {
+            name: name.to_string(),
+            config: a.config.clone(),
+            peers,
+        };
+        self.jc
+            .node
+            .propose(META_GROUP, op.encode())
+            .map_err(|_| (kind, E::CLUSTER_NOT_LEADER.err()))?;
+        Ok(response::ok(kind, &Success { success: true }))
     }
 
     fn delete(&mut self, name: &str, m: &Inbound, reply: &str) -> Result<(), Refusal> {

@@ -272,6 +272,28 @@ fn remove(
     let Some(id) = found else {
         return Some(response::error(kind, &E::CLUSTER_SERVER_NOT_MEMBER.err()));
     };
+    // Its streams move to other servers first (or go on with one replica
+    // fewer where none is free), so the removal is not refused for them.
+    let hosted: Vec<_> = jc
+        .meta
+        .lock()
+        .streams()
+        .filter(|a| a.peers.contains(&id))
+        .cloned()
+        .collect();
+    for a in hosted {
+        let Some(peers) = super::account_api::remap(server, jc, &a, id, false) else {
+            return Some(response::error(kind, &E::PEER_REMAP.err()));
+        };
+        let op = MetaOp::UpdateStream {
+            name: a.name.clone(),
+            config: a.config.clone(),
+            peers,
+        };
+        if jc.node.propose(META_GROUP, op.encode()).is_err() {
+            return Some(response::error(kind, &E::CLUSTER_NOT_LEADER.err()));
+        }
+    }
     let mut cc = ConfChange::default();
     cc.set_change_type(ConfChangeType::RemoveNode);
     cc.node_id = id;
