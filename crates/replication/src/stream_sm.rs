@@ -95,6 +95,18 @@ pub enum Op {
     UpdateConfig {
         config: Bytes,
     },
+    /// Whether a push consumer's deliver subject has interest, as the
+    /// leader saw it change: deliveries start and stop at the same point
+    /// on every replica.
+    PushInterest {
+        consumer: String,
+        active: bool,
+    },
+    /// A push consumer's flow-control response arrived.
+    FlowControl {
+        consumer: String,
+        subject: String,
+    },
 }
 
 /// An entry: what happened and when, by the leader's clock.
@@ -288,6 +300,16 @@ fn encode_op(b: &mut BytesMut, op: &Op) {
                 b.put_u8(12);
                 put_bytes(b, config);
             }
+            Op::PushInterest { consumer, active } => {
+                b.put_u8(13);
+                put_bytes(b, consumer.as_bytes());
+                b.put_u8(u8::from(*active));
+            }
+            Op::FlowControl { consumer, subject } => {
+                b.put_u8(14);
+                put_bytes(b, consumer.as_bytes());
+                put_bytes(b, subject.as_bytes());
+            }
         }
     }
 }
@@ -375,6 +397,20 @@ fn decode_op(b: &mut &[u8], depth: u8) -> Result<Op, DecodeError> {
             12 => Op::UpdateConfig {
                 config: get_bytes(b)?,
             },
+            13 => {
+                let consumer = get_string(b)?;
+                if b.remaining() < 1 {
+                    return Err(DecodeError::Short);
+                }
+                Op::PushInterest {
+                    consumer,
+                    active: b.get_u8() != 0,
+                }
+            }
+            14 => Op::FlowControl {
+                consumer: get_string(b)?,
+                subject: get_string(b)?,
+            },
             11 if depth == 0 => Op::Replied {
                 reply: get_string(b)?,
                 op: Box::new(decode_op(b, depth + 1)?),
@@ -399,6 +435,8 @@ pub enum OpKind {
     DeleteConsumer,
     Sourced,
     UpdateConfig,
+    PushInterest,
+    FlowControl,
 }
 
 /// What applying one entry produced, for the leader to send.
@@ -609,6 +647,8 @@ impl ReplicatedStream {
             Op::DeleteConsumer { .. } => OpKind::DeleteConsumer,
             Op::Sourced { .. } => OpKind::Sourced,
             Op::UpdateConfig { .. } => OpKind::UpdateConfig,
+            Op::PushInterest { .. } => OpKind::PushInterest,
+            Op::FlowControl { .. } => OpKind::FlowControl,
         });
         match op {
             Op::Publish {
@@ -722,6 +762,12 @@ impl ReplicatedStream {
                     .map_err(|e| jetstream::api::E::STREAM_UPDATE.with("err", e))
                     .and_then(|cfg| self.stream.update(cfg));
                 out.result = Some(r.map(|()| 1));
+            }
+            Op::PushInterest { consumer, active } => {
+                self.stream.set_push_interest(&consumer, active, now);
+            }
+            Op::FlowControl { consumer, subject } => {
+                self.stream.flow_control_reply(&consumer, &subject);
             }
             // Nested replies are refused when decoding.
             Op::Replied { .. } => {}

@@ -845,3 +845,97 @@ async fn removing_peers_moves_streams_and_shrinks_the_cluster() {
     assert!(replicas.iter().all(|r| r["name"] != dead.as_str()));
     check_replicas(&all[..2], &clients[0], "R3", &acks).await;
 }
+
+/// A key-value bucket and an object store on three replicas, used from
+/// different servers, through a leader change: puts, gets (direct), a
+/// watcher (an ordered push consumer with flow control) and history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kv_and_object_store_work_on_replicated_streams() {
+    use async_nats::jetstream::{kv, object_store};
+    use futures::StreamExt;
+    use tokio::io::AsyncReadExt;
+
+    let all = cluster3();
+    let clients = [
+        all[0].client().await,
+        all[1].client().await,
+        all[2].client().await,
+    ];
+    api_ready(&clients).await;
+    let js0 = jetstream::new(clients[0].clone());
+    let js2 = jetstream::new(clients[2].clone());
+    let kv0 = js0
+        .create_key_value(kv::Config {
+            bucket: "cfg".into(),
+            history: 5,
+            num_replicas: 3,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let kv2 = js2.get_key_value("cfg").await.unwrap();
+    let mut watch = kv2.watch("app.>").await.unwrap();
+    kv0.put("app.color", "red".into()).await.unwrap();
+    kv0.put("app.color", "blue".into()).await.unwrap();
+    assert_eq!(kv2.get("app.color").await.unwrap().unwrap(), "blue");
+    let e = tokio::time::timeout(Duration::from_secs(10), watch.next())
+        .await
+        .expect("watch")
+        .unwrap()
+        .unwrap();
+    assert_eq!((e.key.as_str(), &e.value[..]), ("app.color", &b"red"[..]));
+    let e = tokio::time::timeout(Duration::from_secs(10), watch.next())
+        .await
+        .expect("watch")
+        .unwrap()
+        .unwrap();
+    assert_eq!(&e.value[..], b"blue");
+    // Create-only and revision checks hold across servers.
+    assert!(kv2.create("app.color", "green".into()).await.is_err());
+    let rev = kv2.entry("app.color").await.unwrap().unwrap().revision;
+    kv0.update("app.color", "green".into(), rev).await.unwrap();
+    assert!(kv2.update("app.color", "pink".into(), rev).await.is_err());
+
+    // The leader moves; the bucket and its watcher go on.
+    let leader = leader_of(&clients[1], "KV_cfg").await;
+    let to = all.iter().map(name_of).find(|n| *n != leader).unwrap();
+    lead_on(&clients[1], "KV_cfg", &to).await;
+    kv2.put("app.size", "xl".into()).await.unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let e = tokio::time::timeout(Duration::from_secs(10), watch.next())
+            .await
+            .expect("watch after the leader moved")
+            .unwrap()
+            .unwrap();
+        seen.push(e.key.clone());
+    }
+    assert_eq!(seen, ["app.color", "app.size"]);
+    assert_eq!(kv0.get("app.size").await.unwrap().unwrap(), "xl");
+    let history: Vec<_> = kv0
+        .history("app.color")
+        .await
+        .unwrap()
+        .map(|e| e.unwrap().value)
+        .collect()
+        .await;
+    assert_eq!(history.len(), 3, "{history:?}");
+
+    // An object several chunks long, written through one server and read
+    // through another.
+    let os0 = js0
+        .create_object_store(object_store::Config {
+            bucket: "files".into(),
+            num_replicas: 3,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let data: Vec<u8> = (0..700_000u32).map(|i| (i % 251) as u8).collect();
+    os0.put("blob", &mut data.as_slice()).await.unwrap();
+    let os2 = js2.get_object_store("files").await.unwrap();
+    let mut obj = os2.get("blob").await.unwrap();
+    let mut back = Vec::new();
+    obj.read_to_end(&mut back).await.unwrap();
+    assert!(back == data, "object differs");
+}

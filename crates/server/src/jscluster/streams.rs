@@ -338,10 +338,12 @@ impl InternalSink for PublishSink {
     }
 }
 
-/// Acks for a stream's consumers (`$JS.ACK.<stream>.<consumer>.…`).
+/// Acks for a stream's consumers (`$JS.ACK.<stream>.<consumer>.…`), and
+/// their flow-control responses (`$JS.FC.<stream>.<consumer>.…`).
 struct AckSink {
     jc: Arc<JsCluster>,
     group: u64,
+    flow_control: bool,
 }
 
 impl InternalSink for AckSink {
@@ -350,10 +352,17 @@ impl InternalSink for AckSink {
         let Some(consumer) = m.subject.split('.').nth(3).map(str::to_string) else {
             return;
         };
-        let op = Op::Ack {
-            consumer,
-            subject: m.subject,
-            body: m.payload,
+        let op = if self.flow_control {
+            Op::FlowControl {
+                consumer,
+                subject: m.subject,
+            }
+        } else {
+            Op::Ack {
+                consumer,
+                subject: m.subject,
+                body: m.payload,
+            }
         };
         submit(&self.jc, self.group, op, m.reply);
     }
@@ -412,6 +421,8 @@ pub struct Driver {
     /// When each led group last had a config or membership change
     /// proposed.
     last_reconcile: BTreeMap<u64, Instant>,
+    /// The push interest last proposed, and when, by (group, consumer).
+    push_seen: BTreeMap<(u64, String), (bool, Instant)>,
 }
 
 impl Driver {
@@ -432,6 +443,7 @@ impl Driver {
             last_tick: BTreeMap::new(),
             forwarded: BTreeMap::new(),
             last_reconcile: BTreeMap::new(),
+            push_seen: BTreeMap::new(),
         };
         tokio::spawn(d.run(out, api_rx));
     }
@@ -532,7 +544,9 @@ impl Driver {
         }
         for g in status.groups.iter().filter(|g| g.is_leader) {
             self.reconcile(g);
+            self.follow_interest(g.group);
         }
+        self.push_seen.retain(|(g, _), _| leading.contains(g));
         self.retire_left(&status);
     }
 
@@ -619,6 +633,41 @@ impl Driver {
         }
     }
 
+    /// As a stream's leader, proposes a push consumer's interest when it
+    /// differs from the replicated state (again if that has not changed
+    /// a moment later: the proposal may have been lost).
+    fn follow_interest(&mut self, group: u64) {
+        let targets: Vec<(String, String, String, bool)> = self
+            .jc
+            .replicas
+            .lock()
+            .by_group
+            .get(&group)
+            .map(|r| {
+                let s = r.rs.stream();
+                s.push_targets()
+                    .into_iter()
+                    .map(|(c, subject, queue)| {
+                        let on = s.consumer(&c).is_some_and(|c| c.push_active());
+                        (c, subject, queue, on)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (consumer, subject, queue, on) in targets {
+            let active = self.publisher.has_interest(&subject, &queue);
+            let key = (group, consumer.clone());
+            let recent = self
+                .push_seen
+                .get(&key)
+                .is_some_and(|(v, at)| *v == active && at.elapsed() < RECONCILE_EVERY);
+            if active != on && !recent {
+                self.push_seen.insert(key, (active, Instant::now()));
+                submit(&self.jc, group, Op::PushInterest { consumer, active }, None);
+            }
+        }
+    }
+
     /// Replicas this server was taken off are removed once their group's
     /// membership no longer names this server.
     fn retire_left(&mut self, status: &cluster::node::Status) {
@@ -668,13 +717,16 @@ impl Driver {
                 }),
             );
         }
-        add(
-            &format!("$JS.ACK.{name}.>"),
-            Arc::new(AckSink {
-                jc: self.jc.clone(),
-                group,
-            }),
-        );
+        for (prefix, flow_control) in [("$JS.ACK", false), ("$JS.FC", true)] {
+            add(
+                &format!("{prefix}.{name}.>"),
+                Arc::new(AckSink {
+                    jc: self.jc.clone(),
+                    group,
+                    flow_control,
+                }),
+            );
+        }
         for subject in api_subjects(name) {
             add(
                 &subject,
@@ -855,6 +907,12 @@ impl Driver {
                 Ok(req) => Ok(stream_api::Op::MsgGet(req)),
                 Err(e) => Err((Kind::MsgGet, e)),
             },
+            ["DIRECT", "GET", ..] if !self.allows_direct(group) => {
+                // What a client sees when nothing serves direct gets.
+                self.publisher
+                    .publish_out(&no_responders(&reply, &m.subject));
+                return;
+            }
             ["DIRECT", "GET", _, subject @ ..] => Ok(stream_api::Op::Direct {
                 subject: (!subject.is_empty()).then(|| subject.join(".")),
                 body: m.payload.clone(),
@@ -885,6 +943,15 @@ impl Driver {
             Ok(op) => self.read(group, op, &reply),
             Err((kind, e)) => self.answer(&reply, kind, Err(e)),
         }
+    }
+
+    fn allows_direct(&self, group: u64) -> bool {
+        self.jc
+            .replicas
+            .lock()
+            .by_group
+            .get(&group)
+            .is_some_and(|r| r.rs.stream().config.allow_direct)
     }
 
     fn read(&mut self, group: u64, op: stream_api::Op, reply: &str) {
