@@ -939,3 +939,89 @@ async fn kv_and_object_store_work_on_replicated_streams() {
     obj.read_to_end(&mut back).await.unwrap();
     assert!(back == data, "object differs");
 }
+
+/// Incident 2 as reported, with real processes: a work-queue stream
+/// feeds a stream that sources it, and both streams' leaders are deposed
+/// again and again. Every acknowledged publish ends up in the sourcing
+/// stream exactly once, on every replica, and the work queue drains:
+/// consumed messages never come back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_work_queue_sourced_into_another_stream_survives_repeated_stepdowns() {
+    let all = cluster3();
+    let clients = [
+        all[0].client().await,
+        all[1].client().await,
+        all[2].client().await,
+    ];
+    api_ready(&clients).await;
+    for body in [
+        json!({"name": "WQ", "subjects": ["jobs.>"], "retention": "workqueue", "num_replicas": 3}),
+        json!({"name": "AGG", "sources": [{"name": "WQ"}], "num_replicas": 3}),
+    ] {
+        let name = body["name"].as_str().unwrap().to_string();
+        let r = common::api(
+            &clients[0],
+            &format!("$JS.API.STREAM.CREATE.{name}"),
+            &body.to_string(),
+        )
+        .await;
+        assert!(r.get("error").is_none(), "{r}");
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tasks: Vec<_> = (0..2)
+        .map(|w| tokio::spawn(publisher(clients[w].clone(), w, "jobs.x", stop.clone())))
+        .collect();
+    for round in 0..8 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let stream = if round % 2 == 0 { "WQ" } else { "AGG" };
+        let _ = clients[2]
+            .request(
+                format!("$JS.API.STREAM.LEADER.STEPDOWN.{stream}"),
+                "".into(),
+            )
+            .await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acks = Vec::new();
+    for t in tasks {
+        acks.extend(t.await.unwrap());
+    }
+    assert!(acks.len() > 20, "only {} acks", acks.len());
+    let mut ids: Vec<String> = acks
+        .iter()
+        .map(|(id, _)| common::b64(id.as_bytes()))
+        .collect();
+    ids.sort();
+    ids.dedup();
+    // The work queue drains into AGG.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let wq = stream_info(&clients[0], "WQ").await;
+        let agg = stream_info(&clients[0], "AGG").await;
+        if wq["state"]["messages"] == 0
+            && agg["state"]["messages"].as_u64() >= Some(ids.len() as u64)
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not drained: {wq} {agg}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for s in &all {
+        let name = name_of(s);
+        lead_on(&clients[0], "AGG", &name).await;
+        let mut got: Vec<String> = contents(&clients[0], "AGG").await.into_values().collect();
+        let n = got.len();
+        got.sort();
+        got.dedup();
+        assert_eq!(got.len(), n, "{name}: a message copied twice");
+        for id in &ids {
+            assert!(
+                got.binary_search(id).is_ok(),
+                "{name}: acked {id} missing from AGG"
+            );
+        }
+        lead_on(&clients[0], "WQ", &name).await;
+        let wq = stream_info(&clients[0], "WQ").await;
+        assert_eq!(wq["state"]["messages"], 0, "{name}: {wq}");
+    }
+}

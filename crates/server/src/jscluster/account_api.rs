@@ -328,15 +328,6 @@ impl Api {
     fn create(&mut self, name: &str, m: &Inbound, reply: &str) -> Result<(), Refusal> {
         let kind = Kind::StreamCreate;
         let cfg = Dispatcher::stream_config(kind, name, &m.payload, true)?;
-        if cfg.mirror.is_some() || !cfg.sources.is_empty() {
-            return Err((
-                kind,
-                E::STREAM_INVALID_CONFIG.with(
-                    "err",
-                    "mirrors and sources are not supported by replicated streams in this server yet",
-                ),
-            ));
-        }
         let existing = self.jc.meta.lock().stream(name).cloned();
         if let Some(a) = existing {
             let same = serde_json::from_str::<StreamConfig>(&a.config).is_ok_and(|c| c == cfg);
@@ -458,15 +449,6 @@ impl Api {
             .ok_or((kind, E::STREAM_NOT_FOUND.err()))?;
         let current: StreamConfig = serde_json::from_str(&a.config).unwrap_or_default();
         jetstream::stream::config::check_update(&current, &mut cfg).map_err(|e| (kind, e))?;
-        if cfg.mirror.is_some() || !cfg.sources.is_empty() {
-            return Err((
-                kind,
-                E::STREAM_INVALID_CONFIG.with(
-                    "err",
-                    "mirrors and sources are not supported by replicated streams in this server yet",
-                ),
-            ));
-        }
         if self.overlaps(name, &cfg.subjects) {
             return Err((kind, E::STREAM_SUBJECT_OVERLAP.err()));
         }

@@ -25,6 +25,7 @@
 
 pub mod account_api;
 pub mod api;
+pub mod sourcing;
 pub mod streams;
 
 use std::collections::{BTreeMap, BTreeSet};

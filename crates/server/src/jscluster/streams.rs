@@ -368,6 +368,19 @@ impl InternalSink for AckSink {
     }
 }
 
+/// Answers and deliveries for this server's source links (`sourcing`),
+/// with the subject each was routed on.
+struct InboxSink {
+    tx: mpsc::UnboundedSender<(String, Inbound)>,
+}
+
+impl InternalSink for InboxSink {
+    fn deliver(&self, msg: Message<'_>) {
+        let routed = String::from_utf8_lossy(msg.routed).into_owned();
+        let _ = self.tx.send((routed, Inbound::copy(msg)));
+    }
+}
+
 /// A led stream's API requests, to the API task.
 struct ApiSink {
     group: u64,
@@ -421,6 +434,8 @@ pub struct Driver {
     /// When each led group last had a config or membership change
     /// proposed.
     last_reconcile: BTreeMap<u64, Instant>,
+    /// The source links of the streams led here.
+    links: super::sourcing::Links,
     /// The push interest last proposed, and when, by (group, consumer).
     push_seen: BTreeMap<(u64, String), (bool, Instant)>,
 }
@@ -433,7 +448,14 @@ impl Driver {
         out: mpsc::UnboundedReceiver<LeaderOut>,
     ) {
         let (api_tx, api_rx) = mpsc::unbounded_channel();
+        let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
+        let inbox = format!("_FLOTILLA.{:x}", jc.me.id);
+        let sink = Arc::new(InboxSink { tx: inbox_tx });
+        if let Err(e) = server.subscribe_internal_cluster(&format!("{inbox}.>"), sink) {
+            error!("JetStream cluster: could not subscribe to {inbox}.>: {e}");
+        }
         let d = Driver {
+            links: super::sourcing::Links::new(inbox),
             publisher: InternalPublisher::new(server.clone()),
             server,
             jc,
@@ -445,13 +467,14 @@ impl Driver {
             last_reconcile: BTreeMap::new(),
             push_seen: BTreeMap::new(),
         };
-        tokio::spawn(d.run(out, api_rx));
+        tokio::spawn(d.run(out, api_rx, inbox_rx));
     }
 
     async fn run(
         mut self,
         mut out: mpsc::UnboundedReceiver<LeaderOut>,
         mut api: mpsc::UnboundedReceiver<(u64, Inbound)>,
+        mut inbox: mpsc::UnboundedReceiver<(String, Inbound)>,
     ) {
         let mut shutdown = self.server.shutdown_signal();
         let mut follow = tokio::time::interval(FOLLOW_EVERY);
@@ -468,6 +491,10 @@ impl Driver {
                 r = api.recv() => {
                     let Some((group, m)) = r else { return };
                     self.request(group, m);
+                }
+                r = inbox.recv() => {
+                    let Some((routed, m)) = r else { return };
+                    self.on_inbox(&routed, m);
                 }
                 _ = follow.tick() => self.follow(),
                 _ = shutdown.changed() => return,
@@ -546,8 +573,32 @@ impl Driver {
             self.reconcile(g);
             self.follow_interest(g.group);
         }
+        let sourcing: Vec<_> = {
+            let reps = self.jc.replicas.lock();
+            reps.by_group
+                .values()
+                .filter(|r| leading.contains(&r.group))
+                .map(|r| (r.group, r.name.clone(), r.rs.stream().source_specs()))
+                .filter(|(_, _, specs)| !specs.is_empty())
+                .collect()
+        };
+        for m in self.links.follow(&sourcing) {
+            self.publisher.publish_out(&m);
+        }
         self.push_seen.retain(|(g, _), _| leading.contains(g));
         self.retire_left(&status);
+    }
+
+    fn on_inbox(&mut self, routed: &str, m: Inbound) {
+        match self.links.inbox(routed, m) {
+            super::sourcing::Inboxed::Nothing => {}
+            super::sourcing::Inboxed::Send(m) => {
+                self.publisher.publish_out(&m);
+            }
+            super::sourcing::Inboxed::Copy(group, op, ack) => {
+                submit(&self.jc, group, op, Some(ack));
+            }
+        }
     }
 
     /// As a stream's leader, brings its group to what the meta group
@@ -862,6 +913,13 @@ impl Driver {
                     .unwrap_or(Ok(0))
                     .map(|_| response::ok(kind, &Success { success: true }));
                 self.answer(&to, kind, r);
+            }
+            // A copy from a source: acked on the origin now that it is
+            // applied here (stored, or already had).
+            Some(OpKind::Sourced) => {
+                if let Some(Ok(_)) = result {
+                    self.reply(&to, b"+ACK");
+                }
             }
             // A double ack: the (empty) answer says the ack is applied
             // on a majority.
