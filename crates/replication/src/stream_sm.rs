@@ -107,6 +107,11 @@ pub enum Op {
         consumer: String,
         subject: String,
     },
+    /// Pause a consumer until a time (Unix ns), or resume it (None).
+    PauseConsumer {
+        name: String,
+        until: Option<i64>,
+    },
 }
 
 /// An entry: what happened and when, by the leader's clock.
@@ -310,6 +315,12 @@ fn encode_op(b: &mut BytesMut, op: &Op) {
                 put_bytes(b, consumer.as_bytes());
                 put_bytes(b, subject.as_bytes());
             }
+            Op::PauseConsumer { name, until } => {
+                b.put_u8(15);
+                put_bytes(b, name.as_bytes());
+                b.put_u8(u8::from(until.is_some()));
+                b.put_i64_le(until.unwrap_or(0));
+            }
         }
     }
 }
@@ -411,6 +422,18 @@ fn decode_op(b: &mut &[u8], depth: u8) -> Result<Op, DecodeError> {
                 consumer: get_string(b)?,
                 subject: get_string(b)?,
             },
+            15 => {
+                let name = get_string(b)?;
+                if b.remaining() < 9 {
+                    return Err(DecodeError::Short);
+                }
+                let some = b.get_u8() != 0;
+                let until = b.get_i64_le();
+                Op::PauseConsumer {
+                    name,
+                    until: some.then_some(until),
+                }
+            }
             11 if depth == 0 => Op::Replied {
                 reply: get_string(b)?,
                 op: Box::new(decode_op(b, depth + 1)?),
@@ -437,6 +460,7 @@ pub enum OpKind {
     UpdateConfig,
     PushInterest,
     FlowControl,
+    PauseConsumer,
 }
 
 /// What applying one entry produced, for the leader to send.
@@ -453,7 +477,7 @@ pub struct Applied {
     /// message, 1 if it was stored and 0 if the source already had it;
     /// for an ack, 1 if its requester gets an (empty) answer.
     pub result: Option<Result<u64, jetstream::api::ApiError>>,
-    /// The result of a consumer create.
+    /// The result of a consumer create or pause.
     pub consumer: Option<Result<jetstream::api::ConsumerInfo, jetstream::api::ApiError>>,
     /// Where the leader sends the result (`Op::Replied`).
     pub reply: Option<String>,
@@ -649,6 +673,7 @@ impl ReplicatedStream {
             Op::UpdateConfig { .. } => OpKind::UpdateConfig,
             Op::PushInterest { .. } => OpKind::PushInterest,
             Op::FlowControl { .. } => OpKind::FlowControl,
+            Op::PauseConsumer { .. } => OpKind::PauseConsumer,
         });
         match op {
             Op::Publish {
@@ -768,6 +793,9 @@ impl ReplicatedStream {
             }
             Op::FlowControl { consumer, subject } => {
                 self.stream.flow_control_reply(&consumer, &subject);
+            }
+            Op::PauseConsumer { name, until } => {
+                out.consumer = Some(self.stream.pause_consumer(&name, until, now));
             }
             // Nested replies are refused when decoding.
             Op::Replied { .. } => {}

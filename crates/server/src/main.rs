@@ -114,21 +114,12 @@ fn load_options(cli: &cli::Cli) -> Result<(Options, Vec<String>)> {
     cli.apply(&mut opts);
     opts.apply_baseline();
     opts.validate().map_err(anyhow::Error::msg)?;
-    if let Some(what) = opts.unsupported() {
-        if !js_cluster_preview(&opts) {
-            anyhow::bail!("{what}");
-        }
-    }
     Ok((opts, warnings))
 }
 
-/// `FLOTILLA_JS_CLUSTER_PREVIEW=1` runs what exists of JetStream in a
-/// cluster (the meta group, no streams yet) instead of refusing it; for
-/// developing and testing the cluster, not for use.
-fn js_cluster_preview(opts: &Options) -> bool {
-    opts.jetstream.enabled
-        && opts.cluster.enabled()
-        && std::env::var_os("FLOTILLA_JS_CLUSTER_PREVIEW").is_some_and(|v| v == "1")
+/// JetStream with a cluster: replicated through Raft (`jscluster`).
+fn js_clustered(opts: &Options) -> bool {
+    opts.jetstream.enabled && opts.cluster.enabled()
 }
 
 fn js_settings(opts: &Options) -> js::Settings {
@@ -194,7 +185,7 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
         tokio::spawn(monitor::serve(server.clone(), listener));
     }
 
-    if js_cluster_preview(&opts) {
+    if js_clustered(&opts) {
         let js = js::JetStream::start(server.clone(), js_settings(&opts))?;
         let _ = server.jetstream.set(js);
         let jc = jscluster::JsCluster::start(&server, &js_settings(&opts).store_dir)?;

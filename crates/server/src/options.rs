@@ -203,14 +203,4 @@ impl Options {
         }
         Ok(())
     }
-
-    /// What cannot run yet, with the message a user sees.
-    pub fn unsupported(&self) -> Option<&'static str> {
-        if self.cluster.enabled() && self.jetstream.enabled {
-            // Each server would run its own JetStream, and streams made on
-            // one would be missing on the others.
-            return Some("JetStream in a cluster is not available in this flotilla build yet");
-        }
-        None
-    }
 }

@@ -1,9 +1,6 @@
 //! The JetStream meta group on real processes: founded or joined over
 //! routes, a leader elected through the Raft transport on the route
 //! port, failover, and restarts with the stored identity.
-//!
-//! JetStream in a cluster is still refused for users; these servers run
-//! with `FLOTILLA_JS_CLUSTER_PREVIEW=1`, which starts only the meta group.
 
 mod common;
 
@@ -14,7 +11,6 @@ use serde_json::Value;
 fn js_node(name: &str, cluster: &str, routes: &[String]) -> common::Server {
     let mut b = common::server()
         .js()
-        .env("FLOTILLA_JS_CLUSTER_PREVIEW", "1")
         .arg("-n")
         .arg(name)
         .arg("--cluster_name")
@@ -415,7 +411,6 @@ fn a_damaged_identity_is_an_error_at_start() {
         .args(["-p", "-1", "-js", "-n", "X", "--cluster_name", "c1"])
         .args(["--cluster", "nats://127.0.0.1:-1", "-sd"])
         .arg(dir.path().join("store"))
-        .env("FLOTILLA_JS_CLUSTER_PREVIEW", "1")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));

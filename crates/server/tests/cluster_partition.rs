@@ -162,7 +162,6 @@ fn start(net: &Net, i: usize) -> Node {
         .args(["--routes", &routes.join(",")])
         .arg("-l")
         .arg(&log)
-        .env("FLOTILLA_JS_CLUSTER_PREVIEW", "1")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -14,7 +14,6 @@ use serde_json::{json, Value};
 fn js_node(name: &str, cluster_port: u16, routes: &[String]) -> common::Server {
     common::server()
         .js()
-        .env("FLOTILLA_JS_CLUSTER_PREVIEW", "1")
         .arg("-n")
         .arg(name)
         .arg("--cluster_name")
@@ -482,6 +481,21 @@ async fn consumed_work_queue_messages_never_come_back_across_stepdowns() {
         assert_eq!(ci["num_ack_pending"], 0, "{name}: {ci}");
         assert_eq!(ci["ack_floor"]["stream_seq"], total, "{name}: {ci}");
     }
+    // Pausing goes through the stream's log too.
+    let until = "2099-01-01T00:00:00Z";
+    let p = common::api(
+        &clients[1],
+        "$JS.API.CONSUMER.PAUSE.WQ.W",
+        &json!({ "pause_until": until }).to_string(),
+    )
+    .await;
+    assert_eq!(p["paused"], true, "{p}");
+    assert_eq!(
+        p["type"],
+        "io.nats.jetstream.api.v1.consumer_pause_response"
+    );
+    let ci = common::api(&clients[2], "$JS.API.CONSUMER.INFO.WQ.W", "").await;
+    assert_eq!(ci["paused"], true, "{ci}");
     let _ = consumer;
 }
 
@@ -624,9 +638,16 @@ async fn a_paused_follower_does_not_disturb_the_stream_leader() {
     let other = 3 - li - fi;
     let task = tokio::spawn(publisher(clients[other].clone(), 0, "p.x", stop.clone()));
     all[fi].signal(libc::SIGSTOP);
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The leader's assets are current; it stays healthy.
+    let (code, _, body) = all[li].http("/healthz");
+    assert_eq!(code, 200, "{body}");
+    tokio::time::sleep(Duration::from_secs(5)).await;
     all[fi].signal(libc::SIGCONT);
     all_current(&clients[li], "P").await;
+    common::wait_for("the follower healthy", Duration::from_secs(10), || {
+        all[fi].http("/healthz").0 == 200
+    });
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let acks = task.await.unwrap();
     assert!(acks.len() > 50, "publishing went on: {} acks", acks.len());
@@ -803,6 +824,11 @@ async fn removing_peers_moves_streams_and_shrinks_the_cluster() {
     }
     let dead = name_of(&all[2]);
     all[2].kill9();
+    // Alone, a server cannot be current; with one peer gone, the others
+    // are.
+    common::wait_for("the two left healthy", Duration::from_secs(10), || {
+        all[..2].iter().all(|s| s.http("/healthz").0 == 200)
+    });
     // Asked until a meta leader is there to answer (the dead server may
     // have led).
     let removed = loop {

@@ -256,14 +256,14 @@ fn cross_field_rules() {
 }
 
 #[test]
-fn later_features_are_refused_clearly() {
+fn jetstream_and_cluster_blocks_check_clean() {
     // JetStream is available: a jetstream block parses and checks clean.
     let (code, out) = check("jetstream { store_dir: /tmp/x }\n");
     assert_eq!(code, 0, "{out}");
-    fails_with(
-        "server_name: a\njetstream: enabled\ncluster { name: c, listen: 127.0.0.1:6222 }\n",
-        "JetStream in a cluster is not available in this flotilla build yet",
-    );
+    // JetStream in a cluster too.
+    let (code, out) =
+        check("server_name: a\njetstream: enabled\ncluster { name: c, listen: 127.0.0.1:6222 }\n");
+    assert_eq!(code, 0, "{out}");
     let (code, out) = check("cluster { name: c, listen: 127.0.0.1:6222 }\n");
     assert_eq!(code, 0, "{out}");
     // Disabled JetStream is fine.

@@ -71,22 +71,20 @@ fn cluster_flags_are_checked_as_nats_server_checks_them() {
         err.contains("jetstream cluster requires `cluster.name` to be set"),
         "{err}"
     );
-    // Until streams are replicated, JetStream in a cluster is refused
-    // rather than run as separate servers that disagree.
-    let (code, _, err) = run(&[
-        "-js",
-        "-n",
-        "a",
-        "--cluster_name",
-        "c",
-        "--cluster",
-        "nats://127.0.0.1:-1",
-    ]);
-    assert_eq!(code, 1);
-    assert!(
-        err.contains("JetStream in a cluster is not available in this flotilla build yet"),
-        "{err}"
-    );
+    // With both set, JetStream runs clustered.
+    let s = common::server()
+        .js()
+        .arg("-n")
+        .arg("a")
+        .arg("--cluster_name")
+        .arg("c")
+        .arg("--cluster")
+        .arg("nats://127.0.0.1:-1")
+        .start();
+    assert!(s.wait_log(
+        "JetStream started in clustered mode",
+        std::time::Duration::from_secs(5)
+    ));
 }
 
 #[test]

@@ -55,6 +55,7 @@ const SUBJECTS: &[&str] = &[
     "$JS.API.CONSUMER.NAMES.*",
     "$JS.API.CONSUMER.LIST.*",
     "$JS.API.CONSUMER.LEADER.STEPDOWN.*.*",
+    "$JS.API.CONSUMER.PAUSE.*.*",
 ];
 
 struct Sink {

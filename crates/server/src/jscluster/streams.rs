@@ -47,8 +47,9 @@ use crate::client::delivery::{InternalSink, Message};
 use crate::internal::InternalPublisher;
 use crate::js::api::{
     api_level_ok, endpoint, is_empty_request, is_pull_or_direct, msg_get_request, optional, strict,
+    PauseRequest,
 };
-use crate::js::response::{self, Created, Kind, Purged, Success};
+use crate::js::response::{self, Created, Kind, Pause, Purged, Success};
 use crate::js::sinks::{no_responders, status_msg};
 use crate::js::stream_api::{self, Reply};
 use crate::js::{wall_clock, Inbound, JetStream};
@@ -412,6 +413,7 @@ fn api_subjects(name: &str) -> Vec<String> {
         "CONSUMER.LIST.{}",
         "CONSUMER.MSG.NEXT.{}.*",
         "CONSUMER.LEADER.STEPDOWN.{}.*",
+        "CONSUMER.PAUSE.{}.*",
     ]
     .iter()
     .map(|t| format!("$JS.API.{}", t.replace("{}", name)))
@@ -891,6 +893,20 @@ impl Driver {
                 });
                 self.answer(&to, Kind::ConsumerCreate, r);
             }
+            Some(OpKind::PauseConsumer) => {
+                let r = consumer.unwrap_or_else(|| Err(E::CONSUMER_NOT_FOUND.err()));
+                let r = r.map(|info| {
+                    response::ok(
+                        Kind::ConsumerPause,
+                        &Pause {
+                            paused: info.paused,
+                            pause_until: info.config.pause_until.unwrap_or(0),
+                            pause_remaining: info.pause_remaining,
+                        },
+                    )
+                });
+                self.answer(&to, Kind::ConsumerPause, r);
+            }
             Some(OpKind::Purge) => {
                 let r = result.unwrap_or(Ok(0)).map(|n| {
                     response::ok(
@@ -1155,6 +1171,15 @@ impl Driver {
             ["CONSUMER", "DURABLE", "CREATE", _, durable] => {
                 let name = Some(durable.to_string());
                 return self.consumer_create(group, &stream, name, None, true, m, reply);
+            }
+            ["CONSUMER", "PAUSE", _, consumer] => {
+                let req =
+                    optional::<PauseRequest>(&m.payload).map_err(|e| (Kind::ConsumerPause, e))?;
+                let op = Op::PauseConsumer {
+                    name: consumer.to_string(),
+                    until: req.pause_until,
+                };
+                return Ok(self.propose(group, op, Some(reply)));
             }
             ["CONSUMER", "DELETE", _, consumer] => {
                 if !is_empty_request(&m.payload) {

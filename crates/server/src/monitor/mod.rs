@@ -156,7 +156,7 @@ impl Monitor {
                 StatusCode::INTERNAL_SERVER_ERROR,
                 Health {
                     status: "error",
-                    error: Some("failed to be ready for connections after 1ms: server"),
+                    error: Some("failed to be ready for connections after 1ms: server".into()),
                 },
             )
         } else if let Some(e) = (!server_only && !enabled_only)
@@ -188,24 +188,68 @@ impl Monitor {
 struct Health {
     status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'static str>,
+    error: Option<String>,
 }
 
 /// Why a clustered JetStream server is not healthy, in nats-server's
-/// words: it must know a meta leader, and a follower must have heard from
-/// it lately and applied what is committed.
-fn meta_health(server: &Server) -> Option<&'static str> {
+/// words: its Raft node must be running; it must know a meta leader, and
+/// a follower must have heard from it lately and applied what is
+/// committed; and every stream assigned to it must be current (see
+/// [`stream_health`]).
+fn meta_health(server: &Server) -> Option<String> {
     let jc = server.jscluster.get()?;
+    let status = jc.node.status();
+    if !status.running {
+        return Some("JetStream raft node stopped (a log write failed)".into());
+    }
     let Some(g) = jc.meta_status().filter(|g| g.leader != 0) else {
-        return Some("JetStream has not established contact with a meta leader");
+        return Some("JetStream has not established contact with a meta leader".into());
     };
-    if g.is_leader {
+    if !g.is_leader {
+        let heard = jc.node.transport.last_heard(g.leader);
+        let current = heard.is_some_and(|d| d <= std::time::Duration::from_secs(2))
+            && g.applied >= g.committed;
+        if !current {
+            return Some("JetStream is not current with the meta leader".into());
+        }
+    }
+    let assigned: Vec<(String, u64, usize)> = jc
+        .meta
+        .lock()
+        .streams()
+        .filter(|a| a.peers.contains(&jc.me.id))
+        .map(|a| (a.name.clone(), a.group, a.peers.len()))
+        .collect();
+    for (name, group, replicas) in assigned {
+        let g = status.groups.iter().find(|g| g.group == group);
+        if let Some(why) = stream_health(jc, g, replicas) {
+            return Some(format!(
+                "JetStream stream '$G > {name}' is not current: {why}"
+            ));
+        }
+    }
+    None
+}
+
+/// nats-server's reasons a stream replica is not current.
+fn stream_health(
+    jc: &crate::jscluster::JsCluster,
+    g: Option<&cluster::node::GroupStatus>,
+    replicas: usize,
+) -> Option<&'static str> {
+    let Some(g) = g else {
+        return Some("group node missing");
+    };
+    if replicas <= 1 || g.is_leader {
         return None;
+    }
+    if g.leader == 0 {
+        return Some("group node unhealthy");
     }
     let heard = jc.node.transport.last_heard(g.leader);
     let current =
         heard.is_some_and(|d| d <= std::time::Duration::from_secs(2)) && g.applied >= g.committed;
-    (!current).then_some("JetStream is not current with the meta leader")
+    (!current).then_some("stream catching up")
 }
 
 fn root_page() -> String {
