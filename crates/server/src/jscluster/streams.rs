@@ -968,8 +968,9 @@ impl Driver {
             return;
         }
         if !self.led.contains_key(&group) {
-            // Leadership moved since the message was queued: the new
-            // leader has it too.
+            // Leadership moved after the request was queued here: it goes
+            // to the new leader.
+            self.forward_later(&m);
             return;
         }
         let read = match tokens.as_slice() {
