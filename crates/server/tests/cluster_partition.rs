@@ -131,6 +131,17 @@ impl Node {
         let body = text.split_once("\r\n\r\n")?.1;
         serde_json::from_str(body).ok()
     }
+    /// (state, term) of the stream group on this server.
+    fn stream(&self) -> (String, u64) {
+        let g = self
+            .json("/raftz")
+            .and_then(|j| j["$G"].as_object().and_then(|g| g.values().next().cloned()))
+            .unwrap_or_default();
+        (
+            g["state"].as_str().unwrap_or("").to_string(),
+            g["term"].as_u64().unwrap_or(0),
+        )
+    }
     fn meta(&self) -> (String, u64) {
         let leader = self
             .json("/jsz")
@@ -244,6 +255,60 @@ fn a_partitioned_follower_rejoins_without_deposing_the_leader() {
     });
     let (leader, term) = nodes[0].meta();
     let f = (0..3).find(|&i| format!("N{i}") != leader).unwrap();
+    let majority_names: Vec<String> = (0..3)
+        .filter(|&i| i != f)
+        .map(|i| format!("N{i}"))
+        .collect();
+    // A replicated stream, led on the majority side, published to
+    // before, during and after the partition.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let js_client = rt
+        .block_on(async_nats::connect(format!(
+            "{}:4222",
+            nodes[(0..3).find(|&i| i != f).unwrap()].addr
+        )))
+        .expect("connect");
+    rt.block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let r = js_client
+                .request(
+                    "$JS.API.STREAM.CREATE.PART",
+                    r#"{"name":"PART","subjects":["part.>"],"num_replicas":3}"#.into(),
+                )
+                .await;
+            if let Ok(m) = r {
+                let v: Value = serde_json::from_slice(&m.payload).unwrap();
+                assert!(v.get("error").is_none(), "{v}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "no JetStream API");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        common::replicated::lead_on(&js_client, "PART", &majority_names[0]).await;
+    });
+    let js_acks = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let publish = |tag: &str, n: usize| {
+        rt.block_on(async {
+            let js = async_nats::jetstream::new(js_client.clone());
+            for i in 0..n {
+                let id = format!("{tag}-{i}");
+                let ack = js
+                    .publish("part.x", id.clone().into())
+                    .await
+                    .unwrap()
+                    .await
+                    .unwrap();
+                js_acks.lock().push((id, ack.sequence));
+            }
+        })
+    };
+    publish("before", 20);
+    let stream_li = (0..3)
+        .find(|&i| format!("N{i}") == majority_names[0])
+        .unwrap();
+    let stream_before = nodes[stream_li].stream();
+    assert_eq!(stream_before.0, "LEADER");
     // A subscriber on the server to be cut off, and a publisher on the
     // majority that keeps publishing through the partition, so the route
     // between them has data stuck in flight.
@@ -273,7 +338,11 @@ fn a_partitioned_follower_rejoins_without_deposing_the_leader() {
     );
     net.cut(f, true);
     let start_cut = Instant::now();
+    let mut during = 0;
     while start_cut.elapsed() < Duration::from_secs(30) {
+        // The majority keeps committing.
+        publish(&format!("during-{during}"), 5);
+        during += 1;
         for (i, n) in nodes.iter().enumerate().filter(|(i, _)| *i != f) {
             assert_eq!(
                 n.meta(),
@@ -329,4 +398,13 @@ fn a_partitioned_follower_rejoins_without_deposing_the_leader() {
             std::fs::read_to_string(&n.log).unwrap_or_default()
         );
     }
+    // The stream's leader and term held too, and every acknowledged
+    // publish is on every replica exactly once: nothing replayed.
+    assert_eq!(nodes[stream_li].stream(), stream_before);
+    publish("after", 20);
+    let all_names: Vec<String> = (0..3).map(|i| format!("N{i}")).collect();
+    let acks = js_acks.lock().clone();
+    rt.block_on(common::replicated::check_replicas(
+        &all_names, &js_client, "PART", &acks,
+    ));
 }

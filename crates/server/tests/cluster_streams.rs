@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::replicated::{check_replicas, contents, lead_on, leader_of, stream_info};
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -56,74 +58,12 @@ async fn api_ready(clients: &[async_nats::Client]) {
     }
 }
 
+fn names(all: &[common::Server]) -> Vec<String> {
+    all.iter().map(name_of).collect()
+}
+
 fn name_of(s: &common::Server) -> String {
     s.json("/varz")["server_name"].as_str().unwrap().to_string()
-}
-
-async fn stream_info(c: &async_nats::Client, name: &str) -> Value {
-    common::api(c, &format!("$JS.API.STREAM.INFO.{name}"), "").await
-}
-
-/// Asks for stream info until a leader answers.
-async fn leader_of(c: &async_nats::Client, name: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let r = c
-            .request(format!("$JS.API.STREAM.INFO.{name}"), "".into())
-            .await;
-        if let Ok(m) = r {
-            let v: Value = serde_json::from_slice(&m.payload).unwrap();
-            if let Some(l) = v["cluster"]["leader"].as_str() {
-                if !l.is_empty() {
-                    return l.to_string();
-                }
-            }
-        }
-        assert!(Instant::now() < deadline, "no leader for {name}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Every message of the stream, read through the leader: seq → payload
-/// (base64, as the API gives it), by an ephemeral pull consumer.
-async fn contents(c: &async_nats::Client, name: &str) -> BTreeMap<u64, String> {
-    use futures::StreamExt;
-    let info = stream_info(c, name).await;
-    let total = info["state"]["messages"].as_u64().unwrap();
-    let mut out = BTreeMap::new();
-    if total == 0 {
-        return out;
-    }
-    let stream = jetstream::new(c.clone()).get_stream(name).await.unwrap();
-    let consumer: jetstream::consumer::PullConsumer = stream
-        .create_consumer(jetstream::consumer::pull::Config {
-            ack_policy: jetstream::consumer::AckPolicy::None,
-            inactive_threshold: Duration::from_secs(30),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    while (out.len() as u64) < total {
-        let mut batch = consumer
-            .fetch()
-            .max_messages(1000)
-            .expires(Duration::from_secs(2))
-            .messages()
-            .await
-            .unwrap();
-        let before = out.len();
-        while let Some(m) = batch.next().await {
-            let m = m.unwrap();
-            let seq = m.info().unwrap().stream_sequence;
-            out.insert(seq, common::b64(&m.payload));
-        }
-        assert!(
-            out.len() > before,
-            "{name}: reading stalled at {}",
-            out.len()
-        );
-    }
-    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -273,67 +213,6 @@ fn index_of(all: &[common::Server], name: &str) -> usize {
     all.iter().position(|s| name_of(s) == name).unwrap()
 }
 
-/// Moves the stream's leadership to `to` and waits until it leads.
-async fn lead_on(c: &async_nats::Client, stream: &str, to: &str) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if leader_of(c, stream).await == to {
-            return;
-        }
-        let _ = c
-            .request(
-                format!("$JS.API.STREAM.LEADER.STEPDOWN.{stream}"),
-                json!({"placement": {"preferred": to}}).to_string().into(),
-            )
-            .await;
-        assert!(Instant::now() < deadline, "{to} never led {stream}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// Every acknowledged publish is on every replica exactly once, at the
-/// sequence its ack gave, and nothing else is.
-async fn check_replicas(
-    all: &[common::Server],
-    c: &async_nats::Client,
-    stream: &str,
-    acks: &[(String, u64)],
-) {
-    let mut want: BTreeMap<u64, String> = BTreeMap::new();
-    for (id, seq) in acks {
-        if let Some(other) = want.insert(*seq, common::b64(id.as_bytes())) {
-            assert_eq!(other, common::b64(id.as_bytes()), "two ids acked at {seq}");
-        }
-    }
-    let mut ids: Vec<&String> = acks.iter().map(|(id, _)| id).collect();
-    ids.sort();
-    ids.dedup();
-    assert_eq!(ids.len(), want.len(), "an id acked at two sequences");
-    for s in all {
-        let name = name_of(s);
-        lead_on(c, stream, &name).await;
-        let got = contents(c, stream).await;
-        // Every message stored once: payloads (ids) are unique.
-        let mut seen = std::collections::BTreeSet::new();
-        for v in got.values() {
-            assert!(seen.insert(v.clone()), "{name}: a message stored twice");
-        }
-        for (seq, id) in &want {
-            assert_eq!(
-                got.get(seq),
-                Some(id),
-                "{name}: acked seq {seq} missing or changed"
-            );
-        }
-        let last = *got.keys().last().unwrap();
-        assert_eq!(
-            got.keys().copied().collect::<Vec<_>>(),
-            (1..=last).collect::<Vec<_>>(),
-            "{name}: gaps"
-        );
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_stream_leader_under_load_loses_no_acknowledged_message() {
     let mut all = cluster3();
@@ -404,7 +283,7 @@ async fn killing_the_stream_leader_under_load_loses_no_acknowledged_message() {
     all[li].restart();
     let back = all[li].client().await;
     api_ready(std::slice::from_ref(&back)).await;
-    check_replicas(&all, survivor, "LOAD", &acks).await;
+    check_replicas(&names(&all), survivor, "LOAD", &acks).await;
 }
 
 /// Incident 2 with real processes: a work-queue stream's consumed
@@ -600,7 +479,7 @@ async fn a_rolling_restart_under_load_loses_nothing() {
     }
     assert!(acks.len() > 30, "only {} acks", acks.len());
     let c = all[0].client().await;
-    check_replicas(&all, &c, "ROLL", &acks).await;
+    check_replicas(&names(&all), &c, "ROLL", &acks).await;
 }
 
 /// The stream's Raft group as a server's /raftz shows it.
@@ -670,7 +549,7 @@ async fn a_paused_follower_does_not_disturb_the_stream_leader() {
     assert_eq!(after["state"], "LEADER", "{after}");
     assert_eq!(after["term"], before["term"], "{before} {after}");
     assert_eq!(leader_of(&clients[other], "P").await, leader);
-    check_replicas(&all, &clients[other], "P", &acks).await;
+    check_replicas(&names(&all), &clients[other], "P", &acks).await;
 }
 
 /// Servers whose /raftz lists a stream group.
@@ -745,7 +624,7 @@ async fn a_stream_scales_from_one_replica_to_three_and_back_while_publishing() {
     assert_eq!(info["config"]["max_msgs_per_subject"], 1_000_000, "{info}");
     assert_eq!(info["cluster"]["leader"], host.as_str(), "{info}");
     assert!(info["cluster"]["replicas"].is_null(), "{info}");
-    check_replicas(&all[hi..=hi], &clients[0], "SC", &acks).await;
+    check_replicas(&names(&all[hi..=hi]), &clients[0], "SC", &acks).await;
     // Reduced to one voter, the group no longer counts the others.
     let g = stream_group(&all[hi]);
     assert_eq!(g["size"], 1, "{g}");
@@ -884,7 +763,7 @@ async fn removing_peers_moves_streams_and_shrinks_the_cluster() {
     let replicas = info["cluster"]["replicas"].as_array().unwrap();
     assert_eq!(replicas.len(), 1, "{info}");
     assert!(replicas.iter().all(|r| r["name"] != dead.as_str()));
-    check_replicas(&all[..2], &clients[0], "R3", &acks).await;
+    check_replicas(&names(&all[..2]), &clients[0], "R3", &acks).await;
 }
 
 /// A key-value bucket and an object store on three replicas, used from

@@ -2,6 +2,8 @@
 //! the ports file it writes, as client harnesses do with nats-server.
 #![allow(dead_code)]
 
+pub mod replicated;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,134 @@
+//! Helpers for tests of replicated streams: reading a stream's leader and
+//! contents, moving its leadership, and checking every replica.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream;
+use serde_json::{json, Value};
+
+pub async fn stream_info(c: &async_nats::Client, name: &str) -> Value {
+    super::api(c, &format!("$JS.API.STREAM.INFO.{name}"), "").await
+}
+
+/// Asks for stream info until a leader answers.
+pub async fn leader_of(c: &async_nats::Client, name: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = c
+            .request(format!("$JS.API.STREAM.INFO.{name}"), "".into())
+            .await;
+        if let Ok(m) = r {
+            let v: Value = serde_json::from_slice(&m.payload).unwrap();
+            if let Some(l) = v["cluster"]["leader"].as_str() {
+                if !l.is_empty() {
+                    return l.to_string();
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader for {name}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every message of the stream, read through the leader: seq → payload
+/// (base64, as the API gives it), by an ephemeral pull consumer.
+pub async fn contents(c: &async_nats::Client, name: &str) -> BTreeMap<u64, String> {
+    use futures::StreamExt;
+    let info = stream_info(c, name).await;
+    let total = info["state"]["messages"].as_u64().unwrap();
+    let mut out = BTreeMap::new();
+    if total == 0 {
+        return out;
+    }
+    let stream = jetstream::new(c.clone()).get_stream(name).await.unwrap();
+    let consumer: jetstream::consumer::PullConsumer = stream
+        .create_consumer(jetstream::consumer::pull::Config {
+            ack_policy: jetstream::consumer::AckPolicy::None,
+            inactive_threshold: Duration::from_secs(30),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    while (out.len() as u64) < total {
+        let mut batch = consumer
+            .fetch()
+            .max_messages(1000)
+            .expires(Duration::from_secs(2))
+            .messages()
+            .await
+            .unwrap();
+        let before = out.len();
+        while let Some(m) = batch.next().await {
+            let m = m.unwrap();
+            let seq = m.info().unwrap().stream_sequence;
+            out.insert(seq, super::b64(&m.payload));
+        }
+        assert!(
+            out.len() > before,
+            "{name}: reading stalled at {}",
+            out.len()
+        );
+    }
+    out
+}
+
+/// Moves the stream's leadership to `to` and waits until it leads.
+pub async fn lead_on(c: &async_nats::Client, stream: &str, to: &str) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if leader_of(c, stream).await == to {
+            return;
+        }
+        let _ = c
+            .request(
+                format!("$JS.API.STREAM.LEADER.STEPDOWN.{stream}"),
+                json!({"placement": {"preferred": to}}).to_string().into(),
+            )
+            .await;
+        assert!(Instant::now() < deadline, "{to} never led {stream}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Every acknowledged publish is on every replica exactly once, at the
+/// sequence its ack gave, and nothing else is.
+pub async fn check_replicas(
+    servers: &[String],
+    c: &async_nats::Client,
+    stream: &str,
+    acks: &[(String, u64)],
+) {
+    let mut want: BTreeMap<u64, String> = BTreeMap::new();
+    for (id, seq) in acks {
+        if let Some(other) = want.insert(*seq, super::b64(id.as_bytes())) {
+            assert_eq!(other, super::b64(id.as_bytes()), "two ids acked at {seq}");
+        }
+    }
+    let mut ids: Vec<&String> = acks.iter().map(|(id, _)| id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), want.len(), "an id acked at two sequences");
+    for name in servers {
+        lead_on(c, stream, name).await;
+        let got = contents(c, stream).await;
+        // Every message stored once: payloads (ids) are unique.
+        let mut seen = std::collections::BTreeSet::new();
+        for v in got.values() {
+            assert!(seen.insert(v.clone()), "{name}: a message stored twice");
+        }
+        for (seq, id) in &want {
+            assert_eq!(
+                got.get(seq),
+                Some(id),
+                "{name}: acked seq {seq} missing or changed"
+            );
+        }
+        let last = *got.keys().last().unwrap();
+        assert_eq!(
+            got.keys().copied().collect::<Vec<_>>(),
+            (1..=last).collect::<Vec<_>>(),
+            "{name}: gaps"
+        );
+    }
+}
