@@ -387,6 +387,9 @@ pub struct FlotillaHello {
     /// The voters it proposes to found the meta group with.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub proposal: Vec<u64>,
+    /// Its `server_tags`, for placing streams.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
 }
 
 /// The CONNECT a dialing server sends first.

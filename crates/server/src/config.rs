@@ -259,6 +259,27 @@ fn apply(m: &Map, o: &mut Options, r: &mut Report) {
                     o.port = v;
                 }
             }
+            "server_tags" => {
+                // A string or a list of strings.
+                let items: Vec<&conf::Item> = match &e.item.value {
+                    Value::Array(items) => items.iter().collect(),
+                    _ => vec![&e.item],
+                };
+                for item in items {
+                    match &item.value {
+                        Value::String(t) => {
+                            let t = t.trim().to_lowercase();
+                            if !t.is_empty() && !o.server_tags.contains(&t) {
+                                o.server_tags.push(t);
+                            }
+                        }
+                        other => r.error(
+                            item,
+                            format!("error parsing tags: unsupported type {}", other.type_name()),
+                        ),
+                    }
+                }
+            }
             "server_name" => {
                 if let Some(v) = string(r, e) {
                     if v.contains(' ') {

@@ -88,6 +88,9 @@ pub struct Options {
     pub host: String,
     pub port: i64,
     pub server_name: Option<String>,
+    /// `server_tags`, for JetStream placement (lowercase, as nats-server
+    /// compares them).
+    pub server_tags: Vec<String>,
     pub http_host: Option<String>,
     /// 0 disables monitoring; -1 picks a free port.
     pub http_port: i64,
@@ -118,6 +121,7 @@ impl Default for Options {
             host: DEFAULT_HOST.to_string(),
             port: DEFAULT_PORT as i64,
             server_name: None,
+            server_tags: Vec::new(),
             http_host: None,
             http_port: 0,
             max_payload: 1024 * 1024,

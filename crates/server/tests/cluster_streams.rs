@@ -14,8 +14,20 @@ use async_nats::jetstream;
 use serde_json::{json, Value};
 
 fn js_node(name: &str, cluster_port: u16, routes: &[String]) -> common::Server {
-    common::server()
-        .js()
+    js_node_tagged(name, cluster_port, routes, &[])
+}
+
+fn js_node_tagged(
+    name: &str,
+    cluster_port: u16,
+    routes: &[String],
+    tags: &[&str],
+) -> common::Server {
+    let mut b = common::server();
+    if !tags.is_empty() {
+        b = b.config(&format!("server_tags: {}\n", json!(tags)));
+    }
+    b.js()
         .arg("-n")
         .arg(name)
         .arg("--cluster_name")
@@ -29,18 +41,24 @@ fn js_node(name: &str, cluster_port: u16, routes: &[String]) -> common::Server {
 
 /// Three servers, each naming all three, with a meta leader.
 fn cluster3() -> Vec<common::Server> {
-    let ports = common::free_ports(3);
+    cluster_tagged(&[&[], &[], &[]])
+}
+
+/// As many servers as tag lists, each naming all, with a meta leader.
+fn cluster_tagged(tags: &[&[&str]]) -> Vec<common::Server> {
+    let n = tags.len();
+    let ports = common::free_ports(n);
     let routes: Vec<String> = ports
         .iter()
         .map(|p| format!("nats-route://127.0.0.1:{p}"))
         .collect();
-    let all: Vec<common::Server> = (0..3)
-        .map(|i| js_node(&format!("S{i}"), ports[i], &routes))
+    let all: Vec<common::Server> = (0..n)
+        .map(|i| js_node_tagged(&format!("S{i}"), ports[i], &routes, tags[i]))
         .collect();
-    common::wait_for("a meta leader", Duration::from_secs(20), || {
+    common::wait_for("a meta leader", Duration::from_secs(30), || {
         all.iter().all(|s| {
             let m = s.json("/jsz")["meta_cluster"].clone();
-            m["cluster_size"] == 3 && m["leader"].as_str().is_some_and(|l| !l.is_empty())
+            m["cluster_size"] == n && m["leader"].as_str().is_some_and(|l| !l.is_empty())
         })
     });
     all
@@ -944,4 +962,95 @@ async fn a_work_queue_sourced_into_another_stream_survives_repeated_stepdowns() 
         let wq = stream_info(&clients[0], "WQ").await;
         assert_eq!(wq["state"]["messages"], 0, "{name}: {wq}");
     }
+}
+
+/// Five servers with `server_tags`: R5 uses them all; placement tags
+/// (and `!tag` exclusions) and a cluster name choose among them, with
+/// nats-server's error when nothing fits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placement_by_replicas_tags_and_cluster() {
+    let all = cluster_tagged(&[&["az:a"], &["az:a"], &["az:b"], &["az:b"], &["az:b", "ssd"]]);
+    let c = all[3].client().await;
+    api_ready(std::slice::from_ref(&c)).await;
+    let create = |body: Value| {
+        let c = c.clone();
+        async move {
+            let name = body["name"].as_str().unwrap().to_string();
+            common::api(
+                &c,
+                &format!("$JS.API.STREAM.CREATE.{name}"),
+                &body.to_string(),
+            )
+            .await
+        }
+    };
+    let r = create(json!({"name": "FIVE", "subjects": ["five.>"], "num_replicas": 5})).await;
+    assert!(r.get("error").is_none(), "{r}");
+    assert_eq!(r["cluster"]["replicas"].as_array().unwrap().len(), 4, "{r}");
+    let ack = jetstream::new(c.clone())
+        .publish("five.x", "hello".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(ack.sequence, 1);
+
+    let placed = |r: &Value| {
+        let mut names: Vec<String> = r["cluster"]["replicas"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap().to_string())
+            .collect();
+        names.push(
+            r["cluster"]["leader"]
+                .as_str()
+                .expect("a leader")
+                .to_string(),
+        );
+        names.sort();
+        names
+    };
+    let r = create(json!({"name": "A", "subjects": ["a.>"], "num_replicas": 2,
+        "placement": {"tags": ["az:a"]}}))
+    .await;
+    assert_eq!(placed(&r), ["S0", "S1"], "{r}");
+    let r = create(json!({"name": "SSD", "subjects": ["ssd.>"],
+        "placement": {"tags": ["SSD"]}}))
+    .await;
+    assert_eq!(placed(&r), ["S4"], "{r}");
+    let r = create(json!({"name": "B", "subjects": ["b.>"], "num_replicas": 2,
+        "placement": {"cluster": "c1", "tags": ["az:b", "!ssd"]}}))
+    .await;
+    assert_eq!(placed(&r), ["S2", "S3"], "{r}");
+    let r = create(json!({"name": "X", "subjects": ["x.>"], "num_replicas": 3,
+        "placement": {"tags": ["az:a"]}}))
+    .await;
+    assert_eq!(
+        common::api_err(&r),
+        (
+            400,
+            10005,
+            "no suitable peers for placement, tags not matched ['az:a']".into()
+        )
+    );
+    let r = create(json!({"name": "Y", "subjects": ["y.>"],
+        "placement": {"tags": ["!az:a", "!az:b"]}}))
+    .await;
+    assert_eq!(
+        common::api_err(&r),
+        (
+            400,
+            10005,
+            "no suitable peers for placement, tags excluded ['az:a', 'az:b']".into()
+        )
+    );
+    let r = create(json!({"name": "Z", "subjects": ["z.>"],
+        "placement": {"cluster": "elsewhere"}}))
+    .await;
+    assert_eq!(
+        common::api_err(&r),
+        (400, 10005, "no suitable peers for placement".into())
+    );
 }

@@ -260,6 +260,15 @@ fn jetstream_and_cluster_blocks_check_clean() {
     // JetStream is available: a jetstream block parses and checks clean.
     let (code, out) = check("jetstream { store_dir: /tmp/x }\n");
     assert_eq!(code, 0, "{out}");
+    // Server tags: a string or a list of strings.
+    let (code, out) = check("server_tags: [\"az:1\", \"ssd\"]\n");
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = check("server_tags: \"az:1\"\n");
+    assert_eq!(code, 0, "{out}");
+    fails_with(
+        "server_tags: [1]\n",
+        "1:15: error parsing tags: unsupported type",
+    );
     // JetStream in a cluster too.
     let (code, out) =
         check("server_name: a\njetstream: enabled\ncluster { name: c, listen: 127.0.0.1:6222 }\n");

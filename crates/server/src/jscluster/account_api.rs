@@ -165,6 +165,41 @@ pub fn remap(
     (!peers.is_empty()).then_some(peers)
 }
 
+/// Why peers were passed over, worded as nats-server's
+/// `selectPeerError`.
+#[derive(Default)]
+struct SelectError {
+    offline: bool,
+    exclude_tag: bool,
+    missing: std::collections::BTreeSet<String>,
+    excluded: std::collections::BTreeSet<String>,
+}
+
+impl SelectError {
+    fn text(&self) -> String {
+        let mut b = String::from("no suitable peers for placement");
+        if self.offline {
+            b.push_str(", peer offline");
+        }
+        if self.exclude_tag {
+            b.push_str(", exclude tag set");
+        }
+        let list = |s: &std::collections::BTreeSet<String>| {
+            s.iter()
+                .map(|t| format!("'{t}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !self.missing.is_empty() {
+            b.push_str(&format!(", tags not matched [{}]", list(&self.missing)));
+        }
+        if !self.excluded.is_empty() {
+            b.push_str(&format!(", tags excluded [{}]", list(&self.excluded)));
+        }
+        b
+    }
+}
+
 /// What a task answering later needs.
 #[derive(Clone)]
 struct Detached {
@@ -387,38 +422,63 @@ impl Api {
         except: &[u64],
         n: usize,
     ) -> Result<Vec<u64>, jetstream::api::ApiError> {
-        let no_peers = |offline: bool, tags: &[String]| {
-            let mut why = String::from("no suitable peers for placement");
-            if offline {
-                why.push_str(", peer offline");
-            }
-            if !tags.is_empty() {
-                let quoted: Vec<String> = tags.iter().map(|t| format!("'{t}'")).collect();
-                why.push_str(&format!(", tags not matched [{}]", quoted.join(", ")));
-            }
-            E::CLUSTER_NO_PEERS.with("err", why)
-        };
-        if let Some(p) = &cfg.placement {
-            let cluster = self.server.routes.cluster_name().0;
-            if !p.cluster.is_empty() && p.cluster != cluster {
-                return Err(no_peers(false, &[]));
-            }
-            // No server here carries tags.
-            if !p.tags.is_empty() {
-                return Err(no_peers(false, &p.tags));
-            }
-        }
-        let routed = self.jc.routed_ids(&self.server);
+        let cluster = self.server.routes.cluster_name().0;
+        let wrong_cluster = cfg
+            .placement
+            .as_ref()
+            .is_some_and(|p| !p.cluster.is_empty() && p.cluster != cluster);
+        // Placement tags, lowercase as nats-server compares them; `!tag`
+        // excludes servers with the tag.
+        let wanted: Vec<(String, bool)> = cfg
+            .placement
+            .iter()
+            .flat_map(|p| p.tags.iter())
+            .map(|t| {
+                let t = t.trim().to_lowercase();
+                match t.strip_prefix('!') {
+                    Some(x) => (x.to_string(), true),
+                    None => (t, false),
+                }
+            })
+            .collect();
+        let tags = self.jc.live_tags(&self.server);
         let meta = self.jc.meta.lock();
         let all: Vec<u64> = meta.peers().map(|p| p.id).collect();
-        let mut up: Vec<u64> = all
-            .iter()
-            .copied()
-            .filter(|id| !except.contains(id))
-            .filter(|id| *id == self.jc.me.id || routed.contains(id))
-            .collect();
+        let mut why = SelectError::default();
+        let mut up: Vec<u64> = Vec::new();
+        for &id in &all {
+            if except.contains(&id) || wrong_cluster {
+                continue;
+            }
+            let Some(have) = tags.get(&id) else {
+                why.offline = true;
+                continue;
+            };
+            // nats-server's marker for a server that takes no assets.
+            if have.iter().any(|t| t == "!jetstream") {
+                why.exclude_tag = true;
+                continue;
+            }
+            let mut fits = true;
+            for (t, exclude) in &wanted {
+                let has = have.contains(t);
+                if *exclude && has {
+                    why.excluded.insert(t.clone());
+                    fits = false;
+                    break;
+                }
+                if !*exclude && !has {
+                    why.missing.insert(t.clone());
+                    fits = false;
+                    break;
+                }
+            }
+            if fits {
+                up.push(id);
+            }
+        }
         if up.len() < n {
-            return Err(no_peers(up.len() + except.len() < all.len(), &[]));
+            return Err(E::CLUSTER_NO_PEERS.with("err", why.text()));
         }
         let load = |id: u64| meta.streams().filter(|a| a.peers.contains(&id)).count();
         // Ties broken by a hash of the stream's name, so streams spread.

@@ -91,6 +91,8 @@ pub struct JsCluster {
     founded_with: Mutex<Vec<u64>>,
     started: Instant,
     wake: Notify,
+    /// This server's `server_tags`.
+    pub tags: Vec<String>,
 }
 
 impl JsCluster {
@@ -158,6 +160,7 @@ impl JsCluster {
             adding: Mutex::new(None),
             started: Instant::now(),
             wake: Notify::new(),
+            tags: server.opts().server_tags.clone(),
         });
         if has_log {
             let voters = js
@@ -186,6 +189,7 @@ impl JsCluster {
             peer: self.me.id,
             founded: *self.has_meta.lock(),
             proposal,
+            tags: self.tags.clone(),
         }
     }
 
@@ -533,6 +537,17 @@ impl JsCluster {
                 (r.group, stream_group_name(r.group, cfg))
             })
             .collect()
+    }
+
+    /// The `server_tags` of the JetStream servers that are up: this one,
+    /// and those it has a route to.
+    pub fn live_tags(&self, server: &Server) -> BTreeMap<u64, Vec<String>> {
+        let mut out: BTreeMap<u64, Vec<String>> = routed_peers(server)
+            .into_iter()
+            .map(|p| (p.id, p.hello.tags))
+            .collect();
+        out.insert(self.me.id, self.tags.clone());
+        out
     }
 
     /// Peer ids of the JetStream servers this server has a route to.
