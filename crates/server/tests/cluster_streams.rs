@@ -13,10 +13,6 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream;
 use serde_json::{json, Value};
 
-fn js_node(name: &str, cluster_port: u16, routes: &[String]) -> common::Server {
-    js_node_tagged(name, cluster_port, routes, &[])
-}
-
 fn js_node_tagged(
     name: &str,
     cluster_port: u16,
