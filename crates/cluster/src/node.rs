@@ -116,6 +116,10 @@ enum Input {
         group: u64,
         data: Vec<u8>,
     },
+    Restart {
+        group: u64,
+        reply: std::sync::mpsc::Sender<Result<Vec<u64>, EngineError>>,
+    },
     Stop,
 }
 
@@ -191,6 +195,16 @@ impl Node {
     /// requester, who hears nothing, retries.
     pub fn submit(&self, group: u64, data: Vec<u8>) {
         let _ = self.tx.send(Input::Submit { group, data });
+    }
+
+    /// Restarts this server's node of a group from its log, handing the
+    /// log's snapshot (if it holds state) to the apply hook first, as an
+    /// `Event::Snapshot`: the state machine is rebuilt from it, then from
+    /// the entries after it, which follow. Returns the group's voters.
+    pub fn restart_group(&self, group: u64) -> Result<Vec<u64>, EngineError> {
+        let (reply, r) = std::sync::mpsc::channel();
+        let _ = self.tx.send(Input::Restart { group, reply });
+        r.recv().unwrap_or(Err(EngineError::NoGroup(group)))
     }
 
     /// Runs `f` on the engine's thread and returns what it returns (None
@@ -270,6 +284,21 @@ fn run(
                 }
                 Input::Submit { group, data } => {
                     let _ = engine.propose(group, data);
+                }
+                Input::Restart { group, reply } => {
+                    let r = engine.create_group(group, &[]).map(|_| {
+                        let stored = engine.snapshot(group).filter(|(_, d)| !d.is_empty());
+                        if let (Some((index, data)), Some(f)) = (stored, apply.as_mut()) {
+                            let ev = Event::Snapshot(replication::engine::Committed {
+                                group,
+                                index,
+                                data,
+                            });
+                            f(&ev, &mut engine);
+                        }
+                        engine.voters(group).unwrap_or_default()
+                    });
+                    let _ = reply.send(r);
                 }
                 Input::Stop => break 'run,
             }

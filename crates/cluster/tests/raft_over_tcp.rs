@@ -413,3 +413,101 @@ async fn a_full_disk_holds_a_follower_back_until_space_returns() {
         assert_eq!(m.seen, values, "server {} log differs", m.id);
     }
 }
+
+/// A group whose log was compacted behind a snapshot comes back from it:
+/// after a restart the apply hook gets the snapshot first, then exactly
+/// the entries after it, so the state machine is whole again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_rebuilds_state_from_the_snapshot_then_later_entries() {
+    use std::sync::Mutex;
+    let dir = tempfile::tempdir().unwrap();
+    // The state machine: the sum of every applied entry, and how it got
+    // there.
+    type Seen = Arc<Mutex<(u64, Vec<String>)>>;
+    let start = |seen: Seen, compact: bool| {
+        let apply_seen = seen.clone();
+        let snap_seen = seen.clone();
+        Node::start(Config {
+            id: 1,
+            dir: Arc::new(store::FsDir::new(dir.path()).unwrap()),
+            tick: TICK,
+            seed: 1,
+            snapshotter: Box::new(move |_| {
+                Some(snap_seen.lock().unwrap().0.to_le_bytes().to_vec())
+            }),
+            apply: Some(Box::new(move |ev, _| {
+                let mut s = apply_seen.lock().unwrap();
+                match ev {
+                    Event::Snapshot(c) => {
+                        s.0 = u64::from_le_bytes(c.data[..8].try_into().unwrap());
+                        s.1.push(format!("snapshot@{}", c.index));
+                    }
+                    Event::Committed(c) => {
+                        s.0 += u64::from_le_bytes(c.data[..8].try_into().unwrap());
+                        s.1.push(format!("entry@{}", c.index));
+                    }
+                }
+            })),
+            compact: compact.then(|| {
+                Box::new(|_, since: u64| since >= 10) as flotilla_cluster::node::CompactPolicy
+            }),
+        })
+    };
+    let seen: Seen = Default::default();
+    let (mut node, _rx) = start(seen.clone(), true);
+    node.create_group(GROUP, &[1]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !node.status().groups.iter().any(|g| g.is_leader) {
+        assert!(Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Entries big enough that the compacted journal is rewritten, so the
+    // snapshot is what the log holds of them.
+    let entry = |v: u64| {
+        let mut e = v.to_le_bytes().to_vec();
+        e.resize(16 * 1024, 0);
+        e
+    };
+    for v in 1..=25u64 {
+        node.propose(GROUP, entry(v)).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while seen.lock().unwrap().0 != (1..=25).sum::<u64>() {
+        assert!(Instant::now() < deadline, "entries not applied");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let snapshot_at = node
+        .call(|e| e.snapshot(GROUP).map(|(i, _)| i))
+        .flatten()
+        .unwrap();
+    assert!(snapshot_at > 10, "the log was compacted: {snapshot_at}");
+    // One more entry, whose sync also covers the snapshot's record.
+    node.propose(GROUP, entry(100)).unwrap();
+    let total = (1..=25).sum::<u64>() + 100;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while seen.lock().unwrap().0 != total {
+        assert!(Instant::now() < deadline, "entry not applied");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    node.stop();
+
+    let again: Seen = Default::default();
+    let (node, _rx) = start(again.clone(), false);
+    let voters = node.restart_group(GROUP).unwrap();
+    assert_eq!(voters, vec![1]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while again.lock().unwrap().0 != total {
+        assert!(
+            Instant::now() < deadline,
+            "state not rebuilt: {:?}",
+            again.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let log = again.lock().unwrap().1.clone();
+    assert_eq!(log[0], format!("snapshot@{snapshot_at}"), "{log:?}");
+    assert!(
+        log[1..].iter().all(|e| e.starts_with("entry@")),
+        "{log:?}"
+    );
+}

@@ -163,13 +163,9 @@ impl JsCluster {
             tags: server.opts().server_tags.clone(),
         });
         if has_log {
-            let voters = js
-                .node
-                .call(|e| {
-                    e.create_group(META_GROUP, &[])
-                        .map(|_| e.voters(META_GROUP).unwrap_or_default())
-                })
-                .context("the raft node stopped")??;
+            // The meta state comes back from the log's snapshot, then the
+            // entries after it (the streams it assigns here start from it).
+            let voters = js.node.restart_group(META_GROUP)?;
             if voters.is_empty() {
                 // A log with no configuration: this server was joining
                 // when it stopped, and joins again.
