@@ -506,8 +506,5 @@ async fn a_restart_rebuilds_state_from_the_snapshot_then_later_entries() {
     }
     let log = again.lock().unwrap().1.clone();
     assert_eq!(log[0], format!("snapshot@{snapshot_at}"), "{log:?}");
-    assert!(
-        log[1..].iter().all(|e| e.starts_with("entry@")),
-        "{log:?}"
-    );
+    assert!(log[1..].iter().all(|e| e.starts_with("entry@")), "{log:?}");
 }

@@ -17,8 +17,10 @@ use jetstream::output::Output;
 use jetstream::stream::{Incoming, PubAck, Stream};
 use store::MsgStore;
 
-/// Version 2 added source positions.
-const SNAPSHOT_VERSION: u32 = 2;
+/// Version 2 added source positions; 3 each consumer's runtime state and
+/// the duplicate window, so a restored replica is exactly one that
+/// applied every entry.
+const SNAPSHOT_VERSION: u32 = 3;
 
 /// One input to a replicated stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -486,6 +488,9 @@ pub struct Applied {
 pub struct ReplicatedStream {
     stream: Stream,
     applied: u64,
+    /// The time of the last entry applied (the leader's clock): what a
+    /// snapshot is as of.
+    last_ts: i64,
 }
 
 impl ReplicatedStream {
@@ -498,6 +503,7 @@ impl ReplicatedStream {
         Ok(ReplicatedStream {
             stream: Stream::create(config, created, store)?,
             applied: 0,
+            last_ts: created,
         })
     }
 
@@ -507,13 +513,15 @@ impl ReplicatedStream {
 
     /// The whole state as of the last applied entry, for a Raft snapshot:
     /// config, messages (with their sequences and times), where the
-    /// sequence stands, and each consumer's config and durable state.
-    /// Waiting pull requests are not in it: clients renew those.
+    /// sequence stands, each consumer's config, durable and runtime state
+    /// (waiting pull requests included), source positions and the
+    /// duplicate window. It is as of the last entry's time; `now` is used
+    /// only before any entry was applied.
     pub fn snapshot(&self, now: i64) -> Vec<u8> {
         let mut b = BytesMut::with_capacity(4096);
         b.put_u32_le(SNAPSHOT_VERSION);
         b.put_u64_le(self.applied);
-        b.put_i64_le(now);
+        b.put_i64_le(if self.applied > 0 { self.last_ts } else { now });
         b.put_i64_le(self.stream.created);
         put_bytes(
             &mut b,
@@ -545,12 +553,17 @@ impl ReplicatedStream {
             );
             b.put_i64_le(c.created);
             put_bytes(&mut b, &c.state().encode());
+            put_bytes(&mut b, &c.runtime());
         }
         // Positions, because a work-queue origin's messages are gone once
         // acked: they cannot be recovered by looking at the origin again.
         put_bytes(
             &mut b,
             &serde_json::to_vec(&self.stream.source_positions()).expect("positions serialize"),
+        );
+        put_bytes(
+            &mut b,
+            &serde_json::to_vec(&self.stream.dedupe_entries()).expect("ids serialize"),
         );
         b.to_vec()
     }
@@ -559,7 +572,11 @@ impl ReplicatedStream {
     /// an empty `store`.
     pub fn restore(data: &[u8], mut store: Box<dyn MsgStore>) -> Result<Self, DecodeError> {
         let mut b = data;
-        if b.remaining() < 4 + 8 + 8 + 8 || b.get_u32_le() != SNAPSHOT_VERSION {
+        if b.remaining() < 4 + 8 + 8 + 8 {
+            return Err(DecodeError::Short);
+        }
+        let version = b.get_u32_le();
+        if !(2..=SNAPSHOT_VERSION).contains(&version) {
             return Err(DecodeError::Short);
         }
         let applied = b.get_u64_le();
@@ -610,13 +627,29 @@ impl ReplicatedStream {
             }
             let created = b.get_i64_le();
             let state = ConsumerState::decode(&get_bytes(&mut b)?).ok_or(DecodeError::Kind(0))?;
+            let name = cfg.name.clone();
             stream.restore_consumer(cfg, created, &state, now);
+            if version >= 3 {
+                let runtime = get_bytes(&mut b)?;
+                if !stream.restore_consumer_runtime(&name, &runtime) {
+                    return Err(DecodeError::Kind(0));
+                }
+            }
         }
         let positions: std::collections::BTreeMap<String, u64> =
             serde_json::from_slice(&get_bytes(&mut b)?).map_err(|_| DecodeError::Kind(0))?;
         stream.restore_source_positions(&positions);
+        if version >= 3 {
+            let ids: Vec<(i64, String, u64)> =
+                serde_json::from_slice(&get_bytes(&mut b)?).map_err(|_| DecodeError::Kind(0))?;
+            stream.restore_dedupe(ids);
+        }
         let _ = stream.take_outputs();
-        Ok(ReplicatedStream { stream, applied })
+        Ok(ReplicatedStream {
+            stream,
+            applied,
+            last_ts: now,
+        })
     }
 
     /// The last log index applied.
@@ -652,6 +685,7 @@ impl ReplicatedStream {
     fn apply_entry(&mut self, e: Entry) -> Applied {
         let mut out = Applied::default();
         let now = e.ts;
+        self.last_ts = now;
         let op = match e.op {
             Op::Replied { reply, op } => {
                 out.reply = Some(reply);
@@ -945,6 +979,46 @@ mod tests {
         feed(&mut b, &mut ib, ops);
         assert_eq!(view(&a), view(&b));
         assert!(!view(&a).0.contains(&20));
+    }
+
+    /// What a snapshot must carry beyond messages and durable consumer
+    /// state: a pull request still waiting (the next publish is delivered
+    /// to it on every replica alike) and the ids of messages already
+    /// consumed and removed (a retried publish is still a duplicate).
+    #[test]
+    fn a_restored_replica_keeps_waiting_pulls_and_removed_ids() {
+        let mut a = wq();
+        let mut i = 0;
+        let req = br#"{"stream_name":"WQ","config":{"durable_name":"C","ack_policy":"explicit"}}"#;
+        feed(
+            &mut a,
+            &mut i,
+            vec![Op::CreateConsumer {
+                name: "C".into(),
+                request: Bytes::from_static(req),
+            }],
+        );
+        feed(&mut a, &mut i, publishes(1, 3));
+        let waiting = Op::Pull {
+            consumer: "C".into(),
+            request: Bytes::from_static(br#"{"batch":7,"expires":3600000000000}"#),
+            reply: "inbox".into(),
+        };
+        let delivered = feed(&mut a, &mut i, vec![waiting]);
+        assert_eq!(delivered.len(), 3, "the pull waits for more");
+        feed(&mut a, &mut i, acks(&delivered));
+        assert!(view(&a).0.is_empty(), "consumed and removed");
+        let snap = a.snapshot(0);
+        let mut b = ReplicatedStream::restore(&snap, Box::new(store::MemStore::new())).unwrap();
+        let mut ib = i;
+        let mut later = publishes(4, 1);
+        later.extend(publishes(1, 1));
+        let da = feed(&mut a, &mut i, later.clone());
+        let db = feed(&mut b, &mut ib, later);
+        assert_eq!(da.len(), 1, "delivered to the waiting pull");
+        assert_eq!(da, db);
+        assert_eq!(view(&a), view(&b));
+        assert_eq!(view(&a).0, vec![4], "the retried id1 is a duplicate");
     }
 
     fn sourced(seq: u64) -> Op {

@@ -39,7 +39,7 @@ const FC_START_WINDOW: u64 = FC_MAX_WINDOW / 16;
 /// Added to a pull consumer's inactive threshold, as nats-server does.
 const PULL_INACTIVE_GRACE: i64 = 100 * MS;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Pending {
     /// Consumer sequence of the first delivery.
     dseq: u64,
@@ -47,7 +47,7 @@ struct Pending {
     ts: i64,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Waiting {
     reply: String,
     batch: i64,
@@ -115,6 +115,115 @@ pub struct Consumer {
     /// When a pause ends, so the driver wakes the consumer then.
     pause_wake: Option<i64>,
     dirty: bool,
+}
+
+/// Everything a consumer holds beyond its config and durable state: a
+/// replica restored with it behaves exactly as one that applied every
+/// entry (waiting pull requests, push interest, redelivery order, flow
+/// control, timers).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Runtime {
+    next_sseq: u64,
+    dseq: u64,
+    delivered_sseq: u64,
+    last_delivered: Option<i64>,
+    floor_dseq: u64,
+    floor_sseq: u64,
+    last_ack: Option<i64>,
+    pending: BTreeMap<u64, Pending>,
+    rdc: BTreeMap<u64, u64>,
+    redeliver: VecDeque<u64>,
+    queued: BTreeSet<u64>,
+    num_pending: u64,
+    lps: VecDeque<u64>,
+    lps_resume: u64,
+    waiting: VecDeque<Waiting>,
+    push_active: bool,
+    heartbeat_at: Option<i64>,
+    fc_pending: Option<(String, u64)>,
+    fc_counter: u64,
+    pbytes: u64,
+    maxpb: u64,
+    last_activity: i64,
+    inactive_since: Option<i64>,
+    replay_at: Option<i64>,
+    replay_prev: Option<(i64, i64)>,
+    replay_until: u64,
+    pause_wake: Option<i64>,
+}
+
+impl Consumer {
+    /// The runtime state (see [`Runtime`]), for a replicated stream's
+    /// snapshot.
+    pub fn runtime(&self) -> Vec<u8> {
+        let r = Runtime {
+            next_sseq: self.next_sseq,
+            dseq: self.dseq,
+            delivered_sseq: self.delivered_sseq,
+            last_delivered: self.last_delivered,
+            floor_dseq: self.floor_dseq,
+            floor_sseq: self.floor_sseq,
+            last_ack: self.last_ack,
+            pending: self.pending.clone(),
+            rdc: self.rdc.clone(),
+            redeliver: self.redeliver.clone(),
+            queued: self.queued.clone(),
+            num_pending: self.num_pending,
+            lps: self.lps.clone(),
+            lps_resume: self.lps_resume,
+            waiting: self.waiting.clone(),
+            push_active: self.push_active,
+            heartbeat_at: self.heartbeat_at,
+            fc_pending: self.fc_pending.clone(),
+            fc_counter: self.fc_counter,
+            pbytes: self.pbytes,
+            maxpb: self.maxpb,
+            last_activity: self.last_activity,
+            inactive_since: self.inactive_since,
+            replay_at: self.replay_at,
+            replay_prev: self.replay_prev,
+            replay_until: self.replay_until,
+            pause_wake: self.pause_wake,
+        };
+        serde_json::to_vec(&r).expect("runtime serializes")
+    }
+
+    /// Takes on runtime state from [`Consumer::runtime`]; false if it
+    /// does not decode (the consumer is left as restored from its durable
+    /// state).
+    pub fn restore_runtime(&mut self, data: &[u8]) -> bool {
+        let Ok(r) = serde_json::from_slice::<Runtime>(data) else {
+            return false;
+        };
+        self.next_sseq = r.next_sseq;
+        self.dseq = r.dseq;
+        self.delivered_sseq = r.delivered_sseq;
+        self.last_delivered = r.last_delivered;
+        self.floor_dseq = r.floor_dseq;
+        self.floor_sseq = r.floor_sseq;
+        self.last_ack = r.last_ack;
+        self.pending = r.pending;
+        self.rdc = r.rdc;
+        self.redeliver = r.redeliver;
+        self.queued = r.queued;
+        self.num_pending = r.num_pending;
+        self.lps = r.lps;
+        self.lps_resume = r.lps_resume;
+        self.waiting = r.waiting;
+        self.push_active = r.push_active;
+        self.heartbeat_at = r.heartbeat_at;
+        self.fc_pending = r.fc_pending;
+        self.fc_counter = r.fc_counter;
+        self.pbytes = r.pbytes;
+        self.maxpb = r.maxpb;
+        self.last_activity = r.last_activity;
+        self.inactive_since = r.inactive_since;
+        self.replay_at = r.replay_at;
+        self.replay_prev = r.replay_prev;
+        self.replay_until = r.replay_until;
+        self.pause_wake = r.pause_wake;
+        true
+    }
 }
 
 /// Subjects a consumer listens on besides its deliveries.

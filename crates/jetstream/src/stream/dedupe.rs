@@ -31,6 +31,23 @@ impl Dedupe {
         }
     }
 
+    /// Every id in arrival order: (time, id, sequence).
+    pub fn entries(&self) -> Vec<(i64, String, u64)> {
+        self.order
+            .iter()
+            .map(|(ts, id)| (*ts, id.clone(), self.ids[id]))
+            .collect()
+    }
+
+    /// Replaces the window with `entries` (from [`Dedupe::entries`]).
+    pub fn restore(&mut self, entries: Vec<(i64, String, u64)>) {
+        self.ids.clear();
+        self.order.clear();
+        for (ts, id, seq) in entries {
+            self.insert(&id, seq, ts);
+        }
+    }
+
     /// When the oldest id expires, for the driver's timer.
     pub fn oldest(&self) -> Option<i64> {
         self.order.front().map(|(ts, _)| *ts)

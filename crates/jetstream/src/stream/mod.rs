@@ -1335,6 +1335,27 @@ impl Stream {
         self.pump_due = true;
     }
 
+    /// A consumer's runtime state (see `Consumer::runtime`).
+    pub fn consumer_runtime(&self, name: &str) -> Option<Vec<u8>> {
+        self.consumers.get(name).map(|c| c.runtime())
+    }
+
+    pub fn restore_consumer_runtime(&mut self, name: &str, data: &[u8]) -> bool {
+        self.consumers
+            .get_mut(name)
+            .is_some_and(|c| c.restore_runtime(data))
+    }
+
+    /// The duplicate window: (time, message id, sequence), oldest first.
+    pub fn dedupe_entries(&self) -> Vec<(i64, String, u64)> {
+        self.dedupe.entries()
+    }
+
+    /// Replaces the duplicate window, ids of removed messages included.
+    pub fn restore_dedupe(&mut self, entries: Vec<(i64, String, u64)>) {
+        self.dedupe.restore(entries);
+    }
+
     pub fn delete_consumer(&mut self, name: &str) -> Result<(), ApiError> {
         let Some(mut c) = self.consumers.remove(name) else {
             return Err(E::CONSUMER_NOT_FOUND.err());
