@@ -110,6 +110,8 @@ impl Links {
             led.iter()
                 .any(|(lg, _, specs)| lg == g && specs.iter().any(|s| &s.key == key))
         });
+        let links = &self.links;
+        self.asked.retain(|_, k| links.contains_key(k));
         let mut out = Vec::new();
         for (group, stream, specs) in led {
             for spec in specs {
@@ -133,6 +135,8 @@ impl Links {
     }
 
     fn ask(&mut self, k: &(u64, String)) -> (u64, String) {
+        // One question per link at a time: an older one's answer is stale.
+        self.asked.retain(|_, v| v != k);
         self.next += 1;
         self.asked.insert(self.next, k.clone());
         (self.next, format!("{}.R.{}", self.inbox, self.next))

@@ -66,6 +66,9 @@ const TICK_EVERY: Duration = Duration::from_millis(250);
 /// times at most.
 const FORWARD_AFTER: Duration = Duration::from_millis(150);
 const FORWARD_TRIES: u32 = 3;
+/// How many proposed requests are remembered, to propose a forwarded copy
+/// of one only once.
+const PROPOSED_REMEMBERED: usize = 4096;
 /// A leader proposes a config or membership change for its group at most
 /// this often (raft-rs takes one conf change at a time).
 const RECONCILE_EVERY: Duration = Duration::from_millis(500);
@@ -186,7 +189,9 @@ impl Applier {
     /// Starts this server's replica of an assigned stream (a new one, or
     /// one whose log is here from before a restart).
     fn start(&mut self, engine: &mut Engine, a: &StreamAssignment, reply: Option<String>) {
-        if self.replicas.lock().by_group.contains_key(&a.group) {
+        if let Some(r) = self.replicas.lock().by_group.get_mut(&a.group) {
+            // Assigned here again while on its way out: it stays.
+            r.leaving = None;
             return;
         }
         let cfg: StreamConfig = match serde_json::from_str(&a.config) {
@@ -275,7 +280,17 @@ impl Applier {
             .collect();
         let running: Vec<u64> = self.replicas.lock().by_group.keys().copied().collect();
         for g in running {
-            if !assigned.iter().any(|a| a.group == g) {
+            if assigned.iter().any(|a| a.group == g) {
+                continue;
+            }
+            let exists = self.meta.lock().streams().any(|a| a.group == g);
+            if exists {
+                // Moved off this server: the replica may still count
+                // towards its group's quorum until the group lets it go.
+                if let Some(r) = self.replicas.lock().by_group.get_mut(&g) {
+                    r.leaving.get_or_insert_with(Instant::now);
+                }
+            } else {
                 self.stop(engine, g);
             }
         }
@@ -420,6 +435,13 @@ fn api_subjects(name: &str) -> Vec<String> {
     .collect()
 }
 
+/// A stream this server leads and serves.
+struct Led {
+    /// The stream subjects subscribed (an update may change them).
+    subjects: Vec<String>,
+    subs: Vec<Arc<Subscription>>,
+}
+
 /// The tokio half: subscriptions that follow leadership, the stream API,
 /// and what leaders send.
 pub struct Driver {
@@ -427,7 +449,7 @@ pub struct Driver {
     jc: Arc<JsCluster>,
     js: Arc<JetStream>,
     /// Subscriptions of the streams this server leads, by group.
-    led: BTreeMap<u64, Vec<Arc<Subscription>>>,
+    led: BTreeMap<u64, Led>,
     api_tx: mpsc::UnboundedSender<(u64, Inbound)>,
     last_tick: BTreeMap<u64, Instant>,
     publisher: InternalPublisher,
@@ -436,6 +458,9 @@ pub struct Driver {
     /// When each led group last had a config or membership change
     /// proposed.
     last_reconcile: BTreeMap<u64, Instant>,
+    /// Reply subjects of the changes proposed lately, oldest first.
+    proposed: BTreeSet<String>,
+    proposed_order: std::collections::VecDeque<String>,
     /// The source links of the streams led here.
     links: super::sourcing::Links,
     /// The push interest last proposed, and when, by (group, consumer).
@@ -468,6 +493,8 @@ impl Driver {
             forwarded: BTreeMap::new(),
             last_reconcile: BTreeMap::new(),
             push_seen: BTreeMap::new(),
+            proposed: BTreeSet::new(),
+            proposed_order: std::collections::VecDeque::new(),
         };
         tokio::spawn(d.run(out, api_rx, inbox_rx));
     }
@@ -515,6 +542,14 @@ impl Driver {
             .filter(|g| g.is_leader)
             .map(|g| g.group)
             .collect();
+        // A new leader serves once it has applied everything committed,
+        // so its first answers are not from behind its predecessor's.
+        let caught_up: BTreeSet<u64> = status
+            .groups
+            .iter()
+            .filter(|g| g.is_leader && g.applied >= g.committed)
+            .map(|g| g.group)
+            .collect();
         let mut creates = Vec::new();
         let mut due_ticks = Vec::new();
         let now = wall_clock();
@@ -523,6 +558,9 @@ impl Driver {
             let mut reps = self.jc.replicas.lock();
             for r in reps.by_group.values_mut() {
                 if !leading.contains(&r.group) {
+                    continue;
+                }
+                if !caught_up.contains(&r.group) && !self.led.contains_key(&r.group) {
                     continue;
                 }
                 want.insert(
@@ -551,18 +589,24 @@ impl Driver {
             .copied()
             .collect();
         for g in gone {
-            for s in self.led.remove(&g).unwrap_or_default() {
+            for s in self.led.remove(&g).map(|l| l.subs).unwrap_or_default() {
                 self.server.unsubscribe(&s);
             }
             self.last_tick.remove(&g);
         }
         for (group, (name, subjects)) in want {
-            if self.led.contains_key(&group) {
-                continue;
+            match self.led.get(&group) {
+                Some(l) if l.subjects == subjects => continue,
+                Some(_) => {
+                    // An update changed the stream's subjects.
+                    for s in self.led.remove(&group).map(|l| l.subs).unwrap_or_default() {
+                        self.server.unsubscribe(&s);
+                    }
+                }
+                None => info!("JetStream cluster new stream leader for '$G > {name}'"),
             }
-            info!("JetStream cluster new stream leader for '$G > {name}'");
             let subs = self.subscribe(group, &name, &subjects);
-            self.led.insert(group, subs);
+            self.led.insert(group, Led { subjects, subs });
         }
         for (group, reply) in creates {
             self.answer_create(group, &reply);
@@ -588,6 +632,7 @@ impl Driver {
             self.publisher.publish_out(&m);
         }
         self.push_seen.retain(|(g, _), _| leading.contains(g));
+        self.last_reconcile.retain(|g, _| leading.contains(g));
         self.retire_left(&status);
     }
 
@@ -742,13 +787,32 @@ impl Driver {
             .map(|r| r.group)
             .collect();
         for group in done {
-            if let Some(r) = self.jc.replicas.lock().by_group.remove(&group) {
-                info!(
-                    "JetStream cluster stream '$G > {}' left this server",
-                    r.name
-                );
-            }
-            let _ = self.jc.node.call(move |e| e.delete_group(group));
+            // Checked again on the engine's thread, where assignments are
+            // applied, so a re-assignment cannot slip in between.
+            let (meta, replicas) = (self.jc.meta.clone(), self.jc.replicas.clone());
+            let _ = self.jc.node.call(move |e| {
+                let assigned = meta
+                    .lock()
+                    .streams()
+                    .any(|a| a.group == group && a.peers.contains(&me));
+                let member = e.voters(group).is_some_and(|v| v.contains(&me));
+                let mut reps = replicas.lock();
+                let leaving = reps
+                    .by_group
+                    .get(&group)
+                    .is_some_and(|r| r.leaving.is_some());
+                if assigned || member || !leaving {
+                    return;
+                }
+                if let Some(r) = reps.by_group.remove(&group) {
+                    info!(
+                        "JetStream cluster stream '$G > {}' left this server",
+                        r.name
+                    );
+                }
+                drop(reps);
+                let _ = e.delete_group(group);
+            });
         }
     }
 
@@ -1066,9 +1130,25 @@ impl Driver {
         m: &Inbound,
         reply: &str,
     ) -> Result<(), (Kind, jetstream::api::ApiError)> {
+        // The same request twice (this server got the original while
+        // another leader forwarded its copy): it is proposed once. Pull
+        // requests are not API requests: their inboxes are reused.
+        let once = !matches!(tokens, ["CONSUMER", "MSG", "NEXT", ..]);
+        if once && self.proposed.contains(reply) {
+            return Ok(());
+        }
         let proposed = self.change_inner(group, tokens, m, reply)?;
-        if proposed {
+        if proposed && !once {
             self.forwarded.remove(reply);
+        } else if proposed {
+            self.forwarded.remove(reply);
+            self.proposed.insert(reply.to_string());
+            self.proposed_order.push_back(reply.to_string());
+            if self.proposed_order.len() > PROPOSED_REMEMBERED {
+                if let Some(old) = self.proposed_order.pop_front() {
+                    self.proposed.remove(&old);
+                }
+            }
         } else {
             self.forward_later(m);
         }
