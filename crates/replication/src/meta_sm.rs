@@ -34,6 +34,11 @@ pub struct StreamAssignment {
     /// replica's stream has the same creation time.
     #[serde(default)]
     pub created: i64,
+    /// The config it was created with: a replica that replays its log
+    /// from the start starts from it (later configs are entries in the
+    /// stream's log).
+    #[serde(default)]
+    pub initial: String,
     /// Its consumers, by name: their configs (JSON). A consumer lives in
     /// its stream's group, on the stream's peers, so its acks and its
     /// stream's removals are ordered in one log.
@@ -241,6 +246,7 @@ impl Meta {
                 self.check_peers(&peers)?;
                 let a = StreamAssignment {
                     name: name.clone(),
+                    initial: config.clone(),
                     config,
                     group: self.next_group,
                     peers,

@@ -177,6 +177,20 @@ async fn an_r3_stream_serves_every_server_and_acks_after_replication() {
     .await;
     assert_eq!(common::api_err(&overlap).1, 10065, "{overlap}");
 
+    // Two creates at once whose subjects overlap: one stream, one refusal.
+    let b1 = json!({"name": "X1", "subjects": ["x.>"], "num_replicas": 3}).to_string();
+    let b2 = json!({"name": "X2", "subjects": ["x.1"], "num_replicas": 3}).to_string();
+    let (x, y) = tokio::join!(
+        common::api(&clients[1], "$JS.API.STREAM.CREATE.X1", &b1),
+        common::api(&clients[2], "$JS.API.STREAM.CREATE.X2", &b2)
+    );
+    let refused: Vec<&Value> = [&x, &y]
+        .into_iter()
+        .filter(|v| v.get("error").is_some())
+        .collect();
+    assert_eq!(refused.len(), 1, "{x}\n{y}");
+    assert_eq!(common::api_err(refused[0]).1, 10065);
+
     // Delete from any server, and the stream is gone everywhere.
     let del = common::api(&clients[2], "$JS.API.STREAM.DELETE.ORDERS", "").await;
     assert_eq!(del["success"], true, "{del}");

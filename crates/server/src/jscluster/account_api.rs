@@ -30,6 +30,8 @@ use crate::subscription::Subscription;
 
 const NAMES_LIMIT: usize = 1024;
 const LIST_LIMIT: usize = 256;
+/// How long a create is given to be applied before the next request.
+const CREATE_SETTLE: Duration = Duration::from_secs(2);
 /// How long a delete or update waits for the meta group to apply it.
 const DELETE_WAIT: Duration = Duration::from_secs(10);
 
@@ -129,8 +131,17 @@ async fn serve(
         if !api.jc.meta_status().is_some_and(|g| g.is_leader) {
             continue;
         }
-        api.request(m);
+        let settle = api.request(m);
         api.publisher.flush();
+        // A create is applied before the next request is decided, so two
+        // creates in a row are checked against each other (names,
+        // subjects).
+        if let Some(name) = settle {
+            let start = tokio::time::Instant::now();
+            while api.jc.meta.lock().stream(&name).is_none() && start.elapsed() < CREATE_SETTLE {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
     }
 }
 
@@ -278,32 +289,30 @@ impl Api {
         answer(&self.js, &mut self.publisher, to, kind, r);
     }
 
-    fn request(&mut self, m: Inbound) {
-        let Some(rest) = m.subject.strip_prefix("$JS.API.") else {
-            return;
-        };
+    /// Answers (or starts answering) one request. Returns the name of a
+    /// stream whose creation was proposed.
+    fn request(&mut self, m: Inbound) -> Option<String> {
+        let rest = m.subject.strip_prefix("$JS.API.")?;
         let tokens: Vec<&str> = rest.split('.').collect();
-        let Some(reply) = m.reply.clone() else { return };
-        let Some(kind) = endpoint(&tokens) else {
-            return;
-        };
+        let reply = m.reply.clone()?;
+        let kind = endpoint(&tokens)?;
         if !api_level_ok(&m) {
             self.reply(&reply, kind, Err((kind, E::REQUIRED_API_LEVEL.err())));
-            return;
+            return None;
         }
         let r = match tokens.as_slice() {
             ["INFO"] => Ok(self.account_info()),
             ["STREAM", "CREATE", name] => match self.create(name, &m, &reply) {
                 // Answered by the stream's first leader.
-                Ok(()) => return,
+                Ok(()) => return Some(name.to_string()),
                 Err(e) => Err(e),
             },
             ["STREAM", "UPDATE", name] => match self.update(name, &m, &reply) {
-                Ok(()) => return,
+                Ok(()) => return None,
                 Err(e) => Err(e),
             },
             ["STREAM", "DELETE", name] => match self.delete(name, &m, &reply) {
-                Ok(()) => return,
+                Ok(()) => return None,
                 Err(e) => Err(e),
             },
             ["STREAM", "PEER", "REMOVE", name] => self.peer_remove(name, &m),
@@ -320,13 +329,14 @@ impl Api {
                     _ => *stream,
                 };
                 if self.jc.meta.lock().stream(name).is_some() {
-                    return;
+                    return None;
                 }
                 Err((kind, E::STREAM_NOT_FOUND.err()))
             }
-            _ => return,
+            _ => return None,
         };
         self.reply(&reply, kind, r);
+        None
     }
 
     /// Counted from the meta state (streams) and this server's replicas

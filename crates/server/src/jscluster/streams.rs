@@ -194,7 +194,14 @@ impl Applier {
             r.leaving = None;
             return;
         }
-        let cfg: StreamConfig = match serde_json::from_str(&a.config) {
+        // Entries replay from the start under the config the stream was
+        // created with; a snapshot, if any, brings its own.
+        let initial = if a.initial.is_empty() {
+            &a.config
+        } else {
+            &a.initial
+        };
+        let cfg: StreamConfig = match serde_json::from_str(initial) {
             Ok(c) => c,
             Err(e) => {
                 error!("Stream '{}': assigned config does not decode: {e}", a.name);
