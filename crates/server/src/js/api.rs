@@ -580,25 +580,13 @@ impl Dispatcher {
         reply: &str,
     ) -> Result<(), Refusal> {
         let kind = Kind::ConsumerCreate;
-        let mut req = CreateConsumerRequest::parse(&m.payload)
-            .map_err(|e| (kind, E::INVALID_JSON.with("err", e)))?;
-        if req.stream_name != stream {
-            return Err((kind, E::STREAM_MISMATCH.err()));
-        }
-        jetstream::consumer::prepare_create(
-            &mut req,
+        let mut req = consumer_create_request(
+            stream,
             name.as_deref(),
             filter.as_deref(),
             durable_api,
-        )
-        .map_err(|e| (kind, e))?;
-        if req.config.direct {
-            // Only streams sourcing from this one run direct consumers.
-            return Err((
-                kind,
-                E::STREAM_INVALID_CONFIG.with("err", "direct consumers are internal"),
-            ));
-        }
+            &m.payload,
+        )?;
         jetstream::consumer::stamp_required_level(&mut req.config);
         self.forward(
             stream,
@@ -612,6 +600,33 @@ impl Dispatcher {
             reply,
         )
     }
+}
+
+/// A consumer create's request-level checks, in nats-server's order: the
+/// body, the stream it names, the name and filter in the subject.
+pub(crate) fn consumer_create_request(
+    stream: &str,
+    name: Option<&str>,
+    filter: Option<&str>,
+    durable_api: bool,
+    body: &[u8],
+) -> Result<CreateConsumerRequest, Refusal> {
+    let kind = Kind::ConsumerCreate;
+    let mut req =
+        CreateConsumerRequest::parse(body).map_err(|e| (kind, E::INVALID_JSON.with("err", e)))?;
+    if req.stream_name != stream {
+        return Err((kind, E::STREAM_MISMATCH.err()));
+    }
+    jetstream::consumer::prepare_create(&mut req, name, filter, durable_api)
+        .map_err(|e| (kind, e))?;
+    if req.config.direct {
+        // Only streams sourcing from this one run direct consumers.
+        return Err((
+            kind,
+            E::STREAM_INVALID_CONFIG.with("err", "direct consumers are internal"),
+        ));
+    }
+    Ok(req)
 }
 
 /// Whether this server has the API level a request requires

@@ -19,8 +19,8 @@ use parking_lot::Mutex;
 use replication::meta_sm::{MetaOp, StreamAssignment, META_GROUP};
 use tokio::sync::mpsc;
 
+use super::api::Sink;
 use super::JsCluster;
-use crate::client::delivery::{InternalSink, Message};
 use crate::internal::InternalPublisher;
 use crate::js::api::{api_level_ok, endpoint, is_empty_request, optional, Dispatcher, Refusal};
 use crate::js::response::{self, Created, Kind, Paged, Streams, Success};
@@ -59,16 +59,6 @@ const SUBJECTS: &[&str] = &[
     "$JS.API.CONSUMER.LEADER.STEPDOWN.*.*",
     "$JS.API.CONSUMER.PAUSE.*.*",
 ];
-
-struct Sink {
-    tx: mpsc::UnboundedSender<Inbound>,
-}
-
-impl InternalSink for Sink {
-    fn deliver(&self, msg: Message<'_>) {
-        let _ = self.tx.send(Inbound::copy(msg));
-    }
-}
 
 /// The subscriptions, held while this server leads the meta group.
 pub struct AccountApi {

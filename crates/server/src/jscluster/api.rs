@@ -29,8 +29,9 @@ use crate::subscription::Subscription;
 pub const STEPDOWN: &str = "$JS.API.META.LEADER.STEPDOWN";
 pub const SERVER_REMOVE: &str = "$JS.API.SERVER.REMOVE";
 
-struct Sink {
-    tx: mpsc::UnboundedSender<Inbound>,
+/// Copies what an internal subscription receives to a task's channel.
+pub struct Sink {
+    pub tx: mpsc::UnboundedSender<Inbound>,
 }
 
 impl InternalSink for Sink {

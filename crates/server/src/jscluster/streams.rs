@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use cluster::node::Event;
 use jetstream::api::{
-    ClusterInfo, CreateConsumerRequest, MsgDeleteRequest, NamesRequest, PullRequest, PurgeRequest,
-    StreamConfig, StreamInfoRequest, E,
+    ClusterInfo, MsgDeleteRequest, NamesRequest, PullRequest, PurgeRequest, StreamConfig,
+    StreamInfoRequest, E,
 };
 use parking_lot::Mutex;
 use replication::engine::{ConfChange, ConfChangeType, Engine};
@@ -46,8 +46,8 @@ use super::JsCluster;
 use crate::client::delivery::{InternalSink, Message};
 use crate::internal::InternalPublisher;
 use crate::js::api::{
-    api_level_ok, endpoint, is_empty_request, is_pull_or_direct, msg_get_request, optional, strict,
-    PauseRequest,
+    api_level_ok, consumer_create_request, endpoint, is_empty_request, is_pull_or_direct,
+    msg_get_request, optional, strict, PauseRequest,
 };
 use crate::js::response::{self, Created, Kind, Pause, Purged, Success};
 use crate::js::sinks::{no_responders, status_msg};
@@ -326,9 +326,9 @@ pub fn should_compact(replicas: &Shared, group: u64, since: u64) -> bool {
     })
 }
 
-/// Proposes a stream input (non-blocking; dropped unless this server leads
-/// the group).
-fn submit(jc: &JsCluster, group: u64, op: Op, reply: Option<String>) {
+/// A stream input as a log entry, stamped with this (the leader's)
+/// clock, with the requester to answer if any.
+fn entry(op: Op, reply: Option<String>) -> Vec<u8> {
     let op = match reply {
         Some(reply) => Op::Replied {
             reply,
@@ -336,11 +336,17 @@ fn submit(jc: &JsCluster, group: u64, op: Op, reply: Option<String>) {
         },
         None => op,
     };
-    let e = Entry {
+    Entry {
         ts: wall_clock(),
         op,
-    };
-    jc.node.submit(group, e.encode());
+    }
+    .encode()
+}
+
+/// Proposes a stream input (non-blocking; dropped unless this server leads
+/// the group).
+fn submit(jc: &JsCluster, group: u64, op: Op, reply: Option<String>) {
+    jc.node.submit(group, entry(op, reply));
 }
 
 /// Publishes to a stream's subjects, while this server leads it.
@@ -1165,18 +1171,7 @@ impl Driver {
     /// Proposes `op`; false if this server could not (it is handing
     /// leadership over, or has just lost it).
     fn propose(&self, group: u64, op: Op, reply: Option<String>) -> bool {
-        let op = match reply {
-            Some(reply) => Op::Replied {
-                reply,
-                op: Box::new(op),
-            },
-            None => op,
-        };
-        let e = Entry {
-            ts: wall_clock(),
-            op,
-        };
-        self.jc.node.propose(group, e.encode()).is_ok()
+        self.jc.node.propose(group, entry(op, reply)).is_ok()
     }
 
     /// A request this server could not propose goes out again a moment
@@ -1354,25 +1349,15 @@ impl Driver {
         m: &Inbound,
         reply: String,
     ) -> Result<bool, (Kind, jetstream::api::ApiError)> {
-        let kind = Kind::ConsumerCreate;
-        let mut req = CreateConsumerRequest::parse(&m.payload)
-            .map_err(|e| (kind, E::INVALID_JSON.with("err", e)))?;
-        if req.stream_name != stream {
-            return Err((kind, E::STREAM_MISMATCH.err()));
-        }
-        jetstream::consumer::prepare_create(
-            &mut req,
+        // Checked here, as on a single server; every replica applies the
+        // request as received.
+        consumer_create_request(
+            stream,
             name.as_deref(),
             filter.as_deref(),
             durable_api,
-        )
-        .map_err(|e| (kind, e))?;
-        if req.config.direct {
-            return Err((
-                kind,
-                E::STREAM_INVALID_CONFIG.with("err", "direct consumers are internal"),
-            ));
-        }
+            &m.payload,
+        )?;
         let op = Op::ConsumerCreate {
             request: m.payload.clone(),
             subject_name: name,
