@@ -153,6 +153,9 @@ pub struct Engine {
     pub unsafe_no_registry: bool,
 }
 
+/// Uncommitted bytes a leader accepts before it drops proposals.
+const MAX_UNCOMMITTED: u64 = 64 << 20;
+
 /// The key bit of a second node in the registry when it is switched off.
 pub const SHADOW: u64 = 1 << 63;
 
@@ -234,6 +237,10 @@ impl Engine {
             // other groups' traffic; anything larger is chunked anyway.
             max_size_per_msg: 1 << 20,
             max_inflight_msgs: 256,
+            // Proposals past this much uncommitted data are dropped (the
+            // requester retries), so a publish flood cannot grow the log
+            // in memory without bound.
+            max_uncommitted_size: MAX_UNCOMMITTED,
             ..Default::default()
         };
         cfg.validate()?;

@@ -169,10 +169,18 @@ impl Applier {
                             r.name, c.index
                         );
                     }
-                    Err(e) => error!(
-                        "JetStream cluster stream '$G > {}': snapshot at {} does not decode: {e}",
-                        r.name, c.index
-                    ),
+                    Err(e) => {
+                        // Going on from the old state would diverge from
+                        // the other replicas: this one stops, neither
+                        // voting nor serving, and /healthz reports it.
+                        error!(
+                            "JetStream cluster stream '$G > {}': the leader's snapshot at {} does not decode ({e}); this replica stops",
+                            r.name, c.index
+                        );
+                        reps.by_group.remove(&group);
+                        drop(reps);
+                        let _ = engine.remove_group(group);
+                    }
                 }
             }
             Event::Committed(c) => {
@@ -237,10 +245,14 @@ impl Applier {
             if !data.is_empty() {
                 match ReplicatedStream::restore(&data, Box::new(store::MemStore::new())) {
                     Ok(restored) => rs = restored,
-                    Err(e) => error!(
-                        "Stream '{}': snapshot at {index} does not decode: {e}",
-                        a.name
-                    ),
+                    Err(e) => {
+                        error!(
+                            "Stream '{}': its stored snapshot at {index} does not decode ({e}); the replica is not started",
+                            a.name
+                        );
+                        let _ = engine.remove_group(a.group);
+                        return;
+                    }
                 }
             }
         }
