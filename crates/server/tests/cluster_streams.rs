@@ -1064,3 +1064,79 @@ async fn placement_by_replicas_tags_and_cluster() {
         (400, 10005, "no suitable peers for placement".into())
     );
 }
+
+/// A server whose store is wiped comes back as a new, empty peer under its
+/// old name: it never takes the old identity's place or rewinds anything.
+/// Once an operator removes the old identity (by name: the one that is
+/// gone), the stream short of a replica gets the new server, which
+/// catches up from a snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wiped_server_is_removed_by_name_and_its_stream_repaired() {
+    let mut all = cluster3();
+    let clients = [all[0].client().await, all[1].client().await];
+    api_ready(&clients).await;
+    let create = common::api(
+        &clients[0],
+        "$JS.API.STREAM.CREATE.REP",
+        &json!({"name": "REP", "subjects": ["rep.>"], "num_replicas": 3}).to_string(),
+    )
+    .await;
+    assert!(create.get("error").is_none(), "{create}");
+    let mut acks = Vec::new();
+    for i in 0..20 {
+        let id = format!("m-{i}");
+        let a = jetstream::new(clients[0].clone())
+            .publish("rep.x", id.clone().into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        acks.push((id, a.sequence));
+    }
+    all[2].kill9();
+    std::fs::remove_dir_all(all[2].store_dir()).unwrap();
+    all[2].restart();
+    common::wait_for(
+        "four voters, one of them gone",
+        Duration::from_secs(20),
+        || {
+            let m = all[0].json("/jsz")["meta_cluster"].clone();
+            m["cluster_size"] == 4
+        },
+    );
+    // The new identity holds no stream yet.
+    assert!(all[2].json("/raftz")["$G"].is_null());
+    let removed = loop {
+        let r = clients[0]
+            .request(
+                "$JS.API.SERVER.REMOVE",
+                json!({"peer": "S2"}).to_string().into(),
+            )
+            .await;
+        if let Ok(m) = r {
+            break serde_json::from_slice::<Value>(&m.payload).unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(removed["success"], true, "{removed}");
+    common::wait_for("three voters again", Duration::from_secs(20), || {
+        all.iter()
+            .all(|s| s.json("/jsz")["meta_cluster"]["cluster_size"] == 3)
+    });
+    common::wait_for(
+        "the stream on the new server",
+        Duration::from_secs(30),
+        || stream_group_like(&all[2], "S-R3")["size"] == 3,
+    );
+    for i in 20..30 {
+        let id = format!("m-{i}");
+        let a = jetstream::new(clients[1].clone())
+            .publish("rep.x", id.clone().into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        acks.push((id, a.sequence));
+    }
+    check_replicas(&names(&all), &clients[1], "REP", &acks).await;
+}

@@ -261,15 +261,29 @@ fn remove(
         ));
     }
     let voters = jc.meta_status().map(|g| g.voters).unwrap_or_default();
-    let found = voters.iter().copied().find(|&v| {
-        let name = jc.peer_name(server, v);
-        if !req.peer_id.is_empty() {
-            req.peer_id == format!("{v:x}")
-                || name.as_deref().map(peer_hash).as_deref() == Some(req.peer_id.as_str())
-        } else {
-            name.as_deref() == Some(req.peer.as_str())
-        }
-    });
+    let matching: Vec<u64> = voters
+        .iter()
+        .copied()
+        .filter(|&v| {
+            let name = jc.peer_name(server, v);
+            if !req.peer_id.is_empty() {
+                req.peer_id == format!("{v:x}")
+                    || name.as_deref().map(peer_hash).as_deref() == Some(req.peer_id.as_str())
+            } else {
+                name.as_deref() == Some(req.peer.as_str())
+            }
+        })
+        .collect();
+    // A server that came back with a wiped store is a new peer under its
+    // old name: the name then means the identity that is gone.
+    let online = jc.routed_ids(server);
+    let found = match matching.as_slice() {
+        [one] => Some(*one),
+        many => many
+            .iter()
+            .copied()
+            .find(|v| *v != jc.me.id && !online.contains(v)),
+    };
     let Some(id) = found else {
         return Some(response::error(kind, &E::CLUSTER_SERVER_NOT_MEMBER.err()));
     };

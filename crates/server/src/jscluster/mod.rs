@@ -53,6 +53,9 @@ pub const TICK: Duration = Duration::from_millis(50);
 /// with a majority of the servers it expects.
 const FOUNDING_GRACE: Duration = Duration::from_secs(5);
 const CONTROL_EVERY: Duration = Duration::from_millis(200);
+/// How often the meta leader looks for streams short of replicas (one is
+/// healed per look).
+const HEAL_EVERY: Duration = Duration::from_secs(1);
 /// The meta log is compacted behind a snapshot every this many entries.
 const META_COMPACT_EVERY: u64 = 4096;
 /// A peer not heard from for this long is not current (nats-server's
@@ -93,6 +96,8 @@ pub struct JsCluster {
     wake: Notify,
     /// This server's `server_tags`.
     pub tags: Vec<String>,
+    /// When the meta leader last looked for streams short of replicas.
+    healed: Mutex<Option<Instant>>,
 }
 
 impl JsCluster {
@@ -161,6 +166,7 @@ impl JsCluster {
             started: Instant::now(),
             wake: Notify::new(),
             tags: server.opts().server_tags.clone(),
+            healed: Mutex::new(None),
         });
         if has_log {
             // The meta state comes back from the log's snapshot, then the
@@ -332,6 +338,7 @@ impl JsCluster {
                 .call(move |e| e.propose_conf_change(META_GROUP, cc));
             return;
         }
+        self.heal(server);
         let known: BTreeSet<u64> = self.meta.lock().peers().map(|p| p.id).collect();
         for v in voters {
             if known.contains(&v) {
@@ -356,6 +363,58 @@ pub enum MetaChange {
     Event(Box<MetaEvent>),
     /// The whole state was replaced by a leader's snapshot.
     Restored,
+}
+
+impl JsCluster {
+    /// As meta leader: a stream with fewer peers than replicas (a dead
+    /// server was removed and none was free then) gets servers that are up
+    /// and free now, one stream per pass.
+    fn heal(&self, server: &Server) {
+        {
+            let mut last = self.healed.lock();
+            if last.is_some_and(|t| t.elapsed() < HEAL_EVERY) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        let online = self.routed_ids(server);
+        let op = {
+            let meta = self.meta.lock();
+            let load = |id: u64| meta.streams().filter(|a| a.peers.contains(&id)).count();
+            let found = meta.streams().find_map(|a| {
+                let cfg = serde_json::from_str::<jetstream::api::StreamConfig>(&a.config).ok()?;
+                let want = cfg.num_replicas.max(1) as usize;
+                if a.peers.len() >= want {
+                    return None;
+                }
+                let mut spare: Vec<u64> = meta
+                    .peers()
+                    .map(|p| p.id)
+                    .filter(|id| !a.peers.contains(id))
+                    .filter(|id| *id == self.me.id || online.contains(id))
+                    .collect();
+                if spare.is_empty() {
+                    return None;
+                }
+                spare.sort_by_key(|&id| (load(id), id));
+                let mut peers = a.peers.clone();
+                peers.extend(spare.into_iter().take(want - a.peers.len()));
+                info!(
+                    "JetStream cluster stream '$G > {}' is short of replicas: adding peers",
+                    a.name
+                );
+                Some(MetaOp::UpdateStream {
+                    name: a.name.clone(),
+                    config: a.config.clone(),
+                    peers,
+                })
+            });
+            found
+        };
+        if let Some(op) = op {
+            let _ = self.node.propose(META_GROUP, op.encode());
+        }
+    }
 }
 
 /// Applies one meta event (on the engine's thread).
