@@ -19,7 +19,6 @@ use parking_lot::Mutex;
 use replication::meta_sm::{MetaOp, StreamAssignment, META_GROUP};
 use tokio::sync::mpsc;
 
-use super::api::Sink;
 use super::JsCluster;
 use crate::internal::InternalPublisher;
 use crate::js::api::{api_level_ok, endpoint, is_empty_request, optional, Dispatcher, Refusal};
@@ -78,21 +77,7 @@ impl AccountApi {
     }
 
     pub fn follow_leadership(&self, server: &Arc<Server>, leading: bool) {
-        let mut subs = self.subs.lock();
-        if leading && subs.is_empty() {
-            for subject in SUBJECTS {
-                let sink = Arc::new(Sink {
-                    tx: self.tx.clone(),
-                });
-                if let Ok(s) = server.subscribe_internal_cluster(subject, sink) {
-                    subs.push(s);
-                }
-            }
-        } else if !leading && !subs.is_empty() {
-            for s in subs.drain(..) {
-                server.unsubscribe(&s);
-            }
-        }
+        super::api::follow(server, &self.subs, SUBJECTS, &self.tx, leading);
     }
 }
 

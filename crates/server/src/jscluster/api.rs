@@ -40,6 +40,32 @@ impl InternalSink for Sink {
     }
 }
 
+/// Subscriptions held while this server leads the meta group, copying to
+/// one task's channel. Returns whether they were just dropped.
+pub fn follow(
+    server: &Arc<Server>,
+    subs: &Mutex<Vec<Arc<Subscription>>>,
+    subjects: &[&str],
+    tx: &mpsc::UnboundedSender<Inbound>,
+    leading: bool,
+) -> bool {
+    let mut subs = subs.lock();
+    if leading && subs.is_empty() {
+        for subject in subjects {
+            let sink = Arc::new(Sink { tx: tx.clone() });
+            if let Ok(s) = server.subscribe_internal_cluster(subject, sink) {
+                subs.push(s);
+            }
+        }
+    } else if !leading && !subs.is_empty() {
+        for s in subs.drain(..) {
+            server.unsubscribe(&s);
+        }
+        return true;
+    }
+    false
+}
+
 #[derive(Deserialize, Default)]
 struct Placement {
     #[serde(default)]
@@ -91,23 +117,15 @@ impl MetaApi {
     /// Subscribes while leading, unsubscribes otherwise; a pending removal
     /// is answered once the voter is gone, and forgotten with leadership.
     pub fn follow_leadership(&self, server: &Arc<Server>, leading: bool, voters: &[u64]) {
-        let mut subs = self.subs.lock();
-        if leading && subs.is_empty() {
-            for subject in [STEPDOWN, SERVER_REMOVE] {
-                let sink = Arc::new(Sink {
-                    tx: self.tx.clone(),
-                });
-                if let Ok(s) = server.subscribe_internal_cluster(subject, sink) {
-                    subs.push(s);
-                }
-            }
-        } else if !leading && !subs.is_empty() {
-            for s in subs.drain(..) {
-                server.unsubscribe(&s);
-            }
+        if follow(
+            server,
+            &self.subs,
+            &[STEPDOWN, SERVER_REMOVE],
+            &self.tx,
+            leading,
+        ) {
             *self.pending.lock() = None;
         }
-        drop(subs);
         let done = {
             let mut p = self.pending.lock();
             match p.as_ref() {

@@ -1109,6 +1109,15 @@ impl Driver {
         }
     }
 
+    fn has_consumer(&self, group: u64, consumer: &str) -> bool {
+        self.jc
+            .replicas
+            .lock()
+            .by_group
+            .get(&group)
+            .is_some_and(|r| r.rs.stream().consumer(consumer).is_some())
+    }
+
     fn allows_direct(&self, group: u64) -> bool {
         self.jc
             .replicas
@@ -1286,14 +1295,7 @@ impl Driver {
                 return Ok(self.propose(group, op, Some(reply)));
             }
             ["CONSUMER", "MSG", "NEXT", _, consumer] => {
-                let exists = self
-                    .jc
-                    .replicas
-                    .lock()
-                    .by_group
-                    .get(&group)
-                    .is_some_and(|r| r.rs.stream().consumer(consumer).is_some());
-                if !exists {
+                if !self.has_consumer(group, consumer) {
                     self.publisher
                         .publish_out(&no_responders(&reply, &m.subject));
                     return Ok(true);
@@ -1327,14 +1329,7 @@ impl Driver {
             // stream's.
             ["CONSUMER", "LEADER", "STEPDOWN", _, consumer] => {
                 let kind = Kind::ConsumerLeaderStepdown;
-                let exists = self
-                    .jc
-                    .replicas
-                    .lock()
-                    .by_group
-                    .get(&group)
-                    .is_some_and(|r| r.rs.stream().consumer(consumer).is_some());
-                if !exists {
+                if !self.has_consumer(group, consumer) {
                     return Err((kind, E::CONSUMER_NOT_FOUND.err()));
                 }
                 let preferred = preferred(&m.payload).map_err(|e| (kind, e))?;
