@@ -783,8 +783,20 @@ pub fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
 /// Free TCP ports on loopback, for servers that must name each other
 /// before they start.
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let ls: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
+    // Never the same port twice in one test process: tests run in
+    // parallel, and a port handed out is free until its server binds it.
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap();
+    let mut held = Vec::new();
+    let mut out = Vec::new();
+    while out.len() < n {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        if !given.contains(&port) {
+            given.push(port);
+            out.push(port);
+        }
+        held.push(l);
+    }
+    out
 }
