@@ -219,55 +219,193 @@ impl Entry {
 }
 
 fn encode_op(b: &mut BytesMut, op: &Op) {
-    {
-        match op {
+    match op {
+        Op::Publish {
+            subject,
+            headers,
+            payload,
+        } => {
+            b.put_u8(1);
+            put_msg(b, subject, headers.as_deref(), payload);
+        }
+        Op::CreateConsumer { name, request } => {
+            b.put_u8(2);
+            put_bytes(b, name.as_bytes());
+            put_bytes(b, request);
+        }
+        Op::Pull {
+            consumer,
+            request,
+            reply,
+        } => {
+            b.put_u8(3);
+            put_bytes(b, consumer.as_bytes());
+            put_bytes(b, request);
+            put_bytes(b, reply.as_bytes());
+        }
+        Op::Ack {
+            consumer,
+            subject,
+            body,
+        } => {
+            b.put_u8(4);
+            put_bytes(b, consumer.as_bytes());
+            put_bytes(b, subject.as_bytes());
+            put_bytes(b, body);
+        }
+        Op::Tick => b.put_u8(5),
+        Op::Purge { request } => {
+            b.put_u8(6);
+            put_bytes(b, request);
+        }
+        Op::DeleteMsg { seq, erase } => {
+            b.put_u8(7);
+            b.put_u64_le(*seq);
+            b.put_u8(u8::from(*erase));
+        }
+        Op::DeleteConsumer { name } => {
+            b.put_u8(8);
+            put_bytes(b, name.as_bytes());
+        }
+        Op::Sourced {
+            key,
+            origin_seq,
+            origin_ts,
+            pending,
+            subject,
+            headers,
+            payload,
+        } => {
+            b.put_u8(9);
+            put_bytes(b, key.as_bytes());
+            b.put_u64_le(*origin_seq);
+            b.put_i64_le(*origin_ts);
+            b.put_u64_le(*pending);
+            put_msg(b, subject, headers.as_deref(), payload);
+        }
+        Op::ConsumerCreate {
+            request,
+            subject_name,
+            filter,
+            durable_api,
+            generated,
+        } => {
+            b.put_u8(10);
+            put_bytes(b, request);
+            put_opt(b, subject_name);
+            put_opt(b, filter);
+            b.put_u8(u8::from(*durable_api));
+            put_bytes(b, generated.as_bytes());
+        }
+        Op::Replied { reply, op } => {
+            b.put_u8(11);
+            put_bytes(b, reply.as_bytes());
+            encode_op(b, op);
+        }
+        Op::UpdateConfig { config } => {
+            b.put_u8(12);
+            put_bytes(b, config);
+        }
+        Op::PushInterest { consumer, active } => {
+            b.put_u8(13);
+            put_bytes(b, consumer.as_bytes());
+            b.put_u8(u8::from(*active));
+        }
+        Op::FlowControl { consumer, subject } => {
+            b.put_u8(14);
+            put_bytes(b, consumer.as_bytes());
+            put_bytes(b, subject.as_bytes());
+        }
+        Op::PauseConsumer { name, until } => {
+            b.put_u8(15);
+            put_bytes(b, name.as_bytes());
+            b.put_u8(u8::from(until.is_some()));
+            b.put_i64_le(until.unwrap_or(0));
+        }
+    }
+}
+
+/// The entry of a publish (with the requester to send its PubAck to),
+/// written straight from the message as received: the same bytes as
+/// `Entry { ts, op: Op::Replied { reply, op: Op::Publish {..} } }`
+/// encodes, without copying the message into an `Op` first (it is the
+/// publish path).
+pub fn encode_publish(
+    ts: i64,
+    reply: Option<&str>,
+    subject: &str,
+    headers: Option<&[u8]>,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut b = BytesMut::with_capacity(
+        32 + subject.len()
+            + reply.map_or(0, str::len)
+            + headers.map_or(0, <[u8]>::len)
+            + payload.len(),
+    );
+    b.put_i64_le(ts);
+    if let Some(reply) = reply {
+        b.put_u8(11);
+        put_bytes(&mut b, reply.as_bytes());
+    }
+    b.put_u8(1);
+    put_msg(&mut b, subject, headers, payload);
+    b.to_vec()
+}
+
+/// `depth` bounds nesting: a `Replied` holds one plain op.
+fn decode_op(b: &mut &[u8], depth: u8) -> Result<Op, DecodeError> {
+    if b.remaining() < 1 {
+        return Err(DecodeError::Short);
+    }
+    let op = match b.get_u8() {
+        1 => {
+            let (subject, headers, payload) = get_msg(b)?;
             Op::Publish {
                 subject,
                 headers,
                 payload,
-            } => {
-                b.put_u8(1);
-                put_msg(b, subject, headers.as_deref(), payload);
             }
-            Op::CreateConsumer { name, request } => {
-                b.put_u8(2);
-                put_bytes(b, name.as_bytes());
-                put_bytes(b, request);
+        }
+        2 => Op::CreateConsumer {
+            name: get_string(b)?,
+            request: get_bytes(b)?,
+        },
+        3 => Op::Pull {
+            consumer: get_string(b)?,
+            request: get_bytes(b)?,
+            reply: get_string(b)?,
+        },
+        4 => Op::Ack {
+            consumer: get_string(b)?,
+            subject: get_string(b)?,
+            body: get_bytes(b)?,
+        },
+        5 => Op::Tick,
+        6 => Op::Purge {
+            request: get_bytes(b)?,
+        },
+        7 => {
+            if b.remaining() < 9 {
+                return Err(DecodeError::Short);
             }
-            Op::Pull {
-                consumer,
-                request,
-                reply,
-            } => {
-                b.put_u8(3);
-                put_bytes(b, consumer.as_bytes());
-                put_bytes(b, request);
-                put_bytes(b, reply.as_bytes());
+            Op::DeleteMsg {
+                seq: b.get_u64_le(),
+                erase: b.get_u8() != 0,
             }
-            Op::Ack {
-                consumer,
-                subject,
-                body,
-            } => {
-                b.put_u8(4);
-                put_bytes(b, consumer.as_bytes());
-                put_bytes(b, subject.as_bytes());
-                put_bytes(b, body);
+        }
+        8 => Op::DeleteConsumer {
+            name: get_string(b)?,
+        },
+        9 => {
+            let key = get_string(b)?;
+            if b.remaining() < 24 {
+                return Err(DecodeError::Short);
             }
-            Op::Tick => b.put_u8(5),
-            Op::Purge { request } => {
-                b.put_u8(6);
-                put_bytes(b, request);
-            }
-            Op::DeleteMsg { seq, erase } => {
-                b.put_u8(7);
-                b.put_u64_le(*seq);
-                b.put_u8(u8::from(*erase));
-            }
-            Op::DeleteConsumer { name } => {
-                b.put_u8(8);
-                put_bytes(b, name.as_bytes());
-            }
+            let origin_seq = b.get_u64_le();
+            let origin_ts = b.get_i64_le();
+            let pending = b.get_u64_le();
+            let (subject, headers, payload) = get_msg(b)?;
             Op::Sourced {
                 key,
                 origin_seq,
@@ -276,174 +414,60 @@ fn encode_op(b: &mut BytesMut, op: &Op) {
                 subject,
                 headers,
                 payload,
-            } => {
-                b.put_u8(9);
-                put_bytes(b, key.as_bytes());
-                b.put_u64_le(*origin_seq);
-                b.put_i64_le(*origin_ts);
-                b.put_u64_le(*pending);
-                put_msg(b, subject, headers.as_deref(), payload);
             }
+        }
+        10 => {
+            let request = get_bytes(b)?;
+            let subject_name = get_opt(b)?;
+            let filter = get_opt(b)?;
+            if b.remaining() < 1 {
+                return Err(DecodeError::Short);
+            }
+            let durable_api = b.get_u8() != 0;
             Op::ConsumerCreate {
                 request,
                 subject_name,
                 filter,
                 durable_api,
-                generated,
-            } => {
-                b.put_u8(10);
-                put_bytes(b, request);
-                put_opt(b, subject_name);
-                put_opt(b, filter);
-                b.put_u8(u8::from(*durable_api));
-                put_bytes(b, generated.as_bytes());
-            }
-            Op::Replied { reply, op } => {
-                b.put_u8(11);
-                put_bytes(b, reply.as_bytes());
-                encode_op(b, op);
-            }
-            Op::UpdateConfig { config } => {
-                b.put_u8(12);
-                put_bytes(b, config);
-            }
-            Op::PushInterest { consumer, active } => {
-                b.put_u8(13);
-                put_bytes(b, consumer.as_bytes());
-                b.put_u8(u8::from(*active));
-            }
-            Op::FlowControl { consumer, subject } => {
-                b.put_u8(14);
-                put_bytes(b, consumer.as_bytes());
-                put_bytes(b, subject.as_bytes());
-            }
-            Op::PauseConsumer { name, until } => {
-                b.put_u8(15);
-                put_bytes(b, name.as_bytes());
-                b.put_u8(u8::from(until.is_some()));
-                b.put_i64_le(until.unwrap_or(0));
+                generated: get_string(b)?,
             }
         }
-    }
-}
-
-/// `depth` bounds nesting: a `Replied` holds one plain op.
-fn decode_op(b: &mut &[u8], depth: u8) -> Result<Op, DecodeError> {
-    if b.remaining() < 1 {
-        return Err(DecodeError::Short);
-    }
-    {
-        let op = match b.get_u8() {
-            1 => {
-                let (subject, headers, payload) = get_msg(b)?;
-                Op::Publish {
-                    subject,
-                    headers,
-                    payload,
-                }
+        12 => Op::UpdateConfig {
+            config: get_bytes(b)?,
+        },
+        13 => {
+            let consumer = get_string(b)?;
+            if b.remaining() < 1 {
+                return Err(DecodeError::Short);
             }
-            2 => Op::CreateConsumer {
-                name: get_string(b)?,
-                request: get_bytes(b)?,
-            },
-            3 => Op::Pull {
-                consumer: get_string(b)?,
-                request: get_bytes(b)?,
-                reply: get_string(b)?,
-            },
-            4 => Op::Ack {
-                consumer: get_string(b)?,
-                subject: get_string(b)?,
-                body: get_bytes(b)?,
-            },
-            5 => Op::Tick,
-            6 => Op::Purge {
-                request: get_bytes(b)?,
-            },
-            7 => {
-                if b.remaining() < 9 {
-                    return Err(DecodeError::Short);
-                }
-                Op::DeleteMsg {
-                    seq: b.get_u64_le(),
-                    erase: b.get_u8() != 0,
-                }
+            Op::PushInterest {
+                consumer,
+                active: b.get_u8() != 0,
             }
-            8 => Op::DeleteConsumer {
-                name: get_string(b)?,
-            },
-            9 => {
-                let key = get_string(b)?;
-                if b.remaining() < 24 {
-                    return Err(DecodeError::Short);
-                }
-                let origin_seq = b.get_u64_le();
-                let origin_ts = b.get_i64_le();
-                let pending = b.get_u64_le();
-                let (subject, headers, payload) = get_msg(b)?;
-                Op::Sourced {
-                    key,
-                    origin_seq,
-                    origin_ts,
-                    pending,
-                    subject,
-                    headers,
-                    payload,
-                }
+        }
+        14 => Op::FlowControl {
+            consumer: get_string(b)?,
+            subject: get_string(b)?,
+        },
+        15 => {
+            let name = get_string(b)?;
+            if b.remaining() < 9 {
+                return Err(DecodeError::Short);
             }
-            10 => {
-                let request = get_bytes(b)?;
-                let subject_name = get_opt(b)?;
-                let filter = get_opt(b)?;
-                if b.remaining() < 1 {
-                    return Err(DecodeError::Short);
-                }
-                let durable_api = b.get_u8() != 0;
-                Op::ConsumerCreate {
-                    request,
-                    subject_name,
-                    filter,
-                    durable_api,
-                    generated: get_string(b)?,
-                }
+            let some = b.get_u8() != 0;
+            let until = b.get_i64_le();
+            Op::PauseConsumer {
+                name,
+                until: some.then_some(until),
             }
-            12 => Op::UpdateConfig {
-                config: get_bytes(b)?,
-            },
-            13 => {
-                let consumer = get_string(b)?;
-                if b.remaining() < 1 {
-                    return Err(DecodeError::Short);
-                }
-                Op::PushInterest {
-                    consumer,
-                    active: b.get_u8() != 0,
-                }
-            }
-            14 => Op::FlowControl {
-                consumer: get_string(b)?,
-                subject: get_string(b)?,
-            },
-            15 => {
-                let name = get_string(b)?;
-                if b.remaining() < 9 {
-                    return Err(DecodeError::Short);
-                }
-                let some = b.get_u8() != 0;
-                let until = b.get_i64_le();
-                Op::PauseConsumer {
-                    name,
-                    until: some.then_some(until),
-                }
-            }
-            11 if depth == 0 => Op::Replied {
-                reply: get_string(b)?,
-                op: Box::new(decode_op(b, depth + 1)?),
-            },
-            k => return Err(DecodeError::Kind(k)),
-        };
-        Ok(op)
-    }
+        }
+        11 if depth == 0 => Op::Replied {
+            reply: get_string(b)?,
+            op: Box::new(decode_op(b, depth + 1)?),
+        },
+        k => return Err(DecodeError::Kind(k)),
+    };
+    Ok(op)
 }
 
 /// Which input an entry was, so the leader knows how to answer.
@@ -1070,6 +1094,28 @@ mod tests {
             jetstream::headers::get(m.headers.as_deref().unwrap(), "Nats-Stream-Source"),
             Some("WQ 4 > > wq.4")
         );
+    }
+
+    #[test]
+    fn publishes_encode_straight_as_entries_do() {
+        for reply in [None, Some("_INBOX.x")] {
+            for headers in [None, Some(&b"NATS/1.0\r\nA: b\r\n\r\n"[..])] {
+                let op = Op::Publish {
+                    subject: "s.1".into(),
+                    headers: headers.map(Bytes::copy_from_slice),
+                    payload: Bytes::from_static(b"data"),
+                };
+                let op = match reply {
+                    Some(r) => Op::Replied {
+                        reply: r.into(),
+                        op: Box::new(op),
+                    },
+                    None => op,
+                };
+                let want = Entry { ts: 7, op }.encode();
+                assert_eq!(encode_publish(7, reply, "s.1", headers, b"data"), want);
+            }
+        }
     }
 
     #[test]

@@ -72,6 +72,29 @@ async fn api_ready(clients: &[async_nats::Client]) {
     }
 }
 
+/// A client on each server, once the JetStream API answers everywhere.
+async fn connect(all: &[common::Server]) -> Vec<async_nats::Client> {
+    let mut clients = Vec::new();
+    for s in all {
+        clients.push(s.client().await);
+    }
+    api_ready(&clients).await;
+    clients
+}
+
+/// Creates a stream from its config (JSON) and checks it was created.
+async fn created(c: &async_nats::Client, cfg: Value) -> Value {
+    let name = cfg["name"].as_str().unwrap().to_string();
+    let r = common::api(
+        c,
+        &format!("$JS.API.STREAM.CREATE.{name}"),
+        &cfg.to_string(),
+    )
+    .await;
+    assert!(r.get("error").is_none(), "{r}");
+    r
+}
+
 fn names(all: &[common::Server]) -> Vec<String> {
     all.iter().map(name_of).collect()
 }
@@ -83,12 +106,7 @@ fn name_of(s: &common::Server) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_r3_stream_serves_every_server_and_acks_after_replication() {
     let all = cluster3();
-    let clients = [
-        all[0].client().await,
-        all[1].client().await,
-        all[2].client().await,
-    ];
-    api_ready(&clients).await;
+    let clients = connect(&all).await;
     // Created through the second server, whoever leads the meta group.
     let js1 = jetstream::new(clients[1].clone());
     let mut stream = js1
@@ -244,19 +262,12 @@ fn index_of(all: &[common::Server], name: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_stream_leader_under_load_loses_no_acknowledged_message() {
     let mut all = cluster3();
-    let clients = [
-        all[0].client().await,
-        all[1].client().await,
-        all[2].client().await,
-    ];
-    api_ready(&clients).await;
-    let create = common::api(
+    let clients = connect(&all).await;
+    created(
         &clients[0],
-        "$JS.API.STREAM.CREATE.LOAD",
-        &json!({"name": "LOAD", "subjects": ["load.>"], "num_replicas": 3}).to_string(),
+        json!({"name": "LOAD", "subjects": ["load.>"], "num_replicas": 3}),
     )
     .await;
-    assert!(create.get("error").is_none(), "{create}");
     let leader = leader_of(&clients[0], "LOAD").await;
     let li = index_of(&all, &leader);
     // Publishers on the two servers that stay up.
@@ -319,12 +330,7 @@ async fn killing_the_stream_leader_under_load_loses_no_acknowledged_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumed_work_queue_messages_never_come_back_across_stepdowns() {
     let all = cluster3();
-    let clients = [
-        all[0].client().await,
-        all[1].client().await,
-        all[2].client().await,
-    ];
-    api_ready(&clients).await;
+    let clients = connect(&all).await;
     let js = jetstream::new(clients[0].clone());
     let stream = js
         .create_stream(jetstream::stream::Config {
@@ -462,19 +468,12 @@ async fn a_rolling_restart_under_load_loses_nothing() {
     for s in &mut all {
         s.keep_port();
     }
-    let clients = [
-        all[0].client().await,
-        all[1].client().await,
-        all[2].client().await,
-    ];
-    api_ready(&clients).await;
-    let create = common::api(
+    let clients = connect(&all).await;
+    created(
         &clients[0],
-        "$JS.API.STREAM.CREATE.ROLL",
-        &json!({"name": "ROLL", "subjects": ["roll.>"], "num_replicas": 3}).to_string(),
+        json!({"name": "ROLL", "subjects": ["roll.>"], "num_replicas": 3}),
     )
     .await;
-    assert!(create.get("error").is_none(), "{create}");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let tasks: Vec<_> = (0..3)
         .map(|w| tokio::spawn(publisher(clients[w].clone(), w, "roll.x", stop.clone())))
@@ -534,19 +533,12 @@ fn stream_group_like(s: &common::Server, prefix: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_follower_does_not_disturb_the_stream_leader() {
     let all = cluster3();
-    let clients = [
-        all[0].client().await,
-        all[1].client().await,
-        all[2].client().await,
-    ];
-    api_ready(&clients).await;
-    let create = common::api(
+    let clients = connect(&all).await;
+    let create = created(
         &clients[0],
-        "$JS.API.STREAM.CREATE.P",
-        &json!({"name": "P", "subjects": ["p.>"], "num_replicas": 3}).to_string(),
+        json!({"name": "P", "subjects": ["p.>"], "num_replicas": 3}),
     )
     .await;
-    assert!(create.get("error").is_none(), "{create}");
     assert!(create["cluster"]["raft_group"]
         .as_str()
         .unwrap()
@@ -605,15 +597,9 @@ async fn update(c: &async_nats::Client, cfg: Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_scales_from_one_replica_to_three_and_back_while_publishing() {
     let all = cluster3();
-    let clients = [
-        all[0].client().await,
-        all[1].client().await,
-        all[2].client().await,
-    ];
-    api_ready(&clients).await;
+    let clients = connect(&all).await;
     let mut cfg = json!({"name": "SC", "subjects": ["sc.>"], "num_replicas": 1});
-    let create = common::api(&clients[0], "$JS.API.STREAM.CREATE.SC", &cfg.to_string()).await;
-    assert!(create.get("error").is_none(), "{create}");
+    created(&clients[0], cfg.clone()).await;
     assert_eq!(hosting(&all).len(), 1);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let tasks: Vec<_> = (0..2)
@@ -666,16 +652,10 @@ async fn a_stream_scales_from_one_replica_to_three_and_back_while_publishing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_peers_moves_streams_and_shrinks_the_cluster() {
     let mut all = cluster3();
-    let clients = [
-        all[0].client().await,
-        all[1].client().await,
-        all[2].client().await,
-    ];
-    api_ready(&clients).await;
+    let clients = connect(&all).await;
     // An R2 stream: one server is spare, so a peer can be replaced.
     let r2 = json!({"name": "R2", "subjects": ["r2.>"], "num_replicas": 2});
-    let create = common::api(&clients[0], "$JS.API.STREAM.CREATE.R2", &r2.to_string()).await;
-    assert!(create.get("error").is_none(), "{create}");
+    created(&clients[0], r2).await;
     for i in 0..10 {
         jetstream::new(clients[0].clone())
             .publish("r2.x", format!("{i}").into())
@@ -719,13 +699,11 @@ async fn removing_peers_moves_streams_and_shrinks_the_cluster() {
     assert_eq!(info["state"]["messages"], 10, "{info}");
 
     // An R3 stream, and a server that dies and is removed for good.
-    let create = common::api(
+    created(
         &clients[0],
-        "$JS.API.STREAM.CREATE.R3",
-        &json!({"name": "R3", "subjects": ["r3.>"], "num_replicas": 3}).to_string(),
+        json!({"name": "R3", "subjects": ["r3.>"], "num_replicas": 3}),
     )
     .await;
-    assert!(create.get("error").is_none(), "{create}");
     // No spare server: a stream peer cannot be replaced.
     let no_spare = common::api(
         &clients[1],
@@ -804,12 +782,7 @@ async fn kv_and_object_store_work_on_replicated_streams() {
     use tokio::io::AsyncReadExt;
 
     let all = cluster3();
-    let clients = [
-        all[0].client().await,
-        all[1].client().await,
-        all[2].client().await,
-    ];
-    api_ready(&clients).await;
+    let clients = connect(&all).await;
     let js0 = jetstream::new(clients[0].clone());
     let js2 = jetstream::new(clients[2].clone());
     let kv0 = js0
@@ -896,12 +869,7 @@ async fn kv_and_object_store_work_on_replicated_streams() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_work_queue_sourced_into_another_stream_survives_repeated_stepdowns() {
     let all = cluster3();
-    let clients = [
-        all[0].client().await,
-        all[1].client().await,
-        all[2].client().await,
-    ];
-    api_ready(&clients).await;
+    let clients = connect(&all).await;
     for body in [
         json!({"name": "WQ", "subjects": ["jobs.>"], "retention": "workqueue", "num_replicas": 3}),
         json!({"name": "AGG", "sources": [{"name": "WQ"}], "num_replicas": 3}),
@@ -1075,13 +1043,11 @@ async fn a_wiped_server_is_removed_by_name_and_its_stream_repaired() {
     let mut all = cluster3();
     let clients = [all[0].client().await, all[1].client().await];
     api_ready(&clients).await;
-    let create = common::api(
+    created(
         &clients[0],
-        "$JS.API.STREAM.CREATE.REP",
-        &json!({"name": "REP", "subjects": ["rep.>"], "num_replicas": 3}).to_string(),
+        json!({"name": "REP", "subjects": ["rep.>"], "num_replicas": 3}),
     )
     .await;
-    assert!(create.get("error").is_none(), "{create}");
     let mut acks = Vec::new();
     for i in 0..20 {
         let id = format!("m-{i}");

@@ -369,13 +369,19 @@ struct PublishSink {
 
 impl InternalSink for PublishSink {
     fn deliver(&self, msg: Message<'_>) {
-        let m = Inbound::copy(msg);
-        let op = Op::Publish {
-            subject: m.subject,
-            headers: m.headers,
-            payload: m.payload,
-        };
-        submit(&self.jc, self.group, op, m.reply);
+        let subject = String::from_utf8_lossy(msg.subject);
+        let reply = msg
+            .reply
+            .filter(|r| !r.is_empty())
+            .map(String::from_utf8_lossy);
+        let entry = replication::stream_sm::encode_publish(
+            wall_clock(),
+            reply.as_deref(),
+            &subject,
+            msg.headers,
+            msg.payload,
+        );
+        self.jc.node.submit(self.group, entry);
     }
 }
 
@@ -1316,14 +1322,7 @@ impl Driver {
                 return Ok(self.propose(group, op, None));
             }
             ["STREAM", "LEADER", "STEPDOWN", _] => {
-                let kind = Kind::StreamLeaderStepdown;
-                let preferred = preferred(&m.payload).map_err(|e| (kind, e))?;
-                let r = self.step_down(group, preferred.as_deref());
-                self.answer(
-                    &reply,
-                    kind,
-                    r.map(|()| response::ok(kind, &Success { success: true })),
-                );
+                self.answer_step_down(group, Kind::StreamLeaderStepdown, m, &reply)?;
             }
             // A consumer lives in its stream's group: its leader is the
             // stream's.
@@ -1332,13 +1331,7 @@ impl Driver {
                 if !self.has_consumer(group, consumer) {
                     return Err((kind, E::CONSUMER_NOT_FOUND.err()));
                 }
-                let preferred = preferred(&m.payload).map_err(|e| (kind, e))?;
-                let r = self.step_down(group, preferred.as_deref());
-                self.answer(
-                    &reply,
-                    kind,
-                    r.map(|()| response::ok(kind, &Success { success: true })),
-                );
+                self.answer_step_down(group, kind, m, &reply)?;
             }
             _ => return Err((Kind::System, E::BAD_REQUEST.err())),
         }
@@ -1373,6 +1366,25 @@ impl Driver {
             generated: crate::js::stream_api::generated_name(),
         };
         Ok(self.propose(group, op, Some(reply)))
+    }
+
+    /// A stream or consumer step-down request, answered once leadership
+    /// is handed over (or why it cannot be).
+    fn answer_step_down(
+        &mut self,
+        group: u64,
+        kind: Kind,
+        m: &Inbound,
+        reply: &str,
+    ) -> Result<(), (Kind, jetstream::api::ApiError)> {
+        let preferred = preferred(&m.payload).map_err(|e| (kind, e))?;
+        let r = self.step_down(group, preferred.as_deref());
+        self.answer(
+            reply,
+            kind,
+            r.map(|()| response::ok(kind, &Success { success: true })),
+        );
+        Ok(())
     }
 
     /// Hands the group's leadership to another member that is caught up
