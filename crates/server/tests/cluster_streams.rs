@@ -5,72 +5,15 @@
 
 mod common;
 
-use common::replicated::{check_replicas, contents, lead_on, leader_of, stream_info};
+use common::replicated::{
+    api_ready, check_replicas, cluster3, cluster_tagged, contents, lead_on, leader_of, stream_info,
+};
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
 use serde_json::{json, Value};
-
-fn js_node_tagged(
-    name: &str,
-    cluster_port: u16,
-    routes: &[String],
-    tags: &[&str],
-) -> common::Server {
-    let mut b = common::server();
-    if !tags.is_empty() {
-        b = b.config(&format!("server_tags: {}\n", json!(tags)));
-    }
-    b.js()
-        .arg("-n")
-        .arg(name)
-        .arg("--cluster_name")
-        .arg("c1")
-        .arg("--cluster")
-        .arg(&format!("nats://127.0.0.1:{cluster_port}"))
-        .arg("--routes")
-        .arg(&routes.join(","))
-        .start()
-}
-
-/// Three servers, each naming all three, with a meta leader.
-fn cluster3() -> Vec<common::Server> {
-    cluster_tagged(&[&[], &[], &[]])
-}
-
-/// As many servers as tag lists, each naming all, with a meta leader.
-fn cluster_tagged(tags: &[&[&str]]) -> Vec<common::Server> {
-    let n = tags.len();
-    let ports = common::free_ports(n);
-    let routes: Vec<String> = ports
-        .iter()
-        .map(|p| format!("nats-route://127.0.0.1:{p}"))
-        .collect();
-    let all: Vec<common::Server> = (0..n)
-        .map(|i| js_node_tagged(&format!("S{i}"), ports[i], &routes, tags[i]))
-        .collect();
-    common::wait_for("a meta leader", Duration::from_secs(30), || {
-        all.iter().all(|s| {
-            let m = s.json("/jsz")["meta_cluster"].clone();
-            m["cluster_size"] == n && m["leader"].as_str().is_some_and(|l| !l.is_empty())
-        })
-    });
-    all
-}
-
-/// The meta leader's API answers on every server (its subscriptions
-/// reach the others over routes a moment after it is elected).
-async fn api_ready(clients: &[async_nats::Client]) {
-    for c in clients {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while c.request("$JS.API.INFO", "".into()).await.is_err() {
-            assert!(Instant::now() < deadline, "no JetStream API");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
 
 /// A client on each server, once the JetStream API answers everywhere.
 async fn connect(all: &[common::Server]) -> Vec<async_nats::Client> {

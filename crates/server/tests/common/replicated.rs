@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream;
 use serde_json::{json, Value};
 
+use super::Server;
+
 pub async fn stream_info(c: &async_nats::Client, name: &str) -> Value {
     super::api(c, &format!("$JS.API.STREAM.INFO.{name}"), "").await
 }
@@ -130,5 +132,59 @@ pub async fn check_replicas(
             (1..=last).collect::<Vec<_>>(),
             "{name}: gaps"
         );
+    }
+}
+
+pub fn js_node_tagged(name: &str, cluster_port: u16, routes: &[String], tags: &[&str]) -> Server {
+    let mut b = super::server();
+    if !tags.is_empty() {
+        b = b.config(&format!("server_tags: {}\n", json!(tags)));
+    }
+    b.js()
+        .arg("-n")
+        .arg(name)
+        .arg("--cluster_name")
+        .arg("c1")
+        .arg("--cluster")
+        .arg(&format!("nats://127.0.0.1:{cluster_port}"))
+        .arg("--routes")
+        .arg(&routes.join(","))
+        .start()
+}
+
+/// Three servers, each naming all three, with a meta leader.
+pub fn cluster3() -> Vec<Server> {
+    cluster_tagged(&[&[], &[], &[]])
+}
+
+/// As many servers as tag lists, each naming all, with a meta leader.
+pub fn cluster_tagged(tags: &[&[&str]]) -> Vec<Server> {
+    let n = tags.len();
+    let ports = super::free_ports(n);
+    let routes: Vec<String> = ports
+        .iter()
+        .map(|p| format!("nats-route://127.0.0.1:{p}"))
+        .collect();
+    let all: Vec<Server> = (0..n)
+        .map(|i| js_node_tagged(&format!("S{i}"), ports[i], &routes, tags[i]))
+        .collect();
+    super::wait_for("a meta leader", Duration::from_secs(30), || {
+        all.iter().all(|s| {
+            let m = s.json("/jsz")["meta_cluster"].clone();
+            m["cluster_size"] == n && m["leader"].as_str().is_some_and(|l| !l.is_empty())
+        })
+    });
+    all
+}
+
+/// The meta leader's API answers on every server (its subscriptions
+/// reach the others over routes a moment after it is elected).
+pub async fn api_ready(clients: &[async_nats::Client]) {
+    for c in clients {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while c.request("$JS.API.INFO", "".into()).await.is_err() {
+            assert!(Instant::now() < deadline, "no JetStream API");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }

@@ -1,0 +1,172 @@
+//! Core NATS: publish/subscribe, queue groups, request/reply.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::StreamExt;
+
+use crate::progress::Progress;
+use crate::{client, connect, report, share, unique, Latency, Params, Report, Result};
+
+/// Publishes `total` messages from `p.pubs` connections, each flushed at
+/// the end.
+async fn publish_all(p: &Params, subject: &str, total: u64) -> Result<()> {
+    let payload = Bytes::from(vec![b'x'; p.size]);
+    let mut tasks = Vec::new();
+    for i in 0..p.pubs {
+        let c = connect(p).await?;
+        let (subject, payload) = (async_nats::Subject::from(subject), payload.clone());
+        let n = share(total, p.pubs, i);
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..n {
+                c.publish(subject.clone(), payload.clone())
+                    .await
+                    .map_err(client("publishing"))?;
+            }
+            c.flush().await.map_err(client("flushing"))
+        }));
+    }
+    for t in tasks {
+        t.await.expect("publisher task")?;
+    }
+    Ok(())
+}
+
+/// 1:1 with one subscriber, fan-out 1:N with more: every subscriber must
+/// receive every message.
+pub async fn pubsub(p: &Params) -> Result<Report> {
+    let subject = unique("bench.core");
+    let want = p.msgs * p.subs as u64;
+    let progress = Progress::start("pubsub", want, p.progress);
+    let mut conns = Vec::new();
+    for _ in 0..p.subs {
+        let c = connect(p).await?;
+        let mut s = c
+            .subscribe(subject.clone())
+            .await
+            .map_err(client("subscribing"))?;
+        c.flush().await.map_err(client("flushing"))?;
+        let (progress, n) = (progress.clone(), p.msgs);
+        tokio::spawn(async move {
+            for _ in 0..n {
+                if s.next().await.is_none() {
+                    return;
+                }
+                progress.add(1);
+            }
+        });
+        conns.push(c);
+    }
+    let start = Instant::now();
+    publish_all(p, &subject, p.msgs).await?;
+    let end = progress.wait("pubsub", p.stall).await;
+    progress.finish();
+    let elapsed = end? - start;
+    Ok(report("pubsub", p, &conns[0], p.msgs, want, elapsed, None))
+}
+
+/// A queue group of `p.subs` workers: every message reaches exactly one.
+pub async fn queue(p: &Params) -> Result<Report> {
+    let subject = unique("bench.queue");
+    let progress = Progress::start("queue", p.msgs, p.progress);
+    let mut conns = Vec::new();
+    for _ in 0..p.subs {
+        let c = connect(p).await?;
+        let mut s = c
+            .queue_subscribe(subject.clone(), "workers".into())
+            .await
+            .map_err(client("subscribing"))?;
+        c.flush().await.map_err(client("flushing"))?;
+        let progress = progress.clone();
+        tokio::spawn(async move {
+            while s.next().await.is_some() {
+                progress.add(1);
+            }
+        });
+        conns.push(c);
+    }
+    let start = Instant::now();
+    publish_all(p, &subject, p.msgs).await?;
+    let end = progress.wait("queue", p.stall).await;
+    progress.finish();
+    let elapsed = end? - start;
+    // A message delivered to two workers would push the count past the
+    // target; give strays a moment to show up.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    if progress.get() != p.msgs {
+        return Err(crate::Error::Wrong {
+            scenario: "queue",
+            detail: format!("{} deliveries for {} messages", progress.get(), p.msgs),
+        });
+    }
+    Ok(report("queue", p, &conns[0], p.msgs, p.msgs, elapsed, None))
+}
+
+/// Sequential round trips from each of `p.pubs` requesters to `p.subs`
+/// responders (a queue group), each answer checked.
+pub async fn request(p: &Params) -> Result<Report> {
+    let subject = unique("bench.req");
+    let mut responders = Vec::new();
+    for _ in 0..p.subs {
+        let c = connect(p).await?;
+        let mut s = c
+            .queue_subscribe(subject.clone(), "responders".into())
+            .await
+            .map_err(client("subscribing"))?;
+        c.flush().await.map_err(client("flushing"))?;
+        let answer = c.clone();
+        tokio::spawn(async move {
+            while let Some(m) = s.next().await {
+                if let Some(reply) = m.reply {
+                    if answer.publish(reply, m.payload).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        responders.push(c);
+    }
+    let progress = Progress::start("request", p.msgs, p.progress);
+    let payload = Bytes::from(vec![b'r'; p.size]);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..p.pubs {
+        let c = connect(p).await?;
+        let (subject, payload, progress) = (subject.clone(), payload.clone(), progress.clone());
+        let n = share(p.msgs, p.pubs, i);
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                let t = Instant::now();
+                let m = c
+                    .request(subject.clone(), payload.clone())
+                    .await
+                    .map_err(client("requesting"))?;
+                lat.push(t.elapsed());
+                if m.payload != payload {
+                    return Err(crate::Error::Wrong {
+                        scenario: "request",
+                        detail: "an answer differs from its request".into(),
+                    });
+                }
+                progress.add(1);
+            }
+            Ok(lat)
+        }));
+    }
+    let mut lat = Vec::new();
+    for t in tasks {
+        lat.extend(t.await.expect("requester task")?);
+    }
+    let elapsed = start.elapsed();
+    progress.finish();
+    Ok(report(
+        "request",
+        p,
+        &responders[0],
+        p.msgs,
+        p.msgs,
+        elapsed,
+        Latency::from_samples(lat),
+    ))
+}

@@ -1,0 +1,135 @@
+//! Idle connections with subscriptions, for measuring what a server
+//! spends on clients that do nothing. Raw sockets rather than `async-nats`
+//! clients, since ten thousand clients each with its own tasks would
+//! measure this process instead of the server.
+
+use std::time::Instant;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+use crate::progress::Progress;
+use crate::{Error, Params, Report, Result};
+
+fn host_port(url: &str) -> String {
+    let first = url.split(',').next().unwrap_or(url);
+    let rest = first.split_once("://").map_or(first, |(_, r)| r);
+    rest.rsplit('@').next().unwrap_or(rest).to_string()
+}
+
+/// Opens one connection, subscribes, and waits for the PONG that says the
+/// server has processed every SUB.
+async fn open(addr: &str, conn: usize, subs: usize) -> std::io::Result<BufReader<TcpStream>> {
+    let s = TcpStream::connect(addr).await?;
+    let mut s = BufReader::new(s);
+    let mut line = String::new();
+    s.read_line(&mut line).await?; // INFO
+    let mut out = String::from("CONNECT {\"verbose\":false,\"pedantic\":false}\r\n");
+    for i in 0..subs {
+        out.push_str(&format!("SUB idle.{conn}.{i} {i}\r\n"));
+    }
+    out.push_str("PING\r\n");
+    s.get_mut().write_all(out.as_bytes()).await?;
+    loop {
+        line.clear();
+        if s.read_line(&mut line).await? == 0 {
+            return Err(std::io::Error::other("closed before PONG"));
+        }
+        if line.starts_with("PONG") {
+            return Ok(s);
+        }
+        if line.starts_with("-ERR") {
+            return Err(std::io::Error::other(line.trim().to_string()));
+        }
+    }
+}
+
+/// Answers the server's PINGs until the connection closes.
+async fn idle(mut s: BufReader<TcpStream>) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match s.read_line(&mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) if line.starts_with("PING") => {
+                if s.get_mut().write_all(b"PONG\r\n").await.is_err() {
+                    return;
+                }
+            }
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Opens `p.conns` connections with `p.subs_per_conn` subscriptions each,
+/// 100 at a time, and holds them for `p.hold`. The report's rate is
+/// connections established per second.
+pub async fn hold(p: &Params) -> Result<Report> {
+    let addr = host_port(&p.url);
+    let progress = Progress::start("idle", p.conns as u64, p.progress);
+    let start = Instant::now();
+    let mut held = Vec::with_capacity(p.conns);
+    for batch in (0..p.conns).collect::<Vec<_>>().chunks(100) {
+        let opened =
+            futures::future::join_all(batch.iter().map(|&c| open(&addr, c, p.subs_per_conn))).await;
+        for s in opened {
+            let s = s.map_err(|e| Error::Wrong {
+                scenario: "idle",
+                detail: format!("connection {} of {}: {e}", held.len() + 1, p.conns),
+            })?;
+            held.push(tokio::spawn(idle(s)));
+            progress.add(1);
+        }
+    }
+    let elapsed = start.elapsed();
+    progress.finish();
+    // Scripts sample the server while this line is the last one printed.
+    eprintln!(
+        "holding {} connections with {} subscriptions for {:?}",
+        p.conns,
+        p.conns * p.subs_per_conn,
+        p.hold
+    );
+    tokio::time::sleep(p.hold).await;
+    let alive = held.iter().filter(|h| !h.is_finished()).count();
+    for h in &held {
+        h.abort();
+    }
+    if alive != p.conns {
+        return Err(Error::Wrong {
+            scenario: "idle",
+            detail: format!(
+                "{} of {} connections closed while idle",
+                p.conns - alive,
+                p.conns
+            ),
+        });
+    }
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    Ok(Report {
+        scenario: "idle".into(),
+        url: p.url.clone(),
+        server: String::new(),
+        msg_size: 0,
+        msgs: (p.conns * p.subs_per_conn) as u64,
+        pubs: 0,
+        subs: p.conns,
+        in_flight: 0,
+        replicas: 0,
+        elapsed_s: secs,
+        msgs_per_sec: p.conns as f64 / secs,
+        delivered_per_sec: 0.0,
+        mb_per_sec: 0.0,
+        latency: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn host_port_from_urls() {
+        assert_eq!(super::host_port("nats://127.0.0.1:4222"), "127.0.0.1:4222");
+        assert_eq!(super::host_port("nats://u:p@h:1,nats://h:2"), "h:1");
+        assert_eq!(super::host_port("localhost:4222"), "localhost:4222");
+    }
+}
