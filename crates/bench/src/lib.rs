@@ -9,6 +9,7 @@
 //! never a lossy one.
 
 pub mod core;
+pub mod failover;
 pub mod idle;
 pub mod js;
 pub mod progress;
@@ -80,6 +81,9 @@ pub struct Params {
     pub conns: usize,
     pub subs_per_conn: usize,
     pub hold: Duration,
+    /// `failover`: each server's name and process id, so the stream's
+    /// leader can be killed.
+    pub pids: Vec<(String, u32)>,
 }
 
 impl Default for Params {
@@ -99,6 +103,7 @@ impl Default for Params {
             conns: 10_000,
             subs_per_conn: 10,
             hold: Duration::from_secs(0),
+            pids: Vec::new(),
         }
     }
 }
@@ -122,10 +127,14 @@ pub enum Scenario {
     Kv,
     /// Hold `conns` idle connections with `subs-per-conn` subscriptions.
     Idle,
+    /// SIGKILL a replicated stream's leader (found among `pids`) and time
+    /// until the next publish is acknowledged.
+    Failover,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 8] = [
+    /// Every scenario that one server can run (failover needs a cluster).
+    pub const ONE_SERVER: [Scenario; 8] = [
         Scenario::Pubsub,
         Scenario::Queue,
         Scenario::Request,
@@ -146,6 +155,7 @@ impl Scenario {
             Scenario::JsPush => "js-push",
             Scenario::Kv => "kv",
             Scenario::Idle => "idle",
+            Scenario::Failover => "failover",
         }
     }
 }
@@ -160,6 +170,7 @@ pub async fn run(scenario: Scenario, p: &Params) -> Result<Vec<Report>> {
         Scenario::JsPush => js::push(p).await.map(|r| vec![r]),
         Scenario::Kv => js::kv(p).await,
         Scenario::Idle => idle::hold(p).await.map(|r| vec![r]),
+        Scenario::Failover => failover::leader_killed(p).await.map(|r| vec![r]),
     }
 }
 
@@ -168,7 +179,7 @@ pub async fn run(scenario: Scenario, p: &Params) -> Result<Vec<Report>> {
 pub async fn connect(p: &Params) -> Result<async_nats::Client> {
     async_nats::ConnectOptions::new()
         .subscription_capacity(1 << 20)
-        .connect(&p.url)
+        .connect(p.url.split(',').map(str::trim).collect::<Vec<_>>())
         .await
         .map_err(|e| Error::Connect {
             url: p.url.clone(),

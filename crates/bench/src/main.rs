@@ -61,6 +61,16 @@ struct Args {
     /// `idle`: seconds to hold the connections open.
     #[arg(long, default_value_t = 0.0)]
     hold: f64,
+    /// `failover`: a server's name and process id, as NAME=PID; once per
+    /// server.
+    #[arg(long = "pid", value_parser = name_pid)]
+    pids: Vec<(String, u32)>,
+}
+
+fn name_pid(s: &str) -> Result<(String, u32), String> {
+    let (name, pid) = s.split_once('=').ok_or("expected NAME=PID")?;
+    let pid = pid.parse().map_err(|e| format!("pid {pid:?}: {e}"))?;
+    Ok((name.to_string(), pid))
 }
 
 #[tokio::main]
@@ -84,6 +94,7 @@ async fn main() -> anyhow::Result<()> {
         conns: a.conns,
         subs_per_conn: a.subs_per_conn,
         hold: Duration::from_secs_f64(a.hold),
+        pids: a.pids,
     };
     eprintln!("{}", Report::TABLE_HEADER);
     for i in 0..a.runs {

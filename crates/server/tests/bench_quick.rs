@@ -54,7 +54,7 @@ fn check(scenario: Scenario, p: &Params, reports: &[flotilla_bench::Report]) {
 async fn every_scenario_against_one_server() {
     let s = common::js_server();
     let p = quick(s.url());
-    for &scenario in &Scenario::ALL {
+    for &scenario in &Scenario::ONE_SERVER {
         let reports = run(scenario, &p)
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", scenario.name()));
@@ -80,7 +80,7 @@ async fn every_scenario_against_one_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicated_scenarios_against_a_cluster() {
-    let all = common::replicated::cluster3();
+    let mut all = common::replicated::cluster3();
     let mut clients = Vec::new();
     for s in &all {
         clients.push(s.client().await);
@@ -98,4 +98,21 @@ async fn replicated_scenarios_against_a_cluster() {
         check(scenario, &p, &reports);
         assert!(reports.iter().all(|r| r.replicas == 3));
     }
+    // Last, since it kills a server: the stream's leader, whichever it is.
+    let urls: Vec<String> = all.iter().map(|s| s.url()).collect();
+    let p = Params {
+        url: urls.join(","),
+        pids: (0..all.len())
+            .map(|i| (format!("S{i}"), all[i].child.id()))
+            .collect(),
+        ..p
+    };
+    let r = run(Scenario::Failover, &p).await.unwrap();
+    assert_eq!(r[0].scenario, "failover");
+    assert!(r[0].elapsed_s > 0.0);
+    let mut dead = 0;
+    for s in all.iter_mut() {
+        dead += usize::from(matches!(s.child.try_wait(), Ok(Some(_))));
+    }
+    assert_eq!(dead, 1, "exactly the leader was killed");
 }
