@@ -27,6 +27,12 @@ use tracing::{error, info, warn};
 use crate::options::{Options, NATS_VERSION};
 use crate::server::Server;
 
+// glibc's allocator took about a sixth of the server's CPU time under
+// JetStream load (BENCHMARKS.md, "Profiles"); mimalloc's per-thread free
+// lists suit the many short-lived buffers of the message path.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = match cli::parse(std::env::args().skip(1)) {
         Ok(c) => c,
