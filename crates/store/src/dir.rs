@@ -11,27 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// Makes earlier writes durable when run. Built on the stream's task,
-/// run by the group-commit thread, so the stream never waits on fsync.
-pub struct SyncHandle(Box<dyn FnOnce() -> io::Result<()> + Send>);
-
-impl SyncHandle {
-    pub fn new(f: impl FnOnce() -> io::Result<()> + Send + 'static) -> Self {
-        SyncHandle(Box::new(f))
-    }
-
-    pub fn sync(self) -> io::Result<()> {
-        (self.0)()
-    }
-
-    /// Both, in order.
-    pub fn and(self, other: SyncHandle) -> SyncHandle {
-        SyncHandle::new(move || {
-            self.sync()?;
-            other.sync()
-        })
-    }
-}
+use crate::sync::{SyncHandle, SyncKey};
 
 /// A flat directory of files.
 pub trait Dir: Send + Sync + 'static {
@@ -222,7 +202,8 @@ impl Dir for FsDir {
     fn sync_handle(&self, name: &str, new_file: bool) -> io::Result<SyncHandle> {
         let f = self.file(name)?;
         let dir = new_file.then(|| self.root.clone());
-        Ok(SyncHandle::new(move || {
+        let key = SyncKey::new(Arc::as_ptr(&f) as usize, new_file);
+        Ok(SyncHandle::keyed(key, move || {
             f.sync_data()?;
             if let Some(dir) = dir {
                 File::open(dir)?.sync_all()?;

@@ -25,10 +25,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::dir::{Dir, SyncHandle};
+use crate::dir::Dir;
 use crate::mem::purge_selection;
 use crate::record::{self, Kind};
 use crate::subject_index::SubjectIndex;
+use crate::sync::SyncHandle;
 use crate::{Filter, MsgStore, Purge, Result, StoreError, StoreState, StoredMsg, SubjectState};
 
 const NONE: u32 = u32::MAX;

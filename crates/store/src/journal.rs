@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use crate::dir::{Dir, SyncHandle};
+use crate::dir::Dir;
 use crate::record::{self, Kind};
+use crate::sync::SyncHandle;
 use crate::Result;
 
 pub struct Journal {

@@ -22,16 +22,18 @@ mod journal;
 mod mem;
 mod record;
 mod subject_index;
+mod sync;
 
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-pub use dir::{set_open_file_limit, Dir, FsDir, MemDir, SyncHandle};
+pub use dir::{set_open_file_limit, Dir, FsDir, MemDir};
 pub use file::{FileStore, FileStoreConfig};
 pub use filter::Filter;
 pub use journal::{Journal, Replay};
 pub use mem::MemStore;
+pub use sync::{SyncHandle, SyncKey, SyncPart, SyncRound};
 
 /// A stored message.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,8 @@
 //! Group commit: one thread runs every stream's pending fsyncs. Each
 //! request is a set of sync handles and a channel to answer on; the thread
-//! takes everything queued, syncs it, and answers all, so many publishes
-//! across many streams share each fsync round.
+//! takes everything queued, syncs it in one `SyncRound` (each file once),
+//! and answers all, so many publishes across many streams, and the many
+//! batches one busy stream has queued, share each fsync.
 //!
 //! A stream whose commit fails is poisoned: its later requests, already
 //! queued, are failed without running, because their writes were laid on
@@ -11,7 +12,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
-use store::SyncHandle;
+use store::{SyncHandle, SyncRound};
 use tokio::sync::oneshot;
 
 pub type Done = oneshot::Receiver<std::io::Result<()>>;
@@ -38,8 +39,9 @@ impl Committer {
                     while let Ok(more) = rx.try_recv() {
                         batch.push(more);
                     }
+                    let mut round = SyncRound::default();
                     for req in batch {
-                        let result = run(req.handles, &req.poison);
+                        let result = run(&mut round, req.handles, &req.poison);
                         let _ = req.done.send(result);
                     }
                 }
@@ -60,14 +62,18 @@ impl Committer {
     }
 }
 
-fn run(handles: Vec<SyncHandle>, poison: &AtomicBool) -> std::io::Result<()> {
+fn run(
+    round: &mut SyncRound,
+    handles: Vec<SyncHandle>,
+    poison: &AtomicBool,
+) -> std::io::Result<()> {
     if poison.load(Ordering::Acquire) {
         return Err(std::io::Error::other(
             "an earlier write of this stream failed",
         ));
     }
     for h in handles {
-        if let Err(e) = h.sync() {
+        if let Err(e) = round.sync(h) {
             poison.store(true, Ordering::Release);
             return Err(e);
         }
