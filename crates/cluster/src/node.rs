@@ -330,7 +330,7 @@ fn run(
         if let Some(policy) = cfg.compact.as_ref() {
             for g in engine.groups().collect::<Vec<_>>() {
                 let applied = engine.applied(g).unwrap_or(0);
-                let snap = engine.snapshot(g).map_or(0, |(i, _)| i);
+                let snap = engine.snapshot_index(g).unwrap_or(0);
                 if applied > snap && policy(g, applied - snap) && !wanted.contains(&g) {
                     wanted.push(g);
                 }

@@ -584,6 +584,13 @@ impl Engine {
     /// The latest snapshot of a group's state machine held in its log:
     /// (index, data). A restarted server restores from it, then applies
     /// the entries after it.
+    /// The index of a group's latest snapshot, without copying its data
+    /// (the node asks every cycle; the data can be a whole stream).
+    pub fn snapshot_index(&self, group: u64) -> Option<u64> {
+        let g = self.groups.get(&group)?;
+        Some(g.raw.store().latest_snapshot().get_metadata().index)
+    }
+
     pub fn snapshot(&self, group: u64) -> Option<(u64, Bytes)> {
         let g = self.groups.get(&group)?;
         let s = g.raw.store().latest_snapshot();
