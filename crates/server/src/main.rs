@@ -33,7 +33,22 @@ use crate::server::Server;
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc 3's `mi_option_purge_delay` (its position in `mi_option_e`,
+/// mimalloc.h; the -sys crate names no constant for it).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Freed memory goes back to the OS at once. mimalloc 3 otherwise keeps it
+/// for a second, and only purges when it is next called, so an idle
+/// server kept its peak (86 MiB after recovering a million messages,
+/// against 42 MiB in use). Throughput was unchanged when measured.
+fn release_freed_memory_promptly() {
+    // SAFETY: setting an option is allowed at any time; an unknown option
+    // number is ignored by mimalloc.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
+}
+
 fn main() -> ExitCode {
+    release_freed_memory_promptly();
     let cli = match cli::parse(std::env::args().skip(1)) {
         Ok(c) => c,
         Err(e) => {
@@ -291,4 +306,15 @@ fn write_ports_file(
     std::fs::write(&path, serde_json::to_vec(&ports)?)
         .with_context(|| format!("could not write ports file {}", path.display()))?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod allocator_tests {
+    #[test]
+    fn the_purge_delay_option_is_the_one_mimalloc_defaults_to_a_second() {
+        // Guards MI_OPTION_PURGE_DELAY against a renumbering: no other
+        // mimalloc 3 option defaults to 1000.
+        let v = unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
+        assert_eq!(v, 1000);
+    }
 }

@@ -133,6 +133,17 @@ impl Seg {
         i
     }
 
+    /// Drops the index's spare capacity once the segment is sealed: the
+    /// vectors grow by doubling, and a million stored messages otherwise
+    /// carried several megabytes of it.
+    fn shrink(&mut self) {
+        self.offs.shrink_to_fit();
+        self.lens.shrink_to_fit();
+        self.hdrs.shrink_to_fit();
+        self.sids.shrink_to_fit();
+        self.tss.shrink_to_fit();
+    }
+
     fn is_live(&self, seq: u64) -> bool {
         self.contains(seq) && self.sids[(seq - self.base) as usize] != NONE
     }
@@ -287,7 +298,8 @@ impl FileStore {
     fn new_segment(&mut self, id: u32) -> Result<()> {
         self.flush()?;
         // The segment being closed still has unsynced writes.
-        if let Some(prev) = self.segs.last() {
+        if let Some(prev) = self.segs.last_mut() {
+            prev.shrink();
             self.touched.insert(prev.id);
         }
         let mut seg = Seg::new(id, self.last_seq + 1);
@@ -598,6 +610,7 @@ impl FileStore {
             }
             seg.len = valid_len;
             seg.written = valid_len;
+            seg.shrink();
             self.segs.push(seg);
         }
         // Apply tombstones and compaction to the index.
