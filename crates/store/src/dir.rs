@@ -13,6 +13,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::sync::{SyncHandle, SyncKey};
 
+/// How far ahead [`Dir::reserve`] extends a file on a real file system.
+pub const RESERVE_STEP: u64 = 1 << 20;
+
 /// A flat directory of files.
 pub trait Dir: Send + Sync + 'static {
     fn list(&self) -> io::Result<Vec<String>>;
@@ -32,6 +35,18 @@ pub trait Dir: Send + Sync + 'static {
     /// Makes the directory's entries (creations, removals, renames)
     /// durable.
     fn sync_dir(&self) -> io::Result<()>;
+
+    /// Makes room for appends to `name` up to `end` bytes, given that
+    /// `reserved` bytes were made room for already; returns the new
+    /// reservation. A real directory extends the file (sparse, zeros) in
+    /// steps of [`RESERVE_STEP`], so that an append inside it leaves the
+    /// size alone and its `fdatasync` writes no inode (ext4, 180-byte
+    /// appends: 190 µs down to 130 µs at the median). Readers take trailing
+    /// zeros for unwritten space (`record::scan`). By default nothing is
+    /// reserved, which keeps `MemDir`'s crash and full-disk models exact.
+    fn reserve(&self, _name: &str, end: u64, reserved: u64) -> io::Result<u64> {
+        Ok(reserved.max(end))
+    }
 
     /// Replaces `name` with `data` so that a crash leaves either the old
     /// or the new contents: write a temporary file, sync it, rename it
@@ -189,6 +204,15 @@ impl Dir for FsDir {
 
     fn truncate(&self, name: &str, len: u64) -> io::Result<()> {
         self.file(name)?.set_len(len)
+    }
+
+    fn reserve(&self, name: &str, end: u64, reserved: u64) -> io::Result<u64> {
+        if end <= reserved {
+            return Ok(reserved);
+        }
+        let to = end.div_ceil(RESERVE_STEP) * RESERVE_STEP;
+        self.file(name)?.set_len(to)?;
+        Ok(to)
     }
 
     fn remove(&self, name: &str) -> io::Result<()> {

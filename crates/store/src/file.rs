@@ -69,6 +69,8 @@ struct Seg {
     len: u64,
     /// Bytes written to the file.
     written: u64,
+    /// Bytes of the file made room for (`Dir::reserve`).
+    reserved: u64,
     live: u64,
     /// Per sequence from `base`: record offset and length, subject id
     /// (`NONE` when not a live message), and timestamp.
@@ -101,6 +103,7 @@ impl Seg {
             base,
             len: 0,
             written: 0,
+            reserved: 0,
             live: 0,
             offs: Vec::new(),
             lens: Vec::new(),
@@ -319,10 +322,13 @@ impl FileStore {
             return Ok(());
         }
         let seg = self.segs.last_mut().expect("segment");
-        if let Err(e) = self
-            .dir
-            .write_at(&seg_name(seg.id), seg.written, &self.pending)
-        {
+        let name = seg_name(seg.id);
+        let end = seg.written + self.pending.len() as u64;
+        let written = self.dir.reserve(&name, end, seg.reserved).and_then(|r| {
+            seg.reserved = r;
+            self.dir.write_at(&name, seg.written, &self.pending)
+        });
+        if let Err(e) = written {
             // The index already counts what the buffer holds: only a
             // reload from disk makes the two agree again.
             self.failed = Some(e.to_string());
@@ -610,6 +616,7 @@ impl FileStore {
             }
             seg.len = valid_len;
             seg.written = valid_len;
+            seg.reserved = valid_len;
             seg.shrink();
             self.segs.push(seg);
         }

@@ -16,6 +16,8 @@ pub struct Journal {
     next: u64,
     pending: Vec<u8>,
     created: bool,
+    /// Bytes of the file made room for (`Dir::reserve`).
+    reserved: u64,
 }
 
 /// What a journal held when opened.
@@ -52,14 +54,18 @@ impl Journal {
             name: name.to_string(),
             len: valid,
             pending: Vec::new(),
-            created: data.is_empty(),
+            // Nothing valid yet: the entry's creation may never have
+            // been synced, so the first sync covers the directory too.
+            created: valid == 0,
+            reserved: valid,
         };
         Ok((
             j,
             Replay {
                 entries,
                 damaged: scan.corrupt.len(),
-                torn: valid < data.len() as u64,
+                // Zeros after the last entry are reserved space.
+                torn: valid < data.len() as u64 && !scan.zero_tail,
             },
         ))
     }
@@ -84,6 +90,8 @@ impl Journal {
         if self.pending.is_empty() {
             return Ok(None);
         }
+        let end = self.len + self.pending.len() as u64;
+        self.reserved = self.dir.reserve(&self.name, end, self.reserved)?;
         self.dir.write_at(&self.name, self.len, &self.pending)?;
         self.len += self.pending.len() as u64;
         self.pending.clear();
@@ -99,6 +107,7 @@ impl Journal {
         }
         self.dir.write_atomic(&self.name, &buf)?;
         self.len = buf.len() as u64;
+        self.reserved = self.len;
         self.next = entries.len() as u64;
         self.pending.clear();
         self.created = false;

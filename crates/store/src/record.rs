@@ -199,6 +199,9 @@ pub struct Scan<'a> {
     pub corrupt: Vec<(u64, u64)>,
     /// Where valid data ends when the segment ends in a partial record.
     pub torn_at: Option<u64>,
+    /// Whatever follows `torn_at` is zeros: space made room for
+    /// (`Dir::reserve`) or allocated but never written, not a torn write.
+    pub zero_tail: bool,
 }
 
 /// Reads every record in a segment. A partial record at the end is a
@@ -230,11 +233,19 @@ pub fn scan(buf: &[u8]) -> Scan<'_> {
                     // write that never finished.
                     // Zeros are what a file system shows for space that was
                     // allocated but never written before a crash.
-                    let zeros = buf[pos..].iter().all(|&b| b == 0);
-                    if !zeros && decode(&buf[pos..]) != Err(Bad::Short) {
+                    let tail = &buf[pos..];
+                    let zeros = tail.iter().all(|&b| b == 0);
+                    // Space reserved ahead of appends also reads as zeros,
+                    // so a write cut off there ends in them: judge the
+                    // record by its bytes up to the last non-zero one.
+                    // (A rotted last record whose own bytes end in zeros
+                    // is taken for a torn write; nothing tells them apart.)
+                    let written = tail.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+                    if !zeros && decode(&tail[..written]) != Err(Bad::Short) {
                         out.corrupt.push((pos as u64, buf.len() as u64));
                     }
                     out.torn_at = Some(pos as u64);
+                    out.zero_tail = zeros;
                     break;
                 }
             },
