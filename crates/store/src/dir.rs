@@ -13,8 +13,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::sync::{SyncHandle, SyncKey};
 
-/// How far ahead [`Dir::reserve`] extends a file on a real file system.
-pub const RESERVE_STEP: u64 = 1 << 20;
+/// How far ahead [`Dir::reserve`] extends a file on a real file system: a
+/// quarter of its length, at least this and at most [`RESERVE_MAX`], in
+/// multiples of this. Small files stay small, since reopening reads the
+/// whole file, zeros included (a thousand streams restart in seconds).
+pub const RESERVE_MIN: u64 = 64 << 10;
+pub const RESERVE_MAX: u64 = 1 << 20;
 
 /// A flat directory of files.
 pub trait Dir: Send + Sync + 'static {
@@ -38,8 +42,8 @@ pub trait Dir: Send + Sync + 'static {
 
     /// Makes room for appends to `name` up to `end` bytes, given that
     /// `reserved` bytes were made room for already; returns the new
-    /// reservation. A real directory extends the file (sparse, zeros) in
-    /// steps of [`RESERVE_STEP`], so that an append inside it leaves the
+    /// reservation. A real directory extends the file (sparse, zeros) ahead
+    /// of the appends ([`RESERVE_MIN`]), so that an append inside it leaves the
     /// size alone and its `fdatasync` writes no inode (ext4, 180-byte
     /// appends: 190 µs down to 130 µs at the median). Readers take trailing
     /// zeros for unwritten space (`record::scan`). By default nothing is
@@ -210,7 +214,8 @@ impl Dir for FsDir {
         if end <= reserved {
             return Ok(reserved);
         }
-        let to = end.div_ceil(RESERVE_STEP) * RESERVE_STEP;
+        let ahead = (end / 4).clamp(RESERVE_MIN, RESERVE_MAX);
+        let to = (end + ahead).div_ceil(RESERVE_MIN) * RESERVE_MIN;
         self.file(name)?.set_len(to)?;
         Ok(to)
     }

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-pub use dir::{set_open_file_limit, Dir, FsDir, MemDir, RESERVE_STEP};
+pub use dir::{set_open_file_limit, Dir, FsDir, MemDir, RESERVE_MAX, RESERVE_MIN};
 pub use file::{FileStore, FileStoreConfig};
 pub use filter::Filter;
 pub use journal::{Journal, Replay};

@@ -217,6 +217,14 @@ pub fn scan(buf: &[u8]) -> Scan<'_> {
                 out.records.push((pos as u64, r));
                 pos += len;
             }
+            // Only zeros left: space reserved ahead of appends, or
+            // allocated and never written. Searching it byte by byte for a
+            // record would cost every reopened file a megabyte of tries.
+            Err(_) if buf[pos..].iter().all(|&b| b == 0) => {
+                out.torn_at = Some(pos as u64);
+                out.zero_tail = true;
+                break;
+            }
             // A record running past the end is a torn write only if
             // nothing valid follows; a damaged length field in the middle
             // also looks "short", and must not cost the records after it.

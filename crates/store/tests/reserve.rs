@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use flotilla_store::{FileStore, FileStoreConfig, FsDir, Journal, MsgStore, RESERVE_STEP};
+use flotilla_store::{FileStore, FileStoreConfig, FsDir, Journal, MsgStore, RESERVE_MIN};
 
 fn lens(dir: &std::path::Path) -> Vec<(String, u64)> {
     let mut v: Vec<(String, u64)> = std::fs::read_dir(dir)
@@ -51,7 +51,7 @@ fn file_store_segments_are_reserved_and_reopen_whole() {
     let files = lens(&path);
     assert!(files.len() > 2, "several segments: {files:?}");
     assert!(
-        files.iter().all(|(_, l)| l % RESERVE_STEP == 0),
+        files.iter().all(|(_, l)| l % RESERVE_MIN == 0),
         "every segment grew in reserved steps: {files:?}"
     );
     let s = open();
@@ -65,7 +65,7 @@ fn file_store_segments_are_reserved_and_reopen_whole() {
     assert_eq!(s.get(2001).unwrap().unwrap().payload.as_ref(), b"last");
     // The active segment's zero tail was cut on reopening.
     let last = lens(&path).pop().unwrap();
-    assert_ne!(last.1 % RESERVE_STEP, 0, "{last:?}");
+    assert_ne!(last.1 % RESERVE_MIN, 0, "{last:?}");
 }
 
 #[test]
@@ -80,7 +80,7 @@ fn journal_zero_tail_is_not_torn_but_a_cut_write_is() {
         }
         j.sync_handle().unwrap().unwrap().sync().unwrap();
     }
-    assert_eq!(lens(tmp.path()), vec![("j".to_string(), RESERVE_STEP)]);
+    assert_eq!(lens(tmp.path()), vec![("j".to_string(), RESERVE_MIN)]);
     let (start, end) = {
         let (mut j, replay) = Journal::open(dir.clone(), "j").unwrap();
         assert_eq!(replay.entries.len(), 50);
