@@ -51,7 +51,7 @@ fn file_store_segments_are_reserved_and_reopen_whole() {
     let files = lens(&path);
     assert!(files.len() > 2, "several segments: {files:?}");
     assert!(
-        files.iter().all(|(_, l)| l % RESERVE_MIN == 0),
+        files.iter().all(|(_, l)| l.is_multiple_of(RESERVE_MIN)),
         "every segment grew in reserved steps: {files:?}"
     );
     let s = open();
@@ -65,7 +65,7 @@ fn file_store_segments_are_reserved_and_reopen_whole() {
     assert_eq!(s.get(2001).unwrap().unwrap().payload.as_ref(), b"last");
     // The active segment's zero tail was cut on reopening.
     let last = lens(&path).pop().unwrap();
-    assert_ne!(last.1 % RESERVE_MIN, 0, "{last:?}");
+    assert!(!last.1.is_multiple_of(RESERVE_MIN), "{last:?}");
 }
 
 #[test]
@@ -82,7 +82,7 @@ fn journal_zero_tail_is_not_torn_but_a_cut_write_is() {
     }
     let reserved = lens(tmp.path())[0].1;
     assert!(
-        reserved % RESERVE_MIN == 0 && reserved <= 2 * RESERVE_MIN,
+        reserved.is_multiple_of(RESERVE_MIN) && reserved <= 2 * RESERVE_MIN,
         "{reserved}"
     );
     let (start, end) = {
