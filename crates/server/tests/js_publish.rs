@@ -1260,7 +1260,9 @@ async fn subject_delete_markers_after_max_age() {
             );
             break;
         }
-        assert_eq!(st["first_seq"], 1, "{st}");
+        // The three expire at their own times (a publish apart), so a
+        // poll can land between them.
+        assert!(matches!(st["first_seq"].as_u64(), Some(1..=3)), "{st}");
         assert!(Instant::now() < deadline, "no markers: {st}");
         tokio::time::sleep(Duration::from_millis(25)).await;
     }

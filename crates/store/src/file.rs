@@ -304,6 +304,16 @@ impl FileStore {
         if let Some(prev) = self.segs.last_mut() {
             prev.shrink();
             self.touched.insert(prev.id);
+            // Its reserved tail would only be read again at every start
+            // (the trim is made durable with the segment's sync; a crash
+            // before that leaves zeros, which reopening skips).
+            if prev.reserved > prev.written {
+                if let Err(e) = self.dir.truncate(&seg_name(prev.id), prev.written) {
+                    self.failed = Some(e.to_string());
+                    return Err(e.into());
+                }
+                prev.reserved = prev.written;
+            }
         }
         let mut seg = Seg::new(id, self.last_seq + 1);
         let mut buf = Vec::new();
