@@ -168,6 +168,36 @@ async fn all_acked<T: consumer::IntoConsumerConfig + consumer::FromConsumer>(
     }
 }
 
+/// Takes `p.msgs` messages from a consumer and acks each; fails once
+/// nothing arrives for `p.stall`.
+async fn ack_each<S, E>(
+    scenario: &'static str,
+    msgs: &mut S,
+    p: &Params,
+    progress: &Progress,
+) -> Result<()>
+where
+    S: futures::Stream<Item = std::result::Result<jetstream::Message, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    for got in 0..p.msgs {
+        let m = match tokio::time::timeout(p.stall, msgs.next()).await {
+            Ok(Some(m)) => m.map_err(client("receiving"))?,
+            _ => {
+                return Err(Error::Stalled {
+                    scenario,
+                    got,
+                    want: p.msgs,
+                    stall: p.stall,
+                })
+            }
+        };
+        m.ack().await.map_err(client("acking"))?;
+        progress.add(1);
+    }
+    Ok(())
+}
+
 /// Pull consumer, batches of `in_flight`, each message acked.
 pub async fn pull(p: &Params) -> Result<Report> {
     let c = connect(p).await?;
@@ -189,26 +219,10 @@ pub async fn pull(p: &Params) -> Result<Report> {
         .messages()
         .await
         .map_err(client("pulling"))?;
-    let mut got = 0;
-    while got < p.msgs {
-        let m = match tokio::time::timeout(p.stall, msgs.next()).await {
-            Ok(Some(m)) => m.map_err(client("pulling"))?,
-            _ => {
-                progress.finish();
-                return Err(Error::Stalled {
-                    scenario: "js-pull",
-                    got,
-                    want: p.msgs,
-                    stall: p.stall,
-                });
-            }
-        };
-        m.ack().await.map_err(client("acking"))?;
-        got += 1;
-        progress.add(1);
-    }
+    let consumed = ack_each("js-pull", &mut msgs, p, &progress).await;
     let elapsed = start.elapsed();
     progress.finish();
+    consumed?;
     drop(msgs);
     all_acked("js-pull", &mut cons, p).await?;
     cleanup_stream(&js, p).await;
@@ -233,26 +247,10 @@ pub async fn push(p: &Params) -> Result<Report> {
     let progress = Progress::start("js-push", p.msgs, p.progress);
     let start = Instant::now();
     let mut msgs = cons.messages().await.map_err(client("subscribing"))?;
-    let mut got = 0;
-    while got < p.msgs {
-        let m = match tokio::time::timeout(p.stall, msgs.next()).await {
-            Ok(Some(m)) => m.map_err(client("receiving"))?,
-            _ => {
-                progress.finish();
-                return Err(Error::Stalled {
-                    scenario: "js-push",
-                    got,
-                    want: p.msgs,
-                    stall: p.stall,
-                });
-            }
-        };
-        m.ack().await.map_err(client("acking"))?;
-        got += 1;
-        progress.add(1);
-    }
+    let consumed = ack_each("js-push", &mut msgs, p, &progress).await;
     let elapsed = start.elapsed();
     progress.finish();
+    consumed?;
     drop(msgs);
     all_acked("js-push", &mut cons, p).await?;
     cleanup_stream(&js, p).await;
