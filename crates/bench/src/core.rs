@@ -32,31 +32,45 @@ async fn publish_all(p: &Params, subject: &str, total: u64) -> Result<()> {
     Ok(())
 }
 
+/// `p.subs` connections subscribed to `subject` (in a queue group if
+/// given), each counting at most `limit` messages into `progress`; the
+/// connections are returned to keep the subscriptions alive.
+async fn subscribers(
+    p: &Params,
+    subject: &str,
+    queue: Option<&str>,
+    limit: u64,
+    progress: &Progress,
+) -> Result<Vec<async_nats::Client>> {
+    let mut conns = Vec::new();
+    for _ in 0..p.subs {
+        let c = connect(p).await?;
+        let subscribed = match queue {
+            Some(q) => c.queue_subscribe(subject.to_string(), q.to_string()).await,
+            None => c.subscribe(subject.to_string()).await,
+        };
+        let mut s = subscribed.map_err(client("subscribing"))?;
+        c.flush().await.map_err(client("flushing"))?;
+        let progress = progress.clone();
+        tokio::spawn(async move {
+            let mut n = 0;
+            while n < limit && s.next().await.is_some() {
+                progress.add(1);
+                n += 1;
+            }
+        });
+        conns.push(c);
+    }
+    Ok(conns)
+}
+
 /// 1:1 with one subscriber, fan-out 1:N with more: every subscriber must
 /// receive every message.
 pub async fn pubsub(p: &Params) -> Result<Report> {
     let subject = unique("bench.core");
     let want = p.msgs * p.subs as u64;
     let progress = Progress::start("pubsub", want, p.progress);
-    let mut conns = Vec::new();
-    for _ in 0..p.subs {
-        let c = connect(p).await?;
-        let mut s = c
-            .subscribe(subject.clone())
-            .await
-            .map_err(client("subscribing"))?;
-        c.flush().await.map_err(client("flushing"))?;
-        let (progress, n) = (progress.clone(), p.msgs);
-        tokio::spawn(async move {
-            for _ in 0..n {
-                if s.next().await.is_none() {
-                    return;
-                }
-                progress.add(1);
-            }
-        });
-        conns.push(c);
-    }
+    let conns = subscribers(p, &subject, None, p.msgs, &progress).await?;
     let start = Instant::now();
     publish_all(p, &subject, p.msgs).await?;
     let end = progress.wait("pubsub", p.stall).await;
@@ -69,22 +83,7 @@ pub async fn pubsub(p: &Params) -> Result<Report> {
 pub async fn queue(p: &Params) -> Result<Report> {
     let subject = unique("bench.queue");
     let progress = Progress::start("queue", p.msgs, p.progress);
-    let mut conns = Vec::new();
-    for _ in 0..p.subs {
-        let c = connect(p).await?;
-        let mut s = c
-            .queue_subscribe(subject.clone(), "workers".into())
-            .await
-            .map_err(client("subscribing"))?;
-        c.flush().await.map_err(client("flushing"))?;
-        let progress = progress.clone();
-        tokio::spawn(async move {
-            while s.next().await.is_some() {
-                progress.add(1);
-            }
-        });
-        conns.push(c);
-    }
+    let conns = subscribers(p, &subject, Some("workers"), u64::MAX, &progress).await?;
     let start = Instant::now();
     publish_all(p, &subject, p.msgs).await?;
     let end = progress.wait("queue", p.stall).await;

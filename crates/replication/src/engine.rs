@@ -805,6 +805,8 @@ mod tests {
                         // The test's state machine is the applied list.
                         let at = n.applied(g).unwrap();
                         n.compact(g, at, Vec::new()).unwrap();
+                        assert_eq!(n.snapshot_index(g), Some(at));
+                        assert_eq!(n.snapshot(g).map(|(i, _)| i), Some(at));
                         moved = true;
                     }
                     let sync = std::mem::take(&mut out.sync);

@@ -218,8 +218,9 @@ pub fn scan(buf: &[u8]) -> Scan<'_> {
                 pos += len;
             }
             // Only zeros left: space reserved ahead of appends, or
-            // allocated and never written. Searching it byte by byte for a
-            // record would cost every reopened file a megabyte of tries.
+            // allocated and never written before a crash (what a file
+            // system shows for it). Searching it byte by byte for a record
+            // would cost every reopened file a megabyte of tries.
             Err(_) if buf[pos..].iter().all(|&b| b == 0) => {
                 out.torn_at = Some(pos as u64);
                 out.zero_tail = true;
@@ -238,22 +239,18 @@ pub fn scan(buf: &[u8]) -> Scan<'_> {
                     // A complete-length record that fails its checksum is
                     // also reported, so an acknowledged message that rotted
                     // is not forgotten quietly; a merely short one is a
-                    // write that never finished.
-                    // Zeros are what a file system shows for space that was
-                    // allocated but never written before a crash.
+                    // write that never finished. Space reserved ahead of
+                    // appends reads as zeros, so a write cut off there ends
+                    // in them: judge the record by its bytes up to the last
+                    // non-zero one. (A rotted last record whose own bytes
+                    // end in zeros is taken for a torn write; nothing tells
+                    // them apart.)
                     let tail = &buf[pos..];
-                    let zeros = tail.iter().all(|&b| b == 0);
-                    // Space reserved ahead of appends also reads as zeros,
-                    // so a write cut off there ends in them: judge the
-                    // record by its bytes up to the last non-zero one.
-                    // (A rotted last record whose own bytes end in zeros
-                    // is taken for a torn write; nothing tells them apart.)
                     let written = tail.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
-                    if !zeros && decode(&tail[..written]) != Err(Bad::Short) {
+                    if decode(&tail[..written]) != Err(Bad::Short) {
                         out.corrupt.push((pos as u64, buf.len() as u64));
                     }
                     out.torn_at = Some(pos as u64);
-                    out.zero_tail = zeros;
                     break;
                 }
             },
