@@ -42,6 +42,10 @@ use crate::internal::InternalPublisher;
 const MAX_BATCH: usize = 4096;
 /// Batches being synced at once, at most.
 const MAX_INFLIGHT: usize = 8;
+/// A batch of at most this many commands, with nothing else in flight,
+/// may be synced without the commit thread (see `Committer::try_here`).
+/// Under load batches grow past it and keep their pipelining.
+const SYNC_HERE_MAX: usize = 4;
 /// How often push consumers' deliver subjects are checked for interest.
 const INTEREST_POLL: Duration = Duration::from_millis(25);
 
@@ -147,6 +151,8 @@ pub(super) struct Actor {
     sources: Sources,
     /// The current batch stored sourced messages.
     sourced: bool,
+    /// Commands applied in the current batch.
+    applied: usize,
 }
 
 async fn front(q: &mut VecDeque<Batch>) -> std::io::Result<()> {
@@ -185,6 +191,7 @@ pub(super) async fn run(
         last_bytes,
         sources: Sources::new(loaded.sources),
         sourced: false,
+        applied: 0,
     };
     a.refresh_push();
     a.sources.refresh(&a.js, a.stream.source_specs());
@@ -263,6 +270,7 @@ impl Actor {
     }
 
     fn apply(&mut self, cmd: Cmd) {
+        self.applied += 1;
         let now = self.now();
         match cmd {
             Cmd::Publish(m) => self.publish(m, now),
@@ -559,6 +567,7 @@ impl Actor {
 
         let items = std::mem::take(&mut self.items);
         let handles = std::mem::take(&mut self.handles);
+        let small = std::mem::take(&mut self.applied) <= SYNC_HERE_MAX;
         let positions = std::mem::take(&mut self.sourced).then(|| self.stream.source_positions());
         if items.is_empty() && handles.is_empty() && positions.is_none() && self.failed.is_none() {
             return;
@@ -572,7 +581,16 @@ impl Actor {
             None
         } else {
             match self.js.sync {
-                SyncPolicy::Always => Some(self.js.committer.commit(handles, self.poison.clone())),
+                SyncPolicy::Always => {
+                    let alone = small && self.inflight.is_empty();
+                    let here = match alone {
+                        true => self.js.committer.try_here(handles, &self.poison),
+                        false => Err(handles),
+                    };
+                    Some(here.unwrap_or_else(|handles| {
+                        self.js.committer.commit(handles, self.poison.clone())
+                    }))
+                }
                 SyncPolicy::Interval(d) => {
                     self.deferred.extend(handles);
                     if self.next_interval_sync.is_none() {
