@@ -37,20 +37,39 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// mimalloc.h; the -sys crate names no constant for it).
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
+/// Keeps the allocator's resident memory close to what is in use.
+///
 /// Freed memory goes back to the OS after 10 ms (mimalloc 2's default).
 /// mimalloc 3 keeps it for a second, and purges only when it is next
 /// called, so a server that went quiet kept its peak: 86 MiB after
 /// recovering a million messages, 48 MiB with this. Purging at once (0)
 /// cost R3 publish throughput about a tenth (pages freed and faulted in
 /// again); 10 ms measured as fast as a second.
-fn release_freed_memory_promptly() {
+///
+/// Transparent huge pages are turned off for the process, as mimalloc's
+/// own `allow_thp` option does at its start: mimalloc asks for them on its
+/// arenas, and every 2 MiB page it touched stayed whole, so with a million
+/// stored messages 37 of the 61 MiB resident were huge pages, with a live
+/// heap of 22 MiB. Without them the peak is 34 MiB, with no throughput
+/// change measured (BENCHMARKS.md, "Profiles"). The prctl covers arenas
+/// mimalloc mapped before `main` too, which setting its option here would not.
+fn tune_allocator() {
     // SAFETY: setting an option is allowed at any time; an unknown option
     // number is ignored by mimalloc.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 10) };
+    // SAFETY: PR_SET_THP_DISABLE takes plain integers and touches no
+    // memory of ours. Failing (an old kernel) leaves THP as it was.
+    let rc = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+    if rc != 0 {
+        eprintln!(
+            "flotilla: transparent huge pages stay on: {}",
+            std::io::Error::last_os_error()
+        );
+    }
 }
 
 fn main() -> ExitCode {
-    release_freed_memory_promptly();
+    tune_allocator();
     let cli = match cli::parse(std::env::args().skip(1)) {
         Ok(c) => c,
         Err(e) => {
@@ -312,11 +331,18 @@ fn write_ports_file(
 
 #[cfg(test)]
 mod allocator_tests {
+    /// One test, since tuning changes what the first check reads.
     #[test]
-    fn the_purge_delay_option_is_the_one_mimalloc_defaults_to_a_second() {
+    fn tuning_shortens_the_purge_delay_and_turns_huge_pages_off() {
         // Guards MI_OPTION_PURGE_DELAY against a renumbering: no other
         // mimalloc 3 option defaults to 1000.
         let v = unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
         assert_eq!(v, 1000);
+        super::tune_allocator();
+        let v = unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
+        assert_eq!(v, 10);
+        // SAFETY: plain integers in, the flag out.
+        let disabled = unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) };
+        assert_eq!(disabled, 1);
     }
 }
