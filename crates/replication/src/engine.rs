@@ -469,10 +469,9 @@ impl Engine {
         m.from = id;
         m.set_entries(
             data.into_iter()
-                .map(|d| {
-                    let mut e = Entry::default();
-                    e.data = d.into();
-                    e
+                .map(|d| Entry {
+                    data: d.into(),
+                    ..Default::default()
                 })
                 .collect(),
         );
