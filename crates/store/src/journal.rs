@@ -15,6 +15,9 @@ pub struct Journal {
     len: u64,
     next: u64,
     pending: Vec<u8>,
+    /// Something in `pending` must be durable before its writer goes on
+    /// (see [`Journal::append_unsynced`]).
+    must_sync: bool,
     created: bool,
     /// Bytes of the file made room for (`Dir::reserve`).
     reserved: u64,
@@ -54,6 +57,7 @@ impl Journal {
             name: name.to_string(),
             len: valid,
             pending: Vec::new(),
+            must_sync: false,
             // Nothing valid yet: the entry's creation may never have
             // been synced, so the first sync covers the directory too.
             created: valid == 0,
@@ -71,6 +75,16 @@ impl Journal {
     }
 
     pub fn append(&mut self, entry: &[u8]) {
+        self.append_unsynced(entry);
+        self.must_sync = true;
+    }
+
+    /// Appends an entry whose loss in a crash is harmless (a later
+    /// state that can be learnt again, like a Raft commit index): it is
+    /// written with the next [`Journal::sync_handle`] but asks for no sync
+    /// of its own, and becomes durable with the next entry that does.
+    /// Entries stay in order either way, so a crash keeps a prefix.
+    pub fn append_unsynced(&mut self, entry: &[u8]) {
         record::encode_msg(&mut self.pending, Kind::Msg, self.next, 0, "", None, entry);
         self.next += 1;
     }
@@ -85,7 +99,7 @@ impl Journal {
     }
 
     /// Writes what was appended and returns a handle that makes it
-    /// durable, or `None` if nothing was appended.
+    /// durable, or `None` if nothing was appended that needs a sync.
     pub fn sync_handle(&mut self) -> Result<Option<SyncHandle>> {
         if self.pending.is_empty() {
             return Ok(None);
@@ -95,6 +109,9 @@ impl Journal {
         self.dir.write_at(&self.name, self.len, &self.pending)?;
         self.len += self.pending.len() as u64;
         self.pending.clear();
+        if !std::mem::take(&mut self.must_sync) {
+            return Ok(None);
+        }
         let new_file = std::mem::take(&mut self.created);
         Ok(Some(self.dir.sync_handle(&self.name, new_file)?))
     }
@@ -110,6 +127,7 @@ impl Journal {
         self.reserved = self.len;
         self.next = entries.len() as u64;
         self.pending.clear();
+        self.must_sync = false;
         self.created = false;
         Ok(())
     }
@@ -145,5 +163,29 @@ mod tests {
         dir.crash(0);
         let (_, r) = Journal::open(d, "c.log").unwrap();
         assert_eq!(r.entries, vec![b"snap".to_vec(), b"after".to_vec()]);
+    }
+
+    #[test]
+    fn unsynced_entries_wait_for_the_next_synced_one() {
+        let dir = MemDir::new();
+        let d: Arc<dyn Dir> = Arc::new(dir.clone());
+        let (mut j, _) = Journal::open(d.clone(), "c.log").unwrap();
+        j.append_unsynced(b"lazy");
+        assert!(
+            j.sync_handle().unwrap().is_none(),
+            "nothing asks for a sync"
+        );
+        dir.crash(0);
+        let (mut j, r) = Journal::open(d.clone(), "c.log").unwrap();
+        assert!(r.entries.is_empty(), "an unsynced entry may be lost");
+        j.append_unsynced(b"lazy");
+        assert!(j.sync_handle().unwrap().is_none());
+        j.append(b"one");
+        j.append_unsynced(b"lazy again");
+        j.sync_handle().unwrap().unwrap().sync().unwrap();
+        dir.crash(0);
+        let (_, r) = Journal::open(d, "c.log").unwrap();
+        let want: Vec<Vec<u8>> = vec![b"lazy".to_vec(), b"one".to_vec(), b"lazy again".to_vec()];
+        assert_eq!(r.entries, want, "a sync covers what was written before it");
     }
 }
