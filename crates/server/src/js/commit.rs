@@ -122,3 +122,73 @@ fn run(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::mpsc as std_mpsc;
+    use std::time::Duration;
+
+    use super::*;
+
+    fn counted(runs: &Arc<AtomicUsize>, ok: bool) -> SyncHandle {
+        let runs = runs.clone();
+        SyncHandle::new(move || {
+            runs.fetch_add(1, Ordering::Relaxed);
+            match ok {
+                true => Ok(()),
+                false => Err(std::io::Error::other("disk on fire")),
+            }
+        })
+    }
+
+    #[test]
+    fn an_idle_committer_lets_the_caller_sync_and_a_failure_poisons() {
+        let c = Committer::start();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let poison = Arc::new(AtomicBool::new(false));
+        let mut done = c
+            .try_here(vec![counted(&runs, true)], &poison)
+            .unwrap_or_else(|_| panic!("the commit thread is idle"));
+        assert_eq!(runs.load(Ordering::Relaxed), 1, "synced before returning");
+        assert!(matches!(done.try_recv(), Ok(Ok(()))));
+
+        let mut done = c
+            .try_here(vec![counted(&runs, false)], &poison)
+            .unwrap_or_else(|_| panic!("the commit thread is idle"));
+        assert!(matches!(done.try_recv(), Ok(Err(_))));
+        assert!(poison.load(Ordering::Acquire), "the stream is poisoned");
+        let mut done = c
+            .try_here(vec![counted(&runs, true)], &poison)
+            .unwrap_or_else(|_| panic!("the commit thread is idle"));
+        assert!(matches!(done.try_recv(), Ok(Err(_))), "later writes fail");
+        assert_eq!(runs.load(Ordering::Relaxed), 2, "and are not synced");
+    }
+
+    #[test]
+    fn a_busy_committer_gives_the_handles_back() {
+        let c = Committer::start();
+        let poison = Arc::new(AtomicBool::new(false));
+        // Holds the commit thread inside a sync until released.
+        let (entered, inside) = std_mpsc::channel();
+        let (release, held) = std_mpsc::channel::<()>();
+        let blocker = SyncHandle::new(move || {
+            let _ = entered.send(());
+            let _ = held.recv();
+            Ok(())
+        });
+        let queued = c.commit(vec![blocker], poison.clone());
+        inside.recv_timeout(Duration::from_secs(10)).unwrap();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let back = c.try_here(vec![counted(&runs, true)], &poison);
+        assert!(matches!(back, Err(ref h) if h.len() == 1), "given back");
+        assert_eq!(runs.load(Ordering::Relaxed), 0);
+        release.send(()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        assert!(rt.block_on(queued).unwrap().is_ok());
+        // Idle again once the thread has answered.
+        assert!(c.try_here(vec![counted(&runs, true)], &poison).is_ok());
+    }
+}
