@@ -167,18 +167,11 @@ mod tests {
     fn a_file_sync_does_not_cover_its_directory_entry() {
         let runs = Arc::new(AtomicUsize::new(0));
         let mut round = SyncRound::default();
-        round
-            .sync(counted(&runs, Some(SyncKey::new(1, false)), true))
-            .unwrap();
-        round
-            .sync(counted(&runs, Some(SyncKey::new(1, true)), true))
-            .unwrap();
-        round
-            .sync(counted(&runs, Some(SyncKey::new(1, false)), true))
-            .unwrap();
-        round
-            .sync(counted(&runs, Some(SyncKey::new(1, true)), true))
-            .unwrap();
+        for dir_too in [false, true, false, true] {
+            round
+                .sync(counted(&runs, Some(SyncKey::new(1, dir_too)), true))
+                .unwrap();
+        }
         assert_eq!(runs.load(Ordering::Relaxed), 2);
     }
 
