@@ -8,7 +8,7 @@
 //! leader alone let consumed messages come back after a leader change).
 //!
 //! Every replica computes the outputs (PubAcks, deliveries); only the
-//! leader sends them.
+//! leader encodes a PubAck's JSON and sends them.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use jetstream::api::{ConsumerConfig, CreateConsumerRequest, PullRequest, StreamConfig};
@@ -494,8 +494,9 @@ pub enum OpKind {
 pub struct Applied {
     /// None for an entry that did not decode.
     pub kind: Option<OpKind>,
-    /// The PubAck of a publish.
-    pub puback: Option<Bytes>,
+    /// The PubAck of a publish, encoded only by the leader that sends it
+    /// (`PubAck::encode`): followers would only throw the JSON away.
+    pub puback: Option<PubAck>,
     /// Deliveries and statuses.
     pub outputs: Vec<Output>,
     /// The result of a purge (messages purged), message delete or
@@ -747,10 +748,8 @@ impl ReplicatedStream {
                     },
                     now,
                 );
-                out.puback = Some(ack.encode(&self.stream.config.name));
-                if let PubAck::Error(_) = ack {
-                    // Refused everywhere alike; nothing stored.
-                }
+                // An error is refused everywhere alike; nothing stored.
+                out.puback = Some(ack);
             }
             Op::CreateConsumer { name, request } => {
                 if let Ok(req) = CreateConsumerRequest::parse(&request) {

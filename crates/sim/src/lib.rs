@@ -924,10 +924,7 @@ impl Sim {
             } = &e.op
             {
                 let id = jetstream::headers::get(h, "Nats-Msg-Id").map(str::to_string);
-                let seq = serde_json::from_slice::<serde_json::Value>(ack)
-                    .ok()
-                    .and_then(|v| v.get("seq").and_then(|s| s.as_u64()))
-                    .filter(|&s| s > 0);
+                let seq = acked_seq(ack);
                 if let (Some(id), Some(seq)) = (id, seq) {
                     if let Some(v) = id.strip_prefix('m').and_then(|n| n.parse::<u64>().ok()) {
                         self.id_pending.remove(&v);
@@ -949,10 +946,7 @@ impl Sim {
         }
         if self.cfg.sourced {
             if let (Some(ack), Ok(e)) = (&applied.puback, StreamEntry::decode(data)) {
-                let seq = serde_json::from_slice::<serde_json::Value>(ack)
-                    .ok()
-                    .and_then(|v| v.get("seq").and_then(|s| s.as_u64()))
-                    .filter(|&s| s > 0);
+                let seq = acked_seq(ack);
                 if let (Op::Publish { payload, .. }, Some(seq)) = (&e.op, seq) {
                     let v = u64::from_be_bytes(payload[..8].try_into().expect("8 bytes"));
                     self.src_published.insert(v, seq);
@@ -1790,4 +1784,15 @@ fn live_seqs(wq: &ReplicatedStream) -> Vec<u64> {
 /// Runs one seed with the default configuration.
 pub fn run_seed(seed: u64) -> Result<Report, Violation> {
     Sim::new(Config::new(seed)).run()
+}
+
+/// The sequence a PubAck reports (as its JSON's `seq`), if it stored
+/// anything.
+fn acked_seq(ack: &jetstream::stream::PubAck) -> Option<u64> {
+    match ack {
+        jetstream::stream::PubAck::Stored(seq) | jetstream::stream::PubAck::Duplicate(seq) => {
+            Some(*seq).filter(|&s| s > 0)
+        }
+        jetstream::stream::PubAck::Error(_) => None,
+    }
 }

@@ -99,6 +99,8 @@ pub type Shared = Arc<Mutex<Replicas>>;
 pub struct LeaderOut {
     pub group: u64,
     pub applied: Applied,
+    /// The applied PubAck's JSON.
+    pub puback: Option<Bytes>,
 }
 
 /// The engine-thread half: follows the meta group's assignments with
@@ -188,7 +190,13 @@ impl Applier {
                 if engine.is_leader(group)
                     && (applied.reply.is_some() || !applied.outputs.is_empty())
                 {
-                    let _ = self.out.send(LeaderOut { group, applied });
+                    let name = &r.rs.stream().config.name;
+                    let puback = applied.puback.as_ref().map(|a| a.encode(name));
+                    let _ = self.out.send(LeaderOut {
+                        group,
+                        applied,
+                        puback,
+                    });
                 }
             }
         }
@@ -958,13 +966,14 @@ impl Driver {
 
     /// Sends what a leader produced by applying an entry.
     fn send(&mut self, o: LeaderOut) {
+        let puback = o.puback;
         let Applied {
             kind,
-            puback,
             outputs,
             result,
             consumer,
             reply,
+            ..
         } = o.applied;
         for out in outputs {
             if let jetstream::output::Output::Publish(m) = out {
