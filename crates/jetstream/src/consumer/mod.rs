@@ -80,6 +80,18 @@ pub struct Consumer {
     /// leaves it out of the config it reports.
     pub name_generated: bool,
     filter: Filter,
+    /// Everything beyond config and durable state, as one value so a
+    /// replicated stream's snapshot carries it whole.
+    rt: Runtime,
+    dirty: bool,
+}
+
+/// Everything a consumer holds beyond its config and durable state: a
+/// replica restored with it behaves exactly as one that applied every
+/// entry (waiting pull requests, push interest, redelivery order, flow
+/// control, timers).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Runtime {
     next_sseq: u64,
     dseq: u64,
     delivered_sseq: u64,
@@ -114,78 +126,13 @@ pub struct Consumer {
     replay_until: u64,
     /// When a pause ends, so the driver wakes the consumer then.
     pause_wake: Option<i64>,
-    dirty: bool,
-}
-
-/// Everything a consumer holds beyond its config and durable state: a
-/// replica restored with it behaves exactly as one that applied every
-/// entry (waiting pull requests, push interest, redelivery order, flow
-/// control, timers).
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Runtime {
-    next_sseq: u64,
-    dseq: u64,
-    delivered_sseq: u64,
-    last_delivered: Option<i64>,
-    floor_dseq: u64,
-    floor_sseq: u64,
-    last_ack: Option<i64>,
-    pending: BTreeMap<u64, Pending>,
-    rdc: BTreeMap<u64, u64>,
-    redeliver: VecDeque<u64>,
-    queued: BTreeSet<u64>,
-    num_pending: u64,
-    lps: VecDeque<u64>,
-    lps_resume: u64,
-    waiting: VecDeque<Waiting>,
-    push_active: bool,
-    heartbeat_at: Option<i64>,
-    fc_pending: Option<(String, u64)>,
-    fc_counter: u64,
-    pbytes: u64,
-    maxpb: u64,
-    last_activity: i64,
-    inactive_since: Option<i64>,
-    replay_at: Option<i64>,
-    replay_prev: Option<(i64, i64)>,
-    replay_until: u64,
-    pause_wake: Option<i64>,
 }
 
 impl Consumer {
     /// The runtime state (see [`Runtime`]), for a replicated stream's
     /// snapshot.
     pub fn runtime(&self) -> Vec<u8> {
-        let r = Runtime {
-            next_sseq: self.next_sseq,
-            dseq: self.dseq,
-            delivered_sseq: self.delivered_sseq,
-            last_delivered: self.last_delivered,
-            floor_dseq: self.floor_dseq,
-            floor_sseq: self.floor_sseq,
-            last_ack: self.last_ack,
-            pending: self.pending.clone(),
-            rdc: self.rdc.clone(),
-            redeliver: self.redeliver.clone(),
-            queued: self.queued.clone(),
-            num_pending: self.num_pending,
-            lps: self.lps.clone(),
-            lps_resume: self.lps_resume,
-            waiting: self.waiting.clone(),
-            push_active: self.push_active,
-            heartbeat_at: self.heartbeat_at,
-            fc_pending: self.fc_pending.clone(),
-            fc_counter: self.fc_counter,
-            pbytes: self.pbytes,
-            maxpb: self.maxpb,
-            last_activity: self.last_activity,
-            inactive_since: self.inactive_since,
-            replay_at: self.replay_at,
-            replay_prev: self.replay_prev,
-            replay_until: self.replay_until,
-            pause_wake: self.pause_wake,
-        };
-        serde_json::to_vec(&r).expect("runtime serializes")
+        serde_json::to_vec(&self.rt).expect("runtime serializes")
     }
 
     /// Takes on runtime state from [`Consumer::runtime`]; false if it
@@ -195,33 +142,7 @@ impl Consumer {
         let Ok(r) = serde_json::from_slice::<Runtime>(data) else {
             return false;
         };
-        self.next_sseq = r.next_sseq;
-        self.dseq = r.dseq;
-        self.delivered_sseq = r.delivered_sseq;
-        self.last_delivered = r.last_delivered;
-        self.floor_dseq = r.floor_dseq;
-        self.floor_sseq = r.floor_sseq;
-        self.last_ack = r.last_ack;
-        self.pending = r.pending;
-        self.rdc = r.rdc;
-        self.redeliver = r.redeliver;
-        self.queued = r.queued;
-        self.num_pending = r.num_pending;
-        self.lps = r.lps;
-        self.lps_resume = r.lps_resume;
-        self.waiting = r.waiting;
-        self.push_active = r.push_active;
-        self.heartbeat_at = r.heartbeat_at;
-        self.fc_pending = r.fc_pending;
-        self.fc_counter = r.fc_counter;
-        self.pbytes = r.pbytes;
-        self.maxpb = r.maxpb;
-        self.last_activity = r.last_activity;
-        self.inactive_since = r.inactive_since;
-        self.replay_at = r.replay_at;
-        self.replay_prev = r.replay_prev;
-        self.replay_until = r.replay_until;
-        self.pause_wake = r.pause_wake;
+        self.rt = r;
         true
     }
 }
@@ -312,33 +233,35 @@ impl Consumer {
             created,
             name_generated: false,
             filter,
-            next_sseq,
-            dseq: 0,
-            delivered_sseq: next_sseq - 1,
-            last_delivered: None,
-            floor_dseq: 0,
-            floor_sseq: next_sseq - 1,
-            last_ack: None,
-            pending: BTreeMap::new(),
-            rdc: BTreeMap::new(),
-            redeliver: VecDeque::new(),
-            queued: BTreeSet::new(),
-            num_pending: 0,
-            lps,
-            lps_resume,
-            waiting: VecDeque::new(),
-            push_active: false,
-            heartbeat_at: None,
-            fc_pending: None,
-            fc_counter: 0,
-            pbytes: 0,
-            maxpb: FC_START_WINDOW,
-            last_activity: created,
-            inactive_since: Some(created),
-            replay_at: None,
-            replay_prev: None,
-            replay_until: store.state().last_seq,
-            pause_wake: config.pause_until,
+            rt: Runtime {
+                next_sseq,
+                dseq: 0,
+                delivered_sseq: next_sseq - 1,
+                last_delivered: None,
+                floor_dseq: 0,
+                floor_sseq: next_sseq - 1,
+                last_ack: None,
+                pending: BTreeMap::new(),
+                rdc: BTreeMap::new(),
+                redeliver: VecDeque::new(),
+                queued: BTreeSet::new(),
+                num_pending: 0,
+                lps,
+                lps_resume,
+                waiting: VecDeque::new(),
+                push_active: false,
+                heartbeat_at: None,
+                fc_pending: None,
+                fc_counter: 0,
+                pbytes: 0,
+                maxpb: FC_START_WINDOW,
+                last_activity: created,
+                inactive_since: Some(created),
+                replay_at: None,
+                replay_prev: None,
+                replay_until: store.state().last_seq,
+                pause_wake: config.pause_until,
+            },
             dirty: true,
             config,
         };
@@ -356,13 +279,13 @@ impl Consumer {
         now: i64,
     ) -> Self {
         let mut c = Consumer::new(stream, config, created, store, 0);
-        c.lps.clear();
-        c.dseq = st.delivered_dseq;
-        c.delivered_sseq = st.delivered_sseq;
-        c.next_sseq = st.delivered_sseq + 1;
-        c.floor_dseq = st.ack_floor_dseq;
-        c.floor_sseq = st.ack_floor_sseq;
-        c.pending = st
+        c.rt.lps.clear();
+        c.rt.dseq = st.delivered_dseq;
+        c.rt.delivered_sseq = st.delivered_sseq;
+        c.rt.next_sseq = st.delivered_sseq + 1;
+        c.rt.floor_dseq = st.ack_floor_dseq;
+        c.rt.floor_sseq = st.ack_floor_sseq;
+        c.rt.pending = st
             .pending
             .iter()
             .map(|p| {
@@ -375,9 +298,9 @@ impl Consumer {
                 )
             })
             .collect();
-        c.rdc = st.redelivered.iter().copied().collect();
-        c.last_activity = now;
-        c.inactive_since = Some(now);
+        c.rt.rdc = st.redelivered.iter().copied().collect();
+        c.rt.last_activity = now;
+        c.rt.inactive_since = Some(now);
         c.recount(store);
         c.dirty = false;
         c
@@ -385,11 +308,12 @@ impl Consumer {
 
     pub fn state(&self) -> ConsumerState {
         ConsumerState {
-            delivered_dseq: self.dseq,
-            delivered_sseq: self.delivered_sseq,
-            ack_floor_dseq: self.floor_dseq,
-            ack_floor_sseq: self.floor_sseq,
+            delivered_dseq: self.rt.dseq,
+            delivered_sseq: self.rt.delivered_sseq,
+            ack_floor_dseq: self.rt.floor_dseq,
+            ack_floor_sseq: self.rt.floor_sseq,
             pending: self
+                .rt
                 .pending
                 .iter()
                 .map(|(&sseq, p)| state::PendingEntry {
@@ -398,7 +322,7 @@ impl Consumer {
                     ts: p.ts,
                 })
                 .collect(),
-            redelivered: self.rdc.iter().map(|(&s, &n)| (s, n)).collect(),
+            redelivered: self.rt.rdc.iter().map(|(&s, &n)| (s, n)).collect(),
         }
     }
 
@@ -431,34 +355,34 @@ impl Consumer {
     }
 
     fn recount(&mut self, store: &dyn MsgStore) {
-        let after = if self.lps.is_empty() {
-            self.next_sseq
+        let after = if self.rt.lps.is_empty() {
+            self.rt.next_sseq
         } else {
-            self.lps_resume
+            self.rt.lps_resume
         };
         let mut n = store.num_pending(after, &self.filter, false);
-        if !self.lps.is_empty() {
-            n += self.lps.len() as u64;
+        if !self.rt.lps.is_empty() {
+            n += self.rt.lps.len() as u64;
         }
-        self.num_pending = n;
+        self.rt.num_pending = n;
     }
 
     /// Updates the consumer for a message newly stored at `seq`.
     pub fn on_stored(&mut self, seq: u64, subject: &str) {
-        if seq >= self.next_sseq && self.filter.matches(subject) {
-            self.num_pending += 1;
+        if seq >= self.rt.next_sseq && self.filter.matches(subject) {
+            self.rt.num_pending += 1;
         }
     }
 
     /// Updates the consumer for a message removed from the stream; a
     /// pending one is dropped (nats-server terminates it).
     pub fn on_removed(&mut self, seq: u64, subject: &str) {
-        if seq >= self.next_sseq && self.filter.matches(subject) && self.lps.is_empty() {
-            self.num_pending = self.num_pending.saturating_sub(1);
+        if seq >= self.rt.next_sseq && self.filter.matches(subject) && self.rt.lps.is_empty() {
+            self.rt.num_pending = self.rt.num_pending.saturating_sub(1);
         }
-        if self.pending.remove(&seq).is_some() {
-            self.queued.remove(&seq);
-            self.redeliver.retain(|&s| s != seq);
+        if self.rt.pending.remove(&seq).is_some() {
+            self.rt.queued.remove(&seq);
+            self.rt.redeliver.retain(|&s| s != seq);
             self.move_floor();
             self.dirty = true;
         }
@@ -467,24 +391,27 @@ impl Consumer {
     /// After a purge: skip what is gone and recount.
     pub fn on_purged(&mut self, store: &dyn MsgStore) {
         let first = store.state().first_seq;
-        if self.next_sseq < first {
-            self.next_sseq = first;
+        if self.rt.next_sseq < first {
+            self.rt.next_sseq = first;
         }
         let gone: Vec<u64> = self
+            .rt
             .pending
             .keys()
             .copied()
             .filter(|s| store.get(*s).ok().flatten().is_none())
             .collect();
         for s in gone {
-            self.pending.remove(&s);
-            self.queued.remove(&s);
+            self.rt.pending.remove(&s);
+            self.rt.queued.remove(&s);
         }
-        self.redeliver.retain(|s| self.pending.contains_key(s));
-        self.lps.retain(|&s| s >= first);
-        if self.pending.is_empty() && self.floor_sseq + 1 < self.next_sseq {
-            self.floor_sseq = self.next_sseq - 1;
-            self.floor_dseq = self.dseq;
+        self.rt
+            .redeliver
+            .retain(|s| self.rt.pending.contains_key(s));
+        self.rt.lps.retain(|&s| s >= first);
+        if self.rt.pending.is_empty() && self.rt.floor_sseq + 1 < self.rt.next_sseq {
+            self.rt.floor_sseq = self.rt.next_sseq - 1;
+            self.rt.floor_dseq = self.rt.dseq;
         }
         self.recount(store);
         self.dirty = true;
@@ -496,38 +423,38 @@ impl Consumer {
         if !self.filter.matches(subject) {
             return false;
         }
-        if self.rdc.contains_key(&seq) && !self.pending.contains_key(&seq) {
+        if self.rt.rdc.contains_key(&seq) && !self.rt.pending.contains_key(&seq) {
             // Delivered max times and dropped: kept, as nats-server does.
             return true;
         }
-        if seq <= self.floor_sseq {
+        if seq <= self.rt.floor_sseq {
             return false;
         }
         match self.config.ack_policy {
-            AckPolicy::Explicit => seq >= self.next_sseq || self.pending.contains_key(&seq),
+            AckPolicy::Explicit => seq >= self.rt.next_sseq || self.rt.pending.contains_key(&seq),
             _ => true,
         }
     }
 
     pub fn set_push_active(&mut self, active: bool, now: i64) {
-        if active == self.push_active {
+        if active == self.rt.push_active {
             return;
         }
-        self.push_active = active;
+        self.rt.push_active = active;
         if active {
-            self.inactive_since = None;
-            self.last_activity = now;
+            self.rt.inactive_since = None;
+            self.rt.last_activity = now;
             if self.config.idle_heartbeat > 0 {
-                self.heartbeat_at = Some(now + self.config.idle_heartbeat);
+                self.rt.heartbeat_at = Some(now + self.config.idle_heartbeat);
             }
         } else {
-            self.inactive_since = Some(now);
-            self.heartbeat_at = None;
+            self.rt.inactive_since = Some(now);
+            self.rt.heartbeat_at = None;
         }
     }
 
     pub fn push_active(&self) -> bool {
-        self.push_active
+        self.rt.push_active
     }
 
     fn ack_wait(&self, redeliveries: u64) -> i64 {
@@ -541,7 +468,7 @@ impl Consumer {
     fn ack_subject(&self, dc: u64, sseq: u64, dseq: u64, ts: i64) -> String {
         format!(
             "$JS.ACK.{}.{}.{dc}.{sseq}.{dseq}.{ts}.{}",
-            self.stream, self.name, self.num_pending
+            self.stream, self.name, self.rt.num_pending
         )
     }
 
@@ -549,31 +476,31 @@ impl Consumer {
     /// one. `None` when there is nothing (or the ack-pending limit holds
     /// new ones back).
     fn next_msg(&mut self, store: &dyn MsgStore, now: i64) -> Option<(StoredMsg, bool)> {
-        while let Some(seq) = self.redeliver.pop_front() {
-            self.queued.remove(&seq);
-            if !self.pending.contains_key(&seq) {
+        while let Some(seq) = self.rt.redeliver.pop_front() {
+            self.rt.queued.remove(&seq);
+            if !self.rt.pending.contains_key(&seq) {
                 continue;
             }
             // This would be delivery number `count + 1`.
-            let count = self.rdc.get(&seq).copied().unwrap_or(0) + 1;
+            let count = self.rt.rdc.get(&seq).copied().unwrap_or(0) + 1;
             if self.config.max_deliver > 0 && count + 1 > self.config.max_deliver as u64 {
                 // Already delivered max times: done with it. Not an ack:
                 // the ack floor stays.
-                self.pending.remove(&seq);
-                self.rdc.insert(seq, count);
+                self.rt.pending.remove(&seq);
+                self.rt.rdc.insert(seq, count);
                 self.dirty = true;
                 continue;
             }
             match store.get(seq).ok().flatten() {
                 Some(m) => {
-                    self.rdc.insert(seq, count);
-                    if let Some(p) = self.pending.get_mut(&seq) {
+                    self.rt.rdc.insert(seq, count);
+                    if let Some(p) = self.rt.pending.get_mut(&seq) {
                         p.ts = now;
                     }
                     return Some((m, true));
                 }
                 None => {
-                    self.pending.remove(&seq);
+                    self.rt.pending.remove(&seq);
                     self.move_floor();
                 }
             }
@@ -581,34 +508,34 @@ impl Consumer {
         let max_ack = self.config.max_ack_pending;
         if self.config.ack_policy != AckPolicy::None
             && max_ack > 0
-            && self.pending.len() as i64 >= max_ack
+            && self.rt.pending.len() as i64 >= max_ack
         {
             return None;
         }
-        while let Some(&seq) = self.lps.front() {
-            self.lps.pop_front();
+        while let Some(&seq) = self.rt.lps.front() {
+            self.rt.lps.pop_front();
             if let Some(m) = store.get(seq).ok().flatten() {
-                self.next_sseq = seq + 1;
-                if self.lps.is_empty() {
-                    self.next_sseq = self.lps_resume.max(seq + 1);
+                self.rt.next_sseq = seq + 1;
+                if self.rt.lps.is_empty() {
+                    self.rt.next_sseq = self.rt.lps_resume.max(seq + 1);
                 }
                 return Some((m, false));
             }
-            self.num_pending = self.num_pending.saturating_sub(1);
-            if self.lps.is_empty() {
-                self.next_sseq = self.lps_resume;
+            self.rt.num_pending = self.rt.num_pending.saturating_sub(1);
+            if self.rt.lps.is_empty() {
+                self.rt.next_sseq = self.rt.lps_resume;
             }
         }
         let Some(m) = store
-            .next_matching(self.next_sseq, &self.filter)
+            .next_matching(self.rt.next_sseq, &self.filter)
             .ok()
             .flatten()
         else {
             // Nothing more matches: the scan reached the end of the stream.
-            self.next_sseq = self.next_sseq.max(store.state().last_seq + 1);
+            self.rt.next_sseq = self.rt.next_sseq.max(store.state().last_seq + 1);
             return None;
         };
-        self.next_sseq = m.seq + 1;
+        self.rt.next_sseq = m.seq + 1;
         Some((m, false))
     }
 
@@ -623,29 +550,30 @@ impl Consumer {
     }
 
     fn record_delivery(&mut self, m: &StoredMsg, redelivery: bool, now: i64) -> (u64, u64) {
-        self.dseq += 1;
-        let dseq = self.dseq;
+        self.rt.dseq += 1;
+        let dseq = self.rt.dseq;
         if !redelivery {
-            self.num_pending = self.num_pending.saturating_sub(1);
-            if m.seq > self.delivered_sseq {
-                self.delivered_sseq = m.seq;
+            self.rt.num_pending = self.rt.num_pending.saturating_sub(1);
+            if m.seq > self.rt.delivered_sseq {
+                self.rt.delivered_sseq = m.seq;
             }
         }
-        self.last_delivered = Some(now);
-        self.last_activity = now;
+        self.rt.last_delivered = Some(now);
+        self.rt.last_activity = now;
         self.dirty = true;
         let dc = if redelivery {
-            self.rdc.get(&m.seq).copied().unwrap_or(0) + 1
+            self.rt.rdc.get(&m.seq).copied().unwrap_or(0) + 1
         } else {
             1
         };
         match self.config.ack_policy {
             AckPolicy::None => {
-                self.floor_dseq = dseq;
-                self.floor_sseq = self.floor_sseq.max(m.seq);
+                self.rt.floor_dseq = dseq;
+                self.rt.floor_sseq = self.rt.floor_sseq.max(m.seq);
             }
             _ => {
-                self.pending
+                self.rt
+                    .pending
                     .entry(m.seq)
                     .or_insert(Pending { dseq, ts: now });
             }
@@ -662,13 +590,13 @@ impl Consumer {
         }
         loop {
             if self.is_push() {
-                let stalled = self.config.flow_control && self.pbytes > self.maxpb;
-                if !self.push_active || stalled || self.replay_at.is_some_and(|at| now < at) {
+                let stalled = self.config.flow_control && self.rt.pbytes > self.rt.maxpb;
+                if !self.rt.push_active || stalled || self.rt.replay_at.is_some_and(|at| now < at) {
                     break;
                 }
             } else {
                 self.expire_waiting(now, out);
-                if self.waiting.is_empty() {
+                if self.rt.waiting.is_empty() {
                     break;
                 }
             }
@@ -681,22 +609,22 @@ impl Consumer {
             }
             let (hdrs, payload) = self.delivered_form(&m);
             let dc = if redelivery {
-                self.rdc.get(&m.seq).copied().unwrap_or(0) + 1
+                self.rt.rdc.get(&m.seq).copied().unwrap_or(0) + 1
             } else {
                 1
             };
             // The ack subject as it will be sent, for byte accounting.
             let pending_after = if redelivery {
-                self.num_pending
+                self.rt.num_pending
             } else {
-                self.num_pending.saturating_sub(1)
+                self.rt.num_pending.saturating_sub(1)
             };
             let reply_len = format!(
                 "$JS.ACK.{}.{}.{dc}.{}.{}.{}.{pending_after}",
                 self.stream,
                 self.name,
                 m.seq,
-                self.dseq + 1,
+                self.rt.dseq + 1,
                 m.ts
             )
             .len();
@@ -729,18 +657,18 @@ impl Consumer {
             }
             if self.is_push() {
                 if self.config.idle_heartbeat > 0 {
-                    self.heartbeat_at = Some(now + self.config.idle_heartbeat);
+                    self.rt.heartbeat_at = Some(now + self.config.idle_heartbeat);
                 }
                 if self.config.flow_control {
-                    self.pbytes += size as u64;
-                    if self.fc_pending.is_none() && self.pbytes > self.maxpb / 2 {
-                        self.fc_counter += 1;
+                    self.rt.pbytes += size as u64;
+                    if self.rt.fc_pending.is_none() && self.rt.pbytes > self.rt.maxpb / 2 {
+                        self.rt.fc_counter += 1;
                         let reply = format!(
                             "{}{}",
                             flow_control_prefix(&self.stream, &self.name),
-                            base62(self.fc_counter)
+                            base62(self.rt.fc_counter)
                         );
-                        self.fc_pending = Some((reply.clone(), self.pbytes));
+                        self.rt.fc_pending = Some((reply.clone(), self.rt.pbytes));
                         status_with_reply(
                             out,
                             &target,
@@ -766,20 +694,20 @@ impl Consumer {
     fn replay_waits(&mut self, m: &StoredMsg, now: i64) -> bool {
         if self.config.replay_policy != ReplayPolicy::Original
             || !self.is_push()
-            || m.seq > self.replay_until
+            || m.seq > self.rt.replay_until
         {
-            self.replay_at = None;
+            self.rt.replay_at = None;
             return false;
         }
-        if let Some((prev_ts, sent_at)) = self.replay_prev {
+        if let Some((prev_ts, sent_at)) = self.rt.replay_prev {
             let gap = m.ts - prev_ts;
             if gap > MS && now < sent_at + gap {
-                self.replay_at = Some(sent_at + gap);
+                self.rt.replay_at = Some(sent_at + gap);
                 return true;
             }
         }
-        self.replay_prev = Some((m.ts, now));
-        self.replay_at = None;
+        self.rt.replay_prev = Some((m.ts, now));
+        self.rt.replay_at = None;
         false
     }
 
@@ -787,7 +715,7 @@ impl Consumer {
     /// cannot (byte limit) are ended with a 409, and the chosen one goes to
     /// the back of the queue so requests share deliveries.
     fn take_request(&mut self, size: i64, now: i64, out: &mut Vec<Output>) -> Option<String> {
-        while let Some(mut w) = self.waiting.pop_front() {
+        while let Some(mut w) = self.rt.waiting.pop_front() {
             if let Some(left) = w.bytes_left {
                 if size > left {
                     let pend = pending_headers(w.batch, left);
@@ -802,7 +730,7 @@ impl Consumer {
                 w.next_heartbeat = Some(now + w.heartbeat);
             }
             let reply = w.reply.clone();
-            self.waiting.push_back(w);
+            self.rt.waiting.push_back(w);
             return Some(reply);
         }
         None
@@ -812,7 +740,7 @@ impl Consumer {
     /// messages but not of bytes hears `409 Batch Completed`.
     fn finish_requests(&mut self, out: &mut Vec<Output>) {
         let mut keep = VecDeque::new();
-        for w in std::mem::take(&mut self.waiting) {
+        for w in std::mem::take(&mut self.rt.waiting) {
             match w.bytes_left {
                 Some(0) => {}
                 Some(left) if w.batch <= 0 => {
@@ -828,55 +756,58 @@ impl Consumer {
                 _ => keep.push_back(w),
             }
         }
-        self.waiting = keep;
+        self.rt.waiting = keep;
     }
 
     /// Puts back a message taken by `next_msg` but not delivered.
     fn unpop(&mut self, m: &StoredMsg, redelivery: bool) {
         if redelivery {
-            if let Some(n) = self.rdc.get_mut(&m.seq) {
+            if let Some(n) = self.rt.rdc.get_mut(&m.seq) {
                 *n = n.saturating_sub(1);
                 if *n == 0 {
-                    self.rdc.remove(&m.seq);
+                    self.rt.rdc.remove(&m.seq);
                 }
             }
-            self.redeliver.push_front(m.seq);
-            self.queued.insert(m.seq);
-        } else if self.next_sseq > m.seq {
-            if self.lps_resume > 0 && self.next_sseq == self.lps_resume && m.seq < self.lps_resume {
-                self.lps.push_front(m.seq);
+            self.rt.redeliver.push_front(m.seq);
+            self.rt.queued.insert(m.seq);
+        } else if self.rt.next_sseq > m.seq {
+            if self.rt.lps_resume > 0
+                && self.rt.next_sseq == self.rt.lps_resume
+                && m.seq < self.rt.lps_resume
+            {
+                self.rt.lps.push_front(m.seq);
             }
-            self.next_sseq = m.seq;
+            self.rt.next_sseq = m.seq;
         }
     }
 
     /// `no_wait` requests end once nothing more is available.
     fn finish_no_wait(&mut self, store: &dyn MsgStore, out: &mut Vec<Output>) {
-        if self.waiting.is_empty() || self.has_more(store) {
+        if self.rt.waiting.is_empty() || self.has_more(store) {
             return;
         }
         let mut keep = VecDeque::new();
-        for w in std::mem::take(&mut self.waiting) {
+        for w in std::mem::take(&mut self.rt.waiting) {
             if w.no_wait && (w.expires.is_none() || w.delivered > 0) {
                 status(out, &w.reply, 404, "No Messages", &[]);
             } else {
                 keep.push_back(w);
             }
         }
-        self.waiting = keep;
+        self.rt.waiting = keep;
     }
 
     fn has_more(&self, store: &dyn MsgStore) -> bool {
-        if !self.redeliver.is_empty() || !self.lps.is_empty() {
+        if !self.rt.redeliver.is_empty() || !self.rt.lps.is_empty() {
             return true;
         }
         let blocked = self.config.ack_policy != AckPolicy::None
             && self.config.max_ack_pending > 0
-            && self.pending.len() as i64 >= self.config.max_ack_pending;
+            && self.rt.pending.len() as i64 >= self.config.max_ack_pending;
         !blocked
-            && self.num_pending > 0
+            && self.rt.num_pending > 0
             && store
-                .next_matching(self.next_sseq, &self.filter)
+                .next_matching(self.rt.next_sseq, &self.filter)
                 .ok()
                 .flatten()
                 .is_some()
@@ -884,6 +815,7 @@ impl Consumer {
 
     fn expire_waiting(&mut self, now: i64, out: &mut Vec<Output>) {
         if self
+            .rt
             .waiting
             .iter()
             .all(|w| w.expires.is_none_or(|e| e > now))
@@ -891,7 +823,7 @@ impl Consumer {
             return;
         }
         let mut keep = VecDeque::new();
-        for w in std::mem::take(&mut self.waiting) {
+        for w in std::mem::take(&mut self.rt.waiting) {
             if w.expires.is_some_and(|e| e <= now) {
                 let pend = pending_headers(w.batch, w.bytes_left.unwrap_or(0));
                 status(out, &w.reply, 408, "Request Timeout", &pend);
@@ -899,7 +831,7 @@ impl Consumer {
                 keep.push_back(w);
             }
         }
-        self.waiting = keep;
+        self.rt.waiting = keep;
     }
 
     /// A pull request (`MSG.NEXT` or `+NXT`).
@@ -911,8 +843,8 @@ impl Consumer {
         now: i64,
         out: &mut Vec<Output>,
     ) -> Vec<u64> {
-        self.last_activity = now;
-        self.inactive_since = None;
+        self.rt.last_activity = now;
+        self.rt.inactive_since = None;
         if self.is_push() {
             status(out, reply, 409, "Consumer is push based", &[]);
             return Vec::new();
@@ -964,30 +896,30 @@ impl Consumer {
         if req.no_wait {
             // nats-server counts what is left to deliver (redeliveries
             // included) against what waiting requests already asked for.
-            let msgs_pending = self.num_pending + self.redeliver.len() as u64;
+            let msgs_pending = self.rt.num_pending + self.rt.redeliver.len() as u64;
             if req.expires == 0 && msgs_pending == 0 {
                 status(out, reply, 404, "No Messages", &[]);
                 return Vec::new();
             }
             if msgs_pending > 0 {
                 self.expire_waiting(now, out);
-                let asked: i64 = self.waiting.iter().map(|w| w.batch.max(0)).sum();
+                let asked: i64 = self.rt.waiting.iter().map(|w| w.batch.max(0)).sum();
                 if (msgs_pending as i64) < asked {
                     status(out, reply, 408, "Requests Pending", &[]);
                     return Vec::new();
                 }
             }
         }
-        if self.waiting.len() as i64 >= self.config.max_waiting.max(1) {
+        if self.rt.waiting.len() as i64 >= self.config.max_waiting.max(1) {
             self.expire_waiting(now, out);
-            if self.waiting.len() as i64 >= self.config.max_waiting.max(1) {
+            if self.rt.waiting.len() as i64 >= self.config.max_waiting.max(1) {
                 if req.idle_heartbeat == 0 {
                     status(out, reply, 409, "Exceeded MaxWaiting", &[]);
                 }
                 return Vec::new();
             }
         }
-        self.waiting.push_back(Waiting {
+        self.rt.waiting.push_back(Waiting {
             reply: reply.to_string(),
             batch,
             bytes_left: (req.max_bytes > 0).then_some(req.max_bytes),
@@ -1008,11 +940,11 @@ impl Consumer {
         let Some((_dc, sseq, _dseq)) = parse_ack_subject(subject) else {
             return outcome;
         };
-        self.last_activity = now;
-        self.last_ack = Some(now);
+        self.rt.last_activity = now;
+        self.rt.last_ack = Some(now);
         // nats-server ignores (and does not answer) an ack or term of
         // something not delivered yet; everything else is answered.
-        let ahead = sseq >= self.next_sseq && !self.config.flow_control;
+        let ahead = sseq >= self.rt.next_sseq && !self.config.flow_control;
         outcome.reply = sseq > 0;
         let text = std::str::from_utf8(body).unwrap_or("").trim();
         match text {
@@ -1024,7 +956,7 @@ impl Consumer {
                 }
             }
             "+WPI" => {
-                if let Some(p) = self.pending.get_mut(&sseq) {
+                if let Some(p) = self.rt.pending.get_mut(&sseq) {
                     p.ts = now;
                     self.dirty = true;
                 }
@@ -1056,29 +988,31 @@ impl Consumer {
         match self.config.ack_policy {
             AckPolicy::None => {}
             AckPolicy::All | AckPolicy::FlowControl => {
-                let Some(p) = self.pending.get(&sseq).copied() else {
+                let Some(p) = self.rt.pending.get(&sseq).copied() else {
                     return;
                 };
-                let covered: Vec<u64> = self.pending.range(..=sseq).map(|(&s, _)| s).collect();
+                let covered: Vec<u64> = self.rt.pending.range(..=sseq).map(|(&s, _)| s).collect();
                 for s in covered {
-                    self.pending.remove(&s);
-                    self.queued.remove(&s);
-                    self.rdc.remove(&s);
+                    self.rt.pending.remove(&s);
+                    self.rt.queued.remove(&s);
+                    self.rt.rdc.remove(&s);
                     outcome.done.push(s);
                 }
-                self.redeliver.retain(|s| self.pending.contains_key(s));
-                self.floor_dseq = self.floor_dseq.max(p.dseq);
-                self.floor_sseq = self.floor_sseq.max(sseq);
+                self.rt
+                    .redeliver
+                    .retain(|s| self.rt.pending.contains_key(s));
+                self.rt.floor_dseq = self.rt.floor_dseq.max(p.dseq);
+                self.rt.floor_sseq = self.rt.floor_sseq.max(sseq);
                 self.move_floor();
                 self.dirty = true;
             }
             AckPolicy::Explicit => {
-                if self.pending.remove(&sseq).is_none() {
+                if self.rt.pending.remove(&sseq).is_none() {
                     return;
                 }
-                self.queued.remove(&sseq);
-                self.redeliver.retain(|&s| s != sseq);
-                self.rdc.remove(&sseq);
+                self.rt.queued.remove(&sseq);
+                self.rt.redeliver.retain(|&s| s != sseq);
+                self.rt.rdc.remove(&sseq);
                 outcome.done.push(sseq);
                 self.move_floor();
                 self.dirty = true;
@@ -1087,10 +1021,10 @@ impl Consumer {
     }
 
     fn nak(&mut self, sseq: u64, arg: &str, now: i64) {
-        if !self.pending.contains_key(&sseq) {
+        if !self.rt.pending.contains_key(&sseq) {
             return;
         }
-        let wait = self.ack_wait(self.rdc.get(&sseq).copied().unwrap_or(0));
+        let wait = self.ack_wait(self.rt.rdc.get(&sseq).copied().unwrap_or(0));
         let delay = if arg.is_empty() {
             None
         } else if arg.starts_with('{') {
@@ -1105,15 +1039,15 @@ impl Consumer {
         match delay {
             Some(d) if d > 0 => {
                 // Redeliver after the delay: the wait restarts so it ends then.
-                if let Some(p) = self.pending.get_mut(&sseq) {
+                if let Some(p) = self.rt.pending.get_mut(&sseq) {
                     p.ts = now - wait + d;
                 }
-                self.queued.remove(&sseq);
-                self.redeliver.retain(|&s| s != sseq);
+                self.rt.queued.remove(&sseq);
+                self.rt.redeliver.retain(|&s| s != sseq);
             }
             _ => {
-                if self.queued.insert(sseq) {
-                    self.redeliver.push_back(sseq);
+                if self.rt.queued.insert(sseq) {
+                    self.rt.redeliver.push_back(sseq);
                 }
             }
         }
@@ -1122,25 +1056,25 @@ impl Consumer {
 
     /// Recomputes the ack floor from what is still pending.
     fn move_floor(&mut self) {
-        match self.pending.iter().next() {
+        match self.rt.pending.iter().next() {
             Some((&sseq, p)) => {
-                self.floor_sseq = self.floor_sseq.max(sseq - 1);
-                self.floor_dseq = self.floor_dseq.max(p.dseq - 1);
+                self.rt.floor_sseq = self.rt.floor_sseq.max(sseq - 1);
+                self.rt.floor_dseq = self.rt.floor_dseq.max(p.dseq - 1);
             }
             None => {
-                self.floor_dseq = self.dseq;
-                self.floor_sseq = self.floor_sseq.max(self.next_sseq.saturating_sub(1));
+                self.rt.floor_dseq = self.rt.dseq;
+                self.rt.floor_sseq = self.rt.floor_sseq.max(self.rt.next_sseq.saturating_sub(1));
             }
         }
     }
 
     /// A reply to a flow-control request.
     pub fn flow_control_reply(&mut self, subject: &str) {
-        if let Some((fc, size)) = &self.fc_pending {
+        if let Some((fc, size)) = &self.rt.fc_pending {
             if fc == subject {
-                self.maxpb = (self.maxpb * 2).min(FC_MAX_WINDOW);
-                self.pbytes = self.pbytes.saturating_sub(*size);
-                self.fc_pending = None;
+                self.rt.maxpb = (self.rt.maxpb * 2).min(FC_MAX_WINDOW);
+                self.rt.pbytes = self.rt.pbytes.saturating_sub(*size);
+                self.rt.fc_pending = None;
             }
         }
     }
@@ -1148,16 +1082,17 @@ impl Consumer {
     /// Timers: redelivery, request expiry, heartbeats. Returns whether the
     /// consumer should be deleted for inactivity.
     pub fn tick(&mut self, store: &dyn MsgStore, now: i64, out: &mut Vec<Output>) -> bool {
-        if self.pause_wake.is_some_and(|u| now >= u) {
-            self.pause_wake = None;
+        if self.rt.pause_wake.is_some_and(|u| now >= u) {
+            self.rt.pause_wake = None;
         }
         // Redelivery of what waited too long for an ack.
         let mut expired: Vec<u64> = self
+            .rt
             .pending
             .iter()
             .filter(|(s, p)| {
-                !self.queued.contains(s)
-                    && now >= p.ts + self.ack_wait(self.rdc.get(s).copied().unwrap_or(0))
+                !self.rt.queued.contains(s)
+                    && now >= p.ts + self.ack_wait(self.rt.rdc.get(s).copied().unwrap_or(0))
             })
             .map(|(&s, _)| s)
             .collect();
@@ -1166,22 +1101,28 @@ impl Consumer {
             // nats-server's delivery count here is the number of
             // redeliveries (at least 1), so only `max_deliver` 1 ends at
             // expiry; otherwise the next delivery attempt drops it.
-            let dc = self.rdc.get(&s).copied().filter(|&d| d >= 1).unwrap_or(1);
+            let dc = self
+                .rt
+                .rdc
+                .get(&s)
+                .copied()
+                .filter(|&d| d >= 1)
+                .unwrap_or(1);
             if self.config.max_deliver > 0 && dc >= self.config.max_deliver as u64 {
                 // Delivered max_deliver times: stop trying. Not an ack:
                 // the ack floor stays.
-                self.pending.remove(&s);
-                self.rdc.insert(s, dc);
+                self.rt.pending.remove(&s);
+                self.rt.rdc.insert(s, dc);
                 self.dirty = true;
                 continue;
             }
-            self.queued.insert(s);
-            self.redeliver.push_back(s);
+            self.rt.queued.insert(s);
+            self.rt.redeliver.push_back(s);
         }
         self.expire_waiting(now, out);
         // Pull-request heartbeats.
         let pairs = self.heartbeat_headers();
-        for w in self.waiting.iter_mut() {
+        for w in self.rt.waiting.iter_mut() {
             if let Some(at) = w.next_heartbeat {
                 if now >= at {
                     status(out, &w.reply, 100, "Idle Heartbeat", &pairs);
@@ -1190,8 +1131,8 @@ impl Consumer {
             }
         }
         // Push idle heartbeats.
-        if self.is_push() && self.push_active {
-            if let Some(at) = self.heartbeat_at {
+        if self.is_push() && self.rt.push_active {
+            if let Some(at) = self.rt.heartbeat_at {
                 if now >= at {
                     status(
                         out,
@@ -1200,7 +1141,7 @@ impl Consumer {
                         "Idle Heartbeat",
                         &pairs,
                     );
-                    self.heartbeat_at = Some(now + self.config.idle_heartbeat);
+                    self.rt.heartbeat_at = Some(now + self.config.idle_heartbeat);
                 }
             }
         }
@@ -1213,13 +1154,13 @@ impl Consumer {
     /// control request.
     fn heartbeat_headers(&self) -> Vec<(&'static str, String)> {
         let mut pairs = vec![
-            ("Nats-Last-Consumer", self.dseq.to_string()),
+            ("Nats-Last-Consumer", self.rt.dseq.to_string()),
             (
                 "Nats-Last-Stream",
-                self.next_sseq.saturating_sub(1).to_string(),
+                self.rt.next_sseq.saturating_sub(1).to_string(),
             ),
         ];
-        if let Some((fc, _)) = &self.fc_pending {
+        if let Some((fc, _)) = &self.rt.fc_pending {
             pairs.push(("Nats-Consumer-Stalled", fc.clone()));
         }
         pairs
@@ -1243,13 +1184,14 @@ impl Consumer {
             return false;
         }
         if self.is_push() {
-            return self.inactive_since.is_some_and(|t| now - t >= threshold);
+            return self.rt.inactive_since.is_some_and(|t| now - t >= threshold);
         }
-        if !self.waiting.is_empty() {
+        if !self.rt.waiting.is_empty() {
             return false;
         }
-        now - self.last_activity >= threshold
+        now - self.rt.last_activity >= threshold
             && self
+                .rt
                 .pending
                 .values()
                 .all(|p| now >= p.ts + self.config.ack_wait + threshold)
@@ -1259,12 +1201,12 @@ impl Consumer {
     pub fn next_deadline(&self) -> Option<i64> {
         let mut d: Option<i64> = None;
         let mut at = |t: i64| d = Some(d.map_or(t, |x| x.min(t)));
-        for (s, p) in &self.pending {
-            if !self.queued.contains(s) {
-                at(p.ts + self.ack_wait(self.rdc.get(s).copied().unwrap_or(0)));
+        for (s, p) in &self.rt.pending {
+            if !self.rt.queued.contains(s) {
+                at(p.ts + self.ack_wait(self.rt.rdc.get(s).copied().unwrap_or(0)));
             }
         }
-        for w in &self.waiting {
+        for w in &self.rt.waiting {
             if let Some(e) = w.expires {
                 at(e);
             }
@@ -1272,19 +1214,19 @@ impl Consumer {
                 at(h);
             }
         }
-        if self.push_active {
-            if let Some(h) = self.heartbeat_at {
+        if self.rt.push_active {
+            if let Some(h) = self.rt.heartbeat_at {
                 at(h);
             }
         }
-        if let Some(r) = self.replay_at {
+        if let Some(r) = self.rt.replay_at {
             at(r);
         }
-        if let Some(u) = self.pause_wake {
+        if let Some(u) = self.rt.pause_wake {
             at(u);
         }
         if self.config.inactive_threshold > 0 {
-            let base = self.inactive_since.unwrap_or(self.last_activity);
+            let base = self.rt.inactive_since.unwrap_or(self.rt.last_activity);
             at(base + self.inactive_after());
         }
         d
@@ -1294,7 +1236,7 @@ impl Consumer {
     /// already past).
     pub fn set_pause(&mut self, until: Option<i64>) {
         self.config.pause_until = until;
-        self.pause_wake = until;
+        self.rt.pause_wake = until;
         // The API level the config needs changes with it.
         self.config.metadata.insert(
             "_nats.req.level".into(),
@@ -1305,7 +1247,7 @@ impl Consumer {
 
     /// Sends `409 Consumer Deleted` to queued pull requests.
     pub fn on_deleted(&mut self, out: &mut Vec<Output>) {
-        for w in std::mem::take(&mut self.waiting) {
+        for w in std::mem::take(&mut self.rt.waiting) {
             status(out, &w.reply, 409, "Consumer Deleted", &[]);
         }
     }
@@ -1321,25 +1263,25 @@ impl Consumer {
             created: self.created,
             config,
             delivered: SequenceInfo {
-                consumer_seq: self.dseq,
-                stream_seq: self.delivered_sseq,
-                last_active: self.last_delivered,
+                consumer_seq: self.rt.dseq,
+                stream_seq: self.rt.delivered_sseq,
+                last_active: self.rt.last_delivered,
             },
             ack_floor: SequenceInfo {
-                consumer_seq: self.floor_dseq,
-                stream_seq: self.floor_sseq,
-                last_active: self.last_ack,
+                consumer_seq: self.rt.floor_dseq,
+                stream_seq: self.rt.floor_sseq,
+                last_active: self.rt.last_ack,
             },
-            num_ack_pending: self.pending.len() as u64,
+            num_ack_pending: self.rt.pending.len() as u64,
             num_redelivered: if self.config.max_deliver == 1 {
                 0
             } else {
-                self.rdc.len() as u64
+                self.rt.rdc.len() as u64
             },
-            num_waiting: self.waiting.len() as u64,
-            num_pending: self.num_pending,
+            num_waiting: self.rt.waiting.len() as u64,
+            num_pending: self.rt.num_pending,
             cluster: None,
-            push_bound: self.is_push() && self.push_active,
+            push_bound: self.is_push() && self.rt.push_active,
             paused: self.config.pause_until.is_some_and(|u| now < u),
             pause_remaining: self.config.pause_until.map_or(0, |u| (u - now).max(0)),
             ts: now,
