@@ -764,10 +764,13 @@ fn apply_committed(g: &mut Group, gid: u64, entries: Vec<Entry>, out: &mut Outpu
         match e.get_entry_type() {
             EntryType::EntryNormal => {
                 if !e.data.is_empty() {
+                    // Moved, not copied: an entry's data is its own buffer
+                    // (frames are decoded from slices, which copies each
+                    // field), so holding it keeps nothing larger alive.
                     out.committed.push(Committed {
                         group: gid,
                         index: e.index,
-                        data: Bytes::from(e.data.to_vec()),
+                        data: e.data,
                     });
                 }
             }
