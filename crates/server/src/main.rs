@@ -50,7 +50,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// own `allow_thp` option does at its start: mimalloc asks for them on its
 /// arenas, and every 2 MiB page it touched stayed whole, so with a million
 /// stored messages 37 of the 61 MiB resident were huge pages, with a live
-/// heap of 22 MiB. Without them the peak is 34 MiB, with no throughput
+/// heap of 22 MiB. Without them the peak is 36-37 MiB, with no throughput
 /// change measured (BENCHMARKS.md, "Profiles"). The prctl covers arenas
 /// mimalloc mapped before `main` too, which setting its option here would not.
 fn tune_allocator() {

@@ -712,14 +712,10 @@ impl Sim {
                 data
             })
             .collect::<Vec<_>>();
-        let proposed = match n {
-            1 => e.propose(GROUP, entries.into_iter().next().expect("one entry")),
-            _ => e.propose_all(GROUP, entries),
-        };
-        match proposed {
+        match e.propose_all(GROUP, entries) {
             Ok(()) => {
+                self.next_value = first + n;
                 for v in first..first + n {
-                    self.next_value += 1;
                     self.in_flight.insert(v, leader);
                     self.report.proposed += 1;
                     self.event(5000 + v);

@@ -98,6 +98,7 @@ pub type Shared = Arc<Mutex<Replicas>>;
 /// What a leader sends once it has applied an entry.
 pub struct LeaderOut {
     pub group: u64,
+    /// What was applied, its PubAck taken out as `puback`.
     pub applied: Applied,
     /// The applied PubAck's JSON.
     pub puback: Option<Bytes>,
@@ -186,12 +187,12 @@ impl Applier {
                 }
             }
             Event::Committed(c) => {
-                let applied = r.rs.apply(c.index, &c.data);
+                let mut applied = r.rs.apply(c.index, &c.data);
                 if engine.is_leader(group)
                     && (applied.reply.is_some() || !applied.outputs.is_empty())
                 {
                     let name = &r.rs.stream().config.name;
-                    let puback = applied.puback.as_ref().map(|a| a.encode(name));
+                    let puback = applied.puback.take().map(|a| a.encode(name));
                     let _ = self.out.send(LeaderOut {
                         group,
                         applied,
