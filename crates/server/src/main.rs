@@ -6,6 +6,7 @@ mod auth;
 mod cli;
 mod client;
 mod config;
+mod interest;
 mod internal;
 mod js;
 mod jscluster;

@@ -44,6 +44,8 @@ pub struct Server {
     pub name: String,
     opts: RwLock<Arc<Options>>,
     pub sublist: RwLock<Sublist<Arc<Subscription>>>,
+    /// Told of every insert into and removal from `sublist`.
+    pub interest: Arc<crate::interest::InterestWatch>,
     pub clients: Mutex<BTreeMap<u64, Arc<Client>>>,
     pub closed: Mutex<VecDeque<ClosedConn>>,
     next_cid: AtomicU64,
@@ -105,6 +107,7 @@ impl Server {
             name,
             opts: RwLock::new(Arc::new(opts)),
             sublist: RwLock::new(Sublist::new()),
+            interest: Arc::default(),
             clients: Mutex::new(BTreeMap::new()),
             closed: Mutex::new(VecDeque::new()),
             next_cid: AtomicU64::new(1),
@@ -200,6 +203,7 @@ impl Server {
             key,
             sub.clone(),
         )?;
+        self.interest.changed(subject.as_bytes());
         self.system_client
             .subs
             .lock()
@@ -321,6 +325,9 @@ impl Server {
                 }
             }
         }
+        for s in &removed {
+            self.interest.changed(&s.subject);
+        }
         if client.cid != 0 && !client.is_route {
             for s in removed {
                 self.routes.local_interest(s, -1);
@@ -366,6 +373,9 @@ impl Server {
             .remove(&sub.subject, sub.queue.as_deref(), sub.key)
             .is_ok();
         sub.mark_closed();
+        if removed {
+            self.interest.changed(&sub.subject);
+        }
         let mut subs = sub.client.subs.lock();
         if subs.get(&sub.sid).is_some_and(|s| Arc::ptr_eq(s, sub)) {
             subs.remove(&sub.sid);

@@ -114,6 +114,39 @@ async fn delivery_starts_once_the_deliver_subject_has_interest() {
     assert_eq!(i["num_pending"], 0);
 }
 
+/// The server has no interest poll: the consumer learns of a subscriber
+/// leaving and arriving from the subscription itself, so without that
+/// notice it would stay bound to nobody, or never deliver again.
+#[tokio::test]
+async fn delivery_follows_the_subscriber_leaving_and_coming_back() {
+    let (s, c) = setup().await;
+    create_ok(
+        &c,
+        "S",
+        "p",
+        json!({"ack_policy": "none", "deliver_subject": "dlv.p"}),
+    )
+    .await;
+    let (d, mut sub) = subscriber(&s, "dlv.p").await;
+    publish(&c, "s.a", "1").await;
+    assert_eq!(ack_info(&recv(&mut sub).await).sseq, 1);
+    assert_eq!(info(&c, "S", "p").await["push_bound"], true);
+
+    sub.unsubscribe().await.unwrap();
+    common::sync(&d).await;
+    info_until(&c, "S", "p", Duration::from_secs(5), |i| {
+        i.get("push_bound").is_none()
+    })
+    .await;
+    publish(&c, "s.a", "2").await;
+    assert_eq!(info(&c, "S", "p").await["num_pending"], 1);
+
+    let (_d, mut again) = subscriber(&s, "dlv.p").await;
+    let m = recv(&mut again).await;
+    assert_eq!((ack_info(&m).sseq, m.payload.as_ref()), (2, &b"2"[..]));
+    assert_eq!(info(&c, "S", "p").await["push_bound"], true);
+}
+
 #[tokio::test]
 async fn deliver_group_needs_a_queue_subscription_with_that_name() {
     let (s, c) = setup().await;

@@ -521,6 +521,7 @@ impl Conn {
             self.send_err("Invalid Subject");
             return;
         }
+        self.server.interest.changed(subject);
         self.server.routes.local_interest(&sub, 1);
         self.client.subs.lock().insert(sub.sid.clone(), sub);
         self.send_ok();

@@ -36,6 +36,7 @@ use super::sinks::status_msg;
 use super::sources::Sources;
 use super::stream_api::{self, Op, Reply};
 use super::{wall_clock, Inbound, JetStream, StreamHandle, SyncPolicy};
+use crate::interest::Watcher;
 use crate::internal::InternalPublisher;
 
 /// Commands taken into one batch at most.
@@ -46,8 +47,6 @@ const MAX_INFLIGHT: usize = 8;
 /// may be synced without the commit thread (see `Committer::try_here`).
 /// Under load batches grow past it and keep their pipelining.
 const SYNC_HERE_MAX: usize = 4;
-/// How often push consumers' deliver subjects are checked for interest.
-const INTEREST_POLL: Duration = Duration::from_millis(25);
 
 pub enum Cmd {
     /// A message on one of the stream's subjects.
@@ -146,7 +145,9 @@ pub(super) struct Actor {
     failed: Option<String>,
     clock: i64,
     push: Vec<PushTarget>,
-    next_poll: Option<Instant>,
+    /// Wakes the actor when a subscription on a push target's deliver
+    /// subject comes or goes.
+    interest: Watcher,
     last_bytes: u64,
     sources: Sources,
     /// The current batch stored sourced messages.
@@ -171,6 +172,7 @@ pub(super) async fn run(
     mut rx: mpsc::UnboundedReceiver<Cmd>,
 ) {
     let last_bytes = loaded.stream.store().state().bytes;
+    let interest = js.server.interest.watcher();
     let mut a = Actor {
         publisher: InternalPublisher::new(js.server.clone()),
         js,
@@ -187,7 +189,7 @@ pub(super) async fn run(
         failed: None,
         clock: 0,
         push: Vec::new(),
-        next_poll: None,
+        interest,
         last_bytes,
         sources: Sources::new(loaded.sources),
         sourced: false,
@@ -198,6 +200,7 @@ pub(super) async fn run(
     // Restored consumers may have work at once.
     a.on_timer();
     a.finish();
+    let interest_changed = a.interest.notify();
     loop {
         let wake = a.next_wake();
         tokio::select! {
@@ -224,6 +227,10 @@ pub(super) async fn run(
                         next = rx.try_recv().ok();
                     }
                 }
+                a.finish();
+            }
+            _ = interest_changed.notified() => {
+                a.on_interest();
                 a.finish();
             }
             _ = tokio::time::sleep_until(wake.unwrap_or_else(far_future)), if wake.is_some() => {
@@ -256,9 +263,6 @@ impl Actor {
             // cannot spin.
             let wait = Duration::from_nanos((d - now).max(1_000_000) as u64);
             at(Instant::now() + wait);
-        }
-        if let Some(p) = self.next_poll {
-            at(p);
         }
         if let Some(s) = self.next_interval_sync {
             at(s);
@@ -451,9 +455,6 @@ impl Actor {
                 });
             }
         }
-        if self.next_poll.is_some_and(|t| t <= mono) {
-            self.poll_interest(now);
-        }
         if !self.sources.is_empty() {
             self.sources.on_timer(&self.js, &self.handle, &self.stream);
         }
@@ -473,7 +474,12 @@ impl Actor {
                 self.stream.set_push_interest(&t.consumer, active, now);
             }
         }
-        self.next_poll = (!self.push.is_empty()).then(|| Instant::now() + INTEREST_POLL);
+    }
+
+    fn on_interest(&mut self) {
+        let now = self.now();
+        self.poll_interest(now);
+        self.drain_outputs();
     }
 
     fn refresh_push(&mut self) {
@@ -493,9 +499,9 @@ impl Actor {
                 group,
             })
             .collect();
-        if self.push.is_empty() {
-            self.next_poll = None;
-        } else {
+        self.interest
+            .watch(self.push.iter().map(|t| t.subject.as_str()));
+        if !self.push.is_empty() {
             let now = self.now();
             self.poll_interest(now);
         }
@@ -526,7 +532,11 @@ impl Actor {
         self.drain_outputs();
         if self.stream.take_consumers_changed() {
             self.sync_journals();
+            // A new push consumer may have its subscriber already.
             self.refresh_push();
+            if let Err(e) = self.stream.pump(now) {
+                warn!("Stream '{}': {e}", self.handle.name);
+            }
             self.drain_outputs();
             self.handle
                 .consumers

@@ -44,6 +44,7 @@ use tracing::{error, info, warn};
 
 use super::JsCluster;
 use crate::client::delivery::{InternalSink, Message};
+use crate::interest::Watcher;
 use crate::internal::InternalPublisher;
 use crate::js::api::{
     api_level_ok, consumer_create_request, endpoint, is_empty_request, is_pull_or_direct,
@@ -505,6 +506,9 @@ pub struct Driver {
     links: super::sourcing::Links,
     /// The push interest last proposed, and when, by (group, consumer).
     push_seen: BTreeMap<(u64, String), (bool, Instant)>,
+    /// Wakes the driver when a subscription on a deliver subject of a push
+    /// consumer of a stream it leads comes or goes.
+    interest: Watcher,
 }
 
 impl Driver {
@@ -524,6 +528,7 @@ impl Driver {
         let d = Driver {
             links: super::sourcing::Links::new(inbox),
             publisher: InternalPublisher::new(server.clone()),
+            interest: server.interest.watcher(),
             server,
             jc,
             js,
@@ -548,6 +553,7 @@ impl Driver {
         let mut shutdown = self.server.shutdown_signal();
         let mut follow = tokio::time::interval(FOLLOW_EVERY);
         follow.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let interest_changed = self.interest.notify();
         loop {
             tokio::select! {
                 o = out.recv() => {
@@ -566,6 +572,11 @@ impl Driver {
                     self.on_inbox(&routed, m);
                 }
                 _ = follow.tick() => self.follow(),
+                _ = interest_changed.notified() => {
+                    for group in self.led.keys().copied().collect::<Vec<_>>() {
+                        self.follow_interest(group);
+                    }
+                }
                 _ = shutdown.changed() => return,
             }
             self.publisher.flush();
@@ -655,10 +666,12 @@ impl Driver {
             self.last_tick.insert(group, Instant::now());
             submit(&self.jc, group, Op::Tick, None);
         }
+        let mut deliver_subjects = Vec::new();
         for g in status.groups.iter().filter(|g| g.is_leader) {
             self.reconcile(g);
-            self.follow_interest(g.group);
+            deliver_subjects.extend(self.follow_interest(g.group));
         }
+        self.interest.watch(deliver_subjects);
         let sourcing: Vec<_> = {
             let reps = self.jc.replicas.lock();
             reps.by_group
@@ -773,8 +786,9 @@ impl Driver {
 
     /// As a stream's leader, proposes a push consumer's interest when it
     /// differs from the replicated state (again if that has not changed
-    /// a moment later: the proposal may have been lost).
-    fn follow_interest(&mut self, group: u64) {
+    /// a moment later: the proposal may have been lost). Returns the
+    /// deliver subjects it looked at.
+    fn follow_interest(&mut self, group: u64) -> Vec<String> {
         let targets: Vec<(String, String, String, bool)> = self
             .jc
             .replicas
@@ -792,6 +806,7 @@ impl Driver {
                     .collect()
             })
             .unwrap_or_default();
+        let mut subjects = Vec::with_capacity(targets.len());
         for (consumer, subject, queue, on) in targets {
             let active = self.publisher.has_interest(&subject, &queue);
             let key = (group, consumer.clone());
@@ -803,7 +818,9 @@ impl Driver {
                 self.push_seen.insert(key, (active, Instant::now()));
                 submit(&self.jc, group, Op::PushInterest { consumer, active }, None);
             }
+            subjects.push(subject);
         }
+        subjects
     }
 
     /// Replicas this server was taken off are removed once their group's

@@ -195,6 +195,10 @@ pub async fn serve(
                 s.mark_closed();
                 let _ = sl.remove(&s.subject, s.queue.as_deref(), s.key);
             }
+            drop(sl);
+            for s in &subs {
+                server.interest.changed(&s.subject);
+            }
         }
         if server.routes.deregister(&r) {
             super::send_info_to_clients(&server);
@@ -587,6 +591,7 @@ impl RouteConn {
             .insert(subject, queue, sub.key, sub.clone());
         match inserted {
             Ok(_) => {
+                self.server.interest.changed(subject);
                 subs.insert(key, sub);
             }
             Err(_) => debug!(
@@ -609,6 +614,7 @@ impl RouteConn {
                 .sublist
                 .write()
                 .remove(&sub.subject, sub.queue.as_deref(), sub.key);
+            self.server.interest.changed(&sub.subject);
         }
     }
 
