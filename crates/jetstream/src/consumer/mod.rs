@@ -465,10 +465,10 @@ impl Consumer {
         self.config.ack_wait
     }
 
-    fn ack_subject(&self, dc: u64, sseq: u64, dseq: u64, ts: i64) -> String {
+    fn ack_subject(&self, dc: u64, sseq: u64, dseq: u64, ts: i64, pending: u64) -> String {
         format!(
-            "$JS.ACK.{}.{}.{dc}.{sseq}.{dseq}.{ts}.{}",
-            self.stream, self.name, self.rt.num_pending
+            "$JS.ACK.{}.{}.{dc}.{sseq}.{dseq}.{ts}.{pending}",
+            self.stream, self.name
         )
     }
 
@@ -613,23 +613,17 @@ impl Consumer {
             } else {
                 1
             };
-            // The ack subject as it will be sent, for byte accounting.
+            // The ack subject as it will be sent (made once, with the
+            // counts `record_delivery` is about to set): its length counts
+            // towards the request's bytes.
             let pending_after = if redelivery {
                 self.rt.num_pending
             } else {
                 self.rt.num_pending.saturating_sub(1)
             };
-            let reply_len = format!(
-                "$JS.ACK.{}.{}.{dc}.{}.{}.{}.{pending_after}",
-                self.stream,
-                self.name,
-                m.seq,
-                self.rt.dseq + 1,
-                m.ts
-            )
-            .len();
+            let reply = self.ack_subject(dc, m.seq, self.rt.dseq + 1, m.ts, pending_after);
             let size = (m.subject.len()
-                + reply_len
+                + reply.len()
                 + hdrs.as_ref().map_or(0, |h| h.len())
                 + payload.len()) as i64;
             let target = if self.is_push() {
@@ -644,7 +638,10 @@ impl Consumer {
                 }
             };
             let (dc, dseq) = self.record_delivery(&m, redelivery, now);
-            let reply = self.ack_subject(dc, m.seq, dseq, m.ts);
+            debug_assert_eq!(
+                reply,
+                self.ack_subject(dc, m.seq, dseq, m.ts, self.rt.num_pending)
+            );
             out.push(Output::Publish(OutMsg {
                 subject: m.subject.clone(),
                 route: Some(target.clone()),
@@ -1289,16 +1286,35 @@ impl Consumer {
     }
 }
 
-/// `$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>` (or the
-/// 11-token form) → (delivery count, stream seq, consumer seq).
-pub fn parse_ack_subject(subject: &str) -> Option<(u64, u64, u64)> {
-    let tokens: Vec<&str> = subject.split('.').collect();
-    let base = match tokens.len() {
+/// The five numeric tokens of an ack subject (delivery count, stream seq,
+/// consumer seq, timestamp, pending), unparsed:
+/// `$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>` (v1, 9
+/// tokens) or the v2 form with domain and account hash before the stream
+/// (11 tokens or more). Every replica reads one per ack, so it keeps the
+/// tokens on the stack.
+fn ack_numbers(subject: &str) -> Option<[&str; 5]> {
+    let mut tokens = [""; 11];
+    let mut n = 0;
+    for t in subject.split('.') {
+        if let Some(slot) = tokens.get_mut(n) {
+            *slot = t;
+        }
+        n += 1;
+    }
+    let base = match n {
         9 => 4,
         n if n >= 11 => 6,
         _ => return None,
     };
-    let num = |i: usize| tokens.get(base + i).and_then(|t| t.parse::<u64>().ok());
+    let mut numbers = [""; 5];
+    numbers.copy_from_slice(&tokens[base..base + 5]);
+    Some(numbers)
+}
+
+/// An ack subject's (delivery count, stream seq, consumer seq).
+pub fn parse_ack_subject(subject: &str) -> Option<(u64, u64, u64)> {
+    let t = ack_numbers(subject)?;
+    let num = |i: usize| t[i].parse::<u64>().ok();
     Some((num(0)?, num(1)?, num(2)?))
 }
 
@@ -1314,21 +1330,16 @@ pub struct AckInfo {
 
 /// Reads a v1 or v2 ack subject.
 pub fn ack_info(subject: &str) -> Option<AckInfo> {
-    let tokens: Vec<&str> = subject.split('.').collect();
-    if tokens.first() != Some(&"$JS") || tokens.get(1) != Some(&"ACK") {
+    if !subject.starts_with("$JS.ACK.") {
         return None;
     }
-    let base = match tokens.len() {
-        9 => 4,
-        n if n >= 11 => 6,
-        _ => return None,
-    };
-    let num = |i: usize| tokens.get(base + i).and_then(|t| t.parse::<u64>().ok());
+    let t = ack_numbers(subject)?;
+    let num = |i: usize| t[i].parse::<u64>().ok();
     Some(AckInfo {
         delivered: num(0)?,
         stream_seq: num(1)?,
         consumer_seq: num(2)?,
-        ts: tokens.get(base + 3).and_then(|t| t.parse::<i64>().ok())?,
+        ts: t[3].parse::<i64>().ok()?,
         pending: num(4)?,
     })
 }
@@ -1375,4 +1386,53 @@ fn status_with_reply(
         reply,
         headers::build(Some((code, desc)), &pairs),
     )));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ack_subjects_v1_and_v2() {
+        let v1 = "$JS.ACK.S.C.2.10.7.1700000000000000000.3";
+        assert_eq!(parse_ack_subject(v1), Some((2, 10, 7)));
+        assert_eq!(
+            ack_info(v1),
+            Some(AckInfo {
+                delivered: 2,
+                stream_seq: 10,
+                consumer_seq: 7,
+                ts: 1_700_000_000_000_000_000,
+                pending: 3,
+            })
+        );
+        // v2: domain and account hash first; a trailing token may follow.
+        let v2 = "$JS.ACK.hub.ACCHASH.S.C.1.5.4.17.0";
+        let v2_more = "$JS.ACK.hub.ACCHASH.S.C.1.5.4.17.0.rand";
+        for s in [v2, v2_more] {
+            assert_eq!(parse_ack_subject(s), Some((1, 5, 4)), "{s}");
+            assert_eq!(ack_info(s).map(|a| (a.ts, a.pending)), Some((17, 0)));
+        }
+    }
+
+    #[test]
+    fn ack_subjects_that_do_not_parse() {
+        for s in [
+            "$JS.ACK.S.C.2.10.7.17",     // 8 tokens
+            "$JS.ACK.x.S.C.2.10.7.17.3", // 10 tokens
+            "$JS.ACK.S.C.2.ten.7.17.3",  // not a number
+            "$JS.ACK.S.C.-2.10.7.17.3",  // negative count
+            "",
+        ] {
+            assert_eq!(parse_ack_subject(s), None, "{s}");
+            assert_eq!(ack_info(s), None, "{s}");
+        }
+        // The numbers are all a sequence needs; the rest is ack_info's.
+        let bad_tail = "$JS.ACK.S.C.2.10.7.soon.3";
+        assert_eq!(parse_ack_subject(bad_tail), Some((2, 10, 7)));
+        assert_eq!(ack_info(bad_tail), None);
+        let not_ack = "$JS.NAK.S.C.2.10.7.17.3";
+        assert_eq!(parse_ack_subject(not_ack), Some((2, 10, 7)));
+        assert_eq!(ack_info(not_ack), None);
+    }
 }
