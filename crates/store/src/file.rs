@@ -766,6 +766,21 @@ impl MsgStore for FileStore {
         }
     }
 
+    fn next_with_headers(&self, start: u64) -> Result<Option<StoredMsg>> {
+        let start = start.max(self.first_seq);
+        let first_seg = self.segs.partition_point(|s| s.end() <= start);
+        let found = self.segs[first_seg..].iter().find_map(|seg| {
+            let from = start.saturating_sub(seg.base) as usize;
+            (from..seg.sids.len())
+                .find(|&i| seg.sids[i] != NONE && seg.hdrs[i])
+                .map(|i| seg.base + i as u64)
+        });
+        match found {
+            Some(seq) => self.get(seq),
+            None => Ok(None),
+        }
+    }
+
     fn last_matching(&self, filter: &Filter) -> Result<Option<StoredMsg>> {
         let found = if let Some(subject) = filter.literal() {
             self.subject_state(subject).map(|st| st.last)

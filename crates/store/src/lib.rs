@@ -145,6 +145,20 @@ pub trait MsgStore: Send {
     fn get(&self, seq: u64) -> Result<Option<StoredMsg>>;
     /// The first live message with sequence `>= start` matching `filter`.
     fn next_matching(&self, start: u64, filter: &Filter) -> Result<Option<StoredMsg>>;
+    /// The first live message with sequence `>= start` that has headers
+    /// (a stream reopening rebuilds its duplicate window and TTLs from
+    /// them). A store that knows which messages have headers passes over
+    /// the others without reading them.
+    fn next_with_headers(&self, start: u64) -> Result<Option<StoredMsg>> {
+        let mut at = start;
+        while let Some(m) = self.next_matching(at, &Filter::all())? {
+            if m.headers.as_ref().is_some_and(|h| !h.is_empty()) {
+                return Ok(Some(m));
+            }
+            at = m.seq + 1;
+        }
+        Ok(None)
+    }
     /// The newest live message matching `filter`.
     fn last_matching(&self, filter: &Filter) -> Result<Option<StoredMsg>>;
     /// Removes one message. `erase` overwrites its bytes on disk as well.

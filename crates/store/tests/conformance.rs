@@ -128,6 +128,59 @@ fn lookups_by_filter() {
     }
 }
 
+/// Messages with headers, in order, past removed ones and segment ends;
+/// an empty header block counts as none. Again after reopening, when the
+/// file store knows which have headers from its scan.
+#[test]
+fn next_with_headers_skips_the_rest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("h");
+    let with = |s: &dyn MsgStore, from: u64| {
+        let mut seqs = Vec::new();
+        let mut at = from;
+        while let Some(m) = s.next_with_headers(at).unwrap() {
+            assert!(m.headers.as_ref().is_some_and(|h| !h.is_empty()));
+            seqs.push(m.seq);
+            at = m.seq + 1;
+        }
+        seqs
+    };
+    let mut all = stores();
+    all.push((
+        "file/fsdir reopened",
+        Box::new(FileStore::open(Arc::new(FsDir::new(&path).unwrap()), small()).unwrap()),
+        None,
+    ));
+    for (name, mut s, _t) in all {
+        fill(s.as_mut());
+        s.store("s.x", Some(b""), b"empty headers", 2100).unwrap();
+        assert!(s.remove(4, false).unwrap());
+        assert!(s.remove(12, true).unwrap());
+        let mut s = if name.ends_with("reopened") {
+            if let Some(h) = s.sync_handle() {
+                h.sync().unwrap();
+            }
+            drop(s);
+            Box::new(FileStore::open(Arc::new(FsDir::new(&path).unwrap()), small()).unwrap())
+        } else {
+            s
+        };
+        assert_eq!(
+            with(s.as_ref(), 1),
+            vec![2, 6, 8, 10, 14, 16, 18, 20],
+            "{name}"
+        );
+        assert_eq!(with(s.as_ref(), 15), vec![16, 18, 20], "{name}");
+        assert_eq!(with(s.as_ref(), 21), Vec::<u64>::new(), "{name}");
+        s.purge(&Purge {
+            keep: Some(2),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(with(s.as_ref(), 1), vec![20], "{name}");
+    }
+}
+
 #[test]
 fn removal_keeps_everything_consistent() {
     for (name, mut s, _t) in stores() {

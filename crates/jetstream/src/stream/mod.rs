@@ -178,7 +178,7 @@ impl Stream {
         } else {
             s.store.seq_for_time(window_start)
         };
-        while let Ok(Some(m)) = s.store.next_matching(seq, &Filter::all()) {
+        while let Ok(Some(m)) = s.store.next_with_headers(seq) {
             seq = m.seq + 1;
             let Some(h) = m.headers.as_deref() else {
                 continue;
