@@ -433,15 +433,18 @@ impl FileStore {
 
     /// Live sequences `>= start` in order, with their subject ids.
     fn live_from(&self, start: u64) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.live_slots(start)
+            .map(|(seg, i)| (seg.base + i as u64, seg.sids[i]))
+    }
+
+    /// The index slots of live sequences `>= start`, in order.
+    fn live_slots(&self, start: u64) -> impl Iterator<Item = (&Seg, usize)> + '_ {
         let first_seg = self.segs.partition_point(|s| s.end() <= start);
         self.segs[first_seg..].iter().flat_map(move |seg| {
             let from = start.saturating_sub(seg.base) as usize;
-            seg.sids
-                .iter()
-                .enumerate()
-                .skip(from)
-                .filter(|(_, &sid)| sid != NONE)
-                .map(move |(i, &sid)| (seg.base + i as u64, sid))
+            (from..seg.sids.len())
+                .filter(|&i| seg.sids[i] != NONE)
+                .map(move |i| (seg, i))
         })
     }
 
@@ -767,14 +770,10 @@ impl MsgStore for FileStore {
     }
 
     fn next_with_headers(&self, start: u64) -> Result<Option<StoredMsg>> {
-        let start = start.max(self.first_seq);
-        let first_seg = self.segs.partition_point(|s| s.end() <= start);
-        let found = self.segs[first_seg..].iter().find_map(|seg| {
-            let from = start.saturating_sub(seg.base) as usize;
-            (from..seg.sids.len())
-                .find(|&i| seg.sids[i] != NONE && seg.hdrs[i])
-                .map(|i| seg.base + i as u64)
-        });
+        let found = self
+            .live_slots(start.max(self.first_seq))
+            .find(|&(seg, i)| seg.hdrs[i])
+            .map(|(seg, i)| seg.base + i as u64);
         match found {
             Some(seq) => self.get(seq),
             None => Ok(None),

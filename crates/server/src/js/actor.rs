@@ -230,7 +230,8 @@ pub(super) async fn run(
                 a.finish();
             }
             _ = interest_changed.notified() => {
-                a.on_interest();
+                // `finish` delivers what the interest let through.
+                a.poll_interest();
                 a.finish();
             }
             _ = tokio::time::sleep_until(wake.unwrap_or_else(far_future)), if wake.is_some() => {
@@ -466,7 +467,8 @@ impl Actor {
         self.drain_outputs();
     }
 
-    fn poll_interest(&mut self, now: i64) {
+    fn poll_interest(&mut self) {
+        let now = self.now();
         for t in &mut self.push {
             let active = self.publisher.has_interest(&t.subject, &t.group);
             if active != t.active {
@@ -474,12 +476,6 @@ impl Actor {
                 self.stream.set_push_interest(&t.consumer, active, now);
             }
         }
-    }
-
-    fn on_interest(&mut self) {
-        let now = self.now();
-        self.poll_interest(now);
-        self.drain_outputs();
     }
 
     fn refresh_push(&mut self) {
@@ -501,10 +497,7 @@ impl Actor {
             .collect();
         self.interest
             .watch(self.push.iter().map(|t| t.subject.as_str()));
-        if !self.push.is_empty() {
-            let now = self.now();
-            self.poll_interest(now);
-        }
+        self.poll_interest();
     }
 
     fn note_store_failure(&mut self) {
