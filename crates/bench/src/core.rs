@@ -6,7 +6,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use crate::progress::Progress;
-use crate::{client, connect, report, share, unique, Latency, Params, Report, Result};
+use crate::{client, connect, report, settled, share, unique, Latency, Params, Report, Result};
 
 /// Publishes `total` messages from `p.pubs` connections, each flushed at
 /// the end.
@@ -50,7 +50,7 @@ async fn subscribers(
             None => c.subscribe(subject.to_string()).await,
         };
         let mut s = subscribed.map_err(client("subscribing"))?;
-        c.flush().await.map_err(client("flushing"))?;
+        settled(&c).await?;
         let progress = progress.clone();
         tokio::spawn(async move {
             let mut n = 0;
@@ -112,7 +112,7 @@ pub async fn request(p: &Params) -> Result<Report> {
             .queue_subscribe(subject.clone(), "responders".into())
             .await
             .map_err(client("subscribing"))?;
-        c.flush().await.map_err(client("flushing"))?;
+        settled(&c).await?;
         let answer = c.clone();
         tokio::spawn(async move {
             while let Some(m) = s.next().await {

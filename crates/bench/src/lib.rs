@@ -187,6 +187,26 @@ pub async fn connect(p: &Params) -> Result<async_nats::Client> {
         })
 }
 
+/// Waits until the server has processed everything `c` sent so far, such
+/// as a SUB. async-nats's `flush` only writes the socket, so a subscriber's
+/// SUB could still be unread when another connection starts publishing,
+/// and the messages before it would be missed. A request nobody answers is
+/// a round trip on the same connection: its no-responders reply comes back
+/// only after the server handled all that came before it.
+pub(crate) async fn settled(c: &async_nats::Client) -> Result<()> {
+    match c
+        .request(unique("_bench.settle"), bytes::Bytes::new())
+        .await
+    {
+        Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => Ok(()),
+        Err(e) => Err(client("waiting for the server to settle")(e)),
+        Ok(_) => Err(Error::Client {
+            what: "waiting for the server to settle",
+            detail: "a subject no one subscribes to was answered".into(),
+        }),
+    }
+}
+
 /// The share of `total` for worker `i` of `n`, so the shares add up.
 pub(crate) fn share(total: u64, n: usize, i: usize) -> u64 {
     let n = n as u64;
