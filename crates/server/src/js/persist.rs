@@ -62,16 +62,96 @@ struct Snapshot {
 }
 
 /// The difference between two persisted states.
-#[derive(Serialize, Deserialize, Default)]
+#[derive(Serialize, Deserialize, Default, Debug, PartialEq)]
 struct Delta {
     delivered: (u64, u64),
     floor: (u64, u64),
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     add: Vec<PendingEntry>,
+    /// Added entries in runs of `(sseq, dseq, count, ts)`: consecutive
+    /// stream and consumer sequences delivered at the same moment, which
+    /// is what one pull batch is. A batch of 256 is one run of a few
+    /// dozen bytes instead of 256 entries, so its commit writes one page.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    runs: Vec<(u64, u64, u64, i64)>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     del: Vec<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     rdc: Vec<(u64, u64)>,
+}
+
+impl Delta {
+    /// Files an added entry, extending the last run when it continues it.
+    fn push_added(&mut self, p: PendingEntry) {
+        if let Some(r) = self.runs.last_mut() {
+            if r.0 + r.2 == p.sseq && r.1 + r.2 == p.dseq && r.3 == p.ts {
+                r.2 += 1;
+                return;
+            }
+        }
+        self.runs.push((p.sseq, p.dseq, 1, p.ts));
+    }
+
+    /// Runs of one go back to single entries, which are shorter.
+    fn settle_runs(&mut self) {
+        let mut runs = Vec::new();
+        for r in std::mem::take(&mut self.runs) {
+            match r.2 {
+                1 => self.add.push(PendingEntry {
+                    sseq: r.0,
+                    dseq: r.1,
+                    ts: r.3,
+                }),
+                _ => runs.push(r),
+            }
+        }
+        self.runs = runs;
+    }
+
+    /// Every added entry, runs expanded.
+    fn added(&self) -> impl Iterator<Item = PendingEntry> + '_ {
+        let runs = self.runs.iter().flat_map(|&(sseq, dseq, n, ts)| {
+            (0..n).map(move |i| PendingEntry {
+                sseq: sseq + i,
+                dseq: dseq + i,
+                ts,
+            })
+        });
+        self.add.iter().copied().chain(runs)
+    }
+}
+
+/// Walks two lists sorted by key (as a consumer's state keeps them) and
+/// reports each key in either, with its value on each side.
+fn merge_walk<K: Ord + Copy, V: Copy>(
+    old: &[V],
+    new: &[V],
+    key: impl Fn(&V) -> K,
+    mut f: impl FnMut(Option<V>, Option<V>),
+) {
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        let order = match (old.get(i), new.get(j)) {
+            (Some(a), Some(b)) => key(a).cmp(&key(b)),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            _ => std::cmp::Ordering::Greater,
+        };
+        match order {
+            std::cmp::Ordering::Less => {
+                f(Some(old[i]), None);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                f(None, Some(new[j]));
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                f(Some(old[i]), Some(new[j]));
+                i += 1;
+                j += 1;
+            }
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -91,40 +171,35 @@ pub struct ConsumerJournal {
 }
 
 fn diff(old: &ConsumerState, new: &ConsumerState) -> Delta {
-    let old_p: BTreeMap<u64, &PendingEntry> = old.pending.iter().map(|p| (p.sseq, p)).collect();
-    let new_p: BTreeMap<u64, &PendingEntry> = new.pending.iter().map(|p| (p.sseq, p)).collect();
-    let add = new
-        .pending
-        .iter()
-        .filter(|p| old_p.get(&p.sseq) != Some(p))
-        .copied()
-        .collect();
-    let del = old
-        .pending
-        .iter()
-        .filter(|p| !new_p.contains_key(&p.sseq))
-        .map(|p| p.sseq)
-        .collect();
-    let old_r: BTreeMap<u64, u64> = old.redelivered.iter().copied().collect();
-    let new_r: BTreeMap<u64, u64> = new.redelivered.iter().copied().collect();
-    let mut rdc: Vec<(u64, u64)> = new_r
-        .iter()
-        .filter(|(s, n)| old_r.get(s) != Some(n))
-        .map(|(&s, &n)| (s, n))
-        .collect();
-    rdc.extend(
-        old_r
-            .keys()
-            .filter(|s| !new_r.contains_key(s))
-            .map(|&s| (s, 0)),
-    );
-    Delta {
+    debug_assert!(old.pending.windows(2).all(|w| w[0].sseq < w[1].sseq));
+    debug_assert!(new.pending.windows(2).all(|w| w[0].sseq < w[1].sseq));
+    let mut d = Delta {
         delivered: (new.delivered_dseq, new.delivered_sseq),
         floor: (new.ack_floor_dseq, new.ack_floor_sseq),
-        add,
-        del,
-        rdc,
-    }
+        ..Delta::default()
+    };
+    merge_walk(
+        &old.pending,
+        &new.pending,
+        |p| p.sseq,
+        |a, b| match (a, b) {
+            (Some(a), None) => d.del.push(a.sseq),
+            (a, Some(b)) if a != Some(b) => d.push_added(b),
+            _ => {}
+        },
+    );
+    d.settle_runs();
+    merge_walk(
+        &old.redelivered,
+        &new.redelivered,
+        |r| r.0,
+        |a, b| match (a, b) {
+            (Some((s, _)), None) => d.rdc.push((s, 0)),
+            (a, Some(b)) if a != Some(b) => d.rdc.push(b),
+            _ => {}
+        },
+    );
+    d
 }
 
 fn apply(state: &mut ConsumerState, d: Delta) {
@@ -132,10 +207,10 @@ fn apply(state: &mut ConsumerState, d: Delta) {
     (state.ack_floor_dseq, state.ack_floor_sseq) = d.floor;
     let mut pending: BTreeMap<u64, PendingEntry> =
         state.pending.iter().map(|p| (p.sseq, *p)).collect();
-    for s in d.del {
-        pending.remove(&s);
+    for s in &d.del {
+        pending.remove(s);
     }
-    for p in d.add {
+    for p in d.added() {
         pending.insert(p.sseq, p);
     }
     state.pending = pending.into_values().collect();
@@ -480,5 +555,85 @@ mod tests {
         let mut c = a.clone();
         apply(&mut c, diff(&a, &b));
         assert_eq!(c, b);
+    }
+
+    fn entry(sseq: u64, dseq: u64, ts: i64) -> PendingEntry {
+        PendingEntry { sseq, dseq, ts }
+    }
+
+    #[test]
+    fn a_pull_batch_is_one_run() {
+        let old = ConsumerState {
+            delivered_dseq: 2,
+            delivered_sseq: 2,
+            pending: vec![entry(1, 1, 5), entry(2, 2, 5)],
+            ..ConsumerState::default()
+        };
+        let mut new = ConsumerState {
+            delivered_dseq: 258,
+            delivered_sseq: 258,
+            ack_floor_dseq: 2,
+            ack_floor_sseq: 2,
+            ..ConsumerState::default()
+        };
+        new.pending = (3..=258).map(|n| entry(n, n, 9)).collect();
+        let d = diff(&old, &new);
+        assert_eq!(d.runs, vec![(3, 3, 256, 9)]);
+        assert!(d.add.is_empty());
+        assert_eq!(d.del, vec![1, 2]);
+        let json = serde_json::to_vec(&Entry::Delta(d)).unwrap();
+        assert!(json.len() < 120, "{}", String::from_utf8_lossy(&json));
+        let Entry::Delta(back) = serde_json::from_slice(&json).unwrap() else {
+            panic!("not a delta");
+        };
+        let mut state = old.clone();
+        apply(&mut state, back);
+        assert_eq!(state, new);
+    }
+
+    #[test]
+    fn runs_break_where_sequences_or_times_do() {
+        let old = ConsumerState {
+            pending: vec![entry(4, 4, 1)],
+            redelivered: vec![(4, 1), (6, 2)],
+            ..ConsumerState::default()
+        };
+        let new = ConsumerState {
+            delivered_dseq: 12,
+            delivered_sseq: 20,
+            pending: vec![
+                // Redelivered: a new consumer sequence and time.
+                entry(4, 9, 3),
+                entry(5, 10, 3),
+                // A gap in stream sequences (filtered out).
+                entry(8, 11, 3),
+                entry(9, 12, 3),
+                // Same sequences on, another moment.
+                entry(10, 13, 4),
+                entry(20, 14, 4),
+            ],
+            redelivered: vec![(4, 2), (8, 1)],
+            ..ConsumerState::default()
+        };
+        let d = diff(&old, &new);
+        assert_eq!(d.runs, vec![(4, 9, 2, 3), (8, 11, 2, 3)]);
+        assert_eq!(d.add, vec![entry(10, 13, 4), entry(20, 14, 4)]);
+        assert_eq!(d.rdc, vec![(4, 2), (6, 0), (8, 1)]);
+        let mut state = old.clone();
+        apply(&mut state, d);
+        assert_eq!(state, new);
+    }
+
+    #[test]
+    fn deltas_written_before_runs_still_apply() {
+        let raw = br#"{"delta":{"delivered":[2,7],"floor":[0,0],"add":[{"sseq":7,"dseq":2,"ts":1}],"rdc":[[7,1]]}}"#;
+        let Entry::Delta(d) = serde_json::from_slice(raw).unwrap() else {
+            panic!("not a delta");
+        };
+        let mut state = ConsumerState::default();
+        apply(&mut state, d);
+        assert_eq!(state.pending, vec![entry(7, 2, 1)]);
+        assert_eq!(state.redelivered, vec![(7, 1)]);
+        assert_eq!((state.delivered_dseq, state.delivered_sseq), (2, 7));
     }
 }
