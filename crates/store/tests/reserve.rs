@@ -113,22 +113,3 @@ fn journal_zero_tail_is_not_torn_but_a_cut_write_is() {
     assert!(replay.torn, "a partial entry is a torn write");
     assert_eq!(replay.damaged, 0, "and not damage");
 }
-
-#[test]
-fn reserved_space_is_allocated_not_sparse() {
-    use std::os::unix::fs::MetadataExt;
-    let tmp = tempfile::tempdir().unwrap();
-    let dir: Arc<FsDir> = Arc::new(FsDir::new(tmp.path()).unwrap());
-    let (mut j, _) = Journal::open(dir, "j").unwrap();
-    j.append(&[1; 100]);
-    j.sync_handle().unwrap().unwrap().sync().unwrap();
-    let m = std::fs::metadata(tmp.path().join("j")).unwrap();
-    assert!(m.len() >= RESERVE_MIN, "{}", m.len());
-    // Appends inside the reservation then allocate nothing when synced.
-    assert!(
-        m.blocks() * 512 >= m.len(),
-        "{} bytes allocated for {}",
-        m.blocks() * 512,
-        m.len()
-    );
-}
