@@ -62,7 +62,7 @@ struct Snapshot {
 }
 
 /// The difference between two persisted states.
-#[derive(Serialize, Deserialize, Default, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Default)]
 struct Delta {
     delivered: (u64, u64),
     floor: (u64, u64),
@@ -108,9 +108,16 @@ impl Delta {
         self.runs = runs;
     }
 
-    /// Every added entry, runs expanded.
+    /// Every added entry, runs expanded. No pending entry is past the
+    /// delivered consumer sequence, so a run that claims to reach past it
+    /// (a damaged entry with a valid checksum) is cut there instead of
+    /// being trusted with the memory it would take.
     fn added(&self) -> impl Iterator<Item = PendingEntry> + '_ {
-        let runs = self.runs.iter().flat_map(|&(sseq, dseq, n, ts)| {
+        let last_dseq = self.delivered.0;
+        let runs = self.runs.iter().flat_map(move |&(sseq, dseq, n, ts)| {
+            let n = n
+                .min((last_dseq + 1).saturating_sub(dseq))
+                .min(u64::MAX - sseq);
             (0..n).map(move |i| PendingEntry {
                 sseq: sseq + i,
                 dseq: dseq + i,
@@ -622,6 +629,18 @@ mod tests {
         let mut state = old.clone();
         apply(&mut state, d);
         assert_eq!(state, new);
+    }
+
+    #[test]
+    fn a_run_past_the_delivered_sequence_is_cut_there() {
+        let raw = br#"{"delta":{"delivered":[12,12],"floor":[0,0],"runs":[[10,10,18446744073709551615,1]]}}"#;
+        let Entry::Delta(d) = serde_json::from_slice(raw).unwrap() else {
+            panic!("not a delta");
+        };
+        let mut state = ConsumerState::default();
+        apply(&mut state, d);
+        let seqs: Vec<u64> = state.pending.iter().map(|p| p.dseq).collect();
+        assert_eq!(seqs, vec![10, 11, 12]);
     }
 
     #[test]
