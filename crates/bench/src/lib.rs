@@ -193,7 +193,7 @@ pub async fn connect(p: &Params) -> Result<async_nats::Client> {
 /// and the messages before it would be missed. A request nobody answers is
 /// a round trip on the same connection: its no-responders reply comes back
 /// only after the server handled all that came before it.
-pub(crate) async fn settled(c: &async_nats::Client) -> Result<()> {
+pub async fn settled(c: &async_nats::Client) -> Result<()> {
     match c
         .request(unique("_bench.settle"), bytes::Bytes::new())
         .await

@@ -94,18 +94,13 @@ impl Delta {
 
     /// Runs of one go back to single entries, which are shorter.
     fn settle_runs(&mut self) {
-        let mut runs = Vec::new();
-        for r in std::mem::take(&mut self.runs) {
-            match r.2 {
-                1 => self.add.push(PendingEntry {
-                    sseq: r.0,
-                    dseq: r.1,
-                    ts: r.3,
-                }),
-                _ => runs.push(r),
+        let add = &mut self.add;
+        self.runs.retain(|&(sseq, dseq, n, ts)| {
+            if n == 1 {
+                add.push(PendingEntry { sseq, dseq, ts });
             }
-        }
-        self.runs = runs;
+            n > 1
+        });
     }
 
     /// Every added entry, runs expanded. No pending entry is past the

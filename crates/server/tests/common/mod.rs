@@ -387,20 +387,12 @@ pub fn config_path(dir: &Path, name: &str, text: &str) -> PathBuf {
 }
 
 /// A round trip with the server: when this returns, the server has
-/// processed everything `c` sent before it. async-nats's `flush` only
-/// writes the socket, so it does not order one connection's SUB before
-/// another's PUB; a request nobody answers does, since the no-responders
-/// reply is sent after the server handled all that came before.
+/// processed everything `c` sent before it, so one connection's SUB is in
+/// place before another's PUB (see `flotilla_bench::settled`).
 pub async fn sync(c: &async_nats::Client) {
-    let err = c
-        .request("_flotilla_test.sync", bytes::Bytes::new())
-        .await
-        .expect_err("nobody subscribes to the sync subject");
-    assert_eq!(
-        err.kind(),
-        async_nats::RequestErrorKind::NoResponders,
-        "{err:?}"
-    );
+    if let Err(e) = flotilla_bench::settled(c).await {
+        panic!("{e}");
+    }
 }
 
 // ---------------------------------------------------------------------------
