@@ -20,6 +20,12 @@ use crate::sync::{SyncHandle, SyncKey};
 pub const RESERVE_MIN: u64 = 64 << 10;
 pub const RESERVE_MAX: u64 = 1 << 20;
 
+/// Where a reservation for appends up to `end` reaches.
+fn reserve_to(end: u64) -> u64 {
+    let ahead = (end / 4).clamp(RESERVE_MIN, RESERVE_MAX);
+    (end + ahead).div_ceil(RESERVE_MIN) * RESERVE_MIN
+}
+
 /// A flat directory of files.
 pub trait Dir: Send + Sync + 'static {
     fn list(&self) -> io::Result<Vec<String>>;
@@ -50,6 +56,16 @@ pub trait Dir: Send + Sync + 'static {
     /// reserved, which keeps `MemDir`'s crash and full-disk models exact.
     fn reserve(&self, _name: &str, end: u64, reserved: u64) -> io::Result<u64> {
         Ok(reserved.max(end))
+    }
+
+    /// [`Dir::reserve`] for a small file synced after nearly every
+    /// append (a journal): a real directory writes the zeros, so the file
+    /// owns its blocks and an append's `fdatasync` is the data and a cache
+    /// flush, with no block allocation and no inode write behind it. The
+    /// zeros cost their bytes once more on the disk, which a journal's
+    /// rate of bytes makes small (a message store's would not).
+    fn reserve_written(&self, name: &str, end: u64, reserved: u64) -> io::Result<u64> {
+        self.reserve(name, end, reserved)
     }
 
     /// Replaces `name` with `data` so that a crash leaves either the old
@@ -214,9 +230,31 @@ impl Dir for FsDir {
         if end <= reserved {
             return Ok(reserved);
         }
-        let ahead = (end / 4).clamp(RESERVE_MIN, RESERVE_MAX);
-        let to = (end + ahead).div_ceil(RESERVE_MIN) * RESERVE_MIN;
+        let to = reserve_to(end);
         self.file(name)?.set_len(to)?;
+        Ok(to)
+    }
+
+    fn reserve_written(&self, name: &str, end: u64, reserved: u64) -> io::Result<u64> {
+        if end <= reserved {
+            return Ok(reserved);
+        }
+        let to = reserve_to(end);
+        let f = self.file(name)?;
+        // Zeros from the end of what is written (`end` includes the
+        // append about to be written over them).
+        let zeros = [0u8; 64 << 10];
+        let mut at = reserved;
+        while at < to {
+            let n = (to - at).min(zeros.len() as u64);
+            if f.write_all_at(&zeros[..n as usize], at).is_err() {
+                // No room for the zeros (a full disk): sparse, as
+                // `reserve`; an append that does not fit fails itself.
+                f.set_len(to)?;
+                break;
+            }
+            at += n;
+        }
         Ok(to)
     }
 

@@ -105,7 +105,7 @@ impl Journal {
             return Ok(None);
         }
         let end = self.len + self.pending.len() as u64;
-        self.reserved = self.dir.reserve(&self.name, end, self.reserved)?;
+        self.reserved = self.dir.reserve_written(&self.name, end, self.reserved)?;
         self.dir.write_at(&self.name, self.len, &self.pending)?;
         self.len += self.pending.len() as u64;
         self.pending.clear();

@@ -113,3 +113,32 @@ fn journal_zero_tail_is_not_torn_but_a_cut_write_is() {
     assert!(replay.torn, "a partial entry is a torn write");
     assert_eq!(replay.damaged, 0, "and not damage");
 }
+
+/// A journal's reservation is written zeros, not a hole: appends inside
+/// it allocate nothing, so their `fdatasync` writes no inode.
+#[test]
+fn a_journals_reservation_is_allocated() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir: Arc<FsDir> = Arc::new(FsDir::new(tmp.path()).unwrap());
+    let (mut j, _) = Journal::open(dir.clone(), "j").unwrap();
+    j.append(&[1; 100]);
+    j.sync_handle().unwrap().unwrap().sync().unwrap();
+    let m = std::fs::metadata(tmp.path().join("j")).unwrap();
+    assert!(m.len() >= RESERVE_MIN, "{}", m.len());
+    assert!(
+        m.blocks() * 512 >= m.len(),
+        "{} bytes allocated for {}",
+        m.blocks() * 512,
+        m.len()
+    );
+    // Reopened, the zeros are room, not damage, and appends go on.
+    drop(j);
+    let (mut j, replay) = Journal::open(dir.clone(), "j").unwrap();
+    assert_eq!(replay.entries, vec![vec![1; 100]]);
+    assert!(!replay.torn);
+    j.append(&[2; 100]);
+    j.sync_handle().unwrap().unwrap().sync().unwrap();
+    let (_, replay) = Journal::open(dir, "j").unwrap();
+    assert_eq!(replay.entries, vec![vec![1; 100], vec![2; 100]]);
+}
