@@ -1,9 +1,16 @@
 //! The driver of one server's multi-raft engine: a thread that owns the
 //! `replication::engine::Engine` (every group of this server) and runs
-//! its cycle — inputs (ticks, peer frames, commands), `poll`, the syncs
-//! (one group commit for all groups, on this thread: fsync blocks), then
-//! `persisted` — handing frames to the [`Transport`] and committed
-//! entries to the application.
+//! its cycle — inputs (ticks, peer frames, commands, finished syncs),
+//! `poll` — handing frames to the [`Transport`], committed entries to the
+//! application, and sync handles to the node's sync thread.
+//!
+//! The sync thread runs every handle queued while it was busy as one
+//! group commit (one fsync per log file), then reports the last epoch it
+//! covered; the engine's `synced` then releases what waited for it (votes,
+//! append acknowledgements). The engine's thread never waits on the disk:
+//! a leader proposes, sends appends and commits on its followers'
+//! acknowledgements while its own flush runs, so the next flush carries
+//! everything that came meanwhile.
 //!
 //! The engine is built on the thread and never leaves it; everything else
 //! talks to it through messages. A failed sync stops the node: nothing
@@ -18,7 +25,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use replication::engine::{Committed, Engine, EngineError, Output};
 use serde::Serialize;
-use store::Dir;
+use store::{Dir, SyncHandle, SyncRound};
 use tracing::{error, info};
 
 use crate::transport::Transport;
@@ -121,6 +128,8 @@ enum Input {
         group: u64,
         reply: std::sync::mpsc::Sender<Result<Vec<u64>, EngineError>>,
     },
+    /// The sync thread ran every handle up to this epoch, or failed.
+    Synced(Result<u64, String>),
     Stop,
 }
 
@@ -156,9 +165,10 @@ impl Node {
         }));
         let t = transport.clone();
         let st = status.clone();
+        let synced = tx.clone();
         let thread = std::thread::Builder::new()
             .name(format!("raft-{}", cfg.id))
-            .spawn(move || run(cfg, rx, ctx, t, st))
+            .spawn(move || run(cfg, rx, synced, ctx, t, st))
             .expect("spawn the raft thread");
         (
             Node {
@@ -242,9 +252,41 @@ impl Drop for Node {
     }
 }
 
+/// Runs sync handles queued by the engine's thread: all that are waiting
+/// as one round, then reports the last epoch done. Ends when the engine's
+/// thread drops its sender, or after a failure (reported).
+fn syncer(
+    id: u64,
+    rx: std::sync::mpsc::Receiver<(u64, Vec<SyncHandle>)>,
+    report: std::sync::mpsc::Sender<Input>,
+) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while let Ok(more) = rx.try_recv() {
+            batch.push(more);
+        }
+        let mut round = SyncRound::default();
+        let mut last = 0;
+        for (epoch, handles) in batch {
+            for h in handles {
+                if let Err(e) = round.sync(h) {
+                    error!("raft log sync failed on server {id}: {e}; stopping this node");
+                    let _ = report.send(Input::Synced(Err(e.to_string())));
+                    return;
+                }
+            }
+            last = epoch;
+        }
+        if report.send(Input::Synced(Ok(last))).is_err() {
+            return;
+        }
+    }
+}
+
 fn run(
     cfg: Config,
     rx: std::sync::mpsc::Receiver<Input>,
+    synced: std::sync::mpsc::Sender<Input>,
     committed: std::sync::mpsc::Sender<Event>,
     transport: Arc<Transport>,
     status: Arc<Mutex<Status>>,
@@ -253,6 +295,12 @@ fn run(
     let snapshotter = cfg.snapshotter;
     let mut apply = cfg.apply;
     let mut next_tick = Instant::now() + cfg.tick;
+    let (to_sync, sync_rx) = std::sync::mpsc::channel();
+    let id = cfg.id;
+    let sync_thread = std::thread::Builder::new()
+        .name(format!("raft-sync-{}", cfg.id))
+        .spawn(move || syncer(id, sync_rx, synced))
+        .expect("spawn the raft sync thread");
     'run: loop {
         let wait = next_tick.saturating_duration_since(Instant::now());
         let first = match rx.recv_timeout(wait) {
@@ -309,6 +357,11 @@ fn run(
                     });
                     let _ = reply.send(r);
                 }
+                Input::Synced(Ok(epoch)) => {
+                    let out = engine.synced(epoch);
+                    emit(&transport, &committed, &mut apply, out, &mut engine);
+                }
+                Input::Synced(Err(_)) => break 'run,
                 Input::Stop => break 'run,
             }
         }
@@ -325,17 +378,11 @@ fn run(
         let mut out = engine.poll();
         let mut wanted = std::mem::take(&mut out.snapshot_wanted);
         let sync = std::mem::take(&mut out.sync);
-        emit(&transport, &committed, &mut apply, out, &mut engine);
-        for h in sync {
-            if let Err(e) = h.sync() {
-                error!(
-                    "raft log sync failed on server {}: {e}; stopping this node",
-                    cfg.id
-                );
+        if let Some(epoch) = out.epoch {
+            if to_sync.send((epoch, sync)).is_err() {
                 break 'run;
             }
         }
-        let out = engine.persisted();
         emit(&transport, &committed, &mut apply, out, &mut engine);
         if let Some(policy) = cfg.compact.as_ref() {
             for g in engine.groups().collect::<Vec<_>>() {
@@ -360,6 +407,9 @@ fn run(
         }
         publish_status(&engine, &status);
     }
+    // The sync thread finishes what it holds (nothing waits for it).
+    drop(to_sync);
+    let _ = sync_thread.join();
     status.lock().running = false;
     info!("raft node {} stopped", cfg.id);
 }

@@ -6,10 +6,19 @@
 //!
 //! The cycle a driver runs:
 //! 1. feed inputs: [`Engine::tick`], [`Engine::receive`], [`Engine::propose`];
-//! 2. [`Engine::poll`]: frames that may leave now, and sync handles;
-//! 3. run every sync handle (one group commit for all groups), then
-//!    [`Engine::persisted`]: the frames that had to wait for the disk
-//!    (votes, append acknowledgements) and newly committed entries.
+//! 2. [`Engine::poll`]: frames that may leave now, committed entries, and
+//!    sync handles for what it wrote, numbered by an epoch;
+//! 3. run the sync handles (one group commit for all groups), and once
+//!    every handle of an epoch (and of every epoch before it) has run,
+//!    [`Engine::synced`]: the frames that had to wait for the disk (votes,
+//!    append acknowledgements). What the sync made committable comes out
+//!    of the next poll.
+//!
+//! The syncs may run on another thread while the driver goes on feeding
+//! inputs and polling (raft-rs's asynchronous ready): a leader keeps
+//! proposing and committing while its disk flushes, and the next epoch's
+//! writes wait only for that one flush. A driver that runs each poll's
+//! syncs at once calls [`Engine::persisted`] instead.
 //!
 //! Invariants:
 //! - A group id has at most one live Raft node: [`Engine::create_group`]
@@ -18,17 +27,19 @@
 //! - Nothing from a peer is acted on unless its frame checks out, its
 //!   sender is the connection's peer and the message's `from`, and that
 //!   sender is in the group's committed configuration (incident 3).
-//! - No vote or append acknowledgement leaves before the log is synced.
+//! - No vote or append acknowledgement leaves before the log is synced:
+//!   a group's frames that wait for a sync leave in the order they were
+//!   made, after every earlier write of the group is synced.
 //! - A replica whose log was damaged neither votes nor campaigns until it
 //!   has caught up with a leader's commit index.
 //! - Election timeouts come from the engine's seed, not raft-rs's RNG.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use protobuf::Message as _;
-use raft::prelude::{ConfChangeV2, Entry, EntryType, Message, MessageType, Ready};
+use raft::prelude::{ConfChangeV2, Entry, EntryType, Message, MessageType};
 use raft::{RawNode, StateRole, Storage};
 use store::{Dir, SyncHandle};
 
@@ -70,8 +81,10 @@ pub struct Committed {
 pub struct Output {
     /// Frames for peers, by peer id.
     pub frames: Vec<(u64, Frame)>,
-    /// To run before [`Engine::persisted`].
+    /// To run before [`Engine::synced`] with `epoch`.
     pub sync: Vec<SyncHandle>,
+    /// The epoch of `sync`, when there is any.
+    pub epoch: Option<u64>,
     pub committed: Vec<Committed>,
     /// Snapshots installed from the leader: the group's state machine is
     /// replaced by this data as of this index, before later commits.
@@ -113,8 +126,11 @@ pub struct Refused {
 
 struct Group {
     raw: RawNode<LogStore>,
-    /// The Ready whose writes are waiting for their sync.
-    pending: Option<Ready>,
+    /// Readies written but not yet known durable, oldest first.
+    waiting: VecDeque<Waiting>,
+    /// The last index handed to the application (an entry or an
+    /// installed snapshot).
+    handed_out: u64,
     /// For a server joining an existing group: the peers it may hear from
     /// until it has learnt the group's configuration from the leader.
     join: Vec<u64>,
@@ -122,8 +138,18 @@ struct Group {
     snapshot_ticks: BTreeMap<u64, usize>,
 }
 
+/// A Ready whose writes wait for the sync of `epoch`, with the messages
+/// that may leave only then.
+struct Waiting {
+    epoch: u64,
+    number: u64,
+    messages: Vec<Message>,
+}
+
 pub struct Engine {
     id: u64,
+    /// The last sync epoch handed out by [`Engine::poll`].
+    epoch: u64,
     dir: Arc<dyn Dir>,
     groups: BTreeMap<u64, Group>,
     rng: Rng,
@@ -168,6 +194,7 @@ impl Engine {
         assert!(id != 0, "raft node ids start at 1");
         Engine {
             id,
+            epoch: 0,
             dir,
             groups: BTreeMap::new(),
             rng: Rng::new(seed ^ id.wrapping_mul(0x2545_F491_4F6C_DD1D)),
@@ -249,7 +276,8 @@ impl Engine {
             key,
             Group {
                 raw,
-                pending: None,
+                waiting: VecDeque::new(),
+                handed_out: 0,
                 join: join.to_vec(),
                 snapshot_ticks: BTreeMap::new(),
             },
@@ -634,16 +662,18 @@ impl Engine {
         Ok(())
     }
 
-    /// Work that can be done now: frames that need no sync, and the sync
-    /// handles the rest waits for.
+    /// Work that can be done now: frames that need no sync, committed
+    /// entries, and the sync handles of what was written (with their
+    /// epoch). Groups go on while earlier epochs are still syncing.
     pub fn poll(&mut self) -> Output {
         let mut out = Output::default();
         let chunk = self.chunk_size;
+        let epoch = self.epoch + 1;
         for (&gid, g) in self.groups.iter_mut() {
             if g.raw.store().take_snapshot_wanted() {
                 out.snapshot_wanted.push(gid);
             }
-            if g.pending.is_some() || !g.raw.has_ready() {
+            if !g.raw.has_ready() {
                 continue;
             }
             let mut rd = g.raw.ready();
@@ -656,14 +686,21 @@ impl Engine {
             }
             if !rd.snapshot().is_empty() {
                 let s = rd.snapshot().clone();
+                let s_index = s.get_metadata().index;
                 out.snapshots.push(Committed {
                     group: gid,
                     index: s.get_metadata().index,
                     data: Bytes::from(s.get_data().to_vec()),
                 });
                 g.raw.mut_store().apply_snapshot(s);
+                g.handed_out = g.handed_out.max(s_index);
             }
+            // raft-rs hands out only entries that are committed and
+            // durable here, whatever is still syncing.
             let committed = rd.take_committed_entries();
+            if let Some(e) = committed.last() {
+                g.handed_out = g.handed_out.max(e.index);
+            }
             apply_committed(g, gid, committed, &mut out);
             if !rd.entries().is_empty() {
                 g.raw.mut_store().append(rd.entries());
@@ -672,38 +709,95 @@ impl Engine {
                 let hs = hs.clone();
                 g.raw.mut_store().set_hard_state(&hs);
             }
-            match g.raw.mut_store().sync_handle() {
-                Ok(Some(h)) => out.sync.push(h),
-                Ok(None) => {}
+            let handle = match g.raw.mut_store().sync_handle() {
+                Ok(h) => h,
                 Err(_) => {
+                    // Not advanced: raft-rs hands the same entries out
+                    // again, and nothing that depended on them leaves.
                     self.write_failures += 1;
                     continue;
                 }
+            };
+            let number = rd.number();
+            let messages = rd.take_persisted_messages();
+            g.raw.advance_append_async(rd);
+            advance_apply(g);
+            let waits_for = match handle {
+                Some(h) => {
+                    out.sync.push(h);
+                    Some(epoch)
+                }
+                // Nothing of its own to sync, but its messages (an
+                // acknowledgement of earlier entries) wait for whatever
+                // of the group is still syncing.
+                None => g.waiting.back().map(|w| w.epoch),
+            };
+            match waits_for {
+                Some(epoch) => g.waiting.push_back(Waiting {
+                    epoch,
+                    number,
+                    messages,
+                }),
+                None => {
+                    push_frames(&mut out, gid, self.id, chunk, messages);
+                    g.raw.on_persist_ready(number);
+                }
             }
-            g.pending = Some(rd);
+        }
+        if !out.sync.is_empty() {
+            self.epoch = epoch;
+            out.epoch = Some(epoch);
         }
         out
     }
 
-    /// Call once every sync handle from the last [`Engine::poll`] has run.
-    pub fn persisted(&mut self) -> Output {
+    /// Call once every sync handle of `epoch` and of every epoch before
+    /// it has run: the frames that waited for those writes. What they made
+    /// committable comes out of the next [`Engine::poll`].
+    pub fn synced(&mut self, epoch: u64) -> Output {
+        assert!(epoch <= self.epoch, "epoch {epoch} was never handed out");
         let mut out = Output::default();
         let chunk = self.chunk_size;
         for (&gid, g) in self.groups.iter_mut() {
-            let Some(mut rd) = g.pending.take() else {
-                continue;
-            };
-            push_frames(&mut out, gid, self.id, chunk, rd.take_persisted_messages());
-            let mut light = g.raw.advance(rd);
-            if let Some(c) = light.commit_index() {
-                g.raw.mut_store().set_commit(c);
+            let mut last = None;
+            while g.waiting.front().is_some_and(|w| w.epoch <= epoch) {
+                let w = g.waiting.pop_front().expect("checked");
+                push_frames(&mut out, gid, self.id, chunk, w.messages);
+                last = Some(w.number);
             }
-            push_frames(&mut out, gid, self.id, chunk, light.take_messages());
-            let committed = light.take_committed_entries();
-            apply_committed(g, gid, committed, &mut out);
-            g.raw.advance_apply();
+            if let Some(number) = last {
+                g.raw.on_persist_ready(number);
+                advance_apply(g);
+            }
         }
         out
+    }
+
+    /// For a driver that runs every sync handle before going on: call it
+    /// once every handle handed out so far has run. Returns what waited
+    /// for them and the poll that follows (whose own sync handles, if
+    /// any, are run before the next call).
+    pub fn persisted(&mut self) -> Output {
+        let mut out = self.synced(self.epoch);
+        let more = self.poll();
+        out.frames.extend(more.frames);
+        out.sync = more.sync;
+        out.epoch = more.epoch;
+        out.committed = more.committed;
+        out.snapshots = more.snapshots;
+        out.snapshot_wanted = more.snapshot_wanted;
+        out.reads = more.reads;
+        out
+    }
+}
+
+/// Tells raft-rs what the application has been handed, as far as it is
+/// durable here: a snapshot counts as applied only once it is synced.
+fn advance_apply(g: &mut Group) {
+    let log = &g.raw.raft.raft_log;
+    let to = g.handed_out.min(log.persisted).min(log.committed);
+    if to > log.applied {
+        g.raw.advance_apply_to(to);
     }
 }
 
@@ -797,6 +891,16 @@ mod tests {
     use super::*;
     use store::MemDir;
 
+    /// `Engine::persisted` for a test that runs every sync at once: the
+    /// syncs of the poll it ends with run too.
+    fn persist(n: &mut Engine) -> Output {
+        let mut out = n.persisted();
+        for h in std::mem::take(&mut out.sync) {
+            h.sync().unwrap();
+        }
+        out
+    }
+
     /// Three engines wired back to back, frames delivered at once.
     struct Trio {
         nodes: Vec<Engine>,
@@ -843,7 +947,7 @@ mod tests {
                     for h in sync {
                         h.sync().unwrap();
                     }
-                    let more = n.persisted();
+                    let more = persist(n);
                     for o in [out, more] {
                         moved |= !o.frames.is_empty() || !o.committed.is_empty() || waited;
                         if let Some(r) = self.reads.get_mut(i) {
@@ -924,7 +1028,7 @@ mod tests {
         for h in std::mem::take(&mut out.sync) {
             h.sync().unwrap();
         }
-        let more = t.nodes[l].persisted();
+        let more = persist(&mut t.nodes[l]);
         t.applied[l].extend(more.committed);
         for (to, f) in out.frames.into_iter().chain(more.frames) {
             let mut b = bytes::BytesMut::new();
@@ -944,6 +1048,114 @@ mod tests {
             t.nodes[follower].propose_all(7, batch(20).collect()),
             Err(EngineError::NotLeader(7))
         ));
+    }
+
+    /// Hands `frames` from node `from` (an index) to their receivers.
+    fn deliver(t: &mut Trio, from: usize, frames: Vec<(u64, Frame)>) {
+        for (to, f) in frames {
+            let mut b = bytes::BytesMut::new();
+            frame::encode(&f, &mut b);
+            t.nodes[to as usize - 1].receive(from as u64 + 1, &b);
+        }
+    }
+
+    /// The Raft messages in `frames` (each small enough to be whole).
+    fn messages(frames: &[(u64, Frame)]) -> Vec<Message> {
+        frames
+            .iter()
+            .map(|(_, f)| {
+                assert_eq!(f.payload[0], 0, "a whole message");
+                Message::parse_from_bytes(&f.payload[1..]).unwrap()
+            })
+            .collect()
+    }
+
+    /// A leader's own sync runs alongside its followers': their
+    /// acknowledgements are taken while it runs, and the entry is handed
+    /// out as soon as it is durable here too (raft-rs applies only what
+    /// the local log holds durably), with no further round trip.
+    #[test]
+    fn a_leader_takes_acknowledgements_while_its_own_sync_runs() {
+        let mut t = Trio::new(4);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        t.nodes[l].propose(7, b"x".to_vec()).unwrap();
+        let mut out = t.nodes[l].poll();
+        let own = std::mem::take(&mut out.sync);
+        let epoch = out.epoch.expect("the leader wrote the entry");
+        assert!(!own.is_empty());
+        deliver(&mut t, l, out.frames);
+        for f in (0..3).filter(|&i| i != l) {
+            let mut o = t.nodes[f].poll();
+            assert!(o.frames.is_empty(), "no acknowledgement before the sync");
+            for h in std::mem::take(&mut o.sync) {
+                h.sync().unwrap();
+            }
+            let acks = t.nodes[f].synced(o.epoch.unwrap());
+            assert_eq!(acks.frames.len(), 1);
+            deliver(&mut t, f, acks.frames);
+        }
+        assert!(
+            t.nodes[l].poll().committed.is_empty(),
+            "not durable here yet"
+        );
+        for h in own {
+            h.sync().unwrap();
+        }
+        assert!(t.nodes[l].synced(epoch).frames.is_empty());
+        let out = t.nodes[l].poll();
+        let got: Vec<&[u8]> = out.committed.iter().map(|c| &c.data[..]).collect();
+        assert_eq!(got, vec![&b"x"[..]]);
+    }
+
+    /// A follower's acknowledgements wait for their own writes' syncs and
+    /// leave in order: entries appended while an earlier sync runs are
+    /// acknowledged only once theirs has run.
+    #[test]
+    fn acknowledgements_wait_for_their_sync_in_order() {
+        let mut t = Trio::new(6);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        let f = (l + 1) % 3;
+        let mut epochs = Vec::new();
+        let mut handles = Vec::new();
+        for m in [b"a", b"b"] {
+            t.nodes[l].propose(7, m.to_vec()).unwrap();
+            let mut out = t.nodes[l].poll();
+            for h in std::mem::take(&mut out.sync) {
+                h.sync().unwrap();
+            }
+            let frames: Vec<_> = out
+                .frames
+                .into_iter()
+                .filter(|(to, _)| *to == f as u64 + 1)
+                .collect();
+            deliver(&mut t, l, frames);
+            let mut o = t.nodes[f].poll();
+            assert!(o.frames.is_empty(), "nothing leaves before its sync");
+            epochs.push(o.epoch.expect("the follower wrote"));
+            handles.push(std::mem::take(&mut o.sync));
+        }
+        assert!(epochs[0] < epochs[1]);
+        let last_index = t.nodes[f].raft_info(7).unwrap().last_index;
+        // The first write's sync alone releases only its acknowledgement.
+        for h in handles.remove(0) {
+            h.sync().unwrap();
+        }
+        let first = messages(&t.nodes[f].synced(epochs[0]).frames);
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].get_msg_type(), MessageType::MsgAppendResponse);
+        assert_eq!(first[0].index, last_index - 1);
+        assert!(
+            t.nodes[f].poll().frames.is_empty(),
+            "the second still waits"
+        );
+        for h in handles.remove(0) {
+            h.sync().unwrap();
+        }
+        let second = messages(&t.nodes[f].synced(epochs[1]).frames);
+        assert_eq!(second.len(), 1);
+        assert_eq!(second[0].index, last_index);
     }
 
     #[test]
@@ -970,7 +1182,7 @@ mod tests {
         for h in out.sync {
             h.sync().unwrap();
         }
-        let more = t.nodes[l].persisted();
+        let more = persist(&mut t.nodes[l]);
         let mut sent = 0;
         for (to, fr) in out.frames.into_iter().chain(more.frames) {
             if to == f as u64 + 1 {
@@ -1146,7 +1358,7 @@ mod tests {
                 for h in std::mem::take(&mut out.sync) {
                     h.sync().unwrap();
                 }
-                let more = n.persisted();
+                let more = persist(n);
                 t.reads[i].extend(out.reads);
                 t.reads[i].extend(more.reads);
             }
@@ -1196,7 +1408,7 @@ mod tests {
                     for h in std::mem::take(&mut out.sync) {
                         h.sync().unwrap();
                     }
-                    let more = n.persisted();
+                    let more = persist(n);
                     for (to, f) in out.frames.into_iter().chain(more.frames) {
                         match f.class {
                             Class::Bulk => bulk += 1,

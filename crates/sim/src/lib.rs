@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use replication::engine::{Engine, EngineError};
+use replication::engine::{Engine, EngineError, Output};
 use replication::meta_sm::{Meta, MetaOp};
 use replication::outbox::Outbox;
 use replication::rng::Rng;
@@ -63,6 +63,9 @@ pub struct Faults {
     pub crash: u64,
     /// Per crash: flip a bit in the crashed server's log.
     pub bit_flip: u64,
+    /// Per server per step: the syncs it has queued wait for a later
+    /// step (a slow disk), while its engine goes on.
+    pub slow_sync: u64,
 }
 
 impl Faults {
@@ -76,6 +79,7 @@ impl Faults {
             heal: 0,
             crash: 0,
             bit_flip: 0,
+            slow_sync: 0,
         }
     }
 
@@ -89,6 +93,7 @@ impl Faults {
             heal: 30,
             crash: 2,
             bit_flip: 100,
+            slow_sync: 400,
         }
     }
 }
@@ -231,6 +236,28 @@ struct Server {
     meta: Meta,
     /// Applied index of the last compaction, by group.
     compacted_at: BTreeMap<u64, u64>,
+    /// Sync handles handed out and not yet run, by epoch, as a sync
+    /// thread holds them while the engine goes on.
+    syncing: Vec<(u64, Vec<store::SyncHandle>)>,
+}
+
+/// What a poll hands a server besides frames and entries: installed
+/// snapshots replace its state, wanted ones are taken, and sync handles
+/// queue for its sync thread.
+fn absorb(cfg: &Config, s: &mut Server, out: &mut Output, now: i64) {
+    for c in &out.snapshots {
+        // The leader's snapshot replaces this replica's state.
+        restore_state(cfg, s, c.group, &c.data);
+    }
+    for &g in &out.snapshot_wanted {
+        let (index, data) = state_snapshot(s, g, now);
+        let e = s.engine.as_mut().expect("up");
+        let at = index.unwrap_or_else(|| e.applied(g).unwrap_or(0));
+        let _ = e.compact(g, at, data);
+    }
+    if let Some(epoch) = out.epoch {
+        s.syncing.push((epoch, std::mem::take(&mut out.sync)));
+    }
 }
 
 /// A directed link with limited bandwidth. Prioritized, it queues in
@@ -387,6 +414,7 @@ impl Sim {
                     agg: sourcing_stream(&cfg),
                     meta: Meta::new(),
                     compacted_at: BTreeMap::new(),
+                    syncing: Vec::new(),
                 }
             })
             .collect();
@@ -633,6 +661,8 @@ impl Sim {
                         restore_state(&self.cfg, s, g, &data);
                     }
                     s.engine = Some(e);
+                    // What the crashed engine had not synced is gone.
+                    s.syncing.clear();
                     self.report.trace = mix(self.report.trace, 3000 + s.id);
                 } else {
                     s.down_for -= 1;
@@ -1063,21 +1093,10 @@ impl Sim {
             let id = e.id();
             let mut out = e.poll();
             let now = self.now();
-            let s = &mut self.servers[i];
-            for c in &out.snapshots {
-                // The leader's snapshot replaces this replica's state.
-                restore_state(&self.cfg, s, c.group, &c.data);
-            }
-            for &g in &out.snapshot_wanted {
-                let (index, data) = state_snapshot(s, g, now);
-                let e = s.engine.as_mut().expect("up");
-                let at = index.unwrap_or_else(|| e.applied(g).unwrap_or(0));
-                let _ = e.compact(g, at, data);
-            }
-            let sync = std::mem::take(&mut out.sync);
+            absorb(&self.cfg, &mut self.servers[i], &mut out, now);
             let mut outputs = vec![out];
             // A crash can land between the write and its sync.
-            if !sync.is_empty() && self.rng.chance(f.crash / 2) {
+            if !self.servers[i].syncing.is_empty() && self.rng.chance(f.crash / 2) {
                 let s = &mut self.servers[i];
                 s.engine = None;
                 s.dir.crash(self.rng.below(64) as usize);
@@ -1090,11 +1109,21 @@ impl Sim {
                 }
                 continue;
             }
-            for h in sync {
-                h.sync().expect("memory dir syncs");
+            // The sync thread finishes now or in a later step; the engine
+            // goes on meanwhile, and what waits for the disk waits.
+            if !self.servers[i].syncing.is_empty() && !self.rng.chance(f.slow_sync) {
+                let queued = std::mem::take(&mut self.servers[i].syncing);
+                let last = queued.last().map(|(epoch, _)| *epoch).expect("not empty");
+                for h in queued.into_iter().flat_map(|(_, hs)| hs) {
+                    h.sync().expect("memory dir syncs");
+                }
+                let e = self.servers[i].engine.as_mut().expect("still up");
+                outputs.push(e.synced(last));
+                let mut more = e.poll();
+                absorb(&self.cfg, &mut self.servers[i], &mut more, now);
+                outputs.push(more);
             }
             let e = self.servers[i].engine.as_mut().expect("still up");
-            outputs.push(e.persisted());
             let leader = e.is_leader(GROUP);
             let agg_leader = e.is_leader(SOURCING_GROUP);
             if self.cfg.meta {
