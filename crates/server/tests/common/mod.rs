@@ -773,16 +773,36 @@ pub fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
 }
 
 /// Free TCP ports on loopback, for servers that must name each other
-/// before they start.
+/// before they start. They come from below the kernel's ephemeral range
+/// when there is room there: a port handed out here is free until its
+/// server binds it, and a server started meanwhile with `-p -1` (every
+/// test server's client port) would otherwise be able to take it.
 pub fn free_ports(n: usize) -> Vec<u16> {
     // Never the same port twice in one test process: tests run in
-    // parallel, and a port handed out is free until its server binds it.
+    // parallel.
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     let mut given = GIVEN.lock().unwrap();
     let mut held = Vec::new();
     let mut out = Vec::new();
+    let below = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .filter(|&low| low > 12_000);
+    // Test binaries run one after another: start each one's search at a
+    // different place.
+    let mut next = std::process::id().wrapping_mul(7919);
     while out.len() < n {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let l = match below {
+            Some(low) => {
+                next = next.wrapping_add(1);
+                let port = 10_000 + next % (low - 10_000);
+                match std::net::TcpListener::bind(("127.0.0.1", port as u16)) {
+                    Ok(l) => l,
+                    Err(_) => continue,
+                }
+            }
+            None => std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
+        };
         let port = l.local_addr().unwrap().port();
         if !given.contains(&port) {
             given.push(port);
