@@ -150,6 +150,8 @@ pub struct Engine {
     id: u64,
     /// The last sync epoch handed out by [`Engine::poll`].
     epoch: u64,
+    /// The last epoch reported synced.
+    synced: u64,
     dir: Arc<dyn Dir>,
     groups: BTreeMap<u64, Group>,
     rng: Rng,
@@ -195,6 +197,7 @@ impl Engine {
         Engine {
             id,
             epoch: 0,
+            synced: 0,
             dir,
             groups: BTreeMap::new(),
             rng: Rng::new(seed ^ id.wrapping_mul(0x2545_F491_4F6C_DD1D)),
@@ -272,11 +275,23 @@ impl Engine {
         };
         cfg.validate()?;
         let raw = RawNode::new(&cfg, log, &self.logger)?;
+        // raft-rs takes whatever the log holds for durable. Read while a
+        // sync is still running (a restart right after a write), some of
+        // it may not be: nothing this node says waits on its log leaves
+        // before every sync handed out so far has run.
+        let mut waiting = VecDeque::new();
+        if self.synced < self.epoch {
+            waiting.push_back(Waiting {
+                epoch: self.epoch,
+                number: 0,
+                messages: Vec::new(),
+            });
+        }
         self.groups.insert(
             key,
             Group {
                 raw,
-                waiting: VecDeque::new(),
+                waiting,
                 handed_out: 0,
                 join: join.to_vec(),
                 snapshot_ticks: BTreeMap::new(),
@@ -756,6 +771,7 @@ impl Engine {
     /// committable comes out of the next [`Engine::poll`].
     pub fn synced(&mut self, epoch: u64) -> Output {
         assert!(epoch <= self.epoch, "epoch {epoch} was never handed out");
+        self.synced = self.synced.max(epoch);
         let mut out = Output::default();
         let chunk = self.chunk_size;
         for (&gid, g) in self.groups.iter_mut() {
@@ -765,7 +781,7 @@ impl Engine {
                 push_frames(&mut out, gid, self.id, chunk, w.messages);
                 last = Some(w.number);
             }
-            if let Some(number) = last {
+            if let Some(number) = last.filter(|&n| n > 0) {
                 g.raw.on_persist_ready(number);
                 advance_apply(g);
             }
@@ -1156,6 +1172,51 @@ mod tests {
         let second = messages(&t.nodes[f].synced(epochs[1]).frames);
         assert_eq!(second.len(), 1);
         assert_eq!(second[0].index, last_index);
+    }
+
+    /// A group restarted from its log while a write of it is still
+    /// syncing takes the log for durable (raft-rs does); so nothing it says
+    /// leaves before that sync is reported.
+    #[test]
+    fn a_group_reopened_during_a_sync_waits_for_it() {
+        let mut t = Trio::new(8);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        let f = (l + 1) % 3;
+        t.nodes[l].propose(7, b"x".to_vec()).unwrap();
+        let mut out = t.nodes[l].poll();
+        for h in std::mem::take(&mut out.sync) {
+            h.sync().unwrap();
+        }
+        let frames: Vec<_> = out
+            .frames
+            .into_iter()
+            .filter(|(to, _)| *to == f as u64 + 1)
+            .collect();
+        deliver(&mut t, l, frames);
+        let mut o = t.nodes[f].poll();
+        let epoch = o.epoch.expect("the follower wrote the entry");
+        let handles = std::mem::take(&mut o.sync);
+        t.nodes[f].remove_group(7).unwrap();
+        t.nodes[f].create_group(7, &[]).unwrap();
+        // The leader's next heartbeat reaches the reopened follower.
+        for _ in 0..HEARTBEAT_TICKS {
+            t.nodes[l].tick();
+        }
+        let out = t.nodes[l].poll();
+        let frames: Vec<_> = out
+            .frames
+            .into_iter()
+            .filter(|(to, _)| *to == f as u64 + 1)
+            .collect();
+        assert!(!frames.is_empty(), "a heartbeat");
+        deliver(&mut t, l, frames);
+        assert!(t.nodes[f].poll().frames.is_empty(), "it waits for the sync");
+        for h in handles {
+            h.sync().unwrap();
+        }
+        let answer = t.nodes[f].synced(epoch);
+        assert!(!answer.frames.is_empty(), "then it answers");
     }
 
     #[test]
