@@ -486,6 +486,15 @@ impl Engine {
             if !leader && self.rng.chance(250) {
                 continue;
             }
+            // A replica whose writes are still syncing does not start an
+            // election: raft-rs's campaign checks read the log from the
+            // applied index, which a snapshot installed and not yet synced
+            // has compacted away (a fatal error), and a sole voter would
+            // lead with entries not yet durable (an assertion). It waits
+            // at most for the sync in flight.
+            if !leader && !g.waiting.is_empty() {
+                continue;
+            }
             g.raw.tick();
         }
     }
@@ -645,9 +654,13 @@ impl Engine {
     }
 
     /// The last index applied in a group (what [`Engine::compact`] may
-    /// snapshot at).
+    /// snapshot at): the last one handed to the application, which is
+    /// where its state is. raft-rs's own applied index can trail it, until
+    /// a snapshot handed out is synced or after a poll whose write failed.
     pub fn applied(&self, group: u64) -> Option<u64> {
-        self.groups.get(&group).map(|g| g.raw.raft.raft_log.applied)
+        self.groups
+            .get(&group)
+            .map(|g| g.raw.raft.raft_log.applied.max(g.handed_out))
     }
 
     /// The latest snapshot of a group's state machine held in its log:
@@ -1390,6 +1403,95 @@ mod tests {
         t.nodes[l].propose(7, b"after".to_vec()).unwrap();
         t.tick(5);
         assert_eq!(t.leader(), Some(l));
+    }
+
+    /// A replica that installed a leader's snapshot does not campaign
+    /// until the snapshot is synced: raft-rs's campaign checks would read
+    /// entries the snapshot compacted away, which is fatal to it.
+    #[test]
+    fn a_replica_does_not_campaign_while_its_snapshot_syncs() {
+        use raft::prelude::{ConfChange, ConfChangeType};
+        let mut t = Trio::new(6);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        for i in 0..10 {
+            t.nodes[l].propose(7, format!("a{i}").into_bytes()).unwrap();
+        }
+        t.tick(3);
+        t.dirs.push(MemDir::new());
+        t.applied.push(Vec::new());
+        let mut e = Engine::new(4, Arc::new(t.dirs[3].clone()), 6);
+        e.join_group(7, &[1, 2, 3]).unwrap();
+        t.nodes.push(e);
+        let add = ConfChange {
+            change_type: ConfChangeType::AddNode,
+            node_id: 4,
+            ..Default::default()
+        };
+        t.nodes[l].propose_conf_change(7, add).unwrap();
+        // Servers 1-3 sync at once; server 4 holds its syncs from the
+        // poll that installs the snapshot on.
+        let mut held: Vec<SyncHandle> = Vec::new();
+        let mut held_epoch = None;
+        for _ in 0..200 {
+            let mut wire = Vec::new();
+            for (i, n) in t.nodes.iter_mut().enumerate() {
+                let mut out = n.poll();
+                for g in std::mem::take(&mut out.snapshot_wanted) {
+                    let at = n.applied(g).unwrap();
+                    n.compact(g, at, Vec::new()).unwrap();
+                }
+                let mut outs = Vec::new();
+                if i == 3 && (held_epoch.is_some() || !out.snapshots.is_empty()) {
+                    if let Some(e) = out.epoch {
+                        held.extend(std::mem::take(&mut out.sync));
+                        held_epoch = Some(e);
+                    }
+                    outs.push(out);
+                } else {
+                    for h in std::mem::take(&mut out.sync) {
+                        h.sync().unwrap();
+                    }
+                    outs.push(out);
+                    outs.push(persist(n));
+                }
+                for o in outs {
+                    wire.extend(o.frames.into_iter().map(|(to, f)| (n.id(), to, f)));
+                }
+            }
+            for (from, to, f) in wire {
+                let mut b = bytes::BytesMut::new();
+                frame::encode(&f, &mut b);
+                t.nodes[to as usize - 1].receive(from, &b);
+            }
+            if held_epoch.is_some() {
+                break;
+            }
+            for n in &mut t.nodes {
+                n.tick();
+            }
+        }
+        let epoch = held_epoch.expect("server 4 installed a snapshot");
+        // Long past an election timeout, with nothing from the leader.
+        for _ in 0..(4 * ELECTION_TICKS) {
+            t.nodes[3].tick();
+            let out = t.nodes[3].poll();
+            assert!(
+                out.frames.is_empty(),
+                "it says nothing: {:?}",
+                messages(&out.frames)
+            );
+        }
+        assert_eq!(t.nodes[3].groups[&7].raw.raft.state, StateRole::Follower);
+        for h in held {
+            h.sync().unwrap();
+        }
+        t.nodes[3].synced(epoch);
+        t.tick(10);
+        for n in &t.nodes {
+            assert_eq!(n.voters(7).unwrap(), vec![1, 2, 3, 4], "server {}", n.id());
+        }
+        assert_eq!(t.nodes[3].applied(7), t.nodes[l].applied(7), "caught up");
     }
 
     /// Reads that must be current are confirmed only by a leader a quorum
