@@ -1088,6 +1088,30 @@ mod tests {
         }
     }
 
+    /// The frames of `frames` for node `to` (an index).
+    fn only_to(frames: Vec<(u64, Frame)>, to: usize) -> Vec<(u64, Frame)> {
+        frames
+            .into_iter()
+            .filter(|(id, _)| *id == to as u64 + 1)
+            .collect()
+    }
+
+    /// Leader `l` proposes `data`, syncs it and sends it to follower `f`
+    /// alone, which writes it and holds its sync: returns the epoch and
+    /// handles. Nothing leaves the follower meanwhile.
+    fn append_held(t: &mut Trio, l: usize, f: usize, data: &[u8]) -> (u64, Vec<SyncHandle>) {
+        t.nodes[l].propose(7, data.to_vec()).unwrap();
+        let mut out = t.nodes[l].poll();
+        for h in std::mem::take(&mut out.sync) {
+            h.sync().unwrap();
+        }
+        deliver(t, l, only_to(out.frames, f));
+        let mut o = t.nodes[f].poll();
+        assert!(o.frames.is_empty(), "nothing leaves before its sync");
+        let epoch = o.epoch.expect("the follower wrote");
+        (epoch, std::mem::take(&mut o.sync))
+    }
+
     /// The Raft messages in `frames` (each small enough to be whole).
     fn messages(frames: &[(u64, Frame)]) -> Vec<Message> {
         frames
@@ -1149,21 +1173,9 @@ mod tests {
         let mut epochs = Vec::new();
         let mut handles = Vec::new();
         for m in [b"a", b"b"] {
-            t.nodes[l].propose(7, m.to_vec()).unwrap();
-            let mut out = t.nodes[l].poll();
-            for h in std::mem::take(&mut out.sync) {
-                h.sync().unwrap();
-            }
-            let frames: Vec<_> = out
-                .frames
-                .into_iter()
-                .filter(|(to, _)| *to == f as u64 + 1)
-                .collect();
-            deliver(&mut t, l, frames);
-            let mut o = t.nodes[f].poll();
-            assert!(o.frames.is_empty(), "nothing leaves before its sync");
-            epochs.push(o.epoch.expect("the follower wrote"));
-            handles.push(std::mem::take(&mut o.sync));
+            let (epoch, h) = append_held(&mut t, l, f, m);
+            epochs.push(epoch);
+            handles.push(h);
         }
         assert!(epochs[0] < epochs[1]);
         let last_index = t.nodes[f].raft_info(7).unwrap().last_index;
@@ -1196,32 +1208,14 @@ mod tests {
         t.tick(40);
         let l = t.leader().unwrap();
         let f = (l + 1) % 3;
-        t.nodes[l].propose(7, b"x".to_vec()).unwrap();
-        let mut out = t.nodes[l].poll();
-        for h in std::mem::take(&mut out.sync) {
-            h.sync().unwrap();
-        }
-        let frames: Vec<_> = out
-            .frames
-            .into_iter()
-            .filter(|(to, _)| *to == f as u64 + 1)
-            .collect();
-        deliver(&mut t, l, frames);
-        let mut o = t.nodes[f].poll();
-        let epoch = o.epoch.expect("the follower wrote the entry");
-        let handles = std::mem::take(&mut o.sync);
+        let (epoch, handles) = append_held(&mut t, l, f, b"x");
         t.nodes[f].remove_group(7).unwrap();
         t.nodes[f].create_group(7, &[]).unwrap();
         // The leader's next heartbeat reaches the reopened follower.
         for _ in 0..HEARTBEAT_TICKS {
             t.nodes[l].tick();
         }
-        let out = t.nodes[l].poll();
-        let frames: Vec<_> = out
-            .frames
-            .into_iter()
-            .filter(|(to, _)| *to == f as u64 + 1)
-            .collect();
+        let frames = only_to(t.nodes[l].poll().frames, f);
         assert!(!frames.is_empty(), "a heartbeat");
         deliver(&mut t, l, frames);
         assert!(t.nodes[f].poll().frames.is_empty(), "it waits for the sync");
@@ -1343,13 +1337,10 @@ mod tests {
         assert_eq!(t.nodes[0].voters(7).unwrap(), vec![1, 2, 3]);
     }
 
-    /// Membership changes only through committed conf changes: a fourth
-    /// server joins and catches up, a first one is removed, and every
-    /// replica ends up counting the same three voters. The removed server
-    /// is not heard from again.
-    #[test]
-    fn servers_join_and_leave_through_the_log() {
-        use raft::prelude::{ConfChange, ConfChangeType};
+    /// A trio with ten entries applied, and server 4 started empty
+    /// (knowing only who its peers are) and proposed as a member by the
+    /// leader, whose index is returned. It catches up from a snapshot.
+    fn joining_fourth() -> (Trio, usize) {
         let mut t = Trio::new(6);
         t.tick(40);
         let l = t.leader().unwrap();
@@ -1357,7 +1348,6 @@ mod tests {
             t.nodes[l].propose(7, format!("a{i}").into_bytes()).unwrap();
         }
         t.tick(3);
-        // Server 4 starts empty, knowing only who its peers are.
         t.dirs.push(MemDir::new());
         t.applied.push(Vec::new());
         let mut e = Engine::new(4, Arc::new(t.dirs[3].clone()), 6);
@@ -1369,6 +1359,17 @@ mod tests {
             ..Default::default()
         };
         t.nodes[l].propose_conf_change(7, add).unwrap();
+        (t, l)
+    }
+
+    /// Membership changes only through committed conf changes: a fourth
+    /// server joins and catches up, a first one is removed, and every
+    /// replica ends up counting the same three voters. The removed server
+    /// is not heard from again.
+    #[test]
+    fn servers_join_and_leave_through_the_log() {
+        use raft::prelude::{ConfChange, ConfChangeType};
+        let (mut t, l) = joining_fourth();
         t.tick(10);
         for n in &t.nodes {
             assert_eq!(n.voters(7).unwrap(), vec![1, 2, 3, 4], "server {}", n.id());
@@ -1410,25 +1411,7 @@ mod tests {
     /// entries the snapshot compacted away, which is fatal to it.
     #[test]
     fn a_replica_does_not_campaign_while_its_snapshot_syncs() {
-        use raft::prelude::{ConfChange, ConfChangeType};
-        let mut t = Trio::new(6);
-        t.tick(40);
-        let l = t.leader().unwrap();
-        for i in 0..10 {
-            t.nodes[l].propose(7, format!("a{i}").into_bytes()).unwrap();
-        }
-        t.tick(3);
-        t.dirs.push(MemDir::new());
-        t.applied.push(Vec::new());
-        let mut e = Engine::new(4, Arc::new(t.dirs[3].clone()), 6);
-        e.join_group(7, &[1, 2, 3]).unwrap();
-        t.nodes.push(e);
-        let add = ConfChange {
-            change_type: ConfChangeType::AddNode,
-            node_id: 4,
-            ..Default::default()
-        };
-        t.nodes[l].propose_conf_change(7, add).unwrap();
+        let (mut t, l) = joining_fourth();
         // Servers 1-3 sync at once; server 4 holds its syncs from the
         // poll that installs the snapshot on.
         let mut held: Vec<SyncHandle> = Vec::new();
