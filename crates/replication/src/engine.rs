@@ -17,8 +17,7 @@
 //! The syncs may run on another thread while the driver goes on feeding
 //! inputs and polling (raft-rs's asynchronous ready): a leader keeps
 //! proposing and committing while its disk flushes, and the next epoch's
-//! writes wait only for that one flush. A driver that runs each poll's
-//! syncs at once calls [`Engine::persisted`] instead.
+//! writes wait only for that one flush.
 //!
 //! Invariants:
 //! - A group id has at most one live Raft node: [`Engine::create_group`]
@@ -801,23 +800,6 @@ impl Engine {
         }
         out
     }
-
-    /// For a driver that runs every sync handle before going on: call it
-    /// once every handle handed out so far has run. Returns what waited
-    /// for them and the poll that follows (whose own sync handles, if
-    /// any, are run before the next call).
-    pub fn persisted(&mut self) -> Output {
-        let mut out = self.synced(self.epoch);
-        let more = self.poll();
-        out.frames.extend(more.frames);
-        out.sync = more.sync;
-        out.epoch = more.epoch;
-        out.committed = more.committed;
-        out.snapshots = more.snapshots;
-        out.snapshot_wanted = more.snapshot_wanted;
-        out.reads = more.reads;
-        out
-    }
 }
 
 /// Tells raft-rs what the application has been handed, as far as it is
@@ -920,13 +902,21 @@ mod tests {
     use super::*;
     use store::MemDir;
 
-    /// `Engine::persisted` for a test that runs every sync at once: the
-    /// syncs of the poll it ends with run too.
+    /// For a test that runs every sync handle as soon as it has it: once
+    /// they have run, what waited for them and the poll that follows
+    /// (whose own syncs run too, and are released by the next call).
     fn persist(n: &mut Engine) -> Output {
-        let mut out = n.persisted();
-        for h in std::mem::take(&mut out.sync) {
+        let mut out = n.synced(n.epoch);
+        let more = n.poll();
+        for h in more.sync {
             h.sync().unwrap();
         }
+        out.frames.extend(more.frames);
+        out.epoch = more.epoch;
+        out.committed = more.committed;
+        out.snapshots = more.snapshots;
+        out.snapshot_wanted = more.snapshot_wanted;
+        out.reads = more.reads;
         out
     }
 

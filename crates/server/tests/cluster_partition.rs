@@ -279,8 +279,14 @@ fn a_partitioned_follower_rejoins_without_deposing_the_leader() {
                 .await;
             if let Ok(m) = r {
                 let v: Value = serde_json::from_slice(&m.payload).unwrap();
-                assert!(v.get("error").is_none(), "{v}");
-                break;
+                // A server joins the meta group's peers a moment after the
+                // meta leader is elected; until all three have, an R3
+                // stream has nowhere to go (nats-server answers the same).
+                let placing = v["error"]["err_code"] == 10005;
+                assert!(v.get("error").is_none() || placing, "{v}");
+                if !placing {
+                    break;
+                }
             }
             assert!(Instant::now() < deadline, "no JetStream API");
             tokio::time::sleep(Duration::from_millis(100)).await;
