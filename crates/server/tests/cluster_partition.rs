@@ -3,6 +3,7 @@
 //! taking its link down. Needs root and `ip netns`; where the namespaces
 //! cannot be made the test says why and skips.
 
+use async_nats::jetstream::context::PublishErrorKind;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -299,12 +300,22 @@ fn a_partitioned_follower_rejoins_without_deposing_the_leader() {
             let js = async_nats::jetstream::new(js_client.clone());
             for i in 0..n {
                 let id = format!("{tag}-{i}");
-                let ack = js
-                    .publish("part.x", id.clone().into())
-                    .await
-                    .unwrap()
-                    .await
-                    .unwrap();
+                // A leader that has just taken over subscribes to the
+                // stream's subjects a moment later; a publish nobody
+                // received (no responders) stored nothing and is sent again.
+                let deadline = Instant::now() + Duration::from_secs(10);
+                let ack = loop {
+                    match js.publish("part.x", id.clone().into()).await.unwrap().await {
+                        Ok(ack) => break ack,
+                        Err(e)
+                            if e.kind() == PublishErrorKind::StreamNotFound
+                                && Instant::now() < deadline =>
+                        {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        Err(e) => panic!("{id}: {e}"),
+                    }
+                };
                 js_acks.lock().push((id, ack.sequence));
             }
         })
