@@ -128,8 +128,10 @@ enum Input {
         group: u64,
         reply: std::sync::mpsc::Sender<Result<Vec<u64>, EngineError>>,
     },
-    /// The sync thread ran every handle up to this epoch, or failed.
-    Synced(Result<u64, String>),
+    /// The sync thread ran every handle up to this epoch.
+    Synced(u64),
+    /// A sync failed (the sync thread logged why and ended).
+    SyncFailed,
     Stop,
 }
 
@@ -271,13 +273,13 @@ fn syncer(
             for h in handles {
                 if let Err(e) = round.sync(h) {
                     error!("raft log sync failed on server {id}: {e}; stopping this node");
-                    let _ = report.send(Input::Synced(Err(e.to_string())));
+                    let _ = report.send(Input::SyncFailed);
                     return;
                 }
             }
             last = epoch;
         }
-        if report.send(Input::Synced(Ok(last))).is_err() {
+        if report.send(Input::Synced(last)).is_err() {
             return;
         }
     }
@@ -357,11 +359,11 @@ fn run(
                     });
                     let _ = reply.send(r);
                 }
-                Input::Synced(Ok(epoch)) => {
+                Input::Synced(epoch) => {
                     let out = engine.synced(epoch);
                     emit(&transport, &committed, &mut apply, out, &mut engine);
                 }
-                Input::Synced(Err(_)) => break 'run,
+                Input::SyncFailed => break 'run,
                 Input::Stop => break 'run,
             }
         }
