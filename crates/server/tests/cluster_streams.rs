@@ -1049,3 +1049,52 @@ async fn a_wiped_server_is_removed_by_name_and_its_stream_repaired() {
     }
     check_replicas(&names(&all), &clients[1], "REP", &acks).await;
 }
+
+/// The first answer a freshly started cluster gives to an R3 create is the
+/// stream. A meta leader elected just after its control pass serves the
+/// API before that pass names the founding voters; placement names them
+/// itself, ahead of the assignment. (Whether a run lands in that window
+/// is down to timing: CI's bench_quick did once, with 10005.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_cluster_places_an_r3_stream_as_soon_as_it_answers() {
+    let ports = common::free_ports(3);
+    let routes: Vec<String> = ports
+        .iter()
+        .map(|p| format!("nats-route://127.0.0.1:{p}"))
+        .collect();
+    let all: Vec<common::Server> = (0..3)
+        .map(|i| common::replicated::js_node_tagged(&format!("S{i}"), ports[i], &routes, &[]))
+        .collect();
+    let c = all[1].client().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let cfg = json!({"name": "EARLY", "subjects": ["early"], "num_replicas": 3});
+    loop {
+        // No responders until a meta leader subscribes to the API.
+        if let Ok(m) = c
+            .request("$JS.API.STREAM.CREATE.EARLY", cfg.to_string().into())
+            .await
+        {
+            let v: Value = serde_json::from_slice(&m.payload).unwrap();
+            assert!(v.get("error").is_none(), "the first answer: {v}");
+            assert_eq!(v["config"]["num_replicas"], 3, "{v}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the API never answered");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let js = jetstream::new(c.clone());
+    let ack = js
+        .publish("early", "one".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(ack.sequence, 1);
+    assert_eq!(
+        stream_info(&c, "EARLY").await["cluster"]["replicas"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}

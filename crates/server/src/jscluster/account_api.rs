@@ -427,8 +427,14 @@ impl Api {
             })
             .collect();
         let tags = self.jc.live_tags(&self.server);
+        // A just-founded meta group has voters before the leader's next
+        // pass names them; naming them here, ahead of the assignment in
+        // the log, lets a stream go to a cluster the moment it has a
+        // leader, as with nats-server.
+        let voters = self.jc.meta_status().map(|g| g.voters).unwrap_or_default();
+        let naming = self.jc.name_voters(&self.server, &voters);
         let meta = self.jc.meta.lock();
-        let all: Vec<u64> = meta.peers().map(|p| p.id).collect();
+        let all: Vec<u64> = meta.peers().map(|p| p.id).chain(naming).collect();
         let mut why = SelectError::default();
         let mut up: Vec<u64> = Vec::new();
         for &id in &all {

@@ -17,7 +17,8 @@
 //!   requirement keeps two disjoint sets from both founding.
 //! - The meta leader adds every JetStream server it has a route to and
 //!   that is not yet a voter, one conf change at a time, and records each
-//!   voter's name in the meta state (`MetaOp::AddPeer`).
+//!   voter's name in the meta state (`MetaOp::AddPeer`) on its next
+//!   pass, or at once when it places a stream, ahead of the assignment.
 //!
 //! Voters leave only through an operator's peer-remove: a server that
 //! was wiped comes back with a new id, joins as a new peer, and the old
@@ -339,8 +340,17 @@ impl JsCluster {
             return;
         }
         self.heal(server);
+        self.name_voters(server, &voters);
+    }
+
+    /// As meta leader: proposes a name for each voter the meta state does
+    /// not name yet but this server knows (itself, or a routed server).
+    /// Returns the voters so named; their names commit before anything
+    /// proposed after this call.
+    pub fn name_voters(&self, server: &Server, voters: &[u64]) -> Vec<u64> {
         let known: BTreeSet<u64> = self.meta.lock().peers().map(|p| p.id).collect();
-        for v in voters {
+        let mut named = Vec::new();
+        for &v in voters {
             if known.contains(&v) {
                 continue;
             }
@@ -351,9 +361,12 @@ impl JsCluster {
             };
             if let Some(name) = name {
                 let op = MetaOp::AddPeer { id: v, name };
-                let _ = self.node.propose(META_GROUP, op.encode());
+                if self.node.propose(META_GROUP, op.encode()).is_ok() {
+                    named.push(v);
+                }
             }
         }
+        named
     }
 }
 
