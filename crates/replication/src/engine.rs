@@ -740,7 +740,9 @@ impl Engine {
                 Ok(h) => h,
                 Err(_) => {
                     // Not advanced: raft-rs hands the same entries out
-                    // again, and nothing that depended on them leaves.
+                    // again, and the log still owes their sync. What
+                    // depended on them (a vote, an acknowledgement) is
+                    // dropped, never sent unsynced; its sender asks again.
                     self.write_failures += 1;
                     continue;
                 }
@@ -1598,6 +1600,53 @@ mod tests {
             .collect();
         let want: Vec<Bytes> = (0..5).rev().map(|i| Bytes::from(format!("b{i}"))).collect();
         assert_eq!(tail, want);
+    }
+
+    /// A vote whose log write could not get a sync handle (the file would
+    /// not reopen) is not sent, and the next poll asks for the sync again,
+    /// though raft-rs's hard state, already recorded, appends nothing new.
+    #[test]
+    fn a_vote_waits_for_a_sync_that_failed_once() {
+        let mut t = Trio::new(6);
+        let (f, from) = (0, 2u64);
+        let mut vote = Message::default();
+        vote.set_msg_type(MessageType::MsgRequestVote);
+        vote.from = from;
+        vote.to = f as u64 + 1;
+        vote.term = 50;
+        // A log ahead of this one: the vote is granted.
+        vote.log_term = 49;
+        vote.index = 100;
+        let fr = Frame {
+            class: Class::Control,
+            sender: from,
+            group: 7,
+            payload: crate::chunk::split(&vote.write_to_bytes().unwrap(), 1 << 20).remove(0),
+        };
+        t.nodes[f].receive_frame(from, fr);
+        t.dirs[f].refuse_handles(1);
+        let out = t.nodes[f].poll();
+        assert_eq!(t.nodes[f].write_failures, 1);
+        assert!(
+            out.sync.is_empty() && out.frames.is_empty(),
+            "nothing leaves"
+        );
+        let mut out = t.nodes[f].poll();
+        assert!(out.frames.is_empty(), "the vote waits for its sync");
+        let epoch = out.epoch.expect("the sync is asked for again");
+        for h in std::mem::take(&mut out.sync) {
+            h.sync().unwrap();
+        }
+        // The answer went with the failed ready (the candidate asks again
+        // in its next term); what matters is that it never left unsynced.
+        let out = t.nodes[f].synced(epoch);
+        assert!(out.frames.is_empty());
+        // Durable: a restart remembers the vote.
+        t.dirs[f].crash(0);
+        let mut e = Engine::new(f as u64 + 1, Arc::new(t.dirs[f].clone()), 6);
+        e.create_group(7, &[1, 2, 3]).unwrap();
+        let hs = e.groups[&7].raw.raft.hard_state();
+        assert_eq!((hs.term, hs.vote), (50, from));
     }
 
     /// A replica whose log took a bit flip comes back damaged: it does not

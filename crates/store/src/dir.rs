@@ -314,6 +314,8 @@ struct MemDirState {
     files: BTreeMap<String, MemFile>,
     /// Bytes writes may still add before failing with "no space".
     space: Option<u64>,
+    /// How many more sync handles fail to be made.
+    refused_handles: u32,
 }
 
 /// An in-memory directory with fault injection, for tests.
@@ -381,6 +383,12 @@ impl MemDir {
         self.with(|s| {
             s.files.remove(name);
         });
+    }
+
+    /// The next `n` sync handles fail to be made, as when a file that was
+    /// closed to stay under the open-file limit cannot be opened again.
+    pub fn refuse_handles(&self, n: u32) {
+        self.with(|s| s.refused_handles = n);
     }
 
     /// From now on, writes beyond `bytes` more fail as a full disk would;
@@ -468,6 +476,14 @@ impl Dir for MemDir {
     }
 
     fn sync_handle(&self, name: &str, _new_file: bool) -> io::Result<SyncHandle> {
+        let refused = self.with(|s| {
+            let r = s.refused_handles > 0;
+            s.refused_handles = s.refused_handles.saturating_sub(1);
+            r
+        });
+        if refused {
+            return Err(io::Error::other("too many open files"));
+        }
         let me = self.clone();
         let name = name.to_string();
         Ok(SyncHandle::new(move || {

@@ -100,20 +100,26 @@ impl Journal {
 
     /// Writes what was appended and returns a handle that makes it
     /// durable, or `None` if nothing was appended that needs a sync.
+    ///
+    /// On an error nothing is forgotten: what was not written stays
+    /// pending, and a sync still owed is asked for again by the next call,
+    /// even with nothing new appended (a caller that records a state only
+    /// when it changes appends nothing when it retries).
     pub fn sync_handle(&mut self) -> Result<Option<SyncHandle>> {
-        if self.pending.is_empty() {
+        if !self.pending.is_empty() {
+            let end = self.len + self.pending.len() as u64;
+            self.reserved = self.dir.reserve_written(&self.name, end, self.reserved)?;
+            self.dir.write_at(&self.name, self.len, &self.pending)?;
+            self.len += self.pending.len() as u64;
+            self.pending.clear();
+        }
+        if !self.must_sync {
             return Ok(None);
         }
-        let end = self.len + self.pending.len() as u64;
-        self.reserved = self.dir.reserve_written(&self.name, end, self.reserved)?;
-        self.dir.write_at(&self.name, self.len, &self.pending)?;
-        self.len += self.pending.len() as u64;
-        self.pending.clear();
-        if !std::mem::take(&mut self.must_sync) {
-            return Ok(None);
-        }
-        let new_file = std::mem::take(&mut self.created);
-        Ok(Some(self.dir.sync_handle(&self.name, new_file)?))
+        let h = self.dir.sync_handle(&self.name, self.created)?;
+        self.must_sync = false;
+        self.created = false;
+        Ok(Some(h))
     }
 
     /// Replaces the whole journal with `entries`, durably and atomically.
@@ -163,6 +169,41 @@ mod tests {
         dir.crash(0);
         let (_, r) = Journal::open(d, "c.log").unwrap();
         assert_eq!(r.entries, vec![b"snap".to_vec(), b"after".to_vec()]);
+    }
+
+    /// A handle that could not be made (the file would not open) leaves
+    /// the sync owed: the next call asks for it, though nothing new was
+    /// appended, and the entry survives a crash once it has run.
+    #[test]
+    fn a_failed_handle_leaves_the_sync_owed() {
+        let dir = MemDir::new();
+        let d: Arc<dyn Dir> = Arc::new(dir.clone());
+        let (mut j, _) = Journal::open(d.clone(), "c.log").unwrap();
+        j.append(b"vote");
+        dir.refuse_handles(1);
+        assert!(j.sync_handle().is_err());
+        let h = j.sync_handle().unwrap().expect("the sync is still owed");
+        h.sync().unwrap();
+        assert!(j.sync_handle().unwrap().is_none(), "owed once");
+        dir.crash(0);
+        let (_, r) = Journal::open(d, "c.log").unwrap();
+        assert_eq!(r.entries, vec![b"vote".to_vec()]);
+    }
+
+    /// A write that fails (a full disk) keeps the entry pending.
+    #[test]
+    fn a_failed_write_keeps_the_entry() {
+        let dir = MemDir::new();
+        let d: Arc<dyn Dir> = Arc::new(dir.clone());
+        let (mut j, _) = Journal::open(d.clone(), "c.log").unwrap();
+        j.append(b"vote");
+        dir.set_space(Some(0));
+        assert!(j.sync_handle().is_err());
+        dir.set_space(None);
+        j.sync_handle().unwrap().unwrap().sync().unwrap();
+        dir.crash(0);
+        let (_, r) = Journal::open(d, "c.log").unwrap();
+        assert_eq!(r.entries, vec![b"vote".to_vec()]);
     }
 
     #[test]
