@@ -414,6 +414,61 @@ async fn a_full_disk_holds_a_follower_back_until_space_returns() {
     }
 }
 
+/// A follower whose fsync fails stops its node, as the failed write's
+/// state cannot be trusted: it acknowledges nothing more and its status
+/// says it stopped, while the other two commit without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_fsync_stops_the_node_and_the_others_go_on() {
+    let bad = store::MemDir::new();
+    let shared = bad.clone();
+    let mut members = cluster_with(3, &[1, 2, 3], move |id| {
+        (id == 3).then(|| Arc::new(shared.clone()) as Arc<dyn store::Dir>)
+    })
+    .await;
+    let (li, _) = wait_leader(&members).await;
+    if members[li].id == 3 {
+        transfer_and_check(&members, 1).await;
+    }
+    bad.fail_syncs(true);
+    let values: Vec<Bytes> = (0..50).map(|i| Bytes::from(format!("e{i}"))).collect();
+    propose_all(&members, &values).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        for m in members.iter_mut() {
+            while let Ok(Event::Committed(c)) = m.committed.try_recv() {
+                m.seen.push(c.data);
+            }
+        }
+        let stopped = !members[2].node.as_ref().unwrap().status().running;
+        if stopped && members[..2].iter().all(|m| m.seen.len() >= 50) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stopped: {stopped}, committed: {:?}",
+            members.iter().map(|m| m.seen.len()).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(members[0].seen, values);
+    assert_eq!(members[1].seen, values);
+    assert!(
+        members[2].seen.len() < 50,
+        "a node whose fsync failed applied everything"
+    );
+    // The leader never counted the stopped one: its match index is below
+    // the last entry.
+    let l = members[..2]
+        .iter()
+        .find_map(|m| {
+            let st = m.node.as_ref().unwrap().status();
+            st.groups.into_iter().find(|g| g.is_leader)
+        })
+        .expect("a leader among the two");
+    let (_, matched) = l.progress.iter().find(|(id, _)| *id == 3).copied().unwrap();
+    assert!(matched < l.last_index, "{matched} of {}", l.last_index);
+}
+
 /// A group whose log was compacted behind a snapshot comes back from it:
 /// after a restart the apply hook gets the snapshot first, then exactly
 /// the entries after it, so the state machine is whole again.

@@ -316,6 +316,8 @@ struct MemDirState {
     space: Option<u64>,
     /// How many more sync handles fail to be made.
     refused_handles: u32,
+    /// Whether syncs fail, as fsync does after a write-back error.
+    syncs_fail: bool,
 }
 
 /// An in-memory directory with fault injection, for tests.
@@ -389,6 +391,11 @@ impl MemDir {
     /// closed to stay under the open-file limit cannot be opened again.
     pub fn refuse_handles(&self, n: u32) {
         self.with(|s| s.refused_handles = n);
+    }
+
+    /// From now on, syncs fail (or succeed again) and make nothing durable.
+    pub fn fail_syncs(&self, fail: bool) {
+        self.with(|s| s.syncs_fail = fail);
     }
 
     /// From now on, writes beyond `bytes` more fail as a full disk would;
@@ -488,11 +495,14 @@ impl Dir for MemDir {
         let name = name.to_string();
         Ok(SyncHandle::new(move || {
             me.with(|s| {
+                if s.syncs_fail {
+                    return Err(io::Error::other("input/output error"));
+                }
                 if let Some(f) = s.files.get_mut(&name) {
                     f.durable = Some(f.data.clone());
                 }
-            });
-            Ok(())
+                Ok(())
+            })
         }))
     }
 
