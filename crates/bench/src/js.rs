@@ -32,6 +32,7 @@ async fn fresh_stream(js: &jetstream::Context, p: &Params) -> Result<stream::Str
         subjects: vec!["bench.js.>".into()],
         storage: storage(p),
         num_replicas: p.replicas,
+        max_messages: p.max_msgs.map_or(-1, |m| m as i64),
         ..Default::default()
     })
     .await
@@ -116,7 +117,7 @@ pub async fn publish(p: &Params) -> Result<Report> {
         .state
         .messages;
     cleanup_stream(&js, p).await;
-    if stored != p.msgs {
+    if stored != p.max_msgs.map_or(p.msgs, |m| m.min(p.msgs)) {
         return Err(Error::Wrong {
             scenario: "js-pub",
             detail: format!("{stored} stored after {} PubAcks", p.msgs),

@@ -72,6 +72,8 @@ pub struct Params {
     pub memory: bool,
     /// Leave the stream or bucket in place after the run.
     pub keep: bool,
+    /// The stream's `max_msgs` (none: unlimited).
+    pub max_msgs: Option<u64>,
     /// A run that makes no progress for this long fails.
     pub stall: Duration,
     /// Draw a progress bar on stderr.
@@ -98,6 +100,7 @@ impl Default for Params {
             replicas: 1,
             memory: false,
             keep: false,
+            max_msgs: None,
             stall: Duration::from_secs(10),
             progress: true,
             conns: 10_000,

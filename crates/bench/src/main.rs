@@ -43,6 +43,10 @@ struct Args {
     /// Keep the stream or bucket after the run.
     #[arg(long)]
     keep: bool,
+    /// Cap the stream at this many messages (the oldest go), so a long
+    /// run works at a steady size.
+    #[arg(long)]
+    max_msgs: Option<u64>,
     /// Fail a run that makes no progress for this many seconds.
     #[arg(long, default_value_t = 10.0)]
     stall: f64,
@@ -89,6 +93,7 @@ async fn main() -> anyhow::Result<()> {
         replicas: a.replicas,
         memory: a.memory,
         keep: a.keep,
+        max_msgs: a.max_msgs,
         stall: Duration::from_secs_f64(a.stall),
         progress: !a.quiet,
         conns: a.conns,

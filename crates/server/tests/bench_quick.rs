@@ -72,8 +72,25 @@ async fn every_scenario_against_one_server() {
         &sync,
         &run(Scenario::JsPub, &sync).await.unwrap(),
     );
-    // Runs clean up after themselves.
+    // A capped stream keeps only the newest: the run checks that exactly
+    // `max_msgs` are stored after every PubAck.
+    let capped = Params {
+        max_msgs: Some(500),
+        keep: true,
+        ..quick(s.url())
+    };
+    check(
+        Scenario::JsPub,
+        &capped,
+        &run(Scenario::JsPub, &capped).await.unwrap(),
+    );
     let c = s.client().await;
+    let info = common::api(&c, "$JS.API.STREAM.INFO.BENCH", "").await;
+    assert_eq!(info["config"]["max_msgs"], 500, "{info}");
+    assert_eq!(info["state"]["messages"], 500, "{info}");
+    assert_eq!(info["state"]["first_seq"], 1501, "{info}");
+    common::api(&c, "$JS.API.STREAM.DELETE.BENCH", "").await;
+    // Runs clean up after themselves.
     let r = common::api(&c, "$JS.API.STREAM.NAMES", "").await;
     assert_eq!(r["total"], 0, "{r}");
 }
