@@ -322,27 +322,21 @@ impl LogStore {
     /// Replaces the journal with the live state, atomically and durably.
     fn rewrite(&mut self) -> Result<(), LogError> {
         let mut raws: Vec<Vec<u8>> = Vec::new();
-        let tagged = |tag: Tag, body: Vec<u8>| {
-            let mut v = vec![tag as u8];
-            v.extend(body);
+        // Encoded straight after the tag byte: a snapshot can be as big as
+        // its stream, and is not copied twice.
+        let tagged = |tag: Tag, m: &dyn protobuf::Message| {
+            let mut v = Vec::with_capacity(1 + m.compute_size() as usize);
+            v.push(tag as u8);
+            m.write_to_vec(&mut v).expect("encodes");
             v
         };
         if self.snap.get_metadata().index > 0 {
-            raws.push(tagged(
-                Tag::Snapshot,
-                self.snap.write_to_bytes().expect("encodes"),
-            ));
+            raws.push(tagged(Tag::Snapshot, &self.snap));
         }
-        raws.push(tagged(
-            Tag::ConfState,
-            self.conf.write_to_bytes().expect("encodes"),
-        ));
-        raws.push(tagged(
-            Tag::HardState,
-            self.hard.write_to_bytes().expect("encodes"),
-        ));
+        raws.push(tagged(Tag::ConfState, &self.conf));
+        raws.push(tagged(Tag::HardState, &self.hard));
         for e in &self.entries {
-            raws.push(tagged(Tag::Entry, e.write_to_bytes().expect("encodes")));
+            raws.push(tagged(Tag::Entry, e));
         }
         if self.damaged {
             raws.push(vec![Tag::Damaged as u8]);

@@ -543,7 +543,10 @@ impl ReplicatedStream {
     /// duplicate window. It is as of the last entry's time; `now` is used
     /// only before any entry was applied.
     pub fn snapshot(&self, now: i64) -> Vec<u8> {
-        let mut b = BytesMut::with_capacity(4096);
+        // Sized for the messages up front: a stream of many megabytes
+        // would otherwise be copied again at every doubling.
+        let st = self.stream.store().state();
+        let mut b = BytesMut::with_capacity(4096 + st.bytes as usize + 32 * st.msgs as usize);
         b.put_u32_le(SNAPSHOT_VERSION);
         b.put_u64_le(self.applied);
         b.put_i64_le(if self.applied > 0 { self.last_ts } else { now });
@@ -553,7 +556,6 @@ impl ReplicatedStream {
             &serde_json::to_vec(&self.stream.config).expect("config serializes"),
         );
         let store = self.stream.store();
-        let st = store.state();
         b.put_u64_le(st.last_seq);
         b.put_i64_le(st.last_ts);
         let mut at = 1;
