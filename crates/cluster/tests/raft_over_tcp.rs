@@ -370,22 +370,27 @@ async fn a_joined_member_and_a_transfer() {
     wait_committed(&mut members, 10).await;
 }
 
+/// Three members, the third on `dir` (for its faults) and not leading.
+async fn third_on(dir: &store::MemDir) -> Vec<Member> {
+    let shared = dir.clone();
+    let members = cluster_with(3, &[1, 2, 3], move |id| {
+        (id == 3).then(|| Arc::new(shared.clone()) as Arc<dyn store::Dir>)
+    })
+    .await;
+    let (li, _) = wait_leader(&members).await;
+    if members[li].id == 3 {
+        transfer_and_check(&members, 1).await;
+    }
+    members
+}
+
 /// A follower whose disk is full acknowledges nothing it could not write;
 /// the other two commit without it, and once there is space again it
 /// catches up with the same log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_holds_a_follower_back_until_space_returns() {
     let full = store::MemDir::new();
-    let shared = full.clone();
-    let mut members = cluster_with(3, &[1, 2, 3], move |id| {
-        (id == 3).then(|| Arc::new(shared.clone()) as Arc<dyn store::Dir>)
-    })
-    .await;
-    let (li, _) = wait_leader(&members).await;
-    if members[li].id == 3 {
-        let to = 1;
-        transfer_and_check(&members, to).await;
-    }
+    let mut members = third_on(&full).await;
     full.set_space(Some(0));
     let values: Vec<Bytes> = (0..50).map(|i| Bytes::from(format!("d{i}"))).collect();
     propose_all(&members, &values).await;
@@ -420,15 +425,7 @@ async fn a_full_disk_holds_a_follower_back_until_space_returns() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_fsync_stops_the_node_and_the_others_go_on() {
     let bad = store::MemDir::new();
-    let shared = bad.clone();
-    let mut members = cluster_with(3, &[1, 2, 3], move |id| {
-        (id == 3).then(|| Arc::new(shared.clone()) as Arc<dyn store::Dir>)
-    })
-    .await;
-    let (li, _) = wait_leader(&members).await;
-    if members[li].id == 3 {
-        transfer_and_check(&members, 1).await;
-    }
+    let mut members = third_on(&bad).await;
     bad.fail_syncs(true);
     let values: Vec<Bytes> = (0..50).map(|i| Bytes::from(format!("e{i}"))).collect();
     propose_all(&members, &values).await;

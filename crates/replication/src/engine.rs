@@ -1080,6 +1080,23 @@ mod tests {
         }
     }
 
+    /// A vote request for group 7 in `term`, from a candidate whose log
+    /// ends at `last` (term, index).
+    fn vote_request(from: u64, to: u64, term: u64, last: (u64, u64)) -> Frame {
+        let mut vote = Message::default();
+        vote.set_msg_type(MessageType::MsgRequestVote);
+        vote.from = from;
+        vote.to = to;
+        vote.term = term;
+        (vote.log_term, vote.index) = last;
+        Frame {
+            class: Class::Control,
+            sender: from,
+            group: 7,
+            payload: crate::chunk::split(&vote.write_to_bytes().unwrap(), 1 << 20).remove(0),
+        }
+    }
+
     /// The frames of `frames` for node `to` (an index).
     fn only_to(frames: Vec<(u64, Frame)>, to: usize) -> Vec<(u64, Frame)> {
         frames
@@ -1609,21 +1626,8 @@ mod tests {
     fn a_vote_waits_for_a_sync_that_failed_once() {
         let mut t = Trio::new(6);
         let (f, from) = (0, 2u64);
-        let mut vote = Message::default();
-        vote.set_msg_type(MessageType::MsgRequestVote);
-        vote.from = from;
-        vote.to = f as u64 + 1;
-        vote.term = 50;
         // A log ahead of this one: the vote is granted.
-        vote.log_term = 49;
-        vote.index = 100;
-        let fr = Frame {
-            class: Class::Control,
-            sender: from,
-            group: 7,
-            payload: crate::chunk::split(&vote.write_to_bytes().unwrap(), 1 << 20).remove(0),
-        };
-        t.nodes[f].receive_frame(from, fr);
+        t.nodes[f].receive_frame(from, vote_request(from, f as u64 + 1, 50, (49, 100)));
         t.dirs[f].refuse_handles(1);
         let out = t.nodes[f].poll();
         assert_eq!(t.nodes[f].write_failures, 1);
@@ -1671,18 +1675,7 @@ mod tests {
         let rec = t.nodes[f].create_group(7, &[1, 2, 3]).unwrap();
         assert!(rec.damaged, "{rec:?}");
         let other = (3 - l - f) as u64 + 1;
-        let mut vote = Message::default();
-        vote.set_msg_type(MessageType::MsgRequestVote);
-        vote.from = other;
-        vote.to = id;
-        vote.term = 50;
-        let fr = Frame {
-            class: Class::Control,
-            sender: other,
-            group: 7,
-            payload: crate::chunk::split(&vote.write_to_bytes().unwrap(), 1 << 20).remove(0),
-        };
-        t.nodes[f].receive_frame(other, fr);
+        t.nodes[f].receive_frame(other, vote_request(other, id, 50, (0, 0)));
         assert_eq!(t.nodes[f].refused.votes_withheld, 1);
         let before = t.applied[l].len();
         for i in 0..5 {
