@@ -184,6 +184,25 @@ impl Meta {
         serde_json::from_slice(data).ok()
     }
 
+    /// Whether `AddPeer { id, name }` would apply: the id was never
+    /// retired, and neither it nor the name belongs to another peer (a
+    /// server wiped and back under a new id keeps its name on the old one
+    /// until an operator removes it).
+    pub fn check_add_peer(&self, id: u64, name: &str) -> Result<(), MetaError> {
+        if self.retired.contains(&id) {
+            return Err(MetaError::IdRetired(id));
+        }
+        if let Some(p) = self.peers.get(&id) {
+            if p.name != name {
+                return Err(MetaError::IdTaken(id, p.name.clone()));
+            }
+        }
+        if let Some(p) = self.peers.values().find(|p| p.name == name && p.id != id) {
+            return Err(MetaError::NameTaken(name.to_string(), p.id));
+        }
+        Ok(())
+    }
+
     /// A stream's peers: at least one, each once, each a current peer.
     fn check_peers(&self, peers: &[u64]) -> Result<(), MetaError> {
         let mut sorted = peers.to_vec();
@@ -207,17 +226,7 @@ impl Meta {
         let op: MetaOp = serde_json::from_slice(data).map_err(|_| MetaError::Undecodable)?;
         match op {
             MetaOp::AddPeer { id, name } => {
-                if self.retired.contains(&id) {
-                    return Err(MetaError::IdRetired(id));
-                }
-                if let Some(p) = self.peers.get(&id) {
-                    if p.name != name {
-                        return Err(MetaError::IdTaken(id, p.name.clone()));
-                    }
-                }
-                if let Some(p) = self.peers.values().find(|p| p.name == name && p.id != id) {
-                    return Err(MetaError::NameTaken(name, p.id));
-                }
+                self.check_add_peer(id, &name)?;
                 let p = Peer { id, name };
                 self.peers.insert(id, p.clone());
                 Ok(MetaEvent::PeerAdded(p))

@@ -201,6 +201,26 @@ fn a_wiped_server_rejoins_as_a_new_peer() {
     common::wait_for("four voters", Duration::from_secs(20), || {
         agreed(&[&a, &b, &c], 4).is_some()
     });
+    // C's name stays with its old id until an operator removes it, so the
+    // new C is not placeable: an R3 stream has two servers up and is
+    // refused, at once, rather than placed where it cannot be assigned.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let r = rt.block_on(async {
+        let nc = a.client().await;
+        meta_api(
+            &nc,
+            "$JS.API.STREAM.CREATE.WIPED",
+            r#"{"name":"WIPED","subjects":["wiped"],"num_replicas":3}"#,
+        )
+        .await
+    });
+    assert_eq!(r["error"]["err_code"], 10005, "{r}");
+    assert!(
+        r["error"]["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("peer offline")),
+        "{r}"
+    );
 }
 
 /// Calls a meta API through `nc`, retrying while no server answers (the

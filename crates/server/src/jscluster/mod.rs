@@ -345,13 +345,13 @@ impl JsCluster {
 
     /// As meta leader: proposes a name for each voter the meta state does
     /// not name yet but this server knows (itself, or a routed server).
-    /// Returns the voters so named; their names commit before anything
+    /// A name another peer holds is not proposed (it would be refused).
+    /// Returns the voters named; their names commit before anything
     /// proposed after this call.
     pub fn name_voters(&self, server: &Server, voters: &[u64]) -> Vec<u64> {
-        let known: BTreeSet<u64> = self.meta.lock().peers().map(|p| p.id).collect();
         let mut named = Vec::new();
         for &v in voters {
-            if known.contains(&v) {
+            if self.meta.lock().peers().any(|p| p.id == v) {
                 continue;
             }
             let name = if v == self.me.id {
@@ -359,11 +359,15 @@ impl JsCluster {
             } else {
                 self.names.lock().get(&v).cloned()
             };
-            if let Some(name) = name {
-                let op = MetaOp::AddPeer { id: v, name };
-                if self.node.propose(META_GROUP, op.encode()).is_ok() {
-                    named.push(v);
-                }
+            let Some(name) = name else { continue };
+            // Not proposed again and again to be refused: it is asked for
+            // once the name is free (an operator removed the old peer).
+            if self.meta.lock().check_add_peer(v, &name).is_err() {
+                continue;
+            }
+            let op = MetaOp::AddPeer { id: v, name };
+            if self.node.propose(META_GROUP, op.encode()).is_ok() {
+                named.push(v);
             }
         }
         named
