@@ -8,8 +8,12 @@ use futures::StreamExt;
 use crate::progress::Progress;
 use crate::{client, connect, report, settled, share, unique, Latency, Params, Report, Result};
 
-/// Publishes `total` messages from `p.pubs` connections, each flushed at
-/// the end.
+/// Publishes `total` messages from `p.pubs` connections, each settled at
+/// the end: the server has read every PUB before the connection closes.
+/// A flush is not enough. It only hands the bytes to the kernel, and a
+/// socket closed with input still unread (the server's first PING, two
+/// seconds in) is reset, which discards what the server had not read
+/// yet, as it may not while its subscribers are behind.
 async fn publish_all(p: &Params, subject: &str, total: u64) -> Result<()> {
     let payload = Bytes::from(vec![b'x'; p.size]);
     let mut tasks = Vec::new();
@@ -23,7 +27,7 @@ async fn publish_all(p: &Params, subject: &str, total: u64) -> Result<()> {
                     .await
                     .map_err(client("publishing"))?;
             }
-            c.flush().await.map_err(client("flushing"))
+            settled(&c).await
         }));
     }
     for t in tasks {
