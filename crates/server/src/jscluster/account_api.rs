@@ -434,7 +434,14 @@ impl Api {
         let voters = self.jc.meta_status().map(|g| g.voters).unwrap_or_default();
         let naming = self.jc.name_voters(&self.server, &voters);
         let meta = self.jc.meta.lock();
-        let all: Vec<u64> = meta.peers().map(|p| p.id).chain(naming).collect();
+        // A name proposed earlier (by the leader's pass) may have applied
+        // since `name_voters` looked: each peer counts once.
+        let mut all: Vec<u64> = meta.peers().map(|p| p.id).collect();
+        for id in naming {
+            if !all.contains(&id) {
+                all.push(id);
+            }
+        }
         let mut why = SelectError::default();
         let mut up: Vec<u64> = Vec::new();
         for &id in &all {

@@ -350,7 +350,14 @@ impl JsCluster {
     /// proposed after this call.
     pub fn name_voters(&self, server: &Server, voters: &[u64]) -> Vec<u64> {
         let mut named = Vec::new();
-        for &v in voters {
+        // Two unnamed voters under one name (a server wiped before it was
+        // ever named): only one is proposed, the other would be refused
+        // behind it; the one that is up (this server, or routed) first.
+        let mut names: BTreeSet<String> = BTreeSet::new();
+        let up = self.routed_ids(server);
+        let mut order = voters.to_vec();
+        order.sort_by_key(|&v| (v != self.me.id && !up.contains(&v), v));
+        for v in order {
             if self.meta.lock().peers().any(|p| p.id == v) {
                 continue;
             }
@@ -362,7 +369,7 @@ impl JsCluster {
             let Some(name) = name else { continue };
             // Not proposed again and again to be refused: it is asked for
             // once the name is free (an operator removed the old peer).
-            if self.meta.lock().check_add_peer(v, &name).is_err() {
+            if self.meta.lock().check_add_peer(v, &name).is_err() || !names.insert(name.clone()) {
                 continue;
             }
             let op = MetaOp::AddPeer { id: v, name };
