@@ -1098,3 +1098,46 @@ async fn a_new_cluster_places_an_r3_stream_as_soon_as_it_answers() {
         2
     );
 }
+
+/// Several clients create the same R3 stream at once, as services that
+/// each `get_or_create` their stream on start do: every one gets an
+/// answer, the stream for the same config (one created it), and "already
+/// in use" for another config, as when the creates come one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_of_one_stream_all_get_an_answer() {
+    let all = cluster3();
+    let clients = connect(&all).await;
+    let same = json!({"name": "RACE", "subjects": ["race"], "num_replicas": 3});
+    let other = json!({"name": "RACE", "subjects": ["race", "other"], "num_replicas": 3});
+    let mut asks = Vec::new();
+    for i in 0..6 {
+        let c = clients[i % 3].clone();
+        let cfg = if i == 5 { other.clone() } else { same.clone() };
+        asks.push(tokio::spawn(async move {
+            let m = tokio::time::timeout(
+                Duration::from_secs(10),
+                c.request("$JS.API.STREAM.CREATE.RACE", cfg.to_string().into()),
+            )
+            .await
+            .expect("an answer within 10 s")
+            .expect("a responder");
+            serde_json::from_slice::<Value>(&m.payload).unwrap()
+        }));
+    }
+    let mut answers = Vec::new();
+    for a in asks {
+        answers.push(a.await.unwrap());
+    }
+    // Whichever config came first is the stream; every ask with it gets
+    // the stream, every other one the error.
+    let stored = stream_info(&clients[0], "RACE").await["config"]["subjects"].clone();
+    for (i, r) in answers.iter().enumerate() {
+        let asked = if i == 5 { &other } else { &same };
+        if asked["subjects"] == stored {
+            assert!(r.get("error").is_none(), "{r}");
+            assert_eq!(r["config"]["subjects"], stored, "{r}");
+        } else {
+            assert_eq!(r["error"]["err_code"], 10058, "{r}");
+        }
+    }
+}
