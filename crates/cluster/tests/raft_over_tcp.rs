@@ -370,6 +370,15 @@ async fn a_joined_member_and_a_transfer() {
     wait_committed(&mut members, 10).await;
 }
 
+/// Moves what each member has committed so far into its `seen`.
+fn drain(members: &mut [Member]) {
+    for m in members.iter_mut() {
+        while let Ok(Event::Committed(c)) = m.committed.try_recv() {
+            m.seen.push(c.data);
+        }
+    }
+}
+
 /// Three members, the third on `dir` (for its faults) and not leading.
 async fn third_on(dir: &store::MemDir) -> Vec<Member> {
     let shared = dir.clone();
@@ -397,11 +406,7 @@ async fn a_full_disk_holds_a_follower_back_until_space_returns() {
     // The two with space commit everything; the full one nothing new.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        for m in members.iter_mut() {
-            while let Ok(Event::Committed(c)) = m.committed.try_recv() {
-                m.seen.push(c.data);
-            }
-        }
+        drain(&mut members);
         if members[..2].iter().all(|m| m.seen.len() >= 50) {
             break;
         }
@@ -431,11 +436,7 @@ async fn a_failed_fsync_stops_the_node_and_the_others_go_on() {
     propose_all(&members, &values).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        for m in members.iter_mut() {
-            while let Ok(Event::Committed(c)) = m.committed.try_recv() {
-                m.seen.push(c.data);
-            }
-        }
+        drain(&mut members);
         let stopped = !members[2].node.as_ref().unwrap().status().running;
         if stopped && members[..2].iter().all(|m| m.seen.len() >= 50) {
             break;
