@@ -205,7 +205,7 @@ impl Entry {
         let mut b = BytesMut::with_capacity(64);
         b.put_i64_le(self.ts);
         encode_op(&mut b, &self.op);
-        b.to_vec()
+        b.into()
     }
 
     pub fn decode(mut b: &[u8]) -> Result<Entry, DecodeError> {
@@ -350,7 +350,8 @@ pub fn encode_publish(
     }
     b.put_u8(1);
     put_msg(&mut b, subject, headers, payload);
-    b.to_vec()
+    // The buffer itself, not a copy of it (this is the publish path).
+    b.into()
 }
 
 /// `depth` bounds nesting: a `Replied` holds one plain op.
@@ -592,7 +593,8 @@ impl ReplicatedStream {
             &mut b,
             &serde_json::to_vec(&self.stream.dedupe_entries()).expect("ids serialize"),
         );
-        b.to_vec()
+        // The buffer itself: a copy would be the whole stream again.
+        b.into()
     }
 
     /// A replica rebuilt from [`ReplicatedStream::snapshot`] bytes, over

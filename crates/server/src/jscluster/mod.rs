@@ -349,18 +349,25 @@ impl JsCluster {
     /// Returns the voters named; their names commit before anything
     /// proposed after this call.
     pub fn name_voters(&self, server: &Server, voters: &[u64]) -> Vec<u64> {
-        let mut named = Vec::new();
+        let mut unnamed: Vec<u64> = {
+            let meta = self.meta.lock();
+            voters
+                .iter()
+                .copied()
+                .filter(|&v| !meta.peers().any(|p| p.id == v))
+                .collect()
+        };
+        if unnamed.is_empty() {
+            return Vec::new();
+        }
         // Two unnamed voters under one name (a server wiped before it was
         // ever named): only one is proposed, the other would be refused
         // behind it; the one that is up (this server, or routed) first.
-        let mut names: BTreeSet<String> = BTreeSet::new();
         let up = self.routed_ids(server);
-        let mut order = voters.to_vec();
-        order.sort_by_key(|&v| (v != self.me.id && !up.contains(&v), v));
-        for v in order {
-            if self.meta.lock().peers().any(|p| p.id == v) {
-                continue;
-            }
+        unnamed.sort_by_key(|&v| (v != self.me.id && !up.contains(&v), v));
+        let mut names: BTreeSet<String> = BTreeSet::new();
+        let mut named = Vec::new();
+        for v in unnamed {
             let name = if v == self.me.id {
                 Some(server.name.clone())
             } else {
