@@ -225,10 +225,14 @@ fn a_wiped_server_rejoins_as_a_new_peer() {
 
 /// Calls a meta API through `nc`, retrying while no server answers (the
 /// API lives on the meta leader, which may be changing).
+/// Asks the meta leader, again while nobody answers (no leader yet, or a
+/// server that has just stopped leading and stays silent). A request that
+/// was taken is waited for, not sent again: a removal is answered once it
+/// commits, and asked a second time it finds the server gone (10044).
 async fn meta_api(nc: &async_nats::Client, subject: &str, body: &str) -> Value {
-    for _ in 0..50 {
+    for _ in 0..30 {
         let r = tokio::time::timeout(
-            Duration::from_secs(2),
+            Duration::from_secs(10),
             nc.request(subject.to_string(), body.to_string().into()),
         )
         .await;
