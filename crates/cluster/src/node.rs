@@ -12,6 +12,12 @@
 //! acknowledgements while its own flush runs, so the next flush carries
 //! everything that came meanwhile.
 //!
+//! Compacting a group's log can rewrite its file, whose bulk is the
+//! group's snapshot (a whole stream). The node's rewrite thread writes and
+//! syncs that, and frees the replaced file's blocks, so every group on the
+//! server goes on meanwhile (heartbeats included); the engine's thread
+//! only swaps the finished file in.
+//!
 //! The engine is built on the thread and never leaves it; everything else
 //! talks to it through messages. A failed sync stops the node: nothing
 //! that depended on the write (votes, append acknowledgements) may leave,
@@ -25,7 +31,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use replication::engine::{Committed, Engine, EngineError, Output};
 use serde::Serialize;
-use store::{Dir, SyncHandle, SyncRound};
+use store::{Dir, Replaced, RewriteJob, Rewritten, SyncHandle, SyncRound};
 use tracing::{error, info};
 
 use crate::transport::Transport;
@@ -132,6 +138,8 @@ enum Input {
     Synced(u64),
     /// A sync failed (the sync thread logged why and ended).
     SyncFailed,
+    /// The rewrite thread wrote a group's new log file.
+    Rewritten(u64, Rewritten),
     Stop,
 }
 
@@ -285,6 +293,30 @@ fn syncer(
     }
 }
 
+/// Work for the rewrite thread, in order.
+enum Rewrite {
+    /// Write a group's new log file, and report it.
+    Run(u64, RewriteJob),
+    /// Drop a replaced log file (its blocks are freed here).
+    Free(Replaced),
+}
+
+/// Runs log rewrites, one at a time in the order asked (so a rewrite of a
+/// group's log never runs beside another of the same log), until the
+/// engine's thread drops its sender.
+fn rewriter(rx: std::sync::mpsc::Receiver<Rewrite>, report: std::sync::mpsc::Sender<Input>) {
+    while let Ok(work) = rx.recv() {
+        match work {
+            Rewrite::Run(group, job) => {
+                // A send that fails: the node stopped, and the file is
+                // removed when the next engine starts over this directory.
+                let _ = report.send(Input::Rewritten(group, job.run()));
+            }
+            Rewrite::Free(old) => drop(old),
+        }
+    }
+}
+
 fn run(
     cfg: Config,
     rx: std::sync::mpsc::Receiver<Input>,
@@ -299,10 +331,16 @@ fn run(
     let mut next_tick = Instant::now() + cfg.tick;
     let (to_sync, sync_rx) = std::sync::mpsc::channel();
     let id = cfg.id;
+    let rewritten = synced.clone();
     let sync_thread = std::thread::Builder::new()
         .name(format!("raft-sync-{}", cfg.id))
         .spawn(move || syncer(id, sync_rx, synced))
         .expect("spawn the raft sync thread");
+    let (to_rewrite, rewrite_rx) = std::sync::mpsc::channel();
+    let rewrite_thread = std::thread::Builder::new()
+        .name(format!("raft-rewrite-{}", cfg.id))
+        .spawn(move || rewriter(rewrite_rx, rewritten))
+        .expect("spawn the raft rewrite thread");
     'run: loop {
         let wait = next_tick.saturating_duration_since(Instant::now());
         let first = match rx.recv_timeout(wait) {
@@ -363,6 +401,14 @@ fn run(
                     let out = engine.synced(epoch);
                     emit(&transport, &committed, &mut apply, out, &mut engine);
                 }
+                Input::Rewritten(group, done) => match engine.rewritten(group, done) {
+                    Ok(Some(old)) => {
+                        let _ = to_rewrite.send(Rewrite::Free(old));
+                    }
+                    Ok(None) => {}
+                    // The log goes on in its old file.
+                    Err(e) => error!("raft group {group}: could not rewrite its log: {e}"),
+                },
                 Input::SyncFailed => break 'run,
                 Input::Stop => break 'run,
             }
@@ -402,16 +448,23 @@ fn run(
                 continue;
             };
             if let Some(data) = snapshotter(g) {
-                if let Err(e) = engine.compact(g, index, data) {
-                    error!("raft group {g}: could not snapshot at {index}: {e}");
+                match engine.compact(g, index, data) {
+                    Ok(Some(job)) => {
+                        let _ = to_rewrite.send(Rewrite::Run(g, job));
+                    }
+                    Ok(None) => {}
+                    Err(e) => error!("raft group {g}: could not snapshot at {index}: {e}"),
                 }
             }
         }
         publish_status(&engine, &status);
     }
-    // The sync thread finishes what it holds (nothing waits for it).
+    // The sync and rewrite threads finish what they were given (nothing
+    // waits for it; a rewrite's file is removed at the next start).
     drop(to_sync);
     let _ = sync_thread.join();
+    drop(to_rewrite);
+    let _ = rewrite_thread.join();
     status.lock().running = false;
     info!("raft node {} stopped", cfg.id);
 }

@@ -576,4 +576,12 @@ async fn a_restart_rebuilds_state_from_the_snapshot_then_later_entries() {
         .map(|i| format!("entry@{i}"))
         .collect();
     assert_eq!(log[1..], want[..], "{log:?}");
+    // The rewrites ran on the node's rewrite thread and were swapped in
+    // (or, unfinished at the stop, removed at the start): one file left.
+    let files: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("raft-"))
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
 }

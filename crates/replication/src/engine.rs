@@ -40,7 +40,7 @@ use bytes::Bytes;
 use protobuf::Message as _;
 use raft::prelude::{ConfChangeV2, Entry, EntryType, Message, MessageType};
 use raft::{RawNode, StateRole, Storage};
-use store::{Dir, SyncHandle};
+use store::{Dir, Journal, Replaced, RewriteJob, Rewritten, SyncHandle};
 
 use crate::frame::{self, Class, Frame, Rejections};
 
@@ -186,13 +186,18 @@ const MAX_UNCOMMITTED: u64 = 64 << 20;
 /// The key bit of a second node in the registry when it is switched off.
 pub const SHADOW: u64 = 1 << 63;
 
-fn log_name(group: u64) -> String {
+pub fn log_name(group: u64) -> String {
     format!("raft-{group:016x}.log")
 }
 
 impl Engine {
+    /// An engine over the logs in `dir`, which only it uses: log rewrites
+    /// a previous engine there left unfinished (a crash) are removed.
     pub fn new(id: u64, dir: Arc<dyn Dir>, seed: u64) -> Self {
         assert!(id != 0, "raft node ids start at 1");
+        // Best effort: a leftover only takes space, and a rewrite names
+        // its file by an id never used before.
+        let _ = Journal::remove_unfinished_rewrites(&*dir);
         Engine {
             id,
             epoch: 0,
@@ -428,6 +433,15 @@ impl Engine {
             let log = &g.raw.raft.raft_log;
             log.committed.min(log.persisted)
         })
+    }
+
+    /// The last entry this server counts as durable in a group's log
+    /// (raft-rs's persisted index), as (index, term), for checkers: a
+    /// crash must not lose it.
+    pub fn persisted(&self, group: u64) -> Option<(u64, u64)> {
+        let g = self.groups.get(&group)?;
+        let log = &g.raw.raft.raft_log;
+        Some((log.persisted, log.term(log.persisted).unwrap_or(0)))
     }
 
     /// The committed part of a group's log still held here, as
@@ -675,18 +689,41 @@ impl Engine {
     pub fn snapshot(&self, group: u64) -> Option<(u64, Bytes)> {
         let g = self.groups.get(&group)?;
         let s = g.raw.store().latest_snapshot();
-        Some((s.get_metadata().index, Bytes::from(s.get_data().to_vec())))
+        Some((s.get_metadata().index, s.data.clone()))
     }
 
     /// Snapshots a group's state machine (`data`, as of `index`, which must
-    /// be applied) and compacts its log behind it.
-    pub fn compact(&mut self, group: u64, index: u64, data: Vec<u8>) -> Result<(), EngineError> {
+    /// be applied) and compacts its log behind it. May return the rewrite
+    /// of the group's log file, whose bulk (the snapshot) is written off
+    /// this thread: run it anywhere and hand the result to
+    /// [`Engine::rewritten`]. Nothing waits for it meanwhile.
+    pub fn compact(
+        &mut self,
+        group: u64,
+        index: u64,
+        data: Vec<u8>,
+    ) -> Result<Option<RewriteJob>, EngineError> {
         let g = self
             .groups
             .get_mut(&group)
             .ok_or(EngineError::NoGroup(group))?;
-        g.raw.mut_store().compact(index, data)?;
-        Ok(())
+        Ok(g.raw.mut_store().compact(index, data))
+    }
+
+    /// Swaps in a log rewrite that [`Engine::compact`] asked for. Returns
+    /// the replaced file's storage, which frees its blocks when dropped:
+    /// a driver drops it off the thread that runs the engine. A rewrite
+    /// of a group since removed is discarded (group ids are not reused).
+    pub fn rewritten(
+        &mut self,
+        group: u64,
+        done: Rewritten,
+    ) -> Result<Option<Replaced>, EngineError> {
+        let Some(g) = self.groups.get_mut(&group) else {
+            done.discard();
+            return Ok(None);
+        };
+        Ok(g.raw.mut_store().rewritten(done)?)
     }
 
     /// Work that can be done now: frames that need no sync, committed
@@ -717,7 +754,7 @@ impl Engine {
                 out.snapshots.push(Committed {
                     group: gid,
                     index: s.get_metadata().index,
-                    data: Bytes::from(s.get_data().to_vec()),
+                    data: s.data.clone(),
                 });
                 g.raw.mut_store().apply_snapshot(s);
                 g.handed_out = g.handed_out.max(s_index);
@@ -922,6 +959,14 @@ mod tests {
         out
     }
 
+    /// Compacts a group and finishes the log rewrite that asks for at
+    /// once, as a driver's rewrite thread would later.
+    fn compact_now(n: &mut Engine, g: u64, at: u64) {
+        if let Some(job) = n.compact(g, at, Vec::new()).unwrap() {
+            n.rewritten(g, job.run()).unwrap();
+        }
+    }
+
     /// Three engines wired back to back, frames delivered at once.
     struct Trio {
         nodes: Vec<Engine>,
@@ -958,7 +1003,7 @@ mod tests {
                     for g in std::mem::take(&mut out.snapshot_wanted) {
                         // The test's state machine is the applied list.
                         let at = n.applied(g).unwrap();
-                        n.compact(g, at, Vec::new()).unwrap();
+                        compact_now(n, g, at);
                         assert_eq!(n.snapshot_index(g), Some(at));
                         assert_eq!(n.snapshot(g).map(|(i, _)| i), Some(at));
                         moved = true;
@@ -1431,7 +1476,7 @@ mod tests {
                 let mut out = n.poll();
                 for g in std::mem::take(&mut out.snapshot_wanted) {
                     let at = n.applied(g).unwrap();
-                    n.compact(g, at, Vec::new()).unwrap();
+                    compact_now(n, g, at);
                 }
                 let mut outs = Vec::new();
                 if i == 3 && (held_epoch.is_some() || !out.snapshots.is_empty()) {

@@ -18,10 +18,18 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use protobuf::Message as _;
 use raft::prelude::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, Storage, StorageError};
-use store::{Dir, Journal, SyncHandle};
+use store::{Dir, Journal, Replaced, RewriteJob, Rewritten, SyncHandle};
+
+/// A snapshot's data is written in pieces of at most this many bytes: a
+/// journal record is believed only up to 128 MiB (`store::MAX_ENTRY`),
+/// and a stream can be larger. Every snapshot is written this way, so
+/// every test and simulation run reads pieces back; this crate's own
+/// tests use small pieces to have many.
+const SNAPSHOT_PIECE: usize = if cfg!(test) { 1000 } else { 16 << 20 };
 
 /// What a journal record holds: the first payload byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,12 +38,19 @@ enum Tag {
     Entry = 1,
     HardState = 2,
     ConfState = 3,
-    /// Replaces everything before it: snapshot metadata and data.
+    /// Replaces everything before it: snapshot metadata and data, in one
+    /// record. Read for logs written before [`Tag::SnapshotMeta`].
     Snapshot = 4,
     /// The log was found damaged; the replica must not vote.
     Damaged = 5,
     /// Caught up again after damage.
     Repaired = 6,
+    /// A piece of the data of the snapshot that follows.
+    SnapshotPiece = 7,
+    /// Replaces everything before it: the data's length (u64, little
+    /// endian), then the snapshot without its data, which is the pieces
+    /// right before this record.
+    SnapshotMeta = 8,
 }
 
 fn tagged(tag: Tag, body: &[u8]) -> Vec<u8> {
@@ -76,6 +91,33 @@ pub struct LogStore {
     /// raft-rs asked for a snapshot this log could not give (too old, or
     /// from before the receiver was a member): the owner should make one.
     snapshot_wanted: std::cell::Cell<bool>,
+    /// While opening: the pieces of the snapshot whose metadata is next.
+    pieces: Vec<u8>,
+}
+
+/// A snapshot as journal records: its data in pieces, then its metadata.
+/// The pieces share the snapshot's buffer.
+fn snapshot_records(s: &Snapshot) -> Vec<Vec<Bytes>> {
+    let data = s.data.clone();
+    let mut records: Vec<Vec<Bytes>> = (0..data.len())
+        .step_by(SNAPSHOT_PIECE)
+        .map(|at| {
+            let end = (at + SNAPSHOT_PIECE).min(data.len());
+            vec![
+                Bytes::from_static(&[Tag::SnapshotPiece as u8]),
+                data.slice(at..end),
+            ]
+        })
+        .collect();
+    let mut meta = Snapshot::default();
+    meta.set_metadata(s.get_metadata().clone());
+    let mut body = Vec::with_capacity(9 + meta.compute_size() as usize);
+    body.push(Tag::SnapshotMeta as u8);
+    body.extend_from_slice(&(data.len() as u64).to_le_bytes());
+    meta.write_to_vec(&mut body)
+        .expect("snapshot metadata encodes");
+    records.push(vec![Bytes::from(body)]);
+    records
 }
 
 impl LogStore {
@@ -91,6 +133,7 @@ impl LogStore {
             damaged: false,
             rewritten_at: 0,
             snapshot_wanted: std::cell::Cell::new(false),
+            pieces: Vec::new(),
         };
         let mut rec = Recovery {
             corrupt: replay.damaged,
@@ -108,10 +151,16 @@ impl LogStore {
                 broken = true;
             }
         }
+        // Pieces with no metadata after them: a snapshot install cut off
+        // by a crash, never synced, so never acknowledged. They go before
+        // anything is appended after them, which would read as damage.
+        let cut_off = !std::mem::take(&mut log.pieces).is_empty();
         if broken && !log.damaged {
             log.damaged = true;
             // Durably, before anything else is written: a crash before
             // repair must find the replica still barred from voting.
+            log.rewrite()?;
+        } else if cut_off {
             log.rewrite()?;
         }
         // A commit index past the log (its tail lost to damage) would make
@@ -129,6 +178,31 @@ impl LogStore {
         let Some((&tag, body)) = raw.split_first() else {
             return false;
         };
+        if tag == Tag::SnapshotPiece as u8 {
+            self.pieces.extend_from_slice(body);
+            return true;
+        }
+        if tag == Tag::SnapshotMeta as u8 {
+            let pieces = std::mem::take(&mut self.pieces);
+            let Some((len, meta)) = body.split_first_chunk::<8>() else {
+                return false;
+            };
+            if u64::from_le_bytes(*len) != pieces.len() as u64 {
+                return false;
+            }
+            return match Snapshot::parse_from_bytes(meta) {
+                Ok(mut s) => {
+                    s.set_data(pieces.into());
+                    self.install(s);
+                    true
+                }
+                Err(_) => false,
+            };
+        }
+        if !self.pieces.is_empty() {
+            // Pieces are written right before their metadata.
+            return false;
+        }
         match tag {
             t if t == Tag::Entry as u8 => match Entry::parse_from_bytes(body) {
                 Ok(e) => self.put(e),
@@ -206,6 +280,12 @@ impl LogStore {
         self.journal.append(&tagged(tag, body));
     }
 
+    fn record_snapshot(&mut self, s: &Snapshot) {
+        for parts in snapshot_records(s) {
+            self.journal.append(&parts.concat());
+        }
+    }
+
     /// Appends entries from raft-rs's `Ready`, replacing any conflicting
     /// suffix.
     ///
@@ -262,9 +342,8 @@ impl LogStore {
 
     /// Installs a snapshot received from the leader (raft-rs's `Ready`).
     pub fn apply_snapshot(&mut self, s: Snapshot) {
-        let bytes = s.write_to_bytes().expect("snapshot encodes");
+        self.record_snapshot(&s);
         self.install(s);
-        self.record(Tag::Snapshot, &bytes);
     }
 
     /// Starts a new group's log from a snapshot at index 1, term 1 that
@@ -287,19 +366,22 @@ impl LogStore {
     }
 
     /// Compacts the log behind `index`, whose state machine snapshot is
-    /// `data`; the journal is rewritten once enough was dropped.
+    /// `data`. Once enough was dropped, returns the rewrite of the journal
+    /// to run off this thread (its bulk is the snapshot, as large as the
+    /// stream) and hand back to [`LogStore::rewritten`]. Until then the
+    /// journal goes on as it was, and a crash recovers from it.
     ///
     /// # Panics
     /// If `index` is past the commit index: only applied entries may be
     /// compacted.
-    pub fn compact(&mut self, index: u64, data: Vec<u8>) -> Result<(), LogError> {
+    pub fn compact(&mut self, index: u64, data: Vec<u8>) -> Option<RewriteJob> {
         assert!(
             index <= self.hard.commit,
             "compact to {index} beyond commit {}",
             self.hard.commit
         );
         if index <= self.snap.get_metadata().index {
-            return Ok(());
+            return None;
         }
         let term = self
             .term_of(index)
@@ -314,33 +396,50 @@ impl LogStore {
         // The journal still has everything; rewrite it when the part
         // that is now dead outweighs what is live.
         if self.journal.len() > 2 * self.rewritten_at + 64 * 1024 {
-            self.rewrite()?;
+            return self.journal.begin_rewrite(self.live_records());
         }
-        Ok(())
+        None
     }
 
-    /// Replaces the journal with the live state, atomically and durably.
-    fn rewrite(&mut self) -> Result<(), LogError> {
-        let mut raws: Vec<Vec<u8>> = Vec::new();
-        // Encoded straight after the tag byte: a snapshot can be as big as
-        // its stream, and is not copied twice.
-        let tagged = |tag: Tag, m: &dyn protobuf::Message| {
+    /// Swaps in a rewrite [`LogStore::compact`] asked for; returns the old
+    /// journal's storage, to drop off this thread. On an error the journal
+    /// goes on as it was (and is rewritten at a later compaction).
+    pub fn rewritten(&mut self, done: Rewritten) -> Result<Option<Replaced>, LogError> {
+        let old = self.journal.finish_rewrite(done)?;
+        if old.is_some() {
+            self.rewritten_at = self.journal.len();
+        }
+        Ok(old)
+    }
+
+    /// The live state as journal records, each as pieces end to end:
+    /// what a rewrite replaces the journal with.
+    fn live_records(&self) -> Vec<Vec<Bytes>> {
+        let record = |tag: Tag, m: &dyn protobuf::Message| {
             let mut v = Vec::with_capacity(1 + m.compute_size() as usize);
             v.push(tag as u8);
             m.write_to_vec(&mut v).expect("encodes");
-            v
+            vec![Bytes::from(v)]
         };
+        let mut records = Vec::new();
         if self.snap.get_metadata().index > 0 {
-            raws.push(tagged(Tag::Snapshot, &self.snap));
+            records = snapshot_records(&self.snap);
         }
-        raws.push(tagged(Tag::ConfState, &self.conf));
-        raws.push(tagged(Tag::HardState, &self.hard));
+        records.push(record(Tag::ConfState, &self.conf));
+        records.push(record(Tag::HardState, &self.hard));
         for e in &self.entries {
-            raws.push(tagged(Tag::Entry, e));
+            records.push(record(Tag::Entry, e));
         }
         if self.damaged {
-            raws.push(vec![Tag::Damaged as u8]);
+            records.push(vec![Bytes::from_static(&[Tag::Damaged as u8])]);
         }
+        records
+    }
+
+    /// Replaces the journal with the live state, atomically and durably,
+    /// on this thread (opening a damaged log: nothing else is waiting).
+    fn rewrite(&mut self) -> Result<(), LogError> {
+        let raws: Vec<Vec<u8>> = self.live_records().iter().map(|r| r.concat()).collect();
         let refs: Vec<&[u8]> = raws.iter().map(Vec::as_slice).collect();
         self.journal.rewrite(&refs)?;
         self.rewritten_at = self.journal.len();
@@ -393,7 +492,9 @@ impl LogStore {
         self.snap.get_metadata().index + self.entries.len() as u64
     }
 
-    fn term_of(&self, idx: u64) -> Option<u64> {
+    /// The term of entry `idx`, if this log holds it (or its snapshot
+    /// ends there).
+    pub fn term_of(&self, idx: u64) -> Option<u64> {
         let meta = self.snap.get_metadata();
         if idx == meta.index {
             return Some(meta.term);
@@ -579,23 +680,85 @@ mod tests {
         log.set_hard_state(&hs(3, 1, 1500));
         sync(&mut log);
         let before = dir.file_len("g1.log");
-        log.compact(1500, b"state at 1500".to_vec()).unwrap();
-        sync(&mut log);
-        assert!(dir.file_len("g1.log") < before, "journal rewritten");
+        // Several pieces' worth.
+        let state: Vec<u8> = (0..3500u32).map(|i| (i % 251) as u8).collect();
+        let job = log.compact(1500, state.clone()).expect("enough to rewrite");
         assert_eq!(log.first_index().unwrap(), 1501);
         assert_eq!(log.term(1500).unwrap(), 2);
         assert!(matches!(
             log.term(10),
             Err(raft::Error::Store(StorageError::Compacted))
         ));
+        // The log goes on while the rewrite runs.
+        log.append(&[entry(2001, 2)]);
+        log.set_hard_state(&hs(3, 1, 1800));
+        sync(&mut log);
+        let done = job.run();
+        log.append(&[entry(2002, 2)]);
+        assert!(log.rewritten(done).unwrap().is_some());
+        sync(&mut log);
+        assert!(dir.file_len("g1.log") < before, "journal rewritten");
         dir.crash(0);
         let (log, rec) = open(&dir);
         assert!(!rec.damaged);
         assert_eq!(
             (log.first_index().unwrap(), log.last_index().unwrap()),
-            (1501, 2000)
+            (1501, 2002)
         );
-        assert_eq!(log.snapshot(1500, 2).unwrap().get_data(), b"state at 1500");
+        assert_eq!(log.hard_state().commit, 1800);
+        assert_eq!(log.snapshot(1500, 2).unwrap().get_data(), &state[..]);
+    }
+
+    /// A crash while the rewrite runs finds the journal as it was, the
+    /// entries appended meanwhile included, and opens from the snapshot
+    /// the journal last held.
+    #[test]
+    fn a_crash_during_a_rewrite_recovers_from_the_old_journal() {
+        let dir = MemDir::new();
+        let (mut log, _) = open(&dir);
+        log.set_conf_state(&ConfState::from((vec![1, 2, 3], vec![])));
+        let ents: Vec<Entry> = (1..=2000).map(|i| entry(i, 1)).collect();
+        log.append(&ents);
+        log.set_hard_state(&hs(1, 1, 2000));
+        sync(&mut log);
+        let job = log.compact(2000, vec![7; 2500]).expect("enough to rewrite");
+        log.append(&[entry(2001, 1)]);
+        sync(&mut log);
+        let _done = job.run();
+        dir.crash(0);
+        let (log, rec) = open(&dir);
+        assert_eq!(rec, Recovery::default());
+        assert_eq!(
+            (log.first_index().unwrap(), log.last_index().unwrap()),
+            (1, 2001)
+        );
+    }
+
+    /// Snapshot pieces with no metadata after them (an install cut off)
+    /// are dropped; pieces followed by anything else are damage.
+    #[test]
+    fn snapshot_pieces_must_end_in_their_metadata() {
+        let dir = MemDir::new();
+        let (mut log, _) = open(&dir);
+        log.append(&[entry(1, 1)]);
+        log.journal
+            .append(&tagged(Tag::SnapshotPiece, b"half a snapshot"));
+        sync(&mut log);
+        let (mut log, rec) = open(&dir);
+        assert_eq!(rec, Recovery::default());
+        assert_eq!(log.last_index().unwrap(), 1);
+        // Gone from the file too: what is appended next is not after them.
+        log.append(&[entry(2, 1)]);
+        sync(&mut log);
+        let (mut log, rec) = open(&dir);
+        assert_eq!(rec, Recovery::default());
+        assert_eq!(log.last_index().unwrap(), 2);
+        log.journal.append(&tagged(Tag::SnapshotPiece, b"stray"));
+        log.append(&[entry(3, 1)]);
+        sync(&mut log);
+        let (log, rec) = open(&dir);
+        assert!(rec.damaged, "{rec:?}");
+        assert_eq!(log.last_index().unwrap(), 2);
     }
 
     /// A flipped bit cuts the log at the damage and bars the replica from

@@ -24,13 +24,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use replication::engine::{Engine, EngineError, Output};
+use replication::engine::{log_name, Engine, EngineError, Output};
+use replication::log::LogStore;
 use replication::meta_sm::{Meta, MetaOp};
 use replication::outbox::Outbox;
 use replication::rng::Rng;
 use replication::stream_sm::{Entry as StreamEntry, Op, ReplicatedStream};
 use replication::{frame, identity};
-use store::MemDir;
+use store::{MemDir, RewriteJob, Rewritten};
 
 /// The Raft group the simulation replicates: values, the work-queue
 /// stream, or the meta state.
@@ -196,6 +197,9 @@ pub struct Report {
     pub frames_refused: u64,
     /// Log compactions behind state snapshots.
     pub compactions: u64,
+    /// Log files rewritten behind compactions (swapped in; a crash can
+    /// land before), which run beside the engine as a rewrite thread's do.
+    pub rewrites: u64,
     /// Current reads (ReadIndex) confirmed and served from a leader.
     pub reads: u64,
     pub leaders: BTreeMap<u64, u64>,
@@ -239,6 +243,26 @@ struct Server {
     /// Sync handles handed out and not yet run, by epoch, as a sync
     /// thread holds them while the engine goes on.
     syncing: Vec<(u64, Vec<store::SyncHandle>)>,
+    /// Log rewrites asked for and not yet run, by group, as a rewrite
+    /// thread holds them.
+    rewrites: Vec<(u64, RewriteJob)>,
+    /// Log rewrites run (their files written) and not yet swapped in.
+    rewritten: Vec<(u64, Rewritten)>,
+}
+
+impl Server {
+    /// Compacts a group's log; a rewrite it asks for waits for a later
+    /// step, as it would for a rewrite thread.
+    fn compact(&mut self, g: u64, index: u64, data: Vec<u8>) -> bool {
+        let e = self.engine.as_mut().expect("up");
+        match e.compact(g, index, data) {
+            Ok(job) => {
+                self.rewrites.extend(job.map(|j| (g, j)));
+                true
+            }
+            Err(_) => false,
+        }
+    }
 }
 
 /// What a poll hands a server besides frames and entries: installed
@@ -253,7 +277,7 @@ fn absorb(cfg: &Config, s: &mut Server, out: &mut Output, now: i64) {
         let (index, data) = state_snapshot(s, g, now);
         let e = s.engine.as_mut().expect("up");
         let at = index.unwrap_or_else(|| e.applied(g).unwrap_or(0));
-        let _ = e.compact(g, at, data);
+        s.compact(g, at, data);
     }
     if let Some(epoch) = out.epoch {
         s.syncing.push((epoch, std::mem::take(&mut out.sync)));
@@ -415,6 +439,8 @@ impl Sim {
                     meta: Meta::new(),
                     compacted_at: BTreeMap::new(),
                     syncing: Vec::new(),
+                    rewrites: Vec::new(),
+                    rewritten: Vec::new(),
                 }
             })
             .collect();
@@ -661,8 +687,12 @@ impl Sim {
                         restore_state(&self.cfg, s, g, &data);
                     }
                     s.engine = Some(e);
-                    // What the crashed engine had not synced is gone.
+                    // What the crashed engine had not synced is gone,
+                    // and so are its rewrites (the new engine removed
+                    // their files).
                     s.syncing.clear();
+                    s.rewrites.clear();
+                    s.rewritten.clear();
                     self.report.trace = mix(self.report.trace, 3000 + s.id);
                 } else {
                     s.down_for -= 1;
@@ -1084,6 +1114,60 @@ impl Sim {
         Ok(())
     }
 
+    /// A live server's rewrite thread: now or in a later step, it writes
+    /// the files of the rewrites queued, and now or later the engine swaps
+    /// the written ones in, while entries go on being appended and synced
+    /// (and crashes land) in between. The rng is drawn only while there is
+    /// a rewrite, so runs that have none are as they were.
+    ///
+    /// After a swap, a crash must find in the new file every entry the
+    /// engine counts as persisted.
+    fn rewrite_some(&mut self, i: usize) -> Result<(), Violation> {
+        let s = &mut self.servers[i];
+        if !s.rewritten.is_empty() && self.rng.chance(500) {
+            let e = s.engine.as_mut().expect("still up");
+            let mut swapped = Vec::new();
+            for (g, done) in std::mem::take(&mut s.rewritten) {
+                if let Ok(Some(_old)) = e.rewritten(g, done) {
+                    self.report.rewrites += 1;
+                    swapped.push(g);
+                }
+            }
+            self.report.trace = mix(self.report.trace, 7000 + s.id);
+            for g in swapped {
+                self.check_durable(i, g)?;
+            }
+        }
+        let s = &mut self.servers[i];
+        if !s.rewrites.is_empty() && self.rng.chance(500) {
+            for (g, job) in std::mem::take(&mut s.rewrites) {
+                s.rewritten.push((g, job.run()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens what a crash of server `i` would leave of group `g`'s log,
+    /// which must hold the last entry its engine counts as persisted.
+    fn check_durable(&self, i: usize, g: u64) -> Result<(), Violation> {
+        let s = &self.servers[i];
+        let Some((index, term)) = s.engine.as_ref().and_then(|e| e.persisted(g)) else {
+            return Ok(());
+        };
+        let copy: Arc<dyn store::Dir> = Arc::new(s.dir.durable_copy());
+        let found = match LogStore::open(copy, &log_name(g)) {
+            Ok((log, _)) => log.term_of(index),
+            Err(_) => None,
+        };
+        if found != Some(term) && index > 0 {
+            return Err(self.violation(format!(
+                "server {}: group {g}'s log after a crash lacks persisted entry {index} (term {term}), found {found:?}",
+                s.id
+            )));
+        }
+        Ok(())
+    }
+
     /// Runs every live engine's poll → sync → persisted cycle.
     fn drive(&mut self, f: &Faults) -> Result<(), Violation> {
         for i in 0..self.servers.len() {
@@ -1123,6 +1207,7 @@ impl Sim {
                 absorb(&self.cfg, &mut self.servers[i], &mut more, now);
                 outputs.push(more);
             }
+            self.rewrite_some(i)?;
             let e = self.servers[i].engine.as_mut().expect("still up");
             let leader = e.is_leader(GROUP);
             let agg_leader = e.is_leader(SOURCING_GROUP);
@@ -1159,8 +1244,7 @@ impl Sim {
                     if since >= COMPACT_EVERY {
                         let (index, data) = state_snapshot(s, g, now);
                         let index = index.expect("stream modes have state");
-                        let e = s.engine.as_mut().expect("up");
-                        if e.compact(g, index, data).is_ok() {
+                        if s.compact(g, index, data) {
                             s.compacted_at.insert(g, index);
                             self.report.compactions += 1;
                         }

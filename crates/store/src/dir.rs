@@ -46,6 +46,14 @@ pub trait Dir: Send + Sync + 'static {
     /// durable.
     fn sync_dir(&self) -> io::Result<()>;
 
+    /// [`Dir::rename`], returning what keeps the replaced file's storage
+    /// until it is dropped (a real directory holds it open), so that its
+    /// blocks are freed where the caller drops it, not in the rename.
+    fn replace(&self, from: &str, to: &str) -> io::Result<Box<dyn Send>> {
+        self.rename(from, to)?;
+        Ok(Box::new(()))
+    }
+
     /// Makes room for appends to `name` up to `end` bytes, given that
     /// `reserved` bytes were made room for already; returns the new
     /// reservation. A real directory extends the file (sparse, zeros) ahead
@@ -300,6 +308,18 @@ impl Dir for FsDir {
         self.forget(to);
         std::fs::rename(self.root.join(from), self.root.join(to))
     }
+
+    fn replace(&self, from: &str, to: &str) -> io::Result<Box<dyn Send>> {
+        // Open before the rename unlinks it, so the unlink frees nothing:
+        // measured at about 300 ms for an 80 MB Raft log on ext4.
+        let old = match File::open(self.root.join(to)) {
+            Ok(f) => Some(f),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        self.rename(from, to)?;
+        Ok(Box::new(old))
+    }
 }
 
 #[derive(Default, Clone)]
@@ -402,6 +422,33 @@ impl MemDir {
     /// `None` lifts the limit.
     pub fn set_space(&self, bytes: Option<u64>) {
         self.with(|s| s.space = bytes);
+    }
+
+    /// What a crash now would leave (as [`MemDir::crash`] with nothing
+    /// torn), as a directory of its own: a checker opens it without
+    /// disturbing this one.
+    pub fn durable_copy(&self) -> MemDir {
+        let files = self.with(|s| {
+            s.files
+                .iter()
+                .filter_map(|(name, f)| {
+                    let d = f.durable.clone()?;
+                    Some((
+                        name.clone(),
+                        MemFile {
+                            data: d.clone(),
+                            durable: Some(d),
+                        },
+                    ))
+                })
+                .collect()
+        });
+        MemDir {
+            state: Arc::new(Mutex::new(MemDirState {
+                files,
+                ..Default::default()
+            })),
+        }
     }
 
     pub fn file_len(&self, name: &str) -> usize {

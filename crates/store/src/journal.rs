@@ -1,13 +1,35 @@
 //! A small append-only log of checksummed entries, compacted by
 //! rewriting: how a consumer's state survives restarts (a snapshot entry
-//! followed by changes).
+//! followed by changes), and a Raft group's log.
+//!
+//! A rewrite can be done in two halves, so that its bulk (a Raft log's
+//! snapshot is as large as its stream) is written and synced off the
+//! thread that appends: [`Journal::begin_rewrite`] there,
+//! [`RewriteJob::run`] anywhere, [`Journal::finish_rewrite`] back there.
+//! The old file stays the journal until the swap: appends go on to it
+//! meanwhile and are kept, and the swap copies them after the new file's
+//! base, syncs, and renames it over. A crash at any point leaves one
+//! whole file under the journal's name, and every entry made durable
+//! before is in it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+use bytes::Bytes;
 
 use crate::dir::Dir;
 use crate::record::{self, Kind};
 use crate::sync::SyncHandle;
 use crate::Result;
+
+/// The largest entry a journal takes: a record is believed on read only
+/// up to [`record::MAX_RECORD`], so a caller with more (a snapshot) splits
+/// it.
+pub const MAX_ENTRY: usize = record::MAX_RECORD - record::HEADER - record::MSG_PREFIX;
+
+/// In the name of a rewrite's file, between the journal's name and the
+/// rewrite's id.
+const REWRITE_MARK: &str = ".rewrite-";
 
 pub struct Journal {
     dir: Arc<dyn Dir>,
@@ -21,7 +43,72 @@ pub struct Journal {
     created: bool,
     /// Bytes of the file made room for (`Dir::reserve`).
     reserved: u64,
+    /// A rewrite begun and not finished: its id, and every entry appended
+    /// since it began (the swap copies them after its base).
+    rewriting: Option<(u64, Vec<Vec<u8>>)>,
 }
+
+/// The bulk of a rewrite: a journal's new base, written and synced to a
+/// temporary file. It touches nothing the journal is using, so it can run
+/// on any thread while the journal goes on.
+#[must_use = "a rewrite begun keeps every later entry until it is finished"]
+pub struct RewriteJob {
+    dir: Arc<dyn Dir>,
+    tmp: String,
+    id: u64,
+    /// Each entry as pieces end to end.
+    entries: Vec<Vec<Bytes>>,
+}
+
+/// What running a [`RewriteJob`] did, for [`Journal::finish_rewrite`].
+pub struct Rewritten {
+    id: u64,
+    dir: Arc<dyn Dir>,
+    tmp: String,
+    /// Bytes and entries in the temporary file.
+    result: Result<(u64, u64)>,
+}
+
+impl RewriteJob {
+    /// Writes the new base and syncs it; on an error, removes what it
+    /// wrote (the old file is untouched and stays the journal).
+    pub fn run(self) -> Rewritten {
+        let result = self.write();
+        if result.is_err() {
+            let _ = self.dir.remove(&self.tmp);
+        }
+        Rewritten {
+            id: self.id,
+            dir: self.dir,
+            tmp: self.tmp,
+            result,
+        }
+    }
+
+    fn write(&self) -> Result<(u64, u64)> {
+        let mut buf = Vec::new();
+        for (i, parts) in self.entries.iter().enumerate() {
+            let parts: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
+            record::encode_parts(&mut buf, Kind::Msg, i as u64, 0, &parts);
+        }
+        self.dir.remove(&self.tmp)?;
+        self.dir.write_at(&self.tmp, 0, &buf)?;
+        self.dir.sync_handle(&self.tmp, false)?.sync()?;
+        Ok((buf.len() as u64, self.entries.len() as u64))
+    }
+}
+
+impl Rewritten {
+    /// Drops a rewrite whose journal is gone, with its file (its own).
+    pub fn discard(self) {
+        let _ = self.dir.remove(&self.tmp);
+    }
+}
+
+/// What keeps a replaced file's storage allocated: dropping it frees the
+/// blocks, which on ext4 costs about as long as writing them took, so a
+/// caller with latency to keep drops it on another thread.
+pub type Replaced = Box<dyn Send>;
 
 /// What a journal held when opened.
 pub struct Replay {
@@ -62,6 +149,7 @@ impl Journal {
             // been synced, so the first sync covers the directory too.
             created: valid == 0,
             reserved: valid,
+            rewriting: None,
         };
         Ok((
             j,
@@ -84,9 +172,21 @@ impl Journal {
     /// written with the next [`Journal::sync_handle`] but asks for no sync
     /// of its own, and becomes durable with the next entry that does.
     /// Entries stay in order either way, so a crash keeps a prefix.
+    ///
+    /// # Panics
+    /// If `entry` is over [`MAX_ENTRY`]: it could be written but never
+    /// read back, so a caller that lets one through has a bug.
     pub fn append_unsynced(&mut self, entry: &[u8]) {
+        assert!(
+            entry.len() <= MAX_ENTRY,
+            "journal entry of {} bytes is over {MAX_ENTRY}",
+            entry.len()
+        );
         record::encode_msg(&mut self.pending, Kind::Msg, self.next, 0, "", None, entry);
         self.next += 1;
+        if let Some((_, tail)) = self.rewriting.as_mut() {
+            tail.push(entry.to_vec());
+        }
     }
 
     /// Bytes in the journal, written or not.
@@ -123,6 +223,7 @@ impl Journal {
     }
 
     /// Replaces the whole journal with `entries`, durably and atomically.
+    /// A rewrite begun and not finished is abandoned.
     pub fn rewrite(&mut self, entries: &[&[u8]]) -> Result<()> {
         let mut buf = Vec::new();
         for (i, e) in entries.iter().enumerate() {
@@ -135,7 +236,93 @@ impl Journal {
         self.pending.clear();
         self.must_sync = false;
         self.created = false;
+        self.rewriting = None;
         Ok(())
+    }
+
+    /// Starts replacing the journal with `entries` (each given as pieces
+    /// end to end, so a large one is not copied here); `None` while an
+    /// earlier rewrite is unfinished. Entries appended from now on are
+    /// kept until [`Journal::finish_rewrite`].
+    pub fn begin_rewrite(&mut self, entries: Vec<Vec<Bytes>>) -> Option<RewriteJob> {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        if self.rewriting.is_some() {
+            return None;
+        }
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        self.rewriting = Some((id, Vec::new()));
+        Some(RewriteJob {
+            dir: self.dir.clone(),
+            // Its own name: a job abandoned (its journal closed, reopened,
+            // or rewritten at once) may still be writing when the next
+            // one starts, and is removed by its own discard, never theirs.
+            tmp: format!("{}{REWRITE_MARK}{id}", self.name),
+            id,
+            entries,
+        })
+    }
+
+    /// Whether a rewrite is begun and not finished.
+    pub fn is_rewriting(&self) -> bool {
+        self.rewriting.is_some()
+    }
+
+    /// Swaps in the file a [`RewriteJob`] wrote: appends what was appended
+    /// since the rewrite began, syncs, renames it over the journal. On
+    /// success returns the old file's storage, to be dropped where its
+    /// freeing costs nothing. On an error (of the job or the swap) the
+    /// journal goes on in the old file, unchanged, and may be rewritten
+    /// again. A result that is not this journal's current rewrite (one it
+    /// abandoned) is discarded.
+    ///
+    /// The new file's directory entry is made durable by the next sync,
+    /// which this asks for; until then a crash finds the old file, which
+    /// holds everything that was durable before the swap.
+    pub fn finish_rewrite(&mut self, done: Rewritten) -> Result<Option<Replaced>> {
+        if self.rewriting.as_ref().is_none_or(|(id, _)| *id != done.id) {
+            done.discard();
+            return Ok(None);
+        }
+        let (_, tail) = self.rewriting.take().expect("checked above");
+        let (base_len, base_count) = done.result?;
+        let mut buf = Vec::new();
+        for (i, e) in tail.iter().enumerate() {
+            record::encode_msg(&mut buf, Kind::Msg, base_count + i as u64, 0, "", None, e);
+        }
+        let swap = || -> Result<Replaced> {
+            self.dir.write_at(&done.tmp, base_len, &buf)?;
+            self.dir.sync_handle(&done.tmp, false)?.sync()?;
+            Ok(self.dir.replace(&done.tmp, &self.name)?)
+        };
+        let old = match swap() {
+            Ok(old) => old,
+            Err(e) => {
+                let _ = self.dir.remove(&done.tmp);
+                return Err(e);
+            }
+        };
+        self.len = base_len + buf.len() as u64;
+        self.reserved = self.len;
+        self.next = base_count + tail.len() as u64;
+        // Everything pending is in the tail, now written and synced.
+        self.pending.clear();
+        self.must_sync = true;
+        self.created = true;
+        Ok(Some(old))
+    }
+
+    /// Removes the files of rewrites that never finished (a crash, or a
+    /// journal closed with one running), from a directory no rewrite job
+    /// is running over.
+    pub fn remove_unfinished_rewrites(dir: &dyn Dir) -> Result<usize> {
+        let mut removed = 0;
+        for name in dir.list()? {
+            if name.contains(REWRITE_MARK) {
+                dir.remove(&name)?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 
     pub fn remove(&self) -> Result<()> {
@@ -204,6 +391,134 @@ mod tests {
         dir.crash(0);
         let (_, r) = Journal::open(d, "c.log").unwrap();
         assert_eq!(r.entries, vec![b"vote".to_vec()]);
+    }
+
+    fn entries(list: &[&str]) -> Vec<Vec<u8>> {
+        list.iter().map(|e| e.as_bytes().to_vec()).collect()
+    }
+
+    fn base(list: &[&str]) -> Vec<Vec<Bytes>> {
+        list.iter()
+            .map(|e| e.as_bytes().chunks(2).map(Bytes::copy_from_slice).collect())
+            .collect()
+    }
+
+    /// Entries appended while the bulk is written, synced or not, follow
+    /// the new base; until the swap a crash finds the old file whole.
+    #[test]
+    fn a_background_rewrite_keeps_what_was_appended_meanwhile() {
+        let dir = MemDir::new();
+        let d: Arc<dyn Dir> = Arc::new(dir.clone());
+        let (mut j, _) = Journal::open(d.clone(), "c.log").unwrap();
+        j.append(b"a");
+        j.append(b"b");
+        j.sync_handle().unwrap().unwrap().sync().unwrap();
+        let job = j.begin_rewrite(base(&["snapshot", "b"])).unwrap();
+        assert!(j.begin_rewrite(base(&["x"])).is_none(), "one at a time");
+        j.append(b"c");
+        j.sync_handle().unwrap().unwrap().sync().unwrap();
+        let done = job.run();
+        j.append(b"d");
+        let crashed = dir.clone();
+        let image = Journal::open(d.clone(), "c.log").unwrap().1.entries;
+        assert_eq!(
+            image,
+            entries(&["a", "b", "c"]),
+            "the old file until the swap"
+        );
+        let old = j.finish_rewrite(done).unwrap();
+        assert!(old.is_some());
+        assert!(!j.is_rewriting());
+        let h = j
+            .sync_handle()
+            .unwrap()
+            .expect("the swap's entry is owed a sync");
+        h.sync().unwrap();
+        j.append(b"e");
+        j.sync_handle().unwrap().unwrap().sync().unwrap();
+        crashed.crash(0);
+        let (_, r) = Journal::open(d, "c.log").unwrap();
+        assert_eq!(r.entries, entries(&["snapshot", "b", "c", "d", "e"]));
+        assert_eq!(dir.names(), ["c.log"], "no file left behind");
+    }
+
+    /// A crash after the bulk is written and before the swap leaves the
+    /// old file, with every entry that was synced.
+    #[test]
+    fn a_crash_before_the_swap_keeps_the_old_file() {
+        let dir = MemDir::new();
+        let d: Arc<dyn Dir> = Arc::new(dir.clone());
+        let (mut j, _) = Journal::open(d.clone(), "c.log").unwrap();
+        j.append(b"a");
+        let job = j.begin_rewrite(base(&["snapshot"])).unwrap();
+        j.sync_handle().unwrap().unwrap().sync().unwrap();
+        let _done = job.run();
+        dir.crash(0);
+        let (_, r) = Journal::open(d.clone(), "c.log").unwrap();
+        assert_eq!(r.entries, entries(&["a"]));
+        assert_eq!(dir.names().len(), 2, "the unfinished rewrite's file");
+        assert_eq!(Journal::remove_unfinished_rewrites(&*d).unwrap(), 1);
+        assert_eq!(dir.names(), ["c.log"]);
+    }
+
+    /// A disk that fills during the bulk or during the swap fails the
+    /// rewrite and nothing else: the journal goes on in the old file and
+    /// can be rewritten later.
+    #[test]
+    fn a_failed_rewrite_leaves_the_journal_as_it_was() {
+        let dir = MemDir::new();
+        let d: Arc<dyn Dir> = Arc::new(dir.clone());
+        let (mut j, _) = Journal::open(d.clone(), "c.log").unwrap();
+        j.append(b"a");
+        j.sync_handle().unwrap().unwrap().sync().unwrap();
+        // The bulk does not fit.
+        let job = j.begin_rewrite(base(&["snapshot"])).unwrap();
+        j.append(b"b");
+        dir.set_space(Some(4));
+        assert!(j.finish_rewrite(job.run()).is_err());
+        dir.set_space(None);
+        assert_eq!(dir.names(), ["c.log"]);
+        // The bulk fits, the entries appended meanwhile do not.
+        let job = j.begin_rewrite(base(&["snapshot"])).unwrap();
+        j.append(b"c");
+        let done = job.run();
+        dir.set_space(Some(0));
+        assert!(j.finish_rewrite(done).is_err());
+        dir.set_space(None);
+        assert_eq!(dir.names(), ["c.log"]);
+        j.sync_handle().unwrap().unwrap().sync().unwrap();
+        dir.crash(0);
+        let (mut j, r) = Journal::open(d.clone(), "c.log").unwrap();
+        assert_eq!(r.entries, entries(&["a", "b", "c"]));
+        let job = j.begin_rewrite(base(&["snapshot"])).unwrap();
+        assert!(j.finish_rewrite(job.run()).unwrap().is_some());
+        dir.crash(0);
+        let (_, r) = Journal::open(d, "c.log").unwrap();
+        assert_eq!(r.entries, entries(&["snapshot"]));
+    }
+
+    /// A rewrite abandoned for a synchronous one is not swapped in later.
+    #[test]
+    fn an_abandoned_rewrite_is_ignored() {
+        let dir = MemDir::new();
+        let d: Arc<dyn Dir> = Arc::new(dir.clone());
+        let (mut j, _) = Journal::open(d.clone(), "c.log").unwrap();
+        j.append(b"a");
+        let job = j.begin_rewrite(base(&["stale"])).unwrap();
+        j.rewrite(&[b"fresh"]).unwrap();
+        assert!(j.finish_rewrite(job.run()).unwrap().is_none());
+        dir.crash(0);
+        let (_, r) = Journal::open(d, "c.log").unwrap();
+        assert_eq!(r.entries, entries(&["fresh"]));
+        assert_eq!(dir.names(), ["c.log"]);
+    }
+
+    #[test]
+    #[should_panic(expected = "is over")]
+    fn an_entry_that_could_not_be_read_back_is_refused() {
+        let d: Arc<dyn Dir> = Arc::new(MemDir::new());
+        let (mut j, _) = Journal::open(d, "c.log").unwrap();
+        j.append(&vec![0u8; MAX_ENTRY + 1]);
     }
 
     #[test]

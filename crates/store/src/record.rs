@@ -79,13 +79,7 @@ pub fn encode_msg(
     payload: &[u8],
 ) {
     let start = out.len();
-    let len = msg_len(subject, headers, payload);
-    out.reserve(len);
-    out.extend_from_slice(&(len as u32).to_le_bytes());
-    out.extend_from_slice(&[0; 4]);
-    out.push(kind as u8);
-    out.extend_from_slice(&seq.to_le_bytes());
-    out.extend_from_slice(&ts.to_le_bytes());
+    head(out, msg_len(subject, headers, payload), kind, seq, ts);
     out.extend_from_slice(&(subject.len() as u16).to_le_bytes());
     let hlen = headers.map_or(0, |h| h.len() as u32 + 1);
     out.extend_from_slice(&hlen.to_le_bytes());
@@ -97,15 +91,37 @@ pub fn encode_msg(
     seal(&mut out[start..]);
 }
 
+/// Appends a message record with no subject or headers whose payload is
+/// `parts` end to end: a large payload assembled from pieces is not
+/// copied into one buffer first.
+pub fn encode_parts(out: &mut Vec<u8>, kind: Kind, seq: u64, ts: i64, parts: &[&[u8]]) {
+    let start = out.len();
+    let len = HEADER + MSG_PREFIX + parts.iter().map(|p| p.len()).sum::<usize>();
+    head(out, len, kind, seq, ts);
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    for p in parts {
+        out.extend_from_slice(p);
+    }
+    seal(&mut out[start..]);
+}
+
 /// Appends a record with no body.
 pub fn encode_marker(out: &mut Vec<u8>, kind: Kind, seq: u64, ts: i64) {
     let start = out.len();
-    out.extend_from_slice(&(HEADER as u32).to_le_bytes());
+    head(out, HEADER, kind, seq, ts);
+    seal(&mut out[start..]);
+}
+
+/// A record's header, its checksum left for [`seal`], with room made for
+/// the `len` bytes of the whole record.
+fn head(out: &mut Vec<u8>, len: usize, kind: Kind, seq: u64, ts: i64) {
+    out.reserve(len);
+    out.extend_from_slice(&(len as u32).to_le_bytes());
     out.extend_from_slice(&[0; 4]);
     out.push(kind as u8);
     out.extend_from_slice(&seq.to_le_bytes());
     out.extend_from_slice(&ts.to_le_bytes());
-    seal(&mut out[start..]);
 }
 
 fn seal(rec: &mut [u8]) {
