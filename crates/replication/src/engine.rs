@@ -62,6 +62,8 @@ pub enum EngineError {
     NoGroup(u64),
     #[error("not the leader of raft group {0}")]
     NotLeader(u64),
+    #[error("raft entry of {0} bytes is over the {MAX_ENTRY_DATA} a log takes")]
+    TooLarge(usize),
     #[error(transparent)]
     Log(#[from] LogError),
     #[error("raft: {0}")]
@@ -185,6 +187,12 @@ const MAX_UNCOMMITTED: u64 = 64 << 20;
 
 /// The key bit of a second node in the registry when it is switched off.
 pub const SHADOW: u64 = 1 << 63;
+
+/// The most data one entry may carry: a log journals an entry as one
+/// record (its protobuf encoding and a tag byte), and a record over
+/// `store::MAX_ENTRY` could not be read back. Only a server configured
+/// with a `max_payload` over 128 MiB gets near it.
+pub const MAX_ENTRY_DATA: usize = store::MAX_ENTRY - 64;
 
 pub fn log_name(group: u64) -> String {
     format!("raft-{group:016x}.log")
@@ -513,6 +521,9 @@ impl Engine {
     }
 
     pub fn propose(&mut self, group: u64, data: Vec<u8>) -> Result<(), EngineError> {
+        if data.len() > MAX_ENTRY_DATA {
+            return Err(EngineError::TooLarge(data.len()));
+        }
         let g = self.leading(group)?;
         g.raw.propose(vec![], data)?;
         Ok(())
@@ -522,8 +533,13 @@ impl Engine {
     /// appends them together and sends each follower one append for them
     /// all, where proposing them one by one sends an append per entry
     /// (each acknowledged on its own, each a slot of the in-flight
-    /// window). They are accepted or dropped together.
+    /// window). They are accepted or dropped together, but for any over
+    /// [`MAX_ENTRY_DATA`], which are dropped alone.
     pub fn propose_all(&mut self, group: u64, data: Vec<Vec<u8>>) -> Result<(), EngineError> {
+        let data: Vec<Vec<u8>> = data
+            .into_iter()
+            .filter(|d| d.len() <= MAX_ENTRY_DATA)
+            .collect();
         if data.is_empty() {
             return Ok(());
         }
@@ -1075,6 +1091,28 @@ mod tests {
             t.nodes[follower].propose(7, b"x".to_vec()),
             Err(EngineError::NotLeader(7))
         ));
+    }
+
+    /// An entry its log could not read back is refused, and dropped alone
+    /// from a batch proposed with it.
+    #[test]
+    fn an_entry_over_the_log_limit_is_refused() {
+        let mut t = Trio::new(1);
+        t.tick(40);
+        let l = t.leader().expect("a leader after 40 ticks");
+        let big = vec![0u8; MAX_ENTRY_DATA + 1];
+        assert!(matches!(
+            t.nodes[l].propose(7, big.clone()),
+            Err(EngineError::TooLarge(n)) if n == MAX_ENTRY_DATA + 1
+        ));
+        t.nodes[l]
+            .propose_all(7, vec![b"a".to_vec(), big, b"b".to_vec()])
+            .unwrap();
+        t.tick(5);
+        for a in &t.applied {
+            let got: Vec<Bytes> = a.iter().map(|c| c.data.clone()).collect();
+            assert_eq!(got, [Bytes::from("a"), Bytes::from("b")]);
+        }
     }
 
     /// Entries proposed together leave in one append per follower and
