@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use replication::engine::{Committed, Engine, EngineError, Output};
 use serde::Serialize;
-use store::{Dir, Replaced, RewriteJob, Rewritten, SyncHandle, SyncRound};
+use store::{Dir, Replaced, RewriteJob, Rewritten, Swap, SyncHandle, SyncRound};
 use tracing::{error, info};
 
 use crate::transport::Transport;
@@ -402,10 +402,13 @@ fn run(
                     emit(&transport, &committed, &mut apply, out, &mut engine);
                 }
                 Input::Rewritten(group, done) => match engine.rewritten(group, done) {
-                    Ok(Some(old)) => {
+                    Ok(Swap::Done(old)) => {
                         let _ = to_rewrite.send(Rewrite::Free(old));
                     }
-                    Ok(None) => {}
+                    Ok(Swap::More(job)) => {
+                        let _ = to_rewrite.send(Rewrite::Run(group, job));
+                    }
+                    Ok(Swap::Dropped) => {}
                     // The log goes on in its old file.
                     Err(e) => error!("raft group {group}: could not rewrite its log: {e}"),
                 },

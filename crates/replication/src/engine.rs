@@ -40,7 +40,7 @@ use bytes::Bytes;
 use protobuf::Message as _;
 use raft::prelude::{ConfChangeV2, Entry, EntryType, Message, MessageType};
 use raft::{RawNode, StateRole, Storage};
-use store::{Dir, Journal, Replaced, RewriteJob, Rewritten, SyncHandle};
+use store::{Dir, Journal, RewriteJob, Rewritten, Swap, SyncHandle};
 
 use crate::frame::{self, Class, Frame, Rejections};
 
@@ -726,18 +726,15 @@ impl Engine {
         Ok(g.raw.mut_store().compact(index, data))
     }
 
-    /// Swaps in a log rewrite that [`Engine::compact`] asked for. Returns
-    /// the replaced file's storage, which frees its blocks when dropped:
-    /// a driver drops it off the thread that runs the engine. A rewrite
-    /// of a group since removed is discarded (group ids are not reused).
-    pub fn rewritten(
-        &mut self,
-        group: u64,
-        done: Rewritten,
-    ) -> Result<Option<Replaced>, EngineError> {
+    /// Swaps in a log rewrite that [`Engine::compact`] asked for
+    /// (`store::Swap`): done, with the replaced file's storage, which
+    /// frees its blocks when dropped (a driver drops it off the thread
+    /// that runs the engine); or one more job to run the same way. A
+    /// rewrite of a group no longer here is discarded.
+    pub fn rewritten(&mut self, group: u64, done: Rewritten) -> Result<Swap, EngineError> {
         let Some(g) = self.groups.get_mut(&group) else {
             done.discard();
-            return Ok(None);
+            return Ok(Swap::Dropped);
         };
         Ok(g.raw.mut_store().rewritten(done)?)
     }
@@ -978,8 +975,11 @@ mod tests {
     /// Compacts a group and finishes the log rewrite that asks for at
     /// once, as a driver's rewrite thread would later.
     fn compact_now(n: &mut Engine, g: u64, at: u64) {
-        if let Some(job) = n.compact(g, at, Vec::new()).unwrap() {
-            n.rewritten(g, job.run()).unwrap();
+        let mut job = n.compact(g, at, Vec::new()).unwrap();
+        while let Some(j) = job.take() {
+            if let Swap::More(next) = n.rewritten(g, j.run()).unwrap() {
+                job = Some(next);
+            }
         }
     }
 

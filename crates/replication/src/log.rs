@@ -22,7 +22,7 @@ use bytes::Bytes;
 use protobuf::Message as _;
 use raft::prelude::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, Storage, StorageError};
-use store::{Dir, Journal, Replaced, RewriteJob, Rewritten, SyncHandle};
+use store::{Dir, Journal, RewriteJob, Rewritten, Swap, SyncHandle};
 
 /// A snapshot's data is written in pieces of at most this many bytes: a
 /// journal record is believed only up to 128 MiB (`store::MAX_ENTRY`),
@@ -401,15 +401,15 @@ impl LogStore {
         None
     }
 
-    /// Swaps in a rewrite [`LogStore::compact`] asked for; returns the old
-    /// journal's storage, to drop off this thread. On an error the journal
-    /// goes on as it was (and is rewritten at a later compaction).
-    pub fn rewritten(&mut self, done: Rewritten) -> Result<Option<Replaced>, LogError> {
-        let old = self.journal.finish_rewrite(done)?;
-        if old.is_some() {
+    /// Swaps in a rewrite [`LogStore::compact`] asked for, or asks for one
+    /// more job first (`store::Journal::finish_rewrite`). On an error the
+    /// journal goes on as it was (and is rewritten at a later compaction).
+    pub fn rewritten(&mut self, done: Rewritten) -> Result<Swap, LogError> {
+        let swap = self.journal.finish_rewrite(done)?;
+        if matches!(swap, Swap::Done(_)) {
             self.rewritten_at = self.journal.len();
         }
-        Ok(old)
+        Ok(swap)
     }
 
     /// The live state as journal records, each as pieces end to end:
@@ -695,7 +695,7 @@ mod tests {
         sync(&mut log);
         let done = job.run();
         log.append(&[entry(2002, 2)]);
-        assert!(log.rewritten(done).unwrap().is_some());
+        assert!(matches!(log.rewritten(done).unwrap(), Swap::Done(_)));
         sync(&mut log);
         assert!(dir.file_len("g1.log") < before, "journal rewritten");
         dir.crash(0);

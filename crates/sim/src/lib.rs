@@ -31,7 +31,7 @@ use replication::outbox::Outbox;
 use replication::rng::Rng;
 use replication::stream_sm::{Entry as StreamEntry, Op, ReplicatedStream};
 use replication::{frame, identity};
-use store::{MemDir, RewriteJob, Rewritten};
+use store::{MemDir, RewriteJob, Rewritten, Swap};
 
 /// The Raft group the simulation replicates: values, the work-queue
 /// stream, or the meta state.
@@ -1128,9 +1128,13 @@ impl Sim {
             let e = s.engine.as_mut().expect("still up");
             let mut swapped = Vec::new();
             for (g, done) in std::mem::take(&mut s.rewritten) {
-                if let Ok(Some(_old)) = e.rewritten(g, done) {
-                    self.report.rewrites += 1;
-                    swapped.push(g);
+                match e.rewritten(g, done) {
+                    Ok(Swap::Done(_old)) => {
+                        self.report.rewrites += 1;
+                        swapped.push(g);
+                    }
+                    Ok(Swap::More(job)) => s.rewrites.push((g, job)),
+                    Ok(Swap::Dropped) | Err(_) => {}
                 }
             }
             self.report.trace = mix(self.report.trace, 7000 + s.id);

@@ -27,6 +27,15 @@ use crate::Result;
 /// it.
 pub const MAX_ENTRY: usize = record::MAX_RECORD - record::HEADER - record::MSG_PREFIX;
 
+/// How much of a rewrite's file is written before it is synced.
+const REWRITE_STEP: usize = 4 << 20;
+
+/// The most appended during a rewrite that its swap writes and syncs
+/// itself, and how many more jobs it asks for before it does anyway
+/// (appends that outrun the disk would otherwise keep it going).
+const SWAP_TAIL: usize = 256 << 10;
+const SWAP_ROUNDS: u32 = 4;
+
 /// In the name of a rewrite's file, between the journal's name and the
 /// rewrite's id.
 const REWRITE_MARK: &str = ".rewrite-";
@@ -43,9 +52,31 @@ pub struct Journal {
     created: bool,
     /// Bytes of the file made room for (`Dir::reserve`).
     reserved: u64,
-    /// A rewrite begun and not finished: its id, and every entry appended
-    /// since it began (the swap copies them after its base).
-    rewriting: Option<(u64, Vec<Vec<u8>>)>,
+    /// A rewrite begun and not finished.
+    rewriting: Option<Rewriting>,
+}
+
+struct Rewriting {
+    id: u64,
+    /// Every entry appended since the last of its jobs began: the swap
+    /// copies them after what the jobs wrote.
+    tail: Vec<Vec<u8>>,
+    /// Jobs that copied such entries (see [`Journal::finish_rewrite`]).
+    rounds: u32,
+}
+
+/// What [`Journal::finish_rewrite`] did.
+#[must_use = "a rewrite that is not done keeps every later entry until it is"]
+pub enum Swap {
+    /// Swapped in: the old file's storage, to drop where freeing its
+    /// blocks costs nothing (on ext4 about as long as writing them took).
+    Done(Replaced),
+    /// Much was appended while the job ran: this job writes and syncs it
+    /// after the new base, off the appending thread, and its result is
+    /// finished again.
+    More(RewriteJob),
+    /// Not this journal's current rewrite: discarded.
+    Dropped,
 }
 
 /// The bulk of a rewrite: a journal's new base, written and synced to a
@@ -58,6 +89,9 @@ pub struct RewriteJob {
     id: u64,
     /// Each entry as pieces end to end.
     entries: Vec<Vec<Bytes>>,
+    /// Bytes and entries already in the file, after which these go (none
+    /// for the first job of a rewrite, which starts the file).
+    start: (u64, u64),
 }
 
 /// What running a [`RewriteJob`] did, for [`Journal::finish_rewrite`].
@@ -85,16 +119,33 @@ impl RewriteJob {
         }
     }
 
+    /// Written and synced [`REWRITE_STEP`] at a time, so the disk takes
+    /// the syncs of the logs beside it between steps rather than behind
+    /// the whole file, and the encoded file is never all in memory.
     fn write(&self) -> Result<(u64, u64)> {
+        let (mut at, count) = self.start;
+        if at == 0 {
+            self.dir.remove(&self.tmp)?;
+        }
         let mut buf = Vec::new();
+        let mut flush = |buf: &mut Vec<u8>| -> Result<()> {
+            for step in buf.chunks(REWRITE_STEP) {
+                self.dir.write_at(&self.tmp, at, step)?;
+                at += step.len() as u64;
+                self.dir.sync_handle(&self.tmp, false)?.sync()?;
+            }
+            buf.clear();
+            Ok(())
+        };
         for (i, parts) in self.entries.iter().enumerate() {
             let parts: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
-            record::encode_parts(&mut buf, Kind::Msg, i as u64, 0, &parts);
+            record::encode_parts(&mut buf, Kind::Msg, count + i as u64, 0, &parts);
+            if buf.len() >= REWRITE_STEP {
+                flush(&mut buf)?;
+            }
         }
-        self.dir.remove(&self.tmp)?;
-        self.dir.write_at(&self.tmp, 0, &buf)?;
-        self.dir.sync_handle(&self.tmp, false)?.sync()?;
-        Ok((buf.len() as u64, self.entries.len() as u64))
+        flush(&mut buf)?;
+        Ok((at, count + self.entries.len() as u64))
     }
 }
 
@@ -184,8 +235,8 @@ impl Journal {
         );
         record::encode_msg(&mut self.pending, Kind::Msg, self.next, 0, "", None, entry);
         self.next += 1;
-        if let Some((_, tail)) = self.rewriting.as_mut() {
-            tail.push(entry.to_vec());
+        if let Some(r) = self.rewriting.as_mut() {
+            r.tail.push(entry.to_vec());
         }
     }
 
@@ -250,7 +301,11 @@ impl Journal {
             return None;
         }
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        self.rewriting = Some((id, Vec::new()));
+        self.rewriting = Some(Rewriting {
+            id,
+            tail: Vec::new(),
+            rounds: 0,
+        });
         Some(RewriteJob {
             dir: self.dir.clone(),
             // Its own name: a job abandoned (its journal closed, reopened,
@@ -259,6 +314,7 @@ impl Journal {
             tmp: format!("{}{REWRITE_MARK}{id}", self.name),
             id,
             entries,
+            start: (0, 0),
         })
     }
 
@@ -268,23 +324,47 @@ impl Journal {
     }
 
     /// Swaps in the file a [`RewriteJob`] wrote: appends what was appended
-    /// since the rewrite began, syncs, renames it over the journal. On
-    /// success returns the old file's storage, to be dropped where its
-    /// freeing costs nothing. On an error (of the job or the swap) the
-    /// journal goes on in the old file, unchanged, and may be rewritten
-    /// again. A result that is not this journal's current rewrite (one it
-    /// abandoned) is discarded.
+    /// since the job began, syncs, renames it over the journal. On an
+    /// error (of the job or the swap) the journal goes on in the old file,
+    /// unchanged, and may be rewritten again.
+    ///
+    /// When more than [`SWAP_TAIL`] bytes were appended meanwhile (at
+    /// R3 with 8 KiB messages, tens of MB while a large stream's snapshot
+    /// is written), writing and syncing them here would stall the caller
+    /// for as long: they go to another job instead, and what is appended
+    /// while that one runs is finished after it, a few rounds at most.
     ///
     /// The new file's directory entry is made durable by the next sync,
     /// which this asks for; until then a crash finds the old file, which
     /// holds everything that was durable before the swap.
-    pub fn finish_rewrite(&mut self, done: Rewritten) -> Result<Option<Replaced>> {
-        if self.rewriting.as_ref().is_none_or(|(id, _)| *id != done.id) {
+    pub fn finish_rewrite(&mut self, done: Rewritten) -> Result<Swap> {
+        let Some(r) = self.rewriting.as_mut().filter(|r| r.id == done.id) else {
             done.discard();
-            return Ok(None);
+            return Ok(Swap::Dropped);
+        };
+        let (base_len, base_count) = match done.result {
+            Ok(at) => at,
+            Err(e) => {
+                self.rewriting = None;
+                return Err(e);
+            }
+        };
+        let tail_bytes: usize = r.tail.iter().map(Vec::len).sum();
+        if tail_bytes > SWAP_TAIL && r.rounds < SWAP_ROUNDS {
+            r.rounds += 1;
+            let entries = std::mem::take(&mut r.tail)
+                .into_iter()
+                .map(|e| vec![Bytes::from(e)])
+                .collect();
+            return Ok(Swap::More(RewriteJob {
+                dir: done.dir,
+                tmp: done.tmp,
+                id: done.id,
+                entries,
+                start: (base_len, base_count),
+            }));
         }
-        let (_, tail) = self.rewriting.take().expect("checked above");
-        let (base_len, base_count) = done.result?;
+        let tail = self.rewriting.take().expect("found above").tail;
         let mut buf = Vec::new();
         for (i, e) in tail.iter().enumerate() {
             record::encode_msg(&mut buf, Kind::Msg, base_count + i as u64, 0, "", None, e);
@@ -308,7 +388,7 @@ impl Journal {
         self.pending.clear();
         self.must_sync = true;
         self.created = true;
-        Ok(Some(old))
+        Ok(Swap::Done(old))
     }
 
     /// Removes the files of rewrites that never finished (a crash, or a
@@ -426,8 +506,7 @@ mod tests {
             entries(&["a", "b", "c"]),
             "the old file until the swap"
         );
-        let old = j.finish_rewrite(done).unwrap();
-        assert!(old.is_some());
+        assert!(matches!(j.finish_rewrite(done).unwrap(), Swap::Done(_)));
         assert!(!j.is_rewriting());
         let h = j
             .sync_handle()
@@ -440,6 +519,62 @@ mod tests {
         let (_, r) = Journal::open(d, "c.log").unwrap();
         assert_eq!(r.entries, entries(&["snapshot", "b", "c", "d", "e"]));
         assert_eq!(dir.names(), ["c.log"], "no file left behind");
+    }
+
+    /// Much appended while the bulk was written goes to the new file in
+    /// further jobs, not in the swap; everything arrives, in order.
+    #[test]
+    fn a_long_tail_is_copied_by_further_jobs() {
+        let dir = MemDir::new();
+        let d: Arc<dyn Dir> = Arc::new(dir.clone());
+        let (mut j, _) = Journal::open(d.clone(), "c.log").unwrap();
+        let big = |i: u32| format!("{i:08}").repeat(16 << 10).into_bytes();
+        j.append(b"a");
+        let job = j.begin_rewrite(base(&["snapshot"])).unwrap();
+        for i in 0..3 {
+            j.append(&big(i));
+        }
+        j.sync_handle().unwrap().unwrap().sync().unwrap();
+        let Swap::More(more) = j.finish_rewrite(job.run()).unwrap() else {
+            panic!("384 KiB appended: copied by another job");
+        };
+        j.append(b"small");
+        let done = more.run();
+        j.append(b"late");
+        assert!(matches!(j.finish_rewrite(done).unwrap(), Swap::Done(_)));
+        j.sync_handle().unwrap().unwrap().sync().unwrap();
+        dir.crash(0);
+        let (_, r) = Journal::open(d, "c.log").unwrap();
+        let mut want = vec![b"snapshot".to_vec()];
+        want.extend((0..3).map(big));
+        want.extend([b"small".to_vec(), b"late".to_vec()]);
+        assert_eq!(r.entries, want);
+        assert_eq!(dir.names(), ["c.log"]);
+    }
+
+    /// Appends that outrun the disk do not keep a rewrite going: after a
+    /// few rounds the swap copies what is left itself.
+    #[test]
+    fn a_rewrite_ends_however_fast_entries_come() {
+        let dir = MemDir::new();
+        let d: Arc<dyn Dir> = Arc::new(dir.clone());
+        let (mut j, _) = Journal::open(d.clone(), "c.log").unwrap();
+        let mut job = j.begin_rewrite(base(&["snapshot"])).unwrap();
+        let mut rounds = 0;
+        loop {
+            j.append(&vec![7u8; SWAP_TAIL + 1]);
+            match j.finish_rewrite(job.run()).unwrap() {
+                Swap::More(next) => job = next,
+                Swap::Done(_) => break,
+                Swap::Dropped => panic!("its own rewrite"),
+            }
+            rounds += 1;
+        }
+        assert_eq!(rounds, SWAP_ROUNDS);
+        j.sync_handle().unwrap().unwrap().sync().unwrap();
+        dir.crash(0);
+        let (_, r) = Journal::open(d, "c.log").unwrap();
+        assert_eq!(r.entries.len(), 1 + SWAP_ROUNDS as usize + 1);
     }
 
     /// A crash after the bulk is written and before the swap leaves the
@@ -491,7 +626,10 @@ mod tests {
         let (mut j, r) = Journal::open(d.clone(), "c.log").unwrap();
         assert_eq!(r.entries, entries(&["a", "b", "c"]));
         let job = j.begin_rewrite(base(&["snapshot"])).unwrap();
-        assert!(j.finish_rewrite(job.run()).unwrap().is_some());
+        assert!(matches!(
+            j.finish_rewrite(job.run()).unwrap(),
+            Swap::Done(_)
+        ));
         dir.crash(0);
         let (_, r) = Journal::open(d, "c.log").unwrap();
         assert_eq!(r.entries, entries(&["snapshot"]));
@@ -506,7 +644,10 @@ mod tests {
         j.append(b"a");
         let job = j.begin_rewrite(base(&["stale"])).unwrap();
         j.rewrite(&[b"fresh"]).unwrap();
-        assert!(j.finish_rewrite(job.run()).unwrap().is_none());
+        assert!(matches!(
+            j.finish_rewrite(job.run()).unwrap(),
+            Swap::Dropped
+        ));
         dir.crash(0);
         let (_, r) = Journal::open(d, "c.log").unwrap();
         assert_eq!(r.entries, entries(&["fresh"]));

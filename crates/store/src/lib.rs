@@ -31,7 +31,7 @@ use bytes::Bytes;
 pub use dir::{set_open_file_limit, Dir, FsDir, MemDir, RESERVE_MAX, RESERVE_MIN};
 pub use file::{FileStore, FileStoreConfig};
 pub use filter::Filter;
-pub use journal::{Journal, Replaced, Replay, RewriteJob, Rewritten, MAX_ENTRY};
+pub use journal::{Journal, Replaced, Replay, RewriteJob, Rewritten, Swap, MAX_ENTRY};
 pub use mem::MemStore;
 pub use sync::{SyncHandle, SyncKey, SyncPart, SyncRound};
 
