@@ -119,7 +119,8 @@ pub struct Refused {
     pub foreign: u64,
     /// Frames for a group this server does not have.
     pub unknown_group: u64,
-    /// Payloads that are not Raft messages.
+    /// Payloads that are not Raft messages (or carry an entry over
+    /// [`MAX_ENTRY_DATA`], which no log here could read back).
     pub undecodable: u64,
     /// Vote requests a damaged replica did not answer.
     pub votes_withheld: u64,
@@ -638,6 +639,13 @@ impl Engine {
             self.refused.undecodable += 1;
             return;
         };
+        // A leader refuses to propose such an entry; one that did not
+        // (another version, a bug) must not make this log hold one it
+        // could not read back.
+        if msg.entries.iter().any(|e| e.data.len() > MAX_ENTRY_DATA) {
+            self.refused.undecodable += 1;
+            return;
+        }
         let cs = g.raw.store().conf_state();
         let unconfigured = cs.voters.is_empty() && cs.learners.is_empty();
         let member = cs.voters.contains(&peer)
@@ -1388,6 +1396,40 @@ mod tests {
         e.remove_group(3).unwrap();
         e.create_group(3, &[1]).unwrap();
         assert_eq!(e.live_nodes(3), 1);
+    }
+
+    #[test]
+    fn an_append_with_an_entry_over_the_log_limit_is_refused() {
+        let mut t = Trio::new(2);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        let f = (l + 1) % 3;
+        let (from, to) = (l as u64 + 1, f as u64 + 1);
+        let before = t.nodes[f].leader(7);
+        let mut m = Message::default();
+        m.set_msg_type(MessageType::MsgAppend);
+        (m.from, m.to, m.term) = (from, to, 1000);
+        m.set_entries(
+            vec![Entry {
+                data: vec![0u8; MAX_ENTRY_DATA + 1].into(),
+                index: 100,
+                term: 1000,
+                ..Default::default()
+            }]
+            .into(),
+        );
+        for payload in crate::chunk::split(&m.write_to_bytes().unwrap(), 1 << 20) {
+            let frame = Frame {
+                class: Class::Bulk,
+                sender: from,
+                group: 7,
+                payload,
+            };
+            t.nodes[f].receive_frame(from, frame);
+        }
+        assert_eq!(t.nodes[f].refused.undecodable, 1);
+        t.tick(5);
+        assert_eq!(t.nodes[f].leader(7), before, "no term change");
     }
 
     #[test]
