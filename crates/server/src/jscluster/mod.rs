@@ -77,6 +77,9 @@ struct RoutedPeer {
 
 pub struct JsCluster {
     pub me: Identity,
+    /// The peer id was made at this start: nobody can have named it in a
+    /// meta group before this process's founding round.
+    fresh_id: bool,
     pub node: Node,
     pub meta: Arc<Mutex<Meta>>,
     /// This server's stream replicas.
@@ -156,6 +159,7 @@ impl JsCluster {
         let has_log = dir.join(format!("raft-{META_GROUP:016x}.log")).exists();
         let js = Arc::new(JsCluster {
             me,
+            fresh_id: new,
             node,
             meta,
             replicas,
@@ -268,8 +272,20 @@ impl JsCluster {
         proposal.sort_unstable();
         let grace_over = self.started.elapsed() >= FOUNDING_GRACE;
         let enough = resolved || (grace_over && proposal.len() * 2 > expected);
+        // A peer founded with this server's new id among the voters (it
+        // saw every route before this one did): found with the same set,
+        // the bootstrap every founder has, rather than join as a stranger.
+        // An id from an earlier start may have left the group since, and
+        // joins to learn where it stands.
+        let named_founder = self.fresh_id
+            && peers
+                .iter()
+                .find(|p| p.hello.founded && p.hello.proposal.contains(&self.me.id))
+                .map(|p| proposal.clone_from(&p.hello.proposal))
+                .is_some();
         // Every other member proposes (or founded with) exactly this set.
-        let agreed = enough && peers.iter().all(|p| p.hello.proposal == proposal);
+        let agreed =
+            (enough || named_founder) && peers.iter().all(|p| p.hello.proposal == proposal);
         if !agreed && peers.iter().any(|p| p.hello.founded) {
             let joined = self
                 .node
@@ -280,7 +296,7 @@ impl JsCluster {
             }
             return Vec::new();
         }
-        if !enough {
+        if !enough && !named_founder {
             return Vec::new();
         }
         if agreed {
