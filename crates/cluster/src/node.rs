@@ -303,10 +303,16 @@ enum Rewrite {
 
 /// Runs log rewrites, one at a time in the order asked (so a rewrite of a
 /// group's log never runs beside another of the same log), until the
-/// engine's thread drops its sender.
-fn rewriter(rx: std::sync::mpsc::Receiver<Rewrite>, report: std::sync::mpsc::Sender<Input>) {
+/// engine's thread drops its sender; once `stopping`, rewrites still
+/// queued are skipped (their files are removed at the next start).
+fn rewriter(
+    rx: std::sync::mpsc::Receiver<Rewrite>,
+    report: std::sync::mpsc::Sender<Input>,
+    stopping: Arc<std::sync::atomic::AtomicBool>,
+) {
     while let Ok(work) = rx.recv() {
         match work {
+            Rewrite::Run(..) if stopping.load(std::sync::atomic::Ordering::Relaxed) => {}
             Rewrite::Run(group, job) => {
                 // A send that fails: the node stopped, and the file is
                 // removed when the next engine starts over this directory.
@@ -337,10 +343,18 @@ fn run(
         .spawn(move || syncer(id, sync_rx, synced))
         .expect("spawn the raft sync thread");
     let (to_rewrite, rewrite_rx) = std::sync::mpsc::channel();
+    let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rewriter_stopping = stopping.clone();
     let rewrite_thread = std::thread::Builder::new()
         .name(format!("raft-rewrite-{}", cfg.id))
-        .spawn(move || rewriter(rewrite_rx, rewritten))
+        .spawn(move || rewriter(rewrite_rx, rewritten, rewriter_stopping))
         .expect("spawn the raft rewrite thread");
+    // Replaced log files, each with the last epoch handed to the sync
+    // thread when it was replaced: sync handles of those epochs may hold
+    // the file, and the last holder to drop it frees its blocks, so it
+    // goes to the rewrite thread only once they have run.
+    let mut replaced: Vec<(u64, Replaced)> = Vec::new();
+    let mut sent_epoch = 0;
     'run: loop {
         let wait = next_tick.saturating_duration_since(Instant::now());
         let first = match rx.recv_timeout(wait) {
@@ -398,13 +412,14 @@ fn run(
                     let _ = reply.send(r);
                 }
                 Input::Synced(epoch) => {
+                    for (_, old) in replaced.extract_if(.., |(e, _)| *e <= epoch) {
+                        let _ = to_rewrite.send(Rewrite::Free(old));
+                    }
                     let out = engine.synced(epoch);
                     emit(&transport, &committed, &mut apply, out, &mut engine);
                 }
                 Input::Rewritten(group, done) => match engine.rewritten(group, done) {
-                    Ok(Swap::Done(old)) => {
-                        let _ = to_rewrite.send(Rewrite::Free(old));
-                    }
+                    Ok(Swap::Done(old)) => replaced.push((sent_epoch, old)),
                     Ok(Swap::More(job)) => {
                         let _ = to_rewrite.send(Rewrite::Run(group, job));
                     }
@@ -433,6 +448,7 @@ fn run(
             if to_sync.send((epoch, sync)).is_err() {
                 break 'run;
             }
+            sent_epoch = epoch;
         }
         emit(&transport, &committed, &mut apply, out, &mut engine);
         if let Some(policy) = cfg.compact.as_ref() {
@@ -466,6 +482,8 @@ fn run(
     // waits for it; a rewrite's file is removed at the next start).
     drop(to_sync);
     let _ = sync_thread.join();
+    stopping.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(replaced);
     drop(to_rewrite);
     let _ = rewrite_thread.join();
     status.lock().running = false;

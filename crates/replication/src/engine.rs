@@ -642,7 +642,11 @@ impl Engine {
         // A leader refuses to propose such an entry; one that did not
         // (another version, a bug) must not make this log hold one it
         // could not read back.
-        if msg.entries.iter().any(|e| e.data.len() > MAX_ENTRY_DATA) {
+        if msg
+            .entries
+            .iter()
+            .any(|e| e.data.len() + e.context.len() > MAX_ENTRY_DATA)
+        {
             self.refused.undecodable += 1;
             return;
         }

@@ -428,27 +428,15 @@ impl MemDir {
     /// torn), as a directory of its own: a checker opens it without
     /// disturbing this one.
     pub fn durable_copy(&self) -> MemDir {
-        let files = self.with(|s| {
-            s.files
-                .iter()
-                .filter_map(|(name, f)| {
-                    let d = f.durable.clone()?;
-                    Some((
-                        name.clone(),
-                        MemFile {
-                            data: d.clone(),
-                            durable: Some(d),
-                        },
-                    ))
-                })
-                .collect()
-        });
-        MemDir {
+        let files = self.with(|s| s.files.clone());
+        let copy = MemDir {
             state: Arc::new(Mutex::new(MemDirState {
                 files,
                 ..Default::default()
             })),
-        }
+        };
+        copy.crash(0);
+        copy
     }
 
     pub fn file_len(&self, name: &str) -> usize {

@@ -370,8 +370,11 @@ impl Journal {
             record::encode_msg(&mut buf, Kind::Msg, base_count + i as u64, 0, "", None, e);
         }
         let swap = || -> Result<Replaced> {
-            self.dir.write_at(&done.tmp, base_len, &buf)?;
-            self.dir.sync_handle(&done.tmp, false)?.sync()?;
+            // With nothing appended since, the job's own sync covered it.
+            if !buf.is_empty() {
+                self.dir.write_at(&done.tmp, base_len, &buf)?;
+                self.dir.sync_handle(&done.tmp, false)?.sync()?;
+            }
             Ok(self.dir.replace(&done.tmp, &self.name)?)
         };
         let old = match swap() {
