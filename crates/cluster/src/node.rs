@@ -24,6 +24,7 @@
 //! and the log's state after a failed fsync cannot be trusted.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -308,11 +309,11 @@ enum Rewrite {
 fn rewriter(
     rx: std::sync::mpsc::Receiver<Rewrite>,
     report: std::sync::mpsc::Sender<Input>,
-    stopping: Arc<std::sync::atomic::AtomicBool>,
+    stopping: Arc<AtomicBool>,
 ) {
     while let Ok(work) = rx.recv() {
         match work {
-            Rewrite::Run(..) if stopping.load(std::sync::atomic::Ordering::Relaxed) => {}
+            Rewrite::Run(..) if stopping.load(Ordering::Relaxed) => {}
             Rewrite::Run(group, job) => {
                 // A send that fails: the node stopped, and the file is
                 // removed when the next engine starts over this directory.
@@ -343,7 +344,7 @@ fn run(
         .spawn(move || syncer(id, sync_rx, synced))
         .expect("spawn the raft sync thread");
     let (to_rewrite, rewrite_rx) = std::sync::mpsc::channel();
-    let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopping = Arc::new(AtomicBool::new(false));
     let rewriter_stopping = stopping.clone();
     let rewrite_thread = std::thread::Builder::new()
         .name(format!("raft-rewrite-{}", cfg.id))
@@ -478,11 +479,12 @@ fn run(
         }
         publish_status(&engine, &status);
     }
-    // The sync and rewrite threads finish what they were given (nothing
-    // waits for it; a rewrite's file is removed at the next start).
+    // The sync thread finishes what it was given (nothing waits for it);
+    // the rewrite thread frees what it holds and skips the rewrites still
+    // queued (their files are removed at the next start).
     drop(to_sync);
     let _ = sync_thread.join();
-    stopping.store(true, std::sync::atomic::Ordering::Relaxed);
+    stopping.store(true, Ordering::Relaxed);
     drop(replaced);
     drop(to_rewrite);
     let _ = rewrite_thread.join();

@@ -1184,12 +1184,20 @@ mod tests {
         vote.to = to;
         vote.term = term;
         (vote.log_term, vote.index) = last;
-        Frame {
-            class: Class::Control,
-            sender: from,
-            group: 7,
-            payload: crate::chunk::split(&vote.write_to_bytes().unwrap(), 1 << 20).remove(0),
-        }
+        frames_of(&vote, Class::Control).remove(0)
+    }
+
+    /// `m` as group 7's frames from its sender, in 1 MiB chunks.
+    fn frames_of(m: &Message, class: Class) -> Vec<Frame> {
+        crate::chunk::split(&m.write_to_bytes().unwrap(), 1 << 20)
+            .into_iter()
+            .map(|payload| Frame {
+                class,
+                sender: m.from,
+                group: 7,
+                payload,
+            })
+            .collect()
     }
 
     /// The frames of `frames` for node `to` (an index).
@@ -1422,13 +1430,7 @@ mod tests {
             }]
             .into(),
         );
-        for payload in crate::chunk::split(&m.write_to_bytes().unwrap(), 1 << 20) {
-            let frame = Frame {
-                class: Class::Bulk,
-                sender: from,
-                group: 7,
-                payload,
-            };
+        for frame in frames_of(&m, Class::Bulk) {
             t.nodes[f].receive_frame(from, frame);
         }
         assert_eq!(t.nodes[f].refused.undecodable, 1);
@@ -1448,12 +1450,7 @@ mod tests {
         m.from = 9;
         m.to = 1;
         m.term = 1000;
-        let f = Frame {
-            class: Class::Control,
-            sender: 9,
-            group: 7,
-            payload: crate::chunk::split(&m.write_to_bytes().unwrap(), 1 << 20).remove(0),
-        };
+        let f = frames_of(&m, Class::Control).remove(0);
         let mut b = bytes::BytesMut::new();
         frame::encode(&f, &mut b);
         t.nodes[0].receive(9, &b);

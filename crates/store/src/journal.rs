@@ -318,11 +318,6 @@ impl Journal {
         })
     }
 
-    /// Whether a rewrite is begun and not finished.
-    pub fn is_rewriting(&self) -> bool {
-        self.rewriting.is_some()
-    }
-
     /// Swaps in the file a [`RewriteJob`] wrote: appends what was appended
     /// since the job began, syncs, renames it over the journal. On an
     /// error (of the job or the swap) the journal goes on in the old file,
@@ -510,7 +505,7 @@ mod tests {
             "the old file until the swap"
         );
         assert!(matches!(j.finish_rewrite(done).unwrap(), Swap::Done(_)));
-        assert!(!j.is_rewriting());
+        assert!(j.rewriting.is_none());
         let h = j
             .sync_handle()
             .unwrap()

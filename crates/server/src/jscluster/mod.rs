@@ -277,12 +277,18 @@ impl JsCluster {
         // the bootstrap every founder has, rather than join as a stranger.
         // An id from an earlier start may have left the group since, and
         // joins to learn where it stands.
-        let named_founder = self.fresh_id
-            && peers
-                .iter()
-                .find(|p| p.hello.founded && p.hello.proposal.contains(&self.me.id))
-                .map(|p| proposal.clone_from(&p.hello.proposal))
-                .is_some();
+        let founders = self
+            .fresh_id
+            .then(|| {
+                peers
+                    .iter()
+                    .find(|p| p.hello.founded && p.hello.proposal.contains(&self.me.id))
+            })
+            .flatten();
+        let named_founder = founders.is_some();
+        if let Some(p) = founders {
+            proposal.clone_from(&p.hello.proposal);
+        }
         // Every other member proposes (or founded with) exactly this set.
         let agreed =
             (enough || named_founder) && peers.iter().all(|p| p.hello.proposal == proposal);
