@@ -7,7 +7,5 @@ pub mod engine;
 pub mod frame;
 pub mod identity;
 pub mod log;
-pub mod meta_sm;
 pub mod outbox;
 pub mod rng;
-pub mod stream_sm;

@@ -24,12 +24,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use jsservice::meta_sm::{Meta, MetaOp};
+use jsservice::stream_sm::{Entry as StreamEntry, Op, ReplicatedStream};
 use replication::engine::{log_name, Engine, EngineError, Output};
 use replication::log::LogStore;
-use replication::meta_sm::{Meta, MetaOp};
 use replication::outbox::Outbox;
 use replication::rng::Rng;
-use replication::stream_sm::{Entry as StreamEntry, Op, ReplicatedStream};
 use replication::{frame, identity};
 use store::{MemDir, RewriteJob, Rewritten, Swap};
 

@@ -15,8 +15,8 @@ use std::time::Duration;
 use jetstream::api::{
     AccountInfo, AccountLimits, ApiStats, StreamConfig, StreamInfo, StreamNamesRequest, E,
 };
+use jsservice::meta_sm::{MetaOp, StreamAssignment, META_GROUP};
 use parking_lot::Mutex;
-use replication::meta_sm::{MetaOp, StreamAssignment, META_GROUP};
 use tokio::sync::mpsc;
 
 use super::JsCluster;

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use jetstream::api::{ApiError, E};
+use jsservice::meta_sm::{MetaOp, META_GROUP};
 use parking_lot::Mutex;
 use replication::engine::{ConfChange, ConfChangeType};
-use replication::meta_sm::{MetaOp, META_GROUP};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 use tracing::info;

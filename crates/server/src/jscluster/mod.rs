@@ -37,11 +37,11 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use cluster::node::Event;
 use cluster::node::{Config as NodeConfig, Node};
+use jsservice::meta_sm::{Meta, MetaEvent, MetaOp, META_GROUP};
 use parking_lot::Mutex;
 use protocol::route::FlotillaHello;
 use replication::engine::{ConfChange, ConfChangeType};
 use replication::identity::{self, Identity};
-use replication::meta_sm::{Meta, MetaEvent, MetaOp, META_GROUP};
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 

@@ -22,7 +22,7 @@ use jetstream::api::time::rfc3339;
 use jetstream::consumer::ack_info;
 use jetstream::output::OutMsg;
 use jetstream::stream::SourceSpec;
-use replication::stream_sm::Op;
+use jsservice::stream_sm::Op;
 use serde_json::{json, Value};
 use tracing::{info, warn};
 

@@ -1,6 +1,6 @@
 //! Replicated streams on this server: one Raft group per stream, on the
 //! peers the meta group assigned, each replica a
-//! `replication::stream_sm::ReplicatedStream` applied on the engine's
+//! `jsservice::stream_sm::ReplicatedStream` applied on the engine's
 //! thread (so a snapshot taken there is exactly as of the applied index).
 //!
 //! How a stream is served:
@@ -35,10 +35,10 @@ use jetstream::api::{
     ClusterInfo, MsgDeleteRequest, NamesRequest, PullRequest, PurgeRequest, StreamConfig,
     StreamInfoRequest, E,
 };
+use jsservice::meta_sm::{Meta, StreamAssignment};
+use jsservice::stream_sm::{Applied, Entry, Op, OpKind, ReplicatedStream};
 use parking_lot::Mutex;
 use replication::engine::{ConfChange, ConfChangeType, Engine};
-use replication::meta_sm::{Meta, StreamAssignment};
-use replication::stream_sm::{Applied, Entry, Op, OpKind, ReplicatedStream};
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
@@ -119,8 +119,8 @@ impl Applier {
         let group = match ev {
             Event::Committed(c) | Event::Snapshot(c) => c.group,
         };
-        if group == replication::meta_sm::META_GROUP {
-            use replication::meta_sm::MetaEvent;
+        if group == jsservice::meta_sm::META_GROUP {
+            use jsservice::meta_sm::MetaEvent;
             let change = super::apply_meta_event(&self.meta, ev);
             let change = match change {
                 super::MetaChange::Event(e) => Some(*e),
@@ -384,7 +384,7 @@ impl InternalSink for PublishSink {
             .reply
             .filter(|r| !r.is_empty())
             .map(String::from_utf8_lossy);
-        let entry = replication::stream_sm::encode_publish(
+        let entry = jsservice::stream_sm::encode_publish(
             wall_clock(),
             reply.as_deref(),
             &subject,

@@ -62,7 +62,7 @@ pub fn raftz(
     let status = jc.node.status();
     let names = jc.group_names();
     for g in &status.groups {
-        let (account, name) = if g.group == replication::meta_sm::META_GROUP {
+        let (account, name) = if g.group == jsservice::meta_sm::META_GROUP {
             (SYSTEM_ACCOUNT, META_NAME.to_string())
         } else if let Some(n) = names.get(&g.group) {
             (crate::jscluster::GLOBAL_ACCOUNT, n.clone())

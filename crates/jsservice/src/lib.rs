@@ -1,0 +1,13 @@
+//! The JetStream service, sans-IO: everything a JetStream server decides,
+//! for one server and for a cluster alike. Nothing here touches a socket,
+//! a clock, a thread or a file of its own; the drivers (`server::js`)
+//! move the bytes and decide when a result is durable.
+//!
+//! - `meta_sm`: the meta group's state machine (peers, stream and
+//!   consumer assignments).
+//! - `stream_sm`: a stream as a state machine over inputs (`Op`s): what
+//!   one server applies in order, and what every replica applies from its
+//!   Raft log.
+
+pub mod meta_sm;
+pub mod stream_sm;
