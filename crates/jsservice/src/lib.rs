@@ -3,11 +3,20 @@
 //! a clock, a thread or a file of its own; the drivers (`server::js`)
 //! move the bytes and decide when a result is durable.
 //!
+//! - `request`: the classifier, from a message to a typed request.
+//! - `stream_api`: requests about one stream, against the stream: reads,
+//!   and the admission of changes as inputs.
+//! - `reply`: responses, statuses, and what an applied input answers.
 //! - `meta_sm`: the meta group's state machine (peers, stream and
 //!   consumer assignments).
 //! - `stream_sm`: a stream as a state machine over inputs (`Op`s): what
 //!   one server applies in order, and what every replica applies from its
 //!   Raft log.
 
+pub mod account;
 pub mod meta_sm;
+pub mod reply;
+pub mod request;
+pub mod sourcing;
+pub mod stream_api;
 pub mod stream_sm;

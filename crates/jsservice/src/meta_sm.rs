@@ -319,6 +319,14 @@ impl Meta {
     }
 }
 
+impl crate::account::Streams for Meta {
+    fn configs(&self) -> BTreeMap<String, jetstream::api::StreamConfig> {
+        self.streams()
+            .filter_map(|a| Some((a.name.clone(), serde_json::from_str(&a.config).ok()?)))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

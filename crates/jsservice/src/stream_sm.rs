@@ -11,7 +11,9 @@
 //! leader encodes a PubAck's JSON and sends them.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use jetstream::api::{ConsumerConfig, CreateConsumerRequest, PullRequest, StreamConfig};
+use jetstream::api::{
+    ApiError, ConsumerConfig, ConsumerInfo, CreateConsumerRequest, PullRequest, StreamConfig,
+};
 use jetstream::consumer::state::ConsumerState;
 use jetstream::output::Output;
 use jetstream::stream::{Incoming, PubAck, Stream};
@@ -114,6 +116,19 @@ pub enum Op {
         name: String,
         until: Option<i64>,
     },
+}
+
+impl Op {
+    /// The input with its result going back to `reply`, if any.
+    pub fn replied(self, reply: Option<&str>) -> Op {
+        match reply {
+            Some(reply) => Op::Replied {
+                reply: reply.to_string(),
+                op: Box::new(self),
+            },
+            None => self,
+        }
+    }
 }
 
 /// An entry: what happened and when, by the leader's clock.
@@ -471,47 +486,60 @@ fn decode_op(b: &mut &[u8], depth: u8) -> Result<Op, DecodeError> {
     Ok(op)
 }
 
-/// Which input an entry was, so the leader knows how to answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OpKind {
-    Publish,
-    ConsumerCreate,
-    CreateConsumer,
-    Pull,
-    Ack,
-    Tick,
-    Purge,
-    DeleteMsg,
-    DeleteConsumer,
-    Sourced,
-    UpdateConfig,
-    PushInterest,
-    FlowControl,
-    PauseConsumer,
+/// What applying an input decided for its requester.
+#[derive(Debug, Default)]
+pub enum Outcome {
+    /// Nothing to answer (a tick, interest, a pull: pulls answer through
+    /// their outputs), or an entry that did not decode.
+    #[default]
+    None,
+    /// A publish: its PubAck, encoded only by whoever sends it
+    /// (`PubAck::encode`): followers would only throw the JSON away.
+    Published(PubAck),
+    /// A consumer create: the consumer made or updated.
+    ConsumerCreated(Result<ConsumerInfo, ApiError>),
+    /// A consumer pause or resume: the consumer after it.
+    ConsumerPaused(Result<ConsumerInfo, ApiError>),
+    /// A purge: how many messages went.
+    Purged(Result<u64, ApiError>),
+    /// A message delete.
+    MsgDeleted(Result<(), ApiError>),
+    /// A consumer delete.
+    ConsumerDeleted(Result<(), ApiError>),
+    /// An ack.
+    Acked(Acked),
+    /// A copy from a source: stored (true), or had already (false).
+    Sourced(Result<bool, ApiError>),
+    /// A new configuration.
+    Configured(Result<(), ApiError>),
 }
 
-/// What applying one entry produced, for the leader to send.
+/// What an ack's requester hears.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acked {
+    /// Nothing (a plain ack, or one that changed nothing).
+    Silent,
+    /// The empty reply of a double ack: the ack is applied (and durable
+    /// once the reply is released).
+    Confirmed,
+    /// No consumer of that name takes acks: what a requester sees when
+    /// nobody listens on an ack subject (nats-server subscribes to a
+    /// consumer's acks only while it exists and its ack policy is not
+    /// `none`).
+    NoListener,
+}
+
+/// What applying one input produced.
 #[derive(Debug, Default)]
 pub struct Applied {
-    /// None for an entry that did not decode.
-    pub kind: Option<OpKind>,
-    /// The PubAck of a publish, encoded only by the leader that sends it
-    /// (`PubAck::encode`): followers would only throw the JSON away.
-    pub puback: Option<PubAck>,
+    pub outcome: Outcome,
     /// Deliveries and statuses.
     pub outputs: Vec<Output>,
-    /// The result of a purge (messages purged), message delete or
-    /// consumer delete, for the leader's API response; for a sourced
-    /// message, 1 if it was stored and 0 if the source already had it;
-    /// for an ack, 1 if its requester gets an (empty) answer.
-    pub result: Option<Result<u64, jetstream::api::ApiError>>,
-    /// The result of a consumer create or pause.
-    pub consumer: Option<Result<jetstream::api::ConsumerInfo, jetstream::api::ApiError>>,
-    /// Where the leader sends the result (`Op::Replied`).
+    /// Where the result goes (`Op::Replied`).
     pub reply: Option<String>,
 }
 
-pub struct ReplicatedStream {
+pub struct StreamMachine {
     stream: Stream,
     applied: u64,
     /// The time of the last entry applied (the leader's clock): what a
@@ -519,22 +547,41 @@ pub struct ReplicatedStream {
     last_ts: i64,
 }
 
-impl ReplicatedStream {
+impl StreamMachine {
     /// A replica of a new stream; `config` must have been checked.
     pub fn new(
         config: StreamConfig,
         created: i64,
         store: Box<dyn MsgStore>,
     ) -> Result<Self, jetstream::api::ApiError> {
-        Ok(ReplicatedStream {
+        Ok(StreamMachine {
             stream: Stream::create(config, created, store)?,
             applied: 0,
             last_ts: created,
         })
     }
 
+    /// The machine over a stream read back from its own storage (one
+    /// server: messages in its store, consumers from their journals).
+    pub fn over(stream: Stream) -> Self {
+        let last_ts = stream.created;
+        StreamMachine {
+            stream,
+            applied: 0,
+            last_ts,
+        }
+    }
+
     pub fn stream(&self) -> &Stream {
         &self.stream
+    }
+
+    /// The stream, for what its driver does beside inputs: making its
+    /// writes durable (store sync handles, consumer states), and removing
+    /// it. Inputs go through [`StreamMachine::apply`] or
+    /// [`StreamMachine::apply_input`].
+    pub fn stream_mut(&mut self) -> &mut Stream {
+        &mut self.stream
     }
 
     /// The whole state as of the last applied entry, for a Raft snapshot:
@@ -597,7 +644,7 @@ impl ReplicatedStream {
         b.into()
     }
 
-    /// A replica rebuilt from [`ReplicatedStream::snapshot`] bytes, over
+    /// A replica rebuilt from [`StreamMachine::snapshot`] bytes, over
     /// an empty `store`.
     pub fn restore(data: &[u8], mut store: Box<dyn MsgStore>) -> Result<Self, DecodeError> {
         let mut b = data;
@@ -674,7 +721,7 @@ impl ReplicatedStream {
             stream.restore_dedupe(ids);
         }
         let _ = stream.take_outputs();
-        Ok(ReplicatedStream {
+        Ok(StreamMachine {
             stream,
             applied,
             last_ts: now,
@@ -712,49 +759,51 @@ impl ReplicatedStream {
     }
 
     fn apply_entry(&mut self, e: Entry) -> Applied {
-        let mut out = Applied::default();
+        let now = e.ts;
+        let mut out = self.decide(e);
+        let _ = self.stream.pump(now);
+        out.outputs = self.stream.take_outputs();
+        out
+    }
+
+    /// Applies an input outside any log, as one server does: the same
+    /// decision as [`StreamMachine::apply`], with no pump after it (the
+    /// driver pumps once per batch, [`StreamMachine::pump`]).
+    pub fn apply_input(&mut self, e: Entry) -> Applied {
+        let mut out = self.decide(e);
+        out.outputs = self.stream.take_outputs();
+        out
+    }
+
+    /// Lets consumers deliver what arrived since the last pump.
+    pub fn pump(&mut self, now: i64) -> Result<Vec<Output>, ApiError> {
+        let r = self.stream.pump(now);
+        let outputs = self.stream.take_outputs();
+        r.map(|()| outputs)
+    }
+
+    /// The state machine's one step: what `e` does to the stream and
+    /// what its requester is told.
+    fn decide(&mut self, e: Entry) -> Applied {
         let now = e.ts;
         self.last_ts = now;
-        let op = match e.op {
-            Op::Replied { reply, op } => {
-                out.reply = Some(reply);
-                *op
-            }
-            op => op,
+        let (reply, op) = match e.op {
+            Op::Replied { reply, op } => (Some(reply), *op),
+            op => (None, op),
         };
-        out.kind = Some(match &op {
-            Op::Publish { .. } => OpKind::Publish,
-            Op::ConsumerCreate { .. } => OpKind::ConsumerCreate,
-            Op::CreateConsumer { .. } => OpKind::CreateConsumer,
-            Op::Pull { .. } => OpKind::Pull,
-            Op::Ack { .. } => OpKind::Ack,
-            Op::Tick | Op::Replied { .. } => OpKind::Tick,
-            Op::Purge { .. } => OpKind::Purge,
-            Op::DeleteMsg { .. } => OpKind::DeleteMsg,
-            Op::DeleteConsumer { .. } => OpKind::DeleteConsumer,
-            Op::Sourced { .. } => OpKind::Sourced,
-            Op::UpdateConfig { .. } => OpKind::UpdateConfig,
-            Op::PushInterest { .. } => OpKind::PushInterest,
-            Op::FlowControl { .. } => OpKind::FlowControl,
-            Op::PauseConsumer { .. } => OpKind::PauseConsumer,
-        });
-        match op {
+        let outcome = match op {
             Op::Publish {
                 subject,
                 headers,
                 payload,
-            } => {
-                let ack = self.stream.publish(
-                    Incoming {
-                        subject: &subject,
-                        headers: headers.as_deref(),
-                        payload: &payload,
-                    },
-                    now,
-                );
-                // An error is refused everywhere alike; nothing stored.
-                out.puback = Some(ack);
-            }
+            } => Outcome::Published(self.stream.publish(
+                Incoming {
+                    subject: &subject,
+                    headers: headers.as_deref(),
+                    payload: &payload,
+                },
+                now,
+            )),
             Op::CreateConsumer { name, request } => {
                 if let Ok(req) = CreateConsumerRequest::parse(&request) {
                     let _ = self.stream.add_consumer(
@@ -766,6 +815,7 @@ impl ReplicatedStream {
                         now,
                     );
                 }
+                Outcome::None
             }
             Op::Pull {
                 consumer,
@@ -775,31 +825,25 @@ impl ReplicatedStream {
                 if let Ok(req) = PullRequest::parse(&request) {
                     let _ = self.stream.pull(&consumer, req, &reply, now);
                 }
+                Outcome::None
             }
             Op::Ack {
                 consumer,
                 subject,
                 body,
-            } => {
-                // 1: the ack's requester is answered (a double ack).
-                let answer = self
-                    .stream
-                    .ack(&consumer, &subject, &body, out.reply.as_deref(), now);
-                out.result = Some(answer.map(u64::from));
-            }
+            } => Outcome::Acked(self.ack(&consumer, &subject, &body, reply.as_deref(), now)),
             Op::Tick => {
                 let _ = self.stream.tick(now);
+                Outcome::None
             }
             Op::Purge { request } => {
                 let req = serde_json::from_slice::<jetstream::api::PurgeRequest>(&request)
                     .unwrap_or_default();
-                out.result = Some(self.stream.purge(&req));
+                Outcome::Purged(self.stream.purge(&req))
             }
-            Op::DeleteMsg { seq, erase } => {
-                out.result = Some(self.stream.delete_msg(seq, erase).map(|()| 1));
-            }
+            Op::DeleteMsg { seq, erase } => Outcome::MsgDeleted(self.stream.delete_msg(seq, erase)),
             Op::DeleteConsumer { name } => {
-                out.result = Some(self.stream.delete_consumer(&name).map(|()| 1));
+                Outcome::ConsumerDeleted(self.stream.delete_consumer(&name))
             }
             Op::Sourced {
                 key,
@@ -819,7 +863,7 @@ impl ReplicatedStream {
                     headers: headers.as_deref(),
                     payload: &payload,
                 };
-                out.result = Some(self.stream.sourced(m, now).map(u64::from));
+                Outcome::Sourced(self.stream.sourced(m, now))
             }
             Op::ConsumerCreate {
                 request,
@@ -841,29 +885,54 @@ impl ReplicatedStream {
                             now,
                         )
                     });
-                out.consumer = Some(created);
+                Outcome::ConsumerCreated(created)
             }
-            Op::UpdateConfig { config } => {
-                let r = serde_json::from_slice::<StreamConfig>(&config)
+            Op::UpdateConfig { config } => Outcome::Configured(
+                serde_json::from_slice::<StreamConfig>(&config)
                     .map_err(|e| jetstream::api::E::STREAM_UPDATE.with("err", e))
-                    .and_then(|cfg| self.stream.update(cfg));
-                out.result = Some(r.map(|()| 1));
-            }
+                    .and_then(|cfg| self.stream.update(cfg)),
+            ),
             Op::PushInterest { consumer, active } => {
                 self.stream.set_push_interest(&consumer, active, now);
+                Outcome::None
             }
             Op::FlowControl { consumer, subject } => {
                 self.stream.flow_control_reply(&consumer, &subject);
+                Outcome::None
             }
             Op::PauseConsumer { name, until } => {
-                out.consumer = Some(self.stream.pause_consumer(&name, until, now));
+                Outcome::ConsumerPaused(self.stream.pause_consumer(&name, until, now))
             }
             // Nested replies are refused when decoding.
-            Op::Replied { .. } => {}
+            Op::Replied { .. } => Outcome::None,
+        };
+        Applied {
+            outcome,
+            outputs: Vec::new(),
+            reply,
         }
-        let _ = self.stream.pump(now);
-        out.outputs = self.stream.take_outputs();
-        out
+    }
+
+    fn ack(
+        &mut self,
+        consumer: &str,
+        subject: &str,
+        body: &[u8],
+        reply: Option<&str>,
+        now: i64,
+    ) -> Acked {
+        let listens = self
+            .stream
+            .consumer(consumer)
+            .is_some_and(|c| c.takes_acks());
+        if !listens {
+            return Acked::NoListener;
+        }
+        match self.stream.ack(consumer, subject, body, reply, now) {
+            Ok(true) => Acked::Confirmed,
+            // A failed removal (a store error) is the store's to report.
+            Ok(false) | Err(_) => Acked::Silent,
+        }
     }
 }
 
@@ -871,7 +940,7 @@ impl ReplicatedStream {
 mod tests {
     use super::*;
 
-    fn wq() -> ReplicatedStream {
+    fn wq() -> StreamMachine {
         let mut cfg = StreamConfig {
             name: "WQ".into(),
             subjects: vec!["wq.>".into()],
@@ -880,11 +949,11 @@ mod tests {
             ..Default::default()
         };
         jetstream::stream::config::check(&mut cfg, false, false).unwrap();
-        ReplicatedStream::new(cfg, 1, Box::new(store::MemStore::new())).unwrap()
+        StreamMachine::new(cfg, 1, Box::new(store::MemStore::new())).unwrap()
     }
 
     /// Applies `ops` from `index` on, returning the ack subjects delivered.
-    fn feed(rs: &mut ReplicatedStream, index: &mut u64, ops: Vec<Op>) -> Vec<String> {
+    fn feed(rs: &mut StreamMachine, index: &mut u64, ops: Vec<Op>) -> Vec<String> {
         let mut acks = Vec::new();
         for op in ops {
             *index += 1;
@@ -933,7 +1002,7 @@ mod tests {
             .collect()
     }
 
-    fn view(rs: &ReplicatedStream) -> (Vec<u64>, String) {
+    fn view(rs: &StreamMachine) -> (Vec<u64>, String) {
         let store = rs.stream().store();
         let mut seqs = Vec::new();
         let mut at = 1;
@@ -976,7 +1045,7 @@ mod tests {
         assert_eq!(delivered.len(), 7);
         feed(&mut a, &mut i, acks(&delivered[..4]));
         let snap = a.snapshot(1_000_000_000 * i as i64);
-        let mut b = ReplicatedStream::restore(&snap, Box::new(store::MemStore::new())).unwrap();
+        let mut b = StreamMachine::restore(&snap, Box::new(store::MemStore::new())).unwrap();
         assert_eq!(b.applied(), a.applied());
         assert_eq!(view(&a), view(&b));
         // The same later entries on both: acks of what was delivered
@@ -1036,7 +1105,7 @@ mod tests {
         feed(&mut a, &mut i, acks(&delivered));
         assert!(view(&a).0.is_empty(), "consumed and removed");
         let snap = a.snapshot(0);
-        let mut b = ReplicatedStream::restore(&snap, Box::new(store::MemStore::new())).unwrap();
+        let mut b = StreamMachine::restore(&snap, Box::new(store::MemStore::new())).unwrap();
         let mut ib = i;
         let mut later = publishes(4, 1);
         later.extend(publishes(1, 1));
@@ -1075,22 +1144,25 @@ mod tests {
             ..Default::default()
         };
         jetstream::stream::config::check(&mut cfg, false, false).unwrap();
-        let mut a = ReplicatedStream::new(cfg, 1, Box::new(store::MemStore::new())).unwrap();
-        let stored = |rs: &mut ReplicatedStream, index: u64, seq: u64| {
+        let mut a = StreamMachine::new(cfg, 1, Box::new(store::MemStore::new())).unwrap();
+        let stored = |rs: &mut StreamMachine, index: u64, seq: u64| {
             let e = Entry {
                 ts: index as i64,
                 op: sourced(seq),
             };
-            rs.apply(index, &e.encode()).result
+            match rs.apply(index, &e.encode()).outcome {
+                Outcome::Sourced(Ok(stored)) => stored,
+                other => panic!("{other:?}"),
+            }
         };
         for i in 1..=3 {
-            assert_eq!(stored(&mut a, i, i), Some(Ok(1)));
+            assert!(stored(&mut a, i, i));
         }
-        assert_eq!(stored(&mut a, 4, 2), Some(Ok(0)), "already had");
+        assert!(!stored(&mut a, 4, 2), "already had");
         let snap = a.snapshot(5);
-        let mut b = ReplicatedStream::restore(&snap, Box::new(store::MemStore::new())).unwrap();
-        assert_eq!(stored(&mut b, 5, 3), Some(Ok(0)), "position restored");
-        assert_eq!(stored(&mut b, 6, 4), Some(Ok(1)));
+        let mut b = StreamMachine::restore(&snap, Box::new(store::MemStore::new())).unwrap();
+        assert!(!stored(&mut b, 5, 3), "position restored");
+        assert!(stored(&mut b, 6, 4));
         assert_eq!(b.stream().store().state().msgs, 4);
         let m = b.stream().store().get(4).unwrap().unwrap();
         assert_eq!(

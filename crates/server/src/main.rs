@@ -25,8 +25,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use tracing::{error, info, warn};
 
-use crate::options::{Options, NATS_VERSION};
+use crate::options::Options;
 use crate::server::Server;
+use protocol::NATS_VERSION;
 
 // glibc's allocator took about a sixth of the server's CPU time under
 // JetStream load (BENCHMARKS.md, "Profiles"); mimalloc's per-thread free

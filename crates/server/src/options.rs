@@ -10,11 +10,6 @@ pub const DEFAULT_HOST: &str = "0.0.0.0";
 /// `-p -1` / `port: -1`: let the OS pick.
 pub const RANDOM_PORT: i64 = -1;
 
-/// Version reported to clients and in monitoring. Clients gate features on
-/// the server version (headers need 2.2+, for instance), so flotilla
-/// reports the nats-server release whose behaviour it follows.
-pub const NATS_VERSION: &str = "2.15.1";
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct User {
     pub user: String,

@@ -21,8 +21,9 @@ use tracing::{debug, info, warn};
 use crate::client::delivery::InternalSink;
 use crate::client::{self, Client, ClosedState};
 use crate::monitor::ClosedConn;
-use crate::options::{Options, NATS_VERSION};
+use crate::options::Options;
 use crate::subscription::Subscription;
+use protocol::NATS_VERSION;
 
 /// Most closed connections remembered for `/connz?state=closed`.
 const CLOSED_RING: usize = 10_000;

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use jsservice::meta_sm::{Meta, MetaOp};
-use jsservice::stream_sm::{Entry as StreamEntry, Op, ReplicatedStream};
+use jsservice::stream_sm::{Entry as StreamEntry, Op, Outcome, StreamMachine};
 use replication::engine::{log_name, Engine, EngineError, Output};
 use replication::log::LogStore;
 use replication::outbox::Outbox;
@@ -233,9 +233,9 @@ struct Server {
     /// Its log took a bit flip while it was down.
     flipped: bool,
     /// The replicated work-queue stream, rebuilt from the log on restart.
-    wq: Option<ReplicatedStream>,
+    wq: Option<StreamMachine>,
     /// In sourced mode, the stream sourcing it.
-    agg: Option<ReplicatedStream>,
+    agg: Option<StreamMachine>,
     /// The replicated meta state, rebuilt from the log on restart.
     meta: Meta,
     /// Applied index of the last compaction, by group.
@@ -914,7 +914,7 @@ impl Sim {
             return;
         };
         let applied = agg.apply(index, data);
-        if !leader || !matches!(applied.result, Some(Ok(_))) {
+        if !leader || !matches!(applied.outcome, Outcome::Sourced(Ok(_))) {
             return;
         }
         if let Ok(StreamEntry {
@@ -974,7 +974,11 @@ impl Sim {
         if !leader {
             return Ok(());
         }
-        if let (Some(ack), Ok(e)) = (&applied.puback, StreamEntry::decode(data)) {
+        let puback = match &applied.outcome {
+            Outcome::Published(ack) => Some(ack),
+            _ => None,
+        };
+        if let (Some(ack), Ok(e)) = (puback, StreamEntry::decode(data)) {
             if let Op::Publish {
                 headers: Some(h), ..
             } = &e.op
@@ -1001,7 +1005,7 @@ impl Sim {
             }
         }
         if self.cfg.sourced {
-            if let (Some(ack), Ok(e)) = (&applied.puback, StreamEntry::decode(data)) {
+            if let (Some(ack), Ok(e)) = (puback, StreamEntry::decode(data)) {
                 let seq = acked_seq(ack);
                 if let (Op::Publish { payload, .. }, Some(seq)) = (&e.op, seq) {
                     let v = u64::from_be_bytes(payload[..8].try_into().expect("8 bytes"));
@@ -1813,7 +1817,7 @@ fn restore_state(cfg: &Config, s: &mut Server, group: u64, data: &[u8]) {
     s.compacted_at.remove(&group);
     let restored = || {
         Some(
-            ReplicatedStream::restore(data, Box::new(store::MemStore::new()))
+            StreamMachine::restore(data, Box::new(store::MemStore::new()))
                 .expect("snapshots this simulator made decode"),
         )
     };
@@ -1839,7 +1843,7 @@ fn restore_state(cfg: &Config, s: &mut Server, group: u64, data: &[u8]) {
 }
 
 /// In sourced mode, the stream every replica keeps that sources `WQ`.
-fn sourcing_stream(cfg: &Config) -> Option<ReplicatedStream> {
+fn sourcing_stream(cfg: &Config) -> Option<StreamMachine> {
     if !cfg.sourced {
         return None;
     }
@@ -1853,11 +1857,11 @@ fn sourcing_stream(cfg: &Config) -> Option<ReplicatedStream> {
         ..Default::default()
     };
     jetstream::stream::config::check(&mut cfg, false, false).expect("valid config");
-    Some(ReplicatedStream::new(cfg, 1, Box::new(store::MemStore::new())).expect("stream"))
+    Some(StreamMachine::new(cfg, 1, Box::new(store::MemStore::new())).expect("stream"))
 }
 
 /// The stream every replica keeps, in the modes that replicate one.
-fn replicated_stream(cfg: &Config) -> Option<ReplicatedStream> {
+fn replicated_stream(cfg: &Config) -> Option<StreamMachine> {
     if !(cfg.work_queue || cfg.publish_ids) {
         return None;
     }
@@ -1874,7 +1878,7 @@ fn replicated_stream(cfg: &Config) -> Option<ReplicatedStream> {
         ..Default::default()
     };
     jetstream::stream::config::check(&mut cfg, false, false).expect("valid config");
-    Some(ReplicatedStream::new(cfg, 1, Box::new(store::MemStore::new())).expect("stream"))
+    Some(StreamMachine::new(cfg, 1, Box::new(store::MemStore::new())).expect("stream"))
 }
 
 /// The stream sequence an ack subject names:
@@ -1883,7 +1887,7 @@ fn ack_stream_seq(subject: &str) -> Option<u64> {
     subject.split('.').nth(5)?.parse().ok()
 }
 
-fn live_seqs(wq: &ReplicatedStream) -> Vec<u64> {
+fn live_seqs(wq: &StreamMachine) -> Vec<u64> {
     let store = wq.stream().store();
     let mut out = Vec::new();
     let mut at = 1;

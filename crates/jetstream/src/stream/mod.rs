@@ -693,16 +693,34 @@ impl Stream {
         self.store.subjects_totals(&Filter::one(filter))
     }
 
-    pub fn purge(&mut self, req: &PurgeRequest) -> Result<u64, ApiError> {
-        if req.seq > 0 && req.keep > 0 {
-            return Err(E::BAD_REQUEST.err());
-        }
+    /// Whether the stream's config lets it be purged (sealed, deny_purge).
+    pub fn check_purge(&self) -> Result<(), ApiError> {
         if self.config.sealed {
             return Err(E::STREAM_SEALED.err());
         }
         if self.config.deny_purge {
             return Err(E::STREAM_PURGE_FAILED.with("err", "stream purge not permitted"));
         }
+        Ok(())
+    }
+
+    /// Whether the stream's config lets messages be deleted (sealed,
+    /// deny_delete).
+    pub fn check_delete(&self) -> Result<(), ApiError> {
+        if self.config.sealed {
+            return Err(E::STREAM_SEALED.err());
+        }
+        if self.config.deny_delete {
+            return Err(E::STREAM_MSG_DELETE_FAILED.with("err", "message delete not permitted"));
+        }
+        Ok(())
+    }
+
+    pub fn purge(&mut self, req: &PurgeRequest) -> Result<u64, ApiError> {
+        if req.seq > 0 && req.keep > 0 {
+            return Err(E::BAD_REQUEST.err());
+        }
+        self.check_purge()?;
         let p = Purge {
             filter: (!req.filter.is_empty()).then(|| req.filter.clone()),
             seq: (req.seq > 0).then_some(req.seq),
@@ -723,12 +741,7 @@ impl Stream {
     }
 
     pub fn delete_msg(&mut self, seq: u64, erase: bool) -> Result<(), ApiError> {
-        if self.config.sealed {
-            return Err(E::STREAM_SEALED.err());
-        }
-        if self.config.deny_delete {
-            return Err(E::STREAM_MSG_DELETE_FAILED.with("err", "message delete not permitted"));
-        }
+        self.check_delete()?;
         if self.config.storage == Storage::File {
             // nats-server's file store fails these outright, where its
             // memory store only reports the sequence missing.

@@ -45,7 +45,7 @@ pub struct Source {
 }
 
 /// What the driver needs to set up a source's consumer on the origin.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SourceSpec {
     pub key: String,
     pub origin: String,

@@ -1,10 +1,13 @@
-//! One task per stream. It owns the `Stream` state machine and its
-//! storage, takes commands in batches, and for each batch:
+//! One task per stream on one server. It owns the stream's state machine
+//! (`jsservice::stream_sm::StreamMachine`) and its storage, takes commands
+//! in batches, and for each batch:
 //!
-//! 1. applies every command, collecting replies in order;
+//! 1. turns every command into inputs and applies them in order
+//!    (`StreamMachine::apply_input`), collecting what each answers
+//!    (`jsservice::reply::answers`);
 //! 2. persists what consumers changed and collects the store's writes;
 //! 3. hands the sync handles to the group committer, without waiting;
-//! 4. releases the batch's replies and deliveries once its commit (and
+//! 4. releases the batch's answers and deliveries once its commit (and
 //!    every earlier one) is done.
 //!
 //! Batches are pipelined: while one is being synced the next is built.
@@ -18,12 +21,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use jetstream::api::{
-    ApiError, ConsumerAction, ConsumerConfig, ConsumerInfo, CreateConsumerRequest, StreamConfig,
-    StreamInfo, E,
-};
-use jetstream::output::{OutMsg, Output};
-use jetstream::stream::{Incoming, PubAck, Stream};
+use jetstream::api::{ApiError, ConsumerInfo, StreamConfig, StreamInfo, E};
+use jetstream::stream::PubAck;
+use jsservice::reply::{self, Answer};
+use jsservice::request::{Inbound, StreamRequest};
+use jsservice::sourcing::{Inboxed, Links};
+use jsservice::stream_api::{self, Admitted};
+use jsservice::stream_sm::{Applied, Entry, Op, Outcome, StreamMachine};
 use store::SyncHandle;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -31,13 +35,10 @@ use tracing::{error, warn};
 
 use super::commit::Done;
 use super::persist::{self, ConsumerJournal, Loaded, StreamDirs};
-use super::response::{self, Kind};
-use super::sinks::status_msg;
-use super::sources::Sources;
-use super::stream_api::{self, Op, Reply};
-use super::{wall_clock, Inbound, JetStream, StreamHandle, SyncPolicy};
+use super::{mono_ms, sinks, wall_clock, JetStream, StreamHandle, SyncPolicy};
 use crate::interest::Watcher;
 use crate::internal::InternalPublisher;
+use crate::subscription::Subscription;
 
 /// Commands taken into one batch at most.
 const MAX_BATCH: usize = 4096;
@@ -47,23 +48,19 @@ const MAX_INFLIGHT: usize = 8;
 /// may be synced without the commit thread (see `Committer::try_here`).
 /// Under load batches grow past it and keep their pipelining.
 const SYNC_HERE_MAX: usize = 4;
+/// Past this size the positions journal is rewritten as one entry.
+const POSITIONS_COMPACT_AT: u64 = 256 * 1024;
 
 pub enum Cmd {
     /// A message on one of the stream's subjects.
     Publish(Inbound),
-    Ack {
-        consumer: String,
-        msg: Inbound,
+    /// A request about this stream: from the API, or an ack or
+    /// flow-control response to one of its consumers.
+    Request {
+        reply: Option<String>,
+        request: StreamRequest,
     },
-    FlowControl {
-        consumer: String,
-        subject: String,
-    },
-    /// A request for this stream from the API dispatcher.
-    Api {
-        op: Op,
-        reply: String,
-    },
+    /// A new config, checked against the account's other streams.
     Update {
         config: Box<StreamConfig>,
         done: oneshot::Sender<Result<StreamInfo, ApiError>>,
@@ -76,39 +73,14 @@ pub enum Cmd {
     Delete {
         done: oneshot::Sender<Result<(), ApiError>>,
     },
-    /// From a stream sourcing from this one: run this internal consumer.
-    CreateSourceConsumer {
-        config: Box<ConsumerConfig>,
-        done: oneshot::Sender<Result<(), ApiError>>,
-    },
-    DropSourceConsumer {
-        name: String,
-    },
-    /// A delivery from a source's consumer on its origin.
-    Sourced {
-        key: String,
-        generation: u64,
-        msg: Inbound,
-    },
-    SourceAttached {
-        key: String,
-        generation: u64,
-        result: Result<(), ApiError>,
-    },
+    /// Something on the inbox of this stream's sources (the subject it
+    /// was routed on, and the message).
+    Inbox { routed: String, msg: Inbound },
 }
 
 /// Something a batch releases once durable.
 enum Item {
-    Out(OutMsg),
-    Ack {
-        reply: String,
-        ack: PubAck,
-    },
-    Api {
-        reply: String,
-        kind: Kind,
-        body: Bytes,
-    },
+    Answer(Answer),
     Done(Box<dyn FnOnce(bool) + Send>),
 }
 
@@ -126,10 +98,19 @@ struct PushTarget {
     active: bool,
 }
 
+/// A stream's sources: the links to their origins, and the inbox their
+/// answers come back on.
+struct Sources {
+    links: Links,
+    inbox: Option<Arc<Subscription>>,
+    /// Where positions are journaled (file streams).
+    journal: Option<store::Journal>,
+}
+
 pub(super) struct Actor {
     js: Arc<JetStream>,
     handle: Arc<StreamHandle>,
-    stream: Stream,
+    machine: StreamMachine,
     journals: BTreeMap<String, ConsumerJournal>,
     dirs: StreamDirs,
     publisher: InternalPublisher,
@@ -171,32 +152,9 @@ pub(super) async fn run(
     loaded: Loaded,
     mut rx: mpsc::UnboundedReceiver<Cmd>,
 ) {
-    let last_bytes = loaded.stream.store().state().bytes;
-    let interest = js.server.interest.watcher();
-    let mut a = Actor {
-        publisher: InternalPublisher::new(js.server.clone()),
-        js,
-        handle,
-        stream: loaded.stream,
-        journals: loaded.journals,
-        dirs: loaded.dirs,
-        inflight: VecDeque::new(),
-        items: Vec::new(),
-        handles: Vec::new(),
-        deferred: Vec::new(),
-        next_interval_sync: None,
-        poison: Arc::new(AtomicBool::new(false)),
-        failed: None,
-        clock: 0,
-        push: Vec::new(),
-        interest,
-        last_bytes,
-        sources: Sources::new(loaded.sources),
-        sourced: false,
-        applied: 0,
-    };
+    let mut a = Actor::new(js, handle, loaded);
     a.refresh_push();
-    a.sources.refresh(&a.js, a.stream.source_specs());
+    a.refresh_sources();
     // Restored consumers may have work at once.
     a.on_timer();
     a.finish();
@@ -210,22 +168,12 @@ pub(super) async fn run(
             }
             cmd = rx.recv(), if a.inflight.len() < MAX_INFLIGHT => {
                 let Some(cmd) = cmd else { break };
-                let mut next = Some(cmd);
-                let mut n = 0;
-                while let Some(cmd) = next.take() {
-                    a.handle.received();
-                    if let Cmd::Delete { done } = cmd {
-                        a.finish();
-                        a.drain().await;
-                        let result = a.delete();
-                        let _ = done.send(result);
-                        return;
-                    }
-                    a.apply(cmd);
-                    n += 1;
-                    if n < MAX_BATCH {
-                        next = rx.try_recv().ok();
-                    }
+                if let Some(done) = a.take_batch(cmd, &mut rx) {
+                    a.finish();
+                    a.drain().await;
+                    let result = a.delete();
+                    let _ = done.send(result);
+                    return;
                 }
                 a.finish();
             }
@@ -249,6 +197,61 @@ fn far_future() -> Instant {
 }
 
 impl Actor {
+    fn new(js: Arc<JetStream>, handle: Arc<StreamHandle>, loaded: Loaded) -> Actor {
+        let last_bytes = loaded.stream.store().state().bytes;
+        let interest = js.server.interest.watcher();
+        let name = loaded.stream.config.name.clone();
+        Actor {
+            publisher: InternalPublisher::new(js.server.clone()),
+            js,
+            handle,
+            machine: StreamMachine::over(loaded.stream),
+            journals: loaded.journals,
+            dirs: loaded.dirs,
+            inflight: VecDeque::new(),
+            items: Vec::new(),
+            handles: Vec::new(),
+            deferred: Vec::new(),
+            next_interval_sync: None,
+            poison: Arc::new(AtomicBool::new(false)),
+            failed: None,
+            clock: 0,
+            push: Vec::new(),
+            interest,
+            last_bytes,
+            sources: Sources {
+                links: Links::new(&name, sinks::source_inbox()),
+                inbox: None,
+                journal: loaded.sources,
+            },
+            sourced: false,
+            applied: 0,
+        }
+    }
+
+    /// Applies `first` and whatever else is queued, up to a batch. Returns
+    /// the delete's sender if a delete came: the batch ends there.
+    fn take_batch(
+        &mut self,
+        first: Cmd,
+        rx: &mut mpsc::UnboundedReceiver<Cmd>,
+    ) -> Option<oneshot::Sender<Result<(), ApiError>>> {
+        let mut next = Some(first);
+        let mut n = 0;
+        while let Some(cmd) = next.take() {
+            self.handle.received();
+            if let Cmd::Delete { done } = cmd {
+                return Some(done);
+            }
+            self.apply(cmd);
+            n += 1;
+            if n < MAX_BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        None
+    }
+
     /// Wall-clock nanoseconds, never going backwards for this stream.
     fn now(&mut self) -> i64 {
         self.clock = self.clock.max(wall_clock());
@@ -258,7 +261,7 @@ impl Actor {
     fn next_wake(&mut self) -> Option<Instant> {
         let mut wake: Option<Instant> = None;
         let mut at = |t: Instant| wake = Some(wake.map_or(t, |w| w.min(t)));
-        if let Some(d) = self.stream.next_deadline() {
+        if let Some(d) = self.machine.stream().next_deadline() {
             let now = self.now();
             // At least a millisecond apart, so a deadline in the past
             // cannot spin.
@@ -268,66 +271,20 @@ impl Actor {
         if let Some(s) = self.next_interval_sync {
             at(s);
         }
-        if let Some(s) = self.sources.next_wake() {
-            at(s);
+        if let Some(due) = self.sources.links.next_wake() {
+            let wait = due.saturating_sub(mono_ms()).max(1);
+            at(Instant::now() + Duration::from_millis(wait));
         }
         wake
     }
 
     fn apply(&mut self, cmd: Cmd) {
         self.applied += 1;
-        let now = self.now();
         match cmd {
-            Cmd::Publish(m) => self.publish(m, now),
-            Cmd::Ack { consumer, msg } => {
-                // nats-server subscribes to a consumer's ack subjects only
-                // while it exists and takes acks: otherwise nobody answers.
-                let listens = self
-                    .stream
-                    .consumer(&consumer)
-                    .is_some_and(|c| c.takes_acks());
-                if !listens {
-                    if let Some(reply) = msg.reply.filter(|r| !r.is_empty()) {
-                        self.items.push(Item::Out(status_msg(&reply, 503, "")));
-                    }
-                    return;
-                }
-                match self.stream.ack(
-                    &consumer,
-                    &msg.subject,
-                    &msg.payload,
-                    msg.reply.as_deref(),
-                    now,
-                ) {
-                    Ok(true) => {
-                        if let Some(reply) = msg.reply {
-                            self.items.push(Item::Out(OutMsg {
-                                subject: reply,
-                                route: None,
-                                reply: None,
-                                headers: None,
-                                payload: Bytes::new(),
-                            }));
-                        }
-                    }
-                    Ok(false) => {}
-                    Err(e) => warn!("Stream '{}': ack failed: {e}", self.handle.name),
-                }
-            }
-            Cmd::FlowControl { consumer, subject } => {
-                self.stream.flow_control_reply(&consumer, &subject)
-            }
-            Cmd::Api { op, reply } => {
-                let r = stream_api::handle(&self.js, &mut self.stream, op, &reply, now, None);
-                self.drain_outputs();
-                match r {
-                    Reply::Api { kind, body } => self.items.push(Item::Api { reply, kind, body }),
-                    Reply::Msgs(msgs) => self.items.extend(msgs.into_iter().map(Item::Out)),
-                    Reply::None => {}
-                }
-            }
+            Cmd::Publish(m) => self.publish(m),
+            Cmd::Request { reply, request } => self.request(reply, request),
             Cmd::Update { config, done } => {
-                let r = self.update(*config, now);
+                let r = self.update(*config);
                 self.items.push(Item::Done(Box::new(move |ok| {
                     let _ = done.send(if ok {
                         r
@@ -337,107 +294,122 @@ impl Actor {
                 })));
             }
             Cmd::Info { consumers, done } => {
-                let info = self.stream.info(now, false, "");
-                let cs = if consumers {
-                    self.stream
-                        .consumer_names()
-                        .iter()
-                        .filter_map(|n| self.stream.consumer_info(n, now).ok())
-                        .collect()
-                } else {
-                    Vec::new()
-                };
+                let info = self.info(consumers);
                 self.items.push(Item::Done(Box::new(move |_| {
-                    let _ = done.send((info, cs));
+                    let _ = done.send(info);
                 })));
             }
             Cmd::Delete { .. } => unreachable!("handled by the loop"),
-            Cmd::CreateSourceConsumer { config, done } => {
-                let name = config.name.clone();
-                let req = CreateConsumerRequest {
-                    stream_name: self.stream.config.name.clone(),
-                    config: *config,
-                    action: ConsumerAction::Create,
-                    pedantic: false,
-                };
-                let r = self
-                    .stream
-                    .add_consumer(req, Some(&name), None, false, || name.clone(), now)
-                    .map(|_| ());
-                self.items.push(Item::Done(Box::new(move |ok| {
-                    let _ = done.send(if ok {
-                        r
-                    } else {
-                        Err(E::STREAM_STORE_FAILED.with("err", "storage failed"))
-                    });
-                })));
-            }
-            Cmd::DropSourceConsumer { name } => {
-                let _ = self.stream.delete_consumer(&name);
-            }
-            Cmd::Sourced {
-                key,
-                generation,
-                msg,
-            } => {
-                let (advanced, out) =
-                    self.sources
-                        .deliver(&self.js, &key, generation, msg, &mut self.stream, now);
-                self.sourced |= advanced;
-                self.note_store_failure();
-                self.items.extend(out.into_iter().map(Item::Out));
-            }
-            Cmd::SourceAttached {
-                key,
-                generation,
-                result,
-            } => {
-                self.sources.attached(&self.js, &key, generation, result);
+            Cmd::Inbox { routed, msg } => {
+                let now = mono_ms();
+                match self.sources.links.inbox(&routed, msg, now) {
+                    Inboxed::Nothing => {}
+                    Inboxed::Send(m) => self.items.push(Item::Answer(Answer::out(m))),
+                    Inboxed::Copy(op, ack) => self.input(op.replied(Some(&ack))),
+                }
             }
         }
-        self.drain_outputs();
     }
 
-    fn publish(&mut self, m: Inbound, now: i64) {
-        let size = m.subject.len() + m.headers.as_ref().map_or(0, |h| h.len()) + m.payload.len();
-        let ack = if self.js.would_exceed(self.handle.storage, size as u64) {
-            PubAck::Error(E::INSUFFICIENT_RESOURCES.err())
+    fn info(&mut self, consumers: bool) -> (StreamInfo, Vec<ConsumerInfo>) {
+        let now = self.now();
+        let stream = self.machine.stream();
+        let info = stream.info(now, false, "");
+        let cs = if consumers {
+            stream
+                .consumer_names()
+                .iter()
+                .filter_map(|n| stream.consumer_info(n, now).ok())
+                .collect()
         } else {
-            self.stream.publish(
-                Incoming {
-                    subject: &m.subject,
-                    headers: m.headers.as_deref(),
-                    payload: &m.payload,
-                },
-                now,
-            )
+            Vec::new()
         };
+        (info, cs)
+    }
+
+    /// Applies one input, collecting what it answers.
+    fn input(&mut self, op: Op) {
+        let now = self.now();
+        let applied = self.machine.apply_input(Entry { ts: now, op });
+        self.take_answers(applied);
+    }
+
+    fn take_answers(&mut self, applied: Applied) {
+        if matches!(applied.outcome, Outcome::Sourced(Ok(true))) {
+            self.sourced = true;
+        }
         self.note_store_failure();
-        if let Some(reply) = m.reply {
-            if !self.stream.config.no_ack {
-                self.items.push(Item::Ack { reply, ack });
+        let answers = reply::answers(self.machine.stream(), applied, None);
+        self.items.extend(answers.into_iter().map(Item::Answer));
+    }
+
+    fn publish(&mut self, m: Inbound) {
+        let size = m.subject.len() + m.headers.as_ref().map_or(0, |h| h.len()) + m.payload.len();
+        if self.js.would_exceed(self.handle.storage, size as u64) {
+            if let Some(reply) = m.reply {
+                let ack = PubAck::Error(E::INSUFFICIENT_RESOURCES.err());
+                let answer = Answer::puback(&reply, &self.handle.name, &ack);
+                self.items.push(Item::Answer(answer));
             }
+            return;
+        }
+        let op = Op::Publish {
+            subject: m.subject,
+            headers: m.headers,
+            payload: m.payload,
+        };
+        self.input(op.replied(m.reply.as_deref()));
+    }
+
+    fn request(&mut self, reply: Option<String>, request: StreamRequest) {
+        let now = self.now();
+        match request {
+            StreamRequest::Read(read) => {
+                let Some(to) = reply else { return };
+                let server = self.js.server.name.clone();
+                let answers =
+                    stream_api::read(self.machine.stream(), read, &to, now, None, &server);
+                self.items.extend(answers.into_iter().map(Item::Answer));
+            }
+            StreamRequest::Change(op) => {
+                match stream_api::admit(self.machine.stream(), reply.as_deref(), op) {
+                    Admitted::Answer(a) => self.items.push(Item::Answer(a)),
+                    Admitted::Input(op) => self.input(op),
+                    Admitted::Nothing => {}
+                }
+            }
+            // Refused by the classifier on one server.
+            StreamRequest::StepDown { .. } => {}
         }
     }
 
-    fn update(&mut self, mut config: StreamConfig, now: i64) -> Result<StreamInfo, ApiError> {
-        jetstream::stream::config::check_update(&self.stream.config, &mut config)?;
-        let old = self.stream.config.clone();
+    fn update(&mut self, mut config: StreamConfig) -> Result<StreamInfo, ApiError> {
+        let created = self.machine.stream().created;
+        jetstream::stream::config::check_update(&self.machine.stream().config, &mut config)?;
+        let old = self.machine.stream().config.clone();
+        // On disk first: a crash after the change must not lose it.
         tokio::task::block_in_place(|| {
-            persist::write_stream_meta(self.dirs.root.as_ref(), &config, self.stream.created)
+            persist::write_stream_meta(self.dirs.root.as_ref(), &config, created)
         })
         .map_err(|e| E::STREAM_UPDATE.with("err", e))?;
-        if let Err(e) = self.stream.update(config.clone()) {
-            // Back to the old configuration, on disk as in memory.
+        let json = serde_json::to_vec(&config).expect("config serializes");
+        let now = self.now();
+        let applied = self.machine.apply_input(Entry {
+            ts: now,
+            op: Op::UpdateConfig {
+                config: Bytes::from(json),
+            },
+        });
+        if let Outcome::Configured(Err(e)) = applied.outcome {
+            // Back to the old configuration on disk; memory never changed.
             let _ = tokio::task::block_in_place(|| {
-                persist::write_stream_meta(self.dirs.root.as_ref(), &old, self.stream.created)
+                persist::write_stream_meta(self.dirs.root.as_ref(), &old, created)
             });
-            self.stream.config = old;
             return Err(e);
         }
         *self.handle.config.write() = config;
-        self.sources.refresh(&self.js, self.stream.source_specs());
-        Ok(self.stream.info(now, false, ""))
+        self.refresh_sources();
+        Ok(self.machine.stream().info(now, false, ""))
     }
 
     fn on_timer(&mut self) {
@@ -456,25 +428,60 @@ impl Actor {
                 });
             }
         }
-        if !self.sources.is_empty() {
-            self.sources.on_timer(&self.js, &self.handle, &self.stream);
+        self.follow_sources();
+        if self
+            .machine
+            .stream()
+            .next_deadline()
+            .is_some_and(|d| d <= now)
+        {
+            self.input(Op::Tick);
         }
-        if self.stream.next_deadline().is_some_and(|d| d <= now) {
-            if let Err(e) = self.stream.tick(now) {
-                warn!("Stream '{}': {e}", self.handle.name);
+    }
+
+    /// The sources' requests that are due (lookups, creates, pulls).
+    fn follow_sources(&mut self) {
+        let specs = self.machine.stream().source_specs();
+        if specs.is_empty() && self.sources.links.is_empty() {
+            return;
+        }
+        let requests = self.sources.links.follow(&specs, mono_ms());
+        self.items
+            .extend(requests.into_iter().map(|m| Item::Answer(Answer::out(m))));
+    }
+
+    /// Subscribes the sources' inbox while the stream has sources.
+    fn refresh_sources(&mut self) {
+        let wanted = !self.machine.stream().source_specs().is_empty();
+        match (&self.sources.inbox, wanted) {
+            (None, true) => {
+                let inbox = self.sources.links.inbox_subject().to_string();
+                match sinks::subscribe_inbox(&self.js, &self.handle, &inbox) {
+                    Ok(sub) => self.sources.inbox = Some(sub),
+                    Err(e) => error!("Stream '{}': sources inbox: {e}", self.handle.name),
+                }
             }
+            (Some(_), false) => {
+                if let Some(sub) = self.sources.inbox.take() {
+                    self.js.server.unsubscribe(&sub);
+                }
+            }
+            _ => {}
         }
-        self.drain_outputs();
+        self.follow_sources();
     }
 
     fn poll_interest(&mut self) {
-        let now = self.now();
+        let mut changed = Vec::new();
         for t in &mut self.push {
             let active = self.publisher.has_interest(&t.subject, &t.group);
             if active != t.active {
                 t.active = active;
-                self.stream.set_push_interest(&t.consumer, active, now);
+                changed.push((t.consumer.clone(), active));
             }
+        }
+        for (consumer, active) in changed {
+            self.input(Op::PushInterest { consumer, active });
         }
     }
 
@@ -485,7 +492,8 @@ impl Actor {
             .map(|t| (t.consumer, t.active))
             .collect();
         self.push = self
-            .stream
+            .machine
+            .stream()
             .push_targets()
             .into_iter()
             .map(|(consumer, subject, group)| PushTarget {
@@ -502,44 +510,68 @@ impl Actor {
 
     fn note_store_failure(&mut self) {
         if self.failed.is_none() {
-            self.failed = self.stream.store().failed().map(str::to_string);
+            self.failed = self.machine.stream().store().failed().map(str::to_string);
         }
     }
 
-    fn drain_outputs(&mut self) {
-        for o in self.stream.take_outputs() {
-            match o {
-                Output::Publish(m) => self.items.push(Item::Out(m)),
-                Output::ConsumerDeleted(_) => {}
+    /// Lets consumers deliver what the batch brought.
+    fn pump(&mut self) {
+        let now = self.now();
+        match self.machine.pump(now) {
+            Ok(outputs) => {
+                let applied = Applied {
+                    outputs,
+                    ..Default::default()
+                };
+                self.take_answers(applied);
             }
+            Err(e) => warn!("Stream '{}': {e}", self.handle.name),
         }
     }
 
     /// Ends the current batch: consumer state and store writes go to the
     /// committer, and the batch joins the queue of releases.
     fn finish(&mut self) {
-        let now = self.now();
-        if let Err(e) = self.stream.pump(now) {
-            warn!("Stream '{}': {e}", self.handle.name);
-        }
-        self.drain_outputs();
-        if self.stream.take_consumers_changed() {
+        self.pump();
+        if self.machine.stream_mut().take_consumers_changed() {
             self.sync_journals();
             // A new push consumer may have its subscriber already.
             self.refresh_push();
-            if let Err(e) = self.stream.pump(now) {
-                warn!("Stream '{}': {e}", self.handle.name);
-            }
-            self.drain_outputs();
-            self.handle
-                .consumers
-                .store(self.stream.consumer_names().len() as u64, Ordering::Relaxed);
+            self.pump();
+            self.handle.consumers.store(
+                self.machine.stream().consumer_names().len() as u64,
+                Ordering::Relaxed,
+            );
         }
-        for (name, state) in self.stream.dirty_consumers() {
+        self.record_consumers();
+        if let Some(h) = self.machine.stream_mut().store_mut().sync_handle() {
+            self.handles.push(h);
+        }
+        self.note_store_failure();
+        self.account_usage();
+        let items = std::mem::take(&mut self.items);
+        let handles = std::mem::take(&mut self.handles);
+        let small = std::mem::take(&mut self.applied) <= SYNC_HERE_MAX;
+        let positions =
+            std::mem::take(&mut self.sourced).then(|| self.machine.stream().source_positions());
+        if items.is_empty() && handles.is_empty() && positions.is_none() && self.failed.is_none() {
+            return;
+        }
+        let commit = self.commit(handles, small);
+        self.inflight.push_back(Batch {
+            commit,
+            items,
+            positions,
+        });
+    }
+
+    /// Journals the consumers whose state the batch changed.
+    fn record_consumers(&mut self) {
+        for (name, state) in self.machine.stream_mut().dirty_consumers() {
             let Some(j) = self.journals.get_mut(&name) else {
                 continue;
             };
-            let Some(c) = self.stream.consumer(&name) else {
+            let Some(c) = self.machine.stream().consumer(&name) else {
                 continue;
             };
             let config = c.config.clone();
@@ -555,11 +587,11 @@ impl Actor {
                 }
             }
         }
-        if let Some(h) = self.stream.store_mut().sync_handle() {
-            self.handles.push(h);
-        }
-        self.note_store_failure();
-        let st = self.stream.store().state();
+    }
+
+    /// What the stream holds, for its handle and the server's limits.
+    fn account_usage(&mut self) {
+        let st = self.machine.stream().store().state();
         self.handle.msgs.store(st.msgs, Ordering::Relaxed);
         self.handle.bytes.store(st.bytes, Ordering::Relaxed);
         self.js.add_usage(
@@ -567,47 +599,41 @@ impl Actor {
             st.bytes as i64 - self.last_bytes as i64,
         );
         self.last_bytes = st.bytes;
+    }
 
-        let items = std::mem::take(&mut self.items);
-        let handles = std::mem::take(&mut self.handles);
-        let small = std::mem::take(&mut self.applied) <= SYNC_HERE_MAX;
-        let positions = std::mem::take(&mut self.sourced).then(|| self.stream.source_positions());
-        if items.is_empty() && handles.is_empty() && positions.is_none() && self.failed.is_none() {
-            return;
-        }
-        let commit = if let Some(e) = &self.failed {
+    /// Starts the batch's commit: at once on this task when it is small
+    /// and alone, otherwise on the commit thread; nothing for an interval
+    /// sync until the interval ends. A batch whose writes failed has a
+    /// failed commit.
+    fn commit(&mut self, handles: Vec<SyncHandle>, small: bool) -> Option<Done> {
+        if let Some(e) = &self.failed {
             self.poison.store(true, Ordering::Release);
             let (tx, rx) = oneshot::channel();
             let _ = tx.send(Err(std::io::Error::other(e.clone())));
-            Some(rx)
-        } else if handles.is_empty() {
-            None
-        } else {
-            match self.js.sync {
-                SyncPolicy::Always => {
-                    let alone = small && self.inflight.is_empty();
-                    let here = match alone {
-                        true => self.js.committer.try_here(handles, &self.poison),
-                        false => Err(handles),
-                    };
-                    Some(here.unwrap_or_else(|handles| {
-                        self.js.committer.commit(handles, self.poison.clone())
-                    }))
-                }
-                SyncPolicy::Interval(d) => {
-                    self.deferred.extend(handles);
-                    if self.next_interval_sync.is_none() {
-                        self.next_interval_sync = Some(Instant::now() + d);
-                    }
-                    None
-                }
+            return Some(rx);
+        }
+        if handles.is_empty() {
+            return None;
+        }
+        match self.js.sync {
+            SyncPolicy::Always => {
+                let alone = small && self.inflight.is_empty();
+                let here = match alone {
+                    true => self.js.committer.try_here(handles, &self.poison),
+                    false => Err(handles),
+                };
+                Some(here.unwrap_or_else(|handles| {
+                    self.js.committer.commit(handles, self.poison.clone())
+                }))
             }
-        };
-        self.inflight.push_back(Batch {
-            commit,
-            items,
-            positions,
-        });
+            SyncPolicy::Interval(d) => {
+                self.deferred.extend(handles);
+                if self.next_interval_sync.is_none() {
+                    self.next_interval_sync = Some(Instant::now() + d);
+                }
+                None
+            }
+        }
     }
 
     /// Creates journals for new persistent consumers and removes those of
@@ -616,11 +642,12 @@ impl Actor {
         let Some(obs) = self.dirs.obs.clone() else {
             return;
         };
-        let names = self.stream.consumer_names();
+        let stream = self.machine.stream();
+        let names = stream.all_consumer_names();
         let gone: Vec<String> = self
             .journals
             .keys()
-            .filter(|n| self.stream.consumer(n).is_none())
+            .filter(|n| stream.consumer(n).is_none())
             .cloned()
             .collect();
         for name in gone {
@@ -638,7 +665,7 @@ impl Actor {
             if self.journals.contains_key(&name) {
                 continue;
             }
-            let Some(c) = self.stream.consumer(&name) else {
+            let Some(c) = self.machine.stream().consumer(&name) else {
                 continue;
             };
             if c.config.mem_storage {
@@ -670,7 +697,7 @@ impl Actor {
         let result = result.and_then(|()| match &batch.positions {
             // Journaled once the copies are durable, before any ack lets
             // an origin drop what was copied.
-            Some(p) => tokio::task::block_in_place(|| self.sources.record(p))
+            Some(p) => tokio::task::block_in_place(|| record_positions(&mut self.sources, p))
                 .map_err(std::io::Error::other),
             None => Ok(()),
         });
@@ -704,18 +731,11 @@ impl Actor {
     }
 
     fn send(&mut self, items: Vec<Item>) {
-        let name = self.handle.name.clone();
         for item in items {
             match item {
-                Item::Out(m) => {
-                    self.publisher.publish_out(&m);
-                }
-                Item::Ack { reply, ack } => {
-                    self.publisher
-                        .publish(&reply, &reply, None, None, &ack.encode(&name));
-                }
-                Item::Api { reply, body, .. } => {
-                    self.publisher.publish(&reply, &reply, None, None, &body);
+                Item::Answer(a) => {
+                    self.js.count(a.count());
+                    self.publisher.publish_out(&a.msg);
                 }
                 Item::Done(f) => f(true),
             }
@@ -723,29 +743,14 @@ impl Actor {
     }
 
     fn fail(&mut self, items: Vec<Item>, e: &std::io::Error) {
-        let name = self.handle.name.clone();
         let err = E::STREAM_STORE_FAILED.with("err", format!("storage write failed: {e}"));
         for item in items {
             match item {
-                // Deliveries of state that is being rolled back.
-                Item::Out(_) => {}
-                Item::Ack { reply, ack } => {
-                    let ack = match ack {
-                        PubAck::Error(e) => PubAck::Error(e),
-                        _ => PubAck::Error(err.clone()),
-                    };
-                    self.publisher
-                        .publish(&reply, &reply, None, None, &ack.encode(&name));
-                }
-                Item::Api { reply, kind, .. } => {
-                    self.js.api_errors.fetch_add(1, Ordering::Relaxed);
-                    self.publisher.publish(
-                        &reply,
-                        &reply,
-                        None,
-                        None,
-                        &response::error(kind, &err),
-                    );
+                Item::Answer(a) => {
+                    if let Some(a) = a.write_failed(&self.handle.name, &err) {
+                        self.js.count(a.count());
+                        self.publisher.publish_out(&a.msg);
+                    }
                 }
                 Item::Done(f) => f(false),
             }
@@ -778,15 +783,14 @@ impl Actor {
             let r = tokio::task::block_in_place(|| persist::open_stream(&path, now));
             match r {
                 Ok(Some(loaded)) => {
-                    self.sources.detach_all(&self.js);
-                    self.sources = Sources::new(loaded.sources);
-                    self.stream = loaded.stream;
+                    self.sources.journal = loaded.sources;
+                    self.machine = StreamMachine::over(loaded.stream);
                     self.journals = loaded.journals;
                     self.dirs = loaded.dirs;
                     self.failed = None;
                     self.poison.store(false, Ordering::Release);
                     self.refresh_push();
-                    self.sources.refresh(&self.js, self.stream.source_specs());
+                    self.refresh_sources();
                     return;
                 }
                 Ok(None) => {
@@ -803,13 +807,35 @@ impl Actor {
     }
 
     fn delete(&mut self) -> Result<(), ApiError> {
-        self.sources.detach_all(&self.js);
-        let _ = self.stream.delete();
-        self.drain_outputs();
+        if let Some(sub) = self.sources.inbox.take() {
+            self.js.server.unsubscribe(&sub);
+        }
+        let _ = self.machine.stream_mut().delete();
+        let outputs = self.machine.stream_mut().take_outputs();
+        self.take_answers(Applied {
+            outputs,
+            ..Default::default()
+        });
         let items = std::mem::take(&mut self.items);
         self.send(items);
         self.publisher.flush();
         tokio::task::block_in_place(|| persist::remove_stream(&self.dirs))
             .map_err(|e| E::STREAM_DELETE.with("err", e))
     }
+}
+
+/// Journals source positions that are now durable, durably.
+fn record_positions(sources: &mut Sources, positions: &BTreeMap<String, u64>) -> store::Result<()> {
+    let Some(j) = sources.journal.as_mut() else {
+        return Ok(());
+    };
+    let entry = serde_json::to_vec(positions).expect("positions serialize");
+    if j.len() > POSITIONS_COMPACT_AT {
+        return j.rewrite(&[&entry]);
+    }
+    j.append(&entry);
+    if let Some(h) = j.sync_handle()? {
+        h.sync()?;
+    }
+    Ok(())
 }

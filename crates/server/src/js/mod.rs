@@ -1,31 +1,30 @@
 //! JetStream on one server: the driver around the sans-IO stream and
 //! consumer state machines of the `jetstream` crate.
 //!
+//! What a request asks, what it may do and what it answers are decided in
+//! `jsservice`; this driver moves the bytes and makes writes durable.
+//!
 //! - `api`: the `$JS.API.>` dispatcher. Account-level requests (create,
-//!   update, delete, names, list, account info) are handled on its task,
+//!   update, delete, names, list, account info) are decided on its task,
 //!   one at a time, so checks across streams (subject overlap, limits)
 //!   never race. Everything about one stream goes to that stream's actor.
-//! - `actor`: one task per stream owns its `Stream`. It takes commands in
-//!   batches, makes the batch's writes durable through the group committer,
-//!   and only then releases what the batch produced (PubAcks, API replies,
-//!   deliveries, double-ack replies).
+//! - `actor`: one task per stream owns its state machine. It takes
+//!   commands in batches, applies them as inputs, makes the batch's writes
+//!   durable through the group committer, and only then releases what the
+//!   batch produced (PubAcks, API replies, deliveries, double-ack replies).
 //! - `commit`: the group-commit thread.
 //! - `persist`: what a stream keeps on disk besides messages.
 //! - `sinks`: the internal subscriptions that feed actors.
-//! - `response`: API JSON envelopes.
 //!
 //! Invariant: nothing a client can observe (a PubAck, an ack reply, an
 //! API success, a delivered message) leaves an actor before the writes it
 //! depends on are durable, unless the user chose a `sync_interval`.
 
 mod actor;
-pub(crate) mod api;
+mod api;
 mod commit;
 mod persist;
-pub(crate) mod response;
 pub(crate) mod sinks;
-mod sources;
-pub(crate) mod stream_api;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -33,9 +32,11 @@ use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use jetstream::api::{ApiError, Storage, StreamConfig, StreamInfo, E};
 use jetstream::output::OutMsg;
+use jsservice::account::{self, Limits};
+use jsservice::reply::Count;
+use jsservice::request::Inbound;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, error, info, warn};
@@ -43,7 +44,6 @@ use tracing::{debug, error, info, warn};
 pub use actor::Cmd;
 use commit::Committer;
 
-use crate::client::delivery::Message;
 use crate::server::Server;
 use crate::subscription::Subscription;
 
@@ -58,29 +58,6 @@ pub enum SyncPolicy {
     Always,
     /// Reply once written; fsync every interval (nats-server's model).
     Interval(Duration),
-}
-
-/// A message as an internal subscription received it.
-#[derive(Debug, Clone)]
-pub struct Inbound {
-    pub subject: String,
-    pub reply: Option<String>,
-    pub headers: Option<Bytes>,
-    pub payload: Bytes,
-}
-
-impl Inbound {
-    pub fn copy(msg: Message<'_>) -> Self {
-        Inbound {
-            subject: String::from_utf8_lossy(msg.subject).into_owned(),
-            reply: msg
-                .reply
-                .filter(|r| !r.is_empty())
-                .map(|r| String::from_utf8_lossy(r).into_owned()),
-            headers: msg.headers.map(Bytes::copy_from_slice),
-            payload: Bytes::copy_from_slice(msg.payload),
-        }
-    }
 }
 
 /// What the rest of the server sees of one stream.
@@ -100,12 +77,16 @@ pub struct StreamHandle {
 impl StreamHandle {
     /// Queues a command; false if the actor has gone (stream deleted).
     pub fn send(&self, cmd: Cmd) -> bool {
+        self.try_send(cmd).is_ok()
+    }
+
+    /// Queues a command, or hands it back if the actor has gone.
+    pub fn try_send(&self, cmd: Cmd) -> Result<(), Box<Cmd>> {
         self.queued.fetch_add(1, Ordering::Relaxed);
-        if self.tx.send(cmd).is_err() {
+        self.tx.send(cmd).map_err(|e| {
             self.queued.fetch_sub(1, Ordering::Relaxed);
-            return false;
-        }
-        true
+            Box::new(e.0)
+        })
     }
 
     fn overloaded(&self) -> bool {
@@ -134,6 +115,25 @@ pub struct JetStream {
     /// Replies made where no task can publish (a publish refused by a sink).
     bounce: mpsc::UnboundedSender<OutMsg>,
     api_tx: mpsc::UnboundedSender<Inbound>,
+}
+
+/// Milliseconds on a monotonic clock, from the first call (for the time
+/// sans-IO pieces take as input).
+pub fn mono_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
+}
+
+/// A consumer name as nats-server generates one: 8 characters of
+/// `[0-9A-Za-z]`.
+pub fn new_consumer_name() -> String {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    (0..8)
+        .map(|_| ALPHABET[fastrand::usize(..ALPHABET.len())] as char)
+        .collect()
 }
 
 /// Unix nanoseconds now.
@@ -369,38 +369,26 @@ impl JetStream {
         self.root.join(name)
     }
 
-    /// Another stream whose subjects could capture one of `subjects`.
-    fn overlapping(&self, name: &str, subjects: &[String]) -> bool {
-        self.streams.read().values().any(|h| {
-            h.name != name
-                && h.config.read().subjects.iter().any(|theirs| {
-                    subjects
-                        .iter()
-                        .any(|mine| subjects::subjects_collide(mine.as_bytes(), theirs.as_bytes()))
-                })
-        })
-    }
-
-    /// Bytes promised to streams with `max_bytes`, by storage type.
-    fn reserved(&self, storage: Storage, except: &str) -> i64 {
-        self.streams
-            .read()
-            .values()
-            .filter(|h| h.storage == storage && h.name != except)
-            .map(|h| h.config.read().max_bytes.max(0))
-            .sum()
-    }
-
-    /// The server limit check for a stream's `max_bytes` reservation.
-    fn check_reservation(&self, cfg: &StreamConfig) -> Result<(), ApiError> {
-        let (limit, err) = match cfg.storage {
-            Storage::Memory => (self.max_memory, E::MEMORY_RESOURCES_EXCEEDED),
-            Storage::File => (self.max_store, E::STORAGE_RESOURCES_EXCEEDED),
-        };
-        if limit > 0 && self.reserved(cfg.storage, &cfg.name) + cfg.max_bytes.max(0) > limit {
-            return Err(err.err());
+    /// The server's storage limits, for the account's checks.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_memory: self.max_memory,
+            max_store: self.max_store,
         }
-        Ok(())
+    }
+
+    /// Counts an API answer in account info's statistics.
+    pub fn count(&self, count: Count) {
+        match count {
+            Count::No => {}
+            Count::Call => {
+                self.api_total.fetch_add(1, Ordering::Relaxed);
+            }
+            Count::Error => {
+                self.api_total.fetch_add(1, Ordering::Relaxed);
+                self.api_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     fn add_usage(&self, storage: Storage, delta: i64) {
@@ -426,16 +414,13 @@ impl JetStream {
         )
     }
 
+    /// Bytes promised to streams with `max_bytes`: (memory, file).
     pub fn reserved_totals(&self) -> (u64, u64) {
-        (
-            self.reserved(Storage::Memory, "") as u64,
-            self.reserved(Storage::File, "") as u64,
-        )
+        account::reserved(&account::Streams::configs(self))
     }
 
     /// Creates a stream from a checked config. Durable before it returns.
     fn create_stream(self: &Arc<Self>, cfg: StreamConfig) -> Result<StreamInfo, ApiError> {
-        self.check_reservation(&cfg)?;
         let now = wall_clock();
         let dir = self.stream_dir(&cfg.name);
         if dir.join("meta.json").exists() {
@@ -460,9 +445,36 @@ impl JetStream {
         Ok(info)
     }
 
+    /// Gives a stream a new config (checked by the account), and its
+    /// subscriptions the new subjects.
+    async fn update_stream(self: &Arc<Self>, cfg: StreamConfig) -> Result<StreamInfo, ApiError> {
+        let h = self
+            .stream(&cfg.name)
+            .ok_or_else(|| E::STREAM_NOT_FOUND.err())?;
+        let old_subjects = h.config.read().subjects.clone();
+        let new_subjects = cfg.subjects.clone();
+        let (done, rx) = oneshot::channel();
+        if !h.send(Cmd::Update {
+            config: Box::new(cfg),
+            done,
+        }) {
+            return Err(E::STREAM_NOT_FOUND.err());
+        }
+        let info = rx
+            .await
+            .unwrap_or_else(|_| Err(E::STREAM_NOT_FOUND.err()))?;
+        if old_subjects != new_subjects {
+            if let Err(e) = sinks::subscribe_stream(self, &h, &new_subjects) {
+                error!("Stream '{}': subjects could not be subscribed: {e}", h.name);
+            }
+        }
+        Ok(info)
+    }
+
     /// Removes a stream: no new messages reach it, then its actor deletes
     /// its storage.
-    async fn delete_stream(&self, handle: &Arc<StreamHandle>) -> Result<(), ApiError> {
+    async fn delete_stream(&self, name: &str) -> Result<(), ApiError> {
+        let handle = self.stream(name).ok_or_else(|| E::STREAM_NOT_FOUND.err())?;
         let subs = std::mem::take(&mut *handle.subs.lock());
         for s in subs {
             self.server.unsubscribe(&s);
@@ -503,5 +515,15 @@ impl JetStream {
 
     fn bounce(&self, msg: OutMsg) {
         let _ = self.bounce.send(msg);
+    }
+}
+
+impl account::Streams for JetStream {
+    fn configs(&self) -> BTreeMap<String, StreamConfig> {
+        self.streams
+            .read()
+            .iter()
+            .map(|(name, h)| (name.clone(), h.config.read().clone()))
+            .collect()
     }
 }

@@ -428,7 +428,7 @@ pub fn create_stream(path: &Path, config: StreamConfig, now: i64) -> std::io::Re
         Stream::create(config, now, store).map_err(|e| std::io::Error::other(e.description))?;
     let sources = if file {
         Some(
-            Journal::open(dirs.root.clone(), super::sources::JOURNAL)
+            Journal::open(dirs.root.clone(), POSITIONS_JOURNAL)
                 .map_err(std::io::Error::other)?
                 .0,
         )
@@ -476,7 +476,7 @@ pub fn open_stream(path: &Path, now: i64) -> Result<Option<Loaded>, String> {
     }
     let sources = match &dirs.obs {
         Some(_) => {
-            let (journal, positions) = super::sources::load_positions(&dirs.root);
+            let (journal, positions) = load_positions(&dirs.root);
             stream.restore_source_positions(&positions);
             journal
         }
@@ -495,6 +495,28 @@ pub fn open_stream(path: &Path, now: i64) -> Result<Option<Loaded>, String> {
         dirs,
         notes,
     }))
+}
+
+/// Where a stream journals its sources' positions (a file stream).
+const POSITIONS_JOURNAL: &str = "sources.log";
+
+/// Positions journaled for a stream, newest entry wins.
+fn load_positions(dir: &Arc<dyn Dir>) -> (Option<Journal>, BTreeMap<String, u64>) {
+    match Journal::open(dir.clone(), POSITIONS_JOURNAL) {
+        Ok((j, replay)) => {
+            let latest = replay
+                .entries
+                .iter()
+                .rev()
+                .find_map(|e| serde_json::from_slice::<BTreeMap<String, u64>>(e).ok())
+                .unwrap_or_default();
+            (Some(j), latest)
+        }
+        Err(e) => {
+            tracing::warn!("sources journal could not be read: {e}");
+            (None, BTreeMap::new())
+        }
+    }
 }
 
 /// Removes a stream's files: meta.json first (durably), so a crash part

@@ -1,16 +1,32 @@
-//! The internal subscriptions that feed JetStream: a stream's subjects,
-//! the API, and the ack and flow-control subjects of every consumer.
-//! Sinks run on the publisher's task, so they only copy and queue.
+//! The internal subscriptions that feed JetStream on one server: a
+//! stream's subjects, the API, the ack and flow-control subjects of every
+//! consumer, and the inboxes of streams' sources. Sinks run on the
+//! publisher's task, so they only copy and queue.
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use jetstream::headers;
 use jetstream::output::OutMsg;
 use jetstream::stream::PubAck;
+use jsservice::request::{classify, Inbound, Mode, Request};
+use jsservice::stream_api;
 
-use super::{Cmd, Inbound, JetStream, StreamHandle};
+use super::{Cmd, JetStream, StreamHandle};
 use crate::client::delivery::{InternalSink, Message};
+use crate::subscription::Subscription;
+
+/// A message as an internal subscription received it.
+pub fn inbound(msg: Message<'_>) -> Inbound {
+    Inbound {
+        subject: String::from_utf8_lossy(msg.subject).into_owned(),
+        reply: msg
+            .reply
+            .filter(|r| !r.is_empty())
+            .map(|r| String::from_utf8_lossy(r).into_owned()),
+        headers: msg.headers.map(bytes::Bytes::copy_from_slice),
+        payload: bytes::Bytes::copy_from_slice(msg.payload),
+    }
+}
 
 /// A stream's subjects: each message becomes a publish to its actor.
 struct StreamSink {
@@ -33,7 +49,7 @@ impl InternalSink for StreamSink {
             }
             return;
         }
-        self.handle.send(Cmd::Publish(Inbound::copy(msg)));
+        self.handle.send(Cmd::Publish(inbound(msg)));
     }
 }
 
@@ -44,44 +60,52 @@ struct ApiSink {
 
 impl InternalSink for ApiSink {
     fn deliver(&self, msg: Message<'_>) {
-        let _ = self.tx.send(Inbound::copy(msg));
+        let _ = self.tx.send(inbound(msg));
     }
 }
 
 /// `$JS.ACK.<stream>.<consumer>...` and `$JS.FC.<stream>.<consumer>...`:
-/// routed to the stream named in the subject.
+/// to the stream named in the subject.
 struct AckSink {
     js: Arc<JetStream>,
-    flow_control: bool,
 }
 
 impl InternalSink for AckSink {
     fn deliver(&self, msg: Message<'_>) {
-        let subject = String::from_utf8_lossy(msg.subject);
-        let mut tokens = subject.split('.').skip(2);
-        let (Some(stream), Some(consumer)) = (tokens.next(), tokens.next()) else {
+        let Request::Stream {
+            stream,
+            reply,
+            request,
+        } = classify(inbound(msg), Mode::Single, &mut String::new)
+        else {
             return;
         };
-        let Some(handle) = self.js.stream(stream) else {
-            // No consumer listens here: a requester hears no responders.
-            if let Some(reply) = msg.reply.filter(|r| !r.is_empty()) {
-                let reply = String::from_utf8_lossy(reply);
-                self.js.bounce(status_msg(&reply, 503, ""));
+        match self.js.stream(&stream) {
+            Some(handle) => {
+                handle.send(Cmd::Request { reply, request });
             }
-            return;
-        };
-        let consumer = consumer.to_string();
-        if self.flow_control {
-            handle.send(Cmd::FlowControl {
-                consumer,
-                subject: subject.into_owned(),
-            });
-        } else {
-            handle.send(Cmd::Ack {
-                consumer,
-                msg: Inbound::copy(msg),
-            });
+            None => {
+                // No consumer listens here: a requester hears so.
+                if let Some(a) = stream_api::missing(&stream, reply.as_deref(), &request) {
+                    self.js.bounce(a.msg);
+                }
+            }
         }
+    }
+}
+
+/// Answers and deliveries for a stream's sources.
+struct InboxSink {
+    handle: Arc<StreamHandle>,
+}
+
+impl InternalSink for InboxSink {
+    fn deliver(&self, msg: Message<'_>) {
+        let routed = String::from_utf8_lossy(msg.routed).into_owned();
+        self.handle.send(Cmd::Inbox {
+            routed,
+            msg: inbound(msg),
+        });
     }
 }
 
@@ -93,22 +117,10 @@ pub fn subscribe_api(js: &Arc<JetStream>) -> Result<(), subjects::SublistError> 
             tx: js.api_tx.clone(),
         }),
     )?;
-    js.server.subscribe_internal(
-        "$JS.ACK.>",
-        None,
-        Arc::new(AckSink {
-            js: js.clone(),
-            flow_control: false,
-        }),
-    )?;
-    js.server.subscribe_internal(
-        "$JS.FC.>",
-        None,
-        Arc::new(AckSink {
-            js: js.clone(),
-            flow_control: true,
-        }),
-    )?;
+    for subject in ["$JS.ACK.>", "$JS.FC.>"] {
+        js.server
+            .subscribe_internal(subject, None, Arc::new(AckSink { js: js.clone() }))?;
+    }
     Ok(())
 }
 
@@ -142,64 +154,26 @@ pub fn subscribe_stream(
     Ok(())
 }
 
-/// Deliveries of a source's consumer on the origin, for this stream.
-struct SourceSink {
-    handle: Arc<StreamHandle>,
-    key: String,
-    generation: u64,
+/// A fresh inbox for a stream's sources: `$JS.S.<random token>`.
+pub fn source_inbox() -> String {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let token: String = (0..12)
+        .map(|_| ALPHABET[fastrand::usize(..ALPHABET.len())] as char)
+        .collect();
+    format!("$JS.S.{token}")
 }
 
-impl InternalSink for SourceSink {
-    fn deliver(&self, msg: Message<'_>) {
-        self.handle.send(Cmd::Sourced {
-            key: self.key.clone(),
-            generation: self.generation,
-            msg: Inbound::copy(msg),
-        });
-    }
-}
-
-pub fn subscribe_source(
+/// Subscribes `<inbox>.>` for a stream's sources.
+pub fn subscribe_inbox(
     js: &JetStream,
     handle: &Arc<StreamHandle>,
-    key: &str,
-    generation: u64,
-    subject: &str,
-) -> Result<Arc<crate::subscription::Subscription>, subjects::SublistError> {
+    inbox: &str,
+) -> Result<Arc<Subscription>, subjects::SublistError> {
     js.server.subscribe_internal(
-        subject,
+        &format!("{inbox}.>"),
         None,
-        Arc::new(SourceSink {
+        Arc::new(InboxSink {
             handle: handle.clone(),
-            key: key.to_string(),
-            generation,
         }),
     )
-}
-
-/// Headers of a status reply with no body (`503` when nothing serves a
-/// request, as nats-server's no-responders).
-pub fn status_msg(to: &str, code: u16, description: &str) -> OutMsg {
-    OutMsg {
-        subject: to.to_string(),
-        route: None,
-        reply: None,
-        headers: Some(headers::build(Some((code, description)), &[])),
-        payload: Bytes::new(),
-    }
-}
-
-/// What a requester gets when nothing listens on `subject`: the 503
-/// status naming the subject, as the core server sends it.
-pub fn no_responders(to: &str, subject: &str) -> OutMsg {
-    OutMsg {
-        subject: to.to_string(),
-        route: None,
-        reply: None,
-        headers: Some(headers::build(
-            Some((503, "")),
-            &[("Nats-Subject", subject)],
-        )),
-        payload: Bytes::new(),
-    }
 }

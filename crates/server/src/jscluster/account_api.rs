@@ -12,23 +12,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use jetstream::api::{
-    AccountInfo, AccountLimits, ApiStats, StreamConfig, StreamInfo, StreamNamesRequest, E,
-};
+use jetstream::api::{ApiError, StreamConfig, StreamInfo, E};
+use jsservice::account::{self, Decision, Usage};
 use jsservice::meta_sm::{MetaOp, StreamAssignment, META_GROUP};
+use jsservice::reply::Answer;
+use jsservice::request::{classify, AccountRequest, Inbound, Mode, Request};
+use jsservice::stream_api;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 use super::JsCluster;
 use crate::internal::InternalPublisher;
-use crate::js::api::{api_level_ok, endpoint, is_empty_request, optional, Dispatcher, Refusal};
-use crate::js::response::{self, Created, Kind, Paged, Streams, Success};
-use crate::js::{wall_clock, Inbound, JetStream};
+use crate::js::{new_consumer_name, wall_clock, JetStream};
 use crate::server::Server;
 use crate::subscription::Subscription;
-
-const NAMES_LIMIT: usize = 1024;
-const LIST_LIMIT: usize = 256;
 /// How long a create is given to be applied before the next request.
 const CREATE_SETTLE: Duration = Duration::from_secs(2);
 /// How long a delete or update waits for the meta group to apply it.
@@ -199,32 +196,12 @@ impl Detached {
         info_of(&self.server, &self.jc, a)
     }
 
-    fn send(&self, to: &str, kind: Kind, r: Result<bytes::Bytes, Refusal>) {
+    fn send(&self, a: Answer) {
         let mut p = InternalPublisher::new(self.server.clone());
-        answer(&self.js, &mut p, to, kind, r);
+        self.js.count(a.count());
+        p.publish_out(&a.msg);
         p.flush();
     }
-}
-
-/// Counts the call (and error) and sends the response.
-fn answer(
-    js: &JetStream,
-    p: &mut InternalPublisher,
-    to: &str,
-    kind: Kind,
-    r: Result<bytes::Bytes, Refusal>,
-) {
-    use std::sync::atomic::Ordering;
-    js.api_total.fetch_add(1, Ordering::Relaxed);
-    let body = match r {
-        Ok(b) => b,
-        Err((kind, e)) => {
-            js.api_errors.fetch_add(1, Ordering::Relaxed);
-            response::error(kind, &e)
-        }
-    };
-    let _ = kind;
-    p.publish(to, to, None, None, &body);
 }
 
 /// A stream's info from this server's replica of it, if it has one;
@@ -247,7 +224,6 @@ fn info_of(server: &Server, jc: &JsCluster, a: &StreamAssignment) -> StreamInfo 
         name: server.routes.cluster_name().0,
         ..Default::default()
     });
-    response::stamp_stream(&mut info);
     info
 }
 
@@ -260,120 +236,121 @@ impl Api {
         }
     }
 
-    fn reply(&mut self, to: &str, kind: Kind, r: Result<bytes::Bytes, Refusal>) {
-        answer(&self.js, &mut self.publisher, to, kind, r);
+    fn send(&mut self, a: Answer) {
+        self.js.count(a.count());
+        self.publisher.publish_out(&a.msg);
     }
 
     /// Answers (or starts answering) one request. Returns the name of a
     /// stream whose creation was proposed.
     fn request(&mut self, m: Inbound) -> Option<String> {
-        let rest = m.subject.strip_prefix("$JS.API.")?;
-        let tokens: Vec<&str> = rest.split('.').collect();
-        let reply = m.reply.clone()?;
-        let kind = endpoint(&tokens)?;
-        if !api_level_ok(&m) {
-            self.reply(&reply, kind, Err((kind, E::REQUIRED_API_LEVEL.err())));
-            return None;
-        }
-        let r = match tokens.as_slice() {
-            ["INFO"] => Ok(self.account_info()),
-            ["STREAM", "CREATE", name] => match self.create(name, &m, &reply) {
-                // Answered by the stream's first leader.
-                Ok(()) => return Some(name.to_string()),
-                Err(e) => Err(e),
-            },
-            ["STREAM", "UPDATE", name] => match self.update(name, &m, &reply) {
-                Ok(()) => return None,
-                Err(e) => Err(e),
-            },
-            ["STREAM", "DELETE", name] => match self.delete(name, &m, &reply) {
-                Ok(()) => return None,
-                Err(e) => Err(e),
-            },
-            ["STREAM", "PEER", "REMOVE", name] => self.peer_remove(name, &m),
-            ["STREAM", "NAMES"] => self.names(&m),
-            ["STREAM", "LIST"] => self.list(&m),
+        match classify(m, Mode::Clustered, &mut new_consumer_name) {
+            Request::Answer(a) => self.send(a),
+            Request::Account { reply, request } => return self.account(&reply, request),
             // About one stream: its leader answers if it exists.
-            [_, _, stream, ..] => {
-                let name = match tokens.as_slice() {
-                    ["STREAM", "MSG", _, s]
-                    | ["STREAM", "LEADER", "STEPDOWN", s]
-                    | ["STREAM", "PEER", "REMOVE", s]
-                    | ["CONSUMER", "DURABLE", "CREATE", s, _]
-                    | ["CONSUMER", "LEADER", "STEPDOWN", s, _] => *s,
-                    _ => *stream,
-                };
-                if self.jc.meta.lock().stream(name).is_some() {
-                    return None;
+            Request::Stream {
+                stream,
+                reply,
+                request,
+            } => {
+                if self.jc.meta.lock().stream(&stream).is_none() {
+                    if let Some(a) = stream_api::missing(&stream, reply.as_deref(), &request) {
+                        self.send(a);
+                    }
                 }
-                Err((kind, E::STREAM_NOT_FOUND.err()))
             }
-            _ => return None,
+            Request::Ignore | Request::Operator { .. } => {}
+        }
+        None
+    }
+
+    fn account(&mut self, to: &str, request: AccountRequest) -> Option<String> {
+        let kind = request.kind();
+        let decision = {
+            let meta = self.jc.meta.lock();
+            account::decide(&*meta, self.js.limits(), to, request)
         };
-        self.reply(&reply, kind, r);
+        let answer = match decision {
+            Decision::Answer(a) => a,
+            Decision::Create(config) => {
+                let name = config.name.clone();
+                return match self.create(*config, to) {
+                    // Answered by the stream's first leader.
+                    Ok(()) => Some(name),
+                    Err(e) => {
+                        self.send(Answer::refused(to, kind, &e));
+                        None
+                    }
+                };
+            }
+            Decision::Exists(name) => {
+                let a = self.jc.meta.lock().stream(&name).cloned()?;
+                account::created(to, self.info_of(&a))
+            }
+            Decision::Update(config) => match self.update(*config, to) {
+                Ok(()) => return None,
+                Err(e) => Answer::refused(to, kind, &e),
+            },
+            Decision::Delete(name) => match self.delete(&name, to) {
+                Ok(()) => return None,
+                Err(e) => Answer::refused(to, kind, &e),
+            },
+            Decision::List {
+                names,
+                total,
+                offset,
+            } => {
+                let assigned: Vec<StreamAssignment> = {
+                    let meta = self.jc.meta.lock();
+                    names
+                        .iter()
+                        .filter_map(|n| meta.stream(n).cloned())
+                        .collect()
+                };
+                let infos = assigned.iter().map(|a| self.info_of(a)).collect();
+                account::list(to, total, offset, infos)
+            }
+            Decision::Info => {
+                let meta = self.jc.meta.lock().clone();
+                account::info(to, &meta, self.usage(&meta))
+            }
+            Decision::PeerRemove { name, peer } => match self.peer_remove(&name, &peer) {
+                Ok(()) => Answer::ok(to, kind, &jsservice::reply::Success { success: true }),
+                Err(e) => Answer::refused(to, kind, &e),
+            },
+        };
+        self.send(answer);
         None
     }
 
     /// Counted from the meta state (streams) and this server's replicas
     /// (consumers and usage of the streams it holds).
-    fn account_info(&self) -> bytes::Bytes {
+    fn usage(&self, meta: &jsservice::meta_sm::Meta) -> Usage {
         use std::sync::atomic::Ordering;
-        let streams = self.jc.meta.lock().streams().count() as u64;
-        let (mut consumers, mut memory, mut storage) = (0u64, 0u64, 0u64);
+        let mut usage = Usage {
+            streams: meta.streams().count() as u64,
+            total: self.js.api_total.load(Ordering::Relaxed),
+            errors: self.js.api_errors.load(Ordering::Relaxed),
+            ..Default::default()
+        };
         for r in self.jc.replicas.lock().by_group.values() {
             let s = r.rs.stream();
-            consumers += s.consumer_names().len() as u64;
+            usage.consumers += s.consumer_names().len() as u64;
             let bytes = s.store().state().bytes;
             match s.config.storage {
-                jetstream::api::Storage::Memory => memory += bytes,
-                jetstream::api::Storage::File => storage += bytes,
+                jetstream::api::Storage::Memory => usage.memory += bytes,
+                jetstream::api::Storage::File => usage.storage += bytes,
             }
         }
-        let info = AccountInfo {
-            memory,
-            storage,
-            reserved_memory: 0,
-            reserved_storage: 0,
-            streams,
-            consumers,
-            limits: AccountLimits::default(),
-            api: ApiStats {
-                level: jetstream::api::API_LEVEL,
-                total: self.js.api_total.load(Ordering::Relaxed),
-                errors: self.js.api_errors.load(Ordering::Relaxed),
-            },
-        };
-        response::ok(Kind::AccountInfo, &info)
+        usage
     }
 
-    fn create(&mut self, name: &str, m: &Inbound, reply: &str) -> Result<(), Refusal> {
-        let kind = Kind::StreamCreate;
-        let cfg = Dispatcher::stream_config(kind, name, &m.payload, true)?;
-        let existing = self.jc.meta.lock().stream(name).cloned();
-        if let Some(a) = existing {
-            let same = serde_json::from_str::<StreamConfig>(&a.config).is_ok_and(|c| c == cfg);
-            if !same {
-                return Err((kind, E::STREAM_NAME_EXIST.err()));
-            }
-            // The same config again: the stream as it is.
-            let info = self.info_of(&a);
-            let body = response::ok(
-                kind,
-                &Created {
-                    info,
-                    did_create: true,
-                },
-            );
-            self.reply(reply, kind, Ok(body));
-            return Ok(());
-        }
-        if self.overlaps(name, &cfg.subjects) {
-            return Err((kind, E::STREAM_SUBJECT_OVERLAP.err()));
-        }
+    /// Places a new stream's peers and proposes its assignment.
+    fn create(&mut self, cfg: StreamConfig, reply: &str) -> Result<(), ApiError> {
         let n = cfg.num_replicas.max(1) as usize;
-        let peers = self.place(&cfg, &[], n).map_err(|e| (kind, e))?;
+        let peers = self.place(&cfg, &[], n)?;
         let op = MetaOp::AssignStream {
-            name: name.to_string(),
+            name: cfg.name.clone(),
             config: serde_json::to_string(&cfg).expect("config serializes"),
             peers,
             created: wall_clock(),
@@ -382,21 +359,7 @@ impl Api {
         self.jc
             .node
             .propose(META_GROUP, op.encode())
-            .map_err(|_| (kind, E::CLUSTER_NOT_LEADER.err()))
-    }
-
-    /// Whether another stream's subjects meet `subjects`.
-    fn overlaps(&self, name: &str, subjects: &[String]) -> bool {
-        self.jc.meta.lock().streams().any(|a| {
-            a.name != name
-                && serde_json::from_str::<StreamConfig>(&a.config).is_ok_and(|c| {
-                    c.subjects.iter().any(|s| {
-                        subjects
-                            .iter()
-                            .any(|t| subjects::subjects_collide(s.as_bytes(), t.as_bytes()))
-                    })
-                })
-        })
+            .map_err(|_| E::CLUSTER_NOT_LEADER.err())
     }
 
     /// `n` peers for a stream, none of `except`: among the JetStream
@@ -496,27 +459,19 @@ impl Api {
     /// are placed like a create's; fewer keep the stream's leader where
     /// this server knows it. The stream's leader then brings its group
     /// there (`streams`). Answered once the meta group has it.
-    fn update(&mut self, name: &str, m: &Inbound, reply: &str) -> Result<(), Refusal> {
-        let kind = Kind::StreamUpdate;
-        let mut cfg = Dispatcher::stream_config(kind, name, &m.payload, true)?;
+    fn update(&mut self, cfg: StreamConfig, reply: &str) -> Result<(), ApiError> {
+        let name = cfg.name.clone();
         let a = self
             .jc
             .meta
             .lock()
-            .stream(name)
+            .stream(&name)
             .cloned()
-            .ok_or((kind, E::STREAM_NOT_FOUND.err()))?;
-        let current: StreamConfig = serde_json::from_str(&a.config).unwrap_or_default();
-        jetstream::stream::config::check_update(&current, &mut cfg).map_err(|e| (kind, e))?;
-        if self.overlaps(name, &cfg.subjects) {
-            return Err((kind, E::STREAM_SUBJECT_OVERLAP.err()));
-        }
+            .ok_or_else(|| E::STREAM_NOT_FOUND.err())?;
         let n = cfg.num_replicas.max(1) as usize;
         let mut peers = a.peers.clone();
         if n > peers.len() {
-            let more = self
-                .place(&cfg, &peers, n - peers.len())
-                .map_err(|e| (kind, e))?;
+            let more = self.place(&cfg, &peers, n - peers.len())?;
             peers.extend(more);
         } else if n < peers.len() {
             let leader = self
@@ -534,16 +489,16 @@ impl Api {
         }
         let config = serde_json::to_string(&cfg).expect("config serializes");
         let op = MetaOp::UpdateStream {
-            name: name.to_string(),
+            name: name.clone(),
             config: config.clone(),
             peers,
         };
         self.jc
             .node
             .propose(META_GROUP, op.encode())
-            .map_err(|_| (kind, E::CLUSTER_NOT_LEADER.err()))?;
+            .map_err(|_| E::CLUSTER_NOT_LEADER.err())?;
         let api = self.detached();
-        let (name, reply) = (name.to_string(), reply.to_string());
+        let reply = reply.to_string();
         tokio::spawn(async move {
             let start = tokio::time::Instant::now();
             loop {
@@ -552,9 +507,7 @@ impl Api {
                     Some(a) if a.config == config => {
                         let mut info = api.info_of(&a);
                         info.config = cfg;
-                        response::stamp_stream(&mut info);
-                        let body = response::ok(kind, &info);
-                        api.send(&reply, kind, Ok(body));
+                        api.send(account::updated(&reply, info));
                         return;
                     }
                     _ if start.elapsed() > DELETE_WAIT => return,
@@ -568,40 +521,26 @@ impl Api {
     /// Takes a server off a stream, placing another in its stead (the
     /// replica count stays; without a server to take its place the
     /// request fails, as nats-server's does).
-    fn peer_remove(&mut self, name: &str, m: &Inbound) -> Result<bytes::Bytes, Refusal> {
-        let kind = Kind::StreamRemovePeer;
-        if is_empty_request(&m.payload) {
-            return Err((kind, E::BAD_REQUEST.err()));
-        }
-        #[derive(serde::Deserialize)]
-        struct Request {
-            #[serde(default)]
-            peer: String,
-        }
-        let req: Request = serde_json::from_slice(&m.payload)
-            .map_err(|e| (kind, E::INVALID_JSON.with("err", e)))?;
-        if req.peer.is_empty() {
-            return Err((kind, E::BAD_REQUEST.err()));
-        }
+    fn peer_remove(&mut self, name: &str, peer: &str) -> Result<(), ApiError> {
         let a = self
             .jc
             .meta
             .lock()
             .stream(name)
             .cloned()
-            .ok_or((kind, E::STREAM_NOT_FOUND.err()))?;
+            .ok_or_else(|| E::STREAM_NOT_FOUND.err())?;
         // A server's name, or nats-server's hash of it.
-        let peer = a
+        let id = a
             .peers
             .iter()
             .copied()
             .find(|&p| {
                 let n = self.jc.peer_name(&self.server, p).unwrap_or_default();
-                n == req.peer || super::peer_hash(&n) == req.peer
+                n == peer || super::peer_hash(&n) == peer
             })
-            .ok_or((kind, E::CLUSTER_PEER_NOT_MEMBER.err()))?;
+            .ok_or_else(|| E::CLUSTER_PEER_NOT_MEMBER.err())?;
         let peers =
-            remap(&self.server, &self.jc, &a, peer, true).ok_or((kind, E::PEER_REMAP.err()))?;
+            remap(&self.server, &self.jc, &a, id, true).ok_or_else(|| E::PEER_REMAP.err())?;
         let op = MetaOp::UpdateStream {
             name: name.to_string(),
             config: a.config.clone(),
@@ -610,25 +549,17 @@ impl Api {
         self.jc
             .node
             .propose(META_GROUP, op.encode())
-            .map_err(|_| (kind, E::CLUSTER_NOT_LEADER.err()))?;
-        Ok(response::ok(kind, &Success { success: true }))
+            .map_err(|_| E::CLUSTER_NOT_LEADER.err())
     }
 
-    fn delete(&mut self, name: &str, m: &Inbound, reply: &str) -> Result<(), Refusal> {
-        let kind = Kind::StreamDelete;
-        if !is_empty_request(&m.payload) {
-            return Err((kind, E::NOT_EMPTY_REQUEST.err()));
-        }
-        if self.jc.meta.lock().stream(name).is_none() {
-            return Err((kind, E::STREAM_NOT_FOUND.err()));
-        }
+    fn delete(&mut self, name: &str, reply: &str) -> Result<(), ApiError> {
         let op = MetaOp::RemoveStream {
             name: name.to_string(),
         };
         self.jc
             .node
             .propose(META_GROUP, op.encode())
-            .map_err(|_| (kind, E::CLUSTER_NOT_LEADER.err()))?;
+            .map_err(|_| E::CLUSTER_NOT_LEADER.err())?;
         // Answered once the removal is applied here.
         let api = self.detached();
         let (name, reply) = (name.to_string(), reply.to_string());
@@ -640,75 +571,8 @@ impl Api {
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            let body = response::ok(kind, &Success { success: true });
-            api.send(&reply, kind, Ok(body));
+            api.send(account::deleted(&reply));
         });
         Ok(())
-    }
-
-    /// Streams in name order whose subjects could meet `filter`.
-    fn matching(&self, filter: &str) -> Vec<StreamAssignment> {
-        self.jc
-            .meta
-            .lock()
-            .streams()
-            .filter(|a| {
-                filter.is_empty()
-                    || serde_json::from_str::<StreamConfig>(&a.config).is_ok_and(|c| {
-                        c.subjects
-                            .iter()
-                            .any(|s| subjects::subjects_collide(s.as_bytes(), filter.as_bytes()))
-                    })
-            })
-            .cloned()
-            .collect()
-    }
-
-    fn names(&mut self, m: &Inbound) -> Result<bytes::Bytes, Refusal> {
-        let kind = Kind::StreamNames;
-        let req = optional::<StreamNamesRequest>(&m.payload).map_err(|e| (kind, e))?;
-        let all = self.matching(&req.subject);
-        let total = all.len();
-        let offset = (req.offset.max(0) as usize).min(total);
-        let names: Vec<String> = all
-            .into_iter()
-            .skip(offset)
-            .take(NAMES_LIMIT)
-            .map(|a| a.name)
-            .collect();
-        Ok(response::ok(
-            kind,
-            &Paged {
-                total,
-                offset,
-                limit: NAMES_LIMIT,
-                rest: Streams {
-                    streams: (!names.is_empty()).then_some(names),
-                },
-            },
-        ))
-    }
-
-    fn list(&mut self, m: &Inbound) -> Result<bytes::Bytes, Refusal> {
-        let kind = Kind::StreamList;
-        let req = optional::<StreamNamesRequest>(&m.payload).map_err(|e| (kind, e))?;
-        let all = self.matching(&req.subject);
-        let total = all.len();
-        let offset = (req.offset.max(0) as usize).min(total);
-        let infos: Vec<StreamInfo> = all
-            .iter()
-            .skip(offset)
-            .take(LIST_LIMIT)
-            .map(|a| self.info_of(a))
-            .collect();
-        Ok(response::ok(
-            kind,
-            &Paged {
-                total,
-                offset,
-                limit: LIST_LIMIT,
-                rest: Streams { streams: infos },
-            },
-        ))
     }
 }

@@ -9,25 +9,24 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use jetstream::api::{ApiError, E};
 use jsservice::meta_sm::{MetaOp, META_GROUP};
+use jsservice::reply::{Answer, Kind, Success};
+use jsservice::request::{
+    classify, Inbound, Mode, OperatorRequest, Request, META_STEPDOWN, SERVER_REMOVE,
+};
 use parking_lot::Mutex;
 use replication::engine::{ConfChange, ConfChangeType};
-use serde::Deserialize;
 use tokio::sync::mpsc;
 use tracing::info;
 
 use super::{peer_hash, JsCluster};
 use crate::client::delivery::{InternalSink, Message};
 use crate::internal::InternalPublisher;
-use crate::js::response::{self, Kind, Success};
-use crate::js::Inbound;
+use crate::js::new_consumer_name;
+use crate::js::sinks::inbound;
 use crate::server::Server;
 use crate::subscription::Subscription;
-
-pub const STEPDOWN: &str = "$JS.API.META.LEADER.STEPDOWN";
-pub const SERVER_REMOVE: &str = "$JS.API.SERVER.REMOVE";
 
 /// Copies what an internal subscription receives to a task's channel.
 pub struct Sink {
@@ -36,7 +35,7 @@ pub struct Sink {
 
 impl InternalSink for Sink {
     fn deliver(&self, msg: Message<'_>) {
-        let _ = self.tx.send(Inbound::copy(msg));
+        let _ = self.tx.send(inbound(msg));
     }
 }
 
@@ -64,29 +63,6 @@ pub fn follow(
         return true;
     }
     false
-}
-
-#[derive(Deserialize, Default)]
-struct Placement {
-    #[serde(default)]
-    preferred: String,
-}
-
-#[derive(Deserialize, Default)]
-struct StepdownRequest {
-    #[serde(default)]
-    placement: Option<Placement>,
-}
-
-#[derive(Deserialize, Default)]
-struct RemoveRequest {
-    /// The server's name.
-    #[serde(default)]
-    peer: String,
-    /// Its peer id (takes precedence): flotilla's hex id or nats-server's
-    /// 8-character name hash.
-    #[serde(default)]
-    peer_id: String,
 }
 
 /// A removal waiting to commit: the peer and where to answer.
@@ -120,7 +96,7 @@ impl MetaApi {
         if follow(
             server,
             &self.subs,
-            &[STEPDOWN, SERVER_REMOVE],
+            &[META_STEPDOWN, SERVER_REMOVE],
             &self.tx,
             leading,
         ) {
@@ -134,16 +110,12 @@ impl MetaApi {
             }
         };
         if let Some(r) = done {
-            let body = response::ok(Kind::MetaServerRemove, &Success { success: true });
-            reply(server, &r.reply, body);
+            let a = Answer::ok(&r.reply, Kind::MetaServerRemove, &Success { success: true });
+            let mut p = InternalPublisher::new(server.clone());
+            p.publish_out(&a.msg);
+            p.flush();
         }
     }
-}
-
-fn reply(server: &Arc<Server>, to: &str, body: Bytes) {
-    let mut p = InternalPublisher::new(server.clone());
-    p.publish(to, to, None, None, &body);
-    p.flush();
 }
 
 async fn serve(
@@ -154,50 +126,42 @@ async fn serve(
 ) {
     let mut publisher = InternalPublisher::new(server.clone());
     while let Some(m) = rx.recv().await {
-        let Some(to) = m.reply.clone() else { continue };
         // The subscription follows leadership a moment late; a server
         // that no longer leads stays silent, as nats-server's followers do.
         if !jc.meta_status().is_some_and(|g| g.is_leader) {
             continue;
         }
-        let body = if m.subject == STEPDOWN {
-            stepdown(&server, &jc, &m.payload)
-        } else {
-            match remove(&server, &jc, &api, &m.payload, &to) {
-                Some(b) => b,
-                None => continue,
+        let answer = match classify(m, Mode::Clustered, &mut new_consumer_name) {
+            Request::Answer(a) => a,
+            Request::Operator { reply, request } => {
+                let (kind, r) = match request {
+                    OperatorRequest::MetaStepDown { preferred } => {
+                        (Kind::MetaLeaderStepdown, stepdown(&server, &jc, &preferred))
+                    }
+                    OperatorRequest::ServerRemove { peer, peer_id } => (
+                        Kind::MetaServerRemove,
+                        remove(&server, &jc, &api, &peer, &peer_id, &reply),
+                    ),
+                };
+                match r {
+                    Ok(true) => Answer::ok(&reply, kind, &Success { success: true }),
+                    // Answered later, once the removal commits.
+                    Ok(false) => continue,
+                    Err(e) => Answer::refused(&reply, kind, &e),
+                }
             }
+            _ => continue,
         };
-        publisher.publish(&to, &to, None, None, &body);
+        publisher.publish_out(&answer.msg);
         publisher.flush();
     }
 }
 
-/// A body counts only if it is a JSON object or array (nats-server's
-/// `isJSONObjectOrArray`).
-fn has_body(payload: &[u8]) -> bool {
-    payload
-        .iter()
-        .find(|b| !b.is_ascii_whitespace())
-        .is_some_and(|b| *b == b'{' || *b == b'[')
-}
-
-fn invalid_json(e: serde_json::Error) -> ApiError {
-    E::INVALID_JSON.with("err", e)
-}
-
-fn stepdown(server: &Server, jc: &JsCluster, payload: &[u8]) -> Bytes {
-    let kind = Kind::MetaLeaderStepdown;
-    let req: StepdownRequest = if has_body(payload) {
-        match serde_json::from_slice(payload) {
-            Ok(r) => r,
-            Err(e) => return response::error(kind, &invalid_json(e)),
-        }
-    } else {
-        StepdownRequest::default()
-    };
+/// Hands the meta group's leadership to another voter that is up (the
+/// one `preferred` names, if any).
+fn stepdown(server: &Server, jc: &JsCluster, preferred: &str) -> Result<bool, ApiError> {
     let Some(g) = jc.meta_status() else {
-        return response::error(kind, &E::CLUSTER_NOT_AVAIL.err());
+        return Err(E::CLUSTER_NOT_AVAIL.err());
     };
     let online = jc.routed_ids(server);
     let candidates: Vec<u64> = g
@@ -206,37 +170,21 @@ fn stepdown(server: &Server, jc: &JsCluster, payload: &[u8]) -> Bytes {
         .copied()
         .filter(|v| *v != jc.me.id && online.contains(v))
         .collect();
-    let preferred = req.placement.map(|p| p.preferred).unwrap_or_default();
+    let no_peers = |why: String| E::CLUSTER_NO_PEERS.with("err", why);
     let target = if preferred.is_empty() {
         if candidates.is_empty() {
-            return response::error(
-                kind,
-                &E::CLUSTER_NO_PEERS.with("err", "no replacement peer connected"),
-            );
+            return Err(no_peers("no replacement peer connected".into()));
         }
         candidates[fastrand::usize(..candidates.len())]
     } else if preferred == server.name {
-        return response::error(
-            kind,
-            &E::CLUSTER_NO_PEERS.with(
-                "err",
-                format!("preferred server {preferred:?} is already leader"),
-            ),
-        );
+        return Err(no_peers(format!(
+            "preferred server {preferred:?} is already leader"
+        )));
     } else {
-        match candidates
+        *candidates
             .iter()
-            .find(|&&v| jc.peer_name(server, v).as_deref() == Some(preferred.as_str()))
-        {
-            Some(&v) => v,
-            None => {
-                return response::error(
-                    kind,
-                    &E::CLUSTER_NO_PEERS
-                        .with("err", format!("preferred server {preferred:?} not known")),
-                )
-            }
-        }
+            .find(|&&v| jc.peer_name(server, v).as_deref() == Some(preferred))
+            .ok_or_else(|| no_peers(format!("preferred server {preferred:?} not known")))?
     };
     match jc.node.call(move |e| e.transfer_leader(META_GROUP, target)) {
         Some(Ok(())) => {
@@ -244,39 +192,26 @@ fn stepdown(server: &Server, jc: &JsCluster, payload: &[u8]) -> Bytes {
                 "JetStream meta leader stepping down, to {}",
                 jc.peer_name(server, target).unwrap_or_default()
             );
-            response::ok(kind, &Success { success: true })
+            Ok(true)
         }
-        Some(Err(e)) => response::error(kind, &E::RAFT_GENERAL.with("err", e)),
-        None => response::error(kind, &E::CLUSTER_NOT_AVAIL.err()),
+        Some(Err(e)) => Err(E::RAFT_GENERAL.with("err", e)),
+        None => Err(E::CLUSTER_NOT_AVAIL.err()),
     }
 }
 
-/// `None`: answered later, once the removal commits.
+/// Takes a server out of the meta group, by name or by peer id (which
+/// takes precedence). `Ok(false)`: answered later, once the removal
+/// commits.
 fn remove(
     server: &Server,
     jc: &JsCluster,
     api: &MetaApi,
-    payload: &[u8],
+    peer: &str,
+    peer_id: &str,
     reply_to: &str,
-) -> Option<Bytes> {
-    let kind = Kind::MetaServerRemove;
-    let trimmed: Vec<u8> = payload
-        .iter()
-        .copied()
-        .filter(|b| !b.is_ascii_whitespace())
-        .collect();
-    if trimmed.is_empty() || trimmed == b"{}" {
-        return Some(response::error(kind, &E::BAD_REQUEST.err()));
-    }
-    let req: RemoveRequest = match serde_json::from_slice(payload) {
-        Ok(r) => r,
-        Err(e) => return Some(response::error(kind, &invalid_json(e))),
-    };
+) -> Result<bool, ApiError> {
     if api.pending.lock().is_some() {
-        return Some(response::error(
-            kind,
-            &E::CLUSTER_SERVER_MEMBER_CHANGE_INFLIGHT.err(),
-        ));
+        return Err(E::CLUSTER_SERVER_MEMBER_CHANGE_INFLIGHT.err());
     }
     let voters = jc.meta_status().map(|g| g.voters).unwrap_or_default();
     let matching: Vec<u64> = voters
@@ -284,11 +219,11 @@ fn remove(
         .copied()
         .filter(|&v| {
             let name = jc.peer_name(server, v);
-            if !req.peer_id.is_empty() {
-                req.peer_id == format!("{v:x}")
-                    || name.as_deref().map(peer_hash).as_deref() == Some(req.peer_id.as_str())
+            if !peer_id.is_empty() {
+                peer_id == format!("{v:x}")
+                    || name.as_deref().map(peer_hash).as_deref() == Some(peer_id)
             } else {
-                name.as_deref() == Some(req.peer.as_str())
+                name.as_deref() == Some(peer)
             }
         })
         .collect();
@@ -302,9 +237,7 @@ fn remove(
             .copied()
             .find(|v| *v != jc.me.id && !online.contains(v)),
     };
-    let Some(id) = found else {
-        return Some(response::error(kind, &E::CLUSTER_SERVER_NOT_MEMBER.err()));
-    };
+    let id = found.ok_or_else(|| E::CLUSTER_SERVER_NOT_MEMBER.err())?;
     // Its streams move to other servers first (or go on with one replica
     // fewer where none is free), so the removal is not refused for them.
     let hosted: Vec<_> = jc
@@ -315,17 +248,16 @@ fn remove(
         .cloned()
         .collect();
     for a in hosted {
-        let Some(peers) = super::account_api::remap(server, jc, &a, id, false) else {
-            return Some(response::error(kind, &E::PEER_REMAP.err()));
-        };
+        let peers = super::account_api::remap(server, jc, &a, id, false)
+            .ok_or_else(|| E::PEER_REMAP.err())?;
         let op = MetaOp::UpdateStream {
             name: a.name.clone(),
             config: a.config.clone(),
             peers,
         };
-        if jc.node.propose(META_GROUP, op.encode()).is_err() {
-            return Some(response::error(kind, &E::CLUSTER_NOT_LEADER.err()));
-        }
+        jc.node
+            .propose(META_GROUP, op.encode())
+            .map_err(|_| E::CLUSTER_NOT_LEADER.err())?;
     }
     let mut cc = ConfChange::default();
     cc.set_change_type(ConfChangeType::RemoveNode);
@@ -343,9 +275,9 @@ fn remove(
                 peer: id,
                 reply: reply_to.to_string(),
             });
-            None
+            Ok(false)
         }
-        Some(Err(e)) => Some(response::error(kind, &E::RAFT_GENERAL.with("err", e))),
-        None => Some(response::error(kind, &E::CLUSTER_NOT_AVAIL.err())),
+        Some(Err(e)) => Err(E::RAFT_GENERAL.with("err", e)),
+        None => Err(E::CLUSTER_NOT_AVAIL.err()),
     }
 }

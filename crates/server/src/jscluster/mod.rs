@@ -26,7 +26,6 @@
 
 pub mod account_api;
 pub mod api;
-pub mod sourcing;
 pub mod streams;
 
 use std::collections::{BTreeMap, BTreeSet};

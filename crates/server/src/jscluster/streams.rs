@@ -1,6 +1,6 @@
 //! Replicated streams on this server: one Raft group per stream, on the
 //! peers the meta group assigned, each replica a
-//! `jsservice::stream_sm::ReplicatedStream` applied on the engine's
+//! `jsservice::stream_sm::StreamMachine` applied on the engine's
 //! thread (so a snapshot taken there is exactly as of the applied index).
 //!
 //! How a stream is served:
@@ -31,12 +31,13 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use cluster::node::Event;
-use jetstream::api::{
-    ClusterInfo, MsgDeleteRequest, NamesRequest, PullRequest, PurgeRequest, StreamConfig,
-    StreamInfoRequest, E,
-};
+use jetstream::api::{ClusterInfo, StreamConfig, E};
 use jsservice::meta_sm::{Meta, StreamAssignment};
-use jsservice::stream_sm::{Applied, Entry, Op, OpKind, ReplicatedStream};
+use jsservice::reply::{self, Answer, Kind, Success};
+use jsservice::request::{classify, Inbound, Mode, Request, StreamRequest};
+use jsservice::sourcing::{Inboxed, Links};
+use jsservice::stream_api::{self, Admitted};
+use jsservice::stream_sm::{Applied, Entry, Op, StreamMachine};
 use parking_lot::Mutex;
 use replication::engine::{ConfChange, ConfChangeType, Engine};
 use tokio::sync::mpsc;
@@ -46,14 +47,8 @@ use super::JsCluster;
 use crate::client::delivery::{InternalSink, Message};
 use crate::interest::Watcher;
 use crate::internal::InternalPublisher;
-use crate::js::api::{
-    api_level_ok, consumer_create_request, endpoint, is_empty_request, is_pull_or_direct,
-    msg_get_request, optional, strict, PauseRequest,
-};
-use crate::js::response::{self, Created, Kind, Pause, Purged, Success};
-use crate::js::sinks::{no_responders, status_msg};
-use crate::js::stream_api::{self, Reply};
-use crate::js::{wall_clock, Inbound, JetStream};
+use crate::js::sinks::inbound;
+use crate::js::{mono_ms, new_consumer_name, wall_clock, JetStream};
 use crate::server::Server;
 use crate::subscription::Subscription;
 
@@ -80,7 +75,7 @@ const CREATE_ANSWER_WITHIN: Duration = Duration::from_secs(30);
 pub struct Replica {
     pub name: String,
     pub group: u64,
-    pub rs: ReplicatedStream,
+    pub rs: StreamMachine,
     /// Where the create is answered, by the first replica to lead it.
     pub create_reply: Option<(String, Instant)>,
     /// The meta group took this server off the stream: the replica stays
@@ -99,10 +94,7 @@ pub type Shared = Arc<Mutex<Replicas>>;
 /// What a leader sends once it has applied an entry.
 pub struct LeaderOut {
     pub group: u64,
-    /// What was applied, its PubAck taken out as `puback`.
     pub applied: Applied,
-    /// The applied PubAck's JSON.
-    pub puback: Option<Bytes>,
 }
 
 /// The engine-thread half: follows the meta group's assignments with
@@ -165,7 +157,7 @@ impl Applier {
                 if c.data.is_empty() {
                     return;
                 }
-                match ReplicatedStream::restore(&c.data, Box::new(store::MemStore::new())) {
+                match StreamMachine::restore(&c.data, Box::new(store::MemStore::new())) {
                     Ok(rs) => {
                         r.rs = rs;
                         info!(
@@ -188,17 +180,11 @@ impl Applier {
                 }
             }
             Event::Committed(c) => {
-                let mut applied = r.rs.apply(c.index, &c.data);
+                let applied = r.rs.apply(c.index, &c.data);
                 if engine.is_leader(group)
                     && (applied.reply.is_some() || !applied.outputs.is_empty())
                 {
-                    let name = &r.rs.stream().config.name;
-                    let puback = applied.puback.take().map(|a| a.encode(name));
-                    let _ = self.out.send(LeaderOut {
-                        group,
-                        applied,
-                        puback,
-                    });
+                    let _ = self.out.send(LeaderOut { group, applied });
                 }
             }
         }
@@ -243,7 +229,7 @@ impl Applier {
             return;
         }
         let fresh = engine.raft_info(a.group).is_some_and(|i| i.last_index <= 1);
-        let mut rs = match ReplicatedStream::new(cfg, a.created, Box::new(store::MemStore::new())) {
+        let mut rs = match StreamMachine::new(cfg, a.created, Box::new(store::MemStore::new())) {
             Ok(rs) => rs,
             Err(e) => {
                 error!("Stream '{}' could not be started: {e}", a.name);
@@ -253,7 +239,7 @@ impl Applier {
         };
         if let Some((index, data)) = engine.snapshot(a.group) {
             if !data.is_empty() {
-                match ReplicatedStream::restore(&data, Box::new(store::MemStore::new())) {
+                match StreamMachine::restore(&data, Box::new(store::MemStore::new())) {
                     Ok(restored) => rs = restored,
                     Err(e) => {
                         error!(
@@ -349,15 +335,8 @@ pub fn should_compact(replicas: &Shared, group: u64, since: u64) -> bool {
 }
 
 /// A stream input as a log entry, stamped with this (the leader's)
-/// clock, with the requester to answer if any.
-fn entry(op: Op, reply: Option<String>) -> Vec<u8> {
-    let op = match reply {
-        Some(reply) => Op::Replied {
-            reply,
-            op: Box::new(op),
-        },
-        None => op,
-    };
+/// clock.
+fn entry(op: Op) -> Vec<u8> {
     Entry {
         ts: wall_clock(),
         op,
@@ -367,8 +346,8 @@ fn entry(op: Op, reply: Option<String>) -> Vec<u8> {
 
 /// Proposes a stream input (non-blocking; dropped unless this server leads
 /// the group).
-fn submit(jc: &JsCluster, group: u64, op: Op, reply: Option<String>) {
-    jc.node.submit(group, entry(op, reply));
+fn submit(jc: &JsCluster, group: u64, op: Op) {
+    jc.node.submit(group, entry(op));
 }
 
 /// Publishes to a stream's subjects, while this server leads it.
@@ -396,37 +375,30 @@ impl InternalSink for PublishSink {
 }
 
 /// Acks for a stream's consumers (`$JS.ACK.<stream>.<consumer>.…`), and
-/// their flow-control responses (`$JS.FC.<stream>.<consumer>.…`).
+/// their flow-control responses (`$JS.FC.<stream>.<consumer>.…`):
+/// proposed as they come (whether a consumer takes them is the state
+/// machine's to decide, on every replica alike).
 struct AckSink {
     jc: Arc<JsCluster>,
     group: u64,
-    flow_control: bool,
 }
 
 impl InternalSink for AckSink {
     fn deliver(&self, msg: Message<'_>) {
-        let m = Inbound::copy(msg);
-        let Some(consumer) = m.subject.split('.').nth(3).map(str::to_string) else {
-            return;
-        };
-        let op = if self.flow_control {
-            Op::FlowControl {
-                consumer,
-                subject: m.subject,
-            }
-        } else {
-            Op::Ack {
-                consumer,
-                subject: m.subject,
-                body: m.payload,
-            }
-        };
-        submit(&self.jc, self.group, op, m.reply);
+        let request = classify(inbound(msg), Mode::Clustered, &mut String::new);
+        if let Request::Stream {
+            reply,
+            request: StreamRequest::Change(op),
+            ..
+        } = request
+        {
+            submit(&self.jc, self.group, op.replied(reply.as_deref()));
+        }
     }
 }
 
-/// Answers and deliveries for this server's source links (`sourcing`),
-/// with the subject each was routed on.
+/// Answers and deliveries for the source links of streams led here, with
+/// the subject each was routed on.
 struct InboxSink {
     tx: mpsc::UnboundedSender<(String, Inbound)>,
 }
@@ -434,7 +406,7 @@ struct InboxSink {
 impl InternalSink for InboxSink {
     fn deliver(&self, msg: Message<'_>) {
         let routed = String::from_utf8_lossy(msg.routed).into_owned();
-        let _ = self.tx.send((routed, Inbound::copy(msg)));
+        let _ = self.tx.send((routed, inbound(msg)));
     }
 }
 
@@ -446,7 +418,7 @@ struct ApiSink {
 
 impl InternalSink for ApiSink {
     fn deliver(&self, msg: Message<'_>) {
-        let _ = self.tx.send((self.group, Inbound::copy(msg)));
+        let _ = self.tx.send((self.group, inbound(msg)));
     }
 }
 
@@ -502,8 +474,11 @@ pub struct Driver {
     /// Reply subjects of the changes proposed lately, oldest first.
     proposed: BTreeSet<String>,
     proposed_order: std::collections::VecDeque<String>,
-    /// The source links of the streams led here.
-    links: super::sourcing::Links,
+    /// Where the source links of the streams led here are answered:
+    /// `<inbox>.<group>.…`.
+    inbox: String,
+    /// The source links of the streams led here, by group.
+    links: BTreeMap<u64, Links>,
     /// The push interest last proposed, and when, by (group, consumer).
     push_seen: BTreeMap<(u64, String), (bool, Instant)>,
     /// Wakes the driver when a subscription on a deliver subject of a push
@@ -526,7 +501,8 @@ impl Driver {
             error!("JetStream cluster: could not subscribe to {inbox}.>: {e}");
         }
         let d = Driver {
-            links: super::sourcing::Links::new(inbox),
+            links: BTreeMap::new(),
+            inbox,
             publisher: InternalPublisher::new(server.clone()),
             interest: server.interest.watcher(),
             server,
@@ -664,7 +640,7 @@ impl Driver {
         }
         for group in due_ticks {
             self.last_tick.insert(group, Instant::now());
-            submit(&self.jc, group, Op::Tick, None);
+            submit(&self.jc, group, Op::Tick);
         }
         let mut deliver_subjects = Vec::new();
         for g in status.groups.iter().filter(|g| g.is_leader) {
@@ -672,31 +648,57 @@ impl Driver {
             deliver_subjects.extend(self.follow_interest(g.group));
         }
         self.interest.watch(deliver_subjects);
+        self.follow_sources(&leading);
+        self.push_seen.retain(|(g, _), _| leading.contains(g));
+        self.last_reconcile.retain(|g, _| leading.contains(g));
+        self.retire_left(&status);
+    }
+
+    /// Keeps the source links of the streams led here and sends what they
+    /// ask for.
+    fn follow_sources(&mut self, leading: &BTreeSet<u64>) {
         let sourcing: Vec<_> = {
             let reps = self.jc.replicas.lock();
             reps.by_group
                 .values()
                 .filter(|r| leading.contains(&r.group))
                 .map(|r| (r.group, r.name.clone(), r.rs.stream().source_specs()))
-                .filter(|(_, _, specs)| !specs.is_empty())
                 .collect()
         };
-        for m in self.links.follow(&sourcing) {
-            self.publisher.publish_out(&m);
+        let now = mono_ms();
+        self.links
+            .retain(|g, _| sourcing.iter().any(|(led, _, _)| led == g));
+        for (group, name, specs) in sourcing {
+            if specs.is_empty() && !self.links.contains_key(&group) {
+                continue;
+            }
+            let inbox = format!("{}.{group}", self.inbox);
+            let links = self
+                .links
+                .entry(group)
+                .or_insert_with(|| Links::new(&name, inbox));
+            for m in links.follow(&specs, now) {
+                self.publisher.publish_out(&m);
+            }
         }
-        self.push_seen.retain(|(g, _), _| leading.contains(g));
-        self.last_reconcile.retain(|g, _| leading.contains(g));
-        self.retire_left(&status);
     }
 
     fn on_inbox(&mut self, routed: &str, m: Inbound) {
-        match self.links.inbox(routed, m) {
-            super::sourcing::Inboxed::Nothing => {}
-            super::sourcing::Inboxed::Send(m) => {
+        let group = routed
+            .strip_prefix(self.inbox.as_str())
+            .and_then(|r| r.strip_prefix('.'))
+            .and_then(|r| r.split('.').next())
+            .and_then(|g| g.parse::<u64>().ok());
+        let Some(links) = group.and_then(|g| self.links.get_mut(&g)) else {
+            return;
+        };
+        match links.inbox(routed, m, mono_ms()) {
+            Inboxed::Nothing => {}
+            Inboxed::Send(m) => {
                 self.publisher.publish_out(&m);
             }
-            super::sourcing::Inboxed::Copy(group, op, ack) => {
-                submit(&self.jc, group, op, Some(ack));
+            Inboxed::Copy(op, ack) => {
+                submit(&self.jc, group.expect("found"), op.replied(Some(&ack)));
             }
         }
     }
@@ -742,7 +744,7 @@ impl Driver {
             );
             self.last_reconcile.insert(group, Instant::now());
             let config = Bytes::from(a.config.clone().into_bytes());
-            submit(&self.jc, group, Op::UpdateConfig { config }, None);
+            submit(&self.jc, group, Op::UpdateConfig { config });
             return;
         }
         let add = a.peers.iter().find(|p| !g.voters.contains(p)).copied();
@@ -816,7 +818,7 @@ impl Driver {
                 .is_some_and(|(v, at)| *v == active && at.elapsed() < RECONCILE_EVERY);
             if active != on && !recent {
                 self.push_seen.insert(key, (active, Instant::now()));
-                submit(&self.jc, group, Op::PushInterest { consumer, active }, None);
+                submit(&self.jc, group, Op::PushInterest { consumer, active });
             }
             subjects.push(subject);
         }
@@ -891,13 +893,12 @@ impl Driver {
                 }),
             );
         }
-        for (prefix, flow_control) in [("$JS.ACK", false), ("$JS.FC", true)] {
+        for prefix in ["$JS.ACK", "$JS.FC"] {
             add(
                 &format!("{prefix}.{name}.>"),
                 Arc::new(AckSink {
                     jc: self.jc.clone(),
                     group,
-                    flow_control,
                 }),
             );
         }
@@ -939,24 +940,9 @@ impl Driver {
         }
     }
 
-    fn reply(&mut self, to: &str, body: &[u8]) {
-        self.publisher.publish(to, to, None, None, body);
-    }
-
-    fn answer(&mut self, to: &str, kind: Kind, r: Result<Bytes, jetstream::api::ApiError>) {
-        self.js
-            .api_total
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let body = match r {
-            Ok(b) => b,
-            Err(e) => {
-                self.js
-                    .api_errors
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                response::error(kind, &e)
-            }
-        };
-        self.reply(to, &body);
+    fn send_answer(&mut self, a: Answer) {
+        self.js.count(a.count());
+        self.publisher.publish_out(&a.msg);
     }
 
     fn answer_create(&mut self, group: u64, reply: &str) {
@@ -970,175 +956,83 @@ impl Driver {
             info.cluster = Some(cluster);
             info
         };
-        let mut info = info;
-        response::stamp_stream(&mut info);
-        let body = response::ok(
-            Kind::StreamCreate,
-            &Created {
-                info,
-                did_create: true,
-            },
-        );
-        self.answer(reply, Kind::StreamCreate, Ok(body));
+        self.send_answer(jsservice::account::created(reply, info));
     }
 
     /// Sends what a leader produced by applying an entry.
     fn send(&mut self, o: LeaderOut) {
-        let puback = o.puback;
-        let Applied {
-            kind,
-            outputs,
-            result,
-            consumer,
-            reply,
-            ..
-        } = o.applied;
-        for out in outputs {
-            if let jetstream::output::Output::Publish(m) = out {
-                self.publisher.publish_out(&m);
-            }
-        }
-        let Some(to) = reply else { return };
-        match kind {
-            Some(OpKind::Publish) => {
-                if let Some(ack) = puback {
-                    self.reply(&to, &ack);
-                }
-            }
-            Some(OpKind::ConsumerCreate) => {
-                let r = consumer.unwrap_or_else(|| Err(E::CONSUMER_CREATE.with("err", "none")));
-                let cluster = self.cluster_info(o.group);
-                let r = r.map(|mut info| {
-                    info.cluster = Some(cluster);
-                    response::stamp_consumer(&mut info);
-                    response::ok(Kind::ConsumerCreate, &info)
-                });
-                self.answer(&to, Kind::ConsumerCreate, r);
-            }
-            Some(OpKind::PauseConsumer) => {
-                let r = consumer.unwrap_or_else(|| Err(E::CONSUMER_NOT_FOUND.err()));
-                let r = r.map(|info| {
-                    response::ok(
-                        Kind::ConsumerPause,
-                        &Pause {
-                            paused: info.paused,
-                            pause_until: info.config.pause_until.unwrap_or(0),
-                            pause_remaining: info.pause_remaining,
-                        },
-                    )
-                });
-                self.answer(&to, Kind::ConsumerPause, r);
-            }
-            Some(OpKind::Purge) => {
-                let r = result.unwrap_or(Ok(0)).map(|n| {
-                    response::ok(
-                        Kind::StreamPurge,
-                        &Purged {
-                            success: true,
-                            purged: n,
-                        },
-                    )
-                });
-                self.answer(&to, Kind::StreamPurge, r);
-            }
-            Some(k @ (OpKind::DeleteMsg | OpKind::DeleteConsumer)) => {
-                let kind = if k == OpKind::DeleteMsg {
-                    Kind::MsgDelete
-                } else {
-                    Kind::ConsumerDelete
-                };
-                let r = result
-                    .unwrap_or(Ok(0))
-                    .map(|_| response::ok(kind, &Success { success: true }));
-                self.answer(&to, kind, r);
-            }
-            // A copy from a source: acked on the origin now that it is
-            // applied here (stored, or already had).
-            Some(OpKind::Sourced) => {
-                if let Some(Ok(_)) = result {
-                    self.reply(&to, b"+ACK");
-                }
-            }
-            // A double ack: the (empty) answer says the ack is applied
-            // on a majority.
-            Some(OpKind::Ack) => {
-                if let Some(Ok(1)) = result {
-                    self.reply(&to, b"");
-                }
-            }
-            // Pulls answer through their outputs.
-            _ => {}
+        let cluster = self.cluster_info(o.group);
+        let answers = {
+            let reps = self.jc.replicas.lock();
+            let Some(r) = reps.by_group.get(&o.group) else {
+                return;
+            };
+            reply::answers(r.rs.stream(), o.applied, Some(&cluster))
+        };
+        for a in answers {
+            self.send_answer(a);
         }
     }
 
     /// A request to a stream this server leads.
     fn request(&mut self, group: u64, m: Inbound) {
-        let Some(rest) = m.subject.strip_prefix("$JS.API.") else {
-            return;
+        let original = m.clone();
+        let (reply, request) = match classify(m, Mode::Clustered, &mut new_consumer_name) {
+            Request::Answer(a) => return self.send_answer(a),
+            Request::Stream { reply, request, .. } => (reply, request),
+            _ => return,
         };
-        let tokens: Vec<&str> = rest.split('.').collect();
-        let Some(reply) = m.reply.clone() else { return };
-        let kind = endpoint(&tokens);
-        if !api_level_ok(&m) {
-            if is_pull_or_direct(&tokens) {
-                self.publisher
-                    .publish_out(&status_msg(&reply, 412, "Required Api Level"));
-            } else {
-                let kind = kind.unwrap_or(Kind::System);
-                self.answer(&reply, kind, Err(E::REQUIRED_API_LEVEL.err()));
-            }
-            return;
-        }
         if !self.led.contains_key(&group) {
             // Leadership moved after the request was queued here: it goes
             // to the new leader.
-            self.forward_later(&m);
+            self.forward_later(&original);
             return;
         }
-        let read = match tokens.as_slice() {
-            ["STREAM", "INFO", _] => match optional::<StreamInfoRequest>(&m.payload) {
-                Ok(req) => Ok(stream_api::Op::Info(req)),
-                Err(e) => Err((Kind::StreamInfo, e)),
-            },
-            ["STREAM", "MSG", "GET", _] => match msg_get_request(&m.payload) {
-                Ok(req) => Ok(stream_api::Op::MsgGet(req)),
-                Err(e) => Err((Kind::MsgGet, e)),
-            },
-            ["DIRECT", "GET", ..] if !self.allows_direct(group) => {
-                // What a client sees when nothing serves direct gets.
-                self.publisher
-                    .publish_out(&no_responders(&reply, &m.subject));
-                return;
-            }
-            ["DIRECT", "GET", _, subject @ ..] => Ok(stream_api::Op::Direct {
-                subject: (!subject.is_empty()).then(|| subject.join(".")),
-                body: m.payload.clone(),
-            }),
-            ["CONSUMER", "INFO", _, consumer] => {
-                if is_empty_request(&m.payload) {
-                    Ok(stream_api::Op::ConsumerInfo(consumer.to_string()))
-                } else {
-                    Err((Kind::ConsumerInfo, E::NOT_EMPTY_REQUEST.err()))
+        let Some(to) = reply else { return };
+        match request {
+            StreamRequest::Read(read) => {
+                let cluster = self.cluster_info(group);
+                let answers = {
+                    let reps = self.jc.replicas.lock();
+                    let Some(r) = reps.by_group.get(&group) else {
+                        return;
+                    };
+                    let server = &self.server.name;
+                    stream_api::read(
+                        r.rs.stream(),
+                        read,
+                        &to,
+                        wall_clock(),
+                        Some(&cluster),
+                        server,
+                    )
+                };
+                for a in answers {
+                    self.send_answer(a);
                 }
             }
-            ["CONSUMER", "NAMES", _] => match optional::<NamesRequest>(&m.payload) {
-                Ok(req) => Ok(stream_api::Op::ConsumerNames(req.offset)),
-                Err(e) => Err((Kind::ConsumerNames, e)),
-            },
-            ["CONSUMER", "LIST", _] => match optional::<NamesRequest>(&m.payload) {
-                Ok(req) => Ok(stream_api::Op::ConsumerList(req.offset)),
-                Err(e) => Err((Kind::ConsumerList, e)),
-            },
-            _ => {
-                if let Err((kind, e)) = self.change(group, &tokens, &m, &reply) {
-                    self.answer(&reply, kind, Err(e));
-                }
-                return;
+            StreamRequest::Change(op) => self.change(group, &to, op, &original),
+            StreamRequest::StepDown {
+                consumer,
+                preferred,
+            } => {
+                let kind = match consumer {
+                    Some(_) => Kind::ConsumerLeaderStepdown,
+                    None => Kind::StreamLeaderStepdown,
+                };
+                // A consumer lives in its stream's group: its leader is
+                // the stream's.
+                let missing = consumer.is_some_and(|c| !self.has_consumer(group, &c));
+                let r = match missing {
+                    true => Err(E::CONSUMER_NOT_FOUND.err()),
+                    false => self.step_down(group, preferred.as_deref()),
+                };
+                let a = match r {
+                    Ok(()) => Answer::ok(&to, kind, &Success { success: true }),
+                    Err(e) => Answer::refused(&to, kind, &e),
+                };
+                self.send_answer(a);
             }
-        };
-        match read {
-            Ok(op) => self.read(group, op, &reply),
-            Err((kind, e)) => self.answer(&reply, kind, Err(e)),
         }
     }
 
@@ -1151,81 +1045,42 @@ impl Driver {
             .is_some_and(|r| r.rs.stream().consumer(consumer).is_some())
     }
 
-    fn allows_direct(&self, group: u64) -> bool {
-        self.jc
-            .replicas
-            .lock()
-            .by_group
-            .get(&group)
-            .is_some_and(|r| r.rs.stream().config.allow_direct)
-    }
-
-    fn read(&mut self, group: u64, op: stream_api::Op, reply: &str) {
-        let cluster = self.cluster_info(group);
-        let r = {
+    /// A change, admitted against this leader's replica and proposed; the
+    /// answer leaves once the entry is applied. The same request twice
+    /// (this server got the original while another leader forwarded its
+    /// copy) is proposed once. Pull requests are not API requests: their
+    /// inboxes are reused.
+    fn change(&mut self, group: u64, to: &str, op: Op, original: &Inbound) {
+        let once = !matches!(op, Op::Pull { .. });
+        if once && self.proposed.contains(to) {
+            return;
+        }
+        let admitted = {
             let reps = self.jc.replicas.lock();
             let Some(r) = reps.by_group.get(&group) else {
                 return;
             };
-            stream_api::read(
-                &self.js,
-                r.rs.stream(),
-                op,
-                reply,
-                wall_clock(),
-                Some(&cluster),
-            )
+            stream_api::admit(r.rs.stream(), Some(to), op)
         };
-        match r {
-            Reply::Api { body, .. } => self.reply(reply, &body),
-            Reply::Msgs(msgs) => {
-                for m in msgs {
-                    self.publisher.publish_out(&m);
-                }
-            }
-            Reply::None => {}
+        let op = match admitted {
+            Admitted::Answer(a) => return self.send_answer(a),
+            Admitted::Nothing => return,
+            Admitted::Input(op) => op,
+        };
+        if self.jc.node.propose(group, entry(op)).is_err() {
+            self.forward_later(original);
+            return;
         }
-    }
-
-    /// Requests that change the stream: checked here as the single-server
-    /// dispatcher checks them, then proposed; the answer leaves once the
-    /// entry is applied.
-    fn change(
-        &mut self,
-        group: u64,
-        tokens: &[&str],
-        m: &Inbound,
-        reply: &str,
-    ) -> Result<(), (Kind, jetstream::api::ApiError)> {
-        // The same request twice (this server got the original while
-        // another leader forwarded its copy): it is proposed once. Pull
-        // requests are not API requests: their inboxes are reused.
-        let once = !matches!(tokens, ["CONSUMER", "MSG", "NEXT", ..]);
-        if once && self.proposed.contains(reply) {
-            return Ok(());
-        }
-        let proposed = self.change_inner(group, tokens, m, reply)?;
-        if proposed && !once {
-            self.forwarded.remove(reply);
-        } else if proposed {
-            self.forwarded.remove(reply);
-            self.proposed.insert(reply.to_string());
-            self.proposed_order.push_back(reply.to_string());
+        self.forwarded.remove(to);
+        if once {
+            self.proposed.insert(to.to_string());
+            self.proposed_order.push_back(to.to_string());
             if self.proposed_order.len() > PROPOSED_REMEMBERED {
                 if let Some(old) = self.proposed_order.pop_front() {
                     self.proposed.remove(&old);
                 }
             }
-        } else {
-            self.forward_later(m);
         }
-        Ok(())
-    }
-
-    /// Proposes `op`; false if this server could not (it is handing
-    /// leadership over, or has just lost it).
-    fn propose(&self, group: u64, op: Op, reply: Option<String>) -> bool {
-        self.jc.node.propose(group, entry(op, reply)).is_ok()
     }
 
     /// A request this server could not propose goes out again a moment
@@ -1257,161 +1112,6 @@ impl Driver {
             );
             p.flush();
         });
-    }
-
-    /// Ok(false): not proposed (see [`Driver::propose`]).
-    fn change_inner(
-        &mut self,
-        group: u64,
-        tokens: &[&str],
-        m: &Inbound,
-        reply: &str,
-    ) -> Result<bool, (Kind, jetstream::api::ApiError)> {
-        let reply = reply.to_string();
-        let stream = self
-            .jc
-            .replicas
-            .lock()
-            .by_group
-            .get(&group)
-            .map(|r| r.name.clone())
-            .unwrap_or_default();
-        match tokens {
-            ["STREAM", "PURGE", _] => {
-                let kind = Kind::StreamPurge;
-                let req = optional::<PurgeRequest>(&m.payload).map_err(|e| (kind, e))?;
-                if req.seq > 0 && req.keep > 0 {
-                    return Err((kind, E::BAD_REQUEST.err()));
-                }
-                let op = Op::Purge {
-                    request: m.payload.clone(),
-                };
-                return Ok(self.propose(group, op, Some(reply)));
-            }
-            ["STREAM", "MSG", "DELETE", _] => {
-                let kind = Kind::MsgDelete;
-                if is_empty_request(&m.payload) {
-                    return Err((kind, E::BAD_REQUEST.err()));
-                }
-                let req = strict::<MsgDeleteRequest>(&m.payload).map_err(|e| (kind, e))?;
-                let op = Op::DeleteMsg {
-                    seq: req.seq,
-                    erase: !req.no_erase,
-                };
-                return Ok(self.propose(group, op, Some(reply)));
-            }
-            ["CONSUMER", "CREATE", _, rest @ ..] => {
-                let name = rest.first().map(|s| s.to_string());
-                let filter = (rest.len() > 1).then(|| rest[1..].join("."));
-                return self.consumer_create(group, &stream, name, filter, false, m, reply);
-            }
-            ["CONSUMER", "DURABLE", "CREATE", _, durable] => {
-                let name = Some(durable.to_string());
-                return self.consumer_create(group, &stream, name, None, true, m, reply);
-            }
-            ["CONSUMER", "PAUSE", _, consumer] => {
-                let req =
-                    optional::<PauseRequest>(&m.payload).map_err(|e| (Kind::ConsumerPause, e))?;
-                let op = Op::PauseConsumer {
-                    name: consumer.to_string(),
-                    until: req.pause_until,
-                };
-                return Ok(self.propose(group, op, Some(reply)));
-            }
-            ["CONSUMER", "DELETE", _, consumer] => {
-                if !is_empty_request(&m.payload) {
-                    return Err((Kind::ConsumerDelete, E::NOT_EMPTY_REQUEST.err()));
-                }
-                let op = Op::DeleteConsumer {
-                    name: consumer.to_string(),
-                };
-                return Ok(self.propose(group, op, Some(reply)));
-            }
-            ["CONSUMER", "MSG", "NEXT", _, consumer] => {
-                if !self.has_consumer(group, consumer) {
-                    self.publisher
-                        .publish_out(&no_responders(&reply, &m.subject));
-                    return Ok(true);
-                }
-                if let Err(e) = PullRequest::parse(&m.payload) {
-                    self.publisher.publish_out(&status_msg(
-                        &reply,
-                        400,
-                        &format!("Bad Request - {e}"),
-                    ));
-                    return Ok(true);
-                }
-                let op = Op::Pull {
-                    consumer: consumer.to_string(),
-                    request: m.payload.clone(),
-                    reply,
-                };
-                return Ok(self.propose(group, op, None));
-            }
-            ["STREAM", "LEADER", "STEPDOWN", _] => {
-                self.answer_step_down(group, Kind::StreamLeaderStepdown, m, &reply)?;
-            }
-            // A consumer lives in its stream's group: its leader is the
-            // stream's.
-            ["CONSUMER", "LEADER", "STEPDOWN", _, consumer] => {
-                let kind = Kind::ConsumerLeaderStepdown;
-                if !self.has_consumer(group, consumer) {
-                    return Err((kind, E::CONSUMER_NOT_FOUND.err()));
-                }
-                self.answer_step_down(group, kind, m, &reply)?;
-            }
-            _ => return Err((Kind::System, E::BAD_REQUEST.err())),
-        }
-        Ok(true)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn consumer_create(
-        &mut self,
-        group: u64,
-        stream: &str,
-        name: Option<String>,
-        filter: Option<String>,
-        durable_api: bool,
-        m: &Inbound,
-        reply: String,
-    ) -> Result<bool, (Kind, jetstream::api::ApiError)> {
-        // Checked here, as on a single server; every replica applies the
-        // request as received.
-        consumer_create_request(
-            stream,
-            name.as_deref(),
-            filter.as_deref(),
-            durable_api,
-            &m.payload,
-        )?;
-        let op = Op::ConsumerCreate {
-            request: m.payload.clone(),
-            subject_name: name,
-            filter,
-            durable_api,
-            generated: crate::js::stream_api::generated_name(),
-        };
-        Ok(self.propose(group, op, Some(reply)))
-    }
-
-    /// A stream or consumer step-down request, answered once leadership
-    /// is handed over (or why it cannot be).
-    fn answer_step_down(
-        &mut self,
-        group: u64,
-        kind: Kind,
-        m: &Inbound,
-        reply: &str,
-    ) -> Result<(), (Kind, jetstream::api::ApiError)> {
-        let preferred = preferred(&m.payload).map_err(|e| (kind, e))?;
-        let r = self.step_down(group, preferred.as_deref());
-        self.answer(
-            reply,
-            kind,
-            r.map(|()| response::ok(kind, &Success { success: true })),
-        );
-        Ok(())
     }
 
     /// Hands the group's leadership to another member that is caught up
@@ -1454,27 +1154,4 @@ impl Driver {
             .ok_or_else(|| E::CLUSTER_NOT_AVAIL.err())?
             .map_err(|_| E::CLUSTER_NOT_LEADER.err())
     }
-}
-
-/// The server a step-down request prefers (`placement.preferred`), if any.
-fn preferred(body: &[u8]) -> Result<Option<String>, jetstream::api::ApiError> {
-    #[derive(serde::Deserialize, Default)]
-    struct Placement {
-        #[serde(default)]
-        preferred: String,
-    }
-    #[derive(serde::Deserialize, Default)]
-    struct Request {
-        #[serde(default)]
-        placement: Option<Placement>,
-    }
-    let has_body = body
-        .iter()
-        .find(|b| !b.is_ascii_whitespace())
-        .is_some_and(|b| *b == b'{');
-    if !has_body {
-        return Ok(None);
-    }
-    let r: Request = serde_json::from_slice(body).map_err(|e| E::INVALID_JSON.with("err", e))?;
-    Ok(r.placement.map(|p| p.preferred).filter(|p| !p.is_empty()))
 }

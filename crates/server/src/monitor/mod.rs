@@ -264,7 +264,7 @@ fn root_page() -> String {
     let mut html = String::from("<html lang=\"en\"><head><title>flotilla</title></head><body>\n");
     html.push_str(&format!(
         "<h1>flotilla</h1><p>nats-server v{} compatible</p>\n",
-        crate::options::NATS_VERSION
+        protocol::NATS_VERSION
     ));
     for (label, path) in links {
         html.push_str(&format!(

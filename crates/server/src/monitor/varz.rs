@@ -8,8 +8,8 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use super::format::{rfc3339, uptime};
-use crate::options::NATS_VERSION;
 use crate::server::Server;
+use protocol::NATS_VERSION;
 
 #[derive(Serialize, Default)]
 pub struct Empty {}

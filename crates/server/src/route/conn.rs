@@ -22,9 +22,9 @@ use tracing::{debug, error, info};
 use super::Route;
 use crate::client::delivery::{Delivery, Message};
 use crate::client::{writer, Client, ClosedState};
-use crate::options::NATS_VERSION;
 use crate::server::Server;
 use crate::subscription::Subscription;
+use protocol::NATS_VERSION;
 
 /// Routes ping this often, and two unanswered pings end a route. nats-server
 /// pings routes every 30 s at most; flotilla pings more, so a route that

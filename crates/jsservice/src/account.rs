@@ -1,0 +1,359 @@
+//! The account API: requests about the account's streams as a whole
+//! (create, update, delete, names, list, account info), decided with the
+//! checks that span streams: a name already taken, subjects that overlap
+//! another stream's, and `max_bytes` reservations against the server's
+//! limits.
+//!
+//! [`decide`] works over [`Streams`], which one server's stream registry
+//! and a cluster's meta state both implement; it answers what it can at
+//! once and returns what the driver must carry out: one server creates
+//! the stream's files and actor, a cluster's meta leader places peers and
+//! proposes the assignment.
+
+use std::collections::BTreeMap;
+
+use jetstream::api::{
+    AccountInfo, AccountLimits, ApiStats, Storage, StreamConfig, StreamInfo, StreamNamesRequest,
+    API_LEVEL, E,
+};
+
+use crate::reply::{self, Answer, Kind, Paged};
+use crate::request::AccountRequest;
+
+const NAMES_LIMIT: usize = 1024;
+const LIST_LIMIT: usize = 256;
+
+/// The account's streams, as whoever decides for the account knows them.
+pub trait Streams {
+    /// Every stream's config, by name.
+    fn configs(&self) -> BTreeMap<String, StreamConfig>;
+}
+
+/// The server's storage limits, in bytes (0 or less: none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    pub max_memory: i64,
+    pub max_store: i64,
+}
+
+/// What the driver carries out after [`decide`].
+#[derive(Debug)]
+pub enum Decision {
+    /// Send this (an answer, or a refusal).
+    Answer(Answer),
+    /// Create this stream, then answer with its info (`created`).
+    Create(Box<StreamConfig>),
+    /// The stream exists with the very config asked for: answer with its
+    /// info as it is (`created`).
+    Exists(String),
+    /// Give the stream this config (checked against the one it has),
+    /// then answer with its info.
+    Update(Box<StreamConfig>),
+    /// Delete the stream, then answer (`deleted`).
+    Delete(String),
+    /// Answer with these streams' infos, in this order (`list`).
+    List {
+        names: Vec<String>,
+        total: usize,
+        offset: usize,
+    },
+    /// Answer with the account's usage (`info`).
+    Info,
+    /// Take server `peer` off stream `name` (a cluster only).
+    PeerRemove { name: String, peer: String },
+}
+
+/// Decides an account request against `streams` and the server's
+/// `limits`.
+pub fn decide(
+    streams: &dyn Streams,
+    limits: Limits,
+    to: &str,
+    request: AccountRequest,
+) -> Decision {
+    let kind = request.kind();
+    match decide_inner(streams, limits, to, request) {
+        Ok(d) => d,
+        Err(e) => Decision::Answer(Answer::refused(to, kind, &e)),
+    }
+}
+
+fn decide_inner(
+    streams: &dyn Streams,
+    limits: Limits,
+    to: &str,
+    request: AccountRequest,
+) -> Result<Decision, jetstream::api::ApiError> {
+    let configs = streams.configs();
+    Ok(match request {
+        AccountRequest::Info => Decision::Info,
+        AccountRequest::Create { name, config } => {
+            if let Some(existing) = configs.get(&name) {
+                if existing != config.as_ref() {
+                    return Err(E::STREAM_NAME_EXIST.err());
+                }
+                return Ok(Decision::Exists(name));
+            }
+            check_others(&configs, limits, &config)?;
+            Decision::Create(config)
+        }
+        AccountRequest::Update { name, mut config } => {
+            let current = configs
+                .get(&name)
+                .ok_or_else(|| E::STREAM_NOT_FOUND.err())?;
+            jetstream::stream::config::check_update(current, &mut config)?;
+            check_others(&configs, limits, &config)?;
+            Decision::Update(config)
+        }
+        AccountRequest::Delete { name } => {
+            if !configs.contains_key(&name) {
+                return Err(E::STREAM_NOT_FOUND.err());
+            }
+            Decision::Delete(name)
+        }
+        AccountRequest::Names(req) => {
+            let (names, total, offset) = page(&configs, &req, NAMES_LIMIT);
+            let body = Paged {
+                total,
+                offset,
+                limit: NAMES_LIMIT,
+                rest: reply::Streams {
+                    streams: (!names.is_empty()).then_some(names),
+                },
+            };
+            Decision::Answer(Answer::ok(to, Kind::StreamNames, &body))
+        }
+        AccountRequest::List(req) => {
+            let (names, total, offset) = page(&configs, &req, LIST_LIMIT);
+            Decision::List {
+                names,
+                total,
+                offset,
+            }
+        }
+        AccountRequest::PeerRemove { name, peer } => Decision::PeerRemove { name, peer },
+    })
+}
+
+/// The checks against every other stream: subjects that could capture
+/// the same messages, and reservations past the server's limits.
+fn check_others(
+    configs: &BTreeMap<String, StreamConfig>,
+    limits: Limits,
+    config: &StreamConfig,
+) -> Result<(), jetstream::api::ApiError> {
+    let others = configs.iter().filter(|(n, _)| **n != config.name);
+    let overlaps = others.clone().any(|(_, theirs)| {
+        theirs.subjects.iter().any(|t| {
+            config
+                .subjects
+                .iter()
+                .any(|mine| subjects::subjects_collide(mine.as_bytes(), t.as_bytes()))
+        })
+    });
+    if overlaps {
+        return Err(E::STREAM_SUBJECT_OVERLAP.err());
+    }
+    let (limit, err) = match config.storage {
+        Storage::Memory => (limits.max_memory, E::MEMORY_RESOURCES_EXCEEDED),
+        Storage::File => (limits.max_store, E::STORAGE_RESOURCES_EXCEEDED),
+    };
+    let reserved: i64 = others
+        .filter(|(_, c)| c.storage == config.storage)
+        .map(|(_, c)| c.max_bytes.max(0))
+        .sum();
+    if limit > 0 && reserved + config.max_bytes.max(0) > limit {
+        return Err(err.err());
+    }
+    Ok(())
+}
+
+/// Bytes promised to streams with `max_bytes`: (memory, file).
+pub fn reserved(configs: &BTreeMap<String, StreamConfig>) -> (u64, u64) {
+    let sum = |storage: Storage| {
+        configs
+            .values()
+            .filter(|c| c.storage == storage)
+            .map(|c| c.max_bytes.max(0) as u64)
+            .sum()
+    };
+    (sum(Storage::Memory), sum(Storage::File))
+}
+
+/// A page of the names of the streams whose subjects could meet the
+/// request's filter, in name order, with the total and the offset.
+fn page(
+    configs: &BTreeMap<String, StreamConfig>,
+    req: &StreamNamesRequest,
+    limit: usize,
+) -> (Vec<String>, usize, usize) {
+    let filter = req.subject.as_bytes();
+    let matching: Vec<&String> = configs
+        .iter()
+        .filter(|(_, c)| {
+            filter.is_empty()
+                || c.subjects
+                    .iter()
+                    .any(|s| subjects::subjects_collide(s.as_bytes(), filter))
+        })
+        .map(|(n, _)| n)
+        .collect();
+    let total = matching.len();
+    let offset = (req.offset.max(0) as usize).min(total);
+    let names = matching
+        .into_iter()
+        .skip(offset)
+        .take(limit)
+        .cloned()
+        .collect();
+    (names, total, offset)
+}
+
+/// The answer to STREAM.LIST: `infos` of the page `Decision::List`
+/// named (those the driver could get).
+pub fn list(to: &str, total: usize, offset: usize, infos: Vec<StreamInfo>) -> Answer {
+    let body = Paged {
+        total,
+        offset,
+        limit: LIST_LIMIT,
+        rest: reply::Streams { streams: infos },
+    };
+    Answer::ok(to, Kind::StreamList, &body)
+}
+
+/// The answer to a create, with the stream's info (`info.cluster` as the
+/// driver reports it).
+pub fn created(to: &str, mut info: StreamInfo) -> Answer {
+    reply::stamp_stream(&mut info);
+    let body = reply::Created {
+        info,
+        did_create: true,
+    };
+    Answer::ok(to, Kind::StreamCreate, &body)
+}
+
+/// The answer to an update, with the stream's info after it.
+pub fn updated(to: &str, mut info: StreamInfo) -> Answer {
+    reply::stamp_stream(&mut info);
+    Answer::ok(to, Kind::StreamUpdate, &info)
+}
+
+/// The answer to a delete that went through.
+pub fn deleted(to: &str) -> Answer {
+    Answer::ok(to, Kind::StreamDelete, &reply::Success { success: true })
+}
+
+/// What the account holds, as the driver counts it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Usage {
+    pub memory: u64,
+    pub storage: u64,
+    pub streams: u64,
+    pub consumers: u64,
+    /// API calls and errors so far.
+    pub total: u64,
+    pub errors: u64,
+}
+
+/// The answer to `$JS.API.INFO`.
+pub fn info(to: &str, streams: &dyn Streams, usage: Usage) -> Answer {
+    let (reserved_memory, reserved_storage) = reserved(&streams.configs());
+    let info = AccountInfo {
+        memory: usage.memory,
+        storage: usage.storage,
+        reserved_memory,
+        reserved_storage,
+        streams: usage.streams,
+        consumers: usage.consumers,
+        limits: AccountLimits::default(),
+        api: ApiStats {
+            level: API_LEVEL,
+            total: usage.total,
+            errors: usage.errors,
+        },
+    };
+    Answer::ok(to, Kind::AccountInfo, &info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed(BTreeMap<String, StreamConfig>);
+
+    impl Streams for Fixed {
+        fn configs(&self) -> BTreeMap<String, StreamConfig> {
+            self.0.clone()
+        }
+    }
+
+    fn config(name: &str, subjects: &[&str], max_bytes: i64) -> StreamConfig {
+        let mut cfg = StreamConfig {
+            name: name.into(),
+            subjects: subjects.iter().map(|s| s.to_string()).collect(),
+            max_bytes,
+            ..Default::default()
+        };
+        jetstream::stream::config::check(&mut cfg, false, false).unwrap();
+        cfg
+    }
+
+    fn refusal(d: Decision) -> u64 {
+        match d {
+            Decision::Answer(a) => {
+                let v: serde_json::Value = serde_json::from_slice(&a.msg.payload).unwrap();
+                v["error"]["err_code"].as_u64().expect("an error")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn create(name: &str, subjects: &[&str], max_bytes: i64) -> AccountRequest {
+        AccountRequest::Create {
+            name: name.into(),
+            config: Box::new(config(name, subjects, max_bytes)),
+        }
+    }
+
+    #[test]
+    fn creates_are_checked_against_every_other_stream() {
+        let mut all = BTreeMap::new();
+        all.insert("A".to_string(), config("A", &["a.>"], 600));
+        let streams = Fixed(all);
+        let limits = Limits {
+            max_memory: 0,
+            max_store: 1000,
+        };
+        // Overlapping subjects (10065), a name taken with another config
+        // (10058), reservations past the limit (10047).
+        assert_eq!(
+            refusal(decide(&streams, limits, "r", create("B", &["a.b"], 0))),
+            10065
+        );
+        assert_eq!(
+            refusal(decide(&streams, limits, "r", create("A", &["x"], 0))),
+            10058
+        );
+        assert_eq!(
+            refusal(decide(&streams, limits, "r", create("B", &["b"], 500))),
+            10047
+        );
+        assert!(matches!(
+            decide(&streams, limits, "r", create("B", &["b"], 400)),
+            Decision::Create(_)
+        ));
+        assert!(matches!(
+            decide(&streams, limits, "r", create("A", &["a.>"], 600)),
+            Decision::Exists(_)
+        ));
+        // A stream's own reservation is not counted twice on update.
+        let update = AccountRequest::Update {
+            name: "A".into(),
+            config: Box::new(config("A", &["a.>"], 1000)),
+        };
+        assert!(matches!(
+            decide(&streams, limits, "r", update),
+            Decision::Update(_)
+        ));
+    }
+}

@@ -1,0 +1,430 @@
+//! Mirrors and sources, one design for one server and a cluster: the
+//! sourcing stream reads each origin through the JetStream API, wherever
+//! the origin lives.
+//!
+//! For each source, a durable pull consumer on the origin (named for the
+//! sourcing stream and the source, so it is found again after a restart
+//! or a leader change; `direct`, so it is not listed among the origin's
+//! consumers) with explicit acks and one message outstanding. Each
+//! delivery becomes an `Op::Sourced` input to the sourcing stream, replied
+//! to with the delivery's ack subject: the ack goes out once the copy is
+//! applied and durable (after the group commit on one server, after the
+//! Raft commit in a cluster). A work-queue origin therefore never drops a
+//! message the copy could still lose (incident 2), and one message
+//! outstanding keeps the copies in origin order, so the source position
+//! never skips one still to come. A redelivery (a lost ack, a restart) is
+//! at or below the position and is not stored again.
+//!
+//! The consumer starts after the position; it goes away by itself
+//! (`inactive_threshold`) once nobody pulls from it.
+//!
+//! Sans-IO: [`Links::follow`] takes the time (milliseconds on any
+//! monotonic clock) and returns the requests to send; what comes back on
+//! the links' inbox goes to [`Links::inbox`].
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use jetstream::api::time::rfc3339;
+use jetstream::consumer::ack_info;
+use jetstream::output::OutMsg;
+use jetstream::stream::SourceSpec;
+use serde_json::{json, Value};
+
+use crate::request::Inbound;
+use crate::stream_sm::Op;
+
+/// Pull requests wait this long on the origin; a new one goes out as
+/// each expires.
+const PULL_EVERY_MS: u64 = 1_000;
+const PULL_EXPIRES_NS: u64 = 900_000_000;
+/// An API request unanswered this long is asked again.
+const ANSWER_WITHIN_MS: u64 = 2_000;
+/// Unacknowledged deliveries are redelivered after this.
+const ACK_WAIT_NS: u64 = 5_000_000_000;
+/// The origin removes the consumer after this long without pulls.
+const INACTIVE_NS: u64 = 30_000_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Asked the origin whether the consumer exists.
+    Looking,
+    /// Asked it to create the consumer.
+    Creating,
+    Ready {
+        last_pull: Option<u64>,
+    },
+    /// Waiting before asking again.
+    Resting,
+}
+
+#[derive(Debug)]
+struct Link {
+    consumer: String,
+    spec: SourceSpec,
+    state: State,
+    /// When the state was entered (ms).
+    since: u64,
+}
+
+/// The sources of one stream.
+#[derive(Debug)]
+pub struct Links {
+    stream: String,
+    /// Where answers and deliveries come back: `<inbox>.R.<n>` and
+    /// `<inbox>.S.<source token>`.
+    inbox: String,
+    links: BTreeMap<String, Link>,
+    /// Request number → source key.
+    asked: BTreeMap<u64, String>,
+    next: u64,
+}
+
+/// What arrived on the inbox asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Inboxed {
+    Nothing,
+    /// A request to send (a create after a failed lookup).
+    Send(OutMsg),
+    /// A copy to apply: the input, and the ack subject to answer once it
+    /// is applied.
+    Copy(Op, String),
+}
+
+/// A short stable token for a source key (keys hold subjects).
+fn token(key: &str) -> String {
+    let h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    format!("{h:016x}")
+}
+
+fn request(subject: String, reply: String, body: Value) -> OutMsg {
+    OutMsg {
+        subject,
+        route: None,
+        reply: Some(reply),
+        headers: None,
+        payload: if body.is_null() {
+            Bytes::new()
+        } else {
+            body.to_string().into()
+        },
+    }
+}
+
+impl Links {
+    /// The links of stream `stream`, answered on `inbox` (a subject this
+    /// stream's driver subscribes to, with `.>` after it).
+    pub fn new(stream: &str, inbox: String) -> Links {
+        Links {
+            stream: stream.to_string(),
+            inbox,
+            links: BTreeMap::new(),
+            asked: BTreeMap::new(),
+            next: 0,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+
+    /// The inbox answers and deliveries come back on (followed by `.>`).
+    pub fn inbox_subject(&self) -> &str {
+        &self.inbox
+    }
+
+    /// Keeps one link per source in `specs` (the stream's sources, with
+    /// their positions as applied) and returns the requests due at `now`:
+    /// lookups, creates, pulls.
+    pub fn follow(&mut self, specs: &[SourceSpec], now: u64) -> Vec<OutMsg> {
+        self.links
+            .retain(|key, _| specs.iter().any(|s| &s.key == key));
+        let links = &self.links;
+        self.asked.retain(|_, k| links.contains_key(k));
+        for spec in specs {
+            let consumer = format!("src_{}_{}", self.stream, token(&spec.key));
+            let link = self.links.entry(spec.key.clone()).or_insert_with(|| Link {
+                consumer,
+                spec: spec.clone(),
+                state: State::Resting,
+                since: now.saturating_sub(ANSWER_WITHIN_MS),
+            });
+            // The position moves on as copies are applied.
+            link.spec = spec.clone();
+        }
+        let keys: Vec<String> = self.links.keys().cloned().collect();
+        let mut out = Vec::new();
+        for key in keys {
+            self.step(&key, now, &mut out);
+        }
+        out
+    }
+
+    fn ask(&mut self, key: &str) -> String {
+        // One question per link at a time: an older one's answer is stale.
+        self.asked.retain(|_, k| k != key);
+        self.next += 1;
+        self.asked.insert(self.next, key.to_string());
+        format!("{}.R.{}", self.inbox, self.next)
+    }
+
+    fn step(&mut self, key: &str, now: u64, out: &mut Vec<OutMsg>) {
+        let link = &self.links[key];
+        let asking = matches!(
+            link.state,
+            State::Looking | State::Creating | State::Resting
+        );
+        if asking && now.saturating_sub(link.since) >= ANSWER_WITHIN_MS {
+            let reply = self.ask(key);
+            let link = self.links.get_mut(key).expect("listed");
+            link.state = State::Looking;
+            link.since = now;
+            out.push(request(
+                format!(
+                    "$JS.API.CONSUMER.INFO.{}.{}",
+                    link.spec.origin, link.consumer
+                ),
+                reply,
+                Value::Null,
+            ));
+            return;
+        }
+        let deliver = format!("{}.S.{}", self.inbox, token(key));
+        let link = self.links.get_mut(key).expect("listed");
+        if let State::Ready { last_pull } = &mut link.state {
+            if last_pull.is_none_or(|t| now.saturating_sub(t) >= PULL_EVERY_MS) {
+                *last_pull = Some(now);
+                out.push(request(
+                    format!(
+                        "$JS.API.CONSUMER.MSG.NEXT.{}.{}",
+                        link.spec.origin, link.consumer
+                    ),
+                    deliver,
+                    json!({"batch": 16, "expires": PULL_EXPIRES_NS}),
+                ));
+            }
+        }
+    }
+
+    fn create(&mut self, key: &str, now: u64) -> OutMsg {
+        let reply = self.ask(key);
+        let link = self.links.get_mut(key).expect("listed");
+        link.state = State::Creating;
+        link.since = now;
+        let spec = &link.spec;
+        let mut config = json!({
+            "durable_name": link.consumer,
+            "ack_policy": "explicit",
+            "ack_wait": ACK_WAIT_NS,
+            "max_ack_pending": 1,
+            "inactive_threshold": INACTIVE_NS,
+            "direct": true,
+        });
+        if spec.start_seq > 0 {
+            config["deliver_policy"] = json!("by_start_sequence");
+            config["opt_start_seq"] = json!(spec.start_seq);
+        } else if let Some(t) = spec.start_time {
+            config["deliver_policy"] = json!("by_start_time");
+            config["opt_start_time"] = json!(rfc3339(t));
+        } else {
+            config["deliver_policy"] = json!("all");
+        }
+        if !spec.filter_subject.is_empty() {
+            config["filter_subject"] = json!(spec.filter_subject);
+        }
+        if !spec.filter_subjects.is_empty() {
+            config["filter_subjects"] = json!(spec.filter_subjects);
+        }
+        request(
+            format!("$JS.API.CONSUMER.CREATE.{}.{}", spec.origin, link.consumer),
+            reply,
+            json!({"stream_name": spec.origin, "config": config}),
+        )
+    }
+
+    /// Something arrived on the inbox at `now` (`routed`: the subject it
+    /// was routed on).
+    pub fn inbox(&mut self, routed: &str, m: Inbound, now: u64) -> Inboxed {
+        let Some(rest) = routed
+            .strip_prefix(self.inbox.as_str())
+            .and_then(|r| r.strip_prefix('.'))
+        else {
+            return Inboxed::Nothing;
+        };
+        match rest.split_once('.') {
+            Some(("R", n)) => {
+                let Some(key) = n.parse().ok().and_then(|n: u64| self.asked.remove(&n)) else {
+                    return Inboxed::Nothing;
+                };
+                self.answered(&key, &m.payload, now)
+            }
+            Some(("S", source)) => self.copy(source, m, now),
+            _ => Inboxed::Nothing,
+        }
+    }
+
+    fn answered(&mut self, key: &str, body: &[u8], now: u64) -> Inboxed {
+        let v: Value = serde_json::from_slice(body).unwrap_or_default();
+        let code = v["error"]["err_code"].as_u64();
+        let Some(link) = self.links.get_mut(key) else {
+            return Inboxed::Nothing;
+        };
+        match (link.state, code) {
+            (State::Looking | State::Creating, None) => {
+                link.state = State::Ready { last_pull: None };
+                // The first pull goes out with the next `follow`.
+                Inboxed::Nothing
+            }
+            // Consumer not found: make it.
+            (State::Looking, Some(10014)) => Inboxed::Send(self.create(key, now)),
+            _ => {
+                link.state = State::Resting;
+                link.since = now;
+                Inboxed::Nothing
+            }
+        }
+    }
+
+    /// A message routed to `<inbox>.S.<token>`, as delivered.
+    fn copy(&mut self, source: &str, m: Inbound, now: u64) -> Inboxed {
+        let Some((key, link)) = self.links.iter_mut().find(|(k, _)| token(k) == source) else {
+            return Inboxed::Nothing;
+        };
+        if let Some(h) = m.headers.as_deref().filter(|h| h.starts_with(b"NATS/1.0 ")) {
+            // A status ends a pull (404, 408); a consumer that is gone
+            // (409 Consumer Deleted) or an origin without a leader (503)
+            // is looked up again.
+            let text = String::from_utf8_lossy(h);
+            if text.contains("Consumer Deleted") || text.starts_with("NATS/1.0 503") {
+                link.state = State::Resting;
+                link.since = now.saturating_sub(ANSWER_WITHIN_MS);
+            }
+            return Inboxed::Nothing;
+        }
+        let Some(ack) = m.reply.clone() else {
+            return Inboxed::Nothing;
+        };
+        let Some(info) = ack_info(&ack) else {
+            return Inboxed::Nothing;
+        };
+        let op = Op::Sourced {
+            key: key.clone(),
+            origin_seq: info.stream_seq,
+            origin_ts: info.ts,
+            pending: info.pending,
+            subject: m.subject,
+            headers: m.headers,
+            payload: m.payload,
+        };
+        Inboxed::Copy(op, ack)
+    }
+
+    /// The earliest time `follow` has something to do, if any link is
+    /// waiting.
+    pub fn next_wake(&self) -> Option<u64> {
+        self.links
+            .values()
+            .map(|l| match l.state {
+                State::Ready { last_pull } => last_pull.map_or(l.since, |t| t + PULL_EVERY_MS),
+                _ => l.since + ANSWER_WITHIN_MS,
+            })
+            .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(origin: &str) -> SourceSpec {
+        SourceSpec {
+            key: format!("{origin} > >"),
+            origin: origin.to_string(),
+            ..Default::default()
+        }
+    }
+
+    fn reply_to(m: &OutMsg) -> String {
+        m.reply.clone().expect("a request has a reply subject")
+    }
+
+    fn answer(body: &str) -> Inbound {
+        Inbound {
+            subject: "x".into(),
+            reply: None,
+            headers: None,
+            payload: Bytes::copy_from_slice(body.as_bytes()),
+        }
+    }
+
+    #[test]
+    fn a_link_looks_up_creates_then_pulls_and_copies() {
+        let mut links = Links::new("S", "_INBOX.s".into());
+        let out = links.follow(&[spec("O")], 10_000);
+        assert_eq!(out.len(), 1);
+        assert!(out[0].subject.starts_with("$JS.API.CONSUMER.INFO.O.src_S_"));
+        // Not found: a create follows, naming the same consumer.
+        let r = links.inbox(
+            &reply_to(&out[0]),
+            answer(r#"{"error":{"err_code":10014}}"#),
+            10_001,
+        );
+        let Inboxed::Send(create) = r else {
+            panic!("{r:?}")
+        };
+        assert!(create
+            .subject
+            .starts_with("$JS.API.CONSUMER.CREATE.O.src_S_"));
+        let body: Value = serde_json::from_slice(&create.payload).unwrap();
+        assert_eq!(body["config"]["max_ack_pending"], 1);
+        assert_eq!(body["config"]["ack_policy"], "explicit");
+        assert_eq!(body["config"]["direct"], true);
+        assert_eq!(
+            links.inbox(&reply_to(&create), answer("{}"), 10_002),
+            Inboxed::Nothing
+        );
+        let out = links.follow(&[spec("O")], 10_003);
+        assert_eq!(out.len(), 1);
+        assert!(out[0].subject.starts_with("$JS.API.CONSUMER.MSG.NEXT.O."));
+        // A delivery becomes a copy, answered on its ack subject.
+        let ack = "$JS.ACK.O.src_S_x.1.7.1.1700000000000000000.0";
+        let m = Inbound {
+            subject: "o.a".into(),
+            reply: Some(ack.into()),
+            headers: None,
+            payload: Bytes::from_static(b"hi"),
+        };
+        match links.inbox(&reply_to(&out[0]), m, 10_004) {
+            Inboxed::Copy(Op::Sourced { origin_seq, .. }, to) => {
+                assert_eq!(origin_seq, 7);
+                assert_eq!(to, ack);
+            }
+            other => panic!("{other:?}"),
+        }
+        // No second pull until the first has had its time.
+        assert!(links.follow(&[spec("O")], 10_500).is_empty());
+        assert_eq!(links.follow(&[spec("O")], 11_004).len(), 1);
+    }
+
+    #[test]
+    fn answers_to_stale_questions_and_foreign_subjects_do_nothing() {
+        let mut links = Links::new("S", "_INBOX.s".into());
+        let first = links.follow(&[spec("O")], 10_000);
+        // Asked again after the answer time: the first question is stale.
+        let second = links.follow(&[spec("O")], 12_001);
+        assert_eq!(second.len(), 1);
+        assert_eq!(
+            links.inbox(&reply_to(&first[0]), answer("{}"), 12_002),
+            Inboxed::Nothing
+        );
+        assert_eq!(
+            links.inbox("_INBOX.other.R.1", answer("{}"), 12_003),
+            Inboxed::Nothing
+        );
+        // A removed source forgets its link.
+        assert!(links.follow(&[], 12_004).is_empty());
+        assert!(links.is_empty());
+    }
+}
