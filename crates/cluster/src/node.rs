@@ -23,7 +23,7 @@
 //! that depended on the write (votes, append acknowledgements) may leave,
 //! and the log's state after a failed fsync cannot be trusted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -47,11 +47,25 @@ pub enum Event {
     Snapshot(Committed),
 }
 
-/// Answers a leader's need for a snapshot of a group's state machine (to
-/// catch a follower up) with its bytes. It runs on the engine's thread,
-/// after every entry up to the group's applied index went through the
-/// `apply` hook, so the state is exactly as of that index.
-pub type Snapshotter = Box<dyn Fn(u64) -> Option<Vec<u8>> + Send>;
+/// A state machine's snapshot, as the [`Snapshotter`] answers for it.
+pub enum Snapshot {
+    /// Its bytes, as of the group's applied index: the state machine is
+    /// applied on the engine's thread (the `apply` hook).
+    Now(Vec<u8>),
+    /// Asked for: the state machine is applied elsewhere, and its owner
+    /// hands the bytes over with [`Node::snapshot_taken`], as of the index
+    /// asked for. Not asked again for the group until then.
+    Asked,
+    /// None to be had.
+    None,
+}
+
+/// Answers the need for a snapshot of a group's state machine as of its
+/// applied index (to compact its log, or to catch a follower up): called
+/// with the group and that index. It runs on the engine's thread, after
+/// every entry up to the index went through the `apply` hook (and was
+/// handed on from there, for a state machine applied elsewhere).
+pub type Snapshotter = Box<dyn FnMut(u64, u64) -> Snapshot + Send>;
 
 /// Applies an event on the engine's thread, before it is also sent to the
 /// receiver. A state machine that must be snapshotted lives here. It gets
@@ -141,6 +155,8 @@ enum Input {
     SyncFailed,
     /// The rewrite thread wrote a group's new log file.
     Rewritten(u64, Rewritten),
+    /// A snapshot asked for (`Snapshot::Asked`): (group, index, data).
+    Snapshot(u64, u64, Vec<u8>),
     Stop,
 }
 
@@ -227,6 +243,13 @@ impl Node {
         let (reply, r) = std::sync::mpsc::channel();
         let _ = self.tx.send(Input::Restart { group, reply });
         r.recv().unwrap_or(Err(EngineError::NoGroup(group)))
+    }
+
+    /// Hands over a snapshot the [`Snapshotter`] asked for: the state of
+    /// `group`'s state machine as of `index`, which it has applied. The
+    /// log is compacted behind it.
+    pub fn snapshot_taken(&self, group: u64, index: u64, data: Vec<u8>) {
+        let _ = self.tx.send(Input::Snapshot(group, index, data));
     }
 
     /// Runs `f` on the engine's thread and returns what it returns (None
@@ -333,7 +356,9 @@ fn run(
     status: Arc<Mutex<Status>>,
 ) {
     let mut engine = Engine::new(cfg.id, cfg.dir, cfg.seed);
-    let snapshotter = cfg.snapshotter;
+    let mut snapshotter = cfg.snapshotter;
+    // Groups whose snapshot was asked for and has not come yet.
+    let mut asked: BTreeSet<u64> = BTreeSet::new();
     let mut apply = cfg.apply;
     let mut next_tick = Instant::now() + cfg.tick;
     let (to_sync, sync_rx) = std::sync::mpsc::channel();
@@ -428,6 +453,10 @@ fn run(
                     // The log goes on in its old file.
                     Err(e) => error!("raft group {group}: could not rewrite its log: {e}"),
                 },
+                Input::Snapshot(group, index, data) => {
+                    asked.remove(&group);
+                    compact(&mut engine, &to_rewrite, group, index, data);
+                }
                 Input::SyncFailed => break 'run,
                 Input::Stop => break 'run,
             }
@@ -461,20 +490,22 @@ fn run(
                 }
             }
         }
-        // Now the applied index covers every entry handed out, so the
-        // state machine is exactly as of it.
+        // Now the applied index covers every entry handed out, so a state
+        // machine applied here is exactly as of it.
+        asked.retain(|g| engine.applied(*g).is_some());
         for g in wanted {
             let Some(index) = engine.applied(g) else {
                 continue;
             };
-            if let Some(data) = snapshotter(g) {
-                match engine.compact(g, index, data) {
-                    Ok(Some(job)) => {
-                        let _ = to_rewrite.send(Rewrite::Run(g, job));
-                    }
-                    Ok(None) => {}
-                    Err(e) => error!("raft group {g}: could not snapshot at {index}: {e}"),
+            if asked.contains(&g) {
+                continue;
+            }
+            match snapshotter(g, index) {
+                Snapshot::Now(data) => compact(&mut engine, &to_rewrite, g, index, data),
+                Snapshot::Asked => {
+                    asked.insert(g);
                 }
+                Snapshot::None => {}
             }
         }
         publish_status(&engine, &status);
@@ -490,6 +521,24 @@ fn run(
     let _ = rewrite_thread.join();
     status.lock().running = false;
     info!("raft node {} stopped", cfg.id);
+}
+
+/// Compacts a group's log behind a snapshot, its rewrite (if any) to the
+/// rewrite thread.
+fn compact(
+    engine: &mut Engine,
+    to_rewrite: &std::sync::mpsc::Sender<Rewrite>,
+    group: u64,
+    index: u64,
+    data: Vec<u8>,
+) {
+    match engine.compact(group, index, data) {
+        Ok(Some(job)) => {
+            let _ = to_rewrite.send(Rewrite::Run(group, job));
+        }
+        Ok(None) => {}
+        Err(e) => error!("raft group {group}: could not snapshot at {index}: {e}"),
+    }
 }
 
 /// A group this server does not lead drops its submits: their requesters

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use flotilla_cluster::node::{Config, Event, Node};
+use flotilla_cluster::node::{Config, Event, Node, Snapshot};
 use flotilla_cluster::transport::Transport;
 use replication::engine::EngineError;
 use replication::frame::{self, Class, Frame};
@@ -70,7 +70,7 @@ async fn cluster_with(
             // The tests' state machine is what they saw committed; a
             // member that joins later needs only the configuration, which
             // the snapshot carries.
-            snapshotter: Box::new(|_| Some(Vec::new())),
+            snapshotter: Box::new(|_, _| Snapshot::Now(Vec::new())),
             apply: None,
             compact: None,
         });
@@ -485,8 +485,8 @@ async fn a_restart_rebuilds_state_from_the_snapshot_then_later_entries() {
             dir: Arc::new(store::FsDir::new(dir.path()).unwrap()),
             tick: TICK,
             seed: 1,
-            snapshotter: Box::new(move |_| {
-                Some(snap_seen.lock().unwrap().0.to_le_bytes().to_vec())
+            snapshotter: Box::new(move |_, _| {
+                Snapshot::Now(snap_seen.lock().unwrap().0.to_le_bytes().to_vec())
             }),
             apply: Some(Box::new(move |ev, _| {
                 let mut s = apply_seen.lock().unwrap();
@@ -584,4 +584,77 @@ async fn a_restart_rebuilds_state_from_the_snapshot_then_later_entries() {
         .filter(|n| n.starts_with("raft-"))
         .collect();
     assert_eq!(files.len(), 1, "{files:?}");
+}
+
+/// A state machine applied off the engine's thread is asked for its
+/// snapshot (`Snapshot::Asked`) as of the index the node has handed out,
+/// once until it answers; the log is compacted behind what it hands over
+/// (`Node::snapshot_taken`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_machine_applied_elsewhere_snapshots_when_asked() {
+    use std::sync::Mutex;
+    let dir = tempfile::tempdir().unwrap();
+    let asks: Arc<Mutex<Vec<(u64, u64)>>> = Default::default();
+    let recorded = asks.clone();
+    let (node, events) = Node::start(Config {
+        id: 1,
+        dir: Arc::new(store::FsDir::new(dir.path()).unwrap()),
+        tick: TICK,
+        seed: 1,
+        snapshotter: Box::new(move |group, index| {
+            recorded.lock().unwrap().push((group, index));
+            Snapshot::Asked
+        }),
+        apply: None,
+        compact: Some(Box::new(|_, since| since >= 10)),
+    });
+    node.create_group(GROUP, &[1]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !node.status().groups.iter().any(|g| g.is_leader) {
+        assert!(Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for v in 1..=20u64 {
+        node.propose(GROUP, v.to_le_bytes().to_vec()).unwrap();
+    }
+    // The state machine, applied here from the node's events.
+    let mut sum = 0;
+    let mut last = 0;
+    while last < 20 {
+        match events.recv_timeout(Duration::from_secs(5)).expect("events") {
+            Event::Committed(c) => {
+                sum += u64::from_le_bytes(c.data[..8].try_into().unwrap());
+                last += 1;
+            }
+            Event::Snapshot(_) => {}
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while asks.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "never asked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let asked = asks.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "asked once until answered: {asked:?}");
+    let (group, index) = asked[0];
+    assert_eq!(group, GROUP);
+    let applied = node.status().groups[0].applied;
+    assert!(index >= 11 && index <= applied, "{index} of {applied}");
+    assert_eq!(
+        node.call(|e| e.snapshot_index(GROUP)).flatten(),
+        Some(1),
+        "nothing compacted before the answer"
+    );
+    node.snapshot_taken(GROUP, index, sum.to_le_bytes().to_vec());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let snap = node.call(|e| e.snapshot(GROUP)).flatten().unwrap();
+        if snap.0 == index {
+            assert_eq!(snap.1[..], sum.to_le_bytes()[..], "the data handed over");
+            break;
+        }
+        assert!(Instant::now() < deadline, "not compacted: {snap:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

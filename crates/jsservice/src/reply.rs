@@ -370,13 +370,14 @@ pub fn no_responders(to: &str, subject: &str) -> OutMsg {
 
 /// What an applied input sends, in order: its outputs (deliveries,
 /// statuses), then its requester's answer. `stream` is the stream after
-/// the input; `cluster` is what a consumer's info reports of its group.
+/// the input; `cluster` gives what a consumer's info reports of its group
+/// (asked only for a consumer create's answer).
 /// One server sends these once the batch is durable, a cluster's leader
 /// once the entry is committed and applied.
 pub fn answers(
     stream: &jetstream::stream::Stream,
     applied: Applied,
-    cluster: Option<&api::ClusterInfo>,
+    cluster: impl FnOnce() -> Option<api::ClusterInfo>,
 ) -> Vec<Answer> {
     let Applied {
         outcome,
@@ -397,8 +398,8 @@ pub fn answers(
         Outcome::Published(_) if stream.config.no_ack => None,
         Outcome::Published(ack) => Some(Answer::puback(to, &stream.config.name, &ack)),
         Outcome::ConsumerCreated(Ok(mut info)) => {
-            if let Some(c) = cluster {
-                info.cluster = Some(c.clone());
+            if let Some(c) = cluster() {
+                info.cluster = Some(c);
             }
             stamp_consumer(&mut info);
             Some(Answer::ok(to, Kind::ConsumerCreate, &info))

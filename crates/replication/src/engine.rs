@@ -138,6 +138,9 @@ struct Group {
     join: Vec<u64>,
     /// Leader only: ticks each follower has spent waiting on a snapshot.
     snapshot_ticks: BTreeMap<u64, usize>,
+    /// The index of the last configuration change handed out: a snapshot
+    /// taken before it would carry the configuration after it.
+    conf_index: u64,
 }
 
 /// A Ready whose writes wait for the sync of `epoch`, with the messages
@@ -306,6 +309,7 @@ impl Engine {
                 raw,
                 waiting,
                 handed_out: 0,
+                conf_index: 0,
                 join: join.to_vec(),
                 snapshot_ticks: BTreeMap::new(),
             },
@@ -725,6 +729,11 @@ impl Engine {
     /// of the group's log file, whose bulk (the snapshot) is written off
     /// this thread: run it anywhere and hand the result to
     /// [`Engine::rewritten`]. Nothing waits for it meanwhile.
+    ///
+    /// A state machine applied off this thread may snapshot behind the
+    /// last index handed out; a snapshot from before a configuration
+    /// change handed out since is not taken (it would be stamped with the
+    /// newer configuration), and the caller asks for another later.
     pub fn compact(
         &mut self,
         group: u64,
@@ -735,6 +744,10 @@ impl Engine {
             .groups
             .get_mut(&group)
             .ok_or(EngineError::NoGroup(group))?;
+        debug_assert!(index <= g.handed_out.max(g.raw.raft.raft_log.applied));
+        if index < g.conf_index {
+            return Ok(None);
+        }
         Ok(g.raw.mut_store().compact(index, data))
     }
 
@@ -944,6 +957,7 @@ fn apply_committed(g: &mut Group, gid: u64, entries: Vec<Entry>, out: &mut Outpu
                 }
             }
             EntryType::EntryConfChange => {
+                g.conf_index = e.index;
                 if let Ok(cc) = ConfChange::parse_from_bytes(&e.data) {
                     if let Ok(cs) = g.raw.apply_conf_change(&cc) {
                         g.raw.mut_store().set_conf_state(&cs);
@@ -951,6 +965,7 @@ fn apply_committed(g: &mut Group, gid: u64, entries: Vec<Entry>, out: &mut Outpu
                 }
             }
             EntryType::EntryConfChangeV2 => {
+                g.conf_index = e.index;
                 if let Ok(cc) = ConfChangeV2::parse_from_bytes(&e.data) {
                     if let Ok(cs) = g.raw.apply_conf_change(&cc) {
                         g.raw.mut_store().set_conf_state(&cs);
@@ -1495,6 +1510,41 @@ mod tests {
         };
         t.nodes[l].propose_conf_change(7, add).unwrap();
         (t, l)
+    }
+
+    /// A state machine applied off the engine's thread may hand over a
+    /// snapshot from behind the last index handed out. One from before a
+    /// configuration change is not taken: it would be stamped with the
+    /// membership after the change.
+    #[test]
+    fn a_snapshot_from_before_a_conf_change_is_not_taken() {
+        use raft::prelude::{ConfChange, ConfChangeType};
+        let mut t = Trio::new(3);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        for i in 0..5 {
+            t.nodes[l].propose(7, format!("a{i}").into_bytes()).unwrap();
+        }
+        t.tick(3);
+        let before_change = t.nodes[l].applied(7).unwrap();
+        let gone = if l == 0 { 2 } else { 1 };
+        let remove = ConfChange {
+            change_type: ConfChangeType::RemoveNode,
+            node_id: gone,
+            ..Default::default()
+        };
+        t.nodes[l].propose_conf_change(7, remove).unwrap();
+        t.tick(5);
+        assert_eq!(t.nodes[l].voters(7).unwrap().len(), 2);
+        assert_eq!(t.nodes[l].snapshot_index(7), Some(1));
+        let stale = t.nodes[l]
+            .compact(7, before_change, b"old".to_vec())
+            .unwrap();
+        assert!(stale.is_none());
+        assert_eq!(t.nodes[l].snapshot_index(7), Some(1), "not taken");
+        let now = t.nodes[l].applied(7).unwrap();
+        let _ = t.nodes[l].compact(7, now, b"new".to_vec()).unwrap();
+        assert_eq!(t.nodes[l].snapshot_index(7), Some(now), "taken");
     }
 
     /// Membership changes only through committed conf changes: a fourth

@@ -231,8 +231,8 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
 
     if js_clustered(&opts) {
         let js = js::JetStream::start(server.clone(), js_settings(&opts))?;
-        let _ = server.jetstream.set(js);
-        let jc = jscluster::JsCluster::start(&server, &js_settings(&opts).store_dir)?;
+        let _ = server.jetstream.set(js.clone());
+        let jc = jscluster::JsCluster::start(&server, &js, &js_settings(&opts).store_dir)?;
         let _ = server.jscluster.set(jc);
     } else if opts.jetstream.enabled {
         let js = js::JetStream::start(server.clone(), js_settings(&opts))?;

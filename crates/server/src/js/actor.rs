@@ -21,11 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use jetstream::api::{ApiError, ConsumerInfo, StreamConfig, StreamInfo, E};
+use jetstream::api::{ApiError, StreamConfig, StreamInfo, E};
 use jetstream::stream::PubAck;
 use jsservice::reply::{self, Answer};
 use jsservice::request::{Inbound, StreamRequest};
-use jsservice::sourcing::{Inboxed, Links};
+use jsservice::sourcing::Inboxed;
 use jsservice::stream_api::{self, Admitted};
 use jsservice::stream_sm::{Applied, Entry, Op, Outcome, StreamMachine};
 use store::SyncHandle;
@@ -35,10 +35,9 @@ use tracing::{error, warn};
 
 use super::commit::Done;
 use super::persist::{self, ConsumerJournal, Loaded, StreamDirs};
-use super::{mono_ms, sinks, wall_clock, JetStream, StreamHandle, SyncPolicy};
-use crate::interest::Watcher;
+use super::stream::{self, Cmd, PushWatch, SourceLinks, StreamHandle};
+use super::{mono_ms, wall_clock, JetStream, SyncPolicy};
 use crate::internal::InternalPublisher;
-use crate::subscription::Subscription;
 
 /// Commands taken into one batch at most.
 const MAX_BATCH: usize = 4096;
@@ -51,33 +50,6 @@ const SYNC_HERE_MAX: usize = 4;
 /// Past this size the positions journal is rewritten as one entry.
 const POSITIONS_COMPACT_AT: u64 = 256 * 1024;
 
-pub enum Cmd {
-    /// A message on one of the stream's subjects.
-    Publish(Inbound),
-    /// A request about this stream: from the API, or an ack or
-    /// flow-control response to one of its consumers.
-    Request {
-        reply: Option<String>,
-        request: StreamRequest,
-    },
-    /// A new config, checked against the account's other streams.
-    Update {
-        config: Box<StreamConfig>,
-        done: oneshot::Sender<Result<StreamInfo, ApiError>>,
-    },
-    /// The stream's info, and its consumers' when asked for.
-    Info {
-        consumers: bool,
-        done: oneshot::Sender<(StreamInfo, Vec<ConsumerInfo>)>,
-    },
-    Delete {
-        done: oneshot::Sender<Result<(), ApiError>>,
-    },
-    /// Something on the inbox of this stream's sources (the subject it
-    /// was routed on, and the message).
-    Inbox { routed: String, msg: Inbound },
-}
-
 /// Something a batch releases once durable.
 enum Item {
     Answer(Answer),
@@ -89,22 +61,6 @@ struct Batch {
     items: Vec<Item>,
     /// Source positions to journal once this batch is durable.
     positions: Option<BTreeMap<String, u64>>,
-}
-
-struct PushTarget {
-    consumer: String,
-    subject: String,
-    group: String,
-    active: bool,
-}
-
-/// A stream's sources: the links to their origins, and the inbox their
-/// answers come back on.
-struct Sources {
-    links: Links,
-    inbox: Option<Arc<Subscription>>,
-    /// Where positions are journaled (file streams).
-    journal: Option<store::Journal>,
 }
 
 pub(super) struct Actor {
@@ -125,12 +81,10 @@ pub(super) struct Actor {
     /// committed.
     failed: Option<String>,
     clock: i64,
-    push: Vec<PushTarget>,
-    /// Wakes the actor when a subscription on a push target's deliver
-    /// subject comes or goes.
-    interest: Watcher,
-    last_bytes: u64,
-    sources: Sources,
+    push: PushWatch,
+    sources: SourceLinks,
+    /// Where source positions are journaled (file streams).
+    positions: Option<store::Journal>,
     /// The current batch stored sourced messages.
     sourced: bool,
     /// Commands applied in the current batch.
@@ -154,11 +108,10 @@ pub(super) async fn run(
 ) {
     let mut a = Actor::new(js, handle, loaded);
     a.refresh_push();
-    a.refresh_sources();
     // Restored consumers may have work at once.
     a.on_timer();
     a.finish();
-    let interest_changed = a.interest.notify();
+    let interest_changed = a.push.watcher.notify();
     loop {
         let wake = a.next_wake();
         tokio::select! {
@@ -198,10 +151,9 @@ fn far_future() -> Instant {
 
 impl Actor {
     fn new(js: Arc<JetStream>, handle: Arc<StreamHandle>, loaded: Loaded) -> Actor {
-        let last_bytes = loaded.stream.store().state().bytes;
-        let interest = js.server.interest.watcher();
         let name = loaded.stream.config.name.clone();
         Actor {
+            push: PushWatch::new(&js),
             publisher: InternalPublisher::new(js.server.clone()),
             js,
             handle,
@@ -216,14 +168,8 @@ impl Actor {
             poison: Arc::new(AtomicBool::new(false)),
             failed: None,
             clock: 0,
-            push: Vec::new(),
-            interest,
-            last_bytes,
-            sources: Sources {
-                links: Links::new(&name, sinks::source_inbox()),
-                inbox: None,
-                journal: loaded.sources,
-            },
+            sources: SourceLinks::new(&name, false),
+            positions: loaded.sources,
             sourced: false,
             applied: 0,
         }
@@ -271,7 +217,7 @@ impl Actor {
         if let Some(s) = self.next_interval_sync {
             at(s);
         }
-        if let Some(due) = self.sources.links.next_wake() {
+        if let Some(due) = self.sources.next_wake() {
             let wait = due.saturating_sub(mono_ms()).max(1);
             at(Instant::now() + Duration::from_millis(wait));
         }
@@ -300,31 +246,19 @@ impl Actor {
                 })));
             }
             Cmd::Delete { .. } => unreachable!("handled by the loop"),
-            Cmd::Inbox { routed, msg } => {
-                let now = mono_ms();
-                match self.sources.links.inbox(&routed, msg, now) {
-                    Inboxed::Nothing => {}
-                    Inboxed::Send(m) => self.items.push(Item::Answer(Answer::out(m))),
-                    Inboxed::Copy(op, ack) => self.input(op.replied(Some(&ack))),
-                }
-            }
+            // A cluster's alone.
+            Cmd::Api(_) | Cmd::Raft(_) => {}
+            Cmd::Inbox { routed, msg } => match self.sources.inbox(&routed, msg) {
+                Inboxed::Nothing => {}
+                Inboxed::Send(m) => self.items.push(Item::Answer(Answer::out(m))),
+                Inboxed::Copy(op, ack) => self.input(op.replied(Some(&ack))),
+            },
         }
     }
 
-    fn info(&mut self, consumers: bool) -> (StreamInfo, Vec<ConsumerInfo>) {
+    fn info(&mut self, consumers: bool) -> (StreamInfo, Vec<jetstream::api::ConsumerInfo>) {
         let now = self.now();
-        let stream = self.machine.stream();
-        let info = stream.info(now, false, "");
-        let cs = if consumers {
-            stream
-                .consumer_names()
-                .iter()
-                .filter_map(|n| stream.consumer_info(n, now).ok())
-                .collect()
-        } else {
-            Vec::new()
-        };
-        (info, cs)
+        stream::info(self.machine.stream(), consumers, now)
     }
 
     /// Applies one input, collecting what it answers.
@@ -339,7 +273,7 @@ impl Actor {
             self.sourced = true;
         }
         self.note_store_failure();
-        let answers = reply::answers(self.machine.stream(), applied, None);
+        let answers = reply::answers(self.machine.stream(), applied, || None);
         self.items.extend(answers.into_iter().map(Item::Answer));
     }
 
@@ -383,9 +317,10 @@ impl Actor {
         }
     }
 
-    fn update(&mut self, mut config: StreamConfig) -> Result<StreamInfo, ApiError> {
+    /// A new config (checked by the account against the one in force),
+    /// on disk before it applies.
+    fn update(&mut self, config: StreamConfig) -> Result<StreamInfo, ApiError> {
         let created = self.machine.stream().created;
-        jetstream::stream::config::check_update(&self.machine.stream().config, &mut config)?;
         let old = self.machine.stream().config.clone();
         // On disk first: a crash after the change must not lose it.
         tokio::task::block_in_place(|| {
@@ -408,7 +343,7 @@ impl Actor {
             return Err(e);
         }
         *self.handle.config.write() = config;
-        self.refresh_sources();
+        self.follow_sources();
         Ok(self.machine.stream().info(now, false, ""))
     }
 
@@ -441,71 +376,29 @@ impl Actor {
 
     /// The sources' requests that are due (lookups, creates, pulls).
     fn follow_sources(&mut self) {
-        let specs = self.machine.stream().source_specs();
-        if specs.is_empty() && self.sources.links.is_empty() {
-            return;
-        }
-        let requests = self.sources.links.follow(&specs, mono_ms());
+        let requests = self
+            .sources
+            .follow(&self.js, &self.handle, self.machine.stream());
         self.items
             .extend(requests.into_iter().map(|m| Item::Answer(Answer::out(m))));
     }
 
-    /// Subscribes the sources' inbox while the stream has sources.
-    fn refresh_sources(&mut self) {
-        let wanted = !self.machine.stream().source_specs().is_empty();
-        match (&self.sources.inbox, wanted) {
-            (None, true) => {
-                let inbox = self.sources.links.inbox_subject().to_string();
-                match sinks::subscribe_inbox(&self.js, &self.handle, &inbox) {
-                    Ok(sub) => self.sources.inbox = Some(sub),
-                    Err(e) => error!("Stream '{}': sources inbox: {e}", self.handle.name),
-                }
-            }
-            (Some(_), false) => {
-                if let Some(sub) = self.sources.inbox.take() {
-                    self.js.server.unsubscribe(&sub);
-                }
-            }
-            _ => {}
-        }
-        self.follow_sources();
-    }
-
     fn poll_interest(&mut self) {
-        let mut changed = Vec::new();
-        for t in &mut self.push {
-            let active = self.publisher.has_interest(&t.subject, &t.group);
-            if active != t.active {
-                t.active = active;
-                changed.push((t.consumer.clone(), active));
-            }
-        }
-        for (consumer, active) in changed {
-            self.input(Op::PushInterest { consumer, active });
-        }
+        let changed = self.push.poll(&mut self.publisher);
+        self.push_interest(changed);
     }
 
     fn refresh_push(&mut self) {
-        let old: BTreeMap<String, bool> = self
+        let changed = self
             .push
-            .drain(..)
-            .map(|t| (t.consumer, t.active))
-            .collect();
-        self.push = self
-            .machine
-            .stream()
-            .push_targets()
-            .into_iter()
-            .map(|(consumer, subject, group)| PushTarget {
-                active: old.get(&consumer).copied().unwrap_or(false),
-                consumer,
-                subject,
-                group,
-            })
-            .collect();
-        self.interest
-            .watch(self.push.iter().map(|t| t.subject.as_str()));
-        self.poll_interest();
+            .refresh(self.machine.stream(), &mut self.publisher);
+        self.push_interest(changed);
+    }
+
+    fn push_interest(&mut self, changed: Vec<(String, bool)>) {
+        for (consumer, active) in changed {
+            self.input(Op::PushInterest { consumer, active });
+        }
     }
 
     fn note_store_failure(&mut self) {
@@ -538,17 +431,14 @@ impl Actor {
             // A new push consumer may have its subscriber already.
             self.refresh_push();
             self.pump();
-            self.handle.consumers.store(
-                self.machine.stream().consumer_names().len() as u64,
-                Ordering::Relaxed,
-            );
         }
         self.record_consumers();
         if let Some(h) = self.machine.stream_mut().store_mut().sync_handle() {
             self.handles.push(h);
         }
         self.note_store_failure();
-        self.account_usage();
+        let grew = self.handle.record(self.machine.stream());
+        self.js.add_usage(self.handle.storage, grew);
         let items = std::mem::take(&mut self.items);
         let handles = std::mem::take(&mut self.handles);
         let small = std::mem::take(&mut self.applied) <= SYNC_HERE_MAX;
@@ -587,18 +477,6 @@ impl Actor {
                 }
             }
         }
-    }
-
-    /// What the stream holds, for its handle and the server's limits.
-    fn account_usage(&mut self) {
-        let st = self.machine.stream().store().state();
-        self.handle.msgs.store(st.msgs, Ordering::Relaxed);
-        self.handle.bytes.store(st.bytes, Ordering::Relaxed);
-        self.js.add_usage(
-            self.handle.storage,
-            st.bytes as i64 - self.last_bytes as i64,
-        );
-        self.last_bytes = st.bytes;
     }
 
     /// Starts the batch's commit: at once on this task when it is small
@@ -697,7 +575,7 @@ impl Actor {
         let result = result.and_then(|()| match &batch.positions {
             // Journaled once the copies are durable, before any ack lets
             // an origin drop what was copied.
-            Some(p) => tokio::task::block_in_place(|| record_positions(&mut self.sources, p))
+            Some(p) => tokio::task::block_in_place(|| record_positions(&mut self.positions, p))
                 .map_err(std::io::Error::other),
             None => Ok(()),
         });
@@ -783,14 +661,14 @@ impl Actor {
             let r = tokio::task::block_in_place(|| persist::open_stream(&path, now));
             match r {
                 Ok(Some(loaded)) => {
-                    self.sources.journal = loaded.sources;
+                    self.positions = loaded.sources;
                     self.machine = StreamMachine::over(loaded.stream);
                     self.journals = loaded.journals;
                     self.dirs = loaded.dirs;
                     self.failed = None;
                     self.poison.store(false, Ordering::Release);
                     self.refresh_push();
-                    self.refresh_sources();
+                    self.follow_sources();
                     return;
                 }
                 Ok(None) => {
@@ -807,9 +685,7 @@ impl Actor {
     }
 
     fn delete(&mut self) -> Result<(), ApiError> {
-        if let Some(sub) = self.sources.inbox.take() {
-            self.js.server.unsubscribe(&sub);
-        }
+        self.sources.close(&self.js);
         let _ = self.machine.stream_mut().delete();
         let outputs = self.machine.stream_mut().take_outputs();
         self.take_answers(Applied {
@@ -825,8 +701,11 @@ impl Actor {
 }
 
 /// Journals source positions that are now durable, durably.
-fn record_positions(sources: &mut Sources, positions: &BTreeMap<String, u64>) -> store::Result<()> {
-    let Some(j) = sources.journal.as_mut() else {
+fn record_positions(
+    journal: &mut Option<store::Journal>,
+    positions: &BTreeMap<String, u64>,
+) -> store::Result<()> {
+    let Some(j) = journal.as_mut() else {
         return Ok(());
     };
     let entry = serde_json::to_vec(positions).expect("positions serialize");

@@ -8,7 +8,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use jetstream::api::StreamInfo;
-use jetstream::output::OutMsg;
 use jsservice::account::{self, Decision, Usage};
 use jsservice::reply::Answer;
 use jsservice::request::{classify, AccountRequest, Inbound, Mode, Request};
@@ -18,28 +17,14 @@ use tokio::sync::{mpsc, oneshot};
 use super::{new_consumer_name, Cmd, JetStream};
 use crate::internal::InternalPublisher;
 
-pub async fn run(
-    js: Arc<JetStream>,
-    mut rx: mpsc::UnboundedReceiver<Inbound>,
-    mut bounce: mpsc::UnboundedReceiver<OutMsg>,
-) {
+pub async fn run(js: Arc<JetStream>, mut rx: mpsc::UnboundedReceiver<Inbound>) {
     let mut d = Dispatcher {
         publisher: InternalPublisher::new(js.server.clone()),
         js,
     };
-    loop {
-        tokio::select! {
-            m = rx.recv() => {
-                let Some(m) = m else { break };
-                d.request(m).await;
-                d.publisher.flush();
-            }
-            b = bounce.recv() => {
-                let Some(b) = b else { break };
-                d.publisher.publish_out(&b);
-                d.publisher.flush();
-            }
-        }
+    while let Some(m) = rx.recv().await {
+        d.request(m).await;
+        d.publisher.flush();
     }
 }
 

@@ -25,10 +25,11 @@ mod api;
 mod commit;
 mod persist;
 pub(crate) mod sinks;
+pub mod stream;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -37,19 +38,14 @@ use jetstream::output::OutMsg;
 use jsservice::account::{self, Limits};
 use jsservice::reply::Count;
 use jsservice::request::Inbound;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, error, info, warn};
 
-pub use actor::Cmd;
 use commit::Committer;
+pub use stream::{Cmd, StreamHandle};
 
 use crate::server::Server;
-use crate::subscription::Subscription;
-
-/// Messages queued to one stream before publishers get `429 Too Many
-/// Requests` instead.
-const MAX_QUEUED: usize = 256 * 1024;
 
 /// How acknowledged writes reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,44 +54,6 @@ pub enum SyncPolicy {
     Always,
     /// Reply once written; fsync every interval (nats-server's model).
     Interval(Duration),
-}
-
-/// What the rest of the server sees of one stream.
-pub struct StreamHandle {
-    pub name: String,
-    pub storage: Storage,
-    tx: mpsc::UnboundedSender<Cmd>,
-    /// The configuration in force, for cross-stream checks and listings.
-    pub config: RwLock<StreamConfig>,
-    subs: Mutex<Vec<Arc<Subscription>>>,
-    pub msgs: AtomicU64,
-    pub bytes: AtomicU64,
-    pub consumers: AtomicU64,
-    queued: AtomicUsize,
-}
-
-impl StreamHandle {
-    /// Queues a command; false if the actor has gone (stream deleted).
-    pub fn send(&self, cmd: Cmd) -> bool {
-        self.try_send(cmd).is_ok()
-    }
-
-    /// Queues a command, or hands it back if the actor has gone.
-    pub fn try_send(&self, cmd: Cmd) -> Result<(), Box<Cmd>> {
-        self.queued.fetch_add(1, Ordering::Relaxed);
-        self.tx.send(cmd).map_err(|e| {
-            self.queued.fetch_sub(1, Ordering::Relaxed);
-            Box::new(e.0)
-        })
-    }
-
-    fn overloaded(&self) -> bool {
-        self.queued.load(Ordering::Relaxed) >= MAX_QUEUED
-    }
-
-    pub fn received(&self) {
-        self.queued.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 pub struct JetStream {
@@ -115,6 +73,18 @@ pub struct JetStream {
     /// Replies made where no task can publish (a publish refused by a sink).
     bounce: mpsc::UnboundedSender<OutMsg>,
     api_tx: mpsc::UnboundedSender<Inbound>,
+}
+
+/// Sends what sinks refused, as they come.
+async fn send_bounced(server: Arc<Server>, mut rx: mpsc::UnboundedReceiver<OutMsg>) {
+    let mut publisher = crate::internal::InternalPublisher::new(server);
+    while let Some(m) = rx.recv().await {
+        publisher.publish_out(&m);
+        while let Ok(m) = rx.try_recv() {
+            publisher.publish_out(&m);
+        }
+        publisher.flush();
+    }
 }
 
 /// Milliseconds on a monotonic clock, from the first call (for the time
@@ -275,15 +245,16 @@ impl JetStream {
             SyncPolicy::Always => info!("  Sync:            always (fsync before every ack)"),
             SyncPolicy::Interval(d) => warn!("  Sync:            every {d:?}: acknowledged writes since the last sync are lost if the machine fails"),
         }
+        tokio::spawn(send_bounced(js.server.clone(), bounce_rx));
         if settings.clustered {
-            // Streams are replicated (`jscluster`); this holds the limits
-            // and counters they share.
+            // Streams are replicated (`jscluster`), their replicas
+            // registered here as they start.
             info!("JetStream started in clustered mode");
             return Ok(js);
         }
         js.recover();
         sinks::subscribe_api(&js).context("could not subscribe to the JetStream API")?;
-        tokio::spawn(api::run(js.clone(), api_rx, bounce_rx));
+        tokio::spawn(api::run(js.clone(), api_rx));
         info!("JetStream started with {} streams", js.streams.read().len());
         Ok(js)
     }
@@ -333,21 +304,9 @@ impl JetStream {
 
     /// Starts the actor for a loaded stream and subscribes its subjects.
     fn launch(self: &Arc<Self>, loaded: persist::Loaded) -> Result<Arc<StreamHandle>, ApiError> {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (handle, rx) = StreamHandle::new(&loaded.stream);
         let config = loaded.stream.config.clone();
-        let st = loaded.stream.store().state();
-        let handle = Arc::new(StreamHandle {
-            name: config.name.clone(),
-            storage: config.storage,
-            tx,
-            config: RwLock::new(config.clone()),
-            subs: Mutex::new(Vec::new()),
-            msgs: AtomicU64::new(st.msgs),
-            bytes: AtomicU64::new(st.bytes),
-            consumers: AtomicU64::new(loaded.stream.consumer_names().len() as u64),
-            queued: AtomicUsize::new(0),
-        });
-        self.add_usage(config.storage, st.bytes as i64);
+        self.add_usage(config.storage, handle.bytes.load(Ordering::Relaxed) as i64);
         sinks::subscribe_stream(self, &handle, &config.subjects)
             .map_err(|e| E::STREAM_CREATE.with("err", e))?;
         self.streams
@@ -355,6 +314,27 @@ impl JetStream {
             .insert(config.name.clone(), handle.clone());
         tokio::spawn(actor::run(self.clone(), handle.clone(), loaded, rx));
         Ok(handle)
+    }
+
+    /// Registers a stream on this server (a cluster's replica, started
+    /// by its meta assignment).
+    pub fn register(&self, handle: Arc<StreamHandle>) {
+        self.add_usage(handle.storage, handle.bytes.load(Ordering::Relaxed) as i64);
+        self.streams.write().insert(handle.name.clone(), handle);
+    }
+
+    /// Forgets a stream registered with `register`, if it is still the
+    /// one under its name.
+    pub fn unregister(&self, handle: &Arc<StreamHandle>) {
+        let mut streams = self.streams.write();
+        if streams
+            .get(&handle.name)
+            .is_some_and(|h| Arc::ptr_eq(h, handle))
+        {
+            streams.remove(&handle.name);
+            let bytes = handle.bytes.swap(0, Ordering::Relaxed);
+            self.add_usage(handle.storage, -(bytes as i64));
+        }
     }
 
     pub fn stream(&self, name: &str) -> Option<Arc<StreamHandle>> {
@@ -391,7 +371,7 @@ impl JetStream {
         }
     }
 
-    fn add_usage(&self, storage: Storage, delta: i64) {
+    pub fn add_usage(&self, storage: Storage, delta: i64) {
         match storage {
             Storage::Memory => self.memory_used.fetch_add(delta, Ordering::Relaxed),
             Storage::File => self.store_used.fetch_add(delta, Ordering::Relaxed),
@@ -513,7 +493,9 @@ impl JetStream {
         out
     }
 
-    fn bounce(&self, msg: OutMsg) {
+    /// Sends a reply made where no task can publish (a sink refusing a
+    /// publish).
+    pub fn bounce(&self, msg: OutMsg) {
         let _ = self.bounce.send(msg);
     }
 }

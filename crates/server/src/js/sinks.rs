@@ -163,17 +163,20 @@ pub fn source_inbox() -> String {
     format!("$JS.S.{token}")
 }
 
-/// Subscribes `<inbox>.>` for a stream's sources.
+/// Subscribes `<inbox>.>` for a stream's sources; in a cluster, told to
+/// routes (an origin may be led on another server).
 pub fn subscribe_inbox(
     js: &JetStream,
     handle: &Arc<StreamHandle>,
     inbox: &str,
+    clustered: bool,
 ) -> Result<Arc<Subscription>, subjects::SublistError> {
-    js.server.subscribe_internal(
-        &format!("{inbox}.>"),
-        None,
-        Arc::new(InboxSink {
-            handle: handle.clone(),
-        }),
-    )
+    let subject = format!("{inbox}.>");
+    let sink = Arc::new(InboxSink {
+        handle: handle.clone(),
+    });
+    match clustered {
+        true => js.server.subscribe_internal_cluster(&subject, sink),
+        false => js.server.subscribe_internal(&subject, None, sink),
+    }
 }

@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 
 use super::JsCluster;
 use crate::internal::InternalPublisher;
-use crate::js::{new_consumer_name, wall_clock, JetStream};
+use crate::js::{new_consumer_name, wall_clock, Cmd, JetStream};
 use crate::server::Server;
 use crate::subscription::Subscription;
 /// How long a create is given to be applied before the next request.
@@ -63,13 +63,13 @@ pub struct AccountApi {
 }
 
 impl AccountApi {
-    pub fn start(server: Arc<Server>, jc: Arc<JsCluster>, js: Arc<JetStream>) -> Arc<AccountApi> {
+    pub fn start(server: Arc<Server>, jc: Arc<JsCluster>) -> Arc<AccountApi> {
         let (tx, rx) = mpsc::unbounded_channel();
         let api = Arc::new(AccountApi {
             subs: Mutex::new(Vec::new()),
             tx,
         });
-        tokio::spawn(serve(server, jc, js, rx));
+        tokio::spawn(serve(server, jc, rx));
         api
     }
 
@@ -85,17 +85,12 @@ struct Api {
     publisher: InternalPublisher,
 }
 
-async fn serve(
-    server: Arc<Server>,
-    jc: Arc<JsCluster>,
-    js: Arc<JetStream>,
-    mut rx: mpsc::UnboundedReceiver<Inbound>,
-) {
+async fn serve(server: Arc<Server>, jc: Arc<JsCluster>, mut rx: mpsc::UnboundedReceiver<Inbound>) {
     let mut api = Api {
         publisher: InternalPublisher::new(server.clone()),
+        js: jc.js.clone(),
         server,
         jc,
-        js,
     };
     while let Some(m) = rx.recv().await {
         // The subscriptions follow leadership a moment late; a server
@@ -103,7 +98,7 @@ async fn serve(
         if !api.jc.meta_status().is_some_and(|g| g.is_leader) {
             continue;
         }
-        let settle = api.request(m);
+        let settle = api.request(m).await;
         api.publisher.flush();
         // A create is applied before the next request is decided, so two
         // creates in a row are checked against each other (names,
@@ -192,8 +187,8 @@ struct Detached {
 }
 
 impl Detached {
-    fn info_of(&self, a: &StreamAssignment) -> StreamInfo {
-        info_of(&self.server, &self.jc, a)
+    async fn info_of(&self, a: &StreamAssignment) -> StreamInfo {
+        info_of(&self.server, &self.jc, a).await
     }
 
     fn send(&self, a: Answer) {
@@ -206,10 +201,23 @@ impl Detached {
 
 /// A stream's info from this server's replica of it, if it has one;
 /// otherwise its config with the state unknown here.
-fn info_of(server: &Server, jc: &JsCluster, a: &StreamAssignment) -> StreamInfo {
+async fn info_of(server: &Server, jc: &JsCluster, a: &StreamAssignment) -> StreamInfo {
     let now = wall_clock();
-    let mut info = match jc.replicas.lock().by_group.get(&a.group) {
-        Some(r) => r.rs.stream().info(now, false, ""),
+    let replica = jc.replicas.lock().get(&a.group).map(|r| r.handle.clone());
+    let asked = replica.and_then(|h| {
+        let (done, rx) = tokio::sync::oneshot::channel();
+        h.send(Cmd::Info {
+            consumers: false,
+            done,
+        })
+        .then_some(rx)
+    });
+    let local = match asked {
+        Some(rx) => rx.await.ok().map(|(info, _)| info),
+        None => None,
+    };
+    let mut info = match local {
+        Some(info) => info,
         None => StreamInfo {
             config: serde_json::from_str(&a.config).unwrap_or_default(),
             created: a.created,
@@ -243,10 +251,10 @@ impl Api {
 
     /// Answers (or starts answering) one request. Returns the name of a
     /// stream whose creation was proposed.
-    fn request(&mut self, m: Inbound) -> Option<String> {
+    async fn request(&mut self, m: Inbound) -> Option<String> {
         match classify(m, Mode::Clustered, &mut new_consumer_name) {
             Request::Answer(a) => self.send(a),
-            Request::Account { reply, request } => return self.account(&reply, request),
+            Request::Account { reply, request } => return self.account(&reply, request).await,
             // About one stream: its leader answers if it exists.
             Request::Stream {
                 stream,
@@ -264,7 +272,7 @@ impl Api {
         None
     }
 
-    fn account(&mut self, to: &str, request: AccountRequest) -> Option<String> {
+    async fn account(&mut self, to: &str, request: AccountRequest) -> Option<String> {
         let kind = request.kind();
         let decision = {
             let meta = self.jc.meta.lock();
@@ -285,7 +293,7 @@ impl Api {
             }
             Decision::Exists(name) => {
                 let a = self.jc.meta.lock().stream(&name).cloned()?;
-                account::created(to, self.info_of(&a))
+                account::created(to, self.info_of(&a).await)
             }
             Decision::Update(config) => match self.update(*config, to) {
                 Ok(()) => return None,
@@ -307,7 +315,10 @@ impl Api {
                         .filter_map(|n| meta.stream(n).cloned())
                         .collect()
                 };
-                let infos = assigned.iter().map(|a| self.info_of(a)).collect();
+                let mut infos = Vec::with_capacity(assigned.len());
+                for a in &assigned {
+                    infos.push(self.info_of(a).await);
+                }
                 account::list(to, total, offset, infos)
             }
             Decision::Info => {
@@ -327,22 +338,20 @@ impl Api {
     /// (consumers and usage of the streams it holds).
     fn usage(&self, meta: &jsservice::meta_sm::Meta) -> Usage {
         use std::sync::atomic::Ordering;
-        let mut usage = Usage {
+        let (memory, storage) = self.js.usage();
+        Usage {
+            memory,
+            storage,
             streams: meta.streams().count() as u64,
+            consumers: self
+                .js
+                .streams()
+                .iter()
+                .map(|h| h.consumers.load(Ordering::Relaxed))
+                .sum(),
             total: self.js.api_total.load(Ordering::Relaxed),
             errors: self.js.api_errors.load(Ordering::Relaxed),
-            ..Default::default()
-        };
-        for r in self.jc.replicas.lock().by_group.values() {
-            let s = r.rs.stream();
-            usage.consumers += s.consumer_names().len() as u64;
-            let bytes = s.store().state().bytes;
-            match s.config.storage {
-                jetstream::api::Storage::Memory => usage.memory += bytes,
-                jetstream::api::Storage::File => usage.storage += bytes,
-            }
         }
-        usage
     }
 
     /// Places a new stream's peers and proposes its assignment.
@@ -451,8 +460,8 @@ impl Api {
         Ok(up)
     }
 
-    fn info_of(&self, a: &StreamAssignment) -> StreamInfo {
-        info_of(&self.server, &self.jc, a)
+    async fn info_of(&self, a: &StreamAssignment) -> StreamInfo {
+        info_of(&self.server, &self.jc, a).await
     }
 
     /// A new config, and new peers when the replica count changes: more
@@ -505,7 +514,7 @@ impl Api {
                 let a = api.jc.meta.lock().stream(&name).cloned();
                 match a {
                     Some(a) if a.config == config => {
-                        let mut info = api.info_of(&a);
+                        let mut info = api.info_of(&a).await;
                         info.config = cfg;
                         api.send(account::updated(&reply, info));
                         return;

@@ -26,11 +26,13 @@
 
 pub mod account_api;
 pub mod api;
-pub mod streams;
+mod applier;
+mod leaders;
+mod replica;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -44,6 +46,7 @@ use replication::identity::{self, Identity};
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
+use crate::js::JetStream;
 use crate::server::Server;
 
 /// Raft's clock here: elections after 0.5 to 1 s without a leader,
@@ -82,9 +85,8 @@ pub struct JsCluster {
     pub node: Node,
     pub meta: Arc<Mutex<Meta>>,
     /// This server's stream replicas.
-    pub replicas: streams::Shared,
-    /// What stream leaders send, until the driver takes it.
-    leader_out: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<streams::LeaderOut>>>,
+    pub replicas: applier::Replicas,
+    pub js: Arc<JetStream>,
     /// Names of peers heard of over routes, kept after the route goes (a
     /// dead voter is still shown by name).
     names: Mutex<BTreeMap<u64, String>>,
@@ -106,7 +108,11 @@ pub struct JsCluster {
 impl JsCluster {
     /// Loads (or makes) the peer id, opens the Raft node, and restarts the
     /// meta group if this store has one.
-    pub fn start(server: &Arc<Server>, store_dir: &Path) -> anyhow::Result<Arc<JsCluster>> {
+    pub fn start(
+        server: &Arc<Server>,
+        js: &Arc<JetStream>,
+        store_dir: &Path,
+    ) -> anyhow::Result<Arc<JsCluster>> {
         let dir = store_dir.join("raft");
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("could not create {}", dir.display()))?;
@@ -121,48 +127,47 @@ impl JsCluster {
             info!("JetStream cluster peer id {:x} made for {}", me.id, me.name);
         }
         let meta = Arc::new(Mutex::new(Meta::new()));
-        let replicas: streams::Shared = Default::default();
-        let (out_tx, out_rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut applier = streams::Applier {
+        let replicas: applier::Replicas = Default::default();
+        let cluster = Arc::new(OnceLock::new());
+        let mut applier = applier::Applier {
             me: me.id,
             meta: meta.clone(),
             replicas: replicas.clone(),
-            out: out_tx,
+            js: js.clone(),
+            cluster: cluster.clone(),
+            runtime: tokio::runtime::Handle::current(),
         };
         let (snap_meta, snap_replicas) = (meta.clone(), replicas.clone());
         let compact_replicas = replicas.clone();
-        // The meta state and the streams are applied on the engine's
-        // thread, so a snapshot taken there is exactly as of the applied
-        // index.
+        // The meta state is applied on the engine's thread, so its
+        // snapshot taken there is exactly as of the applied index; a
+        // stream's replica is applied by its own task and snapshots when
+        // asked (`Node::snapshot_taken`).
         let (node, _events) = Node::start(NodeConfig {
             id: me.id,
             dir: fsdir.clone(),
             tick: TICK,
             seed: fastrand::u64(..),
-            snapshotter: Box::new(move |group| {
-                if group == META_GROUP {
-                    Some(snap_meta.lock().snapshot())
-                } else {
-                    streams::snapshot(&snap_replicas, group)
-                }
+            snapshotter: Box::new(move |group, index| {
+                applier::snapshot(&snap_meta, &snap_replicas, group, index)
             }),
             apply: Some(Box::new(move |ev, engine| applier.apply(ev, engine))),
             compact: Some(Box::new(move |group, since| {
                 if group == META_GROUP {
                     since >= META_COMPACT_EVERY
                 } else {
-                    streams::should_compact(&compact_replicas, group, since)
+                    applier::should_compact(&compact_replicas, group, since)
                 }
             })),
         });
         let has_log = dir.join(format!("raft-{META_GROUP:016x}.log")).exists();
-        let js = Arc::new(JsCluster {
+        let jc = Arc::new(JsCluster {
             me,
             fresh_id: new,
             node,
             meta,
             replicas,
-            leader_out: Mutex::new(Some(out_rx)),
+            js: js.clone(),
             has_meta: Mutex::new(false),
             founded_with: Mutex::new(Vec::new()),
             names: Mutex::new(BTreeMap::new()),
@@ -172,22 +177,23 @@ impl JsCluster {
             tags: server.opts().server_tags.clone(),
             healed: Mutex::new(None),
         });
+        let _ = cluster.set(Arc::downgrade(&jc));
         if has_log {
             // The meta state comes back from the log's snapshot, then the
             // entries after it (the streams it assigns here start from it).
-            let voters = js.node.restart_group(META_GROUP)?;
+            let voters = jc.node.restart_group(META_GROUP)?;
             if voters.is_empty() {
                 // A log with no configuration: this server was joining
                 // when it stopped, and joins again.
-                let _ = js.node.call(|e| e.remove_group(META_GROUP));
+                let _ = jc.node.call(|e| e.remove_group(META_GROUP));
             } else {
                 info!("JetStream cluster meta group restarted with voters {voters:x?}");
-                *js.has_meta.lock() = true;
+                *jc.has_meta.lock() = true;
             }
         }
-        let _ = server.raft.set(js.node.transport.clone());
-        server.set_hello(Some(js.hello(Vec::new())));
-        Ok(js)
+        let _ = server.raft.set(jc.node.transport.clone());
+        server.set_hello(Some(jc.hello(Vec::new())));
+        Ok(jc)
     }
 
     fn hello(&self, proposal: Vec<u64>) -> FlotillaHello {
@@ -211,13 +217,8 @@ impl JsCluster {
         let mut last_hello = None;
         let mut last_leader = 0;
         let api = api::MetaApi::start(server.clone(), self.clone());
-        let account_api = server
-            .jetstream
-            .get()
-            .map(|js| account_api::AccountApi::start(server.clone(), self.clone(), js.clone()));
-        if let (Some(js), Some(out)) = (server.jetstream.get(), self.leader_out.lock().take()) {
-            streams::Driver::start(server.clone(), self.clone(), js.clone(), out);
-        }
+        let account_api = account_api::AccountApi::start(server.clone(), self.clone());
+        leaders::Leaders::start(server.clone(), self.clone());
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(CONTROL_EVERY) => {}
@@ -251,9 +252,7 @@ impl JsCluster {
                 }
             }
             api.follow_leadership(&server, leading, &voters);
-            if let Some(a) = &account_api {
-                a.follow_leadership(&server, leading);
-            }
+            account_api.follow_leadership(&server, leading);
             let hello = self.hello(proposal);
             if last_hello.as_ref() != Some(&hello) {
                 server.set_hello(Some(hello.clone()));
@@ -637,13 +636,77 @@ impl JsCluster {
     pub fn group_names(&self) -> BTreeMap<u64, String> {
         self.replicas
             .lock()
-            .by_group
-            .values()
-            .map(|r| {
-                let cfg = &r.rs.stream().config;
-                (r.group, stream_group_name(r.group, cfg))
-            })
+            .iter()
+            .map(|(group, r)| (*group, stream_group_name(*group, &r.handle.config.read())))
             .collect()
+    }
+
+    /// The `cluster` block of a stream's (or its consumers') info, as its
+    /// leader reports it.
+    pub fn cluster_info(
+        &self,
+        group: u64,
+        cfg: &jetstream::api::StreamConfig,
+    ) -> jetstream::api::ClusterInfo {
+        let server = &self.js.server;
+        let g = self
+            .node
+            .status()
+            .groups
+            .into_iter()
+            .find(|g| g.group == group)
+            .unwrap_or_default();
+        jetstream::api::ClusterInfo {
+            name: server.routes.cluster_name().0,
+            raft_group: stream_group_name(group, cfg),
+            leader: match g.leader {
+                0 => String::new(),
+                leader => self.peer_name(server, leader).unwrap_or_default(),
+            },
+            replicas: self.replicas(server, &g),
+        }
+    }
+
+    /// Hands a group's leadership to another member that is caught up
+    /// (raft-rs sends it a TimeoutNow once its log matches), or to the
+    /// server named `preferred`.
+    pub fn step_down(
+        &self,
+        group: u64,
+        preferred: Option<&str>,
+    ) -> Result<(), jetstream::api::ApiError> {
+        use jetstream::api::E;
+        let server = &self.js.server;
+        let status = self.node.status();
+        let g = status
+            .groups
+            .iter()
+            .find(|g| g.group == group)
+            .ok_or_else(|| E::STREAM_NOT_FOUND.err())?;
+        let routed = self.routed_ids(server);
+        let mut candidates = g
+            .progress
+            .iter()
+            .filter(|(id, m)| *id != self.me.id && routed.contains(id) && *m >= g.committed)
+            .map(|(id, _)| *id);
+        let target = match preferred {
+            None => candidates
+                .next()
+                .ok_or_else(|| E::CLUSTER_NO_PEERS.with("err", "no replacement peer connected"))?,
+            Some(p) if p == server.name => {
+                return Err(E::CLUSTER_NO_PEERS
+                    .with("err", format!("preferred server {p:?} is already leader")))
+            }
+            Some(p) => candidates
+                .find(|&id| self.peer_name(server, id).as_deref() == Some(p))
+                .ok_or_else(|| {
+                    E::CLUSTER_NO_PEERS.with("err", format!("preferred server {p:?} not known"))
+                })?,
+        };
+        self.node
+            .call(move |e| e.transfer_leader(group, target))
+            .ok_or_else(|| E::CLUSTER_NOT_AVAIL.err())?
+            .map_err(|_| E::CLUSTER_NOT_LEADER.err())
     }
 
     /// The `server_tags` of the JetStream servers that are up: this one,

@@ -1,0 +1,323 @@
+//! What both drivers' stream actors share: the handle the rest of the
+//! server sees of a stream, the commands its actor takes, and the pieces
+//! of an actor that do not depend on when data is durable (push
+//! consumers' interest, source links, the stream's figures).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use jetstream::api::{ApiError, ConsumerInfo, Storage, StreamConfig, StreamInfo};
+use jetstream::output::OutMsg;
+use jetstream::stream::Stream;
+use jsservice::request::{Inbound, StreamRequest};
+use jsservice::sourcing::{Inboxed, Links};
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::{mpsc, oneshot};
+use tracing::error;
+
+use super::{mono_ms, sinks, JetStream};
+use crate::interest::Watcher;
+use crate::internal::InternalPublisher;
+use crate::subscription::Subscription;
+
+/// Messages queued to one stream before publishers get `429 Too Many
+/// Requests` instead.
+const MAX_QUEUED: usize = 256 * 1024;
+
+/// What a stream's actor is asked to do.
+pub enum Cmd {
+    /// A message on one of the stream's subjects (one server; a cluster's
+    /// leader proposes publishes straight from its subscription).
+    Publish(Inbound),
+    /// A request about this stream, classified: from the API, or an ack
+    /// or flow-control response to one of its consumers.
+    Request {
+        reply: Option<String>,
+        request: StreamRequest,
+    },
+    /// An API request as it arrived (a cluster's leader: classified by
+    /// the actor, and sent on to the new leader if leadership moved).
+    Api(Inbound),
+    /// A new config, checked against the account's other streams (one
+    /// server; a cluster changes configs through the stream's log).
+    Update {
+        config: Box<StreamConfig>,
+        done: oneshot::Sender<Result<StreamInfo, ApiError>>,
+    },
+    /// The stream's info, and its consumers' when asked for.
+    Info {
+        consumers: bool,
+        done: oneshot::Sender<(StreamInfo, Vec<ConsumerInfo>)>,
+    },
+    /// Remove the stream and its storage (one server).
+    Delete {
+        done: oneshot::Sender<Result<(), ApiError>>,
+    },
+    /// Something on the inbox of this stream's sources (the subject it
+    /// was routed on, and the message).
+    Inbox { routed: String, msg: Inbound },
+    /// From the stream's Raft group (a cluster).
+    Raft(RaftEvent),
+}
+
+/// What a replica hears from its Raft group, in order.
+pub enum RaftEvent {
+    /// A committed entry; `leader`: this server led the group when the
+    /// entry was handed out, so it sends what the entry answers.
+    Committed {
+        index: u64,
+        data: Bytes,
+        leader: bool,
+    },
+    /// A leader's snapshot replaced the log: the state is this, as of
+    /// `index`.
+    Snapshot { index: u64, data: Bytes },
+    /// The Raft node wants the state as of `index`, the last index it
+    /// handed out (to compact the log, or to catch a follower up): every
+    /// entry up to it came before this in the queue.
+    TakeSnapshot { index: u64 },
+    /// Whether this server leads the group. `true` comes once the node
+    /// has handed out every entry committed when it took over, and after
+    /// them in this queue, so a replica serves only once its answers are
+    /// not from behind its predecessor's.
+    Leading(bool),
+    /// The stream is no longer on this server.
+    Stop,
+}
+
+/// What the rest of the server sees of one stream on this server (one
+/// server's stream, or a cluster's replica).
+pub struct StreamHandle {
+    pub name: String,
+    pub storage: Storage,
+    tx: mpsc::UnboundedSender<Cmd>,
+    /// The configuration in force, for cross-stream checks and listings.
+    pub config: RwLock<StreamConfig>,
+    pub(super) subs: Mutex<Vec<Arc<Subscription>>>,
+    pub msgs: AtomicU64,
+    pub bytes: AtomicU64,
+    pub consumers: AtomicU64,
+    queued: AtomicUsize,
+}
+
+impl StreamHandle {
+    /// The handle of a stream whose actor takes from the receiver.
+    pub fn new(stream: &Stream) -> (Arc<StreamHandle>, mpsc::UnboundedReceiver<Cmd>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let st = stream.store().state();
+        let handle = Arc::new(StreamHandle {
+            name: stream.config.name.clone(),
+            storage: stream.config.storage,
+            tx,
+            config: RwLock::new(stream.config.clone()),
+            subs: Mutex::new(Vec::new()),
+            msgs: AtomicU64::new(st.msgs),
+            bytes: AtomicU64::new(st.bytes),
+            consumers: AtomicU64::new(stream.consumer_names().len() as u64),
+            queued: AtomicUsize::new(0),
+        });
+        (handle, rx)
+    }
+
+    /// Queues a command; false if the actor has gone (stream deleted).
+    pub fn send(&self, cmd: Cmd) -> bool {
+        self.try_send(cmd).is_ok()
+    }
+
+    /// Queues a command, or hands it back if the actor has gone.
+    pub fn try_send(&self, cmd: Cmd) -> Result<(), Box<Cmd>> {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        self.tx.send(cmd).map_err(|e| {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            Box::new(e.0)
+        })
+    }
+
+    pub(super) fn overloaded(&self) -> bool {
+        self.queued.load(Ordering::Relaxed) >= MAX_QUEUED
+    }
+
+    /// The actor took a command.
+    pub fn received(&self) {
+        self.queued.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Records what `stream` holds now; returns the change in bytes.
+    pub fn record(&self, stream: &Stream) -> i64 {
+        let st = stream.store().state();
+        self.msgs.store(st.msgs, Ordering::Relaxed);
+        let before = self.bytes.swap(st.bytes, Ordering::Relaxed);
+        self.consumers
+            .store(stream.consumer_names().len() as u64, Ordering::Relaxed);
+        if *self.config.read() != stream.config {
+            *self.config.write() = stream.config.clone();
+        }
+        st.bytes as i64 - before as i64
+    }
+}
+
+/// A stream's info, and its consumers' when asked for.
+pub fn info(stream: &Stream, consumers: bool, now: i64) -> (StreamInfo, Vec<ConsumerInfo>) {
+    let info = stream.info(now, false, "");
+    let cs = if consumers {
+        stream
+            .consumer_names()
+            .iter()
+            .filter_map(|n| stream.consumer_info(n, now).ok())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    (info, cs)
+}
+
+struct PushTarget {
+    consumer: String,
+    subject: String,
+    group: String,
+    active: bool,
+}
+
+/// Whether push consumers' deliver subjects have subscribers, followed as
+/// subscriptions come and go (nats-server's sublist notifications).
+pub struct PushWatch {
+    targets: Vec<PushTarget>,
+    /// Wakes the actor when a subscription on a watched subject comes or
+    /// goes.
+    pub watcher: Watcher,
+}
+
+impl PushWatch {
+    pub fn new(js: &JetStream) -> PushWatch {
+        PushWatch {
+            targets: Vec::new(),
+            watcher: js.server.interest.watcher(),
+        }
+    }
+
+    /// Follows `stream`'s push consumers (after consumers changed), and
+    /// returns the interest that changed, as `poll` does.
+    pub fn refresh(
+        &mut self,
+        stream: &Stream,
+        publisher: &mut InternalPublisher,
+    ) -> Vec<(String, bool)> {
+        let old: BTreeMap<String, bool> = self
+            .targets
+            .drain(..)
+            .map(|t| (t.consumer, t.active))
+            .collect();
+        self.targets = stream
+            .push_targets()
+            .into_iter()
+            .map(|(consumer, subject, group)| PushTarget {
+                active: old.get(&consumer).copied().unwrap_or(false),
+                consumer,
+                subject,
+                group,
+            })
+            .collect();
+        self.watcher
+            .watch(self.targets.iter().map(|t| t.subject.as_str()));
+        self.poll(publisher)
+    }
+
+    /// The consumers whose deliver subject gained or lost its last
+    /// subscriber since the last look: (consumer, active).
+    pub fn poll(&mut self, publisher: &mut InternalPublisher) -> Vec<(String, bool)> {
+        let mut changed = Vec::new();
+        for t in &mut self.targets {
+            let active = publisher.has_interest(&t.subject, &t.group);
+            if active != t.active {
+                t.active = active;
+                changed.push((t.consumer.clone(), active));
+            }
+        }
+        changed
+    }
+
+    /// Every push consumer's interest now: (consumer, active).
+    pub fn interest(&self, publisher: &mut InternalPublisher) -> Vec<(String, bool)> {
+        self.targets
+            .iter()
+            .map(|t| {
+                (
+                    t.consumer.clone(),
+                    publisher.has_interest(&t.subject, &t.group),
+                )
+            })
+            .collect()
+    }
+
+    /// Stops watching (a replica that no longer leads).
+    pub fn clear(&mut self) {
+        self.targets.clear();
+        self.watcher.watch(std::iter::empty::<&str>());
+    }
+}
+
+/// A stream's sources: the links to their origins
+/// (`jsservice::sourcing`), and the inbox their answers come back on,
+/// subscribed while the stream has sources.
+pub struct SourceLinks {
+    links: Links,
+    inbox: Option<Arc<Subscription>>,
+    /// In a cluster the inbox is advertised to routes: an origin may be
+    /// led elsewhere.
+    clustered: bool,
+}
+
+impl SourceLinks {
+    pub fn new(stream: &str, clustered: bool) -> SourceLinks {
+        SourceLinks {
+            links: Links::new(stream, sinks::source_inbox()),
+            inbox: None,
+            clustered,
+        }
+    }
+
+    /// Subscribes the inbox while `stream` has sources, and returns the
+    /// requests due now.
+    pub fn follow(
+        &mut self,
+        js: &JetStream,
+        handle: &Arc<StreamHandle>,
+        stream: &Stream,
+    ) -> Vec<OutMsg> {
+        let specs = stream.source_specs();
+        match (&self.inbox, specs.is_empty()) {
+            (None, false) => {
+                let inbox = self.links.inbox_subject().to_string();
+                match sinks::subscribe_inbox(js, handle, &inbox, self.clustered) {
+                    Ok(sub) => self.inbox = Some(sub),
+                    Err(e) => error!("Stream '{}': sources inbox: {e}", handle.name),
+                }
+            }
+            (Some(_), true) => self.close(js),
+            _ => {}
+        }
+        if specs.is_empty() && self.links.is_empty() {
+            return Vec::new();
+        }
+        self.links.follow(&specs, mono_ms())
+    }
+
+    /// Something arrived on the inbox.
+    pub fn inbox(&mut self, routed: &str, msg: Inbound) -> Inboxed {
+        self.links.inbox(routed, msg, mono_ms())
+    }
+
+    /// When `follow` next has something to do (monotonic ms).
+    pub fn next_wake(&self) -> Option<u64> {
+        self.links.next_wake()
+    }
+
+    /// Lets go of the inbox.
+    pub fn close(&mut self, js: &JetStream) {
+        if let Some(sub) = self.inbox.take() {
+            js.server.unsubscribe(&sub);
+        }
+    }
+}

@@ -1,0 +1,724 @@
+//! One stream's replica on this server: a task that owns the stream's
+//! state machine (`StreamMachine` over a `MemStore`, its durability the
+//! Raft log's) and applies its group's committed entries in log order,
+//! as the engine's thread hands them over (`applier`).
+//!
+//! Every replica applies the same entries to the same state machine;
+//! only a replica that led the group when an entry was handed out sends
+//! what the entry answers (`jsservice::reply::answers`): the PubAck
+//! (after a majority has the entry on disk), an API answer, deliveries.
+//! A leader that lost its place mid-way leaves its requesters to retry;
+//! publishes with a `Nats-Msg-Id` are not stored twice.
+//!
+//! While this server leads the group and has applied what was committed
+//! when it took over, the replica serves: it subscribes, advertised to
+//! routes, to the stream's subjects (publishes and acks are proposed
+//! straight from those subscriptions), its API subjects (requests come
+//! here: reads are answered from this replica, changes admitted against
+//! it and proposed), and its sources' inbox. It proposes clock ticks when
+//! the stream has a deadline, push consumers' interest, and the config
+//! the meta group assigned.
+//!
+//! Reads and snapshots are taken on this task, never on the engine's
+//! thread, so a large read holds up this stream alone.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use jetstream::api::{StreamConfig, E};
+use jetstream::stream::PubAck;
+use jsservice::reply::{self, Answer, Kind, Success};
+use jsservice::request::{classify, Inbound, Mode, Request, StreamRequest};
+use jsservice::sourcing::Inboxed;
+use jsservice::stream_api::{self, Admitted};
+use jsservice::stream_sm::{Entry, Op, StreamMachine};
+use tokio::sync::mpsc;
+use tracing::{error, info};
+
+use super::JsCluster;
+use crate::client::delivery::{InternalSink, Message};
+use crate::internal::InternalPublisher;
+use crate::js::sinks::inbound;
+use crate::js::stream::{self, Cmd, PushWatch, RaftEvent, SourceLinks, StreamHandle};
+use crate::js::{new_consumer_name, wall_clock, JetStream};
+use crate::subscription::Subscription;
+
+/// How often a leader looks at its duties: ticks, sources, config,
+/// a new stream's create.
+const FOLLOW_EVERY: Duration = Duration::from_millis(50);
+/// Ticks (ack timeouts, expiry) are proposed at most this often.
+const TICK_EVERY: Duration = Duration::from_millis(250);
+/// A request that could not be proposed goes out again after this long
+/// (the new leader subscribes within a follow period or two), this many
+/// times at most.
+const FORWARD_AFTER: Duration = Duration::from_millis(150);
+const FORWARD_TRIES: u32 = 3;
+/// How many proposed requests are remembered, to propose a forwarded copy
+/// of one only once.
+const PROPOSED_REMEMBERED: usize = 4096;
+/// A leader proposes the assigned config, or a push consumer's interest
+/// again, at most this often.
+const RECONCILE_EVERY: Duration = Duration::from_millis(500);
+/// A new stream's first leader answers its create only this soon after.
+const CREATE_ANSWER_WITHIN: Duration = Duration::from_secs(30);
+/// Commands applied before the actor looks at its other work.
+const MAX_BATCH: usize = 1024;
+
+/// The subscriptions of a replica that serves.
+struct Serving {
+    /// The stream subjects subscribed (an update may change them).
+    subjects: Vec<String>,
+    subs: Vec<Arc<Subscription>>,
+}
+
+pub struct Actor {
+    jc: Arc<JsCluster>,
+    js: Arc<JetStream>,
+    group: u64,
+    machine: StreamMachine,
+    handle: Arc<StreamHandle>,
+    publisher: InternalPublisher,
+    /// This server leads the group (and has applied what was committed
+    /// when it took over).
+    leading: bool,
+    serving: Option<Serving>,
+    /// Where the create is answered, by the first replica to lead it.
+    create: Option<(String, Instant)>,
+    push: PushWatch,
+    /// The push interest last proposed, and when, by consumer.
+    push_proposed: BTreeMap<String, (bool, Instant)>,
+    sources: SourceLinks,
+    /// Reply subjects of the changes proposed lately, oldest first.
+    proposed: BTreeSet<String>,
+    proposed_order: VecDeque<String>,
+    /// Requests forwarded after a failed proposal, by reply subject.
+    forwarded: BTreeMap<String, u32>,
+    last_tick: Option<Instant>,
+    last_reconcile: Option<Instant>,
+    /// A leader's snapshot did not decode: this replica applies and
+    /// serves nothing more (its group is removed from the node).
+    stopped: bool,
+}
+
+impl Actor {
+    pub fn new(
+        jc: Arc<JsCluster>,
+        js: Arc<JetStream>,
+        group: u64,
+        machine: StreamMachine,
+        handle: Arc<StreamHandle>,
+        create: Option<(String, Instant)>,
+    ) -> Actor {
+        let name = machine.stream().config.name.clone();
+        Actor {
+            publisher: InternalPublisher::new(js.server.clone()),
+            push: PushWatch::new(&js),
+            sources: SourceLinks::new(&name, true),
+            jc,
+            js,
+            group,
+            machine,
+            handle,
+            leading: false,
+            serving: None,
+            create,
+            push_proposed: BTreeMap::new(),
+            proposed: BTreeSet::new(),
+            proposed_order: VecDeque::new(),
+            forwarded: BTreeMap::new(),
+            last_tick: None,
+            last_reconcile: None,
+            stopped: false,
+        }
+    }
+
+    pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Cmd>) {
+        let mut follow = tokio::time::interval(FOLLOW_EVERY);
+        follow.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let interest_changed = self.push.watcher.notify();
+        loop {
+            tokio::select! {
+                cmd = rx.recv() => {
+                    let Some(cmd) = cmd else { break };
+                    if !self.take_batch(cmd, &mut rx) {
+                        break;
+                    }
+                }
+                _ = interest_changed.notified(), if self.serving.is_some() => {
+                    self.reconcile_push(true);
+                }
+                _ = follow.tick(), if self.leading => self.leader_duties(),
+            }
+            self.publisher.flush();
+        }
+        self.unserve();
+        self.publisher.flush();
+    }
+
+    /// Handles `first` and whatever else is queued, up to a batch. False
+    /// once the replica is to stop.
+    fn take_batch(&mut self, first: Cmd, rx: &mut mpsc::UnboundedReceiver<Cmd>) -> bool {
+        let mut next = Some(first);
+        let mut n = 0;
+        while let Some(cmd) = next.take() {
+            self.handle.received();
+            if matches!(cmd, Cmd::Raft(RaftEvent::Stop)) {
+                return false;
+            }
+            self.handle_cmd(cmd);
+            n += 1;
+            if n < MAX_BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        true
+    }
+
+    fn handle_cmd(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Raft(RaftEvent::Committed {
+                index,
+                data,
+                leader,
+            }) => self.apply(index, &data, leader),
+            Cmd::Raft(RaftEvent::Snapshot { index, data }) => self.install(index, &data),
+            Cmd::Raft(RaftEvent::TakeSnapshot { index }) if !self.stopped => {
+                // Every entry up to `index` came before this: the state is
+                // as of it.
+                debug_assert!(self.machine.applied() <= index);
+                let data = self.machine.snapshot(wall_clock());
+                self.jc.node.snapshot_taken(self.group, index, data);
+            }
+            Cmd::Raft(RaftEvent::Leading(leading)) => {
+                self.leading = leading;
+                match leading {
+                    true => self.try_serve(),
+                    false => self.unserve(),
+                }
+            }
+            Cmd::Raft(RaftEvent::Stop | RaftEvent::TakeSnapshot { .. }) => {}
+            Cmd::Api(m) => self.request(m),
+            Cmd::Inbox { routed, msg } => self.inbox(&routed, msg),
+            Cmd::Info { consumers, done } => {
+                let _ = done.send(stream::info(self.machine.stream(), consumers, wall_clock()));
+            }
+            // One server's alone.
+            Cmd::Publish(_) | Cmd::Request { .. } | Cmd::Update { .. } | Cmd::Delete { .. } => {}
+        }
+    }
+
+    /// Applies the committed entry at `index`; sends what it answers if
+    /// this server led the group when it was handed out.
+    fn apply(&mut self, index: u64, data: &[u8], leader: bool) {
+        if self.stopped {
+            return;
+        }
+        let applied = self.machine.apply(index, data);
+        let grew = self.handle.record(self.machine.stream());
+        self.js.add_usage(self.handle.storage, grew);
+        if leader && (applied.reply.is_some() || !applied.outputs.is_empty()) {
+            let (jc, group) = (&self.jc, self.group);
+            let config = &self.machine.stream().config;
+            let answers = reply::answers(self.machine.stream(), applied, || {
+                Some(jc.cluster_info(group, config))
+            });
+            for a in answers {
+                self.send(a);
+            }
+        }
+        let changed = self.machine.stream_mut().take_consumers_changed();
+        if self.serving.is_some() {
+            if changed {
+                let _ = self
+                    .push
+                    .refresh(self.machine.stream(), &mut self.publisher);
+                self.reconcile_push(true);
+            }
+            self.follow_subjects();
+        }
+    }
+
+    /// A leader's snapshot replaced the log: the state becomes its.
+    fn install(&mut self, index: u64, data: &[u8]) {
+        match StreamMachine::restore(data, Box::new(store::MemStore::new())) {
+            Ok(machine) => {
+                self.machine = machine;
+                let grew = self.handle.record(self.machine.stream());
+                self.js.add_usage(self.handle.storage, grew);
+                info!(
+                    "JetStream cluster stream '$G > {}' caught up from the leader's snapshot at index {index}",
+                    self.handle.name
+                );
+            }
+            Err(e) => {
+                // Going on from the old state would diverge from the
+                // other replicas: this one stops, neither voting nor
+                // serving, and /healthz reports it.
+                error!(
+                    "JetStream cluster stream '$G > {}': the leader's snapshot at {index} does not decode ({e}); this replica stops",
+                    self.handle.name
+                );
+                self.stopped = true;
+                self.unserve();
+                let group = self.group;
+                let _ = self.jc.node.call(move |e| e.remove_group(group));
+            }
+        }
+    }
+
+    fn send(&mut self, a: Answer) {
+        self.js.count(a.count());
+        self.publisher.publish_out(&a.msg);
+    }
+
+    /// Starts serving while this server leads.
+    fn try_serve(&mut self) {
+        if !self.leading || self.serving.is_some() || self.stopped {
+            return;
+        }
+        info!(
+            "JetStream cluster new stream leader for '$G > {}'",
+            self.handle.name
+        );
+        let subjects = self.machine.stream().config.subjects.clone();
+        let mut subs = self.subscribe_subjects(&subjects);
+        subs.extend(self.subscribe_api());
+        self.serving = Some(Serving { subjects, subs });
+        self.push_proposed.clear();
+        let _ = self
+            .push
+            .refresh(self.machine.stream(), &mut self.publisher);
+        self.reconcile_push(true);
+        self.leader_duties();
+    }
+
+    /// Stops serving: the subscriptions go (a new leader takes them up).
+    fn unserve(&mut self) {
+        if let Some(s) = self.serving.take() {
+            for sub in s.subs {
+                self.js.server.unsubscribe(&sub);
+            }
+        }
+        self.push.clear();
+        self.sources.close(&self.js);
+        self.sources = SourceLinks::new(&self.handle.name, true);
+        self.forwarded.clear();
+        self.last_tick = None;
+        self.last_reconcile = None;
+    }
+
+    /// After an update changed the stream's subjects: subscribes the new
+    /// ones.
+    fn follow_subjects(&mut self) {
+        let subjects = self.machine.stream().config.subjects.clone();
+        let old = match &mut self.serving {
+            Some(s) if s.subjects != subjects => std::mem::take(&mut s.subs),
+            _ => return,
+        };
+        for sub in old {
+            self.js.server.unsubscribe(&sub);
+        }
+        let mut subs = self.subscribe_subjects(&subjects);
+        subs.extend(self.subscribe_api());
+        self.serving = Some(Serving { subjects, subs });
+    }
+
+    /// The stream's subjects, and its consumers' ack and flow-control
+    /// subjects: proposed straight from the subscriptions.
+    fn subscribe_subjects(&self, subjects: &[String]) -> Vec<Arc<Subscription>> {
+        let name = &self.handle.name;
+        let publish: Arc<dyn InternalSink> = Arc::new(PublishSink {
+            jc: self.jc.clone(),
+            js: self.js.clone(),
+            handle: self.handle.clone(),
+            group: self.group,
+        });
+        let acks: Arc<dyn InternalSink> = Arc::new(AckSink {
+            jc: self.jc.clone(),
+            group: self.group,
+        });
+        let mut wanted: Vec<(String, Arc<dyn InternalSink>)> = subjects
+            .iter()
+            .map(|s| (s.clone(), publish.clone()))
+            .collect();
+        for prefix in ["$JS.ACK", "$JS.FC"] {
+            wanted.push((format!("{prefix}.{name}.>"), acks.clone()));
+        }
+        self.subscribe_all(wanted)
+    }
+
+    /// The stream's API subjects: requests come to this actor.
+    fn subscribe_api(&self) -> Vec<Arc<Subscription>> {
+        let sink: Arc<dyn InternalSink> = Arc::new(ApiSink {
+            handle: self.handle.clone(),
+        });
+        let wanted = api_subjects(&self.handle.name)
+            .into_iter()
+            .map(|s| (s, sink.clone()))
+            .collect();
+        self.subscribe_all(wanted)
+    }
+
+    fn subscribe_all(
+        &self,
+        wanted: Vec<(String, Arc<dyn InternalSink>)>,
+    ) -> Vec<Arc<Subscription>> {
+        let mut subs = Vec::new();
+        for (subject, sink) in wanted {
+            match self.js.server.subscribe_internal_cluster(&subject, sink) {
+                Ok(s) => subs.push(s),
+                Err(e) => error!(
+                    "Stream '{}': could not subscribe to {subject}: {e}",
+                    self.handle.name
+                ),
+            }
+        }
+        subs
+    }
+
+    /// What a serving leader looks after: a new stream's create, clock
+    /// ticks, its sources, the config the meta group assigned.
+    fn leader_duties(&mut self) {
+        if self.serving.is_none() {
+            return self.try_serve();
+        }
+        if let Some((reply, at)) = self.create.take() {
+            if at.elapsed() < CREATE_ANSWER_WITHIN {
+                self.answer_create(&reply);
+            }
+        }
+        let due = self
+            .machine
+            .stream()
+            .next_deadline()
+            .is_some_and(|d| d <= wall_clock());
+        if due && self.last_tick.is_none_or(|t| t.elapsed() >= TICK_EVERY) {
+            self.last_tick = Some(Instant::now());
+            self.submit(Op::Tick);
+        }
+        let requests = self
+            .sources
+            .follow(&self.js, &self.handle, self.machine.stream());
+        for m in requests {
+            self.publisher.publish_out(&m);
+        }
+        if self
+            .last_reconcile
+            .is_none_or(|t| t.elapsed() >= RECONCILE_EVERY)
+        {
+            self.last_reconcile = Some(Instant::now());
+            self.reconcile_config();
+            self.reconcile_push(false);
+        }
+    }
+
+    fn answer_create(&mut self, reply: &str) {
+        let stream = self.machine.stream();
+        let mut info = stream.info(wall_clock(), false, "");
+        info.cluster = Some(self.jc.cluster_info(self.group, &stream.config));
+        self.send(jsservice::account::created(reply, info));
+    }
+
+    /// Brings the stream to the config the meta group assigned: through
+    /// the log, so every replica changes at the same point.
+    fn reconcile_config(&mut self) {
+        let assigned = self
+            .jc
+            .meta
+            .lock()
+            .streams()
+            .find(|a| a.group == self.group)
+            .map(|a| a.config.clone());
+        let Some(config) = assigned else { return };
+        let Ok(want) = serde_json::from_str::<StreamConfig>(&config) else {
+            return;
+        };
+        if self.machine.stream().config != want {
+            info!(
+                "JetStream cluster stream '$G > {}': applying its new config",
+                self.handle.name
+            );
+            let config = Bytes::from(config.into_bytes());
+            self.submit(Op::UpdateConfig { config });
+        }
+    }
+
+    /// Proposes a push consumer's interest where it differs from the
+    /// replicated state (again if that has not changed a moment later:
+    /// the proposal may have been lost; at once when `now`, on a change
+    /// of interest).
+    fn reconcile_push(&mut self, now: bool) {
+        let interest = self.push.interest(&mut self.publisher);
+        for (consumer, active) in interest {
+            let on = self
+                .machine
+                .stream()
+                .consumer(&consumer)
+                .is_some_and(|c| c.push_active());
+            if active == on {
+                continue;
+            }
+            let recent = self
+                .push_proposed
+                .get(&consumer)
+                .is_some_and(|(v, at)| *v == active && at.elapsed() < RECONCILE_EVERY);
+            if recent && !now {
+                continue;
+            }
+            self.push_proposed
+                .insert(consumer.clone(), (active, Instant::now()));
+            self.submit(Op::PushInterest { consumer, active });
+        }
+    }
+
+    /// Proposes an input (non-blocking; dropped unless this server leads
+    /// the group).
+    fn submit(&self, op: Op) {
+        self.jc.node.submit(self.group, entry(op));
+    }
+
+    fn inbox(&mut self, routed: &str, m: Inbound) {
+        if self.serving.is_none() {
+            return;
+        }
+        match self.sources.inbox(routed, m) {
+            Inboxed::Nothing => {}
+            Inboxed::Send(m) => {
+                self.publisher.publish_out(&m);
+            }
+            Inboxed::Copy(op, ack) => self.submit(op.replied(Some(&ack))),
+        }
+    }
+
+    /// An API request to this stream.
+    fn request(&mut self, m: Inbound) {
+        let original = m.clone();
+        let (reply, request) = match classify(m, Mode::Clustered, &mut new_consumer_name) {
+            Request::Answer(a) => return self.send(a),
+            Request::Stream { reply, request, .. } => (reply, request),
+            _ => return,
+        };
+        if self.serving.is_none() {
+            // Leadership moved after the request was queued here: it goes
+            // to the new leader.
+            self.forward_later(&original);
+            return;
+        }
+        let Some(to) = reply else { return };
+        match request {
+            StreamRequest::Read(read) => {
+                let cluster = self
+                    .jc
+                    .cluster_info(self.group, &self.machine.stream().config);
+                let server = self.js.server.name.clone();
+                let answers = stream_api::read(
+                    self.machine.stream(),
+                    read,
+                    &to,
+                    wall_clock(),
+                    Some(&cluster),
+                    &server,
+                );
+                for a in answers {
+                    self.send(a);
+                }
+            }
+            StreamRequest::Change(op) => self.change(&to, op, &original),
+            StreamRequest::StepDown {
+                consumer,
+                preferred,
+            } => {
+                let kind = match consumer {
+                    Some(_) => Kind::ConsumerLeaderStepdown,
+                    None => Kind::StreamLeaderStepdown,
+                };
+                // A consumer lives in its stream's group: its leader is
+                // the stream's.
+                let missing =
+                    consumer.is_some_and(|c| self.machine.stream().consumer(&c).is_none());
+                let r = match missing {
+                    true => Err(E::CONSUMER_NOT_FOUND.err()),
+                    false => self.jc.step_down(self.group, preferred.as_deref()),
+                };
+                let a = match r {
+                    Ok(()) => Answer::ok(&to, kind, &Success { success: true }),
+                    Err(e) => Answer::refused(&to, kind, &e),
+                };
+                self.send(a);
+            }
+        }
+    }
+
+    /// A change, admitted against this replica and proposed; the answer
+    /// leaves once the entry is applied. The same request twice (this
+    /// server got the original while another leader forwarded its copy)
+    /// is proposed once. Pull requests are not API requests: their
+    /// inboxes are reused.
+    fn change(&mut self, to: &str, op: Op, original: &Inbound) {
+        let once = !matches!(op, Op::Pull { .. });
+        if once && self.proposed.contains(to) {
+            return;
+        }
+        let op = match stream_api::admit(self.machine.stream(), Some(to), op) {
+            Admitted::Answer(a) => return self.send(a),
+            Admitted::Nothing => return,
+            Admitted::Input(op) => op,
+        };
+        if self.jc.node.propose(self.group, entry(op)).is_err() {
+            self.forward_later(original);
+            return;
+        }
+        self.forwarded.remove(to);
+        if once {
+            self.proposed.insert(to.to_string());
+            self.proposed_order.push_back(to.to_string());
+            if self.proposed_order.len() > PROPOSED_REMEMBERED {
+                if let Some(old) = self.proposed_order.pop_front() {
+                    self.proposed.remove(&old);
+                }
+            }
+        }
+    }
+
+    /// A request this server could not propose goes out again a moment
+    /// later, when the new leader has subscribed (a few times at most), so
+    /// a leadership change does not leave its requester waiting out a
+    /// timeout.
+    fn forward_later(&mut self, m: &Inbound) {
+        let Some(reply) = m.reply.clone() else { return };
+        let tries = self.forwarded.entry(reply.clone()).or_insert(0);
+        *tries += 1;
+        if *tries > FORWARD_TRIES {
+            self.forwarded.remove(&reply);
+            return;
+        }
+        if self.forwarded.len() > 10_000 {
+            self.forwarded.clear();
+        }
+        let server = self.js.server.clone();
+        let m = m.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(FORWARD_AFTER).await;
+            let mut p = InternalPublisher::new(server);
+            p.publish(
+                &m.subject,
+                &m.subject,
+                m.reply.as_deref(),
+                m.headers.as_deref(),
+                &m.payload,
+            );
+            p.flush();
+        });
+    }
+}
+
+/// A stream input as a log entry, stamped with this (the leader's)
+/// clock.
+fn entry(op: Op) -> Vec<u8> {
+    Entry {
+        ts: wall_clock(),
+        op,
+    }
+    .encode()
+}
+
+/// Publishes to a stream's subjects, while this server leads it:
+/// proposed from the publisher's task, unless the server's storage limit
+/// would be passed.
+struct PublishSink {
+    jc: Arc<JsCluster>,
+    js: Arc<JetStream>,
+    handle: Arc<StreamHandle>,
+    group: u64,
+}
+
+impl InternalSink for PublishSink {
+    fn deliver(&self, msg: Message<'_>) {
+        let reply = msg
+            .reply
+            .filter(|r| !r.is_empty())
+            .map(String::from_utf8_lossy);
+        let size = msg.subject.len() + msg.headers.map_or(0, <[u8]>::len) + msg.payload.len();
+        if self.js.would_exceed(self.handle.storage, size as u64) {
+            if let Some(reply) = reply {
+                let ack = PubAck::Error(E::INSUFFICIENT_RESOURCES.err());
+                self.js
+                    .bounce(Answer::puback(&reply, &self.handle.name, &ack).msg);
+            }
+            return;
+        }
+        let subject = String::from_utf8_lossy(msg.subject);
+        let entry = jsservice::stream_sm::encode_publish(
+            wall_clock(),
+            reply.as_deref(),
+            &subject,
+            msg.headers,
+            msg.payload,
+        );
+        self.jc.node.submit(self.group, entry);
+    }
+}
+
+/// Acks for a stream's consumers (`$JS.ACK.<stream>.<consumer>.…`), and
+/// their flow-control responses (`$JS.FC.<stream>.<consumer>.…`):
+/// proposed as they come (whether a consumer takes them is the state
+/// machine's to decide, on every replica alike).
+struct AckSink {
+    jc: Arc<JsCluster>,
+    group: u64,
+}
+
+impl InternalSink for AckSink {
+    fn deliver(&self, msg: Message<'_>) {
+        let request = classify(inbound(msg), Mode::Clustered, &mut String::new);
+        if let Request::Stream {
+            reply,
+            request: StreamRequest::Change(op),
+            ..
+        } = request
+        {
+            self.jc
+                .node
+                .submit(self.group, entry(op.replied(reply.as_deref())));
+        }
+    }
+}
+
+/// A led stream's API requests, to its actor.
+struct ApiSink {
+    handle: Arc<StreamHandle>,
+}
+
+impl InternalSink for ApiSink {
+    fn deliver(&self, msg: Message<'_>) {
+        self.handle.send(Cmd::Api(inbound(msg)));
+    }
+}
+
+/// The stream API subjects its leader answers.
+fn api_subjects(name: &str) -> Vec<String> {
+    [
+        "STREAM.INFO.{}",
+        "STREAM.PURGE.{}",
+        "STREAM.MSG.GET.{}",
+        "STREAM.MSG.DELETE.{}",
+        "STREAM.LEADER.STEPDOWN.{}",
+        "DIRECT.GET.{}",
+        "DIRECT.GET.{}.>",
+        "CONSUMER.CREATE.{}",
+        "CONSUMER.CREATE.{}.>",
+        "CONSUMER.DURABLE.CREATE.{}.*",
+        "CONSUMER.INFO.{}.*",
+        "CONSUMER.DELETE.{}.*",
+        "CONSUMER.NAMES.{}",
+        "CONSUMER.LIST.{}",
+        "CONSUMER.MSG.NEXT.{}.*",
+        "CONSUMER.LEADER.STEPDOWN.{}.*",
+        "CONSUMER.PAUSE.{}.*",
+    ]
+    .iter()
+    .map(|t| format!("$JS.API.{}", t.replace("{}", name)))
+    .collect()
+}
