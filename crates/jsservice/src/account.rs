@@ -4,6 +4,9 @@
 //! another stream's, and `max_bytes` reservations against the server's
 //! limits.
 //!
+//! The answers to a create or an update are `reply::created` and
+//! `reply::updated`.
+//!
 //! [`decide`] works over [`Streams`], which one server's stream registry
 //! and a cluster's meta state both implement; it answers what it can at
 //! once and returns what the driver must carry out: one server creates
@@ -18,7 +21,7 @@ use jetstream::api::{
 };
 
 use crate::reply::{self, Answer, Kind, Paged};
-use crate::request::AccountRequest;
+use crate::request::{AccountRequest, Mode};
 
 const NAMES_LIMIT: usize = 1024;
 const LIST_LIMIT: usize = 256;
@@ -68,11 +71,12 @@ pub enum Decision {
 pub fn decide(
     streams: &dyn Streams,
     limits: Limits,
+    mode: Mode,
     to: &str,
     request: AccountRequest,
 ) -> Decision {
     let kind = request.kind();
-    match decide_inner(streams, limits, to, request) {
+    match decide_inner(streams, limits, mode, to, request) {
         Ok(d) => d,
         Err(e) => Decision::Answer(Answer::refused(to, kind, &e)),
     }
@@ -81,6 +85,7 @@ pub fn decide(
 fn decide_inner(
     streams: &dyn Streams,
     limits: Limits,
+    mode: Mode,
     to: &str,
     request: AccountRequest,
 ) -> Result<Decision, jetstream::api::ApiError> {
@@ -113,18 +118,26 @@ fn decide_inner(
         }
         AccountRequest::Names(req) => {
             let (names, total, offset) = page(&configs, &req, NAMES_LIMIT);
+            // `null` when nothing is listed; nats-server's meta leader
+            // lists `[]` for a page past the end of a list it has.
+            let paged_past = mode == Mode::Clustered && total > 0 && offset > 0;
             let body = Paged {
                 total,
                 offset,
                 limit: NAMES_LIMIT,
                 rest: reply::Streams {
-                    streams: (!names.is_empty()).then_some(names),
+                    streams: (!names.is_empty() || paged_past).then_some(names),
                 },
             };
             Decision::Answer(Answer::ok(to, Kind::StreamNames, &body))
         }
         AccountRequest::List(req) => {
-            let (names, total, offset) = page(&configs, &req, LIST_LIMIT);
+            let (names, mut total, offset) = page(&configs, &req, LIST_LIMIT);
+            // nats-server's meta leader counts what it gathers: nothing,
+            // for a page past the end.
+            if mode == Mode::Clustered && names.is_empty() {
+                total = 0;
+            }
             Decision::List {
                 names,
                 total,
@@ -221,23 +234,6 @@ pub fn list(to: &str, total: usize, offset: usize, infos: Vec<StreamInfo>) -> An
     Answer::ok(to, Kind::StreamList, &body)
 }
 
-/// The answer to a create, with the stream's info (`info.cluster` as the
-/// driver reports it).
-pub fn created(to: &str, mut info: StreamInfo) -> Answer {
-    reply::stamp_stream(&mut info);
-    let body = reply::Created {
-        info,
-        did_create: true,
-    };
-    Answer::ok(to, Kind::StreamCreate, &body)
-}
-
-/// The answer to an update, with the stream's info after it.
-pub fn updated(to: &str, mut info: StreamInfo) -> Answer {
-    reply::stamp_stream(&mut info);
-    Answer::ok(to, Kind::StreamUpdate, &info)
-}
-
 /// The answer to a delete that went through.
 pub fn deleted(to: &str) -> Answer {
     Answer::ok(to, Kind::StreamDelete, &reply::Success { success: true })
@@ -327,23 +323,53 @@ mod tests {
         // Overlapping subjects (10065), a name taken with another config
         // (10058), reservations past the limit (10047).
         assert_eq!(
-            refusal(decide(&streams, limits, "r", create("B", &["a.b"], 0))),
+            refusal(decide(
+                &streams,
+                limits,
+                Mode::Single,
+                "r",
+                create("B", &["a.b"], 0)
+            )),
             10065
         );
         assert_eq!(
-            refusal(decide(&streams, limits, "r", create("A", &["x"], 0))),
+            refusal(decide(
+                &streams,
+                limits,
+                Mode::Single,
+                "r",
+                create("A", &["x"], 0)
+            )),
             10058
         );
         assert_eq!(
-            refusal(decide(&streams, limits, "r", create("B", &["b"], 500))),
+            refusal(decide(
+                &streams,
+                limits,
+                Mode::Single,
+                "r",
+                create("B", &["b"], 500)
+            )),
             10047
         );
         assert!(matches!(
-            decide(&streams, limits, "r", create("B", &["b"], 400)),
+            decide(
+                &streams,
+                limits,
+                Mode::Single,
+                "r",
+                create("B", &["b"], 400)
+            ),
             Decision::Create(_)
         ));
         assert!(matches!(
-            decide(&streams, limits, "r", create("A", &["a.>"], 600)),
+            decide(
+                &streams,
+                limits,
+                Mode::Single,
+                "r",
+                create("A", &["a.>"], 600)
+            ),
             Decision::Exists(_)
         ));
         // A stream's own reservation is not counted twice on update.
@@ -352,7 +378,7 @@ mod tests {
             config: Box::new(config("A", &["a.>"], 1000)),
         };
         assert!(matches!(
-            decide(&streams, limits, "r", update),
+            decide(&streams, limits, Mode::Single, "r", update),
             Decision::Update(_)
         ));
     }

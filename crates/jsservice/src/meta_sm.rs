@@ -73,6 +73,10 @@ pub enum MetaOp {
         name: String,
         config: String,
         peers: Vec<u64>,
+        /// Where the stream's leader answers the update once it applies
+        /// the config (empty: nobody waits).
+        #[serde(default)]
+        reply: String,
     },
     RemoveStream {
         name: String,
@@ -127,8 +131,8 @@ pub enum MetaEvent {
     PeerRemoved(u64),
     /// A new stream, and where its create is answered.
     StreamAssigned(StreamAssignment, String),
-    /// (before, after)
-    StreamUpdated(StreamAssignment, StreamAssignment),
+    /// (before, after, where the update is answered)
+    StreamUpdated(StreamAssignment, StreamAssignment, String),
     StreamRemoved(StreamAssignment),
     /// (stream, consumer, its group, its peers)
     ConsumerAssigned(String, String, u64, Vec<u64>),
@@ -270,6 +274,7 @@ impl Meta {
                 name,
                 config,
                 peers,
+                reply,
             } => {
                 self.check_peers(&peers)?;
                 let s = self
@@ -279,7 +284,7 @@ impl Meta {
                 let before = s.clone();
                 s.config = config;
                 s.peers = peers;
-                Ok(MetaEvent::StreamUpdated(before, s.clone()))
+                Ok(MetaEvent::StreamUpdated(before, s.clone(), reply))
             }
             MetaOp::RemoveStream { name } => match self.streams.remove(&name) {
                 Some(a) => Ok(MetaEvent::StreamRemoved(a)),

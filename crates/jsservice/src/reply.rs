@@ -212,6 +212,14 @@ pub fn stamp_stream(info: &mut StreamInfo) {
         .insert("_nats.level".into(), api::API_LEVEL.to_string());
 }
 
+/// Takes the stamps of `stamp_stream` off again: a list answers with the
+/// configs as stored (a cluster's meta leader gathers its entries from
+/// stream leaders' info answers).
+pub fn unstamp_stream(info: &mut StreamInfo) {
+    info.config.metadata.remove("_nats.ver");
+    info.config.metadata.remove("_nats.level");
+}
+
 pub fn stamp_consumer(info: &mut ConsumerInfo) {
     info.config
         .metadata
@@ -368,10 +376,27 @@ pub fn no_responders(to: &str, subject: &str) -> OutMsg {
     }
 }
 
+/// The answer to a create, with the stream's info (`info.cluster` as the
+/// driver reports it).
+pub fn created(to: &str, mut info: StreamInfo) -> Answer {
+    stamp_stream(&mut info);
+    let body = Created {
+        info,
+        did_create: true,
+    };
+    Answer::ok(to, Kind::StreamCreate, &body)
+}
+
+/// The answer to an update, with the stream's info after it.
+pub fn updated(to: &str, mut info: StreamInfo) -> Answer {
+    stamp_stream(&mut info);
+    Answer::ok(to, Kind::StreamUpdate, &info)
+}
+
 /// What an applied input sends, in order: its outputs (deliveries,
 /// statuses), then its requester's answer. `stream` is the stream after
 /// the input; `cluster` gives what a consumer's info reports of its group
-/// (asked only for a consumer create's answer).
+/// (asked only for a consumer create's or an update's answer).
 /// One server sends these once the batch is durable, a cluster's leader
 /// once the entry is committed and applied.
 pub fn answers(
@@ -383,6 +408,7 @@ pub fn answers(
         outcome,
         outputs,
         reply,
+        ts,
     } = applied;
     let mut out: Vec<Answer> = outputs
         .into_iter()
@@ -441,7 +467,12 @@ pub fn answers(
         // (stored, or already had); one that failed is sent again.
         Outcome::Sourced(Ok(_)) => Some(Answer::raw(to, Bytes::from_static(b"+ACK"))),
         Outcome::Sourced(Err(_)) => None,
-        Outcome::Configured(_) => None,
+        Outcome::Configured(Ok(())) => {
+            let mut info = stream.info(ts, false, "");
+            info.cluster = cluster();
+            Some(updated(to, info))
+        }
+        Outcome::Configured(Err(e)) => Some(Answer::refused(to, Kind::StreamUpdate, &e)),
     };
     out.extend(answer);
     out

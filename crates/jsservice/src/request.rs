@@ -121,7 +121,12 @@ pub enum StreamRequest {
 
 #[derive(Debug)]
 pub enum Read {
-    Info(StreamInfoRequest),
+    /// STREAM.INFO; answered as a create when `create` (see
+    /// [`RESPONSE_TYPE`]).
+    Info {
+        request: StreamInfoRequest,
+        create: bool,
+    },
     MsgGet(MsgGetRequest),
     ConsumerInfo(String),
     ConsumerNames(i64),
@@ -148,6 +153,11 @@ pub type Refusal = (Kind, ApiError);
 
 const API_PREFIX: &str = "$JS.API.";
 pub const META_STEPDOWN: &str = "$JS.API.META.LEADER.STEPDOWN";
+/// A header naming the response type a request is answered as: `create`
+/// on a STREAM.INFO makes it a create's answer (a cluster's meta leader
+/// forwards a create of a stream that exists, with the same config, to
+/// its leader so).
+pub const RESPONSE_TYPE: &str = "Nats-Response-Type";
 pub const SERVER_REMOVE: &str = "$JS.API.SERVER.REMOVE";
 
 /// What `m` asks for (see the module's notes). `new_name` names a
@@ -277,10 +287,15 @@ fn classify_api(
                 name: name.to_string(),
             }))
         }
-        ["STREAM", "INFO", name] => read(
-            name,
-            Read::Info(optional(body).map_err(|e| (Kind::StreamInfo, e))?),
-        ),
+        ["STREAM", "INFO", name] => {
+            let create = m
+                .headers
+                .as_deref()
+                .and_then(|h| headers::get(h, RESPONSE_TYPE))
+                .is_some_and(|t| t == "create");
+            let request = optional(body).map_err(|e| (Kind::StreamInfo, e))?;
+            read(name, Read::Info { request, create })
+        }
         ["STREAM", "PURGE", name] => {
             let req: PurgeRequest = optional(body).map_err(|e| (Kind::StreamPurge, e))?;
             if req.seq > 0 && req.keep > 0 {
@@ -439,6 +454,26 @@ fn classify_api(
         }
         _ => Err((Kind::System, E::BAD_REQUEST.err())),
     }
+}
+
+/// The stream a request about one stream names, and its response kind:
+/// what a cluster's meta leader answers "not found" to, before reading
+/// the body, when the stream does not exist (its leader answers the
+/// rest). Pulls and direct gets are not among them: nothing subscribes
+/// there for a stream that does not exist.
+pub fn stream_of(subject: &str) -> Option<(&str, Kind)> {
+    let tokens: Vec<&str> = subject.strip_prefix(API_PREFIX)?.split('.').collect();
+    let kind = endpoint(&tokens)?;
+    let name = match tokens.as_slice() {
+        ["STREAM", "INFO" | "PURGE", s] | ["STREAM", "MSG", "GET" | "DELETE", s] => s,
+        ["STREAM", "LEADER", "STEPDOWN", s] => s,
+        ["CONSUMER", "CREATE", s, ..] | ["CONSUMER", "DURABLE", "CREATE", s, _] => s,
+        ["CONSUMER", "INFO" | "DELETE" | "PAUSE", s, _] => s,
+        ["CONSUMER", "NAMES" | "LIST", s] => s,
+        ["CONSUMER", "LEADER", "STEPDOWN", s, _] => s,
+        _ => return None,
+    };
+    Some((name, kind))
 }
 
 /// Bodies nats-server reads only when they start like a JSON object or

@@ -92,7 +92,7 @@ pub fn missing(stream: &str, reply: Option<&str>, request: &StreamRequest) -> Op
         StreamRequest::Change(Op::Ack { .. }) => Some(Answer::status(to, 503, "")),
         StreamRequest::Change(Op::FlowControl { .. }) => None,
         StreamRequest::Read(read) => not_found(match read {
-            Read::Info(_) => Kind::StreamInfo,
+            Read::Info { .. } => Kind::StreamInfo,
             Read::MsgGet(_) => Kind::MsgGet,
             Read::ConsumerInfo(_) => Kind::ConsumerInfo,
             Read::ConsumerNames(_) => Kind::ConsumerNames,
@@ -142,7 +142,10 @@ pub fn read(
     server: &str,
 ) -> Vec<Answer> {
     let answer = match request {
-        Read::Info(req) => {
+        Read::Info {
+            request: req,
+            create,
+        } => {
             let mut info = stream.info(now, req.deleted_details, &req.subjects_filter);
             info.cluster = Some(cluster.cloned().unwrap_or_else(|| ClusterInfo {
                 leader: server.to_string(),
@@ -172,7 +175,11 @@ pub fn read(
                 limit,
                 rest: info,
             };
-            Answer::ok(to, Kind::StreamInfo, &body)
+            let kind = match create {
+                true => Kind::StreamCreate,
+                false => Kind::StreamInfo,
+            };
+            Answer::ok(to, kind, &body)
         }
         Read::MsgGet(req) => match stream.get_msg(&req) {
             // Sent raw, and not counted, as nats-server does.

@@ -118,6 +118,16 @@ pub enum Op {
     },
 }
 
+/// The store a replica keeps a stream's messages in (its durability is
+/// the Raft log's): memory, counting sizes as the stream's storage type
+/// does, so limits and reported bytes are the same as one server's.
+pub fn replica_store(config: &StreamConfig) -> Box<dyn MsgStore> {
+    match config.storage {
+        jetstream::api::Storage::Memory => Box::new(store::MemStore::new()),
+        jetstream::api::Storage::File => Box::new(store::MemStore::sized_as_file()),
+    }
+}
+
 impl Op {
     /// The input with its result going back to `reply`, if any.
     pub fn replied(self, reply: Option<&str>) -> Op {
@@ -537,6 +547,8 @@ pub struct Applied {
     pub outputs: Vec<Output>,
     /// Where the result goes (`Op::Replied`).
     pub reply: Option<String>,
+    /// When it was applied (the entry's time).
+    pub ts: i64,
 }
 
 pub struct StreamMachine {
@@ -645,8 +657,11 @@ impl StreamMachine {
     }
 
     /// A replica rebuilt from [`StreamMachine::snapshot`] bytes, over
-    /// an empty `store`.
-    pub fn restore(data: &[u8], mut store: Box<dyn MsgStore>) -> Result<Self, DecodeError> {
+    /// the empty store `store` makes for its config.
+    pub fn restore(
+        data: &[u8],
+        store: impl FnOnce(&StreamConfig) -> Box<dyn MsgStore>,
+    ) -> Result<Self, DecodeError> {
         let mut b = data;
         if b.remaining() < 4 + 8 + 8 + 8 {
             return Err(DecodeError::Short);
@@ -660,6 +675,7 @@ impl StreamMachine {
         let created = b.get_i64_le();
         let config: StreamConfig =
             serde_json::from_slice(&get_bytes(&mut b)?).map_err(|_| DecodeError::Kind(0))?;
+        let mut store = store(&config);
         if b.remaining() < 24 {
             return Err(DecodeError::Short);
         }
@@ -910,6 +926,7 @@ impl StreamMachine {
             outcome,
             outputs: Vec::new(),
             reply,
+            ts: now,
         }
     }
 
@@ -1045,7 +1062,7 @@ mod tests {
         assert_eq!(delivered.len(), 7);
         feed(&mut a, &mut i, acks(&delivered[..4]));
         let snap = a.snapshot(1_000_000_000 * i as i64);
-        let mut b = StreamMachine::restore(&snap, Box::new(store::MemStore::new())).unwrap();
+        let mut b = StreamMachine::restore(&snap, |_| Box::new(store::MemStore::new())).unwrap();
         assert_eq!(b.applied(), a.applied());
         assert_eq!(view(&a), view(&b));
         // The same later entries on both: acks of what was delivered
@@ -1105,7 +1122,7 @@ mod tests {
         feed(&mut a, &mut i, acks(&delivered));
         assert!(view(&a).0.is_empty(), "consumed and removed");
         let snap = a.snapshot(0);
-        let mut b = StreamMachine::restore(&snap, Box::new(store::MemStore::new())).unwrap();
+        let mut b = StreamMachine::restore(&snap, |_| Box::new(store::MemStore::new())).unwrap();
         let mut ib = i;
         let mut later = publishes(4, 1);
         later.extend(publishes(1, 1));
@@ -1160,7 +1177,7 @@ mod tests {
         }
         assert!(!stored(&mut a, 4, 2), "already had");
         let snap = a.snapshot(5);
-        let mut b = StreamMachine::restore(&snap, Box::new(store::MemStore::new())).unwrap();
+        let mut b = StreamMachine::restore(&snap, |_| Box::new(store::MemStore::new())).unwrap();
         assert!(!stored(&mut b, 5, 3), "position restored");
         assert!(stored(&mut b, 6, 4));
         assert_eq!(b.stream().store().state().msgs, 4);

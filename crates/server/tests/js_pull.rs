@@ -15,7 +15,7 @@ use consumer_util::*;
 use futures::StreamExt;
 use serde_json::json;
 
-async fn setup() -> (common::Server, async_nats::Client) {
+async fn setup() -> (common::JsServer, async_nats::Client) {
     let s = common::js_server();
     let c = s.client().await;
     stream_s(&c).await;

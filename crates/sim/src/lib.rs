@@ -1817,7 +1817,7 @@ fn restore_state(cfg: &Config, s: &mut Server, group: u64, data: &[u8]) {
     s.compacted_at.remove(&group);
     let restored = || {
         Some(
-            StreamMachine::restore(data, Box::new(store::MemStore::new()))
+            StreamMachine::restore(data, |_| Box::new(store::MemStore::new()))
                 .expect("snapshots this simulator made decode"),
         )
     };

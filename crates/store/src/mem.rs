@@ -9,6 +9,9 @@ use crate::{Filter, MsgStore, Purge, Result, StoreState, StoredMsg, SubjectState
 
 #[derive(Default)]
 pub struct MemStore {
+    /// Sizes are counted as nats-server's file store counts them (a
+    /// replica of a file stream kept in memory), not its memory store.
+    file_sizes: bool,
     msgs: BTreeMap<u64, StoredMsg>,
     /// Next sequence to be first when empty; first live otherwise.
     first_seq: u64,
@@ -21,6 +24,19 @@ pub struct MemStore {
 impl MemStore {
     pub fn new() -> Self {
         MemStore::default()
+    }
+
+    /// A memory store that counts `bytes` (and `max_bytes`) as a file
+    /// store does, for a file stream's messages held in memory.
+    pub fn sized_as_file() -> Self {
+        MemStore {
+            file_sizes: true,
+            ..Default::default()
+        }
+    }
+
+    fn size(&self, m: &StoredMsg) -> u64 {
+        self.msg_size(&m.subject, m.headers.as_deref(), &m.payload)
     }
 
     fn first_live_of(&self, subject: &str, from: u64) -> u64 {
@@ -70,6 +86,13 @@ pub(crate) fn purge_selection(
 }
 
 impl MsgStore for MemStore {
+    fn msg_size(&self, subject: &str, headers: Option<&[u8]>, payload: &[u8]) -> u64 {
+        match self.file_sizes {
+            true => crate::file_msg_size(subject, headers, payload),
+            false => crate::msg_size(subject, headers, payload),
+        }
+    }
+
     fn store(
         &mut self,
         subject: &str,
@@ -85,7 +108,7 @@ impl MsgStore for MemStore {
             headers: headers.map(Bytes::copy_from_slice),
             payload: Bytes::copy_from_slice(payload),
         };
-        self.bytes += msg.size();
+        self.bytes += self.size(&msg);
         self.subjects.add(subject, seq);
         self.msgs.insert(seq, msg);
         self.last_seq = seq;
@@ -149,7 +172,7 @@ impl MsgStore for MemStore {
         let Some(m) = self.msgs.remove(&seq) else {
             return Ok(false);
         };
-        self.bytes -= m.size();
+        self.bytes -= self.size(&m);
         self.subjects.remove(&m.subject, seq);
         if seq == self.first_seq {
             self.fix_first();
@@ -169,7 +192,7 @@ impl MsgStore for MemStore {
             let keep = self.msgs.split_off(&upto);
             let gone = std::mem::replace(&mut self.msgs, keep);
             for m in gone.values() {
-                self.bytes -= m.size();
+                self.bytes -= self.size(m);
                 self.subjects.remove(&m.subject, m.seq);
             }
             if upto > self.last_seq + 1 {

@@ -441,20 +441,21 @@ pub struct StreamSourceInfo {
     pub filter_subject: String,
 }
 
-/// STREAM.INFO, CREATE, UPDATE and LIST entries.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// STREAM.INFO, CREATE, UPDATE and LIST entries. Read back as a
+/// cluster's meta leader gathers them from streams' leaders for a list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamInfo {
     pub config: StreamConfig,
-    #[serde(serialize_with = "ser_time")]
+    #[serde(serialize_with = "ser_time", deserialize_with = "de_time")]
     pub created: i64,
     pub state: StreamState,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterInfo>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mirror: Option<StreamSourceInfo>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<StreamSourceInfo>,
-    #[serde(serialize_with = "ser_time")]
+    #[serde(serialize_with = "ser_time", deserialize_with = "de_time")]
     pub ts: i64,
 }
 

@@ -21,9 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use jetstream::api::{ApiError, StreamConfig, StreamInfo, E};
+use jetstream::api::{ApiError, StreamConfig, E};
 use jetstream::stream::PubAck;
-use jsservice::reply::{self, Answer};
+use jsservice::reply::{self, Answer, Kind};
 use jsservice::request::{Inbound, StreamRequest};
 use jsservice::sourcing::Inboxed;
 use jsservice::stream_api::{self, Admitted};
@@ -36,7 +36,7 @@ use tracing::{error, warn};
 use super::commit::Done;
 use super::persist::{self, ConsumerJournal, Loaded, StreamDirs};
 use super::stream::{self, Cmd, PushWatch, SourceLinks, StreamHandle};
-use super::{mono_ms, wall_clock, JetStream, SyncPolicy};
+use super::{mono_ms, sinks, wall_clock, JetStream, SyncPolicy};
 use crate::internal::InternalPublisher;
 
 /// Commands taken into one batch at most.
@@ -229,15 +229,13 @@ impl Actor {
         match cmd {
             Cmd::Publish(m) => self.publish(m),
             Cmd::Request { reply, request } => self.request(reply, request),
-            Cmd::Update { config, done } => {
-                let r = self.update(*config);
-                self.items.push(Item::Done(Box::new(move |ok| {
-                    let _ = done.send(if ok {
-                        r
-                    } else {
-                        Err(E::STREAM_UPDATE.with("err", "stream storage failed"))
-                    });
-                })));
+            Cmd::Update {
+                config,
+                reply,
+                done,
+            } => {
+                self.update(*config, &reply);
+                let _ = done.send(());
             }
             Cmd::Info { consumers, done } => {
                 let info = self.info(consumers);
@@ -256,7 +254,13 @@ impl Actor {
         }
     }
 
-    fn info(&mut self, consumers: bool) -> (StreamInfo, Vec<jetstream::api::ConsumerInfo>) {
+    fn info(
+        &mut self,
+        consumers: bool,
+    ) -> (
+        jetstream::api::StreamInfo,
+        Vec<jetstream::api::ConsumerInfo>,
+    ) {
         let now = self.now();
         stream::info(self.machine.stream(), consumers, now)
     }
@@ -318,33 +322,53 @@ impl Actor {
     }
 
     /// A new config (checked by the account against the one in force),
-    /// on disk before it applies.
-    fn update(&mut self, config: StreamConfig) -> Result<StreamInfo, ApiError> {
+    /// on disk before it applies; answered at `reply` once durable.
+    fn update(&mut self, config: StreamConfig, reply: &str) {
         let created = self.machine.stream().created;
         let old = self.machine.stream().config.clone();
         // On disk first: a crash after the change must not lose it.
-        tokio::task::block_in_place(|| {
+        let written = tokio::task::block_in_place(|| {
             persist::write_stream_meta(self.dirs.root.as_ref(), &config, created)
-        })
-        .map_err(|e| E::STREAM_UPDATE.with("err", e))?;
+        });
+        if let Err(e) = written {
+            let refused =
+                Answer::refused(reply, Kind::StreamUpdate, &E::STREAM_UPDATE.with("err", e));
+            self.items.push(Item::Answer(refused));
+            return;
+        }
         let json = serde_json::to_vec(&config).expect("config serializes");
         let now = self.now();
         let applied = self.machine.apply_input(Entry {
             ts: now,
             op: Op::UpdateConfig {
                 config: Bytes::from(json),
-            },
+            }
+            .replied(Some(reply)),
         });
-        if let Outcome::Configured(Err(e)) = applied.outcome {
-            // Back to the old configuration on disk; memory never changed.
-            let _ = tokio::task::block_in_place(|| {
-                persist::write_stream_meta(self.dirs.root.as_ref(), &old, created)
-            });
-            return Err(e);
+        match &applied.outcome {
+            Outcome::Configured(Err(_)) => {
+                // Back to the old configuration on disk; memory never
+                // changed.
+                let _ = tokio::task::block_in_place(|| {
+                    persist::write_stream_meta(self.dirs.root.as_ref(), &old, created)
+                });
+            }
+            _ => {
+                *self.handle.config.write() = config.clone();
+                if old.subjects != config.subjects {
+                    if let Err(e) =
+                        sinks::subscribe_stream(&self.js, &self.handle, &config.subjects)
+                    {
+                        error!(
+                            "Stream '{}': subjects could not be subscribed: {e}",
+                            self.handle.name
+                        );
+                    }
+                }
+                self.follow_sources();
+            }
         }
-        *self.handle.config.write() = config;
-        self.follow_sources();
-        Ok(self.machine.stream().info(now, false, ""))
+        self.take_answers(applied);
     }
 
     fn on_timer(&mut self) {

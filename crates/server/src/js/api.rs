@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use jetstream::api::StreamInfo;
 use jsservice::account::{self, Decision, Usage};
-use jsservice::reply::Answer;
+use jsservice::reply::{self, Answer};
 use jsservice::request::{classify, AccountRequest, Inbound, Mode, Request};
 use jsservice::stream_api;
 use tokio::sync::{mpsc, oneshot};
@@ -67,11 +67,12 @@ impl Dispatcher {
 
     async fn account(&mut self, to: String, request: AccountRequest) {
         let kind = request.kind();
-        let decision = account::decide(self.js.as_ref(), self.js.limits(), &to, request);
+        let limits = self.js.limits();
+        let decision = account::decide(self.js.as_ref(), limits, Mode::Single, &to, request);
         let answer = match decision {
             Decision::Answer(a) => a,
             Decision::Create(config) => match self.js.create_stream(*config) {
-                Ok(info) => account::created(&to, info),
+                Ok(info) => reply::created(&to, info),
                 Err(e) => Answer::refused(&to, kind, &e),
             },
             Decision::Exists(name) => {
@@ -82,7 +83,7 @@ impl Dispatcher {
                 let js = self.js.clone();
                 tokio::spawn(async move {
                     let Ok((info, _)) = rx.await else { return };
-                    let a = account::created(&to, info);
+                    let a = reply::created(&to, info);
                     js.count(a.count());
                     let mut p = InternalPublisher::new(js.server.clone());
                     p.publish_out(&a.msg);
@@ -90,8 +91,9 @@ impl Dispatcher {
                 });
                 return;
             }
-            Decision::Update(config) => match self.js.update_stream(*config).await {
-                Ok(info) => account::updated(&to, info),
+            Decision::Update(config) => match self.js.update_stream(*config, &to).await {
+                // Answered by the stream once durable.
+                Ok(()) => return,
                 Err(e) => Answer::refused(&to, kind, &e),
             },
             Decision::Delete(name) => match self.js.delete_stream(&name).await {

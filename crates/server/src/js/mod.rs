@@ -425,30 +425,22 @@ impl JetStream {
         Ok(info)
     }
 
-    /// Gives a stream a new config (checked by the account), and its
-    /// subscriptions the new subjects.
-    async fn update_stream(self: &Arc<Self>, cfg: StreamConfig) -> Result<StreamInfo, ApiError> {
+    /// Gives a stream a new config (checked by the account), answered
+    /// at `reply` by its actor; returns once the config is in force.
+    async fn update_stream(&self, cfg: StreamConfig, reply: &str) -> Result<(), ApiError> {
         let h = self
             .stream(&cfg.name)
             .ok_or_else(|| E::STREAM_NOT_FOUND.err())?;
-        let old_subjects = h.config.read().subjects.clone();
-        let new_subjects = cfg.subjects.clone();
         let (done, rx) = oneshot::channel();
-        if !h.send(Cmd::Update {
+        let update = Cmd::Update {
             config: Box::new(cfg),
+            reply: reply.to_string(),
             done,
-        }) {
+        };
+        if !h.send(update) || rx.await.is_err() {
             return Err(E::STREAM_NOT_FOUND.err());
         }
-        let info = rx
-            .await
-            .unwrap_or_else(|_| Err(E::STREAM_NOT_FOUND.err()))?;
-        if old_subjects != new_subjects {
-            if let Err(e) = sinks::subscribe_stream(self, &h, &new_subjects) {
-                error!("Stream '{}': subjects could not be subscribed: {e}", h.name);
-            }
-        }
-        Ok(info)
+        Ok(())
     }
 
     /// Removes a stream: no new messages reach it, then its actor deletes

@@ -40,11 +40,13 @@ pub enum Cmd {
     /// An API request as it arrived (a cluster's leader: classified by
     /// the actor, and sent on to the new leader if leadership moved).
     Api(Inbound),
-    /// A new config, checked against the account's other streams (one
+    /// A new config, checked against the account's other streams, and
+    /// where to answer once it is durable; `done` once it is applied (one
     /// server; a cluster changes configs through the stream's log).
     Update {
         config: Box<StreamConfig>,
-        done: oneshot::Sender<Result<StreamInfo, ApiError>>,
+        reply: String,
+        done: oneshot::Sender<()>,
     },
     /// The stream's info, and its consumers' when asked for.
     Info {
@@ -83,6 +85,9 @@ pub enum RaftEvent {
     /// them in this queue, so a replica serves only once its answers are
     /// not from behind its predecessor's.
     Leading(bool),
+    /// The meta group assigned the stream this config (JSON); its leader
+    /// proposes it, and answers `reply` (if any) once it is applied.
+    Assigned { config: String, reply: String },
     /// The stream is no longer on this server.
     Stop,
 }

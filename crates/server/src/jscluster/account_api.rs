@@ -15,21 +15,24 @@ use std::time::Duration;
 use jetstream::api::{ApiError, StreamConfig, StreamInfo, E};
 use jsservice::account::{self, Decision, Usage};
 use jsservice::meta_sm::{MetaOp, StreamAssignment, META_GROUP};
-use jsservice::reply::Answer;
-use jsservice::request::{classify, AccountRequest, Inbound, Mode, Request};
-use jsservice::stream_api;
+use jsservice::reply::{Answer, Consumers, Kind, Paged};
+use jsservice::request::{classify, stream_of, AccountRequest, Inbound, Mode, Request};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
+use super::requests::Requests;
 use super::JsCluster;
 use crate::internal::InternalPublisher;
-use crate::js::{new_consumer_name, wall_clock, Cmd, JetStream};
+use crate::js::{new_consumer_name, wall_clock, JetStream};
 use crate::server::Server;
 use crate::subscription::Subscription;
+use jsservice::request::RESPONSE_TYPE;
 /// How long a create is given to be applied before the next request.
 const CREATE_SETTLE: Duration = Duration::from_secs(2);
-/// How long a delete or update waits for the meta group to apply it.
+/// How long a delete waits for the meta group to apply it.
 const DELETE_WAIT: Duration = Duration::from_secs(10);
+/// How long a list waits for each stream's leader to tell its info.
+const LIST_WAIT: Duration = Duration::from_secs(2);
 
 const SUBJECTS: &[&str] = &[
     "$JS.API.INFO",
@@ -83,11 +86,13 @@ struct Api {
     jc: Arc<JsCluster>,
     js: Arc<JetStream>,
     publisher: InternalPublisher,
+    requests: Requests,
 }
 
 async fn serve(server: Arc<Server>, jc: Arc<JsCluster>, mut rx: mpsc::UnboundedReceiver<Inbound>) {
     let mut api = Api {
         publisher: InternalPublisher::new(server.clone()),
+        requests: Requests::start(server.clone(), jc.me.id),
         js: jc.js.clone(),
         server,
         jc,
@@ -178,6 +183,56 @@ impl SelectError {
     }
 }
 
+/// What the meta leader answers about a stream that does not exist:
+/// "stream not found", except that nats-server's lists its consumers as
+/// none.
+fn not_found(to: &str, kind: Kind) -> Answer {
+    if kind == Kind::ConsumerList {
+        let body = Paged {
+            total: 0,
+            offset: 0,
+            limit: 256,
+            rest: Consumers {
+                consumers: Vec::<()>::new(),
+            },
+        };
+        return Answer::ok(to, kind, &body);
+    }
+    Answer::refused(to, kind, &E::STREAM_NOT_FOUND.err())
+}
+
+/// Every server's catch-all for the JetStream API (`$JS.API.>`, local):
+/// as on nats-server, where every server listens there, a request to a
+/// subject nobody answers gets no reply rather than no-responders; a
+/// pull or direct get for a stream that does not exist still hears that
+/// nothing is subscribed.
+pub struct CatchAll {
+    pub jc: std::sync::Weak<JsCluster>,
+    pub js: Arc<JetStream>,
+}
+
+impl crate::client::delivery::InternalSink for CatchAll {
+    fn deliver(&self, msg: crate::client::delivery::Message<'_>) {
+        let Some(jc) = self.jc.upgrade() else { return };
+        let Some(reply) = msg.reply.filter(|r| !r.is_empty()) else {
+            return;
+        };
+        let subject = String::from_utf8_lossy(msg.subject);
+        let Some(rest) = subject
+            .strip_prefix("$JS.API.CONSUMER.MSG.NEXT.")
+            .or_else(|| subject.strip_prefix("$JS.API.DIRECT.GET."))
+        else {
+            return;
+        };
+        let stream = rest.split('.').next().unwrap_or_default();
+        if jc.meta.lock().stream(stream).is_none() {
+            let reply = String::from_utf8_lossy(reply);
+            self.js
+                .bounce(jsservice::reply::no_responders(&reply, &subject));
+        }
+    }
+}
+
 /// What a task answering later needs.
 #[derive(Clone)]
 struct Detached {
@@ -187,52 +242,12 @@ struct Detached {
 }
 
 impl Detached {
-    async fn info_of(&self, a: &StreamAssignment) -> StreamInfo {
-        info_of(&self.server, &self.jc, a).await
-    }
-
     fn send(&self, a: Answer) {
         let mut p = InternalPublisher::new(self.server.clone());
         self.js.count(a.count());
         p.publish_out(&a.msg);
         p.flush();
     }
-}
-
-/// A stream's info from this server's replica of it, if it has one;
-/// otherwise its config with the state unknown here.
-async fn info_of(server: &Server, jc: &JsCluster, a: &StreamAssignment) -> StreamInfo {
-    let now = wall_clock();
-    let replica = jc.replicas.lock().get(&a.group).map(|r| r.handle.clone());
-    let asked = replica.and_then(|h| {
-        let (done, rx) = tokio::sync::oneshot::channel();
-        h.send(Cmd::Info {
-            consumers: false,
-            done,
-        })
-        .then_some(rx)
-    });
-    let local = match asked {
-        Some(rx) => rx.await.ok().map(|(info, _)| info),
-        None => None,
-    };
-    let mut info = match local {
-        Some(info) => info,
-        None => StreamInfo {
-            config: serde_json::from_str(&a.config).unwrap_or_default(),
-            created: a.created,
-            state: Default::default(),
-            cluster: None,
-            mirror: None,
-            sources: Vec::new(),
-            ts: now,
-        },
-    };
-    info.cluster = Some(jetstream::api::ClusterInfo {
-        name: server.routes.cluster_name().0,
-        ..Default::default()
-    });
-    info
 }
 
 impl Api {
@@ -252,22 +267,21 @@ impl Api {
     /// Answers (or starts answering) one request. Returns the name of a
     /// stream whose creation was proposed.
     async fn request(&mut self, m: Inbound) -> Option<String> {
+        // About one stream: its leader answers if it exists, and nats-
+        // server's meta leader says it does not before reading the body.
+        if let Some((stream, kind)) = stream_of(&m.subject) {
+            if self.jc.meta.lock().stream(stream).is_some() {
+                return None;
+            }
+            if let Some(to) = m.reply.as_deref() {
+                self.send(not_found(to, kind));
+            }
+            return None;
+        }
         match classify(m, Mode::Clustered, &mut new_consumer_name) {
             Request::Answer(a) => self.send(a),
             Request::Account { reply, request } => return self.account(&reply, request).await,
-            // About one stream: its leader answers if it exists.
-            Request::Stream {
-                stream,
-                reply,
-                request,
-            } => {
-                if self.jc.meta.lock().stream(&stream).is_none() {
-                    if let Some(a) = stream_api::missing(&stream, reply.as_deref(), &request) {
-                        self.send(a);
-                    }
-                }
-            }
-            Request::Ignore | Request::Operator { .. } => {}
+            Request::Stream { .. } | Request::Ignore | Request::Operator { .. } => {}
         }
         None
     }
@@ -276,7 +290,7 @@ impl Api {
         let kind = request.kind();
         let decision = {
             let meta = self.jc.meta.lock();
-            account::decide(&*meta, self.js.limits(), to, request)
+            account::decide(&*meta, self.js.limits(), Mode::Clustered, to, request)
         };
         let answer = match decision {
             Decision::Answer(a) => a,
@@ -291,9 +305,14 @@ impl Api {
                     }
                 };
             }
+            // The same config again: the stream's leader answers with its
+            // info, as a create's answer (nats-server forwards it so).
             Decision::Exists(name) => {
-                let a = self.jc.meta.lock().stream(&name).cloned()?;
-                account::created(to, self.info_of(&a).await)
+                let headers = jetstream::headers::build(None, &[(RESPONSE_TYPE, "create")]);
+                let subject = format!("$JS.API.STREAM.INFO.{name}");
+                self.publisher
+                    .publish(&subject, &subject, Some(to), Some(&headers), b"");
+                return None;
             }
             Decision::Update(config) => match self.update(*config, to) {
                 Ok(()) => return None,
@@ -308,17 +327,24 @@ impl Api {
                 total,
                 offset,
             } => {
-                let assigned: Vec<StreamAssignment> = {
-                    let meta = self.jc.meta.lock();
-                    names
-                        .iter()
-                        .filter_map(|n| meta.stream(n).cloned())
-                        .collect()
-                };
-                let mut infos = Vec::with_capacity(assigned.len());
-                for a in &assigned {
-                    infos.push(self.info_of(a).await);
-                }
+                // Each stream's info from its leader, as nats-server
+                // gathers them; a stream whose leader does not answer in
+                // time is left out.
+                let asks = names.iter().map(|name| {
+                    let subject = format!("$JS.API.STREAM.INFO.{name}");
+                    let requests = &self.requests;
+                    async move { requests.request(&subject, b"", LIST_WAIT).await }
+                });
+                let infos = futures_util::future::join_all(asks)
+                    .await
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|b| serde_json::from_slice::<StreamInfo>(&b).ok())
+                    .map(|mut info| {
+                        jsservice::reply::unstamp_stream(&mut info);
+                        info
+                    })
+                    .collect();
                 account::list(to, total, offset, infos)
             }
             Decision::Info => {
@@ -460,10 +486,6 @@ impl Api {
         Ok(up)
     }
 
-    async fn info_of(&self, a: &StreamAssignment) -> StreamInfo {
-        info_of(&self.server, &self.jc, a).await
-    }
-
     /// A new config, and new peers when the replica count changes: more
     /// are placed like a create's; fewer keep the stream's leader where
     /// this server knows it. The stream's leader then brings its group
@@ -496,35 +518,17 @@ impl Api {
             peers.sort_by_key(|p| *p != leader);
             peers.truncate(n);
         }
-        let config = serde_json::to_string(&cfg).expect("config serializes");
         let op = MetaOp::UpdateStream {
             name: name.clone(),
-            config: config.clone(),
+            config: serde_json::to_string(&cfg).expect("config serializes"),
             peers,
+            // Answered by the stream's leader once it applies the config.
+            reply: reply.to_string(),
         };
         self.jc
             .node
             .propose(META_GROUP, op.encode())
-            .map_err(|_| E::CLUSTER_NOT_LEADER.err())?;
-        let api = self.detached();
-        let reply = reply.to_string();
-        tokio::spawn(async move {
-            let start = tokio::time::Instant::now();
-            loop {
-                let a = api.jc.meta.lock().stream(&name).cloned();
-                match a {
-                    Some(a) if a.config == config => {
-                        let mut info = api.info_of(&a).await;
-                        info.config = cfg;
-                        api.send(account::updated(&reply, info));
-                        return;
-                    }
-                    _ if start.elapsed() > DELETE_WAIT => return,
-                    _ => tokio::time::sleep(Duration::from_millis(10)).await,
-                }
-            }
-        });
-        Ok(())
+            .map_err(|_| E::CLUSTER_NOT_LEADER.err())
     }
 
     /// Takes a server off a stream, placing another in its stead (the
@@ -554,6 +558,7 @@ impl Api {
             name: name.to_string(),
             config: a.config.clone(),
             peers,
+            reply: String::new(),
         };
         self.jc
             .node

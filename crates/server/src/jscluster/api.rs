@@ -254,6 +254,7 @@ fn remove(
             name: a.name.clone(),
             config: a.config.clone(),
             peers,
+            reply: String::new(),
         };
         jc.node
             .propose(META_GROUP, op.encode())

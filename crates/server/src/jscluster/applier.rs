@@ -20,7 +20,7 @@ use std::time::Instant;
 use cluster::node::{Event, Snapshot};
 use jetstream::api::StreamConfig;
 use jsservice::meta_sm::{Meta, MetaEvent, StreamAssignment, META_GROUP};
-use jsservice::stream_sm::StreamMachine;
+use jsservice::stream_sm::{replica_store, StreamMachine};
 use parking_lot::Mutex;
 use replication::engine::Engine;
 use tracing::{error, info, warn};
@@ -92,10 +92,19 @@ impl Applier {
             MetaEvent::StreamAssigned(a, reply) if a.peers.contains(&self.me) => {
                 self.start(engine, &a, Some(reply));
             }
-            MetaEvent::StreamUpdated(before, after) => {
+            MetaEvent::StreamUpdated(before, after, reply) => {
                 let was = before.peers.contains(&self.me);
                 let is = after.peers.contains(&self.me);
-                if is && !was {
+                if is && was {
+                    // Its leader proposes the config, and answers once it
+                    // applies it.
+                    if let Some(r) = self.replicas.lock().get(&after.group) {
+                        r.handle.send(Cmd::Raft(RaftEvent::Assigned {
+                            config: after.config.clone(),
+                            reply,
+                        }));
+                    }
+                } else if is && !was {
                     // Added: joins, and the leader's snapshot brings the
                     // stream.
                     self.start(engine, &after, None);
@@ -191,9 +200,11 @@ impl Applier {
         }
         let stored = engine.snapshot(a.group).filter(|(_, d)| !d.is_empty());
         let machine = match stored {
-            None => StreamMachine::new(cfg, a.created, Box::new(store::MemStore::new()))
-                .map_err(|e| e.description),
-            Some((index, data)) => StreamMachine::restore(&data, Box::new(store::MemStore::new()))
+            None => {
+                let store = replica_store(&cfg);
+                StreamMachine::new(cfg, a.created, store).map_err(|e| e.description)
+            }
+            Some((index, data)) => StreamMachine::restore(&data, replica_store)
                 .map_err(|e| format!("its stored snapshot at {index} does not decode ({e})")),
         };
         match machine {

@@ -29,6 +29,7 @@ pub mod api;
 mod applier;
 mod leaders;
 mod replica;
+mod requests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -191,6 +192,13 @@ impl JsCluster {
                 *jc.has_meta.lock() = true;
             }
         }
+        let catch_all = Arc::new(account_api::CatchAll {
+            jc: Arc::downgrade(&jc),
+            js: js.clone(),
+        });
+        server
+            .subscribe_internal("$JS.API.>", None, catch_all)
+            .context("could not subscribe to the JetStream API")?;
         let _ = server.raft.set(jc.node.transport.clone());
         server.set_hello(Some(jc.hello(Vec::new())));
         Ok(jc)
@@ -458,6 +466,7 @@ impl JsCluster {
                     name: a.name.clone(),
                     config: a.config.clone(),
                     peers,
+                    reply: String::new(),
                 })
             });
             found

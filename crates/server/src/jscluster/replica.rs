@@ -33,7 +33,7 @@ use jsservice::reply::{self, Answer, Kind, Success};
 use jsservice::request::{classify, Inbound, Mode, Request, StreamRequest};
 use jsservice::sourcing::Inboxed;
 use jsservice::stream_api::{self, Admitted};
-use jsservice::stream_sm::{Entry, Op, StreamMachine};
+use jsservice::stream_sm::{replica_store, Entry, Op, StreamMachine};
 use tokio::sync::mpsc;
 use tracing::{error, info};
 
@@ -198,6 +198,13 @@ impl Actor {
                     false => self.unserve(),
                 }
             }
+            Cmd::Raft(RaftEvent::Assigned { config, reply }) => {
+                if self.serving.is_some() {
+                    let reply = Some(reply.as_str()).filter(|r| !r.is_empty());
+                    let config = Bytes::from(config.into_bytes());
+                    self.submit(Op::UpdateConfig { config }.replied(reply));
+                }
+            }
             Cmd::Raft(RaftEvent::Stop | RaftEvent::TakeSnapshot { .. }) => {}
             Cmd::Api(m) => self.request(m),
             Cmd::Inbox { routed, msg } => self.inbox(&routed, msg),
@@ -242,7 +249,7 @@ impl Actor {
 
     /// A leader's snapshot replaced the log: the state becomes its.
     fn install(&mut self, index: u64, data: &[u8]) {
-        match StreamMachine::restore(data, Box::new(store::MemStore::new())) {
+        match StreamMachine::restore(data, replica_store) {
             Ok(machine) => {
                 self.machine = machine;
                 let grew = self.handle.record(self.machine.stream());
@@ -418,7 +425,7 @@ impl Actor {
         let stream = self.machine.stream();
         let mut info = stream.info(wall_clock(), false, "");
         info.cluster = Some(self.jc.cluster_info(self.group, &stream.config));
-        self.send(jsservice::account::created(reply, info));
+        self.send(reply::created(reply, info));
     }
 
     /// Brings the stream to the config the meta group assigned: through

@@ -43,9 +43,140 @@ pub fn server() -> Builder {
     }
 }
 
-/// A server with JetStream on, storing in its temporary directory.
-pub fn js_server() -> Server {
-    server().js().start()
+/// Which JetStream the JetStream API tests run against, picked by
+/// `FLOTILLA_TEST_JS`: `single` (the default), one server; `r1` and `r3`,
+/// three servers in a cluster whose streams have one replica or three.
+/// The tests expect the same answers in every mode, except where
+/// nats-server answers differently in a cluster, which they say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsMode {
+    Single,
+    R1,
+    R3,
+}
+
+pub fn js_mode() -> JsMode {
+    match std::env::var("FLOTILLA_TEST_JS").as_deref() {
+        Err(_) | Ok("") | Ok("single") => JsMode::Single,
+        Ok("r1") => JsMode::R1,
+        Ok("r3") => JsMode::R3,
+        Ok(other) => panic!("FLOTILLA_TEST_JS={other}: single, r1 or r3"),
+    }
+}
+
+/// Whether the tests run against nats-server (`FLOTILLA_TEST_SERVER`), to
+/// check that an expectation is its behaviour.
+pub fn reference_server() -> bool {
+    std::env::var_os("FLOTILLA_TEST_SERVER").is_some()
+}
+
+/// Whether the tests run against a nats-server cluster, where a test says
+/// what nats-server answers there and flotilla does not: flotilla answers
+/// as one server does, in every mode.
+pub fn nats_cluster() -> bool {
+    reference_server() && clustered()
+}
+
+/// Whether the tests run against a cluster.
+pub fn clustered() -> bool {
+    js_mode() != JsMode::Single
+}
+
+/// The replicas a test's streams get in this mode.
+pub fn replicas() -> u64 {
+    match js_mode() {
+        JsMode::R3 => 3,
+        _ => 1,
+    }
+}
+
+/// JetStream for a test, in the mode [`js_mode`] picks: one server, or
+/// three in a cluster (`S0`, `S1`, `S2`, each naming all) with a meta
+/// leader. It is its first server (clients connect there); `kill9` and
+/// `restart` act on all of them.
+pub struct JsServer {
+    pub servers: Vec<Server>,
+}
+
+/// A server with JetStream on, storing in its temporary directory; or a
+/// cluster of three, per `FLOTILLA_TEST_JS`.
+pub fn js_server() -> JsServer {
+    let servers = match clustered() {
+        false => vec![server().js().start()],
+        true => replicated::cluster3(),
+    };
+    JsServer { servers }
+}
+
+impl std::ops::Deref for JsServer {
+    type Target = Server;
+    fn deref(&self) -> &Server {
+        &self.servers[0]
+    }
+}
+
+impl std::ops::DerefMut for JsServer {
+    fn deref_mut(&mut self) -> &mut Server {
+        &mut self.servers[0]
+    }
+}
+
+impl JsServer {
+    /// A client of the first server, once the JetStream API answers there
+    /// (in a cluster, the meta leader's subscriptions reach every server a
+    /// moment after it is elected).
+    pub async fn client(&self) -> async_nats::Client {
+        let c = self.servers[0].client().await;
+        if self.servers.len() > 1 {
+            replicated::api_ready(std::slice::from_ref(&c)).await;
+            replicated::stream_leaders_ready(&c).await;
+        }
+        c
+    }
+
+    /// JetStream API errors counted so far, over every server (each
+    /// counts the requests it answered), from `/jsz`.
+    pub fn api_errors(&self) -> u64 {
+        self.servers
+            .iter()
+            .map(|s| s.json("/jsz")["api"]["errors"].as_u64().unwrap_or(0))
+            .sum()
+    }
+
+    /// SIGKILL of every server, as a crash.
+    pub fn kill9(&mut self) {
+        for s in &mut self.servers {
+            s.kill9();
+        }
+    }
+
+    /// Starts every server again over its store; in a cluster, waits for
+    /// a meta leader.
+    pub fn restart(&mut self) {
+        for s in &mut self.servers {
+            s.restart();
+        }
+        if self.servers.len() > 1 {
+            replicated::wait_for_meta_leader(&self.servers);
+        }
+    }
+}
+
+/// A STREAM.CREATE or STREAM.UPDATE body with the mode's replicas, where
+/// it asks for none: the tests' streams are replicated in `r3`.
+pub fn with_replicas(subject: &str, body: &str) -> String {
+    let creates = subject.starts_with("$JS.API.STREAM.CREATE.")
+        || subject.starts_with("$JS.API.STREAM.UPDATE.");
+    if !creates || !clustered() {
+        return body.to_string();
+    }
+    let Ok(serde_json::Value::Object(mut m)) = serde_json::from_str(body) else {
+        return body.to_string();
+    };
+    if m.get("num_replicas").is_none_or(|n| n.as_u64() == Some(0)) {
+        m.insert("num_replicas".into(), replicas().into());
+    }
+    serde_json::Value::Object(m).to_string()
 }
 
 impl Builder {
@@ -400,8 +531,9 @@ pub async fn sync(c: &async_nats::Client) {
 
 /// A JetStream API request with a raw body; the reply parsed as JSON.
 pub async fn api(c: &async_nats::Client, subject: &str, body: &str) -> serde_json::Value {
+    let body = with_replicas(subject, body);
     let m = c
-        .request(subject.to_string(), bytes::Bytes::from(body.to_string()))
+        .request(subject.to_string(), bytes::Bytes::from(body.clone()))
         .await
         .unwrap_or_else(|e| panic!("{subject} {body}: {e:?}"));
     serde_json::from_slice(&m.payload).unwrap_or_else(|e| {
@@ -439,7 +571,11 @@ pub async fn request_with_headers(
     for (k, v) in headers {
         h.append(*k, *v);
     }
-    c.request_with_headers(subject.to_string(), h, bytes::Bytes::copy_from_slice(body))
+    let body = match std::str::from_utf8(body) {
+        Ok(text) => with_replicas(subject, text).into_bytes(),
+        Err(_) => body.to_vec(),
+    };
+    c.request_with_headers(subject.to_string(), h, bytes::Bytes::from(body))
         .await
         .unwrap_or_else(|e| panic!("{subject}: {e:?}"))
 }
@@ -510,6 +646,10 @@ pub fn scrub(v: &mut serde_json::Value) {
                         assert!(val.as_str().is_some_and(|s| !s.is_empty()), "leader: {val}");
                         *val = Value::String("<server>".into());
                     }
+                    "cluster" if val.get("leader").is_some() || val.get("raft_group").is_some() => {
+                        check_cluster(val);
+                        *val = Value::String("<cluster>".into());
+                    }
                     "metadata" => {
                         if let Value::Object(md) = val {
                             md.remove("_nats.level");
@@ -522,6 +662,32 @@ pub fn scrub(v: &mut serde_json::Value) {
         Value::Array(a) => a.iter_mut().for_each(scrub),
         _ => {}
     }
+}
+
+/// `v` (an asset's scrubbed info) with the `cluster` block a cluster's
+/// answers carry and one server's create and list answers do not.
+pub fn clustered_asset(mut v: serde_json::Value) -> serde_json::Value {
+    if clustered() {
+        v["cluster"] = serde_json::Value::String("<cluster>".into());
+    }
+    v
+}
+
+/// An asset's `cluster` block as nats-server reports it in this mode: one
+/// server names itself leader; a cluster names itself, the asset's Raft
+/// group, its leader and its other replicas.
+pub fn check_cluster(v: &serde_json::Value) {
+    let leader = v["leader"].as_str().unwrap_or_default();
+    assert!(!leader.is_empty(), "cluster without a leader: {v}");
+    if !clustered() {
+        assert!(v.get("raft_group").is_none(), "{v}");
+        return;
+    }
+    assert_eq!(v["name"], "c1", "{v}");
+    let group = v["raft_group"].as_str().unwrap_or_default();
+    assert!(group.starts_with("S-R"), "raft group: {v}");
+    let others = v["replicas"].as_array().map_or(0, Vec::len) as u64;
+    assert_eq!(others, replicas() - 1, "replicas: {v}");
 }
 
 /// Standard base64 with padding, as Go's encoding/json writes []byte.

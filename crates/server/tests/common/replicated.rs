@@ -168,13 +168,20 @@ pub fn cluster_tagged(tags: &[&[&str]]) -> Vec<Server> {
     let all: Vec<Server> = (0..n)
         .map(|i| js_node_tagged(&format!("S{i}"), ports[i], &routes, tags[i]))
         .collect();
+    wait_for_meta_leader(&all);
+    all
+}
+
+/// Waits until every server sees all of them in the meta group, and its
+/// leader.
+pub fn wait_for_meta_leader(all: &[Server]) {
+    let n = all.len();
     super::wait_for("a meta leader", Duration::from_secs(30), || {
         all.iter().all(|s| {
             let m = s.json("/jsz")["meta_cluster"].clone();
             m["cluster_size"] == n && m["leader"].as_str().is_some_and(|l| !l.is_empty())
         })
     });
-    all
 }
 
 /// The meta leader's API answers on every server (its subscriptions
@@ -182,9 +189,39 @@ pub fn cluster_tagged(tags: &[&[&str]]) -> Vec<Server> {
 pub async fn api_ready(clients: &[async_nats::Client]) {
     for c in clients {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while c.request("$JS.API.INFO", "".into()).await.is_err() {
+        // Every server listens on the API (nothing answers until the
+        // meta leader does): each try waits a moment.
+        let ask = || {
+            tokio::time::timeout(
+                Duration::from_millis(500),
+                c.request("$JS.API.INFO", "".into()),
+            )
+        };
+        while !matches!(ask().await, Ok(Ok(_))) {
             assert!(Instant::now() < deadline, "no JetStream API");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+}
+
+/// Every stream has a leader that answers (after a restart, each group
+/// elects one): the meta leader's list has every stream's info.
+pub async fn stream_leaders_ready(c: &async_nats::Client) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = tokio::time::timeout(
+            Duration::from_secs(5),
+            c.request("$JS.API.STREAM.LIST", "".into()),
+        )
+        .await;
+        if let Ok(Ok(m)) = r {
+            let v: Value = serde_json::from_slice(&m.payload).unwrap_or_default();
+            let listed = v["streams"].as_array().map_or(0, Vec::len) as u64;
+            if v["total"].as_u64() == Some(listed) {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "streams without a leader");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

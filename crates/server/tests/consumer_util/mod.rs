@@ -12,13 +12,15 @@ use serde_json::{json, Value};
 
 /// A JetStream API request; the reply parsed as JSON.
 pub async fn api(c: &Client, subject: &str, body: impl Into<Bytes>) -> Value {
-    let m = tokio::time::timeout(
-        Duration::from_secs(5),
-        c.request(subject.to_string(), body.into()),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("{subject}: no reply in 5s"))
-    .unwrap_or_else(|e| panic!("{subject}: {e}"));
+    let body: Bytes = body.into();
+    let body = match std::str::from_utf8(&body) {
+        Ok(text) => Bytes::from(super::common::with_replicas(subject, text)),
+        Err(_) => body,
+    };
+    let m = tokio::time::timeout(Duration::from_secs(5), c.request(subject.to_string(), body))
+        .await
+        .unwrap_or_else(|_| panic!("{subject}: no reply in 5s"))
+        .unwrap_or_else(|e| panic!("{subject}: {e}"));
     serde_json::from_slice(&m.payload)
         .unwrap_or_else(|e| panic!("{subject}: reply is not JSON ({e}): {:?}", m.payload))
 }
