@@ -18,5 +18,6 @@ pub mod meta_sm;
 pub mod reply;
 pub mod request;
 pub mod sourcing;
+pub mod status;
 pub mod stream_api;
 pub mod stream_sm;

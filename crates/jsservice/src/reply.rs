@@ -8,7 +8,6 @@
 
 use bytes::Bytes;
 use jetstream::api::{self, ApiError, ConsumerInfo, StoredMessage, StreamInfo, TYPE_PREFIX};
-use jetstream::headers;
 use jetstream::output::{OutMsg, Output};
 use jetstream::stream::PubAck;
 use protocol::NATS_VERSION;
@@ -349,32 +348,7 @@ impl Answer {
     }
 }
 
-/// Headers of a status reply with no body (`503` when nothing serves a
-/// request, as nats-server's no-responders).
-pub fn status_msg(to: &str, code: u16, description: &str) -> OutMsg {
-    OutMsg {
-        subject: to.to_string(),
-        route: None,
-        reply: None,
-        headers: Some(headers::build(Some((code, description)), &[])),
-        payload: Bytes::new(),
-    }
-}
-
-/// What a requester gets when nothing listens on `subject`: the 503
-/// status naming the subject, as the core server sends it.
-pub fn no_responders(to: &str, subject: &str) -> OutMsg {
-    OutMsg {
-        subject: to.to_string(),
-        route: None,
-        reply: None,
-        headers: Some(headers::build(
-            Some((503, "")),
-            &[("Nats-Subject", subject)],
-        )),
-        payload: Bytes::new(),
-    }
-}
+pub use crate::status::{no_responders, status_msg};
 
 /// The answer to a create, with the stream's info (`info.cluster` as the
 /// driver reports it).
@@ -473,6 +447,7 @@ pub fn answers(
             Some(updated(to, info))
         }
         Outcome::Configured(Err(e)) => Some(Answer::refused(to, Kind::StreamUpdate, &e)),
+        Outcome::Barrier { .. } => None,
     };
     out.extend(answer);
     out

@@ -459,15 +459,15 @@ fn classify_api(
 /// The stream a request about one stream names, and its response kind:
 /// what a cluster's meta leader answers "not found" to, before reading
 /// the body, when the stream does not exist (its leader answers the
-/// rest). Pulls and direct gets are not among them: nothing subscribes
-/// there for a stream that does not exist.
+/// rest). Pulls and direct gets are not among them (nothing subscribes
+/// there for a stream that does not exist), nor consumer creates, whose
+/// body nats-server reads first.
 pub fn stream_of(subject: &str) -> Option<(&str, Kind)> {
     let tokens: Vec<&str> = subject.strip_prefix(API_PREFIX)?.split('.').collect();
     let kind = endpoint(&tokens)?;
     let name = match tokens.as_slice() {
         ["STREAM", "INFO" | "PURGE", s] | ["STREAM", "MSG", "GET" | "DELETE", s] => s,
         ["STREAM", "LEADER", "STEPDOWN", s] => s,
-        ["CONSUMER", "CREATE", s, ..] | ["CONSUMER", "DURABLE", "CREATE", s, _] => s,
         ["CONSUMER", "INFO" | "DELETE" | "PAUSE", s, _] => s,
         ["CONSUMER", "NAMES" | "LIST", s] => s,
         ["CONSUMER", "LEADER", "STEPDOWN", s, _] => s,

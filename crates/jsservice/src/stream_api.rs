@@ -4,7 +4,7 @@
 //! the stream is not there. One server runs these on the stream it owns;
 //! a cluster on its leader's replica, before proposing.
 
-use jetstream::api::{ApiError, ClusterInfo, MsgGetRequest, PullRequest, E};
+use jetstream::api::{ApiError, ClusterInfo, MsgGetRequest, E};
 use jetstream::output::OutMsg;
 use jetstream::stream::Stream;
 use serde::Deserialize;
@@ -49,24 +49,10 @@ pub fn admit(stream: &Stream, reply: Option<&str>, op: Op) -> Admitted {
                 return refused(Kind::MsgDelete, e);
             }
         }
-        Op::Pull {
-            consumer,
-            request,
-            reply,
-        } => {
-            if stream.consumer(consumer).is_none() {
-                // Nothing would be subscribed to this pull subject.
-                let subject = next_subject(&stream.config.name, consumer);
-                return Admitted::Answer(Answer::no_responders(reply, &subject));
-            }
-            if let Err(e) = PullRequest::parse(request) {
-                let description = format!("Bad Request - {e}");
-                return Admitted::Answer(Answer::status(reply, 400, &description));
-            }
-            // Pulls answer through their outputs.
-            return Admitted::Input(op);
-        }
-        Op::FlowControl { .. } => return Admitted::Input(op),
+        // Pulls answer through their outputs (a missing consumer, a bad
+        // body: the state machine says so, so a cluster's leader can
+        // propose a pull as it comes).
+        Op::Pull { .. } | Op::FlowControl { .. } => return Admitted::Input(op),
         _ => {}
     }
     Admitted::Input(op.replied(reply))

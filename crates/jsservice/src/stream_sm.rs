@@ -19,6 +19,8 @@ use jetstream::output::Output;
 use jetstream::stream::{Incoming, PubAck, Stream};
 use store::MsgStore;
 
+use crate::status;
+
 /// Version 2 added source positions; 3 each consumer's runtime state and
 /// the duplicate window, so a restored replica is exactly one that
 /// applied every entry.
@@ -115,6 +117,13 @@ pub enum Op {
     PauseConsumer {
         name: String,
         until: Option<i64>,
+    },
+    /// Changes nothing: a leader's mark in the log, so what it answers
+    /// once the mark is applied sees everything proposed before it (reads
+    /// that must see the writes ahead of them).
+    Barrier {
+        peer: u64,
+        token: u64,
     },
 }
 
@@ -347,6 +356,11 @@ fn encode_op(b: &mut BytesMut, op: &Op) {
             b.put_u8(u8::from(until.is_some()));
             b.put_i64_le(until.unwrap_or(0));
         }
+        Op::Barrier { peer, token } => {
+            b.put_u8(16);
+            b.put_u64_le(*peer);
+            b.put_u64_le(*token);
+        }
     }
 }
 
@@ -487,6 +501,15 @@ fn decode_op(b: &mut &[u8], depth: u8) -> Result<Op, DecodeError> {
                 until: some.then_some(until),
             }
         }
+        16 => {
+            if b.remaining() < 16 {
+                return Err(DecodeError::Short);
+            }
+            Op::Barrier {
+                peer: b.get_u64_le(),
+                token: b.get_u64_le(),
+            }
+        }
         11 if depth == 0 => Op::Replied {
             reply: get_string(b)?,
             op: Box::new(decode_op(b, depth + 1)?),
@@ -522,6 +545,8 @@ pub enum Outcome {
     Sourced(Result<bool, ApiError>),
     /// A new configuration.
     Configured(Result<(), ApiError>),
+    /// A leader's mark (`Op::Barrier`).
+    Barrier { peer: u64, token: u64 },
 }
 
 /// What an ack's requester hears.
@@ -778,7 +803,7 @@ impl StreamMachine {
         let now = e.ts;
         let mut out = self.decide(e);
         let _ = self.stream.pump(now);
-        out.outputs = self.stream.take_outputs();
+        out.outputs.extend(self.stream.take_outputs());
         out
     }
 
@@ -787,7 +812,7 @@ impl StreamMachine {
     /// driver pumps once per batch, [`StreamMachine::pump`]).
     pub fn apply_input(&mut self, e: Entry) -> Applied {
         let mut out = self.decide(e);
-        out.outputs = self.stream.take_outputs();
+        out.outputs.extend(self.stream.take_outputs());
         out
     }
 
@@ -802,6 +827,7 @@ impl StreamMachine {
     /// what its requester is told.
     fn decide(&mut self, e: Entry) -> Applied {
         let now = e.ts;
+        let mut statuses = Vec::new();
         self.last_ts = now;
         let (reply, op) = match e.op {
             Op::Replied { reply, op } => (Some(reply), *op),
@@ -838,9 +864,7 @@ impl StreamMachine {
                 request,
                 reply,
             } => {
-                if let Ok(req) = PullRequest::parse(&request) {
-                    let _ = self.stream.pull(&consumer, req, &reply, now);
-                }
+                statuses.extend(self.pull(&consumer, &request, &reply, now));
                 Outcome::None
             }
             Op::Ack {
@@ -919,14 +943,39 @@ impl StreamMachine {
             Op::PauseConsumer { name, until } => {
                 Outcome::ConsumerPaused(self.stream.pause_consumer(&name, until, now))
             }
+            Op::Barrier { peer, token } => Outcome::Barrier { peer, token },
             // Nested replies are refused when decoding.
             Op::Replied { .. } => Outcome::None,
         };
         Applied {
             outcome,
-            outputs: Vec::new(),
+            outputs: statuses,
             reply,
             ts: now,
+        }
+    }
+
+    /// A pull request, or the status it is answered with at once: nothing
+    /// subscribes to a consumer that does not exist (no responders), and
+    /// a body that does not read is a bad request.
+    fn pull(&mut self, consumer: &str, request: &[u8], reply: &str, now: i64) -> Option<Output> {
+        if self.stream.consumer(consumer).is_none() {
+            let subject = format!(
+                "$JS.API.CONSUMER.MSG.NEXT.{}.{consumer}",
+                self.stream.config.name
+            );
+            return Some(Output::Publish(status::no_responders(reply, &subject)));
+        }
+        match PullRequest::parse(request) {
+            Ok(req) => {
+                let _ = self.stream.pull(consumer, req, reply, now);
+                None
+            }
+            Err(e) => Some(Output::Publish(status::status_msg(
+                reply,
+                400,
+                &format!("Bad Request - {e}"),
+            ))),
         }
     }
 
@@ -1249,6 +1298,13 @@ mod tests {
             Entry {
                 ts: 10,
                 op: Op::DeleteConsumer { name: "C".into() },
+            },
+            Entry {
+                ts: 10,
+                op: Op::Barrier {
+                    peer: 0xfeed,
+                    token: 7,
+                },
             },
             Entry {
                 ts: 11,

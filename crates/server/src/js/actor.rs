@@ -244,6 +244,7 @@ impl Actor {
                 })));
             }
             Cmd::Delete { .. } => unreachable!("handled by the loop"),
+            Cmd::Answer(a) => self.items.push(Item::Answer(a)),
             // A cluster's alone.
             Cmd::Api(_) | Cmd::Raft(_) => {}
             Cmd::Inbox { routed, msg } => match self.sources.inbox(&routed, msg) {

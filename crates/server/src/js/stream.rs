@@ -40,6 +40,9 @@ pub enum Cmd {
     /// An API request as it arrived (a cluster's leader: classified by
     /// the actor, and sent on to the new leader if leadership moved).
     Api(Inbound),
+    /// Something to send from the actor's task (a refusal found where
+    /// nothing can publish).
+    Answer(jsservice::reply::Answer),
     /// A new config, checked against the account's other streams, and
     /// where to answer once it is durable; `done` once it is applied (one
     /// server; a cluster changes configs through the stream's log).

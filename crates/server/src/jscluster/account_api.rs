@@ -17,6 +17,7 @@ use jsservice::account::{self, Decision, Usage};
 use jsservice::meta_sm::{MetaOp, StreamAssignment, META_GROUP};
 use jsservice::reply::{Answer, Consumers, Kind, Paged};
 use jsservice::request::{classify, stream_of, AccountRequest, Inbound, Mode, Request};
+use jsservice::stream_api;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
@@ -33,6 +34,8 @@ const CREATE_SETTLE: Duration = Duration::from_secs(2);
 const DELETE_WAIT: Duration = Duration::from_secs(10);
 /// How long a list waits for each stream's leader to tell its info.
 const LIST_WAIT: Duration = Duration::from_secs(2);
+/// How long a create of a stream that exists waits for its leader.
+const EXISTS_WAIT: Duration = Duration::from_secs(8);
 
 const SUBJECTS: &[&str] = &[
     "$JS.API.INFO",
@@ -86,13 +89,13 @@ struct Api {
     jc: Arc<JsCluster>,
     js: Arc<JetStream>,
     publisher: InternalPublisher,
-    requests: Requests,
+    requests: Arc<Requests>,
 }
 
 async fn serve(server: Arc<Server>, jc: Arc<JsCluster>, mut rx: mpsc::UnboundedReceiver<Inbound>) {
     let mut api = Api {
         publisher: InternalPublisher::new(server.clone()),
-        requests: Requests::start(server.clone(), jc.me.id),
+        requests: Arc::new(Requests::start(server.clone(), jc.me.id)),
         js: jc.js.clone(),
         server,
         jc,
@@ -281,7 +284,20 @@ impl Api {
         match classify(m, Mode::Clustered, &mut new_consumer_name) {
             Request::Answer(a) => self.send(a),
             Request::Account { reply, request } => return self.account(&reply, request).await,
-            Request::Stream { .. } | Request::Ignore | Request::Operator { .. } => {}
+            // A consumer create, its body read: answered by the stream's
+            // leader if the stream exists.
+            Request::Stream {
+                stream,
+                reply,
+                request,
+            } => {
+                if self.jc.meta.lock().stream(&stream).is_none() {
+                    if let Some(a) = stream_api::missing(&stream, reply.as_deref(), &request) {
+                        self.send(a);
+                    }
+                }
+            }
+            Request::Ignore | Request::Operator { .. } => {}
         }
         None
     }
@@ -306,12 +322,23 @@ impl Api {
                 };
             }
             // The same config again: the stream's leader answers with its
-            // info, as a create's answer (nats-server forwards it so).
+            // info, as a create's answer (nats-server forwards it so); a
+            // stream just created may not have one serving yet.
             Decision::Exists(name) => {
-                let headers = jetstream::headers::build(None, &[(RESPONSE_TYPE, "create")]);
-                let subject = format!("$JS.API.STREAM.INFO.{name}");
-                self.publisher
-                    .publish(&subject, &subject, Some(to), Some(&headers), b"");
+                let (requests, api, to) = (self.requests.clone(), self.detached(), to.to_string());
+                tokio::spawn(async move {
+                    let headers = jetstream::headers::build(None, &[(RESPONSE_TYPE, "create")]);
+                    let subject = format!("$JS.API.STREAM.INFO.{name}");
+                    let deadline = tokio::time::Instant::now() + EXISTS_WAIT;
+                    while tokio::time::Instant::now() < deadline {
+                        let asked = requests.request(&subject, Some(&headers), b"", LIST_WAIT);
+                        if let Some(body) = asked.await {
+                            let kind = Kind::StreamCreate;
+                            api.send(Answer::api(&to, kind, body, jsservice::reply::Count::Call));
+                            return;
+                        }
+                    }
+                });
                 return None;
             }
             Decision::Update(config) => match self.update(*config, to) {
@@ -333,7 +360,7 @@ impl Api {
                 let asks = names.iter().map(|name| {
                     let subject = format!("$JS.API.STREAM.INFO.{name}");
                     let requests = &self.requests;
-                    async move { requests.request(&subject, b"", LIST_WAIT).await }
+                    async move { requests.request(&subject, None, b"", LIST_WAIT).await }
                 });
                 let infos = futures_util::future::join_all(asks)
                     .await

@@ -30,10 +30,10 @@ use bytes::Bytes;
 use jetstream::api::{StreamConfig, E};
 use jetstream::stream::PubAck;
 use jsservice::reply::{self, Answer, Kind, Success};
-use jsservice::request::{classify, Inbound, Mode, Request, StreamRequest};
+use jsservice::request::{classify, Inbound, Mode, Read, Request, StreamRequest};
 use jsservice::sourcing::Inboxed;
 use jsservice::stream_api::{self, Admitted};
-use jsservice::stream_sm::{replica_store, Entry, Op, StreamMachine};
+use jsservice::stream_sm::{replica_store, Entry, Op, Outcome, StreamMachine};
 use tokio::sync::mpsc;
 use tracing::{error, info};
 
@@ -97,6 +97,11 @@ pub struct Actor {
     forwarded: BTreeMap<String, u32>,
     last_tick: Option<Instant>,
     last_reconcile: Option<Instant>,
+    /// Reads waiting for this leader's barrier to be applied, so they see
+    /// everything proposed before them: (barrier token, the request, its
+    /// requester, the request as it arrived).
+    reads: VecDeque<(u64, Read, String, Inbound)>,
+    next_barrier: u64,
     /// A leader's snapshot did not decode: this replica applies and
     /// serves nothing more (its group is removed from the node).
     stopped: bool,
@@ -130,6 +135,8 @@ impl Actor {
             forwarded: BTreeMap::new(),
             last_tick: None,
             last_reconcile: None,
+            reads: VecDeque::new(),
+            next_barrier: 0,
             stopped: false,
         }
     }
@@ -165,6 +172,7 @@ impl Actor {
         while let Some(cmd) = next.take() {
             self.handle.received();
             if matches!(cmd, Cmd::Raft(RaftEvent::Stop)) {
+                self.stop();
                 return false;
             }
             self.handle_cmd(cmd);
@@ -200,6 +208,10 @@ impl Actor {
             }
             Cmd::Raft(RaftEvent::Assigned { config, reply }) => {
                 if self.serving.is_some() {
+                    info!(
+                        "JetStream cluster stream '$G > {}': applying its new config",
+                        self.handle.name
+                    );
                     let reply = Some(reply.as_str()).filter(|r| !r.is_empty());
                     let config = Bytes::from(config.into_bytes());
                     self.submit(Op::UpdateConfig { config }.replied(reply));
@@ -207,12 +219,28 @@ impl Actor {
             }
             Cmd::Raft(RaftEvent::Stop | RaftEvent::TakeSnapshot { .. }) => {}
             Cmd::Api(m) => self.request(m),
+            Cmd::Answer(a) => self.send(a),
             Cmd::Inbox { routed, msg } => self.inbox(&routed, msg),
             Cmd::Info { consumers, done } => {
                 let _ = done.send(stream::info(self.machine.stream(), consumers, wall_clock()));
             }
             // One server's alone.
             Cmd::Publish(_) | Cmd::Request { .. } | Cmd::Update { .. } | Cmd::Delete { .. } => {}
+        }
+    }
+
+    /// The stream is gone from this server. Its leader tells its
+    /// consumers' waiting requests, as one server's stream does when it is
+    /// deleted.
+    fn stop(&mut self) {
+        if self.serving.is_none() {
+            return;
+        }
+        let _ = self.machine.stream_mut().delete();
+        for out in self.machine.stream_mut().take_outputs() {
+            if let jetstream::output::Output::Publish(m) = out {
+                self.publisher.publish_out(&m);
+            }
         }
     }
 
@@ -225,6 +253,11 @@ impl Actor {
         let applied = self.machine.apply(index, data);
         let grew = self.handle.record(self.machine.stream());
         self.js.add_usage(self.handle.storage, grew);
+        if let Outcome::Barrier { peer, token } = applied.outcome {
+            if leader && peer == self.jc.me.id {
+                self.serve_reads(token);
+            }
+        }
         if leader && (applied.reply.is_some() || !applied.outputs.is_empty()) {
             let (jc, group) = (&self.jc, self.group);
             let config = &self.machine.stream().config;
@@ -312,6 +345,11 @@ impl Actor {
         self.sources.close(&self.js);
         self.sources = SourceLinks::new(&self.handle.name, true);
         self.forwarded.clear();
+        // Reads waiting for a barrier that may never apply here: the new
+        // leader answers them.
+        for (_, _, _, original) in std::mem::take(&mut self.reads) {
+            self.forward_later(&original);
+        }
         self.last_tick = None;
         self.last_reconcile = None;
     }
@@ -359,7 +397,9 @@ impl Actor {
     /// The stream's API subjects: requests come to this actor.
     fn subscribe_api(&self) -> Vec<Arc<Subscription>> {
         let sink: Arc<dyn InternalSink> = Arc::new(ApiSink {
+            jc: self.jc.clone(),
             handle: self.handle.clone(),
+            group: self.group,
         });
         let wanted = api_subjects(&self.handle.name)
             .into_iter()
@@ -515,22 +555,24 @@ impl Actor {
         }
         let Some(to) = reply else { return };
         match request {
+            // Direct gets are answered from this replica as it is, as
+            // nats-server's replicas answer them.
+            StreamRequest::Read(read @ Read::Direct { .. }) => self.read(read, &to),
+            // The others see everything proposed before them (a pull, an
+            // ack): answered once this leader's barrier behind those is
+            // applied.
             StreamRequest::Read(read) => {
-                let cluster = self
-                    .jc
-                    .cluster_info(self.group, &self.machine.stream().config);
-                let server = self.js.server.name.clone();
-                let answers = stream_api::read(
-                    self.machine.stream(),
-                    read,
-                    &to,
-                    wall_clock(),
-                    Some(&cluster),
-                    &server,
-                );
-                for a in answers {
-                    self.send(a);
+                self.next_barrier += 1;
+                let token = self.next_barrier;
+                let barrier = Op::Barrier {
+                    peer: self.jc.me.id,
+                    token,
+                };
+                if self.jc.node.propose(self.group, entry(barrier)).is_err() {
+                    self.forward_later(&original);
+                    return;
                 }
+                self.reads.push_back((token, read, to, original));
             }
             StreamRequest::Change(op) => self.change(&to, op, &original),
             StreamRequest::StepDown {
@@ -555,6 +597,33 @@ impl Actor {
                 };
                 self.send(a);
             }
+        }
+    }
+
+    /// Answers the reads waiting for barriers up to `token`.
+    fn serve_reads(&mut self, token: u64) {
+        while self.reads.front().is_some_and(|(t, ..)| *t <= token) {
+            let (_, read, to, _) = self.reads.pop_front().expect("looked");
+            self.read(read, &to);
+        }
+    }
+
+    /// Answers a read from this replica.
+    fn read(&mut self, read: Read, to: &str) {
+        let cluster = self
+            .jc
+            .cluster_info(self.group, &self.machine.stream().config);
+        let server = self.js.server.name.clone();
+        let answers = stream_api::read(
+            self.machine.stream(),
+            read,
+            to,
+            wall_clock(),
+            Some(&cluster),
+            &server,
+        );
+        for a in answers {
+            self.send(a);
         }
     }
 
@@ -693,14 +762,31 @@ impl InternalSink for AckSink {
     }
 }
 
-/// A led stream's API requests, to its actor.
+/// A led stream's API requests, to its actor; pulls are proposed as they
+/// come, in order with the publishes and acks from the same connection
+/// (the state machine answers one for a missing consumer).
 struct ApiSink {
+    jc: Arc<JsCluster>,
     handle: Arc<StreamHandle>,
+    group: u64,
 }
 
 impl InternalSink for ApiSink {
     fn deliver(&self, msg: Message<'_>) {
-        self.handle.send(Cmd::Api(inbound(msg)));
+        if !msg.subject.starts_with(b"$JS.API.CONSUMER.MSG.NEXT.") {
+            self.handle.send(Cmd::Api(inbound(msg)));
+            return;
+        }
+        match classify(inbound(msg), Mode::Clustered, &mut String::new) {
+            Request::Stream {
+                request: StreamRequest::Change(op @ Op::Pull { .. }),
+                ..
+            } => self.jc.node.submit(self.group, entry(op)),
+            Request::Answer(a) => {
+                self.handle.send(Cmd::Answer(a));
+            }
+            _ => {}
+        }
     }
 }
 

@@ -61,14 +61,21 @@ impl Requests {
         }
     }
 
-    /// Sends `body` to `subject` and waits up to `within` for the answer.
-    pub async fn request(&self, subject: &str, body: &[u8], within: Duration) -> Option<Bytes> {
+    /// Sends `body` (with `headers`) to `subject` and waits up to `within`
+    /// for the answer.
+    pub async fn request(
+        &self,
+        subject: &str,
+        headers: Option<&[u8]>,
+        body: &[u8],
+        within: Duration,
+    ) -> Option<Bytes> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.waiting.lock().insert(n, tx);
         let reply = format!("{}.{n}", self.inbox);
         let mut p = InternalPublisher::new(self.server.clone());
-        p.publish(subject, subject, Some(&reply), None, body);
+        p.publish(subject, subject, Some(&reply), headers, body);
         p.flush();
         let answer = tokio::time::timeout(within, rx).await.ok()?.ok();
         self.waiting.lock().remove(&n);

@@ -684,8 +684,13 @@ pub fn check_cluster(v: &serde_json::Value) {
         return;
     }
     assert_eq!(v["name"], "c1", "{v}");
+    // A consumer's is its stream's (nats-server gives consumers groups of
+    // their own, `C-R…`).
     let group = v["raft_group"].as_str().unwrap_or_default();
-    assert!(group.starts_with("S-R"), "raft group: {v}");
+    assert!(
+        group.starts_with("S-R") || group.starts_with("C-R"),
+        "raft group: {v}"
+    );
     let others = v["replicas"].as_array().map_or(0, Vec::len) as u64;
     assert_eq!(others, replicas() - 1, "replicas: {v}");
 }
