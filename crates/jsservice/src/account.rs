@@ -99,7 +99,7 @@ fn decide_inner(
                 }
                 return Ok(Decision::Exists(name));
             }
-            check_others(&configs, limits, &config)?;
+            check_others(&configs, limits, mode, &config)?;
             Decision::Create(config)
         }
         AccountRequest::Update { name, mut config } => {
@@ -107,7 +107,7 @@ fn decide_inner(
                 .get(&name)
                 .ok_or_else(|| E::STREAM_NOT_FOUND.err())?;
             jetstream::stream::config::check_update(current, &mut config)?;
-            check_others(&configs, limits, &config)?;
+            check_others(&configs, limits, mode, &config)?;
             Decision::Update(config)
         }
         AccountRequest::Delete { name } => {
@@ -149,10 +149,13 @@ fn decide_inner(
 }
 
 /// The checks against every other stream: subjects that could capture
-/// the same messages, and reservations past the server's limits.
+/// the same messages, and reservations past the server's limits (which a
+/// cluster's meta leader finds while placing the stream: no server has
+/// the room).
 fn check_others(
     configs: &BTreeMap<String, StreamConfig>,
     limits: Limits,
+    mode: Mode,
     config: &StreamConfig,
 ) -> Result<(), jetstream::api::ApiError> {
     let others = configs.iter().filter(|(n, _)| **n != config.name);
@@ -176,7 +179,13 @@ fn check_others(
         .map(|(_, c)| c.max_bytes.max(0))
         .sum();
     if limit > 0 && reserved + config.max_bytes.max(0) > limit {
-        return Err(err.err());
+        return Err(match mode {
+            Mode::Single => err.err(),
+            Mode::Clustered => E::CLUSTER_NO_PEERS.with(
+                "err",
+                "no suitable peers for placement, insufficient storage",
+            ),
+        });
     }
     Ok(())
 }

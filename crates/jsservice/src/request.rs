@@ -139,6 +139,15 @@ pub enum Read {
     },
 }
 
+impl Read {
+    /// Whether the answer can be large (a stream's subjects or deleted
+    /// sequences, a page of consumer infos): worth computing off the
+    /// driver's event loop.
+    pub fn may_be_large(&self) -> bool {
+        matches!(self, Read::Info { .. } | Read::ConsumerList(_))
+    }
+}
+
 #[derive(Debug)]
 pub enum OperatorRequest {
     /// `$JS.API.META.LEADER.STEPDOWN`, to the server named, if one is.

@@ -212,6 +212,9 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
     }
 
     let mut monitoring_url = None;
+    // Monitoring's state is there before any connection (it keeps the
+    // closed ones), whether or not monitoring is served.
+    let services = monitor::Services::install(&server);
     if opts.http_port != 0 {
         let host = opts.http_host.clone().unwrap_or_else(|| opts.host.clone());
         let port = if opts.http_port < 0 {
@@ -226,17 +229,18 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
         info!("Starting http monitor on {host}:{bound}");
         info!("Listening for monitoring traffic on {host}:{bound}");
         monitoring_url = Some(format!("http://{}:{bound}", url_host(&host)));
-        tokio::spawn(monitor::serve(server.clone(), listener));
+        tokio::spawn(monitor::serve(server.clone(), services.clone(), listener));
     }
 
-    if js_clustered(&opts) {
+    let mut js_cluster = None;
+    if opts.jetstream.enabled {
         let js = js::JetStream::start(server.clone(), js_settings(&opts))?;
-        let _ = server.jetstream.set(js.clone());
-        let jc = jscluster::JsCluster::start(&server, &js, &js_settings(&opts).store_dir)?;
-        let _ = server.jscluster.set(jc);
-    } else if opts.jetstream.enabled {
-        let js = js::JetStream::start(server.clone(), js_settings(&opts))?;
-        let _ = server.jetstream.set(js);
+        let _ = services.js.set(js.clone());
+        if js_clustered(&opts) {
+            let jc = jscluster::JsCluster::start(&server, &js, &js_settings(&opts).store_dir)?;
+            let _ = services.jc.set(jc.clone());
+            js_cluster = Some(jc);
+        }
     }
 
     let listener = server
@@ -263,7 +267,7 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
                 .port
                 .load(std::sync::atomic::Ordering::Relaxed)
         ));
-        if let Some(jc) = server.jscluster.get() {
+        if let Some(jc) = &js_cluster {
             tokio::spawn(jc.clone().run(server.clone()));
         }
     }

@@ -4,7 +4,7 @@
 //! Lock order, where two are ever needed: a client's `subs` map and the
 //! trie are never held together; the `clients` map is taken alone.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -20,13 +20,9 @@ use tracing::{debug, info, warn};
 
 use crate::client::delivery::InternalSink;
 use crate::client::{self, Client, ClosedState};
-use crate::monitor::ClosedConn;
 use crate::options::Options;
 use crate::subscription::Subscription;
 use protocol::NATS_VERSION;
-
-/// Most closed connections remembered for `/connz?state=closed`.
-const CLOSED_RING: usize = 10_000;
 
 /// Server-wide message counters.
 #[derive(Default)]
@@ -40,6 +36,9 @@ pub struct Stats {
     pub total_connections: AtomicU64,
 }
 
+/// What is told of a closing connection (`Server::on_close`).
+pub type ClosedHook = Box<dyn Fn(&Client, &[Arc<Subscription>]) + Send + Sync>;
+
 pub struct Server {
     pub id: String,
     pub name: String,
@@ -48,7 +47,9 @@ pub struct Server {
     /// Told of every insert into and removal from `sublist`.
     pub interest: Arc<crate::interest::InterestWatch>,
     pub clients: Mutex<BTreeMap<u64, Arc<Client>>>,
-    pub closed: Mutex<VecDeque<ClosedConn>>,
+    /// Told of every connection that closes, with what it had subscribed
+    /// (monitoring keeps them for `/connz?state=closed`).
+    pub on_close: std::sync::OnceLock<ClosedHook>,
     next_cid: AtomicU64,
     next_sub_key: AtomicU64,
     pub stats: Stats,
@@ -63,15 +64,14 @@ pub struct Server {
     stop_accepting: watch::Sender<bool>,
     /// Owner of the server's own subscriptions (cid 0, never connected).
     pub system_client: Arc<Client>,
-    /// Set once JetStream has started.
-    pub jetstream: std::sync::OnceLock<Arc<crate::js::JetStream>>,
     /// Routes to the other servers of the cluster.
     pub routes: crate::route::Routes,
     /// The Raft transport, when JetStream is clustered: Raft connections
     /// arriving on the route port are handed to it.
     pub raft: std::sync::OnceLock<Arc<cluster::transport::Transport>>,
-    /// JetStream across the cluster (the meta group), when clustered.
-    pub jscluster: std::sync::OnceLock<Arc<crate::jscluster::JsCluster>>,
+    /// Told when a route comes or goes, or a peer's state changes (the
+    /// JetStream cluster looks again).
+    pub on_routes_changed: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
     /// This server's JetStream cluster state, sent in route INFO.
     hello: Mutex<Option<protocol::route::FlotillaHello>>,
 }
@@ -110,7 +110,7 @@ impl Server {
             sublist: RwLock::new(Sublist::new()),
             interest: Arc::default(),
             clients: Mutex::new(BTreeMap::new()),
-            closed: Mutex::new(VecDeque::new()),
+            on_close: std::sync::OnceLock::new(),
             next_cid: AtomicU64::new(1),
             next_sub_key: AtomicU64::new(1),
             stats: Stats::default(),
@@ -122,10 +122,9 @@ impl Server {
             shutdown_tx: watch::channel(false).0,
             stop_accepting: watch::channel(false).0,
             system_client: Arc::new(Client::new(0, SocketAddr::from(([0, 0, 0, 0], 0)))),
-            jetstream: std::sync::OnceLock::new(),
             routes: crate::route::Routes::new(opts_cluster_name.as_deref()),
             raft: std::sync::OnceLock::new(),
-            jscluster: std::sync::OnceLock::new(),
+            on_routes_changed: std::sync::OnceLock::new(),
             hello: Mutex::new(None),
         })
     }
@@ -145,10 +144,11 @@ impl Server {
         }
     }
 
-    /// A route or a peer's state changed: the JetStream cluster looks again.
-    pub fn poke_jetstream(&self) {
-        if let Some(j) = self.jscluster.get() {
-            j.poke();
+    /// A route or a peer's state changed: whoever follows routes looks
+    /// again.
+    pub fn routes_changed(&self) {
+        if let Some(f) = self.on_routes_changed.get() {
+            f();
         }
     }
 
@@ -315,7 +315,9 @@ impl Server {
     /// remembers it for `/connz?state=closed`.
     pub fn deregister(&self, client: &Arc<Client>) {
         let subs: Vec<Arc<Subscription>> = client.subs.lock().drain().map(|(_, s)| s).collect();
-        let closed = ClosedConn::capture(client, &subs);
+        if let Some(f) = self.on_close.get() {
+            f(client, &subs);
+        }
         let mut removed = Vec::new();
         if !subs.is_empty() {
             let mut sl = self.sublist.write();
@@ -335,11 +337,6 @@ impl Server {
             }
         }
         self.clients.lock().remove(&client.cid);
-        let mut ring = self.closed.lock();
-        if ring.len() == CLOSED_RING {
-            ring.pop_front();
-        }
-        ring.push_back(closed);
     }
 
     /// After a reload: closes clients whose credentials the new settings

@@ -306,8 +306,7 @@ impl Actor {
             StreamRequest::Read(read) => {
                 let Some(to) = reply else { return };
                 let server = self.js.server.name.clone();
-                let answers =
-                    stream_api::read(self.machine.stream(), read, &to, now, None, &server);
+                let answers = stream::read(self.machine.stream(), read, &to, now, None, &server);
                 self.items.extend(answers.into_iter().map(Item::Answer));
             }
             StreamRequest::Change(op) => {

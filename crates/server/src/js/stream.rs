@@ -181,6 +181,25 @@ pub fn info(stream: &Stream, consumers: bool, now: i64) -> (StreamInfo, Vec<Cons
     (info, cs)
 }
 
+/// Answers a read from `stream`; one that may be large is computed with
+/// the runtime told, so the tasks queued behind it move to another
+/// worker.
+pub fn read(
+    stream: &jetstream::stream::Stream,
+    read: jsservice::request::Read,
+    to: &str,
+    now: i64,
+    cluster: Option<&jetstream::api::ClusterInfo>,
+    server: &str,
+) -> Vec<jsservice::reply::Answer> {
+    match read.may_be_large() {
+        true => tokio::task::block_in_place(|| {
+            jsservice::stream_api::read(stream, read, to, now, cluster, server)
+        }),
+        false => jsservice::stream_api::read(stream, read, to, now, cluster, server),
+    }
+}
+
 struct PushTarget {
     consumer: String,
     subject: String,

@@ -199,6 +199,12 @@ impl JsCluster {
         server
             .subscribe_internal("$JS.API.>", None, catch_all)
             .context("could not subscribe to the JetStream API")?;
+        let follower = Arc::downgrade(&jc);
+        let _ = server.on_routes_changed.set(Box::new(move || {
+            if let Some(jc) = follower.upgrade() {
+                jc.poke();
+            }
+        }));
         let _ = server.raft.set(jc.node.transport.clone());
         server.set_hello(Some(jc.hello(Vec::new())));
         Ok(jc)

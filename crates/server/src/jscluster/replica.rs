@@ -614,7 +614,7 @@ impl Actor {
             .jc
             .cluster_info(self.group, &self.machine.stream().config);
         let server = self.js.server.name.clone();
-        let answers = stream_api::read(
+        let answers = stream::read(
             self.machine.stream(),
             read,
             to,

@@ -255,7 +255,7 @@ fn parse_sort(s: &str) -> Option<Sort> {
     })
 }
 
-pub fn connz(server: &Server, q: &Query) -> Result<Connz, QueryError> {
+pub fn connz(server: &Server, services: &super::Services, q: &Query) -> Result<Connz, QueryError> {
     let auth = q.bool("auth")?;
     let (subs, detail) = q.subs()?;
     let offset = q.int("offset")?.max(0) as usize;
@@ -304,7 +304,7 @@ pub fn connz(server: &Server, q: &Query) -> Result<Connz, QueryError> {
         }
     }
     if state != State::Open {
-        let closed = server.closed.lock();
+        let closed = services.closed.lock();
         total += closed.len();
         for c in closed.iter() {
             if cid != 0 && c.info.cid != cid {

@@ -101,8 +101,8 @@ fn stats(js: &JetStream, accounts: usize) -> Stats {
     }
 }
 
-pub fn varz(server: &Server) -> Varz {
-    match server.jetstream.get() {
+pub fn varz(services: &super::Services) -> Varz {
+    match services.js.get() {
         None => Varz::default(),
         Some(js) => Varz {
             config: Some(config(js)),
@@ -159,9 +159,9 @@ struct SnapshotStats {
     pending_size: u64,
 }
 
-fn meta_cluster(server: &Server) -> Option<MetaClusterInfo> {
+fn meta_cluster(server: &Server, services: &super::Services) -> Option<MetaClusterInfo> {
     use crate::jscluster::peer_hash;
-    let jc = server.jscluster.get()?;
+    let jc = services.jc.get()?;
     let g = jc.meta_status().unwrap_or_default();
     let name_of = |id: u64| {
         jc.peer_name(server, id)
@@ -217,7 +217,11 @@ struct StreamDetail {
     consumer_detail: Vec<Value>,
 }
 
-pub async fn jsz(server: &Server, q: &Query) -> Result<impl Serialize, QueryError> {
+pub async fn jsz(
+    server: &Server,
+    services: &super::Services,
+    q: &Query,
+) -> Result<impl Serialize, QueryError> {
     let accounts_opt = q.bool("accounts")?;
     let mut streams_opt = q.bool("streams")?;
     let consumers_opt = q.bool("consumers")?;
@@ -237,8 +241,8 @@ pub async fn jsz(server: &Server, q: &Query) -> Result<impl Serialize, QueryErro
     }
     let accounts_opt = accounts_opt || (streams_opt && acc.is_empty());
     let now = rfc3339(SystemTime::now());
-    let Some(js) = server.jetstream.get() else {
-        let meta = meta_cluster(server);
+    let Some(js) = services.js.get() else {
+        let meta = meta_cluster(server, services);
         let info = JsInfo {
             stats: Stats::default(),
             server_id: server.id.clone(),
@@ -274,7 +278,7 @@ pub async fn jsz(server: &Server, q: &Query) -> Result<impl Serialize, QueryErro
             .iter()
             .map(|h| h.bytes.load(Ordering::Relaxed))
             .sum(),
-        meta_cluster: meta_cluster(server),
+        meta_cluster: meta_cluster(server, services),
         account_details: Vec::new(),
         total: 1,
     };

@@ -59,8 +59,42 @@ fn bad_request(e: QueryError) -> Response<Body> {
     text(StatusCode::BAD_REQUEST, e.0, "text/plain; charset=utf-8")
 }
 
+/// What monitoring shows beside the core server: closed connections
+/// (kept from when monitoring starts), and JetStream once it runs.
+#[derive(Default)]
+pub struct Services {
+    closed: parking_lot::Mutex<std::collections::VecDeque<ClosedConn>>,
+    pub js: std::sync::OnceLock<Arc<crate::js::JetStream>>,
+    pub jc: std::sync::OnceLock<Arc<crate::jscluster::JsCluster>>,
+}
+
+/// Closed connections kept for `/connz?state=closed`.
+const CLOSED_RING: usize = 10_000;
+
+impl Services {
+    /// Monitoring's state, told of every connection that closes.
+    pub fn install(server: &Server) -> Arc<Services> {
+        let services = Arc::new(Services::default());
+        let keep = Arc::downgrade(&services);
+        let hook: crate::server::ClosedHook = Box::new(move |client, subs| {
+            let Some(services) = keep.upgrade() else {
+                return;
+            };
+            let closed = ClosedConn::capture(client, subs);
+            let mut ring = services.closed.lock();
+            if ring.len() == CLOSED_RING {
+                ring.pop_front();
+            }
+            ring.push_back(closed);
+        });
+        let _ = server.on_close.set(hook);
+        services
+    }
+}
+
 struct Monitor {
     server: Arc<Server>,
+    services: Arc<Services>,
     cpu: varz::CpuSampler,
 }
 
@@ -77,7 +111,7 @@ impl Monitor {
     async fn handle(&self, req: &Request<Incoming>) -> Response<Body> {
         let q = Query::parse(req.uri().query());
         match req.uri().path() {
-            "/jsz" => match jsz::jsz(&self.server, &q).await {
+            "/jsz" => match jsz::jsz(&self.server, &self.services, &q).await {
                 Ok(j) => {
                     self.count("/jsz");
                     pretty(&j)
@@ -90,9 +124,9 @@ impl Monitor {
             }
             "/varz" => {
                 self.count("/varz");
-                pretty(&varz::varz(&self.server, &self.cpu))
+                pretty(&varz::varz(&self.server, &self.services, &self.cpu))
             }
-            "/connz" => match connz::connz(&self.server, &q) {
+            "/connz" => match connz::connz(&self.server, &self.services, &q) {
                 Ok(c) => {
                     self.count("/connz");
                     pretty(&c)
@@ -116,7 +150,7 @@ impl Monitor {
             }
             "/raftz" => {
                 self.count("/raftz");
-                match raftz::raftz(&self.server, q.get("acc"), q.get("group")) {
+                match raftz::raftz(&self.server, &self.services, q.get("acc"), q.get("group")) {
                     Some(groups) => pretty(&groups),
                     None => text(
                         StatusCode::NOT_FOUND,
@@ -160,7 +194,7 @@ impl Monitor {
                 },
             )
         } else if let Some(e) = (!server_only && !enabled_only)
-            .then(|| meta_health(&self.server))
+            .then(|| meta_health(&self.server, &self.services))
             .flatten()
         {
             (
@@ -196,8 +230,9 @@ struct Health {
 /// a follower must have heard from it lately and applied what is
 /// committed; and every stream assigned to it must be current (see
 /// [`stream_health`]).
-fn meta_health(server: &Server) -> Option<String> {
-    let jc = server.jscluster.get()?;
+fn meta_health(server: &Server, services: &Services) -> Option<String> {
+    let _ = server;
+    let jc = services.jc.get()?;
     let status = jc.node.status();
     if !status.running {
         return Some("JetStream raft node stopped (a log write failed)".into());
@@ -276,9 +311,10 @@ fn root_page() -> String {
 }
 
 /// Serves monitoring on `listener` until the server shuts down.
-pub async fn serve(server: Arc<Server>, listener: TcpListener) {
+pub async fn serve(server: Arc<Server>, services: Arc<Services>, listener: TcpListener) {
     let monitor = Arc::new(Monitor {
         server: server.clone(),
+        services,
         cpu: varz::CpuSampler::new(),
     });
     let mut shutdown = server.shutdown_signal();

@@ -52,10 +52,11 @@ struct RaftzPeer {
 /// `None`: this server runs no Raft group (nats-server answers 404).
 pub fn raftz(
     server: &Server,
+    services: &super::Services,
     acc: &str,
     group: &str,
 ) -> Option<BTreeMap<String, BTreeMap<String, RaftzGroup>>> {
-    let jc = server.jscluster.get()?;
+    let jc = services.jc.get()?;
     let mut out = BTreeMap::new();
     let wanted =
         |a: &str, name: &str| (acc.is_empty() || acc == a) && (group.is_empty() || group == name);

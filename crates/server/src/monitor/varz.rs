@@ -57,8 +57,8 @@ struct RejectedFrames {
     short: u64,
 }
 
-fn raft_varz(server: &Server) -> Option<RaftVarz> {
-    let jc = server.jscluster.get()?;
+fn raft_varz(services: &super::Services) -> Option<RaftVarz> {
+    let jc = services.jc.get()?;
     let c = &jc.node.transport.counters;
     let r = *c.rejected.lock();
     let st = jc.node.status();
@@ -251,7 +251,7 @@ pub fn rss_bytes() -> u64 {
     pages * page
 }
 
-pub fn varz(server: &Server, cpu: &CpuSampler) -> Varz {
+pub fn varz(server: &Server, services: &super::Services, cpu: &CpuSampler) -> Varz {
     let opts = server.opts();
     let now = SystemTime::now();
     let s = &server.stats;
@@ -287,8 +287,8 @@ pub fn varz(server: &Server, cpu: &CpuSampler) -> Varz {
         leaf: Empty {},
         mqtt: Empty {},
         websocket: Empty {},
-        jetstream: super::jsz::varz(server),
-        raft: raft_varz(server),
+        jetstream: super::jsz::varz(services),
+        raft: raft_varz(services),
         tls_timeout: 2.0,
         write_deadline: opts.write_deadline.as_nanos(),
         start: rfc3339(server.start),

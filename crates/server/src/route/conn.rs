@@ -202,7 +202,7 @@ pub async fn serve(
         }
         if server.routes.deregister(&r) {
             super::send_info_to_clients(&server);
-            server.poke_jetstream();
+            server.routes_changed();
         }
     }
     server.routes.untrack(client.cid);
@@ -449,7 +449,7 @@ impl RouteConn {
                 if let Some(r) = &self.route {
                     if *r.hello.lock() != info.flotilla {
                         *r.hello.lock() = info.flotilla.clone();
-                        self.server.poke_jetstream();
+                        self.server.routes_changed();
                     }
                     // The peer entering lame duck mode: clients stop
                     // being sent to it.
@@ -543,7 +543,7 @@ impl RouteConn {
         }
         self.route = Some(route);
         super::send_info_to_clients(&self.server);
-        self.server.poke_jetstream();
+        self.server.routes_changed();
         Ok(())
     }
 

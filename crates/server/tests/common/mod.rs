@@ -101,9 +101,19 @@ pub struct JsServer {
 /// A server with JetStream on, storing in its temporary directory; or a
 /// cluster of three, per `FLOTILLA_TEST_JS`.
 pub fn js_server() -> JsServer {
+    js_server_with("")
+}
+
+/// As `js_server`, with `settings` in every server's `jetstream {}` block
+/// (`max_file_store: 64KB`, ...).
+pub fn js_server_with(settings: &str) -> JsServer {
+    let config = match settings {
+        "" => String::new(),
+        s => format!("jetstream {{ {s} }}\n"),
+    };
     let servers = match clustered() {
-        false => vec![server().js().start()],
-        true => replicated::cluster3(),
+        false => vec![server().js().config(&config).start()],
+        true => replicated::cluster_configured(3, &config),
     };
     JsServer { servers }
 }
@@ -190,7 +200,9 @@ impl Builder {
     }
 
     pub fn config(mut self, text: &str) -> Self {
-        self.config = Some(text.to_string());
+        if !text.is_empty() {
+            self.config = Some(text.to_string());
+        }
         self
     }
     /// JetStream on, with the store under the server's directory.

@@ -136,10 +136,23 @@ pub async fn check_replicas(
 }
 
 pub fn js_node_tagged(name: &str, cluster_port: u16, routes: &[String], tags: &[&str]) -> Server {
-    let mut b = super::server();
+    js_node(name, cluster_port, routes, tags, "")
+}
+
+/// A JetStream server of a cluster, with its `server_tags` and more
+/// config.
+fn js_node(
+    name: &str,
+    cluster_port: u16,
+    routes: &[String],
+    tags: &[&str],
+    config: &str,
+) -> Server {
+    let mut text = config.to_string();
     if !tags.is_empty() {
-        b = b.config(&format!("server_tags: {}\n", json!(tags)));
+        text.push_str(&format!("server_tags: {}\n", json!(tags)));
     }
+    let b = super::server().config(&text);
     b.js()
         .arg("-n")
         .arg(name)
@@ -155,6 +168,21 @@ pub fn js_node_tagged(name: &str, cluster_port: u16, routes: &[String], tags: &[
 /// Three servers, each naming all three, with a meta leader.
 pub fn cluster3() -> Vec<Server> {
     cluster_tagged(&[&[], &[], &[]])
+}
+
+/// `n` servers, each naming all and started with `config`, with a meta
+/// leader.
+pub fn cluster_configured(n: usize, config: &str) -> Vec<Server> {
+    let ports = super::free_ports(n);
+    let routes: Vec<String> = ports
+        .iter()
+        .map(|p| format!("nats-route://127.0.0.1:{p}"))
+        .collect();
+    let all: Vec<Server> = (0..n)
+        .map(|i| js_node(&format!("S{i}"), ports[i], &routes, &[], config))
+        .collect();
+    wait_for_meta_leader(&all);
+    all
 }
 
 /// As many servers as tag lists, each naming all, with a meta leader.
