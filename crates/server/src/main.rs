@@ -3,6 +3,7 @@
 //! pid and ports files, exit codes.
 
 mod auth;
+mod bus;
 mod cli;
 mod client;
 mod config;
@@ -234,7 +235,7 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
 
     let mut js_cluster = None;
     if opts.jetstream.enabled {
-        let js = js::JetStream::start(server.clone(), js_settings(&opts))?;
+        let js = js::JetStream::start(bus::Bus::new(server.clone()), js_settings(&opts))?;
         let _ = services.js.set(js.clone());
         if js_clustered(&opts) {
             let jc = jscluster::JsCluster::start(&server, &js, &js_settings(&opts).store_dir)?;

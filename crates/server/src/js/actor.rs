@@ -37,7 +37,7 @@ use super::commit::Done;
 use super::persist::{self, ConsumerJournal, Loaded, StreamDirs};
 use super::stream::{self, Cmd, PushWatch, SourceLinks, StreamHandle};
 use super::{mono_ms, sinks, wall_clock, JetStream, SyncPolicy};
-use crate::internal::InternalPublisher;
+use crate::bus::Publisher as InternalPublisher;
 
 /// Commands taken into one batch at most.
 const MAX_BATCH: usize = 4096;
@@ -154,7 +154,7 @@ impl Actor {
         let name = loaded.stream.config.name.clone();
         Actor {
             push: PushWatch::new(&js),
-            publisher: InternalPublisher::new(js.server.clone()),
+            publisher: js.bus.publisher(),
             js,
             handle,
             machine: StreamMachine::over(loaded.stream),
@@ -305,7 +305,7 @@ impl Actor {
         match request {
             StreamRequest::Read(read) => {
                 let Some(to) = reply else { return };
-                let server = self.js.server.name.clone();
+                let server = self.js.bus.server_name().to_string();
                 let answers = stream::read(self.machine.stream(), read, &to, now, None, &server);
                 self.items.extend(answers.into_iter().map(Item::Answer));
             }
@@ -379,7 +379,7 @@ impl Actor {
             let handles = std::mem::take(&mut self.deferred);
             if !handles.is_empty() {
                 // Nobody waits on it; a failure is logged by the reload.
-                let rx = self.js.committer.commit(handles, self.poison.clone());
+                let rx = self.js.committer().commit(handles, self.poison.clone());
                 self.inflight.push_back(Batch {
                     commit: Some(rx),
                     items: Vec::new(),
@@ -521,11 +521,11 @@ impl Actor {
             SyncPolicy::Always => {
                 let alone = small && self.inflight.is_empty();
                 let here = match alone {
-                    true => self.js.committer.try_here(handles, &self.poison),
+                    true => self.js.committer().try_here(handles, &self.poison),
                     false => Err(handles),
                 };
                 Some(here.unwrap_or_else(|handles| {
-                    self.js.committer.commit(handles, self.poison.clone())
+                    self.js.committer().commit(handles, self.poison.clone())
                 }))
             }
             SyncPolicy::Interval(d) => {
@@ -663,7 +663,7 @@ impl Actor {
     async fn drain(&mut self) {
         if !self.deferred.is_empty() {
             let handles = std::mem::take(&mut self.deferred);
-            let rx = self.js.committer.commit(handles, self.poison.clone());
+            let rx = self.js.committer().commit(handles, self.poison.clone());
             self.inflight.push_back(Batch {
                 commit: Some(rx),
                 items: Vec::new(),

@@ -15,11 +15,11 @@ use jsservice::stream_api;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{new_consumer_name, Cmd, JetStream};
-use crate::internal::InternalPublisher;
+use crate::bus::Publisher as InternalPublisher;
 
 pub async fn run(js: Arc<JetStream>, mut rx: mpsc::UnboundedReceiver<Inbound>) {
     let mut d = Dispatcher {
-        publisher: InternalPublisher::new(js.server.clone()),
+        publisher: js.bus.publisher(),
         js,
     };
     while let Some(m) = rx.recv().await {
@@ -85,7 +85,7 @@ impl Dispatcher {
                     let Ok((info, _)) = rx.await else { return };
                     let a = reply::created(&to, info);
                     js.count(a.count());
-                    let mut p = InternalPublisher::new(js.server.clone());
+                    let mut p = js.bus.publisher();
                     p.publish_out(&a.msg);
                     p.flush();
                 });

@@ -45,7 +45,7 @@ use tracing::{debug, error, info, warn};
 use commit::Committer;
 pub use stream::{Cmd, StreamHandle};
 
-use crate::server::Server;
+use crate::bus::Bus;
 
 /// How acknowledged writes reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,10 +57,12 @@ pub enum SyncPolicy {
 }
 
 pub struct JetStream {
-    pub server: Arc<Server>,
+    pub bus: Bus,
     pub store_dir: PathBuf,
     root: PathBuf,
-    committer: Committer,
+    /// One server's group commit (a cluster's replicas are durable
+    /// through their Raft logs).
+    committer: std::sync::OnceLock<Committer>,
     streams: RwLock<BTreeMap<String, Arc<StreamHandle>>>,
     pub api_total: AtomicU64,
     pub api_errors: AtomicU64,
@@ -76,8 +78,8 @@ pub struct JetStream {
 }
 
 /// Sends what sinks refused, as they come.
-async fn send_bounced(server: Arc<Server>, mut rx: mpsc::UnboundedReceiver<OutMsg>) {
-    let mut publisher = crate::internal::InternalPublisher::new(server);
+async fn send_bounced(bus: Bus, mut rx: mpsc::UnboundedReceiver<OutMsg>) {
+    let mut publisher = bus.publisher();
     while let Some(m) = rx.recv().await {
         publisher.publish_out(&m);
         while let Ok(m) = rx.try_recv() {
@@ -196,7 +198,7 @@ fn default_max_store(dir: &Path) -> i64 {
 impl JetStream {
     /// Opens the store directory, recovers every stream in it, and starts
     /// serving the API.
-    pub fn start(server: Arc<Server>, settings: Settings) -> anyhow::Result<Arc<JetStream>> {
+    pub fn start(bus: Bus, settings: Settings) -> anyhow::Result<Arc<JetStream>> {
         use anyhow::Context;
         let root = persist::streams_root(&settings.store_dir);
         std::fs::create_dir_all(&root)
@@ -214,10 +216,10 @@ impl JetStream {
         let (bounce, bounce_rx) = mpsc::unbounded_channel();
         let (api_tx, api_rx) = mpsc::unbounded_channel();
         let js = Arc::new(JetStream {
-            server: server.clone(),
+            bus,
             store_dir: settings.store_dir.clone(),
             root,
-            committer: Committer::start(),
+            committer: std::sync::OnceLock::new(),
             streams: RwLock::new(BTreeMap::new()),
             api_total: AtomicU64::new(0),
             api_errors: AtomicU64::new(0),
@@ -245,13 +247,14 @@ impl JetStream {
             SyncPolicy::Always => info!("  Sync:            always (fsync before every ack)"),
             SyncPolicy::Interval(d) => warn!("  Sync:            every {d:?}: acknowledged writes since the last sync are lost if the machine fails"),
         }
-        tokio::spawn(send_bounced(js.server.clone(), bounce_rx));
+        tokio::spawn(send_bounced(js.bus.clone(), bounce_rx));
         if settings.clustered {
             // Streams are replicated (`jscluster`), their replicas
             // registered here as they start.
             info!("JetStream started in clustered mode");
             return Ok(js);
         }
+        let _ = js.committer.set(Committer::start());
         js.recover();
         sinks::subscribe_api(&js).context("could not subscribe to the JetStream API")?;
         tokio::spawn(api::run(js.clone(), api_rx));
@@ -449,7 +452,7 @@ impl JetStream {
         let handle = self.stream(name).ok_or_else(|| E::STREAM_NOT_FOUND.err())?;
         let subs = std::mem::take(&mut *handle.subs.lock());
         for s in subs {
-            self.server.unsubscribe(&s);
+            self.bus.unsubscribe(&s);
         }
         self.streams.write().remove(&handle.name);
         let (done, rx) = oneshot::channel();
@@ -485,6 +488,13 @@ impl JetStream {
         out
     }
 
+    /// The group committer of one server's streams.
+    fn committer(&self) -> &Committer {
+        self.committer
+            .get()
+            .expect("one server's JetStream commits its streams' writes")
+    }
+
     /// Sends a reply made where no task can publish (a sink refusing a
     /// publish).
     pub fn bounce(&self, msg: OutMsg) {
@@ -499,5 +509,89 @@ impl account::Streams for JetStream {
             .iter()
             .map(|(name, h)| (name.clone(), h.config.read().clone()))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The single-server driver in this process, over the bus of a core
+    //! server that listens nowhere: no process, no socket.
+
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::sync::mpsc;
+
+    use super::{JetStream, Settings, SyncPolicy};
+    use crate::bus::{Bus, Message, Reach, Sink};
+    use crate::options::Options;
+    use crate::server::Server;
+
+    /// Copies what arrives on a subject to a channel.
+    struct Inbox(mpsc::UnboundedSender<(Option<String>, Vec<u8>)>);
+
+    impl Sink for Inbox {
+        fn deliver(&self, msg: Message<'_>) {
+            let headers = msg.headers.map(|h| String::from_utf8_lossy(h).into_owned());
+            let _ = self.0.send((headers, msg.payload.to_vec()));
+        }
+    }
+
+    async fn ask(
+        bus: &Bus,
+        answers: &mut mpsc::UnboundedReceiver<(Option<String>, Vec<u8>)>,
+        subject: &str,
+        body: &str,
+    ) -> (Option<String>, serde_json::Value) {
+        let mut p = bus.publisher();
+        p.publish(subject, subject, Some("reply.here"), None, body.as_bytes());
+        p.flush();
+        let (headers, payload) = tokio::time::timeout(Duration::from_secs(5), answers.recv())
+            .await
+            .expect("an answer")
+            .expect("open");
+        (
+            headers,
+            serde_json::from_slice(&payload).unwrap_or_default(),
+        )
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_driver_answers_over_the_bus_once_writes_are_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::new(Options::default());
+        let bus = Bus::new(server);
+        let js = JetStream::start(
+            bus.clone(),
+            Settings {
+                store_dir: dir.path().to_path_buf(),
+                max_memory: 0,
+                max_store: 0,
+                sync: SyncPolicy::Always,
+                clustered: false,
+            },
+        )
+        .unwrap();
+        let (tx, mut answers) = mpsc::unbounded_channel();
+        bus.subscribe("reply.here", Reach::Local, Arc::new(Inbox(tx)))
+            .unwrap();
+        let (_, created) = ask(
+            &bus,
+            &mut answers,
+            "$JS.API.STREAM.CREATE.S",
+            r#"{"name":"S","subjects":["s.>"]}"#,
+        )
+        .await;
+        assert_eq!(created["did_create"], true, "{created}");
+        let (_, ack) = ask(&bus, &mut answers, "s.a", "hello").await;
+        assert_eq!(ack, serde_json::json!({"stream": "S", "seq": 1}));
+        // The PubAck came after the write was synced: the store has it.
+        assert_eq!(
+            js.stream("S").unwrap().msgs.load(super::Ordering::Relaxed),
+            1
+        );
+        // An ack to a consumer nobody has is answered as no one listens.
+        let (headers, _) = ask(&bus, &mut answers, "$JS.ACK.S.nope.1.1.1.1.0", "+ACK").await;
+        assert!(headers.unwrap_or_default().starts_with("NATS/1.0 503"));
     }
 }

@@ -12,8 +12,8 @@ use jsservice::request::{classify, Inbound, Mode, Request};
 use jsservice::stream_api;
 
 use super::{Cmd, JetStream, StreamHandle};
-use crate::client::delivery::{InternalSink, Message};
-use crate::subscription::Subscription;
+use crate::bus::Subscription;
+use crate::bus::{Message, Reach, Sink as InternalSink};
 
 /// A message as an internal subscription received it.
 pub fn inbound(msg: Message<'_>) -> Inbound {
@@ -110,16 +110,13 @@ impl InternalSink for InboxSink {
 }
 
 pub fn subscribe_api(js: &Arc<JetStream>) -> Result<(), subjects::SublistError> {
-    js.server.subscribe_internal(
-        "$JS.API.>",
-        None,
-        Arc::new(ApiSink {
-            tx: js.api_tx.clone(),
-        }),
-    )?;
+    let api = Arc::new(ApiSink {
+        tx: js.api_tx.clone(),
+    });
+    js.bus.subscribe("$JS.API.>", Reach::Local, api)?;
     for subject in ["$JS.ACK.>", "$JS.FC.>"] {
-        js.server
-            .subscribe_internal(subject, None, Arc::new(AckSink { js: js.clone() }))?;
+        let acks = Arc::new(AckSink { js: js.clone() });
+        js.bus.subscribe(subject, Reach::Local, acks)?;
     }
     Ok(())
 }
@@ -132,7 +129,7 @@ pub fn subscribe_stream(
 ) -> Result<(), subjects::SublistError> {
     let old = std::mem::take(&mut *handle.subs.lock());
     for s in old {
-        js.server.unsubscribe(&s);
+        js.bus.unsubscribe(&s);
     }
     let sink = Arc::new(StreamSink {
         js: js.clone(),
@@ -140,11 +137,11 @@ pub fn subscribe_stream(
     });
     let mut subs = Vec::with_capacity(subjects.len());
     for subject in subjects {
-        match js.server.subscribe_internal(subject, None, sink.clone()) {
+        match js.bus.subscribe(subject, Reach::Local, sink.clone()) {
             Ok(s) => subs.push(s),
             Err(e) => {
                 for s in subs {
-                    js.server.unsubscribe(&s);
+                    js.bus.unsubscribe(&s);
                 }
                 return Err(e);
             }
@@ -176,7 +173,7 @@ pub fn subscribe_inbox(
         handle: handle.clone(),
     });
     match clustered {
-        true => js.server.subscribe_internal_cluster(&subject, sink),
-        false => js.server.subscribe_internal(&subject, None, sink),
+        true => js.bus.subscribe(&subject, Reach::Cluster, sink),
+        false => js.bus.subscribe(&subject, Reach::Local, sink),
     }
 }

@@ -18,9 +18,9 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::error;
 
 use super::{mono_ms, sinks, JetStream};
-use crate::interest::Watcher;
-use crate::internal::InternalPublisher;
-use crate::subscription::Subscription;
+use crate::bus::Publisher as InternalPublisher;
+use crate::bus::Subscription;
+use crate::bus::Watcher;
 
 /// Messages queued to one stream before publishers get `429 Too Many
 /// Requests` instead.
@@ -220,7 +220,7 @@ impl PushWatch {
     pub fn new(js: &JetStream) -> PushWatch {
         PushWatch {
             targets: Vec::new(),
-            watcher: js.server.interest.watcher(),
+            watcher: js.bus.watcher(),
         }
     }
 
@@ -344,7 +344,7 @@ impl SourceLinks {
     /// Lets go of the inbox.
     pub fn close(&mut self, js: &JetStream) {
         if let Some(sub) = self.inbox.take() {
-            js.server.unsubscribe(&sub);
+            js.bus.unsubscribe(&sub);
         }
     }
 }

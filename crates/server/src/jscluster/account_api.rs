@@ -23,10 +23,10 @@ use tokio::sync::mpsc;
 
 use super::requests::Requests;
 use super::JsCluster;
-use crate::internal::InternalPublisher;
+use crate::bus::Subscription;
+use crate::bus::{Bus, Publisher as InternalPublisher};
 use crate::js::{new_consumer_name, wall_clock, JetStream};
 use crate::server::Server;
-use crate::subscription::Subscription;
 use jsservice::request::RESPONSE_TYPE;
 /// How long a create is given to be applied before the next request.
 const CREATE_SETTLE: Duration = Duration::from_secs(2);
@@ -79,8 +79,8 @@ impl AccountApi {
         api
     }
 
-    pub fn follow_leadership(&self, server: &Arc<Server>, leading: bool) {
-        super::api::follow(server, &self.subs, SUBJECTS, &self.tx, leading);
+    pub fn follow_leadership(&self, bus: &Bus, leading: bool) {
+        super::api::follow(bus, &self.subs, SUBJECTS, &self.tx, leading);
     }
 }
 
@@ -94,8 +94,8 @@ struct Api {
 
 async fn serve(server: Arc<Server>, jc: Arc<JsCluster>, mut rx: mpsc::UnboundedReceiver<Inbound>) {
     let mut api = Api {
-        publisher: InternalPublisher::new(server.clone()),
-        requests: Arc::new(Requests::start(server.clone(), jc.me.id)),
+        publisher: jc.js.bus.publisher(),
+        requests: Arc::new(Requests::start(jc.js.bus.clone(), jc.me.id)),
         js: jc.js.clone(),
         server,
         jc,
@@ -214,8 +214,8 @@ pub struct CatchAll {
     pub js: Arc<JetStream>,
 }
 
-impl crate::client::delivery::InternalSink for CatchAll {
-    fn deliver(&self, msg: crate::client::delivery::Message<'_>) {
+impl crate::bus::Sink for CatchAll {
+    fn deliver(&self, msg: crate::bus::Message<'_>) {
         let Some(jc) = self.jc.upgrade() else { return };
         let Some(reply) = msg.reply.filter(|r| !r.is_empty()) else {
             return;
@@ -239,14 +239,13 @@ impl crate::client::delivery::InternalSink for CatchAll {
 /// What a task answering later needs.
 #[derive(Clone)]
 struct Detached {
-    server: Arc<Server>,
     jc: Arc<JsCluster>,
     js: Arc<JetStream>,
 }
 
 impl Detached {
     fn send(&self, a: Answer) {
-        let mut p = InternalPublisher::new(self.server.clone());
+        let mut p = self.js.bus.publisher();
         self.js.count(a.count());
         p.publish_out(&a.msg);
         p.flush();
@@ -256,7 +255,6 @@ impl Detached {
 impl Api {
     fn detached(&self) -> Detached {
         Detached {
-            server: self.server.clone(),
             jc: self.jc.clone(),
             js: self.js.clone(),
         }

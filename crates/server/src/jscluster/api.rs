@@ -21,12 +21,10 @@ use tokio::sync::mpsc;
 use tracing::info;
 
 use super::{peer_hash, JsCluster};
-use crate::client::delivery::{InternalSink, Message};
-use crate::internal::InternalPublisher;
+use crate::bus::{Bus, Message, Reach, Sink as InternalSink, Subscription};
 use crate::js::new_consumer_name;
 use crate::js::sinks::inbound;
 use crate::server::Server;
-use crate::subscription::Subscription;
 
 /// Copies what an internal subscription receives to a task's channel.
 pub struct Sink {
@@ -42,7 +40,7 @@ impl InternalSink for Sink {
 /// Subscriptions held while this server leads the meta group, copying to
 /// one task's channel. Returns whether they were just dropped.
 pub fn follow(
-    server: &Arc<Server>,
+    bus: &Bus,
     subs: &Mutex<Vec<Arc<Subscription>>>,
     subjects: &[&str],
     tx: &mpsc::UnboundedSender<Inbound>,
@@ -52,13 +50,13 @@ pub fn follow(
     if leading && subs.is_empty() {
         for subject in subjects {
             let sink = Arc::new(Sink { tx: tx.clone() });
-            if let Ok(s) = server.subscribe_internal_cluster(subject, sink) {
+            if let Ok(s) = bus.subscribe(subject, Reach::Cluster, sink) {
                 subs.push(s);
             }
         }
     } else if !leading && !subs.is_empty() {
         for s in subs.drain(..) {
-            server.unsubscribe(&s);
+            bus.unsubscribe(&s);
         }
         return true;
     }
@@ -92,9 +90,9 @@ impl MetaApi {
 
     /// Subscribes while leading, unsubscribes otherwise; a pending removal
     /// is answered once the voter is gone, and forgotten with leadership.
-    pub fn follow_leadership(&self, server: &Arc<Server>, leading: bool, voters: &[u64]) {
+    pub fn follow_leadership(&self, bus: &Bus, leading: bool, voters: &[u64]) {
         if follow(
-            server,
+            bus,
             &self.subs,
             &[META_STEPDOWN, SERVER_REMOVE],
             &self.tx,
@@ -111,7 +109,7 @@ impl MetaApi {
         };
         if let Some(r) = done {
             let a = Answer::ok(&r.reply, Kind::MetaServerRemove, &Success { success: true });
-            let mut p = InternalPublisher::new(server.clone());
+            let mut p = bus.publisher();
             p.publish_out(&a.msg);
             p.flush();
         }
@@ -124,7 +122,7 @@ async fn serve(
     api: Arc<MetaApi>,
     mut rx: mpsc::UnboundedReceiver<Inbound>,
 ) {
-    let mut publisher = InternalPublisher::new(server.clone());
+    let mut publisher = jc.js.bus.publisher();
     while let Some(m) = rx.recv().await {
         // The subscription follows leadership a moment late; a server
         // that no longer leads stays silent, as nats-server's followers do.

@@ -88,6 +88,8 @@ pub struct JsCluster {
     /// This server's stream replicas.
     pub replicas: applier::Replicas,
     pub js: Arc<JetStream>,
+    /// The core server, for its routes: who the peers are.
+    server: Arc<Server>,
     /// Names of peers heard of over routes, kept after the route goes (a
     /// dead voter is still shown by name).
     names: Mutex<BTreeMap<u64, String>>,
@@ -169,6 +171,7 @@ impl JsCluster {
             meta,
             replicas,
             js: js.clone(),
+            server: server.clone(),
             has_meta: Mutex::new(false),
             founded_with: Mutex::new(Vec::new()),
             names: Mutex::new(BTreeMap::new()),
@@ -196,8 +199,8 @@ impl JsCluster {
             jc: Arc::downgrade(&jc),
             js: js.clone(),
         });
-        server
-            .subscribe_internal("$JS.API.>", None, catch_all)
+        js.bus
+            .subscribe("$JS.API.>", crate::bus::Reach::Local, catch_all)
             .context("could not subscribe to the JetStream API")?;
         let follower = Arc::downgrade(&jc);
         let _ = server.on_routes_changed.set(Box::new(move || {
@@ -265,8 +268,8 @@ impl JsCluster {
                     );
                 }
             }
-            api.follow_leadership(&server, leading, &voters);
-            account_api.follow_leadership(&server, leading);
+            api.follow_leadership(&self.js.bus, leading, &voters);
+            account_api.follow_leadership(&self.js.bus, leading);
             let hello = self.hello(proposal);
             if last_hello.as_ref() != Some(&hello) {
                 server.set_hello(Some(hello.clone()));
@@ -663,7 +666,7 @@ impl JsCluster {
         group: u64,
         cfg: &jetstream::api::StreamConfig,
     ) -> jetstream::api::ClusterInfo {
-        let server = &self.js.server;
+        let server = &self.server;
         let g = self
             .node
             .status()
@@ -691,7 +694,7 @@ impl JsCluster {
         preferred: Option<&str>,
     ) -> Result<(), jetstream::api::ApiError> {
         use jetstream::api::E;
-        let server = &self.js.server;
+        let server = &self.server;
         let status = self.node.status();
         let g = status
             .groups

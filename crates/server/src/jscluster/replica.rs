@@ -38,12 +38,12 @@ use tokio::sync::mpsc;
 use tracing::{error, info};
 
 use super::JsCluster;
-use crate::client::delivery::{InternalSink, Message};
-use crate::internal::InternalPublisher;
+use crate::bus::Publisher as InternalPublisher;
+use crate::bus::Subscription;
+use crate::bus::{Message, Reach, Sink as InternalSink};
 use crate::js::sinks::inbound;
 use crate::js::stream::{self, Cmd, PushWatch, RaftEvent, SourceLinks, StreamHandle};
 use crate::js::{new_consumer_name, wall_clock, JetStream};
-use crate::subscription::Subscription;
 
 /// How often a leader looks at its duties: ticks, sources, config,
 /// a new stream's create.
@@ -118,7 +118,7 @@ impl Actor {
     ) -> Actor {
         let name = machine.stream().config.name.clone();
         Actor {
-            publisher: InternalPublisher::new(js.server.clone()),
+            publisher: js.bus.publisher(),
             push: PushWatch::new(&js),
             sources: SourceLinks::new(&name, true),
             jc,
@@ -338,7 +338,7 @@ impl Actor {
     fn unserve(&mut self) {
         if let Some(s) = self.serving.take() {
             for sub in s.subs {
-                self.js.server.unsubscribe(&sub);
+                self.js.bus.unsubscribe(&sub);
             }
         }
         self.push.clear();
@@ -363,7 +363,7 @@ impl Actor {
             _ => return,
         };
         for sub in old {
-            self.js.server.unsubscribe(&sub);
+            self.js.bus.unsubscribe(&sub);
         }
         let mut subs = self.subscribe_subjects(&subjects);
         subs.extend(self.subscribe_api());
@@ -414,7 +414,7 @@ impl Actor {
     ) -> Vec<Arc<Subscription>> {
         let mut subs = Vec::new();
         for (subject, sink) in wanted {
-            match self.js.server.subscribe_internal_cluster(&subject, sink) {
+            match self.js.bus.subscribe(&subject, Reach::Cluster, sink) {
                 Ok(s) => subs.push(s),
                 Err(e) => error!(
                     "Stream '{}': could not subscribe to {subject}: {e}",
@@ -613,7 +613,7 @@ impl Actor {
         let cluster = self
             .jc
             .cluster_info(self.group, &self.machine.stream().config);
-        let server = self.js.server.name.clone();
+        let server = self.js.bus.server_name().to_string();
         let answers = stream::read(
             self.machine.stream(),
             read,
@@ -673,11 +673,11 @@ impl Actor {
         if self.forwarded.len() > 10_000 {
             self.forwarded.clear();
         }
-        let server = self.js.server.clone();
+        let bus = self.js.bus.clone();
         let m = m.clone();
         tokio::spawn(async move {
             tokio::time::sleep(FORWARD_AFTER).await;
-            let mut p = InternalPublisher::new(server);
+            let mut p = bus.publisher();
             p.publish(
                 &m.subject,
                 &m.subject,

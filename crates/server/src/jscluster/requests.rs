@@ -13,12 +13,10 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tracing::error;
 
-use crate::client::delivery::{InternalSink, Message};
-use crate::internal::InternalPublisher;
-use crate::server::Server;
+use crate::bus::{Bus, Message, Reach, Sink as InternalSink};
 
 pub struct Requests {
-    server: Arc<Server>,
+    bus: Bus,
     inbox: String,
     next: AtomicU64,
     waiting: Arc<Mutex<BTreeMap<u64, oneshot::Sender<Bytes>>>>,
@@ -43,18 +41,18 @@ impl InternalSink for Answers {
 }
 
 impl Requests {
-    pub fn start(server: Arc<Server>, peer: u64) -> Requests {
+    pub fn start(bus: Bus, peer: u64) -> Requests {
         let inbox = format!("_FLOTILLA.{peer:x}.R");
         let waiting: Arc<Mutex<BTreeMap<u64, oneshot::Sender<Bytes>>>> = Default::default();
         let sink = Arc::new(Answers {
             prefix: format!("{inbox}."),
             waiting: waiting.clone(),
         });
-        if let Err(e) = server.subscribe_internal_cluster(&format!("{inbox}.*"), sink) {
+        if let Err(e) = bus.subscribe(&format!("{inbox}.*"), Reach::Cluster, sink) {
             error!("JetStream cluster: could not subscribe to {inbox}.*: {e}");
         }
         Requests {
-            server,
+            bus,
             inbox,
             next: AtomicU64::new(0),
             waiting,
@@ -74,7 +72,7 @@ impl Requests {
         let (tx, rx) = oneshot::channel();
         self.waiting.lock().insert(n, tx);
         let reply = format!("{}.{n}", self.inbox);
-        let mut p = InternalPublisher::new(self.server.clone());
+        let mut p = self.bus.publisher();
         p.publish(subject, subject, Some(&reply), headers, body);
         p.flush();
         let answer = tokio::time::timeout(within, rx).await.ok()?.ok();

@@ -1,0 +1,67 @@
+//! The narrow interface between JetStream and the core server: publish
+//! (`Publisher`), subscribe (`Bus::subscribe`, messages to a `Sink`), and
+//! interest notifications (`Bus::watcher`). JetStream's drivers reach the
+//! core through this alone (the cluster's driver also follows routes, to
+//! find its peers); a driver runs over the bus of a `Server` made in the
+//! test's own process, with no listener.
+
+use std::sync::Arc;
+
+pub use crate::client::delivery::{InternalSink as Sink, Message};
+pub use crate::interest::Watcher;
+pub use crate::internal::InternalPublisher as Publisher;
+use crate::server::Server;
+pub use crate::subscription::Subscription;
+
+/// How far a subscription's interest reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// This server's clients and services only (one server's JetStream).
+    Local,
+    /// Told to routes too: a cluster's leaders are reached from any
+    /// server.
+    Cluster,
+}
+
+#[derive(Clone)]
+pub struct Bus {
+    server: Arc<Server>,
+}
+
+impl Bus {
+    pub fn new(server: Arc<Server>) -> Bus {
+        Bus { server }
+    }
+
+    /// Messages on `subject` go to `sink`, on the publisher's task.
+    pub fn subscribe(
+        &self,
+        subject: &str,
+        reach: Reach,
+        sink: Arc<dyn Sink>,
+    ) -> Result<Arc<Subscription>, subjects::SublistError> {
+        match reach {
+            Reach::Local => self.server.subscribe_internal(subject, None, sink),
+            Reach::Cluster => self.server.subscribe_internal_cluster(subject, sink),
+        }
+    }
+
+    pub fn unsubscribe(&self, sub: &Arc<Subscription>) {
+        self.server.unsubscribe(sub);
+    }
+
+    /// A publisher with its own match cache (one per task).
+    pub fn publisher(&self) -> Publisher {
+        Publisher::new(self.server.clone())
+    }
+
+    /// Tells of subscribers coming and going on the subjects it watches.
+    pub fn watcher(&self) -> Watcher {
+        self.server.interest.watcher()
+    }
+
+    /// This server's name (what one server reports as a stream's leader).
+    pub fn server_name(&self) -> &str {
+        &self.server.name
+    }
+}
