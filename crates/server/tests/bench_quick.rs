@@ -52,7 +52,7 @@ fn check(scenario: Scenario, p: &Params, reports: &[flotilla_bench::Report]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_scenario_against_one_server() {
-    let s = common::js_server();
+    let s = common::one_js_server();
     let p = quick(s.url());
     for &scenario in &Scenario::ONE_SERVER {
         let reports = run(scenario, &p)

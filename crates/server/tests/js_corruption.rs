@@ -31,7 +31,7 @@ async fn info(c: &async_nats::Client, stream: &str) -> serde_json::Value {
 
 #[tokio::test]
 async fn a_flipped_bit_loses_one_message() {
-    let mut s = common::js_server();
+    let mut s = common::one_js_server();
     let js = jetstream::new(s.client().await);
     js.create_stream(stream::Config {
         name: "C".into(),
@@ -88,7 +88,7 @@ async fn a_flipped_bit_loses_one_message() {
 
 #[tokio::test]
 async fn a_torn_tail_is_truncated_and_garbage_meta_is_reported() {
-    let mut s = common::js_server();
+    let mut s = common::one_js_server();
     let js = jetstream::new(s.client().await);
     for name in ["T", "BAD"] {
         js.create_stream(stream::Config {
@@ -162,7 +162,7 @@ async fn truncated_consumer_journals_are_reported() {
     use async_nats::jetstream::consumer::pull;
     use futures::StreamExt;
 
-    let mut s = common::js_server();
+    let mut s = common::one_js_server();
     let js = jetstream::new(s.client().await);
     let st = js
         .create_stream(stream::Config {

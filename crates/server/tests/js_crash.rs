@@ -233,7 +233,7 @@ async fn verify(js: &Context, rec: &Record, full: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acked_writes_survive_sigkill() {
-    let mut s = common::js_server();
+    let mut s = common::one_js_server();
     {
         let c = s.client().await;
         setup(&jetstream::new(c)).await;

@@ -25,7 +25,7 @@ fn rss_kb(pid: i32) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_streams() {
-    let mut s = common::js_server();
+    let mut s = common::one_js_server();
     let js = jetstream::new(s.client().await);
     for i in 0..STREAMS {
         let st = js

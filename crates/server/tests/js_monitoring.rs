@@ -6,7 +6,7 @@ use async_nats::jetstream::{self, consumer, stream};
 
 #[tokio::test]
 async fn jsz_reports_streams_and_consumers() {
-    let s = common::js_server();
+    let s = common::one_js_server();
     let js = jetstream::new(s.client().await);
     let st = js
         .create_stream(stream::Config {

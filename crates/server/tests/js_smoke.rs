@@ -5,7 +5,7 @@ use futures::StreamExt;
 
 #[tokio::test]
 async fn smoke() {
-    let s = common::js_server();
+    let s = common::one_js_server();
     let c = s.client().await;
     let js = jetstream::new(c.clone());
     let mut st = js

@@ -98,6 +98,12 @@ pub struct JsServer {
     pub servers: Vec<Server>,
 }
 
+/// One server with JetStream on, storing in its temporary directory,
+/// whatever the mode (tests of one server's disk, logs or monitoring).
+pub fn one_js_server() -> Server {
+    server().js().start()
+}
+
 /// A server with JetStream on, storing in its temporary directory; or a
 /// cluster of three, per `FLOTILLA_TEST_JS`.
 pub fn js_server() -> JsServer {

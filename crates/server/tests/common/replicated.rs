@@ -173,28 +173,27 @@ pub fn cluster3() -> Vec<Server> {
 /// `n` servers, each naming all and started with `config`, with a meta
 /// leader.
 pub fn cluster_configured(n: usize, config: &str) -> Vec<Server> {
-    let ports = super::free_ports(n);
-    let routes: Vec<String> = ports
-        .iter()
-        .map(|p| format!("nats-route://127.0.0.1:{p}"))
-        .collect();
-    let all: Vec<Server> = (0..n)
-        .map(|i| js_node(&format!("S{i}"), ports[i], &routes, &[], config))
-        .collect();
-    wait_for_meta_leader(&all);
-    all
+    cluster(&vec![&[][..]; n], config)
 }
 
 /// As many servers as tag lists, each naming all, with a meta leader.
 pub fn cluster_tagged(tags: &[&[&str]]) -> Vec<Server> {
-    let n = tags.len();
-    let ports = super::free_ports(n);
+    cluster(tags, "")
+}
+
+/// A server per tag list, each naming all and started with `config`, with
+/// a meta leader.
+fn cluster(tags: &[&[&str]], config: &str) -> Vec<Server> {
+    let ports = super::free_ports(tags.len());
     let routes: Vec<String> = ports
         .iter()
         .map(|p| format!("nats-route://127.0.0.1:{p}"))
         .collect();
-    let all: Vec<Server> = (0..n)
-        .map(|i| js_node_tagged(&format!("S{i}"), ports[i], &routes, tags[i]))
+    let all: Vec<Server> = tags
+        .iter()
+        .zip(&ports)
+        .enumerate()
+        .map(|(i, (tags, port))| js_node(&format!("S{i}"), *port, &routes, tags, config))
         .collect();
     wait_for_meta_leader(&all);
     all
