@@ -7,11 +7,11 @@
 
 use std::sync::Arc;
 
-pub use crate::client::delivery::{InternalSink as Sink, Message};
+pub use crate::client::Subscription;
+pub use crate::client::{InternalSink as Sink, Message};
 pub use crate::interest::Watcher;
 pub use crate::internal::InternalPublisher as Publisher;
 use crate::server::Server;
-pub use crate::subscription::Subscription;
 
 /// How far a subscription's interest reaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

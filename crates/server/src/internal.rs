@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use subjects::MatchCache;
 
-use crate::client::delivery::{Delivery, Message};
+use crate::client::{Message, Subscription};
+use crate::conn::delivery::Delivery;
 use crate::server::Server;
-use crate::subscription::Subscription;
 
 pub struct InternalPublisher {
     server: Arc<Server>,

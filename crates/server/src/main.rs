@@ -7,6 +7,7 @@ mod bus;
 mod cli;
 mod client;
 mod config;
+mod conn;
 mod interest;
 mod internal;
 mod js;
@@ -17,7 +18,6 @@ mod options;
 mod route;
 mod server;
 mod signals;
-mod subscription;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -253,7 +253,7 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
 
     let mut cluster_url = None;
     if opts.cluster.enabled() {
-        route::start(server.clone()).await.with_context(|| {
+        conn::routes::start(server.clone()).await.with_context(|| {
             format!(
                 "Error listening on router port: {}",
                 opts.cluster.port.unwrap_or(0)
@@ -284,7 +284,7 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
         None => None,
     };
 
-    let accept = tokio::spawn(server.clone().accept_loop(listener));
+    let accept = tokio::spawn(conn::accept_clients(server.clone(), listener));
     info!("Server is ready");
 
     signals::run(server.clone(), cli, log).await;

@@ -16,12 +16,10 @@ use protocol::ServerInfo;
 use subjects::Sublist;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tracing::{debug, info, warn};
+use tracing::info;
 
-use crate::client::delivery::InternalSink;
-use crate::client::{self, Client, ClosedState};
+use crate::client::{Client, ClosedState, InternalSink, Subscription};
 use crate::options::Options;
-use crate::subscription::Subscription;
 use protocol::NATS_VERSION;
 
 /// Server-wide message counters.
@@ -138,9 +136,47 @@ impl Server {
     pub fn set_hello(&self, h: Option<protocol::route::FlotillaHello>) {
         *self.hello.lock() = h;
         if self.routes.enabled() {
-            let info = crate::route::conn::route_info(self);
+            let info = self.route_info();
             let json = serde_json::to_vec(&info).expect("info serializes");
             self.routes.broadcast_info(&json);
+        }
+    }
+
+    /// The INFO this server sends on routes.
+    pub fn route_info(&self) -> protocol::route::RouteInfo {
+        let opts = self.opts();
+        let (cluster, cluster_dynamic) = self.routes.cluster_name();
+        protocol::route::RouteInfo {
+            server_id: self.id.clone(),
+            server_name: self.name.clone(),
+            version: NATS_VERSION.to_string(),
+            proto: 1,
+            go: concat!("flotilla ", env!("CARGO_PKG_VERSION")).to_string(),
+            host: opts
+                .cluster
+                .host
+                .clone()
+                .unwrap_or_else(|| "0.0.0.0".into()),
+            port: self.routes.port.load(Ordering::Relaxed) as u16,
+            headers: true,
+            auth_required: opts.cluster.user.is_some(),
+            max_payload: opts.max_payload as i64,
+            jetstream: opts.jetstream.enabled,
+            ip: opts
+                .cluster
+                .advertise
+                .as_ref()
+                .map(|a| format!("nats-route://{a}/"))
+                .unwrap_or_default(),
+            cluster,
+            cluster_dynamic,
+            flotilla: self.hello(),
+            connect_urls: if opts.cluster.no_advertise {
+                Vec::new()
+            } else {
+                self.own_connect_urls()
+            },
+            ..Default::default()
         }
     }
 
@@ -386,7 +422,7 @@ impl Server {
         }
     }
 
-    /// Binds the client port. Split from [`Server::accept_loop`] so the
+    /// Binds the client port. Split from `conn::accept_clients` so the
     /// caller can log and write the ports file before serving.
     pub async fn bind(&self) -> std::io::Result<TcpListener> {
         let opts = self.opts();
@@ -401,26 +437,10 @@ impl Server {
         Ok(listener)
     }
 
-    pub async fn accept_loop(self: Arc<Self>, listener: TcpListener) {
-        let mut stop = self.stop_accepting.subscribe();
-        loop {
-            tokio::select! {
-                _ = stop.changed() => break,
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, addr)) => {
-                        let cid = self.next_cid.fetch_add(1, Ordering::Relaxed);
-                        tokio::spawn(client::serve(self.clone(), stream, addr, cid));
-                    }
-                    Err(e) => {
-                        // Out of file descriptors and similar: back off
-                        // instead of spinning, as nats-server does.
-                        warn!("Temporary Client Accept Error ({e}), sleeping 10ms");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                },
-            }
-        }
-        debug!("client accept loop exiting");
+    /// Changes to true when the client listener should stop (lame duck,
+    /// shutdown).
+    pub fn accepting_stopped(&self) -> watch::Receiver<bool> {
+        self.stop_accepting.subscribe()
     }
 
     /// Closes every client and tells all tasks to stop.

@@ -1,12 +1,11 @@
-//! Client connections: the state other tasks may touch ([`Client`]), the
-//! per-connection reader that runs the protocol (`conn`), the writer that
-//! drains the outbound buffer (`writer`), and the reasons a connection
-//! ends ([`ClosedState`]).
+//! A connection's shared state, which other tasks may touch: the
+//! connection ([`Client`], clients and routes alike), its outbound buffer
+//! (`outbound`), its subscriptions ([`Subscription`]), and the reasons a
+//! connection ends ([`ClosedState`]). The tasks that run connections are
+//! in `conn`; nothing here names the server.
 
-mod conn;
-pub mod delivery;
 pub mod outbound;
-pub(crate) mod writer;
+mod subscription;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,10 +16,8 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-pub use conn::serve;
 use outbound::Outbound;
-
-use crate::subscription::Subscription;
+pub use subscription::{InternalSink, Message, Quota, Subscription};
 
 /// Why a connection ended, with nats-server's wording (shown in `/connz`
 /// `reason` and in the close log line).
@@ -73,7 +70,7 @@ impl ClosedState {
     /// Whether queued output (typically an `-ERR`) is written before the
     /// socket closes. nats-server skips the flush when writing is what
     /// failed.
-    fn flushes(self) -> bool {
+    pub fn flushes(self) -> bool {
         !matches!(
             self,
             ClosedState::ReadError
@@ -154,7 +151,7 @@ impl Client {
         }
     }
 
-    /// A route connection's state (see `crate::route`).
+    /// A route connection's state (see the route registry).
     pub fn new_route(cid: u64, addr: SocketAddr) -> Self {
         Client {
             is_route: true,

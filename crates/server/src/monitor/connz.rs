@@ -10,9 +10,8 @@ use serde::Serialize;
 
 use super::format::{rfc3339, rtt, uptime};
 use super::query::{Query, QueryError};
-use crate::client::Client;
+use crate::client::{Client, Subscription};
 use crate::server::Server;
-use crate::subscription::Subscription;
 
 const DEFAULT_LIMIT: usize = 1024;
 

@@ -1,5 +1,7 @@
 //! Routes: the full mesh between the servers of a cluster, speaking
-//! nats-server's route protocol (`protocol::route`).
+//! nats-server's route protocol (`protocol::route`). This is the registry
+//! every task shares; the connections themselves run in `conn::route`,
+//! listening and dialing in `conn::routes`.
 //!
 //! - One route per pair of servers. When both dial at once, each side
 //!   keeps the connection dialed by the server with the smaller id (and of
@@ -14,40 +16,24 @@
 //!   advertised with `RS+`/`RS-`, queue groups with their member count as
 //!   weight; remote interest lives in the trie as subscriptions owned by
 //!   the route's connection (`Client::is_route`), so delivery picks routes
-//!   the way it picks clients (`client::delivery`).
+//!   the way it picks clients (`conn::delivery`).
 //! - Messages from a route go to local subscribers only: the mesh is one
 //!   hop.
 //!
 //! Lock order: `Routes::inner` may be held while pushing into a route's
 //! outbound buffer; it is never held with the trie lock.
 
-pub mod conn;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use protocol::route::{self as rp, RouteInfo};
-use tokio::net::{TcpListener, TcpStream};
-use tracing::{debug, error, info, warn};
+use tracing::{debug, info};
 
+use crate::client::Subscription;
 use crate::client::{Client, ClosedState};
-use crate::server::Server;
-use crate::subscription::Subscription;
-
-/// Wait between dial attempts, and before redialing a dropped route
-/// (nats-server's DEFAULT_ROUTE_CONNECT and DEFAULT_ROUTE_RECONNECT).
-const RETRY: Duration = Duration::from_secs(1);
-const DIAL_TIMEOUT: Duration = Duration::from_secs(1);
-/// Random extra wait before a redial, so two servers that lost the same
-/// route do not dial each other in lockstep.
-const JITTER_MS: u64 = 100;
-/// Attempts for a route learned through gossip before giving up on it
-/// (the server it names dials its configured routes itself).
-const IMPLICIT_ATTEMPTS: u32 = 3;
 
 /// A registered route: one per remote server.
 pub struct Route {
@@ -120,6 +106,29 @@ impl Routes {
         }
     }
 
+    /// Marks a gossiped route URL as being dialed; false if it already
+    /// is.
+    pub fn start_dialing(&self, url: &str) -> bool {
+        self.inner.lock().dialing.insert(url.to_string())
+    }
+
+    /// A gossiped route URL is no longer dialed.
+    pub fn stop_dialing(&self, url: &str) {
+        self.inner.lock().dialing.remove(url);
+    }
+
+    /// Records the `connect_urls` clients are told; false if they were
+    /// told these already.
+    pub fn tell_urls(&self, urls: &[String]) -> bool {
+        let mut told = self.told_urls.lock();
+        if *told == urls {
+            return false;
+        }
+        told.clear();
+        told.extend_from_slice(urls);
+        true
+    }
+
     pub fn enabled(&self) -> bool {
         self.port.load(Ordering::Relaxed) != 0
     }
@@ -132,7 +141,7 @@ impl Routes {
     /// nats-server does: a configured name wins, and of two generated ones
     /// the larger. Returns whether the names now agree, and whether ours
     /// changed (then routes made under the old name must go).
-    fn reconcile_name(&self, theirs: &str, theirs_dynamic: bool) -> (bool, bool) {
+    pub fn reconcile_name(&self, theirs: &str, theirs_dynamic: bool) -> (bool, bool) {
         let mut c = self.cluster.lock();
         if c.0 == theirs || theirs.is_empty() {
             return (true, false);
@@ -147,7 +156,7 @@ impl Routes {
 
     /// After the cluster name changed: closes every route but `keep`'s
     /// connection, so they are made again under the new name.
-    fn close_all_except(&self, keep: u64) {
+    pub fn close_all_except(&self, keep: u64) {
         let conns: Vec<Arc<Client>> = self.inner.lock().conns.values().cloned().collect();
         for c in conns.into_iter().filter(|c| c.cid != keep) {
             c.close(ClosedState::ClusterNameConflict);
@@ -156,7 +165,7 @@ impl Routes {
 
     /// A configured route URL answered: with this server (`None`) or
     /// another.
-    fn resolve(&self, url: &str, id: Option<String>) {
+    pub fn resolve(&self, url: &str, id: Option<String>) {
         self.resolved.lock().insert(url.to_string(), id);
     }
 
@@ -201,11 +210,11 @@ impl Routes {
         self.inner.lock().by_id.contains_key(id)
     }
 
-    fn track(&self, c: &Arc<Client>) {
+    pub fn track(&self, c: &Arc<Client>) {
         self.inner.lock().conns.insert(c.cid, c.clone());
     }
 
-    fn untrack(&self, cid: u64) {
+    pub fn untrack(&self, cid: u64) {
         self.inner.lock().conns.remove(&cid);
     }
 
@@ -220,7 +229,7 @@ impl Routes {
     /// Registers `r`, unless the route already kept to the same server
     /// wins the tie-break; then `r` must be closed as a duplicate (false).
     /// A newly kept route gets all local interest.
-    fn register(&self, own_id: &str, r: &Arc<Route>) -> bool {
+    pub fn register(&self, own_id: &str, r: &Arc<Route>) -> bool {
         let mut inner = self.inner.lock();
         if let Some(old) = inner.by_id.get(&r.remote_id) {
             // The connection dialed by the smaller id is the one both keep;
@@ -269,7 +278,7 @@ impl Routes {
     }
 
     /// Forgets `r` if it is the route registered for its server.
-    fn deregister(&self, r: &Arc<Route>) -> bool {
+    pub fn deregister(&self, r: &Arc<Route>) -> bool {
         let mut inner = self.inner.lock();
         match inner.by_id.get(&r.remote_id) {
             Some(cur) if Arc::ptr_eq(cur, r) => {
@@ -338,7 +347,7 @@ impl Routes {
     }
 
     /// Tells the other routes about a newly registered one, so they dial it.
-    fn gossip(&self, new: &Route) {
+    pub fn gossip(&self, new: &Route) {
         let mut info = new.info.clone();
         info.nonce.clear();
         info.ip = new.url.clone();
@@ -364,7 +373,7 @@ fn dynamic_name() -> String {
 }
 
 /// The user and password in a route URL, if any.
-fn creds(url: &str) -> Option<(String, String)> {
+pub fn creds(url: &str) -> Option<(String, String)> {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let (userinfo, _) = rest.split('/').next()?.rsplit_once('@')?;
     let (u, p) = userinfo.split_once(':').unwrap_or((userinfo, ""));
@@ -378,220 +387,6 @@ pub fn host_port(url: &str) -> Option<String> {
     let hp = rest.split('/').next()?;
     hp.rsplit_once(':')?.1.parse::<u16>().ok()?;
     Some(hp.to_string())
-}
-
-/// Binds the cluster port and starts accepting routes and dialing the
-/// configured ones.
-pub async fn start(server: Arc<Server>) -> std::io::Result<()> {
-    let opts = server.opts();
-    let host = opts
-        .cluster
-        .host
-        .clone()
-        .unwrap_or_else(|| "0.0.0.0".into());
-    let port = match opts.cluster.port {
-        Some(p) if p > 0 => p as u16,
-        _ => 0,
-    };
-    let listener = TcpListener::bind((host.as_str(), port)).await?;
-    let bound = listener.local_addr()?.port();
-    server.routes.port.store(bound as u64, Ordering::Relaxed);
-    let (name, dynamic) = server.routes.cluster_name();
-    info!("Cluster name is {name}");
-    if dynamic {
-        warn!("Cluster name was dynamically generated, consider setting one");
-    }
-    info!("Listening for route connections on {host}:{bound}");
-    tokio::spawn(accept_loop(server.clone(), listener));
-    for url in &opts.cluster.routes {
-        solicit(server.clone(), url.clone(), true);
-    }
-    Ok(())
-}
-
-async fn accept_loop(server: Arc<Server>, listener: TcpListener) {
-    let mut stop = server.shutdown_signal();
-    loop {
-        tokio::select! {
-            _ = stop.changed() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, addr)) => {
-                    tokio::spawn(conn::serve(server.clone(), stream, addr, None));
-                }
-                Err(e) => {
-                    warn!("Temporary Route Accept Error ({e}), sleeping 10ms");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            },
-        }
-    }
-}
-
-/// Dials `url` and keeps a route to it: a configured route forever
-/// (redialing whenever no route to its server is up), a gossiped one a
-/// few times.
-pub fn solicit(server: Arc<Server>, url: String, configured: bool) {
-    if !configured && !server.routes.inner.lock().dialing.insert(url.clone()) {
-        return;
-    }
-    tokio::spawn(async move {
-        dial_loop(&server, &url, configured).await;
-        if !configured {
-            server.routes.inner.lock().dialing.remove(&url);
-        }
-    });
-}
-
-async fn dial_loop(server: &Arc<Server>, url: &str, configured: bool) {
-    let Some(hp) = host_port(url) else {
-        error!("error parsing route url [{url:?}]");
-        return;
-    };
-    let mut attempt: u32 = 0;
-    let mut reconnecting = false;
-    // A gossiped route is not dialed if it is one this server is
-    // configured to dial anyway.
-    if !configured
-        && server
-            .opts()
-            .cluster
-            .routes
-            .iter()
-            .any(|r| host_port(r).as_deref() == Some(hp.as_str()))
-    {
-        return;
-    }
-    loop {
-        if server.is_shutting_down() {
-            return;
-        }
-        debug!("Trying to connect to route on {hp}");
-        let dialed = tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(&hp)).await;
-        let stream = match dialed {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                attempt += 1;
-                dial_failed(attempt, reconnecting, &e.to_string());
-                if !configured && attempt >= implicit_attempts(server) {
-                    return;
-                }
-                tokio::time::sleep(RETRY).await;
-                continue;
-            }
-            Err(_) => {
-                attempt += 1;
-                dial_failed(
-                    attempt,
-                    reconnecting,
-                    &format!("dial tcp {hp}: i/o timeout"),
-                );
-                if !configured && attempt >= implicit_attempts(server) {
-                    return;
-                }
-                continue;
-            }
-        };
-        attempt = 0;
-        let addr = match stream.peer_addr() {
-            Ok(a) => a,
-            Err(_) => continue,
-        };
-        let outcome = conn::serve(
-            server.clone(),
-            stream,
-            addr,
-            Some(conn::Dialed {
-                url: url.to_string(),
-                configured,
-                creds: creds(url).or_else(|| {
-                    let o = server.opts();
-                    Some((o.cluster.user.clone()?, o.cluster.password.clone()?))
-                }),
-            }),
-        )
-        .await;
-        match outcome {
-            conn::Outcome::ToSelf => {
-                debug!("Detected route to self, ignoring {url:?}");
-                return;
-            }
-            conn::Outcome::Remote(id) => {
-                if !configured {
-                    // Kept by the other connection: nothing to do. Lost:
-                    // dial again (a few times, as nats-server retries
-                    // implicit routes), or a pair linked only through
-                    // gossip would stay apart.
-                    if server.routes.has(&id) {
-                        return;
-                    }
-                } else {
-                    // Another connection to the same server may be the
-                    // one kept; dial again only once no route to it is up.
-                    while server.routes.has(&id) && !server.is_shutting_down() {
-                        tokio::time::sleep(RETRY).await;
-                    }
-                }
-            }
-            conn::Outcome::NoRoute => {
-                if !configured {
-                    attempt += 1;
-                    if attempt >= implicit_attempts(server) {
-                        return;
-                    }
-                }
-            }
-        }
-        if server.is_shutting_down() {
-            return;
-        }
-        reconnecting = true;
-        debug!("Attempting reconnect for solicited route {url:?}");
-        let jitter = Duration::from_millis(fastrand::u64(..JITTER_MS));
-        tokio::time::sleep(RETRY + jitter).await;
-    }
-}
-
-/// Attempts for a gossiped route: `connect_retries` + 1, and never fewer
-/// than flotilla's floor (a pair linked only through gossip must find
-/// each other again).
-fn implicit_attempts(server: &Server) -> u32 {
-    IMPLICIT_ATTEMPTS.max(server.opts().cluster.connect_retries.saturating_add(1))
-}
-
-/// nats-server logs the first failure of a first connect, and every
-/// failure of a reconnect.
-fn dial_failed(attempt: u32, reconnecting: bool, e: &str) {
-    if attempt == 1 || reconnecting {
-        error!("Error trying to connect to route (attempt {attempt}): {e}");
-    } else {
-        debug!("Error trying to connect to route (attempt {attempt}): {e}");
-    }
-}
-
-/// Sends a fresh INFO to every client that takes asynchronous INFO, if
-/// the `connect_urls` it carries changed.
-pub fn send_info_to_clients(server: &Server) {
-    let base = server.info();
-    {
-        let mut told = server.routes.told_urls.lock();
-        if *told == base.connect_urls {
-            return;
-        }
-        told.clone_from(&base.connect_urls);
-    }
-    let clients: Vec<Arc<Client>> = server.clients.lock().values().cloned().collect();
-    let max_pending = server.opts().max_pending;
-    for c in clients {
-        if c.async_info.load(Ordering::Relaxed) {
-            let mut info = base.clone();
-            info.client_id = Some(c.cid);
-            info.client_ip = Some(c.addr.ip().to_string());
-            let json = serde_json::to_vec(&info).expect("info serializes");
-            c.out
-                .push(max_pending, None, |b| protocol::encode::info(b, &json));
-            c.out.flush();
-        }
-    }
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
 use tracing::info;
 
-use super::outbound::Next;
-use super::{Client, ClosedState};
+use crate::client::outbound::Next;
+use crate::client::{Client, ClosedState};
 use crate::server::Server;
 
 /// Queues what the connection opens with (INFO, and a route's CONNECT)

@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::client::delivery::InternalSink;
-use crate::client::Client;
+use super::Client;
 
 pub struct Subscription {
     /// Server-wide unique key in the trie.
@@ -92,4 +91,25 @@ impl Subscription {
             }
         }
     }
+}
+
+/// One message as routed: the subject receivers see, optional reply,
+/// header block and payload.
+#[derive(Clone, Copy)]
+pub struct Message<'a> {
+    pub subject: &'a [u8],
+    /// The subject it was matched on: `subject` except for JetStream
+    /// deliveries, matched on a pull inbox or deliver subject but shown
+    /// under the stored message's subject.
+    pub routed: &'a [u8],
+    pub reply: Option<&'a [u8]>,
+    pub headers: Option<&'a [u8]>,
+    pub payload: &'a [u8],
+}
+
+/// Receives messages for an internal subscription (JetStream's API,
+/// streams, acks), on the publisher's task: implementations only copy and
+/// queue.
+pub trait InternalSink: Send + Sync {
+    fn deliver(&self, msg: Message<'_>);
 }

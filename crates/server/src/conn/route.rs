@@ -19,12 +19,11 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tracing::{debug, error, info};
 
-use super::Route;
-use crate::client::delivery::{Delivery, Message};
-use crate::client::{writer, Client, ClosedState};
+use super::delivery::{self, Delivery};
+use super::writer;
+use crate::client::{Client, ClosedState, Message, Subscription};
+use crate::route::{InterestKey, Route};
 use crate::server::Server;
-use crate::subscription::Subscription;
-use protocol::NATS_VERSION;
 
 /// Routes ping this often, and two unanswered pings end a route. nats-server
 /// pings routes every 30 s at most; flotilla pings more, so a route that
@@ -58,44 +57,6 @@ pub enum Outcome {
     NoRoute,
 }
 
-/// The INFO this server sends on routes.
-pub fn route_info(server: &Server) -> RouteInfo {
-    let opts = server.opts();
-    let (cluster, cluster_dynamic) = server.routes.cluster_name();
-    RouteInfo {
-        server_id: server.id.clone(),
-        server_name: server.name.clone(),
-        version: NATS_VERSION.to_string(),
-        proto: 1,
-        go: concat!("flotilla ", env!("CARGO_PKG_VERSION")).to_string(),
-        host: opts
-            .cluster
-            .host
-            .clone()
-            .unwrap_or_else(|| "0.0.0.0".into()),
-        port: server.routes.port.load(Ordering::Relaxed) as u16,
-        headers: true,
-        auth_required: opts.cluster.user.is_some(),
-        max_payload: opts.max_payload as i64,
-        jetstream: opts.jetstream.enabled,
-        ip: opts
-            .cluster
-            .advertise
-            .as_ref()
-            .map(|a| format!("nats-route://{a}/"))
-            .unwrap_or_default(),
-        cluster,
-        cluster_dynamic,
-        flotilla: server.hello(),
-        connect_urls: if opts.cluster.no_advertise {
-            Vec::new()
-        } else {
-            server.own_connect_urls()
-        },
-        ..Default::default()
-    }
-}
-
 pub async fn serve(
     server: Arc<Server>,
     stream: TcpStream,
@@ -108,7 +69,7 @@ pub async fn serve(
     let client = Arc::new(Client::new_route(server.next_cid(), addr));
     let local_port = stream.local_addr().map_or(0, |a| a.port());
     let (rd, wr) = stream.into_split();
-    let info = serde_json::to_vec(&route_info(&server)).expect("info serializes");
+    let info = serde_json::to_vec(&server.route_info()).expect("info serializes");
     // A dialer opens with CONNECT, then both sides send INFO.
     let connect = dialed.as_ref().map(|d| {
         let (cluster, dynamic) = server.routes.cluster_name();
@@ -201,7 +162,7 @@ pub async fn serve(
             }
         }
         if server.routes.deregister(&r) {
-            super::send_info_to_clients(&server);
+            super::routes::send_info_to_clients(&server);
             server.routes_changed();
         }
     }
@@ -454,7 +415,7 @@ impl RouteConn {
                     // The peer entering lame duck mode: clients stop
                     // being sent to it.
                     if info.ldm && !r.lame_duck.swap(true, Ordering::Relaxed) {
-                        super::send_info_to_clients(&self.server);
+                        super::routes::send_info_to_clients(&self.server);
                     }
                 }
                 return Ok(());
@@ -471,7 +432,7 @@ impl RouteConn {
                     info.server_id,
                     info.ip
                 );
-                super::solicit(self.server.clone(), info.ip.clone(), false);
+                super::routes::solicit(self.server.clone(), info.ip.clone(), false);
             }
             return Ok(());
         }
@@ -542,7 +503,7 @@ impl RouteConn {
             self.server.routes.gossip(&route);
         }
         self.route = Some(route);
-        super::send_info_to_clients(&self.server);
+        super::routes::send_info_to_clients(&self.server);
         self.server.routes_changed();
         Ok(())
     }
@@ -554,7 +515,7 @@ impl RouteConn {
         account: &[u8],
         subject: &[u8],
         queue: Option<&[u8]>,
-    ) -> Option<(Arc<Route>, super::InterestKey)> {
+    ) -> Option<(Arc<Route>, InterestKey)> {
         let route = self.route.clone()?;
         if account != rp::GLOBAL_ACCOUNT {
             return None;
@@ -635,7 +596,7 @@ impl RouteConn {
         let result = self
             .cache
             .get_or_insert(m.subject, || server.sublist.read().matches(m.subject));
-        let (subject, reply) = crate::client::delivery::from_route(m.subject, m.reply);
+        let (subject, reply) = delivery::from_route(m.subject, m.reply);
         let msg = Message {
             subject,
             routed: m.subject,

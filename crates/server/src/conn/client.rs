@@ -17,13 +17,13 @@ use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tracing::{debug, error};
 
-use super::delivery::{self, Delivery, Message};
-use super::outbound::Push;
-use super::{writer, Client, ClosedState};
+use super::delivery::{self, Delivery};
+use super::writer;
 use crate::auth::{self, Credentials};
+use crate::client::outbound::Push;
+use crate::client::{Client, ClosedState, Message, Subscription};
 use crate::options::Options;
 use crate::server::Server;
-use crate::subscription::Subscription;
 
 /// Read sizes adapt between these: small for idle connections, large for
 /// busy ones (nats-server does the same).

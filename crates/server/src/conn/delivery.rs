@@ -15,10 +15,9 @@ use protocol::encode;
 use subjects::SubResult;
 use tracing::info;
 
-use super::outbound::Push;
-use super::{Client, ClosedState};
+use crate::client::outbound::Push;
+use crate::client::{Client, ClosedState, Message, Quota, Subscription};
 use crate::server::Server;
-use crate::subscription::{Quota, Subscription};
 
 /// Longest a publisher is paused, per read, for subscribers whose
 /// outbound buffers are nearly full (nats-server stalls fast producers
@@ -29,27 +28,6 @@ const MAX_STALL: Duration = Duration::from_millis(10);
 /// Past this many distinct targets in one read, duplicates are found with
 /// a set instead of a scan.
 const SCAN_LIMIT: usize = 16;
-
-/// One message as routed: the subject receivers see, optional reply,
-/// header block and payload.
-#[derive(Clone, Copy)]
-pub struct Message<'a> {
-    pub subject: &'a [u8],
-    /// The subject it was matched on: `subject` except for JetStream
-    /// deliveries, matched on a pull inbox or deliver subject but shown
-    /// under the stored message's subject.
-    pub routed: &'a [u8],
-    pub reply: Option<&'a [u8]>,
-    pub headers: Option<&'a [u8]>,
-    pub payload: &'a [u8],
-}
-
-/// Receives messages for an internal subscription (JetStream's API,
-/// streams, acks), on the publisher's task: implementations only copy and
-/// queue.
-pub trait InternalSink: Send + Sync {
-    fn deliver(&self, msg: Message<'_>);
-}
 
 pub struct Delivery {
     server: Arc<Server>,
