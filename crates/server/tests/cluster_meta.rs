@@ -132,11 +132,14 @@ fn a_full_mesh_founds_together_fails_over_and_keeps_its_size() {
     common::wait_for("a meta leader", Duration::from_secs(20), || {
         agreed(&all.iter().collect::<Vec<_>>(), 3).is_some()
     });
-    for s in &all {
+    for server in &all {
         assert!(
-            s.wait_log("meta group founded with voters", Duration::from_secs(1)),
+            server.wait_log("meta group founded with voters", Duration::from_secs(1)),
             "every server founds: {}",
-            s.log_text()
+            all.iter()
+                .map(common::Server::log_text)
+                .collect::<Vec<_>>()
+                .join("\n----\n")
         );
     }
     let leader = agreed(&all.iter().collect::<Vec<_>>(), 3).unwrap();

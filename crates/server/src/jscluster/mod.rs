@@ -281,32 +281,29 @@ impl JsCluster {
     /// Before this server has a meta node. Returns its founding proposal.
     fn found_or_join(&self, server: &Server, peers: &[RoutedPeer]) -> Vec<u64> {
         let ids: Vec<u64> = peers.iter().map(|p| p.id).collect();
+        // A peer founded with this server's new id among the voters (it
+        // saw every route before this one did): found with the same set,
+        // the bootstrap every founder has, rather than join as a stranger.
+        // Unfounded peers' proposals do not matter here (route churn can
+        // leave them stale); they follow the founders the same way. An id
+        // from an earlier start may have left the group since, and joins
+        // to learn where it stands.
+        if let Some(voters) = self.named_by_founders(peers) {
+            return self.found(voters);
+        }
         let (resolved, expected) = server.routes.configured_view(&server.opts().cluster.routes);
         let mut proposal: Vec<u64> = ids.clone();
         proposal.push(self.me.id);
         proposal.sort_unstable();
         let grace_over = self.started.elapsed() >= FOUNDING_GRACE;
-        let enough = resolved || (grace_over && proposal.len() * 2 > expected);
-        // A peer founded with this server's new id among the voters (it
-        // saw every route before this one did): found with the same set,
-        // the bootstrap every founder has, rather than join as a stranger.
-        // An id from an earlier start may have left the group since, and
-        // joins to learn where it stands.
-        let founders = self
-            .fresh_id
-            .then(|| {
-                peers
-                    .iter()
-                    .find(|p| p.hello.founded && p.hello.proposal.contains(&self.me.id))
-            })
-            .flatten();
-        let named_founder = founders.is_some();
-        if let Some(p) = founders {
-            proposal.clone_from(&p.hello.proposal);
-        }
-        // Every other member proposes (or founded with) exactly this set.
-        let agreed =
-            (enough || named_founder) && peers.iter().all(|p| p.hello.proposal == proposal);
+        // Every configured URL answered and every server behind them is
+        // routed with its hello: a full mesh founds together. A route that
+        // answered but is being replaced (a duplicate closing) is not yet
+        // in `proposal`, so waiting for it keeps the founders in step.
+        let enough = (resolved && proposal.len() >= expected)
+            || (grace_over && proposal.len() * 2 > expected);
+        // Every other member proposes exactly this set.
+        let agreed = enough && peers.iter().all(|p| p.hello.proposal == proposal);
         if !agreed && peers.iter().any(|p| p.hello.founded) {
             let joined = self
                 .node
@@ -317,25 +314,48 @@ impl JsCluster {
             }
             return Vec::new();
         }
-        if !enough && !named_founder {
-            return Vec::new();
+        match (enough, agreed) {
+            (false, _) => Vec::new(),
+            (true, false) => proposal,
+            (true, true) => self.found(proposal),
         }
-        if agreed {
-            let voters = proposal.clone();
-            let founded = self
-                .node
-                .call(move |e| e.create_group(META_GROUP, &voters).map(|_| ()));
-            match founded {
-                Some(Ok(())) => {
-                    info!("JetStream cluster meta group founded with voters {proposal:x?}");
-                    *self.has_meta.lock() = true;
-                    self.founded_with.lock().clone_from(&proposal);
-                    return proposal;
-                }
-                other => warn!("could not found the meta group: {other:?}"),
+    }
+
+    /// The voter set founders created the meta group with, if it names
+    /// this server's new id and every founder that names it agrees.
+    fn named_by_founders(&self, peers: &[RoutedPeer]) -> Option<Vec<u64>> {
+        if !self.fresh_id {
+            return None;
+        }
+        let mut sets = peers
+            .iter()
+            .filter(|p| p.hello.founded && p.hello.proposal.contains(&self.me.id))
+            .map(|p| &p.hello.proposal);
+        let first = sets.next()?;
+        if sets.any(|other| other != first) {
+            warn!("JetStream cluster founders disagree on the meta group's voters; waiting");
+            return None;
+        }
+        Some(first.clone())
+    }
+
+    /// Creates the meta group with `voters`, this server among them.
+    /// Returns the proposal to advertise: the voters once founded.
+    fn found(&self, voters: Vec<u64>) -> Vec<u64> {
+        debug_assert!(voters.contains(&self.me.id), "a founder is a voter");
+        let bootstrap = voters.clone();
+        let founded = self
+            .node
+            .call(move |e| e.create_group(META_GROUP, &bootstrap).map(|_| ()));
+        match founded {
+            Some(Ok(())) => {
+                info!("JetStream cluster meta group founded with voters {voters:x?}");
+                *self.has_meta.lock() = true;
+                self.founded_with.lock().clone_from(&voters);
             }
+            other => warn!("could not found the meta group: {other:?}"),
         }
-        proposal
+        voters
     }
 
     /// With a meta node: let joiners hear from everyone; as leader, add
