@@ -19,6 +19,14 @@
 //! but only after the records that make the removal safe (a removed-range
 //! marker, and tombstones it held for older segments) are durable in the
 //! active segment: the unlink runs inside the sync handle, after the sync.
+//!
+//! Marks (a replica's store, [`FileStore::open_at`]): a `Mark` record says
+//! the state so far is the state after a Raft log index. Opening at a mark
+//! drops every record after it, so a replica restarts from exactly the
+//! state its snapshot describes and replays the log from there. For that,
+//! what cannot be taken back by dropping records (unlinking a segment,
+//! overwriting an erased message) is held until [`MsgStore::release`]
+//! promises the store will not be opened at an older mark.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -233,6 +241,32 @@ pub struct FileStore {
     /// Segments to unlink once the active segment is synced.
     doomed: Vec<u32>,
     dirty: bool,
+    /// Opened at a mark: the last mark, and what waits for a release.
+    marks: Option<Marks>,
+}
+
+/// A replica's store: the last mark written, and the irreversible steps
+/// held back since older marks.
+#[derive(Debug, Default)]
+struct Marks {
+    last: u64,
+    held: Vec<Held>,
+}
+
+/// An irreversible step, held until no mark at or before `after` (the
+/// last mark when it was asked for) can be opened again.
+#[derive(Debug)]
+struct Held {
+    after: u64,
+    step: Step,
+}
+
+#[derive(Debug)]
+enum Step {
+    /// Unlink a segment nothing live is in.
+    Unlink(u32),
+    /// Overwrite an erased message's record with `blank`.
+    Erase { seg: u32, off: u64, blank: Vec<u8> },
 }
 
 /// Record size → the size nats-server's file store counts for the
@@ -245,6 +279,22 @@ fn size_of_record(len: u32, has_headers: bool) -> u64 {
 impl FileStore {
     /// Opens (recovering) or creates the store in `dir`.
     pub fn open(dir: Arc<dyn Dir>, cfg: FileStoreConfig) -> Result<Self> {
+        Self::open_inner(dir, cfg, None)
+    }
+
+    /// Opens a replica's store at the state after log index `mark`:
+    /// records after that mark are dropped (from the files too), and
+    /// from now on irreversible steps wait for [`MsgStore::release`].
+    /// Mark 0 is the empty store. [`StoreError::NoMark`] if the store
+    /// holds no such mark (it is behind, or damaged).
+    pub fn open_at(dir: Arc<dyn Dir>, cfg: FileStoreConfig, mark: u64) -> Result<Self> {
+        if mark == 0 {
+            dir.remove_all()?;
+        }
+        Self::open_inner(dir, cfg, Some(mark))
+    }
+
+    fn open_inner(dir: Arc<dyn Dir>, cfg: FileStoreConfig, mark: Option<u64>) -> Result<Self> {
         let mut fs = FileStore {
             dir,
             cfg,
@@ -265,8 +315,12 @@ impl FileStore {
             created: BTreeSet::new(),
             doomed: Vec::new(),
             dirty: false,
+            marks: mark.map(|last| Marks {
+                last,
+                held: Vec::new(),
+            }),
         };
-        fs.recover()?;
+        fs.recover(mark)?;
         // What recovery read may include writes that were never synced (a
         // process crash leaves them in the page cache). Make them durable
         // now, so nothing acknowledged later stands on state a power loss
@@ -520,7 +574,7 @@ impl FileStore {
                 tombstones.extend(seg.foreign.iter().copied());
             }
             self.touched.remove(&seg.id);
-            self.doomed.push(seg.id);
+            self.hold_or_do(Step::Unlink(seg.id))?;
         }
         self.segs = kept;
         let floor = self.segs[0].base;
@@ -545,7 +599,75 @@ impl FileStore {
         Ok(())
     }
 
-    fn recover(&mut self) -> Result<()> {
+    /// Takes an irreversible step now, or, in a replica's store, once
+    /// the marks before it are released.
+    fn hold_or_do(&mut self, step: Step) -> Result<()> {
+        match &mut self.marks {
+            Some(marks) => {
+                let after = marks.last;
+                marks.held.push(Held { after, step });
+                Ok(())
+            }
+            None => self.take_step(step),
+        }
+    }
+
+    fn take_step(&mut self, step: Step) -> Result<()> {
+        match step {
+            // After the next sync, with what justifies it.
+            Step::Unlink(id) => self.doomed.push(id),
+            Step::Erase { seg, off, blank } => {
+                self.forget_reads();
+                let Some(si) = self.segs.iter().position(|s| s.id == seg) else {
+                    return Ok(()); // The segment went first.
+                };
+                let written = self.segs[si].written;
+                if off >= written {
+                    let start = (off - written) as usize;
+                    self.pending[start..start + blank.len()].copy_from_slice(&blank);
+                } else {
+                    self.dir.write_at(&seg_name(seg), off, &blank)?;
+                    if si + 1 != self.segs.len() {
+                        self.touched.insert(seg);
+                    }
+                }
+                self.dirty = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Overwrites the records of erased messages that are still whole:
+    /// an erasure held back when the process stopped. Recovery runs it,
+    /// at a mark no older one will be opened before.
+    fn finish_erasures(&mut self, erased: &[u64]) -> Result<()> {
+        for &seq in erased {
+            let Some(si) = self.seg_index(seq) else {
+                continue;
+            };
+            let seg = &self.segs[si];
+            let i = (seq - seg.base) as usize;
+            if seg.lens[i] == 0 {
+                continue;
+            }
+            let (off, len) = (seg.offs[i] as u64, seg.lens[i]);
+            let raw = self.read_record(seg, off, len)?;
+            let Ok((r, _)) = record::decode(&raw) else {
+                continue;
+            };
+            if r.kind != Kind::Msg {
+                continue;
+            }
+            let blank = erased_record(&r);
+            let seg = seg.id;
+            self.take_step(Step::Erase { seg, off, blank })?;
+        }
+        Ok(())
+    }
+
+    /// Reads every segment back into the index. With `mark`, stops at
+    /// that mark and drops what follows it.
+    fn recover(&mut self, mark: Option<u64>) -> Result<()> {
         let mut ids: Vec<u32> = self
             .dir
             .list()?
@@ -559,14 +681,20 @@ impl FileStore {
         let mut compact = 0u64;
         let mut lower: Option<u64> = None;
         let mut lost_bytes = 0u64;
-        let last_id = ids.last().copied();
+        let mut erased: Vec<u64> = Vec::new();
+        let mut last_id = ids.last().copied();
+        // Where the mark was found: (segment id, end of its record).
+        let mut cut: Option<(u32, u64)> = None;
         for id in ids {
             let name = seg_name(id);
+            if cut.is_some() {
+                // After the mark: as if never written.
+                self.dir.remove(&name)?;
+                continue;
+            }
             let data = self.dir.read_all(&name)?;
             let scan = record::scan(&data);
-            for &(a, b) in &scan.corrupt {
-                lost_bytes += b - a;
-            }
+            let damaged = scan.corrupt.clone();
             let mut seg: Option<Seg> = None;
             for (off, r) in &scan.records {
                 let s = seg.get_or_insert_with(|| {
@@ -606,6 +734,9 @@ impl FileStore {
                         }
                     }
                     Kind::Delete => {
+                        if r.ts == 1 {
+                            erased.push(r.seq);
+                        }
                         deleted.insert(r.seq);
                         if !s.contains(r.seq) {
                             s.foreign.push(r.seq);
@@ -619,10 +750,27 @@ impl FileStore {
                         ranges.push((r.seq, r.ts as u64));
                         s.ranges.push((r.seq, r.ts as u64));
                     }
+                    Kind::Mark => match mark {
+                        Some(m) if r.seq == m => {
+                            cut = Some((id, *off + record::HEADER as u64));
+                            break;
+                        }
+                        Some(m) if r.seq > m => return Err(StoreError::NoMark(m)),
+                        _ => {}
+                    },
                 }
             }
             let mut seg = seg.unwrap_or_else(|| Seg::new(id, self.last_seq + 1));
-            let valid_len = scan.torn_at.unwrap_or(data.len() as u64);
+            let mut valid_len = scan.torn_at.unwrap_or(data.len() as u64);
+            if let Some((_, end)) = cut {
+                // The mark's segment is now the last, cut after the mark.
+                debug_assert!(end <= valid_len, "the mark was read, so it is whole");
+                valid_len = end;
+                last_id = Some(id);
+            }
+            for (a, b) in damaged {
+                lost_bytes += b.min(valid_len).saturating_sub(a);
+            }
             if Some(id) == last_id && valid_len < data.len() as u64 {
                 // A cut-off write at the very end: drop it.
                 self.dir.truncate(&name, valid_len)?;
@@ -632,6 +780,11 @@ impl FileStore {
             seg.reserved = valid_len;
             seg.shrink();
             self.segs.push(seg);
+        }
+        match (mark, cut) {
+            (Some(m), None) if m > 0 => return Err(StoreError::NoMark(m)),
+            (Some(_), Some(_)) => self.dir.sync_dir()?,
+            _ => {}
         }
         // Apply tombstones and compaction to the index.
         let doomed: Vec<u64> = deleted.iter().copied().collect();
@@ -671,6 +824,7 @@ impl FileStore {
         }
         self.lost = lost;
         self.lost_bytes = lost_bytes;
+        self.finish_erasures(&erased)?;
         let next = self.live_from(0).next().map(|(s, _)| s);
         self.first_seq = next.unwrap_or(self.last_seq + 1);
         if self.first_seq < compact {
@@ -809,33 +963,16 @@ impl MsgStore for FileStore {
             let raw = self.read_record(seg, off, len)?;
             self.dirty = true;
             if let Ok((r, _)) = record::decode(&raw) {
-                let mut blank = Vec::with_capacity(raw.len());
-                let zeros = vec![0u8; r.payload.len()];
-                let hzeros = r.headers.map(|h| vec![0u8; h.len()]);
-                let subject = "x".repeat(r.subject.len());
-                record::encode_msg(
-                    &mut blank,
-                    Kind::Erased,
-                    seq,
-                    r.ts,
-                    &subject,
-                    hzeros.as_deref(),
-                    &zeros,
-                );
-                let seg_id = seg.id;
-                if off >= seg.written {
-                    let start = (off - seg.written) as usize;
-                    self.pending[start..start + blank.len()].copy_from_slice(&blank);
-                } else {
-                    self.dir.write_at(&seg_name(seg_id), off, &blank)?;
-                    if si + 1 != self.segs.len() {
-                        self.touched.insert(seg_id);
-                    }
-                }
+                let blank = erased_record(&r);
+                let seg = seg.id;
+                self.hold_or_do(Step::Erase { seg, off, blank })?;
             }
         }
         self.unindex(si, seq);
-        self.append(|b| record::encode_marker(b, Kind::Delete, seq, 0))?;
+        // An erasure's tombstone says so (ts 1): one held back when the
+        // process stopped is taken at the next open.
+        let flag = i64::from(erase);
+        self.append(|b| record::encode_marker(b, Kind::Delete, seq, flag))?;
         // Compared after the append, which may have rolled a new segment.
         if si != self.segs.len() - 1 {
             self.active().foreign.push(seq);
@@ -1090,6 +1227,59 @@ impl MsgStore for FileStore {
         self.dir.remove_all()?;
         Ok(())
     }
+
+    fn mark(&mut self, index: u64) -> Result<()> {
+        let Some(marks) = &mut self.marks else {
+            return Ok(());
+        };
+        assert!(
+            index > marks.last,
+            "marks only grow: {index} after {}",
+            marks.last
+        );
+        marks.last = index;
+        self.append(|b| record::encode_marker(b, Kind::Mark, index, 0))?;
+        Ok(())
+    }
+
+    fn release(&mut self, index: u64) -> Result<()> {
+        let Some(marks) = &mut self.marks else {
+            return Ok(());
+        };
+        debug_assert!(index <= marks.last, "released past the last mark");
+        let (ready, held): (Vec<Held>, Vec<Held>) = std::mem::take(&mut marks.held)
+            .into_iter()
+            .partition(|h| h.after < index);
+        marks.held = held;
+        // Erasures before unlinks: an erased record in a segment that
+        // goes anyway needs no overwrite.
+        let (erase, unlink): (Vec<Held>, Vec<Held>) = ready
+            .into_iter()
+            .partition(|h| matches!(h.step, Step::Erase { .. }));
+        for h in erase.into_iter().chain(unlink) {
+            self.take_step(h.step)?;
+        }
+        Ok(())
+    }
+}
+
+/// The record that replaces an erased message's: the same length, its
+/// subject, headers and payload overwritten.
+fn erased_record(r: &record::Record<'_>) -> Vec<u8> {
+    let mut blank = Vec::new();
+    let zeros = vec![0u8; r.payload.len()];
+    let header_zeros = r.headers.map(|h| vec![0u8; h.len()]);
+    let subject = "x".repeat(r.subject.len());
+    record::encode_msg(
+        &mut blank,
+        Kind::Erased,
+        r.seq,
+        r.ts,
+        &subject,
+        header_zeros.as_deref(),
+        &zeros,
+    );
+    blank
 }
 
 fn e_into_io(e: StoreError) -> std::io::Error {

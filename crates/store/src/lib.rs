@@ -111,6 +111,10 @@ pub enum StoreError {
     TooLarge(usize),
     #[error("corrupt store: {0}")]
     Corrupt(String),
+    /// `FileStore::open_at` found no mark for this log index: the store
+    /// is behind it, or damaged, and must be caught up from a peer.
+    #[error("the store holds no mark for log index {0}")]
+    NoMark(u64),
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -198,4 +202,16 @@ pub trait MsgStore: Send {
     }
     /// Removes the stream's data from storage.
     fn delete_all(&mut self) -> Result<()>;
+    /// Records that the state so far is the state after log index
+    /// `index`, so that the store can be opened at exactly that state
+    /// again (`FileStore::open_at`). Indexes only grow. A store that
+    /// keeps nothing across a restart ignores it.
+    fn mark(&mut self, _index: u64) -> Result<()> {
+        Ok(())
+    }
+    /// The store will never be opened at a mark below `index` again:
+    /// what removals and erasures since older marks held back may go.
+    fn release(&mut self, _index: u64) -> Result<()> {
+        Ok(())
+    }
 }

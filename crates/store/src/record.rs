@@ -35,6 +35,9 @@ pub enum Kind {
     Start = 6,
     /// Sequences `seq..=ts` were in a segment that has been removed.
     DeleteRange = 7,
+    /// The state so far is the state after applying log index `seq` (a
+    /// replica's mark, `FileStore::mark`); it holds no sequence.
+    Mark = 8,
 }
 
 impl Kind {
@@ -47,6 +50,7 @@ impl Kind {
             5 => Kind::Erased,
             6 => Kind::Start,
             7 => Kind::DeleteRange,
+            8 => Kind::Mark,
             _ => return None,
         })
     }
