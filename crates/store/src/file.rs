@@ -286,10 +286,14 @@ impl FileStore {
     /// records after that mark are dropped (from the files too), and
     /// from now on irreversible steps wait for [`MsgStore::release`].
     /// Mark 0 is the empty store. [`StoreError::NoMark`] if the store
-    /// holds no such mark (it is behind, or damaged).
+    /// holds no such mark (it is behind, or damaged). Opening at a mark
+    /// releases the ones before it (held erasures are taken).
     pub fn open_at(dir: Arc<dyn Dir>, cfg: FileStoreConfig, mark: u64) -> Result<Self> {
         if mark == 0 {
-            dir.remove_all()?;
+            for name in dir.list()? {
+                dir.remove(&name)?;
+            }
+            dir.sync_dir()?;
         }
         Self::open_inner(dir, cfg, Some(mark))
     }
@@ -573,7 +577,11 @@ impl FileStore {
                 }
                 tombstones.extend(seg.foreign.iter().copied());
             }
-            self.touched.remove(&seg.id);
+            if self.marks.is_none() {
+                // Its unlink follows the next sync; a held one stays on
+                // disk meanwhile and is synced like any other.
+                self.touched.remove(&seg.id);
+            }
             self.hold_or_do(Step::Unlink(seg.id))?;
         }
         self.segs = kept;
@@ -615,7 +623,10 @@ impl FileStore {
     fn take_step(&mut self, step: Step) -> Result<()> {
         match step {
             // After the next sync, with what justifies it.
-            Step::Unlink(id) => self.doomed.push(id),
+            Step::Unlink(id) => {
+                self.doomed.push(id);
+                self.dirty = true;
+            }
             Step::Erase { seg, off, blank } => {
                 self.forget_reads();
                 let Some(si) = self.segs.iter().position(|s| s.id == seg) else {
@@ -697,9 +708,12 @@ impl FileStore {
             let damaged = scan.corrupt.clone();
             let mut seg: Option<Seg> = None;
             for (off, r) in &scan.records {
+                let last_seq = self.last_seq;
                 let s = seg.get_or_insert_with(|| {
                     let base = match r.kind {
                         Kind::Start => r.seq + 1,
+                        // A log index, not a sequence.
+                        Kind::Mark => last_seq + 1,
                         _ => r.seq,
                     };
                     Seg::new(id, base)
@@ -709,7 +723,12 @@ impl FileStore {
                         if lower.is_none() {
                             lower = Some(r.seq + 1);
                         }
-                        self.last_seq = self.last_seq.max(r.seq);
+                        // The stream's last sequence and time when the
+                        // segment opened (its messages may all be gone).
+                        if r.seq >= self.last_seq {
+                            self.last_seq = r.seq;
+                            self.last_ts = r.ts;
+                        }
                     }
                     Kind::Msg | Kind::Erased | Kind::Skip => {
                         if r.seq < s.base {
@@ -1154,13 +1173,14 @@ impl MsgStore for FileStore {
 
     fn reset_to(&mut self, seq: u64) -> Result<()> {
         self.forget_reads();
-        self.purge(&Purge {
-            seq: Some(seq.max(2)),
-            ..Purge::default()
-        })?;
         if seq <= 1 {
+            // Nothing is below sequence 1.
             return Ok(());
         }
+        self.purge(&Purge {
+            seq: Some(seq),
+            ..Purge::default()
+        })?;
         self.last_seq = self.last_seq.max(seq - 1);
         self.first_seq = seq;
         Ok(())

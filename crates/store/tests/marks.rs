@@ -214,3 +214,32 @@ fn a_store_without_marks_unlinks_at_the_next_sync() {
     assert!(!dir.names().contains(&"00000001.blk".to_string()));
     assert!(!on_disk(&dir, "msg-0029"));
 }
+
+/// On a real directory: mark 0 empties the store and leaves the
+/// directory in place, and a stream whose first message is sequence 1
+/// is caught up from an empty store at sequence 1.
+#[test]
+fn a_real_directory_opens_at_zero_and_at_its_marks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir: Arc<dyn Dir> = Arc::new(flotilla_store::FsDir::new(tmp.path()).unwrap());
+    let mut s = FileStore::open_at(dir.clone(), cfg(), 0).unwrap();
+    s.reset_to(1).unwrap();
+    put(&mut s, 30, "real");
+    assert_eq!(s.state().first_seq, 1, "reset_to(1) keeps sequence 1");
+    s.mark(4).unwrap();
+    sync(&mut s);
+    let at_four = view(&s);
+    put(&mut s, 5, "after");
+    sync(&mut s);
+    drop(s);
+    let s = FileStore::open_at(dir.clone(), cfg(), 4).unwrap();
+    assert_eq!(view(&s), at_four);
+    drop(s);
+    let mut s = FileStore::open_at(dir.clone(), cfg(), 0).unwrap();
+    assert_eq!(s.state().msgs, 0);
+    put(&mut s, 3, "again");
+    s.mark(1).unwrap();
+    sync(&mut s);
+    drop(s);
+    assert_eq!(FileStore::open_at(dir, cfg(), 1).unwrap().state().msgs, 3);
+}
