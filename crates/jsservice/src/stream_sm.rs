@@ -19,12 +19,56 @@ use jetstream::output::Output;
 use jetstream::stream::{Incoming, PubAck, Stream};
 use store::MsgStore;
 
+use crate::catchup::StoreSummary;
 use crate::status;
 
 /// Version 2 added source positions; 3 each consumer's runtime state and
 /// the duplicate window, so a restored replica is exactly one that
 /// applied every entry.
 const SNAPSHOT_VERSION: u32 = 3;
+
+/// [`StreamMachine::snapshot_state`]: version 3's state with a store
+/// summary in place of the messages.
+const STATE_SNAPSHOT_VERSION: u32 = 4;
+
+/// What every snapshot starts with.
+struct Head {
+    version: u32,
+    applied: u64,
+    now: i64,
+    created: i64,
+    config: StreamConfig,
+}
+
+impl Head {
+    fn decode(b: &mut &[u8]) -> Result<Head, DecodeError> {
+        if b.remaining() < 4 + 8 + 8 + 8 {
+            return Err(DecodeError::Short);
+        }
+        let version = b.get_u32_le();
+        let applied = b.get_u64_le();
+        let now = b.get_i64_le();
+        let created = b.get_i64_le();
+        let config = serde_json::from_slice(&get_bytes(b)?).map_err(|_| DecodeError::Kind(0))?;
+        Ok(Head {
+            version,
+            applied,
+            now,
+            created,
+            config,
+        })
+    }
+}
+
+/// Why a state snapshot could not be restored over a store.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RestoreError {
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// The store does not hold what the snapshot says: catch it up first.
+    #[error("{0}")]
+    Store(String),
+}
 
 /// One input to a replicated stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -632,14 +676,7 @@ impl StreamMachine {
         // would otherwise be copied again at every doubling.
         let st = self.stream.store().state();
         let mut b = BytesMut::with_capacity(4096 + st.bytes as usize + 32 * st.msgs as usize);
-        b.put_u32_le(SNAPSHOT_VERSION);
-        b.put_u64_le(self.applied);
-        b.put_i64_le(if self.applied > 0 { self.last_ts } else { now });
-        b.put_i64_le(self.stream.created);
-        put_bytes(
-            &mut b,
-            &serde_json::to_vec(&self.stream.config).expect("config serializes"),
-        );
+        self.put_head(&mut b, SNAPSHOT_VERSION, now);
         let store = self.stream.store();
         b.put_u64_le(st.last_seq);
         b.put_i64_le(st.last_ts);
@@ -655,30 +692,61 @@ impl StreamMachine {
             b.put_i64_le(m.ts);
             put_msg(&mut b, &m.subject, m.headers.as_deref(), &m.payload);
         }
+        self.put_tail(&mut b);
+        // The buffer itself: a copy would be the whole stream again.
+        b.into()
+    }
+
+    /// The state as of the last applied entry without the messages: what
+    /// the store holds is summarized ([`StoreSummary`]: sequences and
+    /// deleted ranges), so the size does not depend on how many messages
+    /// the stream holds. A replica restores it over a store that matches
+    /// the summary ([`StreamMachine::restore_state`]): its own, opened at
+    /// the snapshot's mark, or one caught up from a peer (`catchup`).
+    pub fn snapshot_state(&self, now: i64) -> Vec<u8> {
+        let mut b = BytesMut::with_capacity(4096);
+        self.put_head(&mut b, STATE_SNAPSHOT_VERSION, now);
+        StoreSummary::of(self.stream.store()).encode(&mut b);
+        self.put_tail(&mut b);
+        b.into()
+    }
+
+    /// Version, applied index, time, created, config.
+    fn put_head(&self, b: &mut BytesMut, version: u32, now: i64) {
+        b.put_u32_le(version);
+        b.put_u64_le(self.applied);
+        b.put_i64_le(if self.applied > 0 { self.last_ts } else { now });
+        b.put_i64_le(self.stream.created);
+        put_bytes(
+            b,
+            &serde_json::to_vec(&self.stream.config).expect("config serializes"),
+        );
+    }
+
+    /// Consumers, source positions, the duplicate window.
+    fn put_tail(&self, b: &mut BytesMut) {
         let names = self.stream.all_consumer_names();
         b.put_u32_le(names.len() as u32);
         for name in names {
             let c = self.stream.consumer(&name).expect("listed");
             put_bytes(
-                &mut b,
+                b,
                 &serde_json::to_vec(&c.config).expect("config serializes"),
             );
             b.put_i64_le(c.created);
-            put_bytes(&mut b, &c.state().encode());
-            put_bytes(&mut b, &c.runtime());
+            put_bytes(b, &c.state().encode());
+            put_bytes(b, &c.runtime());
         }
         // Positions, because a work-queue origin's messages are gone once
         // acked: they cannot be recovered by looking at the origin again.
         put_bytes(
-            &mut b,
+            b,
             &serde_json::to_vec(&self.stream.source_positions()).expect("positions serialize"),
         );
         put_bytes(
-            &mut b,
+            b,
             &serde_json::to_vec(&self.stream.dedupe_entries()).expect("ids serialize"),
         );
-        // The buffer itself: a copy would be the whole stream again.
-        b.into()
     }
 
     /// A replica rebuilt from [`StreamMachine::snapshot`] bytes, over
@@ -688,19 +756,11 @@ impl StreamMachine {
         store: impl FnOnce(&StreamConfig) -> Box<dyn MsgStore>,
     ) -> Result<Self, DecodeError> {
         let mut b = data;
-        if b.remaining() < 4 + 8 + 8 + 8 {
+        let head = Head::decode(&mut b)?;
+        if !(2..=SNAPSHOT_VERSION).contains(&head.version) {
             return Err(DecodeError::Short);
         }
-        let version = b.get_u32_le();
-        if !(2..=SNAPSHOT_VERSION).contains(&version) {
-            return Err(DecodeError::Short);
-        }
-        let applied = b.get_u64_le();
-        let now = b.get_i64_le();
-        let created = b.get_i64_le();
-        let config: StreamConfig =
-            serde_json::from_slice(&get_bytes(&mut b)?).map_err(|_| DecodeError::Kind(0))?;
-        let mut store = store(&config);
+        let mut store = store(&head.config);
         if b.remaining() < 24 {
             return Err(DecodeError::Short);
         }
@@ -731,6 +791,49 @@ impl StreamMachine {
         while store.state().last_seq < last_seq {
             store.skip(last_ts).map_err(store_err)?;
         }
+        Self::restore_tail(head, store, b)
+    }
+
+    /// The store summary of [`StreamMachine::snapshot_state`] bytes: what
+    /// a replica's store must hold before [`StreamMachine::restore_state`].
+    pub fn snapshot_summary(data: &[u8]) -> Result<(StreamConfig, StoreSummary), DecodeError> {
+        let mut b = data;
+        let head = Head::decode(&mut b)?;
+        if head.version != STATE_SNAPSHOT_VERSION {
+            return Err(DecodeError::Short);
+        }
+        Ok((head.config, StoreSummary::decode(&mut b)?))
+    }
+
+    /// A replica rebuilt from [`StreamMachine::snapshot_state`] bytes over
+    /// `store`, which must already hold what the snapshot's summary says.
+    pub fn restore_state(data: &[u8], store: Box<dyn MsgStore>) -> Result<Self, RestoreError> {
+        let mut b = data;
+        let head = Head::decode(&mut b)?;
+        if head.version != STATE_SNAPSHOT_VERSION {
+            return Err(DecodeError::Short.into());
+        }
+        let summary = StoreSummary::decode(&mut b)?;
+        if let Some(why) = summary.mismatch(store.as_ref()) {
+            return Err(RestoreError::Store(why));
+        }
+        Ok(Self::restore_tail(head, store, b)?)
+    }
+
+    /// The stream over its restored store, with consumers, positions and
+    /// the duplicate window from the rest of the snapshot.
+    fn restore_tail(
+        head: Head,
+        store: Box<dyn MsgStore>,
+        mut b: &[u8],
+    ) -> Result<Self, DecodeError> {
+        let Head {
+            version,
+            applied,
+            now,
+            created,
+            config,
+        } = head;
         let mut stream = Stream::recover(config, created, store, now);
         if b.remaining() < 4 {
             return Err(DecodeError::Short);
@@ -1005,6 +1108,7 @@ impl StreamMachine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catchup;
 
     fn wq() -> StreamMachine {
         let mut cfg = StreamConfig {
@@ -1095,6 +1199,49 @@ mod tests {
     /// log agree, before and after the entries that follow.
     #[test]
     fn a_restored_replica_matches_one_that_replayed_everything() {
+        for restore in [Restore::Whole, Restore::StateAndCatchUp] {
+            restored_replica_matches(restore);
+        }
+    }
+
+    #[derive(Debug, Clone, Copy)]
+    enum Restore {
+        /// From a snapshot with the messages in it.
+        Whole,
+        /// From a state snapshot, over a store caught up from `a`'s.
+        StateAndCatchUp,
+    }
+
+    fn restored(a: &StreamMachine, how: Restore, now: i64) -> StreamMachine {
+        match how {
+            Restore::Whole => {
+                let snap = a.snapshot(now);
+                StreamMachine::restore(&snap, |_| Box::new(store::MemStore::new())).unwrap()
+            }
+            Restore::StateAndCatchUp => {
+                let snap = a.snapshot_state(now);
+                let (_, target) = StreamMachine::snapshot_summary(&snap).unwrap();
+                let mut store: Box<dyn MsgStore> = Box::new(store::MemStore::new());
+                let fresh = Box::new(store::MemStore::new());
+                assert!(
+                    matches!(
+                        StreamMachine::restore_state(&snap, fresh),
+                        Err(RestoreError::Store(_))
+                    ),
+                    "an empty store does not match a stream with messages"
+                );
+                let mut next = catchup::prepare(store.as_mut(), &target).unwrap();
+                while let Some(asked) = next {
+                    let chunk = catchup::serve(a.stream().store(), asked).unwrap();
+                    next = catchup::fill(store.as_mut(), &target, asked, chunk).unwrap();
+                }
+                catchup::finish(store.as_mut(), &target).unwrap();
+                StreamMachine::restore_state(&snap, store).unwrap()
+            }
+        }
+    }
+
+    fn restored_replica_matches(how: Restore) {
         let mut a = wq();
         let mut i = 0;
         let req = br#"{"stream_name":"WQ","config":{"durable_name":"C","ack_policy":"explicit"}}"#;
@@ -1110,8 +1257,7 @@ mod tests {
         let delivered = feed(&mut a, &mut i, vec![pull()]);
         assert_eq!(delivered.len(), 7);
         feed(&mut a, &mut i, acks(&delivered[..4]));
-        let snap = a.snapshot(1_000_000_000 * i as i64);
-        let mut b = StreamMachine::restore(&snap, |_| Box::new(store::MemStore::new())).unwrap();
+        let mut b = restored(&a, how, 1_000_000_000 * i as i64);
         assert_eq!(b.applied(), a.applied());
         assert_eq!(view(&a), view(&b));
         // The same later entries on both: acks of what was delivered

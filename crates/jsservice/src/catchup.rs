@@ -1,0 +1,622 @@
+//! Catching a replica's store up to a stream's state from a peer's
+//! store. A Raft snapshot of a stream carries its state, not its
+//! messages; [`StoreSummary`] is the store's part of that state, and its
+//! size does not depend on how many messages the stream holds. A replica
+//! whose store is behind a snapshot it installs fetches what it lacks
+//! from the leader's store in bounded chunks.
+//!
+//! The driver contract, for a replica installing a snapshot whose store
+//! summary is `target`:
+//!
+//! 1. [`prepare`] over its store: removes what `target` no longer holds
+//!    and returns the first [`ChunkRequest`], or `None` when nothing is
+//!    to be fetched. [`CatchupError::Diverged`]: the store is not a
+//!    prefix of `target`; the driver empties it and prepares again.
+//! 2. The driver sends the request to the leader, whose driver answers
+//!    it with [`serve`] over its own store; [`Chunk`]s travel encoded,
+//!    checksummed end to end.
+//! 3. [`fill`] stores a chunk and returns the next request, until `None`.
+//!    One request is outstanding at a time: that is the flow control.
+//! 4. [`finish`] checks that the store holds exactly what `target`
+//!    says. Only then does the driver mark the store at the snapshot's
+//!    index and restore the rest of the state over it.
+//!
+//! Sequences travel with their messages, so a message lands at the same
+//! sequence on every replica; sequences `target` has no message for are
+//! stored as skips.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use store::{Filter, MsgStore, Purge, StoredMsg};
+
+use crate::stream_sm::DecodeError;
+
+/// Bytes of messages a chunk carries, at most (one message more, if a
+/// single message is larger).
+pub const CHUNK_BYTES: u64 = 1024 * 1024;
+
+/// What a store holds, without its messages: the part of a stream's
+/// state snapshot that a replica's store must match.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StoreSummary {
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub last_ts: i64,
+    pub msgs: u64,
+    pub bytes: u64,
+    /// Sequences between `first_seq` and `last_seq` that hold no
+    /// message, as inclusive ranges in order.
+    pub deleted: Vec<(u64, u64)>,
+}
+
+impl StoreSummary {
+    pub fn of(store: &dyn MsgStore) -> StoreSummary {
+        let state = store.state();
+        let mut deleted: Vec<(u64, u64)> = Vec::new();
+        for seq in store.deleted() {
+            match deleted.last_mut() {
+                Some((_, last)) if *last + 1 == seq => *last = seq,
+                _ => deleted.push((seq, seq)),
+            }
+        }
+        StoreSummary {
+            first_seq: state.first_seq,
+            last_seq: state.last_seq,
+            last_ts: state.last_ts,
+            msgs: state.msgs,
+            bytes: state.bytes,
+            deleted,
+        }
+    }
+
+    /// Whether the store this describes holds a message at `seq`.
+    pub fn holds(&self, seq: u64) -> bool {
+        if self.msgs == 0 || seq < self.first_seq || seq > self.last_seq {
+            return false;
+        }
+        let at = self.deleted.partition_point(|&(_, last)| last < seq);
+        self.deleted.get(at).is_none_or(|&(first, _)| first > seq)
+    }
+
+    pub fn encode(&self, b: &mut BytesMut) {
+        b.put_u64_le(self.first_seq);
+        b.put_u64_le(self.last_seq);
+        b.put_i64_le(self.last_ts);
+        b.put_u64_le(self.msgs);
+        b.put_u64_le(self.bytes);
+        b.put_u64_le(self.deleted.len() as u64);
+        for &(first, last) in &self.deleted {
+            b.put_u64_le(first);
+            b.put_u64_le(last);
+        }
+    }
+
+    pub fn decode(b: &mut &[u8]) -> Result<StoreSummary, DecodeError> {
+        if b.remaining() < 6 * 8 {
+            return Err(DecodeError::Short);
+        }
+        let mut summary = StoreSummary {
+            first_seq: b.get_u64_le(),
+            last_seq: b.get_u64_le(),
+            last_ts: b.get_i64_le(),
+            msgs: b.get_u64_le(),
+            bytes: b.get_u64_le(),
+            deleted: Vec::new(),
+        };
+        let ranges = b.get_u64_le();
+        if (b.remaining() as u64) < ranges.saturating_mul(16) {
+            return Err(DecodeError::Short);
+        }
+        for _ in 0..ranges {
+            summary.deleted.push((b.get_u64_le(), b.get_u64_le()));
+        }
+        Ok(summary)
+    }
+
+    /// Where `store` differs from this summary, if it does.
+    pub fn mismatch(&self, store: &dyn MsgStore) -> Option<String> {
+        let found = StoreSummary::of(store).normalized();
+        let want = self.clone().normalized();
+        (found != want).then(|| format!("store holds {found:?}, the snapshot says {want:?}"))
+    }
+
+    /// An empty store's first sequence is the one after its last,
+    /// whatever a store reports.
+    fn normalized(mut self) -> StoreSummary {
+        if self.msgs == 0 {
+            self.first_seq = self.last_seq + 1;
+            self.deleted.clear();
+        }
+        self
+    }
+}
+
+/// Messages from `from` to `to` (inclusive), asked of a peer's store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkRequest {
+    pub from: u64,
+    pub to: u64,
+}
+
+impl ChunkRequest {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = BytesMut::with_capacity(16);
+        b.put_u64_le(self.from);
+        b.put_u64_le(self.to);
+        b.to_vec()
+    }
+
+    pub fn decode(mut b: &[u8]) -> Result<ChunkRequest, DecodeError> {
+        if b.remaining() != 16 {
+            return Err(DecodeError::Short);
+        }
+        let request = ChunkRequest {
+            from: b.get_u64_le(),
+            to: b.get_u64_le(),
+        };
+        match request.from <= request.to {
+            true => Ok(request),
+            false => Err(DecodeError::Kind(0)),
+        }
+    }
+}
+
+/// A peer's answer: the messages it holds from `from` up to (not
+/// including) `next`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    pub from: u64,
+    pub next: u64,
+    pub msgs: Vec<StoredMsg>,
+}
+
+impl Chunk {
+    /// `crc32c | from | next | count | messages`.
+    pub fn encode(&self) -> Vec<u8> {
+        let size: usize = self
+            .msgs
+            .iter()
+            .map(|m| 32 + m.subject.len() + m.headers.as_ref().map_or(0, |h| h.len()))
+            .sum::<usize>()
+            + self.msgs.iter().map(|m| m.payload.len()).sum::<usize>();
+        let mut b = BytesMut::with_capacity(28 + size);
+        b.put_u32_le(0);
+        b.put_u64_le(self.from);
+        b.put_u64_le(self.next);
+        b.put_u64_le(self.msgs.len() as u64);
+        for m in &self.msgs {
+            b.put_u64_le(m.seq);
+            b.put_i64_le(m.ts);
+            put_bytes(&mut b, m.subject.as_bytes());
+            match &m.headers {
+                Some(h) => {
+                    b.put_u8(1);
+                    put_bytes(&mut b, h);
+                }
+                None => b.put_u8(0),
+            }
+            put_bytes(&mut b, &m.payload);
+        }
+        let crc = crc32c::crc32c(&b[4..]);
+        b[..4].copy_from_slice(&crc.to_le_bytes());
+        b.to_vec()
+    }
+
+    /// Refuses a chunk whose checksum fails, or that is cut short.
+    pub fn decode(data: &[u8]) -> Result<Chunk, DecodeError> {
+        if data.len() < 28 {
+            return Err(DecodeError::Short);
+        }
+        let crc = u32::from_le_bytes(data[..4].try_into().expect("4 bytes"));
+        if crc32c::crc32c(&data[4..]) != crc {
+            return Err(DecodeError::Kind(0));
+        }
+        let mut b = &data[4..];
+        let from = b.get_u64_le();
+        let next = b.get_u64_le();
+        let count = b.get_u64_le();
+        let mut msgs = Vec::new();
+        for _ in 0..count {
+            if b.remaining() < 16 {
+                return Err(DecodeError::Short);
+            }
+            let seq = b.get_u64_le();
+            let ts = b.get_i64_le();
+            let subject =
+                String::from_utf8(get_bytes(&mut b)?.to_vec()).map_err(|_| DecodeError::Utf8)?;
+            if b.remaining() < 1 {
+                return Err(DecodeError::Short);
+            }
+            let headers = match b.get_u8() {
+                0 => None,
+                _ => Some(get_bytes(&mut b)?),
+            };
+            let payload = get_bytes(&mut b)?;
+            msgs.push(StoredMsg {
+                seq,
+                ts,
+                subject,
+                headers,
+                payload,
+            });
+        }
+        if b.has_remaining() {
+            return Err(DecodeError::Kind(0));
+        }
+        Ok(Chunk { from, next, msgs })
+    }
+}
+
+fn put_bytes(b: &mut BytesMut, v: &[u8]) {
+    b.put_u32_le(v.len() as u32);
+    b.put_slice(v);
+}
+
+fn get_bytes(b: &mut &[u8]) -> Result<Bytes, DecodeError> {
+    if b.remaining() < 4 {
+        return Err(DecodeError::Short);
+    }
+    let n = b.get_u32_le() as usize;
+    if b.remaining() < n {
+        return Err(DecodeError::Short);
+    }
+    let v = Bytes::copy_from_slice(&b[..n]);
+    b.advance(n);
+    Ok(v)
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CatchupError {
+    /// The store holds sequences past the target's: it is not behind
+    /// the target but elsewhere (damage). Empty it and start again.
+    #[error("the store is not a prefix of the snapshot: {0}")]
+    Diverged(String),
+    /// A chunk does not fit the request or the target.
+    #[error("a catch-up chunk does not fit: {0}")]
+    BadChunk(String),
+    #[error("store: {0}")]
+    Store(String),
+}
+
+fn store_err(e: store::StoreError) -> CatchupError {
+    CatchupError::Store(e.to_string())
+}
+
+/// Step 1: brings `store` down to what `target` holds of what it has,
+/// and says what to fetch.
+pub fn prepare(
+    store: &mut dyn MsgStore,
+    target: &StoreSummary,
+) -> Result<Option<ChunkRequest>, CatchupError> {
+    let local = store.state();
+    if local.last_seq > target.last_seq {
+        return Err(CatchupError::Diverged(format!(
+            "it holds up to {}, the snapshot {}",
+            local.last_seq, target.last_seq
+        )));
+    }
+    if target.msgs == 0 {
+        // Nothing to hold: only where the sequence stands, and its time.
+        store.purge(&Purge::default()).map_err(store_err)?;
+        if local.last_seq < target.last_seq {
+            store.reset_to(target.last_seq).map_err(store_err)?;
+            store.skip(target.last_ts).map_err(store_err)?;
+        }
+        return Ok(None);
+    }
+    if local.msgs == 0 || target.first_seq > local.last_seq {
+        store.reset_to(target.first_seq).map_err(store_err)?;
+    } else if local.first_seq < target.first_seq {
+        store
+            .purge(&Purge {
+                seq: Some(target.first_seq),
+                ..Purge::default()
+            })
+            .map_err(store_err)?;
+    }
+    // What the target deleted among what this store has.
+    let held_to = store.state().last_seq;
+    for &(first, last) in &target.deleted {
+        if first > held_to {
+            break;
+        }
+        for seq in first..=last.min(held_to) {
+            store.remove(seq, false).map_err(store_err)?;
+        }
+    }
+    let from = store.state().last_seq + 1;
+    Ok((from <= target.last_seq).then_some(ChunkRequest {
+        from,
+        to: target.last_seq,
+    }))
+}
+
+/// Step 2, on the peer: the messages `store` holds from `request.from`,
+/// up to [`CHUNK_BYTES`] and never past `request.to`.
+pub fn serve(store: &dyn MsgStore, request: ChunkRequest) -> Result<Chunk, CatchupError> {
+    let mut msgs = Vec::new();
+    let mut bytes = 0u64;
+    let mut next = request.from;
+    while next <= request.to && (bytes < CHUNK_BYTES || msgs.is_empty()) {
+        match store
+            .next_matching(next, &Filter::all())
+            .map_err(store_err)?
+        {
+            Some(m) if m.seq <= request.to => {
+                next = m.seq + 1;
+                bytes += store.msg_size(&m.subject, m.headers.as_deref(), &m.payload);
+                msgs.push(m);
+            }
+            _ => next = request.to + 1,
+        }
+    }
+    Ok(Chunk {
+        from: request.from,
+        next,
+        msgs,
+    })
+}
+
+/// Step 3: stores `chunk`, the answer to `asked`; returns what to ask
+/// next, or `None` once the target's last sequence is covered.
+pub fn fill(
+    store: &mut dyn MsgStore,
+    target: &StoreSummary,
+    asked: ChunkRequest,
+    chunk: Chunk,
+) -> Result<Option<ChunkRequest>, CatchupError> {
+    let bad = |why: String| Err(CatchupError::BadChunk(why));
+    if chunk.from != asked.from || chunk.next <= asked.from || chunk.next > asked.to + 1 {
+        return bad(format!(
+            "{asked:?} answered from {} to {}",
+            chunk.from, chunk.next
+        ));
+    }
+    for m in chunk.msgs {
+        if m.seq < asked.from || m.seq <= store.state().last_seq || m.seq >= chunk.next {
+            return bad(format!("sequence {} out of order", m.seq));
+        }
+        if !target.holds(m.seq) {
+            return bad(format!("sequence {} is deleted in the snapshot", m.seq));
+        }
+        while store.state().last_seq + 1 < m.seq {
+            store.skip(m.ts).map_err(store_err)?;
+        }
+        let seq = store
+            .store(&m.subject, m.headers.as_deref(), &m.payload, m.ts)
+            .map_err(store_err)?;
+        debug_assert_eq!(seq, m.seq, "a fetched message keeps its sequence");
+    }
+    Ok((chunk.next <= target.last_seq).then_some(ChunkRequest {
+        from: chunk.next,
+        to: target.last_seq,
+    }))
+}
+
+/// Step 4: the sequences after the last message fetched, then the check
+/// that `store` is what `target` says.
+pub fn finish(store: &mut dyn MsgStore, target: &StoreSummary) -> Result<(), CatchupError> {
+    while store.state().last_seq < target.last_seq {
+        store.skip(target.last_ts).map_err(store_err)?;
+    }
+    match target.mismatch(store) {
+        None => Ok(()),
+        Some(why) => Err(CatchupError::Diverged(why)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use store::MemStore;
+
+    fn put(store: &mut dyn MsgStore, n: u64, size: usize) {
+        for i in 0..n {
+            store
+                .store(
+                    &format!("s.{}", i % 3),
+                    (i % 4 == 0).then_some(&b"NATS/1.0\r\n\r\n"[..]),
+                    &vec![b'x'; size],
+                    1_000 + i as i64,
+                )
+                .unwrap();
+        }
+    }
+
+    fn contents(store: &dyn MsgStore) -> Vec<StoredMsg> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        while let Some(m) = store.next_matching(at, &Filter::all()).unwrap() {
+            at = m.seq + 1;
+            out.push(m);
+        }
+        out
+    }
+
+    /// Runs the whole exchange between `follower` and `leader`; returns
+    /// how many chunks it took.
+    fn catch_up(
+        follower: &mut dyn MsgStore,
+        leader: &dyn MsgStore,
+        target: &StoreSummary,
+    ) -> Result<usize, CatchupError> {
+        let mut chunks = 0;
+        let mut next = prepare(follower, target)?;
+        while let Some(asked) = next {
+            let wire = serve(leader, asked)?.encode();
+            let chunk = Chunk::decode(&wire).expect("decodes");
+            next = fill(follower, target, asked, chunk)?;
+            chunks += 1;
+        }
+        finish(follower, target)?;
+        Ok(chunks)
+    }
+
+    /// The leader's stream, with deletes in the middle, a purge at the
+    /// front and skips at the end.
+    fn leader() -> MemStore {
+        let mut leader = MemStore::sized_as_file();
+        put(&mut leader, 3_000, 900);
+        for seq in (200..2_000).step_by(7) {
+            leader.remove(seq, false).unwrap();
+        }
+        leader
+            .purge(&Purge {
+                seq: Some(120),
+                ..Purge::default()
+            })
+            .unwrap();
+        leader.skip(9_000).unwrap();
+        leader
+    }
+
+    #[test]
+    fn an_empty_store_catches_up_in_bounded_chunks() {
+        let leader = leader();
+        let target = StoreSummary::of(&leader);
+        let mut follower = MemStore::sized_as_file();
+        let chunks = catch_up(&mut follower, &leader, &target).unwrap();
+        assert_eq!(contents(&follower), contents(&leader));
+        assert_eq!(follower.state(), leader.state());
+        // 2.6 MB of messages in chunks of at most 1 MiB (one over).
+        assert!((3..=4).contains(&chunks), "{chunks} chunks");
+    }
+
+    #[test]
+    fn a_store_behind_keeps_its_prefix_and_drops_what_the_target_deleted() {
+        let mut follower = MemStore::sized_as_file();
+        put(&mut follower, 1_500, 900);
+        let leader = leader();
+        let target = StoreSummary::of(&leader);
+        catch_up(&mut follower, &leader, &target).unwrap();
+        assert_eq!(contents(&follower), contents(&leader));
+        assert_eq!(follower.state(), leader.state());
+    }
+
+    /// A replica's file store, from empty (a stream that still holds
+    /// sequence 1) and from a prefix.
+    #[test]
+    fn a_file_store_catches_up_from_empty_and_from_a_prefix() {
+        let open = || {
+            let dir = Arc::new(store::MemDir::new());
+            store::FileStore::open_at(dir, store::FileStoreConfig::default(), 0).unwrap()
+        };
+        let mut leader = MemStore::sized_as_file();
+        put(&mut leader, 500, 300);
+        leader.remove(7, false).unwrap();
+        let target = StoreSummary::of(&leader);
+        assert_eq!(target.first_seq, 1);
+        let mut empty = open();
+        catch_up(&mut empty, &leader, &target).unwrap();
+        assert_eq!(contents(&empty), contents(&leader));
+        let mut prefix = open();
+        put(&mut prefix, 200, 300);
+        let mut more = leader;
+        put(&mut more, 100, 300);
+        for seq in 150..260 {
+            more.remove(seq, false).unwrap();
+        }
+        let target = StoreSummary::of(&more);
+        catch_up(&mut prefix, &more, &target).unwrap();
+        assert_eq!(contents(&prefix), contents(&more));
+        assert_eq!(StoreSummary::of(&prefix), target);
+    }
+
+    #[test]
+    fn a_target_with_nothing_left_only_moves_the_sequence() {
+        let mut leader = MemStore::new();
+        put(&mut leader, 10, 10);
+        leader.purge(&Purge::default()).unwrap();
+        let target = StoreSummary::of(&leader);
+        let mut follower = MemStore::new();
+        put(&mut follower, 4, 10);
+        assert_eq!(catch_up(&mut follower, &leader, &target), Ok(0));
+        assert_eq!(follower.state(), leader.state());
+    }
+
+    #[test]
+    fn a_store_ahead_of_the_target_has_diverged() {
+        let mut follower = MemStore::new();
+        put(&mut follower, 10, 10);
+        let mut leader = MemStore::new();
+        put(&mut leader, 5, 10);
+        let target = StoreSummary::of(&leader);
+        assert!(matches!(
+            prepare(&mut follower, &target),
+            Err(CatchupError::Diverged(_))
+        ));
+    }
+
+    /// A leader that removed a message after the snapshot cannot serve
+    /// it: the check at the end says so rather than accept a store that
+    /// differs from the snapshot.
+    #[test]
+    fn a_message_the_peer_no_longer_has_fails_the_check() {
+        let mut leader = MemStore::new();
+        put(&mut leader, 50, 10);
+        let target = StoreSummary::of(&leader);
+        leader.remove(20, false).unwrap();
+        let mut follower = MemStore::new();
+        assert!(matches!(
+            catch_up(&mut follower, &leader, &target),
+            Err(CatchupError::Diverged(_))
+        ));
+    }
+
+    #[test]
+    fn chunks_that_do_not_fit_are_refused() {
+        let leader = leader();
+        let target = StoreSummary::of(&leader);
+        let mut follower = MemStore::sized_as_file();
+        let asked = prepare(&mut follower, &target).unwrap().unwrap();
+        let chunk = serve(&leader, asked).unwrap();
+        let wrong_start = Chunk {
+            from: asked.from + 1,
+            ..chunk.clone()
+        };
+        assert!(fill(&mut follower, &target, asked, wrong_start).is_err());
+        let mut deleted = chunk.clone();
+        let gone = target.deleted.iter().find(|r| r.0 > asked.from).unwrap().0;
+        deleted.msgs[0].seq = gone;
+        deleted.next = gone + 1;
+        assert!(fill(&mut follower, &target, asked, deleted).is_err());
+        // A flipped bit anywhere is caught by the checksum.
+        let mut wire = chunk.encode();
+        let at = wire.len() / 2;
+        wire[at] ^= 0x10;
+        assert!(Chunk::decode(&wire).is_err());
+        assert!(Chunk::decode(&wire[..wire.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn a_summary_does_not_grow_with_the_messages() {
+        let mut small = MemStore::new();
+        put(&mut small, 100, 10);
+        let mut large = MemStore::new();
+        put(&mut large, 100_000, 10);
+        let encoded = |s: &StoreSummary| {
+            let mut b = BytesMut::new();
+            s.encode(&mut b);
+            b.len()
+        };
+        let (a, b) = (StoreSummary::of(&small), StoreSummary::of(&large));
+        assert_eq!(encoded(&a), encoded(&b));
+        let mut bytes = BytesMut::new();
+        b.encode(&mut bytes);
+        assert_eq!(StoreSummary::decode(&mut &bytes[..]), Ok(b));
+    }
+
+    #[test]
+    fn holds_reads_the_deleted_ranges() {
+        let summary = StoreSummary {
+            first_seq: 5,
+            last_seq: 20,
+            last_ts: 0,
+            msgs: 10,
+            bytes: 0,
+            deleted: vec![(7, 9), (12, 14)],
+        };
+        let held: Vec<u64> = (0..25).filter(|&s| summary.holds(s)).collect();
+        assert_eq!(held, vec![5, 6, 10, 11, 15, 16, 17, 18, 19, 20]);
+    }
+}
