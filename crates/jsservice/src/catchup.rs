@@ -26,7 +26,7 @@
 //! stored as skips.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use store::{Filter, MsgStore, Purge, StoredMsg};
+use store::{MsgStore, Purge, StoredMsg};
 
 use crate::stream_sm::DecodeError;
 
@@ -330,17 +330,22 @@ pub fn prepare(
     }))
 }
 
-/// Step 2, on the peer: the messages `store` holds from `request.from`,
-/// up to [`CHUNK_BYTES`] and never past `request.to`.
-pub fn serve(store: &dyn MsgStore, request: ChunkRequest) -> Result<Chunk, CatchupError> {
+/// Step 2, on the peer: the messages `store` held at `mark` (the index
+/// of the snapshot the requester installs) from `request.from`, up to
+/// [`CHUNK_BYTES`] and never past `request.to`. A store that keeps what
+/// it removed since its marks (`MsgStore::next_as_of`) serves those too;
+/// any other serves what it holds now, which [`finish`] finds short if
+/// the stream removed a message since.
+pub fn serve(
+    store: &dyn MsgStore,
+    request: ChunkRequest,
+    mark: u64,
+) -> Result<Chunk, CatchupError> {
     let mut msgs = Vec::new();
     let mut bytes = 0u64;
     let mut next = request.from;
     while next <= request.to && (bytes < CHUNK_BYTES || msgs.is_empty()) {
-        match store
-            .next_matching(next, &Filter::all())
-            .map_err(store_err)?
-        {
+        match store.next_as_of(next, mark).map_err(store_err)? {
             Some(m) if m.seq <= request.to => {
                 next = m.seq + 1;
                 bytes += store.msg_size(&m.subject, m.headers.as_deref(), &m.payload);
@@ -408,7 +413,10 @@ pub fn finish(store: &mut dyn MsgStore, target: &StoreSummary) -> Result<(), Cat
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use store::MemStore;
+    use store::{Filter, MemStore};
+
+    /// The snapshot's index, for stores without marks.
+    const MARK: u64 = 1;
 
     fn put(store: &mut dyn MsgStore, n: u64, size: usize) {
         for i in 0..n {
@@ -443,7 +451,7 @@ mod tests {
         let mut chunks = 0;
         let mut next = prepare(follower, target)?;
         while let Some(asked) = next {
-            let wire = serve(leader, asked)?.encode();
+            let wire = serve(leader, asked, MARK)?.encode();
             let chunk = Chunk::decode(&wire).expect("decodes");
             next = fill(follower, target, asked, chunk)?;
             chunks += 1;
@@ -563,13 +571,45 @@ mod tests {
         ));
     }
 
+    /// A leader's file store opened at marks keeps what it removed since
+    /// its last mark: a follower still gets the stream as of the snapshot.
+    #[test]
+    fn a_store_with_marks_serves_what_it_removed_since_the_snapshot() {
+        let dir = Arc::new(store::MemDir::new());
+        let cfg = store::FileStoreConfig { segment_size: 4096 };
+        let mut leader = store::FileStore::open_at(dir, cfg, 0).unwrap();
+        put(&mut leader, 200, 100);
+        leader.mark(10).unwrap();
+        let target = StoreSummary::of(&leader);
+        let wanted = contents(&leader);
+        // After the snapshot: work-queue style removals and erasures that
+        // empty whole segments, and more messages.
+        for seq in 1..150 {
+            leader.remove(seq, seq % 5 == 0).unwrap();
+        }
+        put(&mut leader, 50, 100);
+        let mut follower = MemStore::sized_as_file();
+        let mut next = prepare(&mut follower, &target).unwrap();
+        while let Some(asked) = next {
+            let chunk = serve(&leader, asked, 10).unwrap();
+            next = fill(&mut follower, &target, asked, chunk).unwrap();
+        }
+        finish(&mut follower, &target).unwrap();
+        assert_eq!(contents(&follower), wanted);
+        // Released: those records may go, and are no longer served.
+        leader.mark(20).unwrap();
+        leader.release(20).unwrap();
+        let chunk = serve(&leader, ChunkRequest { from: 1, to: 200 }, 10).unwrap();
+        assert_eq!(chunk.msgs.first().map(|m| m.seq), Some(150));
+    }
+
     #[test]
     fn chunks_that_do_not_fit_are_refused() {
         let leader = leader();
         let target = StoreSummary::of(&leader);
         let mut follower = MemStore::sized_as_file();
         let asked = prepare(&mut follower, &target).unwrap().unwrap();
-        let chunk = serve(&leader, asked).unwrap();
+        let chunk = serve(&leader, asked, MARK).unwrap();
         let wrong_start = Chunk {
             from: asked.from + 1,
             ..chunk.clone()

@@ -1232,7 +1232,7 @@ mod tests {
                 );
                 let mut next = catchup::prepare(store.as_mut(), &target).unwrap();
                 while let Some(asked) = next {
-                    let chunk = catchup::serve(a.stream().store(), asked).unwrap();
+                    let chunk = catchup::serve(a.stream().store(), asked, a.applied()).unwrap();
                     next = catchup::fill(store.as_mut(), &target, asked, chunk).unwrap();
                 }
                 catchup::finish(store.as_mut(), &target).unwrap();

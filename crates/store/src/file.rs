@@ -251,6 +251,21 @@ pub struct FileStore {
 struct Marks {
     last: u64,
     held: Vec<Held>,
+    /// Messages removed since the oldest mark not released, by sequence:
+    /// their records stay on disk until then (unlinks and erasures are
+    /// held), so they can still be read as of a mark before their
+    /// removal ([`MsgStore::next_as_of`]).
+    removed: BTreeMap<u64, Removed>,
+}
+
+/// Where a removed message's record is, and the last mark before its
+/// removal.
+#[derive(Debug, Clone, Copy)]
+struct Removed {
+    seg: u32,
+    off: u64,
+    len: u32,
+    after: u64,
 }
 
 /// An irreversible step, held until no mark at or before `after` (the
@@ -319,12 +334,13 @@ impl FileStore {
             created: BTreeSet::new(),
             doomed: Vec::new(),
             dirty: false,
-            marks: mark.map(|last| Marks {
-                last,
-                held: Vec::new(),
-            }),
+            marks: None,
         };
         fs.recover(mark)?;
+        fs.marks = mark.map(|last| Marks {
+            last,
+            ..Marks::default()
+        });
         // What recovery read may include writes that were never synced (a
         // process crash leaves them in the page cache). Make them durable
         // now, so nothing acknowledged later stands on state a power loss
@@ -536,6 +552,15 @@ impl FileStore {
         }
         seg.sids[i] = NONE;
         seg.live -= 1;
+        if let Some(marks) = &mut self.marks {
+            let removed = Removed {
+                seg: seg.id,
+                off: seg.offs[i] as u64,
+                len: seg.lens[i],
+                after: marks.last,
+            };
+            marks.removed.insert(seq, removed);
+        }
         self.msgs -= 1;
         self.bytes -= size_of_record(seg.lens[i], seg.hdrs[i]);
         let name = self.names.name(sid).to_string();
@@ -605,6 +630,35 @@ impl FileStore {
             self.active().foreign.push(s);
         }
         Ok(())
+    }
+
+    /// A removed message's record, still on disk while its removal is
+    /// held.
+    fn read_removed(&self, seq: u64, r: Removed) -> Result<StoredMsg> {
+        let mut raw = vec![0u8; r.len as usize];
+        let in_buffer = self
+            .segs
+            .last()
+            .filter(|active| active.id == r.seg && r.off >= active.written);
+        match in_buffer {
+            Some(active) => {
+                let start = (r.off - active.written) as usize;
+                raw.copy_from_slice(&self.pending[start..start + r.len as usize]);
+            }
+            None => self.dir.read_at(&seg_name(r.seg), r.off, &mut raw)?,
+        }
+        let corrupt = || StoreError::Corrupt(format!("removed sequence {seq} does not read back"));
+        let (record, _) = record::decode(&raw).map_err(|_| corrupt())?;
+        if record.seq != seq || record.kind != Kind::Msg {
+            return Err(corrupt());
+        }
+        Ok(StoredMsg {
+            seq,
+            ts: record.ts,
+            subject: record.subject.to_string(),
+            headers: record.headers.map(Bytes::copy_from_slice),
+            payload: Bytes::copy_from_slice(record.payload),
+        })
     }
 
     /// Takes an irreversible step now, or, in a replica's store, once
@@ -1248,6 +1302,22 @@ impl MsgStore for FileStore {
         Ok(())
     }
 
+    fn next_as_of(&self, start: u64, mark: u64) -> Result<Option<StoredMsg>> {
+        let live = self.next_matching(start, &Filter::all())?;
+        let Some(marks) = &self.marks else {
+            return Ok(live);
+        };
+        let before = live.as_ref().map_or(u64::MAX, |m| m.seq);
+        let removed = marks
+            .removed
+            .range(start..before)
+            .find(|(_, r)| r.after >= mark);
+        let Some((&seq, &r)) = removed else {
+            return Ok(live);
+        };
+        self.read_removed(seq, r).map(Some)
+    }
+
     fn mark(&mut self, index: u64) -> Result<()> {
         let Some(marks) = &mut self.marks else {
             return Ok(());
@@ -1271,6 +1341,7 @@ impl MsgStore for FileStore {
             .into_iter()
             .partition(|h| h.after < index);
         marks.held = held;
+        marks.removed.retain(|_, r| r.after >= index);
         // Erasures before unlinks: an erased record in a segment that
         // goes anyway needs no overwrite.
         let (erase, unlink): (Vec<Held>, Vec<Held>) = ready

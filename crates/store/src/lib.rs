@@ -202,6 +202,13 @@ pub trait MsgStore: Send {
     }
     /// Removes the stream's data from storage.
     fn delete_all(&mut self) -> Result<()>;
+    /// The first message at or after `start` that the store held at
+    /// `mark`: a live one, or one removed since that mark while its
+    /// record is still kept (`FileStore::open_at`'s stores keep them
+    /// until a release). Other stores hold only what is live.
+    fn next_as_of(&self, start: u64, _mark: u64) -> Result<Option<StoredMsg>> {
+        self.next_matching(start, &Filter::all())
+    }
     /// Records that the state so far is the state after log index
     /// `index`, so that the store can be opened at exactly that state
     /// again (`FileStore::open_at`). Indexes only grow. A store that
