@@ -51,13 +51,7 @@ pub struct StoreSummary {
 impl StoreSummary {
     pub fn of(store: &dyn MsgStore) -> StoreSummary {
         let state = store.state();
-        let mut deleted: Vec<(u64, u64)> = Vec::new();
-        for seq in store.deleted() {
-            match deleted.last_mut() {
-                Some((_, last)) if *last + 1 == seq => *last = seq,
-                _ => deleted.push((seq, seq)),
-            }
-        }
+        let deleted = store.deleted_ranges();
         StoreSummary {
             first_seq: state.first_seq,
             last_seq: state.last_seq,

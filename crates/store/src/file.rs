@@ -1135,6 +1135,13 @@ impl MsgStore for FileStore {
             .collect()
     }
 
+    fn deleted_ranges(&self) -> Vec<(u64, u64)> {
+        crate::gaps(
+            self.live_from(self.first_seq).map(|(seq, _)| seq),
+            self.last_seq,
+        )
+    }
+
     fn subject_state(&self, subject: &str) -> Option<SubjectState> {
         let sid = self.names.id(subject)?;
         self.subjects.state(

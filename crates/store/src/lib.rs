@@ -119,6 +119,29 @@ pub enum StoreError {
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
+/// The deleted ranges of a store whose live sequences are `live` (in
+/// order) and whose last sequence is `last_seq`: the gaps between them,
+/// and after the last one. None while nothing is live, as
+/// [`MsgStore::deleted`].
+pub(crate) fn gaps(live: impl Iterator<Item = u64>, last_seq: u64) -> Vec<(u64, u64)> {
+    let mut ranges = Vec::new();
+    let mut previous: Option<u64> = None;
+    for seq in live {
+        if let Some(p) = previous {
+            if seq > p + 1 {
+                ranges.push((p + 1, seq - 1));
+            }
+        }
+        previous = Some(seq);
+    }
+    if let Some(p) = previous {
+        if last_seq > p {
+            ranges.push((p + 1, last_seq));
+        }
+    }
+    ranges
+}
+
 /// What a purge removes: matching messages below `seq` (if set), keeping
 /// the newest `keep` (if set). nats-server's PurgeEx.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -173,6 +196,18 @@ pub trait MsgStore: Send {
     fn state(&self) -> StoreState;
     /// Sequences between first and last that are not live.
     fn deleted(&self) -> Vec<u64>;
+    /// [`MsgStore::deleted`] as inclusive ranges, in order: what a state
+    /// snapshot carries, without a word per deleted sequence.
+    fn deleted_ranges(&self) -> Vec<(u64, u64)> {
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for seq in self.deleted() {
+            match ranges.last_mut() {
+                Some((_, last)) if *last + 1 == seq => *last = seq,
+                _ => ranges.push((seq, seq)),
+            }
+        }
+        ranges
+    }
     fn subject_state(&self, subject: &str) -> Option<SubjectState>;
     /// Live message counts per subject matching `filter`.
     fn subjects_totals(&self, filter: &Filter) -> BTreeMap<String, u64>;

@@ -245,6 +245,10 @@ impl MsgStore for MemStore {
             .collect()
     }
 
+    fn deleted_ranges(&self) -> Vec<(u64, u64)> {
+        crate::gaps(self.msgs.keys().copied(), self.last_seq)
+    }
+
     fn subject_state(&self, subject: &str) -> Option<SubjectState> {
         self.subjects.state(
             subject,

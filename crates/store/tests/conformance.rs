@@ -196,6 +196,7 @@ fn removal_keeps_everything_consistent() {
             "{name}"
         );
         assert_eq!(s.deleted(), vec![5, 20], "{name}");
+        assert_eq!(s.deleted_ranges(), vec![(5, 5), (20, 20)], "{name}");
         assert!(s.get(5).unwrap().is_none(), "{name}");
         // The subject's bounds follow its removals.
         let st = s.subject_state("s.2").unwrap();

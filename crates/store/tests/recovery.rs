@@ -400,8 +400,27 @@ fn random_operations_match_the_model_through_crashes() {
                 model.state().last_seq,
                 "round {round} step {step}"
             );
+            for (name, store) in [("file", &fs as &dyn MsgStore), ("memory", &model)] {
+                assert_eq!(
+                    store.deleted_ranges(),
+                    ranges(&store.deleted()),
+                    "{name}: round {round} step {step}"
+                );
+            }
         }
     }
+}
+
+/// Consecutive sequences as inclusive ranges.
+fn ranges(seqs: &[u64]) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &seq in seqs {
+        match out.last_mut() {
+            Some((_, last)) if *last + 1 == seq => *last = seq,
+            _ => out.push((seq, seq)),
+        }
+    }
+    out
 }
 
 /// A memory store holding the same messages as `fs` at the same sequences.
