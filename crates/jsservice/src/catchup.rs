@@ -25,10 +25,10 @@
 //! sequence on every replica; sequences `target` has no message for are
 //! stored as skips.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, BytesMut};
 use store::{MsgStore, Purge, StoredMsg};
 
-use crate::stream_sm::DecodeError;
+use crate::stream_sm::{get_msg, put_msg, DecodeError};
 
 /// Bytes of messages a chunk carries, at most (one message more, if a
 /// single message is larger).
@@ -180,15 +180,7 @@ impl Chunk {
         for m in &self.msgs {
             b.put_u64_le(m.seq);
             b.put_i64_le(m.ts);
-            put_bytes(&mut b, m.subject.as_bytes());
-            match &m.headers {
-                Some(h) => {
-                    b.put_u8(1);
-                    put_bytes(&mut b, h);
-                }
-                None => b.put_u8(0),
-            }
-            put_bytes(&mut b, &m.payload);
+            put_msg(&mut b, &m.subject, m.headers.as_deref(), &m.payload);
         }
         let crc = crc32c::crc32c(&b[4..]);
         b[..4].copy_from_slice(&crc.to_le_bytes());
@@ -215,16 +207,7 @@ impl Chunk {
             }
             let seq = b.get_u64_le();
             let ts = b.get_i64_le();
-            let subject =
-                String::from_utf8(get_bytes(&mut b)?.to_vec()).map_err(|_| DecodeError::Utf8)?;
-            if b.remaining() < 1 {
-                return Err(DecodeError::Short);
-            }
-            let headers = match b.get_u8() {
-                0 => None,
-                _ => Some(get_bytes(&mut b)?),
-            };
-            let payload = get_bytes(&mut b)?;
+            let (subject, headers, payload) = get_msg(&mut b)?;
             msgs.push(StoredMsg {
                 seq,
                 ts,
@@ -238,24 +221,6 @@ impl Chunk {
         }
         Ok(Chunk { from, next, msgs })
     }
-}
-
-fn put_bytes(b: &mut BytesMut, v: &[u8]) {
-    b.put_u32_le(v.len() as u32);
-    b.put_slice(v);
-}
-
-fn get_bytes(b: &mut &[u8]) -> Result<Bytes, DecodeError> {
-    if b.remaining() < 4 {
-        return Err(DecodeError::Short);
-    }
-    let n = b.get_u32_le() as usize;
-    if b.remaining() < n {
-        return Err(DecodeError::Short);
-    }
-    let v = Bytes::copy_from_slice(&b[..n]);
-    b.advance(n);
-    Ok(v)
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -211,12 +211,12 @@ pub enum DecodeError {
     Utf8,
 }
 
-fn put_bytes(b: &mut BytesMut, v: &[u8]) {
+pub(crate) fn put_bytes(b: &mut BytesMut, v: &[u8]) {
     b.put_u32_le(v.len() as u32);
     b.put_slice(v);
 }
 
-fn get_bytes(b: &mut &[u8]) -> Result<Bytes, DecodeError> {
+pub(crate) fn get_bytes(b: &mut &[u8]) -> Result<Bytes, DecodeError> {
     if b.remaining() < 4 {
         return Err(DecodeError::Short);
     }
@@ -234,7 +234,7 @@ fn get_string(b: &mut &[u8]) -> Result<String, DecodeError> {
 }
 
 /// A message's subject, optional headers and payload.
-fn put_msg(b: &mut BytesMut, subject: &str, headers: Option<&[u8]>, payload: &[u8]) {
+pub(crate) fn put_msg(b: &mut BytesMut, subject: &str, headers: Option<&[u8]>, payload: &[u8]) {
     put_bytes(b, subject.as_bytes());
     match headers {
         Some(h) => {
@@ -246,7 +246,7 @@ fn put_msg(b: &mut BytesMut, subject: &str, headers: Option<&[u8]>, payload: &[u
     put_bytes(b, payload);
 }
 
-fn get_msg(b: &mut &[u8]) -> Result<(String, Option<Bytes>, Bytes), DecodeError> {
+pub(crate) fn get_msg(b: &mut &[u8]) -> Result<(String, Option<Bytes>, Bytes), DecodeError> {
     let subject = get_string(b)?;
     if b.remaining() < 1 {
         return Err(DecodeError::Short);
