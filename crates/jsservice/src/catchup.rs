@@ -289,8 +289,8 @@ pub fn prepare(
     }))
 }
 
-/// Step 2, on the peer: the messages `store` held at `mark` (the index
-/// of the snapshot the requester installs) from `request.from`, up to
+/// Step 2, on the peer: the messages `store` held at log index `mark`
+/// (the snapshot the requester installs) from `request.from`, up to
 /// [`CHUNK_BYTES`] and never past `request.to`. A store that keeps what
 /// it removed since its marks (`MsgStore::next_as_of`) serves those too;
 /// any other serves what it holds now, which [`finish`] finds short if
@@ -538,12 +538,18 @@ mod tests {
         let cfg = store::FileStoreConfig { segment_size: 4096 };
         let mut leader = store::FileStore::open_at(dir, cfg, 0).unwrap();
         put(&mut leader, 200, 100);
-        leader.mark(10).unwrap();
+        // This replica's own last mark is 4; the snapshot being installed
+        // is another replica's, at index 10.
+        leader.mark(4).unwrap();
+        // Removed at index 10: part of the snapshot, so not served.
+        leader.applying(10);
+        leader.remove(200, false).unwrap();
         let target = StoreSummary::of(&leader);
         let wanted = contents(&leader);
         // After the snapshot: work-queue style removals and erasures that
         // empty whole segments, and more messages.
         for seq in 1..150 {
+            leader.applying(10 + seq);
             leader.remove(seq, seq % 5 == 0).unwrap();
         }
         put(&mut leader, 50, 100);
@@ -556,8 +562,8 @@ mod tests {
         finish(&mut follower, &target).unwrap();
         assert_eq!(contents(&follower), wanted);
         // Released: those records may go, and are no longer served.
-        leader.mark(20).unwrap();
-        leader.release(20).unwrap();
+        leader.mark(200).unwrap();
+        leader.release(200).unwrap();
         let chunk = serve(&leader, ChunkRequest { from: 1, to: 200 }, 10).unwrap();
         assert_eq!(chunk.msgs.first().map(|m| m.seq), Some(150));
     }

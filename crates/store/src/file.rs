@@ -250,6 +250,8 @@ pub struct FileStore {
 #[derive(Debug, Default)]
 struct Marks {
     last: u64,
+    /// The log index being applied ([`MsgStore::applying`]).
+    index: u64,
     held: Vec<Held>,
     /// Messages removed since the oldest mark not released, by sequence:
     /// their records stay on disk until then (unlinks and erasures are
@@ -258,14 +260,17 @@ struct Marks {
     removed: BTreeMap<u64, Removed>,
 }
 
-/// Where a removed message's record is, and the last mark before its
-/// removal.
+/// Where a removed message's record is, the last mark before its
+/// removal (what a release goes by) and the log index that removed it
+/// (what reads as of an index go by: marks differ from replica to
+/// replica, indexes do not).
 #[derive(Debug, Clone, Copy)]
 struct Removed {
     seg: u32,
     off: u64,
     len: u32,
     after: u64,
+    at: u64,
 }
 
 /// An irreversible step, held until no mark at or before `after` (the
@@ -339,6 +344,7 @@ impl FileStore {
         fs.recover(mark)?;
         fs.marks = mark.map(|last| Marks {
             last,
+            index: last,
             ..Marks::default()
         });
         // What recovery read may include writes that were never synced (a
@@ -558,6 +564,7 @@ impl FileStore {
                 off: seg.offs[i] as u64,
                 len: seg.lens[i],
                 after: marks.last,
+                at: marks.index,
             };
             marks.removed.insert(seq, removed);
         }
@@ -1309,7 +1316,7 @@ impl MsgStore for FileStore {
         Ok(())
     }
 
-    fn next_as_of(&self, start: u64, mark: u64) -> Result<Option<StoredMsg>> {
+    fn next_as_of(&self, start: u64, index: u64) -> Result<Option<StoredMsg>> {
         let live = self.next_matching(start, &Filter::all())?;
         let Some(marks) = &self.marks else {
             return Ok(live);
@@ -1318,17 +1325,25 @@ impl MsgStore for FileStore {
         let removed = marks
             .removed
             .range(start..before)
-            .find(|(_, r)| r.after >= mark);
+            .find(|(_, r)| r.at > index);
         let Some((&seq, &r)) = removed else {
             return Ok(live);
         };
         self.read_removed(seq, r).map(Some)
     }
 
+    fn applying(&mut self, index: u64) {
+        if let Some(marks) = &mut self.marks {
+            debug_assert!(index >= marks.index, "log indexes only grow");
+            marks.index = index;
+        }
+    }
+
     fn mark(&mut self, index: u64) -> Result<()> {
         let Some(marks) = &mut self.marks else {
             return Ok(());
         };
+        marks.index = marks.index.max(index);
         assert!(
             index > marks.last,
             "marks only grow: {index} after {}",

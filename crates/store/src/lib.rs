@@ -237,13 +237,17 @@ pub trait MsgStore: Send {
     }
     /// Removes the stream's data from storage.
     fn delete_all(&mut self) -> Result<()>;
-    /// The first message at or after `start` that the store held at
-    /// `mark`: a live one, or one removed since that mark while its
-    /// record is still kept (`FileStore::open_at`'s stores keep them
-    /// until a release). Other stores hold only what is live.
-    fn next_as_of(&self, start: u64, _mark: u64) -> Result<Option<StoredMsg>> {
+    /// The first message at or after `start` that the store held once
+    /// log index `index` was applied: a live one, or one a later index
+    /// removed while its record is still kept (`FileStore::open_at`'s
+    /// stores keep them until a release). Other stores hold only what is
+    /// live. Callers bound it by the last sequence at `index`.
+    fn next_as_of(&self, start: u64, _index: u64) -> Result<Option<StoredMsg>> {
         self.next_matching(start, &Filter::all())
     }
+    /// The changes that follow come from applying log index `index`
+    /// (a replica's store records which index removed what).
+    fn applying(&mut self, _index: u64) {}
     /// Records that the state so far is the state after log index
     /// `index`, so that the store can be opened at exactly that state
     /// again (`FileStore::open_at`). Indexes only grow. A store that
