@@ -68,9 +68,10 @@ const MAX_BATCH: usize = 1024;
 
 /// The subscriptions of a replica that serves.
 struct Serving {
-    /// The stream subjects subscribed (an update may change them).
-    subjects: Vec<String>,
-    subs: Vec<Arc<Subscription>>,
+    /// The stream's subjects, each subscribed (an update may change them).
+    subjects: BTreeMap<String, Arc<Subscription>>,
+    /// Acks, flow control and the stream's API subjects.
+    others: Vec<Arc<Subscription>>,
 }
 
 pub struct Actor {
@@ -258,16 +259,9 @@ impl Actor {
                 self.serve_reads(token);
             }
         }
-        if leader && (applied.reply.is_some() || !applied.outputs.is_empty()) {
-            let (jc, group) = (&self.jc, self.group);
-            let config = &self.machine.stream().config;
-            let answers = reply::answers(self.machine.stream(), applied, || {
-                Some(jc.cluster_info(group, config))
-            });
-            for a in answers {
-                self.send(a);
-            }
-        }
+        // Subscriptions first: an update's answer must not reach its
+        // requester before the interest in the new subjects reaches the
+        // routes (the RS+ and the answer share the route, in order).
         let changed = self.machine.stream_mut().take_consumers_changed();
         if self.serving.is_some() {
             if changed {
@@ -277,6 +271,16 @@ impl Actor {
                 self.reconcile_push(true);
             }
             self.follow_subjects();
+        }
+        if leader && (applied.reply.is_some() || !applied.outputs.is_empty()) {
+            let (jc, group) = (&self.jc, self.group);
+            let config = &self.machine.stream().config;
+            let answers = reply::answers(self.machine.stream(), applied, || {
+                Some(jc.cluster_info(group, config))
+            });
+            for a in answers {
+                self.send(a);
+            }
         }
     }
 
@@ -323,9 +327,10 @@ impl Actor {
             self.handle.name
         );
         let subjects = self.machine.stream().config.subjects.clone();
-        let mut subs = self.subscribe_subjects(&subjects);
-        subs.extend(self.subscribe_api());
-        self.serving = Some(Serving { subjects, subs });
+        let subjects = self.subscribe_subjects(&subjects);
+        let mut others = self.subscribe_acks();
+        others.extend(self.subscribe_api());
+        self.serving = Some(Serving { subjects, others });
         self.push_proposed.clear();
         let _ = self
             .push
@@ -337,7 +342,7 @@ impl Actor {
     /// Stops serving: the subscriptions go (a new leader takes them up).
     fn unserve(&mut self) {
         if let Some(s) = self.serving.take() {
-            for sub in s.subs {
+            for sub in s.subjects.into_values().chain(s.others) {
                 self.js.bus.unsubscribe(&sub);
             }
         }
@@ -355,42 +360,78 @@ impl Actor {
     }
 
     /// After an update changed the stream's subjects: subscribes the new
-    /// ones.
+    /// ones and drops the old, leaving the ones that stay subscribed (a
+    /// publish to them never meets a moment without interest).
     fn follow_subjects(&mut self) {
-        let subjects = self.machine.stream().config.subjects.clone();
-        let old = match &mut self.serving {
-            Some(s) if s.subjects != subjects => std::mem::take(&mut s.subs),
-            _ => return,
+        let wanted: BTreeSet<String> = self
+            .machine
+            .stream()
+            .config
+            .subjects
+            .iter()
+            .cloned()
+            .collect();
+        let Some(serving) = &mut self.serving else {
+            return;
         };
-        for sub in old {
+        let gone: Vec<String> = serving
+            .subjects
+            .keys()
+            .filter(|s| !wanted.contains(*s))
+            .cloned()
+            .collect();
+        let added: Vec<String> = wanted
+            .into_iter()
+            .filter(|s| !serving.subjects.contains_key(s))
+            .collect();
+        if gone.is_empty() && added.is_empty() {
+            return;
+        }
+        let dropped: Vec<Arc<Subscription>> = gone
+            .iter()
+            .filter_map(|s| serving.subjects.remove(s))
+            .collect();
+        let new = self.subscribe_subjects(&added);
+        let Some(serving) = &mut self.serving else {
+            return;
+        };
+        serving.subjects.extend(new);
+        for sub in dropped {
             self.js.bus.unsubscribe(&sub);
         }
-        let mut subs = self.subscribe_subjects(&subjects);
-        subs.extend(self.subscribe_api());
-        self.serving = Some(Serving { subjects, subs });
     }
 
-    /// The stream's subjects, and its consumers' ack and flow-control
-    /// subjects: proposed straight from the subscriptions.
-    fn subscribe_subjects(&self, subjects: &[String]) -> Vec<Arc<Subscription>> {
-        let name = &self.handle.name;
+    /// The stream's subjects: publishes are proposed straight from the
+    /// subscriptions.
+    fn subscribe_subjects(&self, subjects: &[String]) -> BTreeMap<String, Arc<Subscription>> {
         let publish: Arc<dyn InternalSink> = Arc::new(PublishSink {
             jc: self.jc.clone(),
             js: self.js.clone(),
             handle: self.handle.clone(),
             group: self.group,
         });
+        subjects
+            .iter()
+            .filter_map(|subject| {
+                let wanted = vec![(subject.clone(), publish.clone())];
+                let sub = self.subscribe_all(wanted).pop()?;
+                Some((subject.clone(), sub))
+            })
+            .collect()
+    }
+
+    /// Its consumers' ack and flow-control subjects: proposed straight
+    /// from the subscriptions.
+    fn subscribe_acks(&self) -> Vec<Arc<Subscription>> {
+        let name = &self.handle.name;
         let acks: Arc<dyn InternalSink> = Arc::new(AckSink {
             jc: self.jc.clone(),
             group: self.group,
         });
-        let mut wanted: Vec<(String, Arc<dyn InternalSink>)> = subjects
-            .iter()
-            .map(|s| (s.clone(), publish.clone()))
+        let wanted = ["$JS.ACK", "$JS.FC"]
+            .into_iter()
+            .map(|prefix| (format!("{prefix}.{name}.>"), acks.clone()))
             .collect();
-        for prefix in ["$JS.ACK", "$JS.FC"] {
-            wanted.push((format!("{prefix}.{name}.>"), acks.clone()));
-        }
         self.subscribe_all(wanted)
     }
 
