@@ -318,6 +318,31 @@ impl FileStore {
         Self::open_inner(dir, cfg, Some(mark))
     }
 
+    /// [`FileStore::open_at`] the greatest mark at or below `index` that
+    /// the store holds (0, the empty store, if none), and that mark: a
+    /// replica whose catch-up to a snapshot at `index` was cut short
+    /// starts again from what it had. Reads the segments twice; a normal
+    /// restart opens at its snapshot's exact mark.
+    pub fn open_at_or_before(
+        dir: Arc<dyn Dir>,
+        cfg: FileStoreConfig,
+        index: u64,
+    ) -> Result<(Self, u64)> {
+        let mut best = 0;
+        for name in dir.list()? {
+            if parse_seg_name(&name).is_none() {
+                continue;
+            }
+            let data = dir.read_all(&name)?;
+            for (_, r) in record::scan(&data).records {
+                if r.kind == Kind::Mark && r.seq <= index {
+                    best = best.max(r.seq);
+                }
+            }
+        }
+        Ok((Self::open_at(dir, cfg, best)?, best))
+    }
+
     fn open_inner(dir: Arc<dyn Dir>, cfg: FileStoreConfig, mark: Option<u64>) -> Result<Self> {
         let mut fs = FileStore {
             dir,

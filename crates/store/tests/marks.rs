@@ -243,3 +243,29 @@ fn a_real_directory_opens_at_zero_and_at_its_marks() {
     drop(s);
     assert_eq!(FileStore::open_at(dir, cfg(), 1).unwrap().state().msgs, 3);
 }
+
+/// A catch-up cut short: the store reopens at the greatest mark it holds
+/// at or below the snapshot's index.
+#[test]
+fn open_at_or_before_takes_the_greatest_mark_not_past_the_index() {
+    let dir = MemDir::new();
+    let mut s = open_at(&dir, 0).unwrap();
+    let mut views = Vec::new();
+    for mark in [3u64, 7, 12] {
+        put(&mut s, 10, &format!("m{mark}"));
+        s.remove(s.state().first_seq, false).unwrap();
+        s.mark(mark).unwrap();
+        sync(&mut s);
+        views.push((mark, view(&s)));
+    }
+    drop(s);
+    for (index, want) in [(10u64, 7u64), (12, 12), (100, 12), (3, 3), (2, 0)] {
+        let copy = dir.durable_copy();
+        let (store, mark) = FileStore::open_at_or_before(Arc::new(copy), cfg(), index).unwrap();
+        assert_eq!(mark, want, "at or before {index}");
+        match views.iter().find(|(m, _)| *m == want) {
+            Some((_, v)) => assert_eq!(&view(&store), v),
+            None => assert_eq!(store.state().msgs, 0),
+        }
+    }
+}
