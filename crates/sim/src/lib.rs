@@ -1817,7 +1817,7 @@ fn restore_state(cfg: &Config, s: &mut Server, group: u64, data: &[u8]) {
     s.compacted_at.remove(&group);
     let restored = || {
         Some(
-            StreamMachine::restore(data, |_| Box::new(store::MemStore::new()))
+            StreamMachine::restore(data, |_| replica_store())
                 .expect("snapshots this simulator made decode"),
         )
     };
@@ -1842,6 +1842,15 @@ fn restore_state(cfg: &Config, s: &mut Server, group: u64, data: &[u8]) {
     }
 }
 
+/// A replica's message store: the file store, opened at mark 0 on a
+/// directory of its own (`MemDir`), with small segments so that removals
+/// empty and reclaim whole segments.
+fn replica_store() -> Box<dyn store::MsgStore> {
+    let dir = std::sync::Arc::new(store::MemDir::new());
+    let cfg = store::FileStoreConfig { segment_size: 4096 };
+    Box::new(store::FileStore::open_at(dir, cfg, 0).expect("an empty store opens"))
+}
+
 /// In sourced mode, the stream every replica keeps that sources `WQ`.
 fn sourcing_stream(cfg: &Config) -> Option<StreamMachine> {
     if !cfg.sourced {
@@ -1853,11 +1862,11 @@ fn sourcing_stream(cfg: &Config) -> Option<StreamMachine> {
             name: "WQ".into(),
             ..Default::default()
         }],
-        storage: jetstream::api::Storage::Memory,
+        storage: jetstream::api::Storage::File,
         ..Default::default()
     };
     jetstream::stream::config::check(&mut cfg, false, false).expect("valid config");
-    Some(StreamMachine::new(cfg, 1, Box::new(store::MemStore::new())).expect("stream"))
+    Some(StreamMachine::new(cfg, 1, replica_store()).expect("stream"))
 }
 
 /// The stream every replica keeps, in the modes that replicate one.
@@ -1874,11 +1883,11 @@ fn replicated_stream(cfg: &Config) -> Option<StreamMachine> {
         name: "WQ".into(),
         subjects: vec!["wq.>".into()],
         retention,
-        storage: jetstream::api::Storage::Memory,
+        storage: jetstream::api::Storage::File,
         ..Default::default()
     };
     jetstream::stream::config::check(&mut cfg, false, false).expect("valid config");
-    Some(StreamMachine::new(cfg, 1, Box::new(store::MemStore::new())).expect("stream"))
+    Some(StreamMachine::new(cfg, 1, replica_store()).expect("stream"))
 }
 
 /// The stream sequence an ack subject names:
