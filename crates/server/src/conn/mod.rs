@@ -11,10 +11,12 @@ pub mod route;
 pub mod routes;
 pub mod writer;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use crate::server::Server;
@@ -22,23 +24,35 @@ use crate::server::Server;
 /// Accepts client connections on `listener`, each served on its own task,
 /// until the server stops accepting (lame duck, shutdown).
 pub async fn accept_clients(server: Arc<Server>, listener: TcpListener) {
-    let mut stop = server.accepting_stopped();
+    let stop = server.accepting_stopped();
+    accept_until(listener, stop, "Client", |stream, addr| {
+        let cid = server.next_cid();
+        tokio::spawn(client::serve(server.clone(), stream, addr, cid));
+    })
+    .await;
+}
+
+/// Accepts connections on `listener` until `stop` changes, handing each
+/// to `serve`. `kind` names them in the log ("Client", "Route").
+async fn accept_until(
+    listener: TcpListener,
+    mut stop: watch::Receiver<bool>,
+    kind: &str,
+    mut serve: impl FnMut(TcpStream, SocketAddr),
+) {
     loop {
         tokio::select! {
             _ = stop.changed() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, addr)) => {
-                    let cid = server.next_cid();
-                    tokio::spawn(client::serve(server.clone(), stream, addr, cid));
-                }
+                Ok((stream, addr)) => serve(stream, addr),
                 Err(e) => {
                     // Out of file descriptors and similar: back off
                     // instead of spinning, as nats-server does.
-                    warn!("Temporary Client Accept Error ({e}), sleeping 10ms");
+                    warn!("Temporary {kind} Accept Error ({e}), sleeping 10ms");
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             },
         }
     }
-    debug!("client accept loop exiting");
+    debug!("{kind} accept loop exiting");
 }

@@ -54,21 +54,11 @@ pub async fn start(server: Arc<Server>) -> std::io::Result<()> {
 }
 
 async fn accept_loop(server: Arc<Server>, listener: TcpListener) {
-    let mut stop = server.shutdown_signal();
-    loop {
-        tokio::select! {
-            _ = stop.changed() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, addr)) => {
-                    tokio::spawn(super::route::serve(server.clone(), stream, addr, None));
-                }
-                Err(e) => {
-                    warn!("Temporary Route Accept Error ({e}), sleeping 10ms");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            },
-        }
-    }
+    let stop = server.shutdown_signal();
+    super::accept_until(listener, stop, "Route", |stream, addr| {
+        tokio::spawn(super::route::serve(server.clone(), stream, addr, None));
+    })
+    .await;
 }
 
 /// Dials `url` and keeps a route to it: a configured route forever
