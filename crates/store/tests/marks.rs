@@ -269,3 +269,34 @@ fn open_at_or_before_takes_the_greatest_mark_not_past_the_index() {
         }
     }
 }
+
+/// A full disk fails the batch that carries a mark: that mark is never
+/// opened (NoMark), and the one before it opens with its state intact.
+#[test]
+fn a_mark_on_a_full_disk_is_not_believed() {
+    let dir = MemDir::new();
+    let mut s = open_at(&dir, 0).unwrap();
+    put(&mut s, 10, "before");
+    s.mark(1).unwrap();
+    sync(&mut s);
+    let at_one = view(&s);
+    dir.set_space(Some(50));
+    let mut failed = false;
+    for i in 0..20 {
+        failed |= s
+            .store("full", None, format!("{i:040}").as_bytes(), 5)
+            .is_err();
+    }
+    failed |= s.mark(2).is_err();
+    if let Some(h) = s.sync_handle() {
+        failed |= h.sync().is_err();
+    }
+    assert!(failed, "no space: the batch fails");
+    drop(s);
+    dir.crash(0);
+    dir.set_space(None);
+    assert!(matches!(open_at(&dir, 2), Err(StoreError::NoMark(2))));
+    let reopened = open_at(&dir, 1).unwrap();
+    assert_eq!(view(&reopened), at_one);
+    assert!(reopened.state().lost.is_empty());
+}
