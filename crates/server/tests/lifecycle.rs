@@ -95,14 +95,19 @@ fn startup_log_lines_pid_and_ports_files() {
         .arg("-P")
         .arg(pidfile.to_str().unwrap())
         .start();
-    let log = s.log_text();
+    // The server accepts connections a moment before it logs that it is
+    // ready, so wait for each line rather than reading the log once.
     for line in [
         "Starting nats-server",
         "Listening for client connections on 127.0.0.1:",
         "Server is ready",
         "Listening for monitoring traffic on 127.0.0.1:",
     ] {
-        assert!(log.contains(line), "missing {line:?} in:\n{log}");
+        assert!(
+            s.wait_log(line, Duration::from_secs(5)),
+            "missing {line:?} in:\n{}",
+            s.log_text()
+        );
     }
     let pid = std::fs::read_to_string(&pidfile).unwrap();
     assert_eq!(pid, s.pid().to_string());
