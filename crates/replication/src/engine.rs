@@ -141,6 +141,11 @@ struct Group {
     /// The index of the last configuration change handed out: a snapshot
     /// taken before it would carry the configuration after it.
     conf_index: u64,
+    /// The application's state is not yet what the log says (a replica
+    /// fetching a snapshot's data): the node must not lead, so it neither
+    /// campaigns nor takes a leadership transfer. It still votes: its log
+    /// is sound.
+    held: bool,
 }
 
 /// A Ready whose writes wait for the sync of `epoch`, with the messages
@@ -310,6 +315,7 @@ impl Engine {
                 waiting,
                 handed_out: 0,
                 conf_index: 0,
+                held: false,
                 join: join.to_vec(),
                 snapshot_ticks: BTreeMap::new(),
             },
@@ -403,8 +409,28 @@ impl Engine {
             .groups
             .get_mut(&group)
             .ok_or(EngineError::NoGroup(group))?;
+        if g.held {
+            return Ok(());
+        }
         g.raw.campaign()?;
         Ok(())
+    }
+
+    /// Holds `group`'s node back from leading while its application
+    /// catches up (`held`), or lets it go again. The hold lives as long as
+    /// the node: a restart starts without it.
+    pub fn hold(&mut self, group: u64, held: bool) -> Result<(), EngineError> {
+        let g = self
+            .groups
+            .get_mut(&group)
+            .ok_or(EngineError::NoGroup(group))?;
+        g.held = held;
+        Ok(())
+    }
+
+    /// Whether `group`'s node is held back from leading ([`Engine::hold`]).
+    pub fn is_held(&self, group: u64) -> bool {
+        self.groups.get(&group).is_some_and(|g| g.held)
     }
 
     /// Live Raft nodes for `group` here: 0 or 1, by construction.
@@ -508,6 +534,17 @@ impl Engine {
             }
             if g.raw.store().is_damaged() && !leader {
                 continue;
+            }
+            if g.held && !leader {
+                // Its lease on the leader runs out as it would (so it
+                // grants votes once the leader is gone), but the tick that
+                // would start its campaign is never taken.
+                let raft = &mut g.raw.raft;
+                let timeout = raft.randomized_election_timeout();
+                if raft.election_elapsed + 1 >= timeout {
+                    raft.election_elapsed = timeout;
+                    continue;
+                }
             }
             if !leader && self.rng.chance(250) {
                 continue;
@@ -672,6 +709,10 @@ impl Engine {
             )
         {
             self.refused.votes_withheld += 1;
+            return;
+        }
+        if g.held && kind == MessageType::MsgTimeoutNow {
+            // A leadership transfer to a node that must not lead yet.
             return;
         }
         let mut msg = msg;
@@ -1869,5 +1910,31 @@ mod tests {
         for i in 1..=ll.last_index() {
             assert_eq!(lf.term(i).unwrap(), ll.term(i).unwrap(), "index {i}");
         }
+    }
+
+    /// A node held back (its application is catching up) neither takes a
+    /// leadership transfer nor wins an election when the leader goes; it
+    /// still votes, so the other two elect one of themselves. Let go, it
+    /// can lead again.
+    #[test]
+    fn a_held_node_does_not_lead() {
+        let mut t = Trio::new(5);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        let f = (l + 1) % 3;
+        t.nodes[f].hold(7, true).unwrap();
+        assert!(t.nodes[f].is_held(7));
+        t.nodes[l].transfer_leader(7, f as u64 + 1).unwrap();
+        t.tick(40);
+        assert_ne!(t.leader(), Some(f), "a held node took a transfer");
+        let now = t.leader().unwrap();
+        t.nodes[now].remove_group(7).unwrap();
+        t.tick(200);
+        assert_eq!(t.leader(), Some(3 - now - f), "the other node leads");
+        t.nodes[f].hold(7, false).unwrap();
+        let leader = t.leader().unwrap();
+        t.nodes[leader].transfer_leader(7, f as u64 + 1).unwrap();
+        t.tick(40);
+        assert_eq!(t.leader(), Some(f), "let go, it takes a transfer");
     }
 }
