@@ -110,7 +110,7 @@ impl StoreSummary {
     pub fn mismatch(&self, store: &dyn MsgStore) -> Option<String> {
         let found = StoreSummary::of(store).normalized();
         let want = self.clone().normalized();
-        (found != want).then(|| format!("store holds {found:?}, the snapshot says {want:?}"))
+        (found != want).then(|| format!("store holds {found}, the snapshot says {want}"))
     }
 
     /// An empty store's first sequence is the one after its last,
@@ -121,6 +121,24 @@ impl StoreSummary {
             self.deleted.clear();
         }
         self
+    }
+}
+
+/// Short, for a log line: the deleted ranges are counted, not listed.
+impl std::fmt::Display for StoreSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let deleted: u64 = self.deleted.iter().map(|(a, b)| b - a + 1).sum();
+        write!(
+            f,
+            "sequences {}..={} ({} messages, {} bytes, {} deleted in {} ranges, last at {})",
+            self.first_seq,
+            self.last_seq,
+            self.msgs,
+            self.bytes,
+            deleted,
+            self.deleted.len(),
+            self.last_ts
+        )
     }
 }
 
@@ -220,6 +238,84 @@ impl Chunk {
             return Err(DecodeError::Kind(0));
         }
         Ok(Chunk { from, next, msgs })
+    }
+}
+
+/// A catch-up request on the wire: messages as the peer's store held
+/// them once log index `mark` was applied (the snapshot being installed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ask {
+    pub mark: u64,
+    pub range: ChunkRequest,
+}
+
+impl Ask {
+    /// `mark | from | to`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = self.mark.to_le_bytes().to_vec();
+        b.extend_from_slice(&self.range.encode());
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Ask, DecodeError> {
+        if b.len() != 24 {
+            return Err(DecodeError::Short);
+        }
+        let mark = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+        Ok(Ask {
+            mark,
+            range: ChunkRequest::decode(&b[8..])?,
+        })
+    }
+}
+
+/// A peer's answer to an [`Ask`], on the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    Chunk(Chunk),
+    /// Not now (the peer does not lead, or has not applied that far):
+    /// ask again a moment later.
+    Later,
+    /// The peer no longer keeps its store as of that index: catch up to
+    /// this state snapshot instead, the peer's as of `index` (a later
+    /// one; the entries in between are already in it).
+    Retarget {
+        index: u64,
+        state: Vec<u8>,
+    },
+}
+
+impl Reply {
+    /// A tag byte, then the chunk (checksummed on its own), nothing, or
+    /// `index | state`.
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            Reply::Chunk(chunk) => {
+                let mut b = vec![0];
+                b.extend_from_slice(&chunk.encode());
+                b
+            }
+            Reply::Later => vec![1],
+            Reply::Retarget { index, state } => {
+                let mut b = vec![2];
+                b.extend_from_slice(&index.to_le_bytes());
+                b.extend_from_slice(state);
+                b
+            }
+        }
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Reply, DecodeError> {
+        match b.split_first() {
+            Some((0, chunk)) => Ok(Reply::Chunk(Chunk::decode(chunk)?)),
+            Some((1, [])) => Ok(Reply::Later),
+            Some((2, rest)) if rest.len() >= 8 => Ok(Reply::Retarget {
+                index: u64::from_le_bytes(rest[..8].try_into().expect("8 bytes")),
+                state: rest[8..].to_vec(),
+            }),
+            Some(_) => Err(DecodeError::Kind(0)),
+            None => Err(DecodeError::Short),
+        }
     }
 }
 
@@ -623,5 +719,38 @@ mod tests {
         };
         let held: Vec<u64> = (0..25).filter(|&s| summary.holds(s)).collect();
         assert_eq!(held, vec![5, 6, 10, 11, 15, 16, 17, 18, 19, 20]);
+    }
+
+    #[test]
+    fn asks_and_replies_round_trip_and_refuse_damage() {
+        let ask = Ask {
+            mark: 77,
+            range: ChunkRequest { from: 3, to: 9 },
+        };
+        assert_eq!(Ask::decode(&ask.encode()), Ok(ask));
+        assert!(Ask::decode(&ask.encode()[..23]).is_err());
+        let mut store = MemStore::new();
+        put(&mut store, 5, 10);
+        let chunk = serve(&store, ChunkRequest { from: 1, to: 5 }, MARK).unwrap();
+        for reply in [
+            Reply::Chunk(chunk),
+            Reply::Later,
+            Reply::Retarget {
+                index: 12,
+                state: vec![1, 2, 3],
+            },
+        ] {
+            let bytes = reply.encode();
+            assert_eq!(Reply::decode(&bytes), Ok(reply));
+            let mut flipped = bytes.clone();
+            let last = flipped.len() - 1;
+            flipped[last] ^= 1;
+            if bytes[0] == 0 {
+                assert!(Reply::decode(&flipped).is_err(), "a flipped chunk");
+            }
+        }
+        assert!(Reply::decode(&[]).is_err());
+        assert!(Reply::decode(&[1, 0]).is_err());
+        assert!(Reply::decode(&[9]).is_err());
     }
 }

@@ -10,13 +10,15 @@
 //! - `meta_sm`: the meta group's state machine (peers, stream and
 //!   consumer assignments).
 //! - `catchup`: a replica's store brought up to a snapshot's state from
-//!   a peer's store, in checksummed chunks.
+//!   a peer's store, in checksummed chunks; `fetch`: the replica's side
+//!   of it, and how long a store keeps what it removed for others' fetches.
 //! - `stream_sm`: a stream as a state machine over inputs (`Op`s): what
 //!   one server applies in order, and what every replica applies from its
 //!   Raft log.
 
 pub mod account;
 pub mod catchup;
+pub mod fetch;
 pub mod meta_sm;
 pub mod reply;
 pub mod request;

@@ -872,6 +872,19 @@ impl StreamMachine {
         })
     }
 
+    /// The store, the machine given up (a replica catching up to a state
+    /// snapshot keeps its store and builds the machine again over it).
+    pub fn into_store(self) -> Box<dyn MsgStore> {
+        self.stream.into_store()
+    }
+
+    /// Whether `data` is a state snapshot ([`StreamMachine::snapshot_state`]:
+    /// messages to be fetched) rather than one that carries its messages.
+    pub fn is_state_snapshot(data: &[u8]) -> bool {
+        let mut b = data;
+        Head::decode(&mut b).is_ok_and(|h| h.version == STATE_SNAPSHOT_VERSION)
+    }
+
     /// The last log index applied.
     pub fn applied(&self) -> u64 {
         self.applied

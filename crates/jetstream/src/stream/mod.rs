@@ -238,6 +238,11 @@ impl Stream {
         self.store.as_mut()
     }
 
+    /// The store, the stream given up (a replica hands it to catch-up).
+    pub fn into_store(self) -> Box<dyn MsgStore> {
+        self.store
+    }
+
     pub fn take_outputs(&mut self) -> Vec<Output> {
         std::mem::take(&mut self.out)
     }
