@@ -54,7 +54,8 @@ pub enum Snapshot {
     Now(Vec<u8>),
     /// Asked for: the state machine is applied elsewhere, and its owner
     /// hands the bytes over with [`Node::snapshot_taken`], as of the index
-    /// asked for. Not asked again for the group until then.
+    /// asked for (or a later one already handed out, if it could not take
+    /// one then). Not asked again for the group until then.
     Asked,
     /// None to be had.
     None,
@@ -62,10 +63,11 @@ pub enum Snapshot {
 
 /// Answers the need for a snapshot of a group's state machine as of its
 /// applied index (to compact its log, or to catch a follower up): called
-/// with the group and that index. It runs on the engine's thread, after
+/// with the group, that index, and the index of the snapshot the log holds
+/// now (what a restart would start from). It runs on the engine's thread, after
 /// every entry up to the index went through the `apply` hook (and was
 /// handed on from there, for a state machine applied elsewhere).
-pub type Snapshotter = Box<dyn FnMut(u64, u64) -> Snapshot + Send>;
+pub type Snapshotter = Box<dyn FnMut(u64, u64, u64) -> Snapshot + Send>;
 
 /// Applies an event on the engine's thread, before it is also sent to the
 /// receiver. A state machine that must be snapshotted lives here. It gets
@@ -500,7 +502,8 @@ fn run(
             if asked.contains(&g) {
                 continue;
             }
-            match snapshotter(g, index) {
+            let stored = engine.snapshot_index(g).unwrap_or(0);
+            match snapshotter(g, index, stored) {
                 Snapshot::Now(data) => compact(&mut engine, &to_rewrite, g, index, data),
                 Snapshot::Asked => {
                     asked.insert(g);

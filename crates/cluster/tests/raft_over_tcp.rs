@@ -70,7 +70,7 @@ async fn cluster_with(
             // The tests' state machine is what they saw committed; a
             // member that joins later needs only the configuration, which
             // the snapshot carries.
-            snapshotter: Box::new(|_, _| Snapshot::Now(Vec::new())),
+            snapshotter: Box::new(|_, _, _| Snapshot::Now(Vec::new())),
             apply: None,
             compact: None,
         });
@@ -485,7 +485,7 @@ async fn a_restart_rebuilds_state_from_the_snapshot_then_later_entries() {
             dir: Arc::new(store::FsDir::new(dir.path()).unwrap()),
             tick: TICK,
             seed: 1,
-            snapshotter: Box::new(move |_, _| {
+            snapshotter: Box::new(move |_, _, _| {
                 Snapshot::Now(snap_seen.lock().unwrap().0.to_le_bytes().to_vec())
             }),
             apply: Some(Box::new(move |ev, _| {
@@ -601,7 +601,7 @@ async fn a_state_machine_applied_elsewhere_snapshots_when_asked() {
         dir: Arc::new(store::FsDir::new(dir.path()).unwrap()),
         tick: TICK,
         seed: 1,
-        snapshotter: Box::new(move |group, index| {
+        snapshotter: Box::new(move |group, index, _| {
             recorded.lock().unwrap().push((group, index));
             Snapshot::Asked
         }),

@@ -246,7 +246,7 @@ impl Actor {
             Cmd::Delete { .. } => unreachable!("handled by the loop"),
             Cmd::Answer(a) => self.items.push(Item::Answer(a)),
             // A cluster's alone.
-            Cmd::Api(_) | Cmd::Raft(_) => {}
+            Cmd::Api(_) | Cmd::Raft(_) | Cmd::Catchup(_) => {}
             Cmd::Inbox { routed, msg } => match self.sources.inbox(&routed, msg) {
                 Inboxed::Nothing => {}
                 Inboxed::Send(m) => self.items.push(Item::Answer(Answer::out(m))),

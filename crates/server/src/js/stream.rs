@@ -65,6 +65,9 @@ pub enum Cmd {
     Inbox { routed: String, msg: Inbound },
     /// From the stream's Raft group (a cluster).
     Raft(RaftEvent),
+    /// A fetch of messages from the leader's store: an ask (to a leader)
+    /// or a reply (to a replica catching up) (a cluster).
+    Catchup(Inbound),
 }
 
 /// What a replica hears from its Raft group, in order.
@@ -82,7 +85,8 @@ pub enum RaftEvent {
     /// The Raft node wants the state as of `index`, the last index it
     /// handed out (to compact the log, or to catch a follower up): every
     /// entry up to it came before this in the queue.
-    TakeSnapshot { index: u64 },
+    /// `stored`: the index of the snapshot the log holds now.
+    TakeSnapshot { index: u64, stored: u64 },
     /// Whether this server leads the group. `true` comes once the node
     /// has handed out every entry committed when it took over, and after
     /// them in this queue, so a replica serves only once its answers are

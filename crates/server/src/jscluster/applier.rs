@@ -18,13 +18,14 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
 
 use cluster::node::{Event, Snapshot};
-use jetstream::api::StreamConfig;
+use jetstream::api::{Storage, StreamConfig};
 use jsservice::meta_sm::{Meta, MetaEvent, StreamAssignment, META_GROUP};
 use jsservice::stream_sm::{replica_store, StreamMachine};
 use parking_lot::Mutex;
 use replication::engine::Engine;
 use tracing::{error, info, warn};
 
+use super::storage::{self, Opened, ReplicaStore};
 use super::{replica, JsCluster, MetaChange};
 use crate::js::stream::{Cmd, RaftEvent, StreamHandle};
 use crate::js::JetStream;
@@ -67,10 +68,17 @@ impl Applier {
         let event = match snapshot {
             // An empty snapshot is a new group's bootstrap.
             true if c.data.is_empty() => return,
-            true => RaftEvent::Snapshot {
-                index: c.index,
-                data: c.data.clone(),
-            },
+            true => {
+                if StreamMachine::is_state_snapshot(&c.data) {
+                    // Its messages are fetched before it may lead: held
+                    // here, before another tick can start a campaign.
+                    let _ = engine.hold(c.group, true);
+                }
+                RaftEvent::Snapshot {
+                    index: c.index,
+                    data: c.data.clone(),
+                }
+            }
             false => RaftEvent::Committed {
                 index: c.index,
                 data: c.data.clone(),
@@ -134,7 +142,7 @@ impl Applier {
         let Some(cluster) = self.cluster.get().and_then(Weak::upgrade) else {
             return;
         };
-        let Some(machine) = self.open(engine, a, reply.is_some()) else {
+        let Some(opened) = self.open(engine, a, reply.is_some()) else {
             return;
         };
         let fresh = engine.raft_info(a.group).is_some_and(|i| i.last_index <= 1);
@@ -147,6 +155,33 @@ impl Applier {
             "JetStream cluster stream '$G > {}' on raft group {} with peers {:x?}",
             a.name, a.group, a.peers
         );
+        let (opened, file) = opened;
+        let (machine, mark, fetch) = match opened {
+            Opened::Ready { machine, mark } => (*machine, mark, None),
+            Opened::Fetch {
+                config,
+                index,
+                state,
+                store,
+                mark,
+            } => {
+                // Held until the fetch is done: it must not lead without
+                // its messages.
+                let _ = engine.hold(a.group, true);
+                let placeholder = replica_store(&config);
+                match StreamMachine::new(*config, a.created, placeholder) {
+                    Ok(m) => (m, mark, Some((index, state, store))),
+                    Err(e) => {
+                        error!(
+                            "Stream '{}' could not be started: {}",
+                            a.name, e.description
+                        );
+                        let _ = engine.remove_group(a.group);
+                        return;
+                    }
+                }
+            }
+        };
         let (handle, rx) = StreamHandle::new(machine.stream());
         self.js.register(handle.clone());
         self.replicas.lock().insert(
@@ -160,20 +195,33 @@ impl Applier {
         let create = reply
             .filter(|r| fresh && !r.is_empty())
             .map(|r| (r, Instant::now()));
-        let actor = replica::Actor::new(cluster, self.js.clone(), a.group, machine, handle, create);
+        let actor = replica::Actor::new(
+            cluster,
+            self.js.clone(),
+            a.group,
+            replica::Opened {
+                machine,
+                file,
+                mark,
+                fetch,
+            },
+            handle,
+            create,
+        );
         self.runtime.spawn(actor.run(rx));
     }
 
     /// The replica's Raft group, started (a new stream's members bootstrap
     /// it together; a server added later, or whose log is gone, joins, and
     /// the leader adds it and sends it a snapshot), and its state machine
-    /// as the log's snapshot leaves it.
+    /// as the log's snapshot and its store leave it (`storage`), with the
+    /// store's directory for a file stream.
     fn open(
         &mut self,
         engine: &mut Engine,
         a: &StreamAssignment,
         original: bool,
-    ) -> Option<StreamMachine> {
+    ) -> Option<(Opened, Option<ReplicaStore>)> {
         // Entries replay from the start under the config the stream was
         // created with; a snapshot, if any, brings its own.
         let initial = match a.initial.is_empty() {
@@ -198,17 +246,18 @@ impl Applier {
             );
             return None;
         }
-        let stored = engine.snapshot(a.group).filter(|(_, d)| !d.is_empty());
-        let machine = match stored {
-            None => {
-                let store = replica_store(&cfg);
-                StreamMachine::new(cfg, a.created, store).map_err(|e| e.description)
+        let file = match cfg.storage {
+            Storage::Memory => Ok(None),
+            Storage::File => {
+                ReplicaStore::new(storage::replica_dir(&self.js.store_dir, a.group)).map(Some)
             }
-            Some((index, data)) => StreamMachine::restore(&data, replica_store)
-                .map_err(|e| format!("its stored snapshot at {index} does not decode ({e})")),
         };
-        match machine {
-            Ok(m) => Some(m),
+        let stored = engine.snapshot(a.group).filter(|(_, d)| !d.is_empty());
+        let opened = file.and_then(|file| {
+            storage::open(file.as_ref(), cfg, a.created, stored).map(|o| (o, file))
+        });
+        match opened {
+            Ok(o) => Some(o),
             Err(e) => {
                 error!("Stream '{}' could not be started: {e}", a.name);
                 let _ = engine.remove_group(a.group);
@@ -264,23 +313,39 @@ impl Applier {
 /// Asks a stream's replica for its state as of `index` (the engine
 /// compacts behind it once it comes, `Node::snapshot_taken`); the meta
 /// state is snapshotted here.
-pub fn snapshot(meta: &Mutex<Meta>, replicas: &Replicas, group: u64, index: u64) -> Snapshot {
+pub fn snapshot(
+    meta: &Mutex<Meta>,
+    replicas: &Replicas,
+    group: u64,
+    index: u64,
+    stored: u64,
+) -> Snapshot {
     if group == META_GROUP {
         return Snapshot::Now(meta.lock().snapshot());
     }
-    let take = Cmd::Raft(RaftEvent::TakeSnapshot { index });
+    let take = Cmd::Raft(RaftEvent::TakeSnapshot { index, stored });
     match replicas.lock().get(&group) {
         Some(r) if r.handle.send(take) => Snapshot::Asked,
         _ => Snapshot::None,
     }
 }
 
-/// Compact a stream's log once it holds more entries than the stream
-/// holds messages (and at least a few thousand): a snapshot costs the
-/// whole stream, so it is paid for by as many entries.
+/// Entries after which a file stream's log is compacted: its snapshot is
+/// the stream's state without messages, so it costs the same whatever the
+/// stream holds, and the log holds an entry only this long after it is
+/// applied.
+const FILE_COMPACT_EVERY: u64 = 8192;
+
+/// Compact a file stream's log every [`FILE_COMPACT_EVERY`] entries; a
+/// memory stream's once it holds more entries than the stream holds
+/// messages (and at least as many): its snapshot carries the messages, so
+/// it is paid for by as many entries.
 pub fn should_compact(replicas: &Replicas, group: u64, since: u64) -> bool {
     replicas.lock().get(&group).is_some_and(|r| {
+        if r.handle.storage == Storage::File {
+            return since >= FILE_COMPACT_EVERY;
+        }
         let msgs = r.handle.msgs.load(std::sync::atomic::Ordering::Relaxed);
-        since >= msgs.max(8192)
+        since >= msgs.max(FILE_COMPACT_EVERY)
     })
 }

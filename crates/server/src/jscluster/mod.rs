@@ -30,6 +30,7 @@ mod applier;
 mod leaders;
 mod replica;
 mod requests;
+mod storage;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -151,8 +152,8 @@ impl JsCluster {
             dir: fsdir.clone(),
             tick: TICK,
             seed: fastrand::u64(..),
-            snapshotter: Box::new(move |group, index| {
-                applier::snapshot(&snap_meta, &snap_replicas, group, index)
+            snapshotter: Box::new(move |group, index, stored| {
+                applier::snapshot(&snap_meta, &snap_replicas, group, index, stored)
             }),
             apply: Some(Box::new(move |ev, engine| applier.apply(ev, engine))),
             compact: Some(Box::new(move |group, since| {

@@ -1,7 +1,10 @@
 //! One stream's replica on this server: a task that owns the stream's
-//! state machine (`StreamMachine` over a `MemStore`, its durability the
-//! Raft log's) and applies its group's committed entries in log order,
-//! as the engine's thread hands them over (`applier`).
+//! state machine (`StreamMachine` over its store, `storage`) and applies
+//! its group's committed entries in log order, as the engine's thread
+//! hands them over (`applier`). The Raft log makes an entry durable; the
+//! store is synced and marked when the log is compacted behind it
+//! (`take_snapshot`), and catches up from the leader's store when a state
+//! snapshot comes (`fetch`).
 //!
 //! Every replica applies the same entries to the same state machine;
 //! only a replica that led the group when an entry was handed out sends
@@ -29,13 +32,17 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use jetstream::api::{StreamConfig, E};
 use jetstream::stream::PubAck;
+use jsservice::fetch::Retention;
 use jsservice::reply::{self, Answer, Kind, Success};
 use jsservice::request::{classify, Inbound, Mode, Read, Request, StreamRequest};
 use jsservice::sourcing::Inboxed;
 use jsservice::stream_api::{self, Admitted};
 use jsservice::stream_sm::{replica_store, Entry, Op, Outcome, StreamMachine};
+use store::MsgStore;
 use tokio::sync::mpsc;
-use tracing::{error, info};
+use tracing::{error, info, warn};
+
+use super::storage::ReplicaStore;
 
 use super::JsCluster;
 use crate::bus::Publisher as InternalPublisher;
@@ -65,6 +72,20 @@ const RECONCILE_EVERY: Duration = Duration::from_millis(500);
 const CREATE_ANSWER_WITHIN: Duration = Duration::from_secs(30);
 /// Commands applied before the actor looks at its other work.
 const MAX_BATCH: usize = 1024;
+
+mod fetch;
+
+/// A replica as `applier` opened it.
+pub struct Opened {
+    pub machine: StreamMachine,
+    /// Where a file stream's store lives (`None`: memory).
+    pub file: Option<ReplicaStore>,
+    /// The mark the store was opened at.
+    pub mark: u64,
+    /// A state snapshot whose messages the store lacks: (index, state,
+    /// store), fetched first; `machine` is a placeholder until then.
+    pub fetch: Option<(u64, Bytes, Box<dyn MsgStore>)>,
+}
 
 /// The subscriptions of a replica that serves.
 struct Serving {
@@ -103,9 +124,19 @@ pub struct Actor {
     /// requester, the request as it arrived).
     reads: VecDeque<(u64, Read, String, Inbound)>,
     next_barrier: u64,
-    /// A leader's snapshot did not decode: this replica applies and
-    /// serves nothing more (its group is removed from the node).
+    /// A leader's snapshot did not decode, or the store failed: this
+    /// replica applies and serves nothing more (its group is removed from
+    /// the node; a restart recovers it from its store and log).
     stopped: bool,
+    /// A file stream's store directory.
+    file: Option<ReplicaStore>,
+    /// How far the store may forget what it removed.
+    retention: Retention,
+    /// Fetching a state snapshot's messages from the leader.
+    fetching: Option<fetch::Fetching>,
+    /// A snapshot was asked for while none could be taken (fetching):
+    /// taken after the next entry applied.
+    snapshot_owed: bool,
 }
 
 impl Actor {
@@ -113,12 +144,18 @@ impl Actor {
         jc: Arc<JsCluster>,
         js: Arc<JetStream>,
         group: u64,
-        machine: StreamMachine,
+        opened: Opened,
         handle: Arc<StreamHandle>,
         create: Option<(String, Instant)>,
     ) -> Actor {
+        let Opened {
+            machine,
+            file,
+            mark,
+            fetch,
+        } = opened;
         let name = machine.stream().config.name.clone();
-        Actor {
+        let mut actor = Actor {
             publisher: js.bus.publisher(),
             push: PushWatch::new(&js),
             sources: SourceLinks::new(&name, true),
@@ -139,7 +176,15 @@ impl Actor {
             reads: VecDeque::new(),
             next_barrier: 0,
             stopped: false,
+            file,
+            retention: Retention::opened_at(mark),
+            fetching: None,
+            snapshot_owed: false,
+        };
+        if let Some((index, state, store)) = fetch {
+            actor.begin_fetch(index, state, store);
         }
+        actor
     }
 
     pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Cmd>) {
@@ -157,7 +202,12 @@ impl Actor {
                 _ = interest_changed.notified(), if self.serving.is_some() => {
                     self.reconcile_push(true);
                 }
-                _ = follow.tick(), if self.leading => self.leader_duties(),
+                _ = follow.tick(), if self.leading || self.fetching.is_some() => {
+                    match self.fetching.is_some() {
+                        true => self.fetch_tick(),
+                        false => self.leader_duties(),
+                    }
+                }
             }
             self.publisher.flush();
         }
@@ -191,15 +241,15 @@ impl Actor {
                 index,
                 data,
                 leader,
-            }) => self.apply(index, &data, leader),
-            Cmd::Raft(RaftEvent::Snapshot { index, data }) => self.install(index, &data),
-            Cmd::Raft(RaftEvent::TakeSnapshot { index }) if !self.stopped => {
-                // Every entry up to `index` came before this: the state is
-                // as of it.
-                debug_assert!(self.machine.applied() <= index);
-                let data = self.machine.snapshot(wall_clock());
-                self.jc.node.snapshot_taken(self.group, index, data);
+            }) => match &mut self.fetching {
+                Some(f) => f.waiting.push((index, data, leader)),
+                None => self.apply(index, &data, leader),
+            },
+            Cmd::Raft(RaftEvent::Snapshot { index, data }) => self.install(index, data),
+            Cmd::Raft(RaftEvent::TakeSnapshot { index, stored }) if !self.stopped => {
+                self.take_snapshot(index, stored);
             }
+            Cmd::Catchup(m) => self.fetch_message(m),
             Cmd::Raft(RaftEvent::Leading(leading)) => {
                 self.leading = leading;
                 match leading {
@@ -230,19 +280,89 @@ impl Actor {
         }
     }
 
-    /// The stream is gone from this server. Its leader tells its
-    /// consumers' waiting requests, as one server's stream does when it is
-    /// deleted.
+    /// The stream is gone from this server: its store goes. Its leader
+    /// tells its consumers' waiting requests, as one server's stream does
+    /// when it is deleted.
     fn stop(&mut self) {
-        if self.serving.is_none() {
-            return;
+        if let Some(f) = self.fetching.take() {
+            f.close(&self.js);
         }
-        let _ = self.machine.stream_mut().delete();
-        for out in self.machine.stream_mut().take_outputs() {
-            if let jetstream::output::Output::Publish(m) = out {
-                self.publisher.publish_out(&m);
+        if self.serving.is_some() {
+            let _ = self.machine.stream_mut().delete();
+            for out in self.machine.stream_mut().take_outputs() {
+                if let jetstream::output::Output::Publish(m) = out {
+                    self.publisher.publish_out(&m);
+                }
             }
         }
+        if let Some(file) = &self.file {
+            let _ = self.machine.stream_mut().store_mut().delete_all();
+            if let Err(e) = std::fs::remove_dir_all(&file.path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    warn!("{}: {e}", file.path.display());
+                }
+            }
+        }
+    }
+
+    /// Answers the Raft node's ask for a snapshot as of `index`: the store
+    /// is marked there and synced (off this task) before the node hears,
+    /// so the log is compacted only behind a durable store; and what the
+    /// store kept for a restart at the log's previous snapshot (`stored`)
+    /// may go. A memory stream's snapshot carries its messages.
+    fn take_snapshot(&mut self, index: u64, stored: u64) {
+        if self.fetching.is_some() {
+            self.snapshot_owed = true;
+            return;
+        }
+        self.snapshot_owed = false;
+        // Every entry up to `index` came before this; a fetch may have
+        // brought the state past it.
+        let at = index.max(self.machine.applied());
+        let now = wall_clock();
+        let Some(file) = &self.file else {
+            let data = self.machine.snapshot(now);
+            self.jc.node.snapshot_taken(self.group, at, data);
+            return;
+        };
+        let store = self.machine.stream_mut().store_mut();
+        if at > self.retention.last_mark() {
+            if let Err(e) = store.mark(at) {
+                return self.halt(&format!("its store could not be marked ({e})"));
+            }
+            self.retention.marked(at);
+        }
+        let data = self.machine.snapshot_state(now);
+        let sync = self.machine.stream_mut().store_mut().sync_handle();
+        let (jc, group) = (self.jc.clone(), self.group);
+        let path = file.path.clone();
+        tokio::task::spawn_blocking(move || match sync.map_or(Ok(()), |s| s.sync()) {
+            Ok(()) => jc.node.snapshot_taken(group, at, data),
+            // The log is not compacted: it still holds what the store
+            // may have lost, and a restart replays it.
+            Err(e) => error!("replica store {}: sync failed: {e}", path.display()),
+        });
+        if let Some(to) = self.retention.release(stored, now) {
+            if let Err(e) = self.machine.stream_mut().store_mut().release(to) {
+                self.halt(&format!("its store could not release ({e})"));
+            }
+        }
+    }
+
+    /// This replica can go on no more: it stops applying and serving, and
+    /// its node is removed (its log and store stay for a restart).
+    fn halt(&mut self, why: &str) {
+        error!(
+            "JetStream cluster stream '$G > {}': {why}; this replica stops",
+            self.handle.name
+        );
+        self.stopped = true;
+        if let Some(f) = self.fetching.take() {
+            f.close(&self.js);
+        }
+        self.unserve();
+        let group = self.group;
+        let _ = self.jc.node.call(move |e| e.remove_group(group));
     }
 
     /// Applies the committed entry at `index`; sends what it answers if
@@ -251,7 +371,22 @@ impl Actor {
         if self.stopped {
             return;
         }
+        if index <= self.machine.applied() {
+            // Already in the state (a fetch brought it past this entry).
+            return;
+        }
+        self.machine.stream_mut().store_mut().applying(index);
         let applied = self.machine.apply(index, data);
+        if let Some(e) = self.machine.stream().store().failed() {
+            // Memory is ahead of the store: going on would diverge from
+            // the other replicas. A restart replays the log over the store
+            // as it was marked.
+            let why = format!("its store failed ({e})");
+            return self.halt(&why);
+        }
+        if self.snapshot_owed {
+            self.take_snapshot(index, 0);
+        }
         let grew = self.handle.record(self.machine.stream());
         self.js.add_usage(self.handle.storage, grew);
         if let Outcome::Barrier { peer, token } = applied.outcome {
@@ -284,11 +419,47 @@ impl Actor {
         }
     }
 
-    /// A leader's snapshot replaced the log: the state becomes its.
-    fn install(&mut self, index: u64, data: &[u8]) {
-        match StreamMachine::restore(data, replica_store) {
+    /// A leader's snapshot replaced the log: the state becomes its. A
+    /// state snapshot's messages are fetched from the leader's store into
+    /// this replica's; one that carries them goes into an emptied store.
+    fn install(&mut self, index: u64, data: Bytes) {
+        if self.stopped {
+            return;
+        }
+        if StreamMachine::is_state_snapshot(&data) {
+            let store = match self.fetching.take() {
+                // A newer snapshot while fetching: what was fetched stays.
+                Some(f) => f.close(&self.js),
+                None => self.take_store(),
+            };
+            let store = match store {
+                Some(store) => Ok(store),
+                None => self.empty_store(),
+            };
+            match store {
+                Ok(store) => self.begin_fetch(index, data, store),
+                Err(e) => self.halt(&format!("its store could not be opened ({e})")),
+            }
+            return;
+        }
+        let store = match &self.file {
+            Some(file) => file.open_at(0).map_err(|e| e.to_string()),
+            None => Ok(replica_store(&self.machine.stream().config)),
+        };
+        let mut store = match store {
+            Ok(store) => Some(store),
+            Err(e) => return self.halt(&format!("its store could not be emptied ({e})")),
+        };
+        match StreamMachine::restore(&data, |_| store.take().expect("one store")) {
             Ok(machine) => {
                 self.machine = machine;
+                if self.file.is_some() {
+                    if let Err(e) = self.machine.stream_mut().store_mut().mark(index) {
+                        return self.halt(&format!("its store could not be marked ({e})"));
+                    }
+                    self.retention = Retention::opened_at(0);
+                    self.retention.marked(index);
+                }
                 let grew = self.handle.record(self.machine.stream());
                 self.js.add_usage(self.handle.storage, grew);
                 info!(
@@ -296,20 +467,26 @@ impl Actor {
                     self.handle.name
                 );
             }
-            Err(e) => {
-                // Going on from the old state would diverge from the
-                // other replicas: this one stops, neither voting nor
-                // serving, and /healthz reports it.
-                error!(
-                    "JetStream cluster stream '$G > {}': the leader's snapshot at {index} does not decode ({e}); this replica stops",
-                    self.handle.name
-                );
-                self.stopped = true;
-                self.unserve();
-                let group = self.group;
-                let _ = self.jc.node.call(move |e| e.remove_group(group));
-            }
+            // Going on from the old state would diverge from the other
+            // replicas: this one stops, neither voting nor serving, and
+            // /healthz reports it.
+            Err(e) => self.halt(&format!(
+                "the leader's snapshot at {index} does not decode ({e})"
+            )),
         }
+    }
+
+    /// The store, taken from the machine (a placeholder over an empty
+    /// memory store is left).
+    fn take_store(&mut self) -> Option<Box<dyn MsgStore>> {
+        let stream = self.machine.stream();
+        let (config, created) = (stream.config.clone(), stream.created);
+        let placeholder = replica_store(&StreamConfig {
+            storage: jetstream::api::Storage::Memory,
+            ..config.clone()
+        });
+        let empty = StreamMachine::new(config, created, placeholder).ok()?;
+        Some(std::mem::replace(&mut self.machine, empty).into_store())
     }
 
     fn send(&mut self, a: Answer) {
@@ -319,7 +496,7 @@ impl Actor {
 
     /// Starts serving while this server leads.
     fn try_serve(&mut self) {
-        if !self.leading || self.serving.is_some() || self.stopped {
+        if !self.leading || self.serving.is_some() || self.stopped || self.fetching.is_some() {
             return;
         }
         info!(
@@ -330,6 +507,7 @@ impl Actor {
         let subjects = self.subscribe_subjects(&subjects);
         let mut others = self.subscribe_acks();
         others.extend(self.subscribe_api());
+        others.extend(self.subscribe_fetches());
         self.serving = Some(Serving { subjects, others });
         self.push_proposed.clear();
         let _ = self
@@ -447,6 +625,14 @@ impl Actor {
             .map(|s| (s, sink.clone()))
             .collect();
         self.subscribe_all(wanted)
+    }
+
+    /// Fetches from replicas catching up: answered from this store.
+    fn subscribe_fetches(&self) -> Vec<Arc<Subscription>> {
+        let sink: Arc<dyn InternalSink> = Arc::new(fetch::FetchSink {
+            handle: self.handle.clone(),
+        });
+        self.subscribe_all(vec![(fetch::ask_subject(self.group), sink)])
     }
 
     fn subscribe_all(

@@ -1,0 +1,184 @@
+//! Where a stream replica keeps its messages, and how it comes back.
+//!
+//! A replica of a `storage: file` stream keeps them in a `FileStore` in
+//! `<store_dir>/jetstream/$G/replicas/<group>/`; its Raft log's snapshots
+//! carry the stream's state, not its messages
+//! (`StreamMachine::snapshot_state`), and the store is marked at each
+//! snapshot's index (`MsgStore::mark`), so a restart opens it at exactly
+//! the snapshot's state and the log's entries after it replay on top. A
+//! replica whose store does not hold a snapshot's messages fetches them
+//! from the leader (`jsservice::fetch`).
+//!
+//! A `storage: memory` stream keeps them in a `MemStore`, and its
+//! snapshots carry them (`StreamMachine::snapshot`), as nothing of the
+//! store outlives the process.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use jetstream::api::{Storage, StreamConfig};
+use jsservice::stream_sm::{replica_store, StreamMachine};
+use store::{Dir, FileStore, FileStoreConfig, FsDir, MsgStore, StoreError};
+use tracing::warn;
+
+/// A replica's store directory.
+pub fn replica_dir(store_dir: &Path, group: u64) -> PathBuf {
+    store_dir
+        .join("jetstream")
+        .join("$G")
+        .join("replicas")
+        .join(format!("{group:016x}"))
+}
+
+/// A replica as it comes back.
+pub enum Opened {
+    /// Its machine, as of the log's snapshot (or new); the log's entries
+    /// after it follow. `mark`: what the store was opened at.
+    Ready {
+        machine: Box<StreamMachine>,
+        mark: u64,
+    },
+    /// The store does not hold the log's snapshot's messages: the machine
+    /// must wait for a fetch into `store` (`jsservice::fetch::Fetch`).
+    /// `mark`: what the store was opened at.
+    Fetch {
+        config: Box<StreamConfig>,
+        index: u64,
+        state: Bytes,
+        store: Box<dyn MsgStore>,
+        mark: u64,
+    },
+}
+
+/// The store of a `storage: file` replica, in `dir`.
+pub struct ReplicaStore {
+    pub dir: Arc<dyn Dir>,
+    pub path: PathBuf,
+}
+
+impl ReplicaStore {
+    pub fn new(path: PathBuf) -> Result<ReplicaStore, String> {
+        let dir = FsDir::new(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(ReplicaStore {
+            dir: Arc::new(dir),
+            path,
+        })
+    }
+
+    /// The store opened at the state after log index `mark` (0: empty).
+    pub fn open_at(&self, mark: u64) -> Result<Box<dyn MsgStore>, StoreError> {
+        let store = FileStore::open_at(self.dir.clone(), FileStoreConfig::default(), mark)?;
+        Ok(Box::new(store))
+    }
+
+    /// The store at its greatest mark at or below `index`, and that mark.
+    pub fn open_at_or_before(&self, index: u64) -> Result<(Box<dyn MsgStore>, u64), StoreError> {
+        let (store, mark) =
+            FileStore::open_at_or_before(self.dir.clone(), FileStoreConfig::default(), index)?;
+        Ok((Box::new(store), mark))
+    }
+}
+
+/// Opens a replica: `stored` is its log's snapshot (index, data), if any;
+/// `config` and `created`, the stream's as first assigned, for a replica
+/// without one. `file` is `None` for a memory stream.
+pub fn open(
+    file: Option<&ReplicaStore>,
+    config: StreamConfig,
+    created: i64,
+    stored: Option<(u64, Bytes)>,
+) -> Result<Opened, String> {
+    let Some(file) = file else {
+        return open_in_memory(config, created, stored);
+    };
+    let Some((index, data)) = stored else {
+        let store = file.open_at(0).map_err(|e| e.to_string())?;
+        let machine = StreamMachine::new(config, created, store).map_err(|e| e.description)?;
+        return Ok(Opened::Ready {
+            machine: Box::new(machine),
+            mark: 0,
+        });
+    };
+    if !StreamMachine::is_state_snapshot(&data) {
+        // A snapshot that carries the messages (a log from before state
+        // snapshots): they go into an emptied store, marked there.
+        let mut store = Some(file.open_at(0).map_err(|e| e.to_string())?);
+        let mut machine = StreamMachine::restore(&data, |_| store.take().expect("one store"))
+            .map_err(|e| format!("its stored snapshot at {index} does not decode ({e})"))?;
+        machine
+            .stream_mut()
+            .store_mut()
+            .mark(index)
+            .map_err(|e| e.to_string())?;
+        return Ok(Opened::Ready {
+            machine: Box::new(machine),
+            mark: index,
+        });
+    }
+    let (config, summary) = StreamMachine::snapshot_summary(&data)
+        .map_err(|e| format!("its stored snapshot at {index} does not decode ({e})"))?;
+    let fetch = |store, mark| Opened::Fetch {
+        config: Box::new(config.clone()),
+        index,
+        state: data.clone(),
+        store,
+        mark,
+    };
+    match file.open_at(index) {
+        Ok(store) => match summary.mismatch(store.as_ref()) {
+            None => {
+                let machine = StreamMachine::restore_state(&data, store)
+                    .map_err(|e| format!("its stored snapshot at {index}: {e}"))?;
+                Ok(Opened::Ready {
+                    machine: Box::new(machine),
+                    mark: index,
+                })
+            }
+            Some(why) => {
+                // Damage since the mark: fetched again, from an earlier
+                // mark (a fetch marks the store at the snapshot's index).
+                warn!("replica store {}: {why}", file.path.display());
+                drop(store);
+                let (store, mark) = file
+                    .open_at_or_before(index - 1)
+                    .map_err(|e| e.to_string())?;
+                Ok(fetch(store, mark))
+            }
+        },
+        Err(StoreError::NoMark(_)) => {
+            // A fetch cut short, or a store behind its log.
+            let (store, mark) = file.open_at_or_before(index).map_err(|e| e.to_string())?;
+            Ok(fetch(store, mark))
+        }
+        Err(e) => {
+            // Unreadable: the peers hold the stream; fetched whole.
+            warn!(
+                "replica store {}: {e}; emptied, to be fetched from the leader",
+                file.path.display()
+            );
+            let store = file.open_at(0).map_err(|e| e.to_string())?;
+            Ok(fetch(store, 0))
+        }
+    }
+}
+
+fn open_in_memory(
+    config: StreamConfig,
+    created: i64,
+    stored: Option<(u64, Bytes)>,
+) -> Result<Opened, String> {
+    debug_assert_eq!(config.storage, Storage::Memory);
+    let machine = match stored {
+        None => {
+            let store = replica_store(&config);
+            StreamMachine::new(config, created, store).map_err(|e| e.description)?
+        }
+        Some((index, data)) => StreamMachine::restore(&data, replica_store)
+            .map_err(|e| format!("its stored snapshot at {index} does not decode ({e})"))?,
+    };
+    Ok(Opened::Ready {
+        machine: Box::new(machine),
+        mark: 0,
+    })
+}

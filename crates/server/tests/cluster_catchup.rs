@@ -1,0 +1,201 @@
+//! Replicas that come back behind their stream, on three real servers:
+//! their Raft log no longer holds what they missed (the leader compacted
+//! it behind a state snapshot), so they fetch the messages from the
+//! leader's store, and then hold exactly what the others hold.
+
+mod common;
+
+use common::replicated::{api_ready, cluster3, contents, lead_on, leader_of};
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_nats::jetstream;
+use futures::StreamExt;
+use serde_json::json;
+
+fn name_of(s: &common::Server) -> String {
+    s.json("/varz")["server_name"].as_str().unwrap().to_string()
+}
+
+fn index_of(all: &[common::Server], name: &str) -> usize {
+    all.iter().position(|s| name_of(s) == name).unwrap()
+}
+
+/// Publishes `n` messages of about 200 bytes to `subject`, 256 in
+/// flight; returns seq → payload (base64, as `contents` gives it).
+async fn publish(
+    c: &async_nats::Client,
+    subject: &str,
+    from: usize,
+    n: usize,
+) -> BTreeMap<u64, String> {
+    let js = jetstream::new(c.clone());
+    let acks = futures::stream::iter(from..from + n)
+        .map(|i| {
+            let js = js.clone();
+            let subject = subject.to_string();
+            async move {
+                let payload = format!("message {i:08} {}", "x".repeat(180));
+                let ack = js
+                    .publish(subject, payload.clone().into())
+                    .await
+                    .unwrap()
+                    .await
+                    .unwrap();
+                (ack.sequence, common::b64(payload.as_bytes()))
+            }
+        })
+        .buffer_unordered(256)
+        .collect::<Vec<_>>()
+        .await;
+    acks.into_iter().collect()
+}
+
+async fn delete(c: &async_nats::Client, stream: &str, seq: u64) {
+    let r = common::api(
+        c,
+        &format!("$JS.API.STREAM.MSG.DELETE.{stream}"),
+        &json!({"seq": seq}).to_string(),
+    )
+    .await;
+    assert_eq!(r["success"], true, "{r}");
+}
+
+/// The segment files of a server's replica stores.
+fn replica_segments(store_dir: &Path) -> Vec<PathBuf> {
+    let root = store_dir.join("jetstream").join("$G").join("replicas");
+    let mut out = Vec::new();
+    for group in std::fs::read_dir(&root).unwrap() {
+        for f in std::fs::read_dir(group.unwrap().path()).unwrap() {
+            out.push(f.unwrap().path());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A follower down while the stream took more entries than its leader's
+/// log keeps comes back by fetching from the leader's store (deletions
+/// on either side of its absence included), while publishing goes on;
+/// once it leads, it serves exactly what was acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_behind_the_log_catches_up_from_the_store() {
+    let mut all = cluster3();
+    for s in &mut all {
+        s.keep_port();
+    }
+    let mut clients = Vec::new();
+    for s in &all {
+        clients.push(s.client().await);
+    }
+    api_ready(&clients).await;
+    let r = common::api(
+        &clients[0],
+        "$JS.API.STREAM.CREATE.CU",
+        &json!({"name": "CU", "subjects": ["cu.>"], "num_replicas": 3}).to_string(),
+    )
+    .await;
+    assert!(r.get("error").is_none(), "{r}");
+    let mut want = publish(&clients[0], "cu.a", 0, 500).await;
+    delete(&clients[0], "CU", 5).await;
+    want.remove(&5);
+
+    let leader = leader_of(&clients[0], "CU").await;
+    let li = index_of(&all, &leader);
+    let fi = (li + 1) % 3;
+    let other = 3 - li - fi;
+    all[fi].kill9();
+    // More entries than the leader's log keeps after a snapshot.
+    want.extend(publish(&clients[other], "cu.b", 500, 12_000).await);
+    for seq in [10, 600, 9_000] {
+        delete(&clients[other], "CU", seq).await;
+        want.remove(&seq);
+    }
+
+    all[fi].restart();
+    // Publishing goes on while it catches up.
+    let c = clients[other].clone();
+    let during = tokio::spawn(async move { publish(&c, "cu.c", 20_000, 2_000).await });
+    assert!(
+        all[fi].wait_log("fetching its messages", Duration::from_secs(30)),
+        "{}",
+        all[fi].log_text()
+    );
+    assert!(
+        all[fi].wait_log("caught up to index", Duration::from_secs(60)),
+        "{}",
+        all[fi].log_text()
+    );
+    want.extend(during.await.unwrap());
+
+    let c = all[fi].client().await;
+    api_ready(std::slice::from_ref(&c)).await;
+    lead_on(&c, "CU", &name_of(&all[fi])).await;
+    let got = contents(&c, "CU").await;
+    assert_eq!(got.len(), want.len());
+    assert!(
+        got == want,
+        "the caught-up replica differs from what was acked"
+    );
+}
+
+/// A replica whose message file was damaged while it was down does not
+/// serve the damage: it fetches what it lost from the leader, and then
+/// serves every acknowledged message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_replica_store_is_repaired_from_the_leader() {
+    let mut all = cluster3();
+    for s in &mut all {
+        s.keep_port();
+    }
+    let mut clients = Vec::new();
+    for s in &all {
+        clients.push(s.client().await);
+    }
+    api_ready(&clients).await;
+    let r = common::api(
+        &clients[0],
+        "$JS.API.STREAM.CREATE.DMG",
+        &json!({"name": "DMG", "subjects": ["dmg.>"], "num_replicas": 3}).to_string(),
+    )
+    .await;
+    assert!(r.get("error").is_none(), "{r}");
+    // Enough entries that every replica snapshots (and marks its store).
+    let want = publish(&clients[0], "dmg.a", 0, 10_000).await;
+    let leader = leader_of(&clients[0], "DMG").await;
+    let li = index_of(&all, &leader);
+    let fi = (li + 1) % 3;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    all[fi].kill9();
+    let segments = replica_segments(&all[fi].store_dir());
+    let first = segments.first().expect("a segment file");
+    let mut data = std::fs::read(first).unwrap();
+    assert!(
+        data.len() > 10_000,
+        "{}: {} bytes",
+        first.display(),
+        data.len()
+    );
+    for at in [4_000, 4_001, 7_000] {
+        data[at] ^= 0x5a;
+    }
+    std::fs::write(first, &data).unwrap();
+
+    all[fi].restart();
+    assert!(
+        all[fi].wait_log("caught up to index", Duration::from_secs(60)),
+        "{}",
+        all[fi].log_text()
+    );
+    let c = all[fi].client().await;
+    api_ready(std::slice::from_ref(&c)).await;
+    lead_on(&c, "DMG", &name_of(&all[fi])).await;
+    let got = contents(&c, "DMG").await;
+    assert_eq!(got.len(), want.len());
+    assert!(
+        got == want,
+        "the repaired replica differs from what was acked"
+    );
+}
