@@ -396,10 +396,21 @@ pub fn serve(
     request: ChunkRequest,
     mark: u64,
 ) -> Result<Chunk, CatchupError> {
+    serve_up_to(store, request, mark, CHUNK_BYTES)
+}
+
+/// [`serve`], with chunks of at most `limit` bytes of messages (the
+/// simulator's are small, so its fetches take many).
+pub fn serve_up_to(
+    store: &dyn MsgStore,
+    request: ChunkRequest,
+    mark: u64,
+    limit: u64,
+) -> Result<Chunk, CatchupError> {
     let mut msgs = Vec::new();
     let mut bytes = 0u64;
     let mut next = request.from;
-    while next <= request.to && (bytes < CHUNK_BYTES || msgs.is_empty()) {
+    while next <= request.to && (bytes < limit || msgs.is_empty()) {
         match store.next_as_of(next, mark).map_err(store_err)? {
             Some(m) if m.seq <= request.to => {
                 next = m.seq + 1;

@@ -26,8 +26,9 @@
 //! with an empty store when the error is `Diverged`.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
-use store::MsgStore;
+use store::{Dir, FileStore, FileStoreConfig, MsgStore, StoreError};
 
 use crate::catchup::{self, Ask, CatchupError, Reply, StoreSummary};
 use crate::stream_sm::{DecodeError, RestoreError, StreamMachine};
@@ -174,6 +175,97 @@ fn store_error(e: store::StoreError) -> CatchupError {
     CatchupError::Store(e.to_string())
 }
 
+/// A leader's answer to a fetch: from its store as of the fetch's index
+/// if it still keeps it (chunks of at most `limit` bytes), or its own
+/// state to fetch instead. A leader that is itself fetching, or a store
+/// that fails a read, answers [`Reply::Later`].
+pub fn answer(
+    machine: &StreamMachine,
+    retention: &mut Retention,
+    ask: Ask,
+    now: i64,
+    limit: u64,
+) -> Result<Reply, CatchupError> {
+    if !retention.serves(ask.mark) {
+        let index = machine.applied();
+        retention.fetching(index, now);
+        return Ok(Reply::Retarget {
+            index,
+            state: machine.snapshot_state(now),
+        });
+    }
+    let chunk = catchup::serve_up_to(machine.stream().store(), ask.range, ask.mark, limit)?;
+    retention.fetching(ask.mark, now);
+    Ok(Reply::Chunk(chunk))
+}
+
+/// How a replica's file store comes back from its log's state snapshot
+/// (`index`, `state`).
+pub enum Reopened {
+    /// The store is at the snapshot's mark and matches it.
+    Ready {
+        machine: Box<StreamMachine>,
+        mark: u64,
+    },
+    /// It does not hold the snapshot's messages: fetch them into `store`,
+    /// opened at `mark`. `why`, for the driver's log, when it was damaged.
+    Fetch {
+        store: Box<dyn MsgStore>,
+        mark: u64,
+        why: Option<String>,
+    },
+}
+
+/// Opens a replica's store in `dir` at its log's state snapshot: at the
+/// snapshot's mark if it matches; at an earlier mark to be fetched if the
+/// mark is missing (a fetch cut short) or the store differs (damage); and
+/// emptied, to be fetched whole, if it cannot be read at all.
+pub fn reopen(
+    dir: Arc<dyn Dir>,
+    cfg: FileStoreConfig,
+    index: u64,
+    state: &[u8],
+) -> Result<Reopened, String> {
+    let (_, summary) = StreamMachine::snapshot_summary(state)
+        .map_err(|e| format!("its stored snapshot at {index} does not decode ({e})"))?;
+    let earlier = |before: u64, why: Option<String>| {
+        let (store, mark) =
+            FileStore::open_at_or_before(dir.clone(), cfg, before).map_err(|e| e.to_string())?;
+        Ok(Reopened::Fetch {
+            store: Box::new(store),
+            mark,
+            why,
+        })
+    };
+    match FileStore::open_at(dir.clone(), cfg, index) {
+        Ok(store) => match summary.mismatch(&store) {
+            None => {
+                let machine = StreamMachine::restore_state(state, Box::new(store))
+                    .map_err(|e| format!("its stored snapshot at {index}: {e}"))?;
+                Ok(Reopened::Ready {
+                    machine: Box::new(machine),
+                    mark: index,
+                })
+            }
+            // Marked at `index` and changed since (damage): fetched from
+            // an earlier mark, as a fetch marks its store at its index.
+            Some(why) => {
+                drop(store);
+                earlier(index - 1, Some(why))
+            }
+        },
+        Err(StoreError::NoMark(_)) => earlier(index, None),
+        Err(e) => {
+            let store = FileStore::open_at(dir.clone(), cfg, 0).map_err(|e| e.to_string())?;
+            Ok(Reopened::Fetch {
+                store: Box::new(store),
+                mark: 0,
+                why: Some(format!("unreadable ({e}); emptied")),
+            })
+        }
+    }
+}
+
 /// How long a fetch as of an index holds back what the store may forget,
 /// since its last ask (nanoseconds of the driver's clock).
 pub const FETCH_HELD_FOR: i64 = 60_000_000_000;
@@ -249,8 +341,7 @@ mod tests {
     use super::*;
     use crate::catchup::serve;
     use jetstream::api::StreamConfig;
-    use std::sync::Arc;
-    use store::{FileStore, FileStoreConfig, MemDir};
+    use store::MemDir;
 
     fn config() -> StreamConfig {
         serde_json::from_str(r#"{"name":"S","subjects":["s.>"]}"#).unwrap()

@@ -44,7 +44,7 @@ const NONE: u32 = u32::MAX;
 /// Bytes buffered before they are written even without a sync.
 const WRITE_BUFFER: usize = 256 * 1024;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct FileStoreConfig {
     /// A segment rolls over once it holds this many bytes.
     pub segment_size: u64,

@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use jetstream::api::{Storage, StreamConfig};
+use jsservice::fetch::{self, Reopened};
 use jsservice::stream_sm::{replica_store, StreamMachine};
 use store::{Dir, FileStore, FileStoreConfig, FsDir, MsgStore, StoreError};
 use tracing::warn;
@@ -71,13 +72,6 @@ impl ReplicaStore {
         let store = FileStore::open_at(self.dir.clone(), FileStoreConfig::default(), mark)?;
         Ok(Box::new(store))
     }
-
-    /// The store at its greatest mark at or below `index`, and that mark.
-    pub fn open_at_or_before(&self, index: u64) -> Result<(Box<dyn MsgStore>, u64), StoreError> {
-        let (store, mark) =
-            FileStore::open_at_or_before(self.dir.clone(), FileStoreConfig::default(), index)?;
-        Ok((Box::new(store), mark))
-    }
 }
 
 /// Opens a replica: `stored` is its log's snapshot (index, data), if any;
@@ -116,49 +110,24 @@ pub fn open(
             mark: index,
         });
     }
-    let (config, summary) = StreamMachine::snapshot_summary(&data)
+    let (config, _) = StreamMachine::snapshot_summary(&data)
         .map_err(|e| format!("its stored snapshot at {index} does not decode ({e})"))?;
-    let fetch = |store, mark| Opened::Fetch {
-        config: Box::new(config.clone()),
-        index,
-        state: data.clone(),
-        store,
-        mark,
-    };
-    match file.open_at(index) {
-        Ok(store) => match summary.mismatch(store.as_ref()) {
-            None => {
-                let machine = StreamMachine::restore_state(&data, store)
-                    .map_err(|e| format!("its stored snapshot at {index}: {e}"))?;
-                Ok(Opened::Ready {
-                    machine: Box::new(machine),
-                    mark: index,
-                })
+    match fetch::reopen(file.dir.clone(), FileStoreConfig::default(), index, &data)? {
+        Reopened::Ready { machine, mark } => Ok(Opened::Ready { machine, mark }),
+        Reopened::Fetch { store, mark, why } => {
+            if let Some(why) = why {
+                warn!(
+                    "replica store {}: {why}; to be fetched from the leader",
+                    file.path.display()
+                );
             }
-            Some(why) => {
-                // Damage since the mark: fetched again, from an earlier
-                // mark (a fetch marks the store at the snapshot's index).
-                warn!("replica store {}: {why}", file.path.display());
-                drop(store);
-                let (store, mark) = file
-                    .open_at_or_before(index - 1)
-                    .map_err(|e| e.to_string())?;
-                Ok(fetch(store, mark))
-            }
-        },
-        Err(StoreError::NoMark(_)) => {
-            // A fetch cut short, or a store behind its log.
-            let (store, mark) = file.open_at_or_before(index).map_err(|e| e.to_string())?;
-            Ok(fetch(store, mark))
-        }
-        Err(e) => {
-            // Unreadable: the peers hold the stream; fetched whole.
-            warn!(
-                "replica store {}: {e}; emptied, to be fetched from the leader",
-                file.path.display()
-            );
-            let store = file.open_at(0).map_err(|e| e.to_string())?;
-            Ok(fetch(store, 0))
+            Ok(Opened::Fetch {
+                config: Box::new(config),
+                index,
+                state: data,
+                store,
+                mark,
+            })
         }
     }
 }

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use jsservice::catchup::{self, Ask, CatchupError, Reply};
-use jsservice::fetch::{Fetch, Progress};
+use jsservice::catchup::{Ask, CatchupError, Reply, CHUNK_BYTES};
+use jsservice::fetch::{self, Fetch, Progress};
 use jsservice::request::Inbound;
 use jsservice::stream_sm::StreamMachine;
 use store::MsgStore;
@@ -263,27 +263,14 @@ impl Actor {
             warn!("Stream '{}': a fetch ask does not decode", self.handle.name);
             return;
         };
-        let now = wall_clock();
         let reply = if self.serving.is_none() || self.fetching.is_some() {
             Reply::Later
-        } else if !self.retention.serves(ask.mark) {
-            let index = self.machine.applied();
-            self.retention.fetching(index, now);
-            Reply::Retarget {
-                index,
-                state: self.machine.snapshot_state(now),
-            }
         } else {
-            match catchup::serve(self.machine.stream().store(), ask.range, ask.mark) {
-                Ok(chunk) => {
-                    self.retention.fetching(ask.mark, now);
-                    Reply::Chunk(chunk)
-                }
-                Err(e) => {
-                    warn!("Stream '{}': serving a fetch: {e}", self.handle.name);
-                    Reply::Later
-                }
-            }
+            let (machine, now) = (&self.machine, wall_clock());
+            fetch::answer(machine, &mut self.retention, ask, now, CHUNK_BYTES).unwrap_or_else(|e| {
+                warn!("Stream '{}': serving a fetch: {e}", self.handle.name);
+                Reply::Later
+            })
         };
         self.publisher
             .publish(&to, &to, None, None, &reply.encode());
