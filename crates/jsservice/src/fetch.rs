@@ -97,7 +97,17 @@ impl Fetch {
     }
 
     /// A reply from the leader. `Ok(None)`: it answers no ask outstanding.
+    /// After an error no ask is outstanding: start again from
+    /// [`Fetch::begin`] (a chunk may have been stored in part).
     pub fn reply(&mut self, reply: Reply) -> Result<Option<Progress>, CatchupError> {
+        let progress = self.take_reply(reply);
+        if progress.is_err() {
+            self.asked = None;
+        }
+        progress
+    }
+
+    fn take_reply(&mut self, reply: Reply) -> Result<Option<Progress>, CatchupError> {
         let Some(asked) = self.asked else {
             return Ok(None);
         };

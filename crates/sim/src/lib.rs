@@ -33,6 +33,8 @@ use replication::rng::Rng;
 use replication::{frame, identity};
 use store::{MemDir, RewriteJob, Rewritten, Swap};
 
+mod replica;
+
 /// The Raft group the simulation replicates: values, the work-queue
 /// stream, or the meta state.
 pub const GROUP: u64 = 1;
@@ -200,6 +202,9 @@ pub struct Report {
     /// Log files rewritten behind compactions (swapped in; a crash can
     /// land before), which run beside the engine as a rewrite thread's do.
     pub rewrites: u64,
+    /// Stream replicas caught up by fetching a snapshot's messages from
+    /// the leader's store.
+    pub fetches: u64,
     /// Current reads (ReadIndex) confirmed and served from a leader.
     pub reads: u64,
     pub leaders: BTreeMap<u64, u64>,
@@ -238,6 +243,8 @@ struct Server {
     agg: Option<StreamMachine>,
     /// The replicated meta state, rebuilt from the log on restart.
     meta: Meta,
+    /// The stream replicas' stores, by group (`replica`).
+    stores: BTreeMap<u64, replica::ReplicaStore>,
     /// Applied index of the last compaction, by group.
     compacted_at: BTreeMap<u64, u64>,
     /// Sync handles handed out and not yet run, by epoch, as a sync
@@ -251,6 +258,17 @@ struct Server {
 }
 
 impl Server {
+    /// Power loss: the engine stops, and every file of the server (its
+    /// logs and its replicas' stores) goes back to what was synced, with
+    /// `torn` bytes of the unsynced tail kept.
+    fn crash(&mut self, torn: usize) {
+        self.engine = None;
+        self.dir.crash(torn);
+        for rs in self.stores.values() {
+            rs.dir.crash(torn);
+        }
+    }
+
     /// Compacts a group's log; a rewrite it asks for waits for a later
     /// step, as it would for a rewrite thread.
     fn compact(&mut self, g: u64, index: u64, data: Vec<u8>) -> bool {
@@ -270,11 +288,24 @@ impl Server {
 /// queue for its sync thread.
 fn absorb(cfg: &Config, s: &mut Server, out: &mut Output, now: i64) {
     for c in &out.snapshots {
-        // The leader's snapshot replaces this replica's state.
-        restore_state(cfg, s, c.group, &c.data);
+        if s.stores.contains_key(&c.group) && !c.data.is_empty() {
+            // A stream's snapshot is its state: the messages are fetched.
+            let mut e = s.engine.take().expect("up");
+            replica::install(s, &mut e, c.group, c.index, c.data.clone());
+            s.engine = Some(e);
+        } else {
+            // The leader's snapshot replaces this replica's state.
+            restore_state(cfg, s, c.group, &c.data);
+        }
     }
     for &g in &out.snapshot_wanted {
-        let (index, data) = state_snapshot(s, g, now);
+        if s.stores.contains_key(&g) {
+            if let Some((index, data)) = replica::snapshot(s, g, now) {
+                s.compact(g, index, data);
+            }
+            continue;
+        }
+        let (index, data) = state_snapshot(s, g);
         let e = s.engine.as_mut().expect("up");
         let at = index.unwrap_or_else(|| e.applied(g).unwrap_or(0));
         s.compact(g, at, data);
@@ -428,15 +459,25 @@ impl Sim {
                 for &g in groups(&cfg) {
                     e.create_group(g, &voters).expect("fresh group");
                 }
+                let stores: BTreeMap<u64, replica::ReplicaStore> = stream_groups(&cfg)
+                    .map(|g| (g, replica::ReplicaStore::new()))
+                    .collect();
+                let wq = stores
+                    .get(&GROUP)
+                    .and_then(|rs| replicated_stream(&cfg, rs.empty()));
+                let agg = stores
+                    .get(&SOURCING_GROUP)
+                    .and_then(|rs| sourcing_stream(&cfg, rs.empty()));
                 Server {
                     id,
                     dir,
                     engine: Some(e),
                     down_for: 0,
                     flipped: false,
-                    wq: replicated_stream(&cfg),
-                    agg: sourcing_stream(&cfg),
+                    wq,
+                    agg,
                     meta: Meta::new(),
+                    stores,
                     compacted_at: BTreeMap::new(),
                     syncing: Vec::new(),
                     rewrites: Vec::new(),
@@ -532,8 +573,7 @@ impl Sim {
     /// kept as a torn write); it restarts after a few steps.
     pub fn power_loss(&mut self, id: u64, torn: usize) {
         let s = &mut self.servers[id as usize - 1];
-        s.engine = None;
-        s.dir.crash(torn);
+        s.crash(torn);
         s.down_for = 5;
         self.report.crashes += 1;
     }
@@ -621,6 +661,7 @@ impl Sim {
             }
             self.deliver(&f);
         }
+        self.fetch_round(&f)?;
         self.check_step()
     }
 
@@ -683,6 +724,15 @@ impl Sim {
                     for &g in groups(&self.cfg) {
                         e.create_group(g, &voters)
                             .expect("one node per group: the old one is gone");
+                        s.compacted_at.remove(&g);
+                        if s.stores.contains_key(&g) {
+                            let cfg = &self.cfg;
+                            replica::reopen(s, &mut e, g, |store| match g == SOURCING_GROUP {
+                                true => sourcing_stream(cfg, store),
+                                false => replicated_stream(cfg, store),
+                            });
+                            continue;
+                        }
                         let data = e.snapshot(g).map(|(_, d)| d).unwrap_or_default();
                         restore_state(&self.cfg, s, g, &data);
                     }
@@ -701,8 +751,7 @@ impl Sim {
             }
             if self.rng.chance(f.crash) {
                 let torn = self.rng.below(64) as usize;
-                s.engine = None;
-                s.dir.crash(torn);
+                s.crash(torn);
                 s.down_for = 1 + self.rng.below(40);
                 self.report.crashes += 1;
                 if damaged < f_max && self.rng.chance(f.bit_flip) {
@@ -906,6 +955,30 @@ impl Sim {
         }
     }
 
+    /// Applies a committed entry of stream group `g` on server `i`, or
+    /// queues it while the replica fetches a snapshot's messages.
+    fn apply_stream(
+        &mut self,
+        i: usize,
+        g: u64,
+        leader: bool,
+        index: u64,
+        data: &[u8],
+    ) -> Result<(), Violation> {
+        let rs = self.servers[i].stores.get_mut(&g);
+        if let Some(fetching) = rs.and_then(|rs| rs.fetching.as_mut()) {
+            fetching.waiting.push((index, Bytes::copy_from_slice(data)));
+            return Ok(());
+        }
+        match g == SOURCING_GROUP {
+            true => {
+                self.agg_apply(i, leader, index, data);
+                Ok(())
+            }
+            false => self.wq_apply(i, leader, index, data),
+        }
+    }
+
     /// Applies a committed entry to server `i`'s sourcing stream. Once
     /// its leader has stored a delivered message (or had it already), the
     /// work-queue message is acked: never before the copy is committed.
@@ -913,6 +986,10 @@ impl Sim {
         let Some(agg) = self.servers[i].agg.as_mut() else {
             return;
         };
+        if index <= agg.applied() {
+            return;
+        }
+        agg.stream_mut().store_mut().applying(index);
         let applied = agg.apply(index, data);
         if !leader || !matches!(applied.outcome, Outcome::Sourced(Ok(_))) {
             return;
@@ -970,6 +1047,10 @@ impl Sim {
         let Some(wq) = self.servers[i].wq.as_mut() else {
             return Ok(());
         };
+        if index <= wq.applied() {
+            return Ok(());
+        }
+        wq.stream_mut().store_mut().applying(index);
         let applied = wq.apply(index, data);
         if !leader {
             return Ok(());
@@ -1190,8 +1271,7 @@ impl Sim {
             // A crash can land between the write and its sync.
             if !self.servers[i].syncing.is_empty() && self.rng.chance(f.crash / 2) {
                 let s = &mut self.servers[i];
-                s.engine = None;
-                s.dir.crash(self.rng.below(64) as usize);
+                s.crash(self.rng.below(64) as usize);
                 s.down_for = 1 + self.rng.below(40);
                 self.report.crashes += 1;
                 self.event(6000 + id);
@@ -1229,11 +1309,11 @@ impl Sim {
             if self.cfg.work_queue || self.cfg.publish_ids {
                 for o in &outputs {
                     for c in &o.committed {
-                        if c.group == SOURCING_GROUP {
-                            self.agg_apply(i, agg_leader, c.index, &c.data);
-                        } else {
-                            self.wq_apply(i, leader, c.index, &c.data)?;
-                        }
+                        let led = match c.group == SOURCING_GROUP {
+                            true => agg_leader,
+                            false => leader,
+                        };
+                        self.apply_stream(i, c.group, led, c.index, &c.data)?;
                     }
                     for (_, _, index) in o.reads.iter().filter(|r| r.0 == GROUP) {
                         self.reads_waiting.push((i, *index));
@@ -1250,8 +1330,14 @@ impl Sim {
                     let index = state_snapshot_index(s, g);
                     let since = index.saturating_sub(s.compacted_at.get(&g).copied().unwrap_or(0));
                     if since >= COMPACT_EVERY {
-                        let (index, data) = state_snapshot(s, g, now);
-                        let index = index.expect("stream modes have state");
+                        let taken = match s.stores.contains_key(&g) {
+                            true => replica::snapshot(s, g, now),
+                            false => {
+                                let (index, data) = state_snapshot(s, g);
+                                index.map(|index| (index, data))
+                            }
+                        };
+                        let Some((index, data)) = taken else { continue };
                         if s.compact(g, index, data) {
                             s.compacted_at.insert(g, index);
                             self.report.compactions += 1;
@@ -1472,6 +1558,14 @@ impl Sim {
     fn check_converged(&mut self) -> Result<(), Violation> {
         for &g in groups(&self.cfg) {
             self.check_group_converged(g)?;
+        }
+        for s in &self.servers {
+            if let Some(g) = s.stores.iter().find(|(_, rs)| rs.fetching.is_some()) {
+                return Err(self.violation(format!(
+                    "server {} still fetching group {}'s messages after the faults stopped",
+                    s.id, g.0
+                )));
+            }
         }
         for s in &self.servers {
             let e = s.engine.as_ref().expect("checked up");
@@ -1794,17 +1888,11 @@ fn state_snapshot_index(s: &Server, group: u64) -> u64 {
     }
 }
 
-/// A snapshot of a server's replicated state of `group`: (its applied
-/// index, data); in value mode there is no state (index from the engine).
-fn state_snapshot(s: &Server, group: u64, now: i64) -> (Option<u64>, Vec<u8>) {
-    let stream = if group == SOURCING_GROUP {
-        &s.agg
-    } else {
-        &s.wq
-    };
-    if let Some(w) = stream {
-        return (Some(w.applied()), w.snapshot(now));
-    }
+/// A snapshot of a server's meta state: (its applied index, data); in
+/// value mode there is no state (index from the engine). Streams take
+/// theirs in `replica::snapshot`.
+fn state_snapshot(s: &Server, group: u64) -> (Option<u64>, Vec<u8>) {
+    debug_assert!(!s.stores.contains_key(&group));
     if s.meta.applied() > 0 {
         return (Some(s.meta.applied()), s.meta.snapshot());
     }
@@ -1812,27 +1900,17 @@ fn state_snapshot(s: &Server, group: u64, now: i64) -> (Option<u64>, Vec<u8>) {
 }
 
 /// Replaces a server's replicated state of `group` with a snapshot's
-/// (empty data: the state a new group starts with).
+/// (empty data: the state a new group starts with). A stream's snapshot
+/// is installed by `replica::install`.
 fn restore_state(cfg: &Config, s: &mut Server, group: u64, data: &[u8]) {
     s.compacted_at.remove(&group);
-    let restored = || {
-        Some(
-            StreamMachine::restore(data, |_| replica_store())
-                .expect("snapshots this simulator made decode"),
-        )
-    };
-    if group == SOURCING_GROUP {
-        s.agg = if data.is_empty() {
-            sourcing_stream(cfg)
-        } else {
-            restored()
-        };
-    } else if cfg.work_queue || cfg.publish_ids {
-        s.wq = if data.is_empty() {
-            replicated_stream(cfg)
-        } else {
-            restored()
-        };
+    if let Some(rs) = s.stores.get(&group) {
+        debug_assert!(data.is_empty(), "stream snapshots go to replica::install");
+        let store = rs.empty();
+        match group == SOURCING_GROUP {
+            true => s.agg = sourcing_stream(cfg, store),
+            false => s.wq = replicated_stream(cfg, store),
+        }
     } else if cfg.meta {
         s.meta = if data.is_empty() {
             Meta::new()
@@ -1842,17 +1920,19 @@ fn restore_state(cfg: &Config, s: &mut Server, group: u64, data: &[u8]) {
     }
 }
 
-/// A replica's message store: the file store, opened at mark 0 on a
-/// directory of its own (`MemDir`), with small segments so that removals
-/// empty and reclaim whole segments.
-fn replica_store() -> Box<dyn store::MsgStore> {
-    let dir = std::sync::Arc::new(store::MemDir::new());
-    let cfg = store::FileStoreConfig { segment_size: 4096 };
-    Box::new(store::FileStore::open_at(dir, cfg, 0).expect("an empty store opens"))
+/// The groups that replicate a stream, each kept in a file store.
+fn stream_groups(cfg: &Config) -> impl Iterator<Item = u64> {
+    let wq = cfg.work_queue || cfg.publish_ids;
+    let groups: &'static [u64] = match (wq, cfg.sourced) {
+        (true, true) => &[GROUP, SOURCING_GROUP],
+        (true, false) => &[GROUP],
+        _ => &[],
+    };
+    groups.iter().copied()
 }
 
 /// In sourced mode, the stream every replica keeps that sources `WQ`.
-fn sourcing_stream(cfg: &Config) -> Option<StreamMachine> {
+fn sourcing_stream(cfg: &Config, store: Box<dyn store::MsgStore>) -> Option<StreamMachine> {
     if !cfg.sourced {
         return None;
     }
@@ -1866,11 +1946,11 @@ fn sourcing_stream(cfg: &Config) -> Option<StreamMachine> {
         ..Default::default()
     };
     jetstream::stream::config::check(&mut cfg, false, false).expect("valid config");
-    Some(StreamMachine::new(cfg, 1, replica_store()).expect("stream"))
+    Some(StreamMachine::new(cfg, 1, store).expect("stream"))
 }
 
 /// The stream every replica keeps, in the modes that replicate one.
-fn replicated_stream(cfg: &Config) -> Option<StreamMachine> {
+fn replicated_stream(cfg: &Config, store: Box<dyn store::MsgStore>) -> Option<StreamMachine> {
     if !(cfg.work_queue || cfg.publish_ids) {
         return None;
     }
@@ -1887,7 +1967,7 @@ fn replicated_stream(cfg: &Config) -> Option<StreamMachine> {
         ..Default::default()
     };
     jetstream::stream::config::check(&mut cfg, false, false).expect("valid config");
-    Some(StreamMachine::new(cfg, 1, replica_store()).expect("stream"))
+    Some(StreamMachine::new(cfg, 1, store).expect("stream"))
 }
 
 /// The stream sequence an ack subject names:

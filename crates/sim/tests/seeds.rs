@@ -97,6 +97,7 @@ fn work_queue_under_random_faults() {
     let mut acked = 0;
     let mut reads = 0;
     let mut rewrites = 0;
+    let mut fetches = 0;
     for seed in 1000..1060 {
         let mut cfg = Config::new(seed);
         cfg.work_queue = true;
@@ -106,12 +107,17 @@ fn work_queue_under_random_faults() {
                 acked += r.acked;
                 reads += r.reads;
                 rewrites += r.rewrites;
+                fetches += r.fetches;
             }
             Err(v) => failures.push(v.to_string()),
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(acked > 3000, "{acked}");
+    // Replicas caught up by fetching messages from the leader's store
+    // (after a leader's snapshot, or a restart before their store's
+    // mark), with faults around.
+    assert!(fetches > 10, "{fetches}");
     // Compactions rewrote logs beside the engine, with faults around.
     assert!(rewrites > 10, "{rewrites}");
     // Current reads were served, through ReadIndex, and none was stale.
