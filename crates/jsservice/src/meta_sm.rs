@@ -146,6 +146,10 @@ pub struct Meta {
     peers: BTreeMap<u64, Peer>,
     retired: Vec<u64>,
     streams: BTreeMap<String, StreamAssignment>,
+    /// Stream names by group id: an index of `streams`, rebuilt on
+    /// restore (thousands of replicas look theirs up twice a second).
+    #[serde(skip)]
+    by_group: BTreeMap<u64, String>,
     /// Group ids are handed out in order and never reused; the meta group
     /// itself is group 1.
     next_group: u64,
@@ -175,6 +179,13 @@ impl Meta {
         self.streams.get(name)
     }
 
+    /// The stream whose Raft group is `group`.
+    pub fn stream_of_group(&self, group: u64) -> Option<&StreamAssignment> {
+        let stream = self.streams.get(self.by_group.get(&group)?);
+        debug_assert!(stream.is_none_or(|a| a.group == group), "the index agrees");
+        stream
+    }
+
     pub fn applied(&self) -> u64 {
         self.applied
     }
@@ -185,7 +196,13 @@ impl Meta {
     }
 
     pub fn restore(data: &[u8]) -> Option<Meta> {
-        serde_json::from_slice(data).ok()
+        let mut meta: Meta = serde_json::from_slice(data).ok()?;
+        meta.by_group = meta
+            .streams
+            .values()
+            .map(|a| (a.group, a.name.clone()))
+            .collect();
+        Some(meta)
     }
 
     /// Whether `AddPeer { id, name }` would apply: the id was never
@@ -267,6 +284,7 @@ impl Meta {
                     consumers: BTreeMap::new(),
                 };
                 self.next_group += 1;
+                self.by_group.insert(a.group, name.clone());
                 self.streams.insert(name, a.clone());
                 Ok(MetaEvent::StreamAssigned(a, reply))
             }
@@ -287,7 +305,10 @@ impl Meta {
                 Ok(MetaEvent::StreamUpdated(before, s.clone(), reply))
             }
             MetaOp::RemoveStream { name } => match self.streams.remove(&name) {
-                Some(a) => Ok(MetaEvent::StreamRemoved(a)),
+                Some(a) => {
+                    self.by_group.remove(&a.group);
+                    Ok(MetaEvent::StreamRemoved(a))
+                }
                 None => Err(MetaError::NoStream(name)),
             },
             MetaOp::AssignConsumer {

@@ -293,7 +293,7 @@ impl Applier {
             if assigned.iter().any(|a| a.group == g) {
                 continue;
             }
-            let exists = self.meta.lock().streams().any(|a| a.group == g);
+            let exists = self.meta.lock().stream_of_group(g).is_some();
             if exists {
                 // Moved off this server: the replica may still count
                 // towards its group's quorum until the group lets it go.

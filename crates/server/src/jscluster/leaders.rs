@@ -84,8 +84,13 @@ impl Leaders {
         for g in status.groups.iter().filter(|g| g.is_leader) {
             self.reconcile(g);
         }
-        self.last_reconcile
-            .retain(|g, _| status.groups.iter().any(|s| s.group == *g && s.is_leader));
+        let led: BTreeSet<u64> = status
+            .groups
+            .iter()
+            .filter(|g| g.is_leader)
+            .map(|g| g.group)
+            .collect();
+        self.last_reconcile.retain(|g, _| led.contains(g));
         self.retire_left(&status);
     }
 
@@ -100,14 +105,7 @@ impl Leaders {
         {
             return;
         }
-        let Some(a) = self
-            .jc
-            .meta
-            .lock()
-            .streams()
-            .find(|a| a.group == g.group)
-            .cloned()
-        else {
+        let Some(a) = self.jc.meta.lock().stream_of_group(g.group).cloned() else {
             return;
         };
         let group = g.group;
@@ -179,8 +177,8 @@ impl Leaders {
             let _ = self.jc.node.call(move |e| {
                 let assigned = meta
                     .lock()
-                    .streams()
-                    .any(|a| a.group == group && a.peers.contains(&me));
+                    .stream_of_group(group)
+                    .is_some_and(|a| a.peers.contains(&me));
                 let member = e.voters(group).is_some_and(|v| v.contains(&me));
                 let mut reps = replicas.lock();
                 let leaving = reps.get(&group).is_some_and(|r| r.leaving.is_some());

@@ -134,6 +134,8 @@ pub struct Actor {
     retention: Retention,
     /// Fetching a state snapshot's messages from the leader.
     fetching: Option<fetch::Fetching>,
+    /// The config the meta group assigned, as text and parsed.
+    assigned: Option<(String, Box<StreamConfig>)>,
     /// A snapshot was asked for while none could be taken (fetching):
     /// taken after the next entry applied.
     snapshot_owed: bool,
@@ -179,6 +181,7 @@ impl Actor {
             file,
             retention: Retention::opened_at(mark),
             fetching: None,
+            assigned: None,
             snapshot_owed: false,
         };
         if let Some((index, state, store)) = fetch {
@@ -698,18 +701,27 @@ impl Actor {
     /// Brings the stream to the config the meta group assigned: through
     /// the log, so every replica changes at the same point.
     fn reconcile_config(&mut self) {
-        let assigned = self
-            .jc
-            .meta
-            .lock()
-            .streams()
-            .find(|a| a.group == self.group)
-            .map(|a| a.config.clone());
-        let Some(config) = assigned else { return };
-        let Ok(want) = serde_json::from_str::<StreamConfig>(&config) else {
+        let meta = self.jc.meta.lock();
+        let Some(config) = meta.stream_of_group(self.group).map(|a| &a.config) else {
             return;
         };
-        if self.machine.stream().config != want {
+        // Parsed once per assigned config, not at every look.
+        if self
+            .assigned
+            .as_ref()
+            .is_none_or(|(text, _)| text != config)
+        {
+            let Ok(want) = serde_json::from_str::<StreamConfig>(config) else {
+                return;
+            };
+            self.assigned = Some((config.clone(), Box::new(want)));
+        }
+        drop(meta);
+        let Some((config, want)) = &self.assigned else {
+            return;
+        };
+        if self.machine.stream().config != **want {
+            let config = config.clone();
             info!(
                 "JetStream cluster stream '$G > {}': applying its new config",
                 self.handle.name
