@@ -383,6 +383,7 @@ fn run(
     // goes to the rewrite thread only once they have run.
     let mut replaced: Vec<(u64, Replaced)> = Vec::new();
     let mut sent_epoch = 0;
+    let (mut status_at, mut status_groups) = (Instant::now(), usize::MAX);
     'run: loop {
         let wait = next_tick.saturating_duration_since(Instant::now());
         let first = match rx.recv_timeout(wait) {
@@ -482,9 +483,13 @@ fn run(
             }
             sent_epoch = epoch;
         }
+        // Only groups that applied something can have come due for
+        // compaction: with thousands of quiet groups, looking at each one
+        // every cycle would cost more than the work itself.
+        let active: BTreeSet<u64> = out.committed.iter().map(|c| c.group).collect();
         emit(&transport, &committed, &mut apply, out, &mut engine);
         if let Some(policy) = cfg.compact.as_ref() {
-            for g in engine.groups().collect::<Vec<_>>() {
+            for g in active {
                 let applied = engine.applied(g).unwrap_or(0);
                 let snap = engine.snapshot_index(g).unwrap_or(0);
                 if applied > snap && policy(g, applied - snap) && !wanted.contains(&g) {
@@ -511,7 +516,13 @@ fn run(
                 Snapshot::None => {}
             }
         }
-        publish_status(&engine, &status);
+        // At most every STATUS_EVERY (and when groups come or go): it
+        // copies every group's state.
+        let groups = engine.groups().count();
+        if now.duration_since(status_at) >= STATUS_EVERY || groups != status_groups {
+            publish_status(&engine, &status);
+            (status_at, status_groups) = (now, groups);
+        }
     }
     // The sync thread finishes what it was given (nothing waits for it);
     // the rewrite thread frees what it holds and skips the rewrites still
@@ -575,6 +586,9 @@ fn emit(
         let _ = events.send(ev);
     }
 }
+
+/// How stale the published [`Status`] may be.
+const STATUS_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
 
 fn publish_status(engine: &Engine, status: &Mutex<Status>) {
     let groups = engine
