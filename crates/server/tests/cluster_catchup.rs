@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::replicated::{api_ready, cluster3, contents, lead_on, leader_of};
+use common::replicated::{api_ready, cluster3, connect, contents, created, lead_on, leader_of};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -63,6 +63,39 @@ async fn delete(c: &async_nats::Client, stream: &str, seq: u64) {
     assert_eq!(r["success"], true, "{r}");
 }
 
+/// Three servers that keep their ports across restarts, a client on
+/// each, and an R3 stream `name` on subjects `<name lowercase>.>`.
+async fn cluster_with_stream(name: &str) -> (Vec<common::Server>, Vec<async_nats::Client>) {
+    let mut all = cluster3();
+    for s in &mut all {
+        s.keep_port();
+    }
+    let clients = connect(&all).await;
+    let subjects = format!("{}.>", name.to_lowercase());
+    let cfg = json!({"name": name, "subjects": [subjects], "num_replicas": 3});
+    created(&clients[0], cfg).await;
+    (all, clients)
+}
+
+/// The server logs that its replica fetched what it lacked.
+fn caught_up(s: &common::Server) {
+    assert!(
+        s.wait_log("caught up to index", Duration::from_secs(60)),
+        "{}",
+        s.log_text()
+    );
+}
+
+/// Once `s` leads the stream, it serves exactly `want` (seq → payload).
+async fn serves_exactly(s: &common::Server, stream: &str, want: &BTreeMap<u64, String>) {
+    let c = s.client().await;
+    api_ready(std::slice::from_ref(&c)).await;
+    lead_on(&c, stream, &name_of(s)).await;
+    let got = contents(&c, stream).await;
+    assert_eq!(got.len(), want.len());
+    assert!(&got == want, "{} differs from what was acked", name_of(s));
+}
+
 /// The segment files of a server's replica stores.
 fn replica_segments(store_dir: &Path) -> Vec<PathBuf> {
     let root = store_dir.join("jetstream").join("$G").join("replicas");
@@ -82,22 +115,7 @@ fn replica_segments(store_dir: &Path) -> Vec<PathBuf> {
 /// once it leads, it serves exactly what was acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_behind_the_log_catches_up_from_the_store() {
-    let mut all = cluster3();
-    for s in &mut all {
-        s.keep_port();
-    }
-    let mut clients = Vec::new();
-    for s in &all {
-        clients.push(s.client().await);
-    }
-    api_ready(&clients).await;
-    let r = common::api(
-        &clients[0],
-        "$JS.API.STREAM.CREATE.CU",
-        &json!({"name": "CU", "subjects": ["cu.>"], "num_replicas": 3}).to_string(),
-    )
-    .await;
-    assert!(r.get("error").is_none(), "{r}");
+    let (mut all, clients) = cluster_with_stream("CU").await;
     let mut want = publish(&clients[0], "cu.a", 0, 500).await;
     delete(&clients[0], "CU", 5).await;
     want.remove(&5);
@@ -123,22 +141,10 @@ async fn a_follower_behind_the_log_catches_up_from_the_store() {
         "{}",
         all[fi].log_text()
     );
-    assert!(
-        all[fi].wait_log("caught up to index", Duration::from_secs(60)),
-        "{}",
-        all[fi].log_text()
-    );
+    caught_up(&all[fi]);
     want.extend(during.await.unwrap());
 
-    let c = all[fi].client().await;
-    api_ready(std::slice::from_ref(&c)).await;
-    lead_on(&c, "CU", &name_of(&all[fi])).await;
-    let got = contents(&c, "CU").await;
-    assert_eq!(got.len(), want.len());
-    assert!(
-        got == want,
-        "the caught-up replica differs from what was acked"
-    );
+    serves_exactly(&all[fi], "CU", &want).await;
 }
 
 /// A replica whose message file was damaged while it was down does not
@@ -146,22 +152,7 @@ async fn a_follower_behind_the_log_catches_up_from_the_store() {
 /// serves every acknowledged message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_replica_store_is_repaired_from_the_leader() {
-    let mut all = cluster3();
-    for s in &mut all {
-        s.keep_port();
-    }
-    let mut clients = Vec::new();
-    for s in &all {
-        clients.push(s.client().await);
-    }
-    api_ready(&clients).await;
-    let r = common::api(
-        &clients[0],
-        "$JS.API.STREAM.CREATE.DMG",
-        &json!({"name": "DMG", "subjects": ["dmg.>"], "num_replicas": 3}).to_string(),
-    )
-    .await;
-    assert!(r.get("error").is_none(), "{r}");
+    let (mut all, clients) = cluster_with_stream("DMG").await;
     // Enough entries that every replica snapshots (and marks its store).
     let want = publish(&clients[0], "dmg.a", 0, 10_000).await;
     let leader = leader_of(&clients[0], "DMG").await;
@@ -184,18 +175,6 @@ async fn a_damaged_replica_store_is_repaired_from_the_leader() {
     std::fs::write(first, &data).unwrap();
 
     all[fi].restart();
-    assert!(
-        all[fi].wait_log("caught up to index", Duration::from_secs(60)),
-        "{}",
-        all[fi].log_text()
-    );
-    let c = all[fi].client().await;
-    api_ready(std::slice::from_ref(&c)).await;
-    lead_on(&c, "DMG", &name_of(&all[fi])).await;
-    let got = contents(&c, "DMG").await;
-    assert_eq!(got.len(), want.len());
-    assert!(
-        got == want,
-        "the repaired replica differs from what was acked"
-    );
+    caught_up(&all[fi]);
+    serves_exactly(&all[fi], "DMG", &want).await;
 }

@@ -6,7 +6,8 @@
 mod common;
 
 use common::replicated::{
-    api_ready, check_replicas, cluster3, cluster_tagged, contents, lead_on, leader_of, stream_info,
+    api_ready, check_replicas, cluster3, cluster_tagged, connect, contents, created, lead_on,
+    leader_of, stream_info,
 };
 
 use std::collections::BTreeMap;
@@ -14,29 +15,6 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
 use serde_json::{json, Value};
-
-/// A client on each server, once the JetStream API answers everywhere.
-async fn connect(all: &[common::Server]) -> Vec<async_nats::Client> {
-    let mut clients = Vec::new();
-    for s in all {
-        clients.push(s.client().await);
-    }
-    api_ready(&clients).await;
-    clients
-}
-
-/// Creates a stream from its config (JSON) and checks it was created.
-async fn created(c: &async_nats::Client, cfg: Value) -> Value {
-    let name = cfg["name"].as_str().unwrap().to_string();
-    let r = common::api(
-        c,
-        &format!("$JS.API.STREAM.CREATE.{name}"),
-        &cfg.to_string(),
-    )
-    .await;
-    assert!(r.get("error").is_none(), "{r}");
-    r
-}
 
 fn names(all: &[common::Server]) -> Vec<String> {
     all.iter().map(name_of).collect()

@@ -9,6 +9,29 @@ use serde_json::{json, Value};
 
 use super::Server;
 
+/// A client on each server, once the JetStream API answers everywhere.
+pub async fn connect(all: &[Server]) -> Vec<async_nats::Client> {
+    let mut clients = Vec::new();
+    for s in all {
+        clients.push(s.client().await);
+    }
+    api_ready(&clients).await;
+    clients
+}
+
+/// Creates a stream from its config (JSON) and checks it was created.
+pub async fn created(c: &async_nats::Client, cfg: Value) -> Value {
+    let name = cfg["name"].as_str().unwrap().to_string();
+    let r = super::api(
+        c,
+        &format!("$JS.API.STREAM.CREATE.{name}"),
+        &cfg.to_string(),
+    )
+    .await;
+    assert!(r.get("error").is_none(), "{r}");
+    r
+}
+
 pub async fn stream_info(c: &async_nats::Client, name: &str) -> Value {
     super::api(c, &format!("$JS.API.STREAM.INFO.{name}"), "").await
 }
