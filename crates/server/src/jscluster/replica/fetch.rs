@@ -3,8 +3,8 @@
 //! snapshot (or finds one at a restart that its store does not hold)
 //! asks the leader for the messages, one chunk outstanding, on
 //! `$JSC.CATCHUP.<group>`, with its replies to
-//! `$JSC.CATCHUP.R.<group>.<peer>`; the leader answers from its store as
-//! of the snapshot's index. The node is held back from leading meanwhile
+//! `$JSC.CATCHUP.R.<group>.<peer>.<nonce>` (new for each fetch); the
+//! leader answers from its store as of the snapshot's index. The node is held back from leading meanwhile
 //! (`Engine::hold`), and committed entries wait until the store is
 //! caught up.
 
@@ -38,8 +38,12 @@ pub fn ask_subject(group: u64) -> String {
     format!("$JSC.CATCHUP.{group:x}")
 }
 
+/// Where a fetch's replies come: a new subject per fetch, so a reply
+/// to another fetch (or one made up without seeing the ask) never lands
+/// in this one.
 fn reply_subject(group: u64, me: u64) -> String {
-    format!("$JSC.CATCHUP.R.{group:x}.{me:x}")
+    let nonce = fastrand::u64(..);
+    format!("$JSC.CATCHUP.R.{group:x}.{me:x}.{nonce:x}")
 }
 
 /// A fetch under way.
@@ -49,6 +53,8 @@ pub struct Fetching {
     /// (index, data, whether this server led then).
     pub waiting: Vec<(u64, Bytes, bool)>,
     inbox: Option<Arc<Subscription>>,
+    /// The subject `inbox` listens on.
+    reply_to: String,
     /// When to send the outstanding ask (again).
     ask_at: Option<Instant>,
     started: Instant,
@@ -107,6 +113,7 @@ impl Actor {
             fetch,
             waiting: Vec::new(),
             inbox,
+            reply_to: subject,
             ask_at: None,
             started: Instant::now(),
         });
@@ -130,6 +137,10 @@ impl Actor {
             return self.serve_fetch(m);
         }
         let Some(f) = &mut self.fetching else { return };
+        if m.subject != f.reply_to {
+            // For a fetch given up since.
+            return;
+        }
         let progress = match Reply::decode(&m.payload) {
             Ok(reply) => f.fetch.reply(reply),
             Err(e) => {
@@ -210,7 +221,9 @@ impl Actor {
     fn send_ask(&mut self, ask: Ask) {
         self.ask_at(Instant::now() + ASK_AGAIN_AFTER);
         let subject = ask_subject(self.group);
-        let reply = reply_subject(self.group, self.jc.me.id);
+        let Some(reply) = self.fetching.as_ref().map(|f| f.reply_to.clone()) else {
+            return;
+        };
         self.publisher
             .publish(&subject, &subject, Some(&reply), None, &ask.encode());
     }
