@@ -699,7 +699,9 @@ impl Sim {
                 .servers
                 .iter()
                 .filter(|s| {
-                    s.flipped || s.engine.as_ref().is_some_and(|e| is_damaged(&self.cfg, e))
+                    s.flipped
+                        || s.engine.as_ref().is_some_and(|e| is_damaged(&self.cfg, e))
+                        || s.stores.values().any(|rs| rs.fetching.is_some())
                 })
                 .count();
             let s = &mut self.servers[i];
@@ -755,13 +757,27 @@ impl Sim {
                 s.down_for = 1 + self.rng.below(40);
                 self.report.crashes += 1;
                 if damaged < f_max && self.rng.chance(f.bit_flip) {
-                    let names = log_files(&s.dir);
+                    // In the stream modes, half the flips land in a
+                    // replica's store (repaired by a fetch from the
+                    // leader), the others in the Raft log.
+                    let in_store = !s.stores.is_empty() && self.rng.chance(500);
+                    let dir = match in_store {
+                        true => {
+                            let pick = self.rng.below(s.stores.len() as u64) as usize;
+                            s.stores.values().nth(pick).expect("picked").dir.clone()
+                        }
+                        false => s.dir.clone(),
+                    };
+                    let mut names = log_files(&dir);
+                    if in_store {
+                        names.retain(|n| dir.file_len(n) > 0);
+                    }
                     if let Some(name) = names.first() {
-                        let len = s.dir.file_len(name);
+                        let len = dir.file_len(name);
                         if len > 0 {
                             let at = self.rng.below(len as u64) as usize;
                             let bit = self.rng.below(8) as u8;
-                            s.dir.flip_bit(name, at, bit);
+                            dir.flip_bit(name, at, bit);
                             s.flipped = true;
                             self.report.bit_flips += 1;
                         }
