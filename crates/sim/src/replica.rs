@@ -265,8 +265,7 @@ impl Sim {
                 fetching.ask_at = step + 1;
                 Ok(())
             }
-            Err(e) if fetching.fetch.has_store() => {
-                let _ = e;
+            Err(_) if fetching.fetch.has_store() => {
                 fetching.ask_at = step + 3;
                 Ok(())
             }

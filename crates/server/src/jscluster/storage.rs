@@ -95,16 +95,8 @@ pub fn open(
         });
     };
     if !StreamMachine::is_state_snapshot(&data) {
-        // A snapshot that carries the messages (a log from before state
-        // snapshots): they go into an emptied store, marked there.
-        let mut store = Some(file.open_at(0).map_err(|e| e.to_string())?);
-        let mut machine = StreamMachine::restore(&data, |_| store.take().expect("one store"))
-            .map_err(|e| format!("its stored snapshot at {index} does not decode ({e})"))?;
-        machine
-            .stream_mut()
-            .store_mut()
-            .mark(index)
-            .map_err(|e| e.to_string())?;
+        // A log from before state snapshots.
+        let machine = restore_whole(Some(file), index, &data)?;
         return Ok(Opened::Ready {
             machine: Box::new(machine),
             mark: index,
@@ -143,11 +135,36 @@ fn open_in_memory(
             let store = replica_store(&config);
             StreamMachine::new(config, created, store).map_err(|e| e.description)?
         }
-        Some((index, data)) => StreamMachine::restore(&data, replica_store)
-            .map_err(|e| format!("its stored snapshot at {index} does not decode ({e})"))?,
+        Some((index, data)) => restore_whole(None, index, &data)?,
     };
     Ok(Opened::Ready {
         machine: Box::new(machine),
         mark: 0,
     })
+}
+
+/// A snapshot that carries its messages (a memory stream's, or a file
+/// stream's from a log older than state snapshots), restored into an
+/// emptied store; a file stream's store is marked at `index`.
+pub fn restore_whole(
+    file: Option<&ReplicaStore>,
+    index: u64,
+    data: &[u8],
+) -> Result<StreamMachine, String> {
+    let mut emptied = file
+        .map(|f| f.open_at(0))
+        .transpose()
+        .map_err(|e| format!("its store could not be emptied ({e})"))?;
+    let mut machine = StreamMachine::restore(data, |config| {
+        emptied.take().unwrap_or_else(|| replica_store(config))
+    })
+    .map_err(|e| format!("the snapshot at {index} does not decode ({e})"))?;
+    if file.is_some() {
+        machine
+            .stream_mut()
+            .store_mut()
+            .mark(index)
+            .map_err(|e| format!("its store could not be marked ({e})"))?;
+    }
+    Ok(machine)
 }

@@ -42,7 +42,7 @@ use store::MsgStore;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
-use super::storage::ReplicaStore;
+use super::storage::{self, ReplicaStore};
 
 use super::JsCluster;
 use crate::bus::Publisher as InternalPublisher;
@@ -445,21 +445,10 @@ impl Actor {
             }
             return;
         }
-        let store = match &self.file {
-            Some(file) => file.open_at(0).map_err(|e| e.to_string()),
-            None => Ok(replica_store(&self.machine.stream().config)),
-        };
-        let mut store = match store {
-            Ok(store) => Some(store),
-            Err(e) => return self.halt(&format!("its store could not be emptied ({e})")),
-        };
-        match StreamMachine::restore(&data, |_| store.take().expect("one store")) {
+        match storage::restore_whole(self.file.as_ref(), index, &data) {
             Ok(machine) => {
                 self.machine = machine;
                 if self.file.is_some() {
-                    if let Err(e) = self.machine.stream_mut().store_mut().mark(index) {
-                        return self.halt(&format!("its store could not be marked ({e})"));
-                    }
                     self.retention = Retention::opened_at(0);
                     self.retention.marked(index);
                 }
@@ -473,9 +462,7 @@ impl Actor {
             // Going on from the old state would diverge from the other
             // replicas: this one stops, neither voting nor serving, and
             // /healthz reports it.
-            Err(e) => self.halt(&format!(
-                "the leader's snapshot at {index} does not decode ({e})"
-            )),
+            Err(e) => self.halt(&format!("installing the leader's snapshot: {e}")),
         }
     }
 
