@@ -1,5 +1,12 @@
 //! The file store: a stream's messages in append-only segment files of
-//! checksummed records (see `record.rs`), with an in-memory index.
+//! checksummed records (see `record.rs`), with an index whose memory does
+//! not grow with the stream.
+//!
+//! The index: each segment keeps what is not live as ranges (`gone`), so
+//! liveness, counts and deleted ranges need nothing per sequence. Where
+//! each record is (its slot: offset, length, subject, time) is kept for
+//! the active segment and for the few sealed segments used last; the
+//! others' slots are read back from their files when needed.
 //!
 //! Writes go to a buffer that is written to the active segment when it
 //! fills or when a sync handle is taken; the group-commit thread runs that
@@ -28,13 +35,15 @@
 //! overwriting an erased message) is held until [`MsgStore::release`]
 //! promises the store will not be opened at an older mark.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::dir::Dir;
 use crate::mem::purge_selection;
+use crate::ranges::SeqRanges;
 use crate::record::{self, Kind};
 use crate::subject_index::SubjectIndex;
 use crate::sync::SyncHandle;
@@ -68,11 +77,60 @@ struct ReadBlock {
     data: Vec<u8>,
 }
 
-/// One segment file and the index of the sequences it holds.
+/// Sealed segments whose slots stay in memory once read; older ones are
+/// read back from their files when needed.
+const RESIDENT_SEGMENTS: usize = 4;
+
+/// Subject id of a live message whose record did not read back when its
+/// segment's slots were read again: reading it reports the damage.
+const DAMAGED: u32 = u32::MAX - 1;
+
+/// The per-sequence index of one segment, slot 0 being its base: record
+/// offset and length (length 0: no record), whether the record has a
+/// header block (nats-server's file store counts 4 more bytes for one),
+/// subject id (`NONE` when not a live message) and timestamp.
+#[derive(Clone, Default)]
+struct Slots {
+    offs: Vec<u32>,
+    lens: Vec<u32>,
+    hdrs: Vec<bool>,
+    sids: Vec<u32>,
+    tss: Vec<i64>,
+}
+
+impl Slots {
+    fn grow_to(&mut self, len: usize) {
+        self.offs.resize(len, 0);
+        self.lens.resize(len, 0);
+        self.hdrs.resize(len, false);
+        self.sids.resize(len, NONE);
+        self.tss.resize(len, 0);
+    }
+
+    fn set(&mut self, i: usize, off: u64, len: u32, ts: i64) {
+        self.offs[i] = off as u32;
+        self.lens[i] = len;
+        self.tss[i] = ts;
+    }
+
+    /// Drops spare capacity once the segment is sealed: the vectors grow
+    /// by doubling.
+    fn shrink(&mut self) {
+        self.offs.shrink_to_fit();
+        self.lens.shrink_to_fit();
+        self.hdrs.shrink_to_fit();
+        self.sids.shrink_to_fit();
+        self.tss.shrink_to_fit();
+    }
+}
+
+/// One segment file: what it holds, and its slots while in memory.
 struct Seg {
     id: u32,
     /// Sequence of slot 0.
     base: u64,
+    /// Slots from `base`.
+    count: u64,
     /// Bytes in the segment, including any not yet written.
     len: u64,
     /// Bytes written to the file.
@@ -80,15 +138,14 @@ struct Seg {
     /// Bytes of the file made room for (`Dir::reserve`).
     reserved: u64,
     live: u64,
-    /// Per sequence from `base`: record offset and length, subject id
-    /// (`NONE` when not a live message), and timestamp.
-    offs: Vec<u32>,
-    lens: Vec<u32>,
-    /// Whether the record has a header block, which nats-server's file
-    /// store counts 4 more bytes for.
-    hdrs: Vec<bool>,
-    sids: Vec<u32>,
-    tss: Vec<i64>,
+    /// Greatest timestamp of its records.
+    max_ts: i64,
+    /// Sequences of its slots that are not live messages (removed,
+    /// skipped, erased or without a record): with `count` this says what
+    /// is live without the slots. `live + gone.total() == count`.
+    gone: SeqRanges,
+    /// The slots; `None` while paged out (sealed segments only).
+    slots: RefCell<Option<Arc<Slots>>>,
     /// Tombstones written here for sequences in older segments; copied
     /// forward if this segment is removed while those are not.
     foreign: Vec<u64>,
@@ -109,54 +166,94 @@ impl Seg {
         Seg {
             id,
             base,
+            count: 0,
             len: 0,
             written: 0,
             reserved: 0,
             live: 0,
-            offs: Vec::new(),
-            lens: Vec::new(),
-            hdrs: Vec::new(),
-            sids: Vec::new(),
-            tss: Vec::new(),
+            max_ts: i64::MIN,
+            gone: SeqRanges::default(),
+            slots: RefCell::new(Some(Arc::default())),
             foreign: Vec::new(),
             ranges: Vec::new(),
         }
     }
 
     fn end(&self) -> u64 {
-        self.base + self.offs.len() as u64
+        self.base + self.count
     }
 
     fn contains(&self, seq: u64) -> bool {
         seq >= self.base && seq < self.end()
     }
 
-    /// Makes room for `seq`, padding skipped slots.
+    fn is_live(&self, seq: u64) -> bool {
+        self.contains(seq) && !self.gone.contains(seq)
+    }
+
+    fn is_resident(&self) -> bool {
+        self.slots.borrow().is_some()
+    }
+
+    /// The slots, to change; only a segment whose slots are in memory.
+    fn slots_mut(&mut self) -> &mut Slots {
+        let slots = self.slots.get_mut().as_mut().expect("slots in memory");
+        Arc::make_mut(slots)
+    }
+
+    /// Makes a slot for `seq` (at or after the end) and returns its index.
+    /// Slots skipped over have no record and are gone; the new one is
+    /// live until the caller says otherwise.
     fn slot(&mut self, seq: u64) -> usize {
-        let i = (seq - self.base) as usize;
-        while self.offs.len() <= i {
-            self.offs.push(0);
-            self.lens.push(0);
-            self.hdrs.push(false);
-            self.sids.push(NONE);
-            self.tss.push(0);
+        debug_assert!(seq >= self.end(), "slots are made in order");
+        if seq > self.end() {
+            self.gone.insert_range(self.end(), seq - 1);
         }
+        let i = (seq - self.base) as usize;
+        self.slots_mut().grow_to(i + 1);
+        self.count = i as u64 + 1;
         i
     }
 
-    /// Drops the index's spare capacity once the segment is sealed: the
-    /// vectors grow by doubling, and a million stored messages otherwise
-    /// carried several megabytes of it.
-    fn shrink(&mut self) {
-        self.offs.shrink_to_fit();
-        self.lens.shrink_to_fit();
-        self.hdrs.shrink_to_fit();
-        self.sids.shrink_to_fit();
-        self.tss.shrink_to_fit();
+    /// Marks the slot of `seq` not live.
+    fn set_gone(&mut self, seq: u64) {
+        self.gone.insert(seq);
+        let i = (seq - self.base) as usize;
+        if let Some(slots) = self.slots.get_mut() {
+            Arc::make_mut(slots).sids[i] = NONE;
+        }
     }
 
-    fn is_live(&self, seq: u64) -> bool {
-        self.contains(seq) && self.sids[(seq - self.base) as usize] != NONE
+    /// Half-open spans of live sequences at or after `from`, in order.
+    fn live_spans(&self, from: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let end = self.end();
+        let mut cursor = from.max(self.base);
+        let mut gone = self.gone.iter_from(cursor);
+        std::iter::from_fn(move || {
+            while cursor < end {
+                let Some((a, b)) = gone.next() else {
+                    let span = (cursor, end);
+                    cursor = end;
+                    return Some(span);
+                };
+                if a > cursor {
+                    let span = (cursor, a.min(end));
+                    cursor = b + 1;
+                    return Some(span);
+                }
+                cursor = cursor.max(b + 1);
+            }
+            None
+        })
+    }
+
+    fn check(&self) {
+        debug_assert_eq!(
+            self.live + self.gone.total(),
+            self.count,
+            "segment {}: every slot is live or gone",
+            self.id
+        );
     }
 }
 
@@ -204,7 +301,8 @@ impl Names {
     }
 
     fn name(&self, id: u32) -> &str {
-        self.names[id as usize].as_deref().unwrap_or("")
+        let name = self.names.get(id as usize).and_then(|n| n.as_deref());
+        name.unwrap_or("")
     }
 
     fn id(&self, subject: &str) -> Option<u32> {
@@ -233,7 +331,10 @@ pub struct FileStore {
     /// The last block read from a segment file: consumers read messages
     /// in order, so one read serves many. Cleared by anything that
     /// rewrites written bytes (erasure, purge, removal).
-    read_cache: std::cell::RefCell<Option<ReadBlock>>,
+    read_cache: RefCell<Option<ReadBlock>>,
+    /// Sealed segments with their slots in memory, least recently used
+    /// first; at most [`RESIDENT_SEGMENTS`].
+    resident: RefCell<VecDeque<u32>>,
     /// Older segments written (erasures) since the last sync handle.
     touched: BTreeSet<u32>,
     /// Segments created since the last sync handle.
@@ -359,7 +460,8 @@ impl FileStore {
             lost: Vec::new(),
             lost_bytes: 0,
             failed: None,
-            read_cache: std::cell::RefCell::new(None),
+            read_cache: RefCell::new(None),
+            resident: RefCell::new(VecDeque::new()),
             touched: BTreeSet::new(),
             created: BTreeSet::new(),
             doomed: Vec::new(),
@@ -394,8 +496,88 @@ impl FileStore {
             .collect()
     }
 
+    /// Segments whose slots are in memory, for tests of the bound.
+    #[doc(hidden)]
+    pub fn debug_resident(&self) -> usize {
+        self.segs.iter().filter(|s| s.is_resident()).count()
+    }
+
     fn active(&mut self) -> &mut Seg {
-        self.segs.last_mut().expect("a store always has a segment")
+        let active = self.segs.last_mut().expect("a store always has a segment");
+        debug_assert!(
+            active.is_resident(),
+            "the active segment's slots stay in memory"
+        );
+        active
+    }
+
+    /// The slots of segment `si`, read back from its file if they were
+    /// paged out; the least recently used sealed segment's slots go if
+    /// more than [`RESIDENT_SEGMENTS`] are in memory.
+    fn slots(&self, si: usize) -> Arc<Slots> {
+        let seg = &self.segs[si];
+        let sealed = si + 1 < self.segs.len();
+        if let Some(slots) = seg.slots.borrow().as_ref() {
+            if sealed {
+                self.note_resident(seg.id);
+            }
+            return slots.clone();
+        }
+        debug_assert!(sealed, "only sealed segments are paged out");
+        let slots = Arc::new(self.read_slots(seg));
+        *seg.slots.borrow_mut() = Some(slots.clone());
+        self.note_resident(seg.id);
+        slots
+    }
+
+    /// Moves (or adds) sealed segment `id` to the back of the resident
+    /// list, and pages out the front beyond the bound.
+    fn note_resident(&self, id: u32) {
+        let mut resident = self.resident.borrow_mut();
+        if resident.back() == Some(&id) {
+            return;
+        }
+        resident.retain(|&r| r != id);
+        resident.push_back(id);
+        while resident.len() > RESIDENT_SEGMENTS {
+            let out = resident.pop_front().expect("over the bound");
+            let at = self.segs.binary_search_by_key(&out, |s| s.id);
+            if let Ok(si) = at {
+                debug_assert!(si + 1 < self.segs.len(), "the active segment stays");
+                self.segs[si].slots.borrow_mut().take();
+            }
+        }
+    }
+
+    /// Reads a sealed segment's slots back from its file: its records
+    /// give offsets, lengths and times, `gone` says which are live, and
+    /// the subject ids are the ones still held for them. A live message
+    /// whose record does not read back is marked [`DAMAGED`].
+    fn read_slots(&self, seg: &Seg) -> Slots {
+        let mut slots = Slots::default();
+        slots.grow_to(seg.count as usize);
+        let data = self.dir.read_all(&seg_name(seg.id)).unwrap_or_default();
+        for (off, r) in record::scan(&data).records {
+            if !matches!(r.kind, Kind::Msg | Kind::Erased | Kind::Skip) || !seg.contains(r.seq) {
+                continue;
+            }
+            let i = (r.seq - seg.base) as usize;
+            slots.set(i, off, record_len(&r), r.ts);
+            slots.hdrs[i] = r.headers.is_some_and(|h| !h.is_empty());
+            if r.kind == Kind::Msg && !seg.gone.contains(r.seq) {
+                slots.sids[i] = self.names.id(r.subject).unwrap_or(DAMAGED);
+            }
+        }
+        for (a, b) in seg.live_spans(seg.base) {
+            for seq in a..b {
+                let i = (seq - seg.base) as usize;
+                if slots.sids[i] == NONE {
+                    slots.sids[i] = DAMAGED;
+                }
+            }
+        }
+        slots.shrink();
+        slots
     }
 
     fn seg_index(&self, seq: u64) -> Option<usize> {
@@ -407,8 +589,11 @@ impl FileStore {
         self.flush()?;
         // The segment being closed still has unsynced writes.
         if let Some(prev) = self.segs.last_mut() {
-            prev.shrink();
-            self.touched.insert(prev.id);
+            prev.slots_mut().shrink();
+            let id = prev.id;
+            self.touched.insert(id);
+            self.note_resident(id);
+            let prev = self.segs.last_mut().expect("the segment being closed");
             // Its reserved tail would only be read again at every start
             // (the trim is made durable with the segment's sync; a crash
             // before that leaves zeros, which reopening skips).
@@ -511,11 +696,17 @@ impl FileStore {
 
     fn load(&self, si: usize, seq: u64) -> Result<Option<StoredMsg>> {
         let seg = &self.segs[si];
-        let i = (seq - seg.base) as usize;
-        if seg.sids[i] == NONE {
+        if !seg.is_live(seq) {
             return Ok(None);
         }
-        let raw = self.read_record(seg, seg.offs[i] as u64, seg.lens[i])?;
+        let slots = self.slots(si);
+        let i = (seq - seg.base) as usize;
+        if slots.sids[i] == DAMAGED {
+            return Err(StoreError::Corrupt(format!(
+                "record for sequence {seq} no longer reads back"
+            )));
+        }
+        let raw = self.read_record(seg, slots.offs[i] as u64, slots.lens[i])?;
         let (r, _) = record::decode(&raw).map_err(|_| {
             StoreError::Corrupt(format!(
                 "record for sequence {seq} failed its checksum on read"
@@ -536,65 +727,118 @@ impl FileStore {
         }))
     }
 
-    /// Live sequences `>= start` in order, with their subject ids.
-    fn live_from(&self, start: u64) -> impl Iterator<Item = (u64, u32)> + '_ {
-        self.live_slots(start)
-            .map(|(seg, i)| (seg.base + i as u64, seg.sids[i]))
+    /// Live sequences `>= start` in order; reads no slots.
+    fn live_seqs(&self, start: u64) -> impl Iterator<Item = u64> + '_ {
+        let first_seg = self.segs.partition_point(|s| s.end() <= start);
+        self.segs[first_seg..]
+            .iter()
+            .flat_map(move |seg| seg.live_spans(start))
+            .flat_map(|(a, b)| a..b)
     }
 
-    /// The index slots of live sequences `>= start`, in order.
-    fn live_slots(&self, start: u64) -> impl Iterator<Item = (&Seg, usize)> + '_ {
+    /// How many sequences `>= start` are live; reads no slots.
+    fn live_count_from(&self, start: u64) -> u64 {
         let first_seg = self.segs.partition_point(|s| s.end() <= start);
-        self.segs[first_seg..].iter().flat_map(move |seg| {
-            let from = start.saturating_sub(seg.base) as usize;
-            (from..seg.sids.len())
-                .filter(|&i| seg.sids[i] != NONE)
-                .map(move |i| (seg, i))
-        })
+        self.segs[first_seg..]
+            .iter()
+            .flat_map(|seg| seg.live_spans(start))
+            .map(|(a, b)| b - a)
+            .sum()
+    }
+
+    /// Live sequences `>= start` in order, with their subject ids.
+    fn live_from(&self, start: u64) -> impl Iterator<Item = (u64, u32)> + '_ {
+        let first_seg = self.segs.partition_point(|s| s.end() <= start);
+        let with_live = move |si: &usize| self.segs[*si].live > 0;
+        (first_seg..self.segs.len())
+            .filter(with_live)
+            .flat_map(move |si| {
+                let seg = &self.segs[si];
+                let slots = self.slots(si);
+                let base = seg.base;
+                seg.live_spans(start)
+                    .flat_map(|(a, b)| a..b)
+                    .map(move |seq| (seq, slots.sids[(seq - base) as usize]))
+            })
+    }
+
+    /// The first live sequence `>= start` for which `pick` (given the
+    /// segment's slots and the slot) says yes.
+    fn find_live(
+        &self,
+        start: u64,
+        mut pick: impl FnMut(u64, &Slots, usize) -> bool,
+    ) -> Option<u64> {
+        let first_seg = self.segs.partition_point(|s| s.end() <= start);
+        for si in first_seg..self.segs.len() {
+            let seg = &self.segs[si];
+            if seg.live == 0 {
+                continue;
+            }
+            let slots = self.slots(si);
+            for (a, b) in seg.live_spans(start) {
+                let found = (a..b).find(|&seq| pick(seq, &slots, (seq - seg.base) as usize));
+                if found.is_some() {
+                    return found;
+                }
+            }
+        }
+        None
     }
 
     /// Live sequences `<= end` in reverse order, with their subject ids.
     fn live_back_from(&self, end: u64) -> impl Iterator<Item = (u64, u32)> + '_ {
         let last_seg = self.segs.partition_point(|s| s.base <= end);
-        self.segs[..last_seg].iter().rev().flat_map(move |seg| {
-            let upto = ((end + 1).saturating_sub(seg.base) as usize).min(seg.sids.len());
-            seg.sids[..upto]
-                .iter()
-                .enumerate()
+        let with_live = move |si: &usize| self.segs[*si].live > 0;
+        (0..last_seg).rev().filter(with_live).flat_map(move |si| {
+            let seg = &self.segs[si];
+            let slots = self.slots(si);
+            let base = seg.base;
+            let spans: Vec<(u64, u64)> = seg.live_spans(base).collect();
+            spans
+                .into_iter()
                 .rev()
-                .filter(|(_, &sid)| sid != NONE)
-                .map(move |(i, &sid)| (seg.base + i as u64, sid))
+                .flat_map(|(a, b)| (a..b).rev())
+                .filter(move |&seq| seq <= end)
+                .map(move |seq| (seq, slots.sids[(seq - base) as usize]))
         })
     }
 
     fn fix_first(&mut self) {
         let from = self.first_seq.max(self.segs.first().map_or(0, |s| s.base));
-        let next = self.live_from(from).next().map(|(s, _)| s);
+        let next = self.live_seqs(from).next();
         self.first_seq = next.unwrap_or(self.last_seq + 1);
     }
 
     /// Marks `seq` gone in the index and the counters. Returns its subject.
     fn unindex(&mut self, si: usize, seq: u64) -> Option<u32> {
-        let seg = &mut self.segs[si];
-        let i = (seq - seg.base) as usize;
-        let sid = seg.sids[i];
-        if sid == NONE {
+        if !self.segs[si].is_live(seq) {
             return None;
         }
-        seg.sids[i] = NONE;
+        let slots = self.slots(si);
+        let seg = &mut self.segs[si];
+        let i = (seq - seg.base) as usize;
+        let (sid, off, len, hdrs) = (slots.sids[i], slots.offs[i], slots.lens[i], slots.hdrs[i]);
+        drop(slots);
+        seg.set_gone(seq);
         seg.live -= 1;
+        seg.check();
+        self.msgs -= 1;
+        if sid == DAMAGED {
+            // Its record is gone, and with it its size and subject.
+            return None;
+        }
         if let Some(marks) = &mut self.marks {
             let removed = Removed {
                 seg: seg.id,
-                off: seg.offs[i] as u64,
-                len: seg.lens[i],
+                off: off as u64,
+                len,
                 after: marks.last,
                 at: marks.index,
             };
             marks.removed.insert(seq, removed);
         }
-        self.msgs -= 1;
-        self.bytes -= size_of_record(seg.lens[i], seg.hdrs[i]);
+        self.bytes -= size_of_record(len, hdrs);
         let name = self.names.name(sid).to_string();
         self.subjects.remove(&name, seq);
         self.names.release(sid);
@@ -612,7 +856,7 @@ impl FileStore {
             .segs
             .iter()
             .enumerate()
-            .map(|(i, s)| i < last && s.live == 0 && (i == 0 || !s.offs.is_empty()))
+            .map(|(i, s)| i < last && s.live == 0 && (i == 0 || s.count > 0))
             .collect();
         if !doomed.iter().any(|&d| d) {
             return Ok(());
@@ -642,6 +886,9 @@ impl FileStore {
             self.hold_or_do(Step::Unlink(seg.id))?;
         }
         self.segs = kept;
+        let segs = &self.segs;
+        let kept_id = |id: &u32| segs.binary_search_by_key(id, |s| s.id).is_ok();
+        self.resident.get_mut().retain(kept_id);
         let floor = self.segs[0].base;
         ranges.retain(|&(_, b)| b >= floor);
         ranges.sort_unstable();
@@ -742,12 +989,13 @@ impl FileStore {
             let Some(si) = self.seg_index(seq) else {
                 continue;
             };
+            let slots = self.slots(si);
             let seg = &self.segs[si];
             let i = (seq - seg.base) as usize;
-            if seg.lens[i] == 0 {
+            if slots.lens[i] == 0 {
                 continue;
             }
-            let (off, len) = (seg.offs[i] as u64, seg.lens[i]);
+            let (off, len) = (slots.offs[i] as u64, slots.lens[i]);
             let raw = self.read_record(seg, off, len)?;
             let Ok((r, _)) = record::decode(&raw) else {
                 continue;
@@ -779,6 +1027,8 @@ impl FileStore {
         let mut lower: Option<u64> = None;
         let mut lost_bytes = 0u64;
         let mut erased: Vec<u64> = Vec::new();
+        // Slots skipped over inside segments: sequences with no record.
+        let mut recordless_slots: Vec<(u64, u64)> = Vec::new();
         let mut last_id = ids.last().copied();
         // Where the mark was found: (segment id, end of its record).
         let mut cut: Option<(u32, u64)> = None;
@@ -820,18 +1070,24 @@ impl FileStore {
                         if r.seq < s.base {
                             continue;
                         }
+                        if r.seq > s.end() {
+                            recordless_slots.push((s.end(), r.seq - 1));
+                        }
                         let i = s.slot(r.seq);
-                        s.offs[i] = *off as u32;
-                        s.lens[i] = (crate::record::msg_len(r.subject, r.headers, r.payload)
-                            .max(record::HEADER)) as u32;
-                        s.tss[i] = r.ts;
-                        s.hdrs[i] = r.headers.is_some_and(|h| !h.is_empty());
+                        let len = record_len(r);
+                        let hdrs = r.headers.is_some_and(|h| !h.is_empty());
+                        s.max_ts = s.max_ts.max(r.ts);
+                        let slots = s.slots_mut();
+                        slots.set(i, *off, len, r.ts);
+                        slots.hdrs[i] = hdrs;
                         if r.kind == Kind::Msg {
-                            s.sids[i] = self.names.acquire(r.subject);
+                            slots.sids[i] = self.names.acquire(r.subject);
                             s.live += 1;
                             self.msgs += 1;
-                            self.bytes += size_of_record(s.lens[i], s.hdrs[i]);
+                            self.bytes += size_of_record(len, hdrs);
                             self.subjects.add(r.subject, r.seq);
+                        } else {
+                            s.gone.insert(r.seq);
                         }
                         if r.seq >= self.last_seq {
                             self.last_seq = r.seq;
@@ -883,8 +1139,15 @@ impl FileStore {
             seg.len = valid_len;
             seg.written = valid_len;
             seg.reserved = valid_len;
-            seg.shrink();
+            seg.slots_mut().shrink();
+            seg.check();
             self.segs.push(seg);
+            // Recovery holds the slots of a few segments at a time too.
+            self.note_resident(id);
+        }
+        if let Some(active) = self.segs.last() {
+            let active = active.id;
+            self.resident.get_mut().retain(|&id| id != active);
         }
         match (mark, cut) {
             (Some(m), None) if m > 0 => return Err(StoreError::NoMark(m)),
@@ -899,29 +1162,30 @@ impl FileStore {
             }
         }
         if compact > 0 {
-            let below: Vec<u64> = self
-                .live_from(0)
-                .take_while(|(s, _)| *s < compact)
-                .map(|(s, _)| s)
-                .collect();
+            let below: Vec<u64> = self.live_seqs(0).take_while(|&s| s < compact).collect();
             for seq in below {
                 if let Some(si) = self.seg_index(seq) {
                     self.unindex(si, seq);
                 }
             }
         }
-        // Whatever nothing accounts for was lost to damage.
+        // Whatever nothing accounts for was lost to damage: of the
+        // sequences with no record (skipped slots, and those outside every
+        // segment), those no tombstone or removed range covers.
         let lower = lower.unwrap_or(1).max(compact).max(1);
+        let mut recordless = SeqRanges::default();
+        for (a, b) in self
+            .outside_segments(lower)
+            .into_iter()
+            .chain(recordless_slots)
+        {
+            recordless.insert_range(a, b);
+        }
         let mut lost = Vec::new();
-        if self.last_seq >= lower {
-            for seq in lower..=self.last_seq {
-                let has_record = self.seg_index(seq).is_some_and(|si| {
-                    let s = &self.segs[si];
-                    s.lens[(seq - s.base) as usize] != 0
-                });
-                let accounted = has_record
-                    || deleted.contains(&seq)
-                    || ranges.iter().any(|&(a, b)| seq >= a && seq <= b);
+        for (a, b) in recordless.iter_from(lower) {
+            for seq in a.max(lower)..=b.min(self.last_seq) {
+                let accounted =
+                    deleted.contains(&seq) || ranges.iter().any(|&(a, b)| seq >= a && seq <= b);
                 if !accounted {
                     lost.push(seq);
                 }
@@ -930,13 +1194,39 @@ impl FileStore {
         self.lost = lost;
         self.lost_bytes = lost_bytes;
         self.finish_erasures(&erased)?;
-        let next = self.live_from(0).next().map(|(s, _)| s);
+        let next = self.live_seqs(0).next();
         self.first_seq = next.unwrap_or(self.last_seq + 1);
         if self.first_seq < compact {
             self.first_seq = compact;
         }
         Ok(())
     }
+}
+
+impl FileStore {
+    /// Inclusive ranges of sequences from `lower` to the last that no
+    /// segment has a slot for.
+    fn outside_segments(&self, lower: u64) -> Vec<(u64, u64)> {
+        let mut outside = Vec::new();
+        let mut cursor = lower;
+        for seg in &self.segs {
+            if seg.base > cursor && seg.count > 0 {
+                outside.push((cursor, seg.base - 1));
+            }
+            if seg.count > 0 {
+                cursor = cursor.max(seg.end());
+            }
+        }
+        if cursor <= self.last_seq {
+            outside.push((cursor, self.last_seq));
+        }
+        outside
+    }
+}
+
+/// A record's length as the slots hold it.
+fn record_len(r: &record::Record<'_>) -> u32 {
+    record::msg_len(r.subject, r.headers, r.payload).max(record::HEADER) as u32
 }
 
 impl MsgStore for FileStore {
@@ -959,15 +1249,16 @@ impl MsgStore for FileStore {
         let (off, len) =
             self.append(|b| record::encode_msg(b, Kind::Msg, seq, ts, subject, headers, payload))?;
         let sid = self.names.acquire(subject);
+        let has_headers = headers.is_some_and(|h| !h.is_empty());
         let seg = self.active();
         let i = seg.slot(seq);
-        seg.offs[i] = off as u32;
-        seg.lens[i] = len;
-        let has_headers = headers.is_some_and(|h| !h.is_empty());
-        seg.hdrs[i] = has_headers;
-        seg.sids[i] = sid;
-        seg.tss[i] = ts;
+        seg.max_ts = seg.max_ts.max(ts);
+        let slots = seg.slots_mut();
+        slots.set(i, off, len, ts);
+        slots.hdrs[i] = has_headers;
+        slots.sids[i] = sid;
         seg.live += 1;
+        seg.check();
         self.msgs += 1;
         self.bytes += size_of_record(len, has_headers);
         self.subjects.add(subject, seq);
@@ -984,9 +1275,10 @@ impl MsgStore for FileStore {
         let (off, len) = self.append(|b| record::encode_marker(b, Kind::Skip, seq, ts))?;
         let seg = self.active();
         let i = seg.slot(seq);
-        seg.offs[i] = off as u32;
-        seg.lens[i] = len;
-        seg.tss[i] = ts;
+        seg.max_ts = seg.max_ts.max(ts);
+        seg.slots_mut().set(i, off, len, ts);
+        seg.gone.insert(seq);
+        seg.check();
         self.last_seq = seq;
         self.last_ts = ts;
         if self.msgs == 0 {
@@ -1016,7 +1308,7 @@ impl MsgStore for FileStore {
                 .find(|(_, s)| Some(*s) == sid)
                 .map(|(seq, _)| seq)
         } else if filter.is_all() {
-            self.live_from(start).next().map(|(s, _)| s)
+            self.live_seqs(start).next()
         } else {
             self.live_from(start)
                 .find(|(_, sid)| filter.matches(self.names.name(*sid)))
@@ -1029,10 +1321,7 @@ impl MsgStore for FileStore {
     }
 
     fn next_with_headers(&self, start: u64) -> Result<Option<StoredMsg>> {
-        let found = self
-            .live_slots(start.max(self.first_seq))
-            .find(|&(seg, i)| seg.hdrs[i])
-            .map(|(seg, i)| seg.base + i as u64);
+        let found = self.find_live(start.max(self.first_seq), |_, slots, i| slots.hdrs[i]);
         match found {
             Some(seq) => self.get(seq),
             None => Ok(None),
@@ -1062,9 +1351,10 @@ impl MsgStore for FileStore {
             return Ok(false);
         }
         if erase {
+            let slots = self.slots(si);
             let seg = &self.segs[si];
             let i = (seq - seg.base) as usize;
-            let (off, len) = (seg.offs[i] as u64, seg.lens[i]);
+            let (off, len) = (slots.offs[i] as u64, slots.lens[i]);
             let raw = self.read_record(seg, off, len)?;
             self.dirty = true;
             if let Ok((r, _)) = record::decode(&raw) {
@@ -1098,11 +1388,7 @@ impl MsgStore for FileStore {
                 Some(s) => s,
                 None => self.last_seq + 1,
             };
-            let gone: Vec<u64> = self
-                .live_from(0)
-                .take_while(|(s, _)| *s < upto)
-                .map(|(s, _)| s)
-                .collect();
+            let gone: Vec<u64> = self.live_seqs(0).take_while(|&s| s < upto).collect();
             for &seq in &gone {
                 let si = self.seg_index(seq).expect("live seq has a segment");
                 self.unindex(si, seq);
@@ -1135,10 +1421,7 @@ impl MsgStore for FileStore {
     fn state(&self) -> StoreState {
         let first_ts = self
             .seg_index(self.first_seq)
-            .map(|si| {
-                let s = &self.segs[si];
-                s.tss[(self.first_seq - s.base) as usize]
-            })
+            .map(|si| self.slots(si).tss[(self.first_seq - self.segs[si].base) as usize])
             .unwrap_or(0);
         StoreState {
             msgs: self.msgs,
@@ -1162,16 +1445,30 @@ impl MsgStore for FileStore {
         if self.msgs == 0 {
             return Vec::new();
         }
-        (self.first_seq..=self.last_seq)
-            .filter(|&s| self.seg_index(s).is_none_or(|si| !self.segs[si].is_live(s)))
-            .collect()
+        let ranges = self.deleted_ranges();
+        ranges.into_iter().flat_map(|(a, b)| a..=b).collect()
     }
 
+    /// From the segments' live spans: no slots read, no sequence visited.
     fn deleted_ranges(&self) -> Vec<(u64, u64)> {
-        crate::gaps(
-            self.live_from(self.first_seq).map(|(seq, _)| seq),
-            self.last_seq,
-        )
+        if self.msgs == 0 {
+            return Vec::new();
+        }
+        let mut ranges = Vec::new();
+        let mut cursor = self.first_seq;
+        let first_seg = self.segs.partition_point(|s| s.end() <= cursor);
+        for seg in &self.segs[first_seg..] {
+            for (a, b) in seg.live_spans(self.first_seq) {
+                if a > cursor {
+                    ranges.push((cursor, a - 1));
+                }
+                cursor = b;
+            }
+        }
+        if cursor <= self.last_seq {
+            ranges.push((cursor, self.last_seq));
+        }
+        ranges
     }
 
     fn subject_state(&self, subject: &str) -> Option<SubjectState> {
@@ -1213,7 +1510,7 @@ impl MsgStore for FileStore {
             if start <= self.first_seq {
                 return self.msgs;
             }
-            return self.live_from(start).count() as u64;
+            return self.live_count_from(start);
         }
         if let Some(subject) = filter.literal() {
             let Some(st) = self.subject_state(subject) else {
@@ -1241,26 +1538,23 @@ impl MsgStore for FileStore {
     }
 
     fn seq_for_time(&self, ts: i64) -> u64 {
-        for seg in &self.segs {
-            for (i, &sid) in seg.sids.iter().enumerate() {
-                if sid != NONE && seg.tss[i] >= ts {
-                    return seg.base + i as u64;
-                }
-            }
-        }
-        self.last_seq + 1
+        // Segments whose records are all older need no slots.
+        let Some(seg) = self.segs.iter().find(|s| s.live > 0 && s.max_ts >= ts) else {
+            return self.last_seq + 1;
+        };
+        self.find_live(seg.base, |_, slots, i| slots.tss[i] >= ts)
+            .unwrap_or(self.last_seq + 1)
     }
 
     fn expired(&self, cutoff: i64, limit: usize) -> Vec<u64> {
         let mut out = Vec::new();
-        for (seq, _) in self.live_from(self.first_seq) {
-            let si = self.seg_index(seq).expect("live seq has a segment");
-            let s = &self.segs[si];
-            if s.tss[(seq - s.base) as usize] > cutoff || out.len() >= limit {
-                break;
+        self.find_live(self.first_seq, |seq, slots, i| {
+            if slots.tss[i] > cutoff || out.len() >= limit {
+                return true;
             }
             out.push(seq);
-        }
+            false
+        });
         out
     }
 

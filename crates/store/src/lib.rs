@@ -20,6 +20,7 @@ mod file;
 mod filter;
 mod journal;
 mod mem;
+mod ranges;
 mod record;
 mod subject_index;
 mod sync;
