@@ -45,6 +45,7 @@ use store::{Dir, Journal, RewriteJob, Rewritten, Swap, SyncHandle};
 use crate::frame::{self, Class, Frame, Rejections};
 
 use crate::log::{LogError, LogStore, Recovery};
+use crate::quiet;
 use crate::rng::Rng;
 /// Membership change requests, for [`Engine::propose_conf_change`].
 pub use raft::prelude::{ConfChange, ConfChangeType};
@@ -53,6 +54,11 @@ pub use raft::prelude::{ConfChange, ConfChangeType};
 /// seeded spread of as many again.
 pub const HEARTBEAT_TICKS: usize = 2;
 pub const ELECTION_TICKS: usize = 10;
+
+/// The group id of frames between engines rather than Raft nodes: one
+/// liveness signal per peer, with the quiet notices of [`crate::quiet`].
+/// No Raft group has it (groups start at 1).
+pub const PEER_FRAMES: u64 = 0;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -146,6 +152,11 @@ struct Group {
     /// campaigns nor takes a leadership transfer. It still votes: its log
     /// is sound.
     held: bool,
+    /// Quiescent ([`crate::quiet`]): not ticked, sends nothing, until a
+    /// proposal, a message for it or a silent peer wakes it.
+    quiet: bool,
+    /// Leader only: ticks in a row it had nothing to do.
+    idle_ticks: usize,
 }
 
 /// A Ready whose writes wait for the sync of `epoch`, with the messages
@@ -189,6 +200,11 @@ pub struct Engine {
     /// second node for it over the same log (incident 5), kept under the
     /// group id with [`SHADOW`] set and driven like any other.
     pub unsafe_no_registry: bool,
+    /// Groups with nothing to do go quiet ([`crate::quiet`]); on unless a
+    /// test turns it off.
+    pub quiesce: bool,
+    /// Peers' liveness and the quiet notices owed to them.
+    peers: crate::quiet::Peers,
 }
 
 /// Uncommitted bytes a leader accepts before it drops proposals.
@@ -231,6 +247,8 @@ impl Engine {
             unsafe_no_pre_vote: false,
             unsafe_skip_frame_checksum: false,
             unsafe_no_registry: false,
+            quiesce: true,
+            peers: Default::default(),
         }
     }
 
@@ -259,6 +277,10 @@ impl Engine {
         voters: &[u64],
         join: &[u64],
     ) -> Result<Recovery, EngineError> {
+        assert!(
+            group != PEER_FRAMES,
+            "group {PEER_FRAMES} is the engines' own"
+        );
         let mut key = group;
         if self.groups.contains_key(&group) {
             if !self.unsafe_no_registry || self.groups.contains_key(&(group | SHADOW)) {
@@ -318,8 +340,13 @@ impl Engine {
                 held: false,
                 join: join.to_vec(),
                 snapshot_ticks: BTreeMap::new(),
+                quiet: false,
+                idle_ticks: 0,
             },
         );
+        for &peer in voters.iter().chain(join).filter(|&&p| p != self.id) {
+            self.peers.know(peer);
+        }
         Ok(rec)
     }
 
@@ -363,6 +390,7 @@ impl Engine {
         if g.raw.raft.state != StateRole::Leader {
             return Err(EngineError::NotLeader(group));
         }
+        g.wake();
         Ok(g)
     }
 
@@ -375,11 +403,21 @@ impl Engine {
     }
 
     /// Stops this server's node of `group` (its log stays).
+    ///
+    /// A leader's followers may be quiet, waiting on a leader that stays
+    /// live: they are told to wake ([`quiet::Notice::wake`]).
     pub fn remove_group(&mut self, group: u64) -> Result<(), EngineError> {
-        self.groups
+        let g = self
+            .groups
             .remove(&group)
-            .map(|_| ())
-            .ok_or(EngineError::NoGroup(group))
+            .ok_or(EngineError::NoGroup(group))?;
+        if g.raw.raft.state == StateRole::Leader && group & SHADOW == 0 {
+            let members = g.raw.raft.prs().iter().map(|(&id, _)| id);
+            for peer in members.filter(|&p| p != self.id).collect::<Vec<_>>() {
+                self.peers.owe(peer, quiet::Notice::wake(group));
+            }
+        }
+        Ok(())
     }
 
     /// Stops this server's node of `group` and removes its log: the
@@ -412,6 +450,7 @@ impl Engine {
         if g.held {
             return Ok(());
         }
+        g.wake();
         g.raw.campaign()?;
         Ok(())
     }
@@ -441,6 +480,16 @@ impl Engine {
 
     pub fn groups(&self) -> impl Iterator<Item = u64> + '_ {
         self.groups.keys().copied()
+    }
+
+    /// Whether `group`'s node is quiet ([`crate::quiet`]).
+    pub fn is_quiet(&self, group: u64) -> bool {
+        self.groups.get(&group).is_some_and(|g| g.quiet)
+    }
+
+    /// How many of this server's groups are quiet.
+    pub fn quiet_groups(&self) -> usize {
+        self.groups.values().filter(|g| g.quiet).count()
     }
 
     pub fn is_leader(&self, group: u64) -> bool {
@@ -526,39 +575,87 @@ impl Engine {
     /// candidates here skip a seeded quarter of their ticks instead, so
     /// timeouts vary from election to election and two servers cannot stay
     /// in lockstep, splitting every vote.
+    ///
+    /// Quiet groups are not ticked; a leader's group with nothing to do
+    /// goes quiet here, and the groups of a peer that went silent wake
+    /// ([`crate::quiet`]).
     pub fn tick(&mut self) {
+        for peer in self.peers.tick() {
+            self.wake_shared_with(peer);
+        }
+        let mut quieted = Vec::new();
+        for (&gid, g) in self.groups.iter_mut() {
+            if g.quiet {
+                continue;
+            }
+            // Judged before the tick, whose heartbeats are work to do.
+            let idle = self.quiesce && gid & SHADOW == 0 && quiet::leader_idle(&g.raw, &self.peers);
+            g.idle_ticks = if idle { g.idle_ticks + 1 } else { 0 };
+            if g.idle_ticks < quiet::QUIET_AFTER {
+                tick_group(g, &mut self.rng);
+            } else {
+                g.quiet = true;
+                let raft = &g.raw.raft;
+                let notice = quiet::Notice {
+                    group: gid,
+                    term: raft.term,
+                    index: raft.raft_log.last_index(),
+                };
+                let members: Vec<u64> = raft.prs().iter().map(|(&id, _)| id).collect();
+                quieted.push((notice, members));
+            }
+        }
+        for (notice, members) in quieted {
+            for peer in members.into_iter().filter(|&p| p != self.id) {
+                self.peers.owe(peer, notice);
+            }
+        }
+    }
+
+    /// Wakes every quiet group `peer` is a member of, now that it is
+    /// silent: a follower of it with its election timer run down, as the
+    /// silence already took that long; a leader to check its quorum.
+    fn wake_shared_with(&mut self, peer: u64) {
         for g in self.groups.values_mut() {
-            let leader = g.raw.raft.state == StateRole::Leader;
-            if leader {
-                retry_lost_snapshots(g);
-            }
-            if g.raw.store().is_damaged() && !leader {
+            let member = g.raw.raft.prs().iter().any(|(&id, _)| id == peer);
+            if !g.quiet || !member {
                 continue;
             }
-            if g.held && !leader {
-                // Its lease on the leader runs out as it would (so it
-                // grants votes once the leader is gone), but the tick that
-                // would start its campaign is never taken.
-                let raft = &mut g.raw.raft;
+            g.wake();
+            let raft = &mut g.raw.raft;
+            if raft.leader_id == peer {
                 let timeout = raft.randomized_election_timeout();
-                if raft.election_elapsed + 1 >= timeout {
-                    raft.election_elapsed = timeout;
-                    continue;
+                let spread = self.rng.below(timeout as u64 / 2 + 1) as usize;
+                let run_down = timeout.saturating_sub(1 + spread);
+                raft.election_elapsed = raft.election_elapsed.max(run_down);
+            }
+        }
+    }
+
+    /// A peer frame's notices from `peer`: each group it leads here that
+    /// went quiet, if this node agrees ([`quiet::follower_agrees`]).
+    fn take_notices(&mut self, peer: u64, payload: &[u8]) {
+        let Some(notices) = quiet::decode(payload) else {
+            self.refused.undecodable += 1;
+            return;
+        };
+        if !self.quiesce {
+            return;
+        }
+        for notice in notices {
+            let Some(g) = self.groups.get_mut(&notice.group) else {
+                continue;
+            };
+            if notice.is_wake() {
+                if g.quiet && g.raw.raft.leader_id == peer {
+                    g.wake();
                 }
-            }
-            if !leader && self.rng.chance(250) {
                 continue;
             }
-            // A replica whose writes are still syncing does not start an
-            // election: raft-rs's campaign checks read the log from the
-            // applied index, which a snapshot installed and not yet synced
-            // has compacted away (a fatal error), and a sole voter would
-            // lead with entries not yet durable (an assertion). It waits
-            // at most for the sync in flight.
-            if !leader && !g.waiting.is_empty() {
-                continue;
+            let sound = g.waiting.is_empty() && !g.raw.store().is_damaged();
+            if !g.quiet && sound && quiet::follower_agrees(&g.raw, peer, &notice) {
+                g.quiet = true;
             }
-            g.raw.tick();
         }
     }
 
@@ -650,6 +747,11 @@ impl Engine {
             self.refused.foreign += 1;
             return;
         }
+        self.peers.heard(peer);
+        if f.group == PEER_FRAMES {
+            self.take_notices(peer, &f.payload);
+            return;
+        }
         if f.group & SHADOW != 0 {
             self.refused.unknown_group += 1;
             return;
@@ -715,6 +817,7 @@ impl Engine {
             // A leadership transfer to a node that must not lead yet.
             return;
         }
+        g.wake();
         let mut msg = msg;
         let leader_commit = msg.commit;
         let from_leader = matches!(
@@ -816,6 +919,10 @@ impl Engine {
             if g.raw.store().take_snapshot_wanted() {
                 out.snapshot_wanted.push(gid);
             }
+            if g.quiet {
+                debug_assert!(!g.raw.has_ready(), "a quiet group has nothing to do");
+                continue;
+            }
             if !g.raw.has_ready() {
                 continue;
             }
@@ -893,6 +1000,9 @@ impl Engine {
             self.epoch = epoch;
             out.epoch = Some(epoch);
         }
+        // After the groups' frames, so a notice follows the heartbeats
+        // sent before it.
+        out.frames.extend(self.peers.frames(self.id));
         out
     }
 
@@ -917,6 +1027,52 @@ impl Engine {
             }
         }
         out
+    }
+}
+
+/// One tick of one group's node (see [`Engine::tick`]).
+fn tick_group(g: &mut Group, rng: &mut Rng) {
+    let leader = g.raw.raft.state == StateRole::Leader;
+    if leader {
+        retry_lost_snapshots(g);
+    }
+    if g.raw.store().is_damaged() && !leader {
+        return;
+    }
+    if g.held && !leader {
+        // Its lease on the leader runs out as it would (so it grants
+        // votes once the leader is gone), but the tick that would start
+        // its campaign is never taken.
+        let raft = &mut g.raw.raft;
+        let timeout = raft.randomized_election_timeout();
+        if raft.election_elapsed + 1 >= timeout {
+            raft.election_elapsed = timeout;
+            return;
+        }
+    }
+    if !leader && rng.chance(250) {
+        return;
+    }
+    // A replica whose writes are still syncing does not start an
+    // election: raft-rs's campaign checks read the log from the applied
+    // index, which a snapshot installed and not yet synced has compacted
+    // away (a fatal error), and a sole voter would lead with entries not
+    // yet durable (an assertion). It waits at most for the sync in
+    // flight.
+    if !leader && !g.waiting.is_empty() {
+        return;
+    }
+    g.raw.tick();
+}
+
+impl Group {
+    /// Ends a quiet spell. An awake leader's idle count goes on: its own
+    /// heartbeats' answers are no work, and real work shows in its log.
+    fn wake(&mut self) {
+        if self.quiet {
+            self.quiet = false;
+            self.idle_ticks = 0;
+        }
     }
 }
 
@@ -1284,6 +1440,7 @@ mod tests {
     fn messages(frames: &[(u64, Frame)]) -> Vec<Message> {
         frames
             .iter()
+            .filter(|(_, f)| f.group != PEER_FRAMES)
             .map(|(_, f)| {
                 assert_eq!(f.payload[0], 0, "a whole message");
                 Message::parse_from_bytes(&f.payload[1..]).unwrap()
@@ -1686,7 +1843,7 @@ mod tests {
             t.nodes[3].tick();
             let out = t.nodes[3].poll();
             assert!(
-                out.frames.is_empty(),
+                messages(&out.frames).is_empty(),
                 "it says nothing: {:?}",
                 messages(&out.frames)
             );
@@ -1741,11 +1898,49 @@ mod tests {
         assert_eq!(t.reads[l].len(), 1, "no read confirmed while cut off");
     }
 
-    /// Idle groups stay cheap: once leaders are elected, hundreds of idle
-    /// groups write nothing to disk (no sync work at all) and send only
-    /// small control frames (heartbeats).
+    /// A quiet group wakes for a proposal and commits it everywhere, goes
+    /// quiet again, and elects a new leader once its leader's server falls
+    /// silent: within the silence period and an election.
     #[test]
-    fn idle_groups_write_nothing() {
+    fn quiet_groups_wake_for_work_and_when_their_leader_falls_silent() {
+        let mut t = Trio::new(3);
+        t.tick(60);
+        let leader_of = |t: &Trio| (0..3).find(|&i| t.nodes[i].is_leader(7));
+        let l = leader_of(&t).expect("a leader");
+        assert!(t.nodes.iter().all(|n| n.is_quiet(7)), "idle, so quiet");
+
+        t.nodes[l].propose(7, b"wake".to_vec()).unwrap();
+        t.settle();
+        for applied in &t.applied {
+            assert!(applied.iter().any(|c| &c.data[..] == b"wake"));
+        }
+        assert!(
+            t.nodes.iter().all(|n| !n.is_quiet(7)),
+            "the append woke all"
+        );
+        t.tick(quiet::QUIET_AFTER + 2);
+        assert!(t.nodes.iter().all(|n| n.is_quiet(7)), "quiet again");
+
+        // The leader's server is gone: in its place, an engine of another
+        // id, which answers nothing and whose signals are not its.
+        t.nodes[l] = Engine::new(99, Arc::new(MemDir::new()), 3);
+        let mut ticks = 0;
+        while leader_of(&t).is_none() {
+            t.tick(1);
+            ticks += 1;
+            assert!(
+                ticks as u64 <= quiet::SILENT_AFTER + 4 * ELECTION_TICKS as u64,
+                "no new leader after {ticks} ticks"
+            );
+        }
+        assert_ne!(leader_of(&t), Some(l));
+    }
+
+    /// Idle groups stay cheap: once leaders are elected, hundreds of idle
+    /// groups write nothing to disk (no sync work at all) and go quiet, so
+    /// only the engines' liveness frames are left.
+    #[test]
+    fn idle_groups_go_quiet_and_write_nothing() {
         let dirs: Vec<MemDir> = (0..3).map(|_| MemDir::new()).collect();
         let mut nodes: Vec<Engine> = (0..3)
             .map(|i| Engine::new(i as u64 + 1, Arc::new(dirs[i].clone()), 9))
@@ -1798,12 +1993,12 @@ mod tests {
         }
         assert_eq!(syncs, 0, "idle groups do not touch the disk");
         assert_eq!(bulk, 0, "idle groups send no appends");
-        // Heartbeats and their answers: about one round per group every
-        // heartbeat interval.
-        assert!(
-            control > 0 && control <= 300 * 4 * 40 / HEARTBEAT_TICKS,
-            "{control}"
-        );
+        // Quiet: what is left is one liveness frame per peer every
+        // heartbeat interval, whatever the number of groups.
+        for n in &t.nodes {
+            assert_eq!(n.quiet_groups(), 300);
+        }
+        assert_eq!(control, 3 * 2 * 40 / HEARTBEAT_TICKS, "{control}");
     }
 
     /// A follower restarted after a crash rejoins and keeps applying.

@@ -8,4 +8,5 @@ pub mod frame;
 pub mod identity;
 pub mod log;
 pub mod outbox;
+pub mod quiet;
 pub mod rng;

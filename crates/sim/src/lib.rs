@@ -207,6 +207,8 @@ pub struct Report {
     pub fetches: u64,
     /// Current reads (ReadIndex) confirmed and served from a leader.
     pub reads: u64,
+    /// Steps each group's node spent quiet, summed over servers.
+    pub quiet_steps: u64,
     pub leaders: BTreeMap<u64, u64>,
     /// A hash of every event: equal seeds give equal traces.
     pub trace: u64,
@@ -650,6 +652,7 @@ impl Sim {
         for i in 0..self.servers.len() {
             if let Some(e) = self.servers[i].engine.as_mut() {
                 e.tick();
+                self.report.quiet_steps += e.quiet_groups() as u64;
             }
         }
         // Let the cluster react within the step: several delivery rounds;

@@ -98,6 +98,7 @@ fn work_queue_under_random_faults() {
     let mut reads = 0;
     let mut rewrites = 0;
     let mut fetches = 0;
+    let mut quiet_steps = 0;
     for seed in 1000..1060 {
         let mut cfg = Config::new(seed);
         cfg.work_queue = true;
@@ -108,6 +109,7 @@ fn work_queue_under_random_faults() {
                 reads += r.reads;
                 rewrites += r.rewrites;
                 fetches += r.fetches;
+                quiet_steps += r.quiet_steps;
             }
             Err(v) => failures.push(v.to_string()),
         }
@@ -118,6 +120,9 @@ fn work_queue_under_random_faults() {
     // (after a leader's snapshot, or a restart before their store's
     // mark), with faults around.
     assert!(fetches > 10, "{fetches}");
+    // Groups went quiet between bursts and woke again, with faults
+    // around.
+    assert!(quiet_steps > 1000, "{quiet_steps}");
     // Compactions rewrote logs beside the engine, with faults around.
     assert!(rewrites > 10, "{rewrites}");
     // Current reads were served, through ReadIndex, and none was stale.
