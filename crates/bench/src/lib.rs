@@ -14,6 +14,7 @@ pub mod idle;
 pub mod js;
 pub mod progress;
 pub mod report;
+pub mod streams;
 
 use std::time::Duration;
 
@@ -133,6 +134,8 @@ pub enum Scenario {
     /// SIGKILL a replicated stream's leader (found among `pids`) and time
     /// until the next publish is acknowledged.
     Failover,
+    /// Create `msgs` streams of `replicas` replicas, `in-flight` at a time.
+    Streams,
 }
 
 impl Scenario {
@@ -159,6 +162,7 @@ impl Scenario {
             Scenario::Kv => "kv",
             Scenario::Idle => "idle",
             Scenario::Failover => "failover",
+            Scenario::Streams => "streams",
         }
     }
 }
@@ -174,6 +178,7 @@ pub async fn run(scenario: Scenario, p: &Params) -> Result<Vec<Report>> {
         Scenario::Kv => js::kv(p).await,
         Scenario::Idle => idle::hold(p).await.map(|r| vec![r]),
         Scenario::Failover => failover::leader_killed(p).await.map(|r| vec![r]),
+        Scenario::Streams => streams::create_many(p).await.map(|r| vec![r]),
     }
 }
 
