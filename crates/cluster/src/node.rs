@@ -117,7 +117,12 @@ pub struct GroupStatus {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Status {
     pub id: u64,
-    pub groups: Vec<GroupStatus>,
+    /// Shared: copying a status to look at it copies no group.
+    #[serde(serialize_with = "serialize_shared")]
+    pub groups: Arc<Vec<GroupStatus>>,
+    /// Grows with every change published: a reader that saw this version
+    /// has seen this status.
+    pub version: u64,
     /// Frames the engine refused after the transport's checks: sender not
     /// a member, unknown group, undecodable.
     pub refused_foreign: u64,
@@ -125,6 +130,21 @@ pub struct Status {
     pub refused_undecodable: u64,
     pub votes_withheld: u64,
     pub running: bool,
+}
+
+impl Status {
+    /// A group's status (the groups are in id order).
+    pub fn group(&self, group: u64) -> Option<&GroupStatus> {
+        let at = self.groups.binary_search_by_key(&group, |g| g.group).ok()?;
+        Some(&self.groups[at])
+    }
+}
+
+fn serialize_shared<S: serde::Serializer>(
+    groups: &Arc<Vec<GroupStatus>>,
+    out: S,
+) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(groups.as_slice(), out)
 }
 
 /// Work run on the engine's thread.
@@ -383,7 +403,7 @@ fn run(
     // goes to the rewrite thread only once they have run.
     let mut replaced: Vec<(u64, Replaced)> = Vec::new();
     let mut sent_epoch = 0;
-    let (mut status_at, mut status_groups) = (Instant::now(), usize::MAX);
+    let mut published = Published::default();
     'run: loop {
         let wait = next_tick.saturating_duration_since(Instant::now());
         let first = match rx.recv_timeout(wait) {
@@ -516,13 +536,7 @@ fn run(
                 Snapshot::None => {}
             }
         }
-        // At most every STATUS_EVERY (and when groups come or go): it
-        // copies every group's state.
-        let groups = engine.groups().count();
-        if now.duration_since(status_at) >= STATUS_EVERY || groups != status_groups {
-            publish_status(&engine, &status);
-            (status_at, status_groups) = (now, groups);
-        }
+        published.publish(&engine, &status, now);
     }
     // The sync thread finishes what it was given (nothing waits for it);
     // the rewrite thread frees what it holds and skips the rewrites still
@@ -590,32 +604,68 @@ fn emit(
 /// How stale the published [`Status`] may be.
 const STATUS_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
 
-fn publish_status(engine: &Engine, status: &Mutex<Status>) {
-    let groups = engine
-        .groups()
-        .map(|g| {
-            let (term, leader) = engine.leader(g).unwrap_or((0, 0));
-            let ri = engine.raft_info(g).unwrap_or_default();
-            GroupStatus {
-                vote: ri.vote,
-                last_index: ri.last_index,
-                last_term: ri.last_term,
-                progress: ri.progress,
-                group: g,
-                leader,
-                term,
-                is_leader: engine.is_leader(g),
-                committed: engine.committed(g).unwrap_or(0),
-                applied: engine.applied(g).unwrap_or(0),
-                voters: engine.voters(g).unwrap_or_default(),
-                damaged: engine.is_damaged(g),
+/// What the node loop last published, to publish only what changed.
+#[derive(Default)]
+struct Published {
+    at: Option<Instant>,
+    /// The engine's activity count and refusal counts when last published.
+    activity: u64,
+    refused: replication::engine::Refused,
+    /// Each group's status, and whether it was quiet when taken: a quiet
+    /// group's state does not change until it wakes.
+    groups: BTreeMap<u64, (bool, GroupStatus)>,
+}
+
+impl Published {
+    /// Publishes the engine's state if it may have changed (its activity
+    /// count moved) and STATUS_EVERY has passed, or groups came or went.
+    /// Quiet groups already taken quiet are not looked at again.
+    fn publish(&mut self, engine: &Engine, status: &Mutex<Status>, now: Instant) {
+        let count_changed = engine.groups().count() != self.groups.len();
+        let stale = self
+            .at
+            .is_none_or(|at| now.duration_since(at) >= STATUS_EVERY);
+        let moved = engine.activity() != self.activity || engine.refused != self.refused;
+        if !count_changed && (!stale || !moved) {
+            return;
+        }
+        self.at = Some(now);
+        self.activity = engine.activity();
+        self.refused = engine.refused;
+        self.groups.retain(|&g, _| engine.has_group(g));
+        for g in engine.groups() {
+            let quiet = engine.is_quiet(g);
+            if quiet && self.groups.get(&g).is_some_and(|(was_quiet, _)| *was_quiet) {
+                continue;
             }
-        })
-        .collect();
-    let mut s = status.lock();
-    s.groups = groups;
-    s.refused_foreign = engine.refused.foreign;
-    s.refused_unknown_group = engine.refused.unknown_group;
-    s.refused_undecodable = engine.refused.undecodable;
-    s.votes_withheld = engine.refused.votes_withheld;
+            self.groups.insert(g, (quiet, group_status(engine, g)));
+        }
+        let groups: Vec<GroupStatus> = self.groups.values().map(|(_, st)| st.clone()).collect();
+        let mut s = status.lock();
+        s.groups = Arc::new(groups);
+        s.version += 1;
+        s.refused_foreign = engine.refused.foreign;
+        s.refused_unknown_group = engine.refused.unknown_group;
+        s.refused_undecodable = engine.refused.undecodable;
+        s.votes_withheld = engine.refused.votes_withheld;
+    }
+}
+
+fn group_status(engine: &Engine, g: u64) -> GroupStatus {
+    let (term, leader) = engine.leader(g).unwrap_or((0, 0));
+    let ri = engine.raft_info(g).unwrap_or_default();
+    GroupStatus {
+        vote: ri.vote,
+        last_index: ri.last_index,
+        last_term: ri.last_term,
+        progress: ri.progress,
+        group: g,
+        leader,
+        term,
+        is_leader: engine.is_leader(g),
+        committed: engine.committed(g).unwrap_or(0),
+        applied: engine.applied(g).unwrap_or(0),
+        voters: engine.voters(g).unwrap_or_default(),
+        damaged: engine.is_damaged(g),
+    }
 }

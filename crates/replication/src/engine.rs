@@ -205,6 +205,8 @@ pub struct Engine {
     pub quiesce: bool,
     /// Peers' liveness and the quiet notices owed to them.
     peers: crate::quiet::Peers,
+    /// Grows whenever a group's state may have changed ([`Engine::activity`]).
+    activity: u64,
 }
 
 /// Uncommitted bytes a leader accepts before it drops proposals.
@@ -249,6 +251,7 @@ impl Engine {
             unsafe_no_registry: false,
             quiesce: true,
             peers: Default::default(),
+            activity: 0,
         }
     }
 
@@ -281,6 +284,7 @@ impl Engine {
             group != PEER_FRAMES,
             "group {PEER_FRAMES} is the engines' own"
         );
+        self.activity += 1;
         let mut key = group;
         if self.groups.contains_key(&group) {
             if !self.unsafe_no_registry || self.groups.contains_key(&(group | SHADOW)) {
@@ -383,6 +387,7 @@ impl Engine {
 
     /// The group, if this server leads it.
     fn leading(&mut self, group: u64) -> Result<&mut Group, EngineError> {
+        self.activity += 1;
         let g = self
             .groups
             .get_mut(&group)
@@ -407,6 +412,7 @@ impl Engine {
     /// A leader's followers may be quiet, waiting on a leader that stays
     /// live: they are told to wake ([`quiet::Notice::wake`]).
     pub fn remove_group(&mut self, group: u64) -> Result<(), EngineError> {
+        self.activity += 1;
         let g = self
             .groups
             .remove(&group)
@@ -433,6 +439,11 @@ impl Engine {
     }
 
     /// Whether this server holds a log for `group` (running or not).
+    /// Whether this server runs a node of `group`.
+    pub fn has_group(&self, group: u64) -> bool {
+        self.groups.contains_key(&group)
+    }
+
     pub fn has_log(&self, group: u64) -> bool {
         self.dir
             .list()
@@ -443,6 +454,7 @@ impl Engine {
     /// replica named for a new group calls it, so a new stream has a leader
     /// in one round trip instead of half a second or more.
     pub fn campaign(&mut self, group: u64) -> Result<(), EngineError> {
+        self.activity += 1;
         let g = self
             .groups
             .get_mut(&group)
@@ -459,6 +471,7 @@ impl Engine {
     /// catches up (`held`), or lets it go again. The hold lives as long as
     /// the node: a restart starts without it.
     pub fn hold(&mut self, group: u64, held: bool) -> Result<(), EngineError> {
+        self.activity += 1;
         let g = self
             .groups
             .get_mut(&group)
@@ -485,6 +498,14 @@ impl Engine {
     /// Whether `group`'s node is quiet ([`crate::quiet`]).
     pub fn is_quiet(&self, group: u64) -> bool {
         self.groups.get(&group).is_some_and(|g| g.quiet)
+    }
+
+    /// A count that grows whenever some group's state may have changed
+    /// (a tick of an awake group, a message, a poll or sync with work, a
+    /// call): while it stands still, so does every group's state, and a
+    /// driver need not look at them again.
+    pub fn activity(&self) -> u64 {
+        self.activity
     }
 
     /// How many of this server's groups are quiet.
@@ -591,6 +612,7 @@ impl Engine {
             // Judged before the tick, whose heartbeats are work to do.
             let idle = self.quiesce && gid & SHADOW == 0 && quiet::leader_idle(&g.raw, &self.peers);
             g.idle_ticks = if idle { g.idle_ticks + 1 } else { 0 };
+            self.activity += 1;
             if g.idle_ticks < quiet::QUIET_AFTER {
                 tick_group(g, &mut self.rng);
             } else {
@@ -621,6 +643,7 @@ impl Engine {
             if !g.quiet || !member {
                 continue;
             }
+            self.activity += 1;
             g.wake();
             let raft = &mut g.raw.raft;
             if raft.leader_id == peer {
@@ -648,12 +671,14 @@ impl Engine {
             };
             if notice.is_wake() {
                 if g.quiet && g.raw.raft.leader_id == peer {
+                    self.activity += 1;
                     g.wake();
                 }
                 continue;
             }
             let sound = g.waiting.is_empty() && !g.raw.store().is_damaged();
             if !g.quiet && sound && quiet::follower_agrees(&g.raw, peer, &notice) {
+                self.activity += 1;
                 g.quiet = true;
             }
         }
@@ -766,6 +791,7 @@ impl Engine {
     }
 
     fn step_frame(&mut self, peer: u64, f: Frame) {
+        self.activity += 1;
         let Some(g) = self.groups.get_mut(&f.group) else {
             self.refused.unknown_group += 1;
             return;
@@ -926,6 +952,7 @@ impl Engine {
             if !g.raw.has_ready() {
                 continue;
             }
+            self.activity += 1;
             let mut rd = g.raw.ready();
             push_frames(&mut out, gid, self.id, chunk, rd.take_messages());
             for r in rd.take_read_states() {
@@ -1022,6 +1049,7 @@ impl Engine {
                 last = Some(w.number);
             }
             if let Some(number) = last.filter(|&n| n > 0) {
+                self.activity += 1;
                 g.raw.on_persist_ready(number);
                 advance_apply(g);
             }

@@ -530,15 +530,8 @@ impl Api {
             let more = self.place(&cfg, &peers, n - peers.len())?;
             peers.extend(more);
         } else if n < peers.len() {
-            let leader = self
-                .jc
-                .node
-                .status()
-                .groups
-                .into_iter()
-                .find(|g| g.group == a.group)
-                .map(|g| g.leader)
-                .unwrap_or(0);
+            let status = self.jc.node.status();
+            let leader = status.group(a.group).map_or(0, |g| g.leader);
             // Keep the leader, then the first named.
             peers.sort_by_key(|p| *p != leader);
             peers.truncate(n);

@@ -31,6 +31,10 @@ pub struct Leaders {
     leading: BTreeSet<u64>,
     /// When each led group last had a membership change proposed.
     last_reconcile: BTreeMap<u64, Instant>,
+    /// The node status version last followed, and when: with nothing new
+    /// the groups are looked at again only every RECONCILE_EVERY (for the
+    /// meta group's changes of membership), not at every FOLLOW_EVERY.
+    followed: Option<(u64, Instant)>,
 }
 
 impl Leaders {
@@ -40,6 +44,7 @@ impl Leaders {
             jc,
             leading: BTreeSet::new(),
             last_reconcile: BTreeMap::new(),
+            followed: None,
         };
         tokio::spawn(leaders.run());
     }
@@ -58,6 +63,13 @@ impl Leaders {
 
     fn follow(&mut self) {
         let status = self.jc.node.status();
+        let unchanged = self.followed.is_some_and(|(version, at)| {
+            version == status.version && at.elapsed() < RECONCILE_EVERY
+        });
+        if unchanged {
+            return;
+        }
+        self.followed = Some((status.version, Instant::now()));
         // A new leader is told once every entry committed before it took
         // over has been handed to its replica.
         let leading: BTreeSet<u64> = status

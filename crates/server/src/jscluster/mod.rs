@@ -688,13 +688,7 @@ impl JsCluster {
         cfg: &jetstream::api::StreamConfig,
     ) -> jetstream::api::ClusterInfo {
         let server = &self.server;
-        let g = self
-            .node
-            .status()
-            .groups
-            .into_iter()
-            .find(|g| g.group == group)
-            .unwrap_or_default();
+        let g = self.node.status().group(group).cloned().unwrap_or_default();
         jetstream::api::ClusterInfo {
             name: server.routes.cluster_name().0,
             raft_group: stream_group_name(group, cfg),
@@ -766,11 +760,7 @@ impl JsCluster {
 
     /// The meta group as this server's node sees it.
     pub fn meta_status(&self) -> Option<cluster::node::GroupStatus> {
-        self.node
-            .status()
-            .groups
-            .into_iter()
-            .find(|g| g.group == META_GROUP)
+        self.node.status().group(META_GROUP).cloned()
     }
 }
 

@@ -62,7 +62,7 @@ pub fn raftz(
         |a: &str, name: &str| (acc.is_empty() || acc == a) && (group.is_empty() || group == name);
     let status = jc.node.status();
     let names = jc.group_names();
-    for g in &status.groups {
+    for g in status.groups.iter() {
         let (account, name) = if g.group == jsservice::meta_sm::META_GROUP {
             (SYSTEM_ACCOUNT, META_NAME.to_string())
         } else if let Some(n) = names.get(&g.group) {

@@ -191,10 +191,18 @@ impl Actor {
     }
 
     pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Cmd>) {
-        let mut follow = tokio::time::interval(FOLLOW_EVERY);
-        follow.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_duties = Instant::now();
+        let duties = tokio::time::sleep(FOLLOW_EVERY);
+        tokio::pin!(duties);
         let interest_changed = self.push.watcher.notify();
         loop {
+            let due = self.duties_at(last_duties);
+            if let Some(at) = due {
+                let at = tokio::time::Instant::from_std(at);
+                if duties.deadline() != at {
+                    duties.as_mut().reset(at);
+                }
+            }
             tokio::select! {
                 cmd = rx.recv() => {
                     let Some(cmd) = cmd else { break };
@@ -205,7 +213,8 @@ impl Actor {
                 _ = interest_changed.notified(), if self.serving.is_some() => {
                     self.reconcile_push(true);
                 }
-                _ = follow.tick(), if self.leading || self.fetching.is_some() => {
+                _ = &mut duties, if due.is_some() => {
+                    last_duties = Instant::now();
                     match self.fetching.is_some() {
                         true => self.fetch_tick(),
                         false => self.leader_duties(),
@@ -216,6 +225,27 @@ impl Actor {
         }
         self.unserve();
         self.publisher.flush();
+    }
+
+    /// When the periodic duties are next due, the last having run at
+    /// `last`: a fetch's and a busy leader's every FOLLOW_EVERY; a leader
+    /// with nothing pending (serving, no create to answer, no deadline, no
+    /// sources) only every RECONCILE_EVERY, so thousands of idle streams
+    /// do not wake their tasks twenty times a second. None: no duties.
+    fn duties_at(&self, last: Instant) -> Option<Instant> {
+        if self.fetching.is_some() {
+            return Some(last + FOLLOW_EVERY);
+        }
+        if !self.leading {
+            return None;
+        }
+        let stream = self.machine.stream();
+        let busy = self.serving.is_none()
+            || self.create.is_some()
+            || stream.next_deadline().is_some()
+            || self.sources.next_wake().is_some()
+            || !stream.source_specs().is_empty();
+        Some(last + if busy { FOLLOW_EVERY } else { RECONCILE_EVERY })
     }
 
     /// Handles `first` and whatever else is queued, up to a batch. False
