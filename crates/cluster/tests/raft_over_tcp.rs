@@ -460,7 +460,7 @@ async fn a_failed_fsync_stops_the_node_and_the_others_go_on() {
         .iter()
         .find_map(|m| {
             let st = m.node.as_ref().unwrap().status();
-            st.groups.into_iter().find(|g| g.is_leader)
+            st.groups.iter().find(|g| g.is_leader).cloned()
         })
         .expect("a leader among the two");
     let (_, matched) = l.progress.iter().find(|(id, _)| *id == 3).copied().unwrap();
