@@ -635,22 +635,16 @@ impl Engine {
     }
 
     /// Wakes every quiet group `peer` is a member of, now that it is
-    /// silent: a follower of it with its election timer run down, as the
-    /// silence already took that long; a leader to check its quorum.
+    /// silent: a follower of it to time out and elect, a leader to check
+    /// its quorum. Their election timers go on from where they stopped,
+    /// so the groups of a server that died spread their elections over
+    /// the usual randomized timeouts instead of all starting at once.
     fn wake_shared_with(&mut self, peer: u64) {
         for g in self.groups.values_mut() {
             let member = g.raw.raft.prs().iter().any(|(&id, _)| id == peer);
-            if !g.quiet || !member {
-                continue;
-            }
-            self.activity += 1;
-            g.wake();
-            let raft = &mut g.raw.raft;
-            if raft.leader_id == peer {
-                let timeout = raft.randomized_election_timeout();
-                let spread = self.rng.below(timeout as u64 / 2 + 1) as usize;
-                let run_down = timeout.saturating_sub(1 + spread);
-                raft.election_elapsed = raft.election_elapsed.max(run_down);
+            if g.quiet && member {
+                self.activity += 1;
+                g.wake();
             }
         }
     }
@@ -1096,10 +1090,18 @@ fn tick_group(g: &mut Group, rng: &mut Rng) {
 impl Group {
     /// Ends a quiet spell. An awake leader's idle count goes on: its own
     /// heartbeats' answers are no work, and real work shows in its log.
+    ///
+    /// A leader's quorum check starts a full election timeout from now:
+    /// its followers said nothing while quiet, and a check right after
+    /// waking, before their first answers, would depose it for nothing.
     fn wake(&mut self) {
         if self.quiet {
             self.quiet = false;
             self.idle_ticks = 0;
+            let raft = &mut self.raw.raft;
+            if raft.state == StateRole::Leader {
+                raft.election_elapsed = 0;
+            }
         }
     }
 }

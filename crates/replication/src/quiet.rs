@@ -17,8 +17,10 @@
 //! - **Waking.** Any proposal, read, transfer or campaign, and any Raft
 //!   message for the group, wakes it at once. A peer silent for
 //!   [`SILENT_AFTER`] ticks wakes every quiet group it is a member of: a
-//!   follower of that peer with its election timer run down (the silence
-//!   already took that long), a leader to check its quorum.
+//!   follower of that peer to time out and elect, a leader to check its
+//!   quorum. Election timers go on from where they stopped: a dead
+//!   server's groups elect over the usual randomized timeouts, not all
+//!   at once (which, with thousands of groups, starved heartbeats).
 //! - **Leaving.** A leader whose node stops while its server lives on
 //!   sends its members a wake notice, since their silence check would
 //!   never fire.
