@@ -897,7 +897,9 @@ impl Engine {
     /// A state machine applied off this thread may snapshot behind the
     /// last index handed out; a snapshot from before a configuration
     /// change handed out since is not taken (it would be stamped with the
-    /// newer configuration), and the caller asks for another later.
+    /// newer configuration), nor one past the log's commit index (a
+    /// replica retargeted during catch-up), and the caller asks for
+    /// another later.
     pub fn compact(
         &mut self,
         group: u64,
@@ -908,8 +910,14 @@ impl Engine {
             .groups
             .get_mut(&group)
             .ok_or(EngineError::NoGroup(group))?;
-        debug_assert!(index <= g.handed_out.max(g.raw.raft.raft_log.applied));
         if index < g.conf_index {
+            return Ok(None);
+        }
+        // A replica retargeted to a leader's newer snapshot while catching
+        // up holds state ahead of its own log: its snapshot waits until
+        // the log has that much committed (a log is never compacted past
+        // its commit index).
+        if index > g.raw.store().hard_state().commit {
             return Ok(None);
         }
         Ok(g.raw.mut_store().compact(index, data))
@@ -1926,6 +1934,21 @@ mod tests {
         assert!(t.nodes[l].is_leader(7));
         assert_eq!(t.nodes[l].leader(7).unwrap().1, cut);
         assert_eq!(t.reads[l].len(), 1, "no read confirmed while cut off");
+    }
+
+    /// A state machine ahead of its own log (a replica retargeted to a
+    /// leader's newer snapshot while catching up) asks to snapshot past
+    /// the log's commit index: nothing is compacted, and nothing panics.
+    #[test]
+    fn a_snapshot_past_the_commit_index_waits() {
+        let mut t = Trio::new(11);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        let committed = t.nodes[l].committed(7).unwrap();
+        let before = t.nodes[l].snapshot_index(7);
+        let asked = t.nodes[l].compact(7, committed + 20, b"ahead".to_vec());
+        assert!(matches!(asked, Ok(None)));
+        assert_eq!(t.nodes[l].snapshot_index(7), before);
     }
 
     /// A quiet group wakes for a proposal and commits it everywhere, goes
