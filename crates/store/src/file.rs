@@ -1454,21 +1454,11 @@ impl MsgStore for FileStore {
         if self.msgs == 0 {
             return Vec::new();
         }
-        let mut ranges = Vec::new();
-        let mut cursor = self.first_seq;
-        let first_seg = self.segs.partition_point(|s| s.end() <= cursor);
-        for seg in &self.segs[first_seg..] {
-            for (a, b) in seg.live_spans(self.first_seq) {
-                if a > cursor {
-                    ranges.push((cursor, a - 1));
-                }
-                cursor = b;
-            }
-        }
-        if cursor <= self.last_seq {
-            ranges.push((cursor, self.last_seq));
-        }
-        ranges
+        let first_seg = self.segs.partition_point(|s| s.end() <= self.first_seq);
+        let spans = self.segs[first_seg..]
+            .iter()
+            .flat_map(|seg| seg.live_spans(self.first_seq));
+        crate::gaps(spans, self.last_seq)
     }
 
     fn subject_state(&self, subject: &str) -> Option<SubjectState> {

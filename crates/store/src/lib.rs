@@ -120,25 +120,21 @@ pub enum StoreError {
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-/// The deleted ranges of a store whose live sequences are `live` (in
-/// order) and whose last sequence is `last_seq`: the gaps between them,
-/// and after the last one. None while nothing is live, as
+/// The deleted ranges of a store whose live sequences come as half-open
+/// spans `live` (in order) and whose last sequence is `last_seq`: the gaps
+/// between them, and after the last one. None while nothing is live, as
 /// [`MsgStore::deleted`].
-pub(crate) fn gaps(live: impl Iterator<Item = u64>, last_seq: u64) -> Vec<(u64, u64)> {
+pub(crate) fn gaps(live: impl Iterator<Item = (u64, u64)>, last_seq: u64) -> Vec<(u64, u64)> {
     let mut ranges = Vec::new();
-    let mut previous: Option<u64> = None;
-    for seq in live {
-        if let Some(p) = previous {
-            if seq > p + 1 {
-                ranges.push((p + 1, seq - 1));
-            }
+    let mut cursor: Option<u64> = None;
+    for (a, b) in live {
+        if let Some(c) = cursor.filter(|&c| a > c) {
+            ranges.push((c, a - 1));
         }
-        previous = Some(seq);
+        cursor = Some(b);
     }
-    if let Some(p) = previous {
-        if last_seq > p {
-            ranges.push((p + 1, last_seq));
-        }
+    if let Some(c) = cursor.filter(|&c| c <= last_seq) {
+        ranges.push((c, last_seq));
     }
     ranges
 }

@@ -246,7 +246,7 @@ impl MsgStore for MemStore {
     }
 
     fn deleted_ranges(&self) -> Vec<(u64, u64)> {
-        crate::gaps(self.msgs.keys().copied(), self.last_seq)
+        crate::gaps(self.msgs.keys().map(|&k| (k, k + 1)), self.last_seq)
     }
 
     fn subject_state(&self, subject: &str) -> Option<SubjectState> {
