@@ -621,7 +621,7 @@ impl Published {
     /// count moved) and STATUS_EVERY has passed, or groups came or went.
     /// Quiet groups already taken quiet are not looked at again.
     fn publish(&mut self, engine: &Engine, status: &Mutex<Status>, now: Instant) {
-        let count_changed = engine.groups().count() != self.groups.len();
+        let count_changed = engine.group_count() != self.groups.len();
         let stale = self
             .at
             .is_none_or(|at| now.duration_since(at) >= STATUS_EVERY);

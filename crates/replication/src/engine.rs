@@ -439,6 +439,11 @@ impl Engine {
     }
 
     /// Whether this server holds a log for `group` (running or not).
+    /// How many groups this server runs a node of.
+    pub fn group_count(&self) -> usize {
+        self.groups.len()
+    }
+
     /// Whether this server runs a node of `group`.
     pub fn has_group(&self, group: u64) -> bool {
         self.groups.contains_key(&group)
