@@ -102,6 +102,9 @@ pub struct Stream {
     pump_due: bool,
     /// Consumers created or deleted since the driver last looked.
     consumers_changed: bool,
+    /// The config changed since the driver last looked (a new stream
+    /// starts changed: its driver has not seen its config).
+    config_changed: bool,
     /// Mirror and sources, by key.
     sources: BTreeMap<String, sourcing::Source>,
 }
@@ -159,6 +162,7 @@ impl Stream {
             out: Vec::new(),
             pump_due: false,
             consumers_changed: false,
+            config_changed: true,
             sources: BTreeMap::new(),
         };
         s.compile_transforms();
@@ -619,6 +623,7 @@ impl Stream {
         let to_interest =
             self.config.retention == Retention::Limits && config.retention != Retention::Limits;
         self.config = config;
+        self.config_changed = true;
         if to_interest {
             // Messages kept under limits now need interest: with no
             // consumers nothing wants them; otherwise acked ones go.
@@ -1196,6 +1201,23 @@ impl Stream {
     /// Whether consumers were created or deleted since last asked.
     pub fn take_consumers_changed(&mut self) -> bool {
         std::mem::take(&mut self.consumers_changed)
+    }
+
+    /// Whether the config changed since [`Stream::take_config_changed`]
+    /// was last called (or since the stream was made).
+    pub fn config_changed(&self) -> bool {
+        self.config_changed
+    }
+
+    /// Like [`Stream::config_changed`], and marks the change seen.
+    pub fn take_config_changed(&mut self) -> bool {
+        std::mem::take(&mut self.config_changed)
+    }
+
+    /// How many consumers a user sees (`consumer_names().len()`, without
+    /// building the names).
+    pub fn consumer_count(&self) -> usize {
+        self.consumers.values().filter(|c| !c.config.direct).count()
     }
 
     /// Creates (or updates) a consumer from an API request. `name` and

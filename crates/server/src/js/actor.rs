@@ -461,7 +461,7 @@ impl Actor {
             self.handles.push(h);
         }
         self.note_store_failure();
-        let grew = self.handle.record(self.machine.stream());
+        let grew = self.handle.record(self.machine.stream_mut());
         self.js.add_usage(self.handle.storage, grew);
         let items = std::mem::take(&mut self.items);
         let handles = std::mem::take(&mut self.handles);

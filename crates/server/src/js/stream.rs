@@ -156,16 +156,22 @@ impl StreamHandle {
         self.queued.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// Records what `stream` holds now; returns the change in bytes.
-    pub fn record(&self, stream: &Stream) -> i64 {
+    /// Records what `stream` holds now (its config only when it changed
+    /// since the last record: this runs for every applied input); returns
+    /// the change in bytes.
+    pub fn record(&self, stream: &mut Stream) -> i64 {
         let st = stream.store().state();
         self.msgs.store(st.msgs, Ordering::Relaxed);
         let before = self.bytes.swap(st.bytes, Ordering::Relaxed);
         self.consumers
-            .store(stream.consumer_names().len() as u64, Ordering::Relaxed);
-        if *self.config.read() != stream.config {
+            .store(stream.consumer_count() as u64, Ordering::Relaxed);
+        if stream.take_config_changed() {
             *self.config.write() = stream.config.clone();
         }
+        debug_assert!(
+            *self.config.read() == stream.config,
+            "a config change went unseen"
+        );
         st.bytes as i64 - before as i64
     }
 }

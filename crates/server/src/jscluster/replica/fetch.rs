@@ -246,7 +246,7 @@ impl Actor {
         self.retention = jsservice::fetch::Retention::opened_at(0);
         self.retention.marked(f.fetch.index());
         self.machine = machine;
-        let grew = self.handle.record(self.machine.stream());
+        let grew = self.handle.record(self.machine.stream_mut());
         self.js.add_usage(self.handle.storage, grew);
         for (index, data, leader) in std::mem::take(&mut f.waiting) {
             self.apply(index, &data, leader);

@@ -420,7 +420,8 @@ impl Actor {
         if self.snapshot_owed {
             self.take_snapshot(index, 0);
         }
-        let grew = self.handle.record(self.machine.stream());
+        let config_changed = self.machine.stream().config_changed();
+        let grew = self.handle.record(self.machine.stream_mut());
         self.js.add_usage(self.handle.storage, grew);
         if let Outcome::Barrier { peer, token } = applied.outcome {
             if leader && peer == self.jc.me.id {
@@ -438,7 +439,9 @@ impl Actor {
                     .refresh(self.machine.stream(), &mut self.publisher);
                 self.reconcile_push(true);
             }
-            self.follow_subjects();
+            if config_changed {
+                self.follow_subjects();
+            }
         }
         if leader && (applied.reply.is_some() || !applied.outputs.is_empty()) {
             let (jc, group) = (&self.jc, self.group);
@@ -482,7 +485,7 @@ impl Actor {
                     self.retention = Retention::opened_at(0);
                     self.retention.marked(index);
                 }
-                let grew = self.handle.record(self.machine.stream());
+                let grew = self.handle.record(self.machine.stream_mut());
                 self.js.add_usage(self.handle.storage, grew);
                 info!(
                     "JetStream cluster stream '$G > {}' caught up from the leader's snapshot at index {index}",
