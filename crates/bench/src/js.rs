@@ -39,6 +39,19 @@ async fn fresh_stream(js: &jetstream::Context, p: &Params) -> Result<stream::Str
     .map_err(client("creating the stream"))
 }
 
+/// How many messages the stream holds (an error if it is missing).
+async fn stored_messages(js: &jetstream::Context) -> Result<u64> {
+    Ok(js
+        .get_stream(STREAM)
+        .await
+        .map_err(client("stream info"))?
+        .info()
+        .await
+        .map_err(client("stream info"))?
+        .state
+        .messages)
+}
+
 async fn cleanup_stream(js: &jetstream::Context, p: &Params) {
     if !p.keep {
         let _ = js.delete_stream(STREAM).await;
@@ -100,27 +113,26 @@ async fn publish_acked(
 pub async fn publish(p: &Params) -> Result<Report> {
     let c = connect(p).await?;
     let js = jetstream::new(c.clone());
-    fresh_stream(&js, p).await?;
+    let before = match p.append {
+        true => stored_messages(&js).await.unwrap_or(0),
+        false => 0,
+    };
+    if before == 0 {
+        fresh_stream(&js, p).await?;
+    }
     let progress = Progress::start("js-pub", p.msgs, p.progress);
     let start = Instant::now();
     let lat = publish_acked(p, p.msgs, p.in_flight, &progress).await;
     let elapsed = start.elapsed();
     progress.finish();
     let lat = lat?;
-    let stored = js
-        .get_stream(STREAM)
-        .await
-        .map_err(client("stream info"))?
-        .info()
-        .await
-        .map_err(client("stream info"))?
-        .state
-        .messages;
+    let stored = stored_messages(&js).await?;
     cleanup_stream(&js, p).await;
-    if stored != p.max_msgs.map_or(p.msgs, |m| m.min(p.msgs)) {
+    let expected = before + p.msgs;
+    if stored != p.max_msgs.map_or(expected, |m| m.min(expected)) {
         return Err(Error::Wrong {
             scenario: "js-pub",
-            detail: format!("{stored} stored after {} PubAcks", p.msgs),
+            detail: format!("{stored} stored after {} PubAcks ({before} before)", p.msgs),
         });
     }
     Ok(report(

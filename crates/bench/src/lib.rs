@@ -73,6 +73,9 @@ pub struct Params {
     pub memory: bool,
     /// Leave the stream or bucket in place after the run.
     pub keep: bool,
+    /// `js-pub`: publish into the stream already there (made if missing)
+    /// instead of a fresh one; implies `keep`.
+    pub append: bool,
     /// The stream's `max_msgs` (none: unlimited).
     pub max_msgs: Option<u64>,
     /// A run that makes no progress for this long fails.
@@ -101,6 +104,7 @@ impl Default for Params {
             replicas: 1,
             memory: false,
             keep: false,
+            append: false,
             max_msgs: None,
             stall: Duration::from_secs(10),
             progress: true,

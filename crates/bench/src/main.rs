@@ -43,6 +43,10 @@ struct Args {
     /// Keep the stream or bucket after the run.
     #[arg(long)]
     keep: bool,
+    /// `js-pub`: publish into the stream already there instead of a fresh
+    /// one (it is kept), as a long-lived stream grows.
+    #[arg(long)]
+    append: bool,
     /// Cap the stream at this many messages (the oldest go), so a long
     /// run works at a steady size.
     #[arg(long)]
@@ -92,7 +96,8 @@ async fn main() -> anyhow::Result<()> {
         in_flight: a.in_flight,
         replicas: a.replicas,
         memory: a.memory,
-        keep: a.keep,
+        keep: a.keep || a.append,
+        append: a.append,
         max_msgs: a.max_msgs,
         stall: Duration::from_secs_f64(a.stall),
         progress: !a.quiet,
