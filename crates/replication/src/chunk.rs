@@ -57,6 +57,27 @@ pub fn split(msg: &[u8], chunk: usize) -> Vec<Bytes> {
         .collect()
 }
 
+/// Frame payloads for a message of `len` encoded bytes, which `encode`
+/// appends to a buffer. One that fits a chunk is encoded straight after
+/// its header: one buffer, no copy.
+pub fn payloads(len: usize, chunk: usize, encode: impl FnOnce(&mut Vec<u8>)) -> Vec<Bytes> {
+    let fits = len <= chunk.clamp(1, frame::MAX_PAYLOAD - CHUNK_HEADER);
+    let mut buf = Vec::with_capacity(usize::from(fits) + len);
+    if fits {
+        buf.push(WHOLE);
+    }
+    encode(&mut buf);
+    debug_assert_eq!(
+        buf.len(),
+        usize::from(fits) + len,
+        "the encoded length was given"
+    );
+    match fits {
+        true => vec![Bytes::from(buf)],
+        false => split(&buf, chunk),
+    }
+}
+
 /// Whether a payload continues a message whose first chunk came earlier
 /// (an outbox that dropped the first drops the rest).
 pub fn is_continuation(payload: &[u8]) -> bool {
@@ -82,7 +103,10 @@ pub struct Reassembly {
 }
 
 impl Reassembly {
-    pub fn take(&mut self, peer: u64, group: u64, payload: &[u8]) -> Piece {
+    /// Takes one frame payload. A whole message is a slice of it, not a
+    /// copy: decoding it with `parse_from_carllerche_bytes` then leaves
+    /// the entries' data in the frame's buffer too.
+    pub fn take(&mut self, peer: u64, group: u64, payload: &Bytes) -> Piece {
         let key = (peer, group);
         let Some((&kind, rest)) = payload.split_first() else {
             return Piece::Refused;
@@ -90,7 +114,7 @@ impl Reassembly {
         match kind {
             // A whole message (a heartbeat, a vote) may come between the
             // chunks of another: the class queues interleave.
-            WHOLE => Piece::Complete(Bytes::copy_from_slice(rest)),
+            WHOLE => Piece::Complete(payload.slice(1..)),
             FIRST | NEXT if rest.len() >= 4 => {
                 let n = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
                 let part = &rest[4..];
@@ -198,15 +222,30 @@ mod tests {
     }
 
     #[test]
+    fn payloads_match_split() {
+        for (n, chunk) in [(0, 8), (7, 8), (8, 8), (9, 8), (1000, 64)] {
+            let m = msg(n);
+            let made = payloads(n, chunk, |b| b.extend_from_slice(&m));
+            assert_eq!(made, split(&m, chunk), "{n} bytes in chunks of {chunk}");
+        }
+    }
+
+    #[test]
     fn garbage_and_oversized_claims_are_refused() {
         let mut r = Reassembly::default();
-        assert_eq!(r.take(1, 1, &[]), Piece::Refused);
-        assert_eq!(r.take(1, 1, &[9, 1, 2]), Piece::Refused);
-        assert_eq!(r.take(1, 1, &[1, 0, 0]), Piece::Refused);
+        assert_eq!(r.take(1, 1, &Bytes::new()), Piece::Refused);
+        assert_eq!(
+            r.take(1, 1, &Bytes::from_static(&[9, 1, 2])),
+            Piece::Refused
+        );
+        assert_eq!(
+            r.take(1, 1, &Bytes::from_static(&[1, 0, 0])),
+            Piece::Refused
+        );
         let mut huge = vec![1u8];
         huge.extend_from_slice(&u32::MAX.to_le_bytes());
         huge.push(0);
-        assert_eq!(r.take(1, 1, &huge), Piece::Refused);
+        assert_eq!(r.take(1, 1, &Bytes::from(huge)), Piece::Refused);
         assert_eq!(r.pending(), 0);
     }
 }

@@ -803,7 +803,8 @@ impl Engine {
                 return;
             }
         };
-        let Ok(msg) = Message::parse_from_bytes(&bytes) else {
+        // Entries' data are slices of `bytes` (no copy per entry).
+        let Ok(msg) = Message::parse_from_carllerche_bytes(&bytes) else {
             self.refused.undecodable += 1;
             return;
         };
@@ -1165,9 +1166,10 @@ fn class_of(m: &Message) -> Class {
 fn push_frames(out: &mut Output, group: u64, sender: u64, chunk: usize, msgs: Vec<Message>) {
     let group = group & !SHADOW;
     for m in msgs {
-        let encoded = m.write_to_bytes().expect("raft messages encode");
+        let len = m.compute_size() as usize;
         let class = class_of(&m);
-        for payload in crate::chunk::split(&encoded, chunk) {
+        let encode = |buf: &mut Vec<u8>| m.write_to_vec(buf).expect("raft messages encode");
+        for payload in crate::chunk::payloads(len, chunk, encode) {
             out.frames.push((
                 m.to,
                 Frame {
@@ -1186,9 +1188,10 @@ fn apply_committed(g: &mut Group, gid: u64, entries: Vec<Entry>, out: &mut Outpu
         match e.get_entry_type() {
             EntryType::EntryNormal => {
                 if !e.data.is_empty() {
-                    // Moved, not copied: an entry's data is its own buffer
-                    // (frames are decoded from slices, which copies each
-                    // field), so holding it keeps nothing larger alive.
+                    // Moved, not copied. A follower's entry data is a slice
+                    // of the frame it came in (`Engine::step_frame`), which
+                    // is its own buffer whose bulk is the entries: holding
+                    // one keeps at most that frame alive.
                     out.committed.push(Committed {
                         group: gid,
                         index: e.index,
