@@ -351,14 +351,18 @@ fn write_ports_file(
 mod allocator_tests {
     /// One test, since tuning changes what the first check reads.
     #[test]
-    fn tuning_shortens_the_purge_delay_and_turns_huge_pages_off() {
+    fn tuning_sets_the_purge_delay_and_turns_huge_pages_off() {
         // Guards MI_OPTION_PURGE_DELAY against a renumbering: no other
         // mimalloc 3 option defaults to 1000.
         let v = unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
         assert_eq!(v, 1000);
+        // Another value first, so that the check below sees tuning set it
+        // (the delay it sets is mimalloc 3's default).
+        // SAFETY: setting an option is allowed at any time.
+        unsafe { libmimalloc_sys::mi_option_set(super::MI_OPTION_PURGE_DELAY, 7) };
         super::tune_allocator();
         let v = unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
-        assert_eq!(v, 10);
+        assert_eq!(v, super::PURGE_DELAY_MS);
         // SAFETY: plain integers in, the flag out.
         let disabled = unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) };
         assert_eq!(disabled, 1);
