@@ -420,8 +420,25 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            // The test failed: its servers' last words go with the failure.
+            let text = self.log_text();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(LOG_TAIL_ON_FAILURE)..];
+            eprintln!(
+                "--- server on port {}: last {} log lines ---",
+                self.port,
+                tail.len()
+            );
+            for line in tail {
+                eprintln!("{line}");
+            }
+        }
     }
 }
+
+/// How many of each server's log lines a failing test prints.
+const LOG_TAIL_ON_FAILURE: usize = 80;
 
 fn port_of(url: &str) -> u16 {
     url.rsplit(':').next().unwrap().parse().unwrap()

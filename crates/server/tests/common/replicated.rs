@@ -89,11 +89,22 @@ pub async fn contents(c: &async_nats::Client, name: &str) -> BTreeMap<u64, Strin
             let seq = m.info().unwrap().stream_sequence;
             out.insert(seq, super::b64(&m.payload));
         }
-        assert!(
-            out.len() > before,
-            "{name}: reading stalled at {}",
-            out.len()
-        );
+        if out.len() == before {
+            let now = stream_info(c, name).await;
+            let consumer_state = consumer
+                .clone()
+                .info()
+                .await
+                .map(|i| (i.num_pending, i.num_waiting, i.delivered.stream_sequence));
+            panic!(
+                "{name}: reading stalled at {} of {total}, last read seq {:?}; consumer (pending, waiting, delivered) {consumer_state:?}; state then {} now {}; cluster {}",
+                out.len(),
+                out.keys().next_back(),
+                info["state"],
+                now["state"],
+                now["cluster"]
+            );
+        }
     }
     out
 }
