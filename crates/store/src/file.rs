@@ -332,6 +332,8 @@ pub struct FileStore {
     /// in order, so one read serves many. Cleared by anything that
     /// rewrites written bytes (erasure, purge, removal).
     read_cache: RefCell<Option<ReadBlock>>,
+    /// The first damage a read found ([`MsgStore::damage`]).
+    damage: RefCell<Option<String>>,
     /// Sealed segments with their slots in memory, least recently used
     /// first; at most [`RESIDENT_SEGMENTS`].
     resident: RefCell<VecDeque<u32>>,
@@ -461,6 +463,7 @@ impl FileStore {
             lost_bytes: 0,
             failed: None,
             read_cache: RefCell::new(None),
+            damage: RefCell::new(None),
             resident: RefCell::new(VecDeque::new()),
             touched: BTreeSet::new(),
             created: BTreeSet::new(),
@@ -694,7 +697,19 @@ impl FileStore {
         self.read_cache.borrow_mut().take();
     }
 
+    /// Remembers the first damage a read found ([`MsgStore::damage`]).
+    fn note_damage<T>(&self, read: Result<T>) -> Result<T> {
+        if let Err(StoreError::Corrupt(why)) = &read {
+            self.damage.borrow_mut().get_or_insert_with(|| why.clone());
+        }
+        read
+    }
+
     fn load(&self, si: usize, seq: u64) -> Result<Option<StoredMsg>> {
+        self.note_damage(self.read_msg(si, seq))
+    }
+
+    fn read_msg(&self, si: usize, seq: u64) -> Result<Option<StoredMsg>> {
         let seg = &self.segs[si];
         if !seg.is_live(seq) {
             return Ok(None);
@@ -1571,6 +1586,10 @@ impl MsgStore for FileStore {
         self.failed.as_deref()
     }
 
+    fn damage(&self) -> Option<String> {
+        self.damage.borrow().clone()
+    }
+
     fn sync_handle(&mut self) -> Option<SyncHandle> {
         if !self.dirty {
             return None;
@@ -1638,7 +1657,7 @@ impl MsgStore for FileStore {
         let Some((&seq, &r)) = removed else {
             return Ok(live);
         };
-        self.read_removed(seq, r).map(Some)
+        self.note_damage(self.read_removed(seq, r)).map(Some)
     }
 
     fn applying(&mut self, index: u64) {

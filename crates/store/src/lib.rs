@@ -232,6 +232,12 @@ pub trait MsgStore: Send {
     fn failed(&self) -> Option<&str> {
         None
     }
+    /// The first damage a read found since the store was opened (a record
+    /// that failed its checksum, or no longer reads back), for the log. A
+    /// replica's driver fetches the store again from a peer.
+    fn damage(&self) -> Option<String> {
+        None
+    }
     /// Removes the stream's data from storage.
     fn delete_all(&mut self) -> Result<()>;
     /// The first message at or after `start` that the store held once

@@ -144,6 +144,34 @@ fn bit_flip_in_the_middle_is_reported_lost_and_the_rest_served() {
     assert_eq!(seq, 61);
 }
 
+/// Damage under an open store: the read that meets it fails, as
+/// corruption, and the store remembers it for its owner; nothing else
+/// changes until it is opened again.
+#[test]
+fn a_read_that_meets_damage_fails_and_is_remembered() {
+    let dir = MemDir::new();
+    let mut s = open(&dir);
+    put(&mut s, 60);
+    sync(&mut s);
+    assert_eq!(s.damage(), None);
+    let first = &dir.names()[0];
+    dir.flip_bit(first, 80, 3);
+    let failed: Vec<u64> = (1..=60).filter(|&seq| s.get(seq).is_err()).collect();
+    assert_eq!(failed.len(), 1, "one record damaged: {failed:?}");
+    assert!(
+        matches!(
+            s.get(failed[0]),
+            Err(flotilla_store::StoreError::Corrupt(_))
+        ),
+        "reported as corruption"
+    );
+    let why = s.damage().expect("the damage is remembered");
+    assert!(why.contains(&format!("sequence {}", failed[0])), "{why}");
+    assert_eq!(s.state().msgs, 60, "counted as before until reopened");
+    drop(s);
+    assert_eq!(open(&dir).state().lost, failed);
+}
+
 #[test]
 fn missing_segment_reports_its_messages_lost() {
     let dir = MemDir::new();
