@@ -399,7 +399,7 @@ impl Consumer {
             .pending
             .keys()
             .copied()
-            .filter(|s| store.get(*s).ok().flatten().is_none())
+            .filter(|s| matches!(store.get(*s), Ok(None)))
             .collect();
         for s in gone {
             self.rt.pending.remove(&s);
@@ -491,18 +491,19 @@ impl Consumer {
                 self.dirty = true;
                 continue;
             }
-            match store.get(seq).ok().flatten() {
-                Some(m) => {
+            match store.get(seq) {
+                Ok(Some(m)) => {
                     self.rt.rdc.insert(seq, count);
                     if let Some(p) = self.rt.pending.get_mut(&seq) {
                         p.ts = now;
                     }
                     return Some((m, true));
                 }
-                None => {
+                Ok(None) => {
                     self.rt.pending.remove(&seq);
                     self.move_floor();
                 }
+                Err(_) => return self.unreadable_redelivery(seq),
             }
         }
         let max_ack = self.config.max_ack_pending;
@@ -513,8 +514,13 @@ impl Consumer {
             return None;
         }
         while let Some(&seq) = self.rt.lps.front() {
+            let read = store.get(seq);
+            if read.is_err() {
+                // Stays first, for when it reads again.
+                return None;
+            }
             self.rt.lps.pop_front();
-            if let Some(m) = store.get(seq).ok().flatten() {
+            if let Some(m) = read.ok().flatten() {
                 self.rt.next_sseq = seq + 1;
                 if self.rt.lps.is_empty() {
                     self.rt.next_sseq = self.rt.lps_resume.max(seq + 1);
@@ -526,17 +532,27 @@ impl Consumer {
                 self.rt.next_sseq = self.rt.lps_resume;
             }
         }
-        let Some(m) = store
-            .next_matching(self.rt.next_sseq, &self.filter)
-            .ok()
-            .flatten()
-        else {
+        // A record that does not read back holds delivery here: the
+        // store's owner learns of it (`MsgStore::damage`) and repairs the
+        // store, and nothing after it is skipped meanwhile.
+        let Ok(next) = store.next_matching(self.rt.next_sseq, &self.filter) else {
+            return None;
+        };
+        let Some(m) = next else {
             // Nothing more matches: the scan reached the end of the stream.
             self.rt.next_sseq = self.rt.next_sseq.max(store.state().last_seq + 1);
             return None;
         };
         self.rt.next_sseq = m.seq + 1;
         Some((m, false))
+    }
+
+    /// A redelivery whose message does not read back: it waits, first in
+    /// line, until it reads again (see `next_msg`); nothing goes out.
+    fn unreadable_redelivery(&mut self, seq: u64) -> Option<(StoredMsg, bool)> {
+        self.rt.redeliver.push_front(seq);
+        self.rt.queued.insert(seq);
+        None
     }
 
     /// Builds the delivered form of `m` (headers-only when configured).
@@ -1391,6 +1407,62 @@ fn status_with_reply(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The payloads a pull's outputs deliver to `inbox`.
+    fn delivered(out: &[Output], inbox: &str) -> Vec<String> {
+        out.iter()
+            .filter_map(|o| match o {
+                Output::Publish(m) if m.route.as_deref() == Some(inbox) => {
+                    Some(String::from_utf8_lossy(&m.payload).into_owned())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A message that does not read back holds delivery where it is:
+    /// nothing after it goes out in its place, and once the store is
+    /// opened again (which counts it lost) delivery goes on after it.
+    #[test]
+    fn an_unreadable_message_holds_delivery_instead_of_skipping() {
+        use std::sync::Arc;
+        use store::{Dir, FileStore, FileStoreConfig, MemDir};
+        let dir = MemDir::new();
+        let open = || FileStore::open(Arc::new(dir.clone()), FileStoreConfig::default()).unwrap();
+        let mut store = open();
+        for i in 1..=10 {
+            let payload = format!("payload-{i:02}");
+            store.store("s", None, payload.as_bytes(), i).unwrap();
+        }
+        store.sync_handle().expect("writes to sync").sync().unwrap();
+        let segment = &dir.names()[0];
+        let bytes = dir.read_all(segment).unwrap();
+        let at = bytes.windows(10).position(|w| w == b"payload-05").unwrap();
+        dir.flip_bit(segment, at + 8, 1);
+
+        let config = ConsumerConfig {
+            ack_policy: AckPolicy::None,
+            ..Default::default()
+        };
+        let mut consumer = Consumer::new("S", config, 0, &store, 0);
+        let pull = PullRequest {
+            batch: 10,
+            expires: 60_000_000_000,
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        consumer.pull(pull.clone(), "inbox", &store, 1, &mut out);
+        let want: Vec<String> = (1..=4).map(|i| format!("payload-{i:02}")).collect();
+        assert_eq!(delivered(&out, "inbox"), want);
+        assert!(store.damage().is_some());
+
+        let store = open();
+        assert_eq!(store.state().lost, vec![5]);
+        out.clear();
+        consumer.pump(&store, 2, &mut out);
+        let want: Vec<String> = (6..=10).map(|i| format!("payload-{i:02}")).collect();
+        assert_eq!(delivered(&out, "inbox"), want);
+    }
 
     #[test]
     fn ack_subjects_v1_and_v2() {
