@@ -1,6 +1,7 @@
-//! Damaged storage found at start: the damaged message is reported lost
-//! (stream info `lost`, a log line), everything else is served, and the
-//! server neither panics nor refuses to start.
+//! Damaged storage found at start, or by a read while running: the
+//! damaged message is reported lost (stream info `lost`, a log line),
+//! everything else is served, and the server neither panics nor refuses
+//! to start.
 
 mod common;
 
@@ -84,6 +85,77 @@ async fn a_flipped_bit_loses_one_message() {
         .await
         .unwrap();
     assert_eq!(ack.sequence, 101);
+}
+
+/// A record damaged under a running server: the read that finds it
+/// fails, the stream reloads from disk and counts the message lost, and
+/// a consumer reads every other message rather than stopping there.
+#[tokio::test]
+async fn a_record_damaged_while_running_is_counted_lost_on_its_first_read() {
+    use futures::StreamExt;
+    use std::os::unix::fs::FileExt;
+    let s = common::one_js_server();
+    let js = jetstream::new(s.client().await);
+    js.create_stream(stream::Config {
+        name: "R".into(),
+        subjects: vec!["r.>".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for i in 1..=100 {
+        js.publish(format!("r.{i}"), format!("payload-{i:04}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    // Damage message 50's payload in place: the server keeps the file open.
+    let seg = &segment_files(&s.store_dir(), "R")[0];
+    let bytes = std::fs::read(seg).unwrap();
+    let at = bytes
+        .windows(12)
+        .position(|w| w == b"payload-0050")
+        .expect("message 50 on disk");
+    let file = std::fs::OpenOptions::new().write(true).open(seg).unwrap();
+    file.write_all_at(&[bytes[at + 3] ^ 0x10], (at + 3) as u64)
+        .unwrap();
+
+    let st = js.get_stream("R").await.unwrap();
+    assert!(st.get_raw_message(50).await.is_err());
+    let c = s.client().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let i = info(&c, "R").await;
+        if i["state"]["lost"]["msgs"] == serde_json::json!([50]) {
+            assert_eq!(i["state"]["messages"], 99, "{i}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "50 never counted lost: {i}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        s.log_text().contains("a read found damage"),
+        "{}",
+        s.log_text()
+    );
+    let consumer = st
+        .create_consumer(jetstream::consumer::pull::Config {
+            ack_policy: jetstream::consumer::AckPolicy::None,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut batch = consumer.fetch().max_messages(200).messages().await.unwrap();
+    while let Some(m) = batch.next().await {
+        got.push(m.unwrap().info().unwrap().stream_sequence);
+    }
+    let want: Vec<u64> = (1..=100).filter(|&seq| seq != 50).collect();
+    assert_eq!(got, want);
 }
 
 #[tokio::test]

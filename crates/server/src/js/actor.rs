@@ -113,6 +113,7 @@ pub(super) async fn run(
     a.finish();
     let interest_changed = a.push.watcher.notify();
     loop {
+        a.reload_if_damaged().await;
         let wake = a.next_wake();
         tokio::select! {
             biased;
@@ -674,6 +675,22 @@ impl Actor {
             let r = front(&mut self.inflight).await;
             self.release(r).await;
         }
+    }
+
+    /// A read found a damaged record: what is in flight completes, and
+    /// the stream is rebuilt from disk, where recovery counts the damaged
+    /// record as lost (`StoreState::lost`) rather than letting consumers
+    /// wait on it. One server has no peer to fetch it from again.
+    async fn reload_if_damaged(&mut self) {
+        let Some(why) = self.machine.stream().store().damage() else {
+            return;
+        };
+        error!(
+            "Stream '{}': a read found damage ({why}); reloading it from disk",
+            self.handle.name
+        );
+        self.drain().await;
+        self.reload().await;
     }
 
     /// Rebuilds the stream from what is on disk.
