@@ -561,16 +561,45 @@ impl Engine {
     /// The committed part of a group's log still held here, as
     /// (index, term, data), for checkers.
     pub fn committed_log(&self, group: u64) -> Vec<(u64, u64, Bytes)> {
-        let Some(g) = self.groups.get(&group) else {
-            return Vec::new();
-        };
+        self.committed_entries(group)
+            .map(|(_, ents)| ents)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| (e.index, e.term, Bytes::from(e.data.to_vec())))
+            .collect()
+    }
+
+    /// What the application was handed after index `after`, again, as
+    /// `Output::committed` carried it (normal entries with data), and the
+    /// last committed index it reaches: a replica whose state was lost
+    /// applies these over its log's snapshot. `None` if the log no longer
+    /// holds the entry after `after`.
+    pub fn handed_out_after(&self, group: u64, after: u64) -> Option<(u64, Vec<(u64, Bytes)>)> {
+        let (committed, ents) = self.committed_entries(group)?;
+        let first = self.groups.get(&group)?.raw.raft.raft_log.first_index();
+        if first > after + 1 {
+            return None;
+        }
+        let data = ents
+            .into_iter()
+            .filter(|e| e.index > after)
+            .filter(|e| e.get_entry_type() == EntryType::EntryNormal && !e.data.is_empty())
+            .map(|e| (e.index, e.data))
+            .collect();
+        Some((committed, data))
+    }
+
+    /// A group's committed entries still in its log, and the last
+    /// committed index: only what is persisted, as a follower can learn a
+    /// commit index before the entries that replace a stale suffix reach
+    /// its store.
+    fn committed_entries(&self, group: u64) -> Option<(u64, Vec<Entry>)> {
+        let g = self.groups.get(&group)?;
         let log = &g.raw.raft.raft_log;
         let first = log.first_index();
-        // Only what is persisted: a follower can learn a commit index
-        // before the entries that replace a stale suffix reach its store.
         let committed = log.committed.min(log.persisted);
         if committed < first {
-            return Vec::new();
+            return Some((committed, Vec::new()));
         }
         let ents = g
             .raw
@@ -581,10 +610,8 @@ impl Engine {
                 None,
                 raft::GetEntriesContext::empty(false),
             )
-            .unwrap_or_default();
-        ents.into_iter()
-            .map(|e| (e.index, e.term, Bytes::from(e.data.to_vec())))
-            .collect()
+            .ok()?;
+        Some((committed, ents))
     }
 
     pub fn is_damaged(&self, group: u64) -> bool {

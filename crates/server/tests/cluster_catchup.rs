@@ -178,3 +178,58 @@ async fn a_damaged_replica_store_is_repaired_from_the_leader() {
     caught_up(&all[fi]);
     serves_exactly(&all[fi], "DMG", &want).await;
 }
+
+/// Flips bytes of a file in place (the server keeps it open: the file is
+/// neither truncated nor replaced).
+fn flip_in_place(path: &Path, offsets: &[u64]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    for &at in offsets {
+        let mut b = [0u8];
+        f.read_exact_at(&mut b, at).unwrap();
+        f.write_all_at(&[b[0] ^ 0x5a], at).unwrap();
+    }
+    f.sync_all().unwrap();
+}
+
+/// A running follower whose message file is damaged under it finds the
+/// damage when it next reads a damaged record (here, applying a
+/// consumer's pulls), and repairs it from the leader at once, without a
+/// restart: it then serves exactly what was acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damage_found_by_a_read_is_repaired_from_the_leader_while_running() {
+    let (all, clients) = cluster_with_stream("RUN").await;
+    let want = publish(&clients[0], "run.a", 0, 10_000).await;
+    let leader = leader_of(&clients[0], "RUN").await;
+    let li = index_of(&all, &leader);
+    let fi = (li + 1) % 3;
+    let segments = replica_segments(&all[fi].store_dir());
+    flip_in_place(
+        segments.first().expect("a segment file"),
+        &[4_000, 4_001, 7_000],
+    );
+
+    // Read from the leader: the follower applies the same pulls, and
+    // reads the damaged records doing so.
+    let c = all[li].client().await;
+    assert!(
+        contents(&c, "RUN").await == want,
+        "the leader serves what was acked"
+    );
+    assert!(
+        all[fi].wait_log("a read found its store damaged", Duration::from_secs(30)),
+        "{}",
+        all[fi].log_text()
+    );
+    caught_up(&all[fi]);
+    serves_exactly(&all[fi], "RUN", &want).await;
+    assert!(
+        !all[fi].log_text().contains("this replica stops"),
+        "{}",
+        all[fi].log_text()
+    );
+}

@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
 
 use cluster::node::{Event, Snapshot};
-use jetstream::api::{Storage, StreamConfig};
+use jetstream::api::Storage;
 use jsservice::meta_sm::{Meta, MetaEvent, StreamAssignment, META_GROUP};
 use jsservice::stream_sm::{replica_store, StreamMachine};
 use parking_lot::Mutex;
@@ -222,16 +222,10 @@ impl Applier {
         a: &StreamAssignment,
         original: bool,
     ) -> Option<(Opened, Option<ReplicaStore>)> {
-        // Entries replay from the start under the config the stream was
-        // created with; a snapshot, if any, brings its own.
-        let initial = match a.initial.is_empty() {
-            true => &a.config,
-            false => &a.initial,
-        };
-        let cfg: StreamConfig = match serde_json::from_str(initial) {
+        let cfg = match storage::initial_config(a) {
             Ok(c) => c,
             Err(e) => {
-                error!("Stream '{}': assigned config does not decode: {e}", a.name);
+                error!("Stream '{}': {e}", a.name);
                 return None;
             }
         };

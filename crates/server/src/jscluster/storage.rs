@@ -19,6 +19,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use jetstream::api::{Storage, StreamConfig};
 use jsservice::fetch::{self, Reopened};
+use jsservice::meta_sm::StreamAssignment;
 use jsservice::stream_sm::{replica_store, StreamMachine};
 use store::{Dir, FileStore, FileStoreConfig, FsDir, MsgStore, StoreError};
 use tracing::warn;
@@ -30,6 +31,16 @@ pub fn replica_dir(store_dir: &Path, group: u64) -> PathBuf {
         .join("$G")
         .join("replicas")
         .join(format!("{group:016x}"))
+}
+
+/// The config a replica's log replays from the start under: the one the
+/// stream was created with (a snapshot, if any, brings its own).
+pub fn initial_config(a: &StreamAssignment) -> Result<StreamConfig, String> {
+    let initial = match a.initial.is_empty() {
+        true => &a.config,
+        false => &a.initial,
+    };
+    serde_json::from_str(initial).map_err(|e| format!("assigned config does not decode: {e}"))
 }
 
 /// A replica as it comes back.

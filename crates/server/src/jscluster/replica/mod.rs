@@ -74,6 +74,7 @@ const CREATE_ANSWER_WITHIN: Duration = Duration::from_secs(30);
 const MAX_BATCH: usize = 1024;
 
 mod fetch;
+mod repair;
 
 /// A replica as `applier` opened it.
 pub struct Opened {
@@ -221,6 +222,7 @@ impl Actor {
                     }
                 }
             }
+            self.repair_if_damaged();
             self.publisher.flush();
         }
         self.unserve();
@@ -260,6 +262,7 @@ impl Actor {
                 return false;
             }
             self.handle_cmd(cmd);
+            self.repair_if_damaged();
             n += 1;
             if n < MAX_BATCH {
                 next = rx.try_recv().ok();
