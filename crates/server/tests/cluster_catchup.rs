@@ -226,6 +226,11 @@ async fn damage_found_by_a_read_is_repaired_from_the_leader_while_running() {
         all[fi].log_text()
     );
     caught_up(&all[fi]);
+    assert!(all[fi].wait_log("its damaged store is repaired", Duration::from_secs(10)));
+    let damage = &all[fi].json("/jsz")["store_damage"];
+    assert_eq!(*damage, json!({"found": 1, "repaired": 1}));
+    let elsewhere = &all[li].json("/jsz")["store_damage"];
+    assert_eq!(*elsewhere, json!({"found": 0, "repaired": 0}));
     serves_exactly(&all[fi], "RUN", &want).await;
     assert!(
         !all[fi].log_text().contains("this replica stops"),

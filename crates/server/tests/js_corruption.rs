@@ -142,6 +142,8 @@ async fn a_record_damaged_while_running_is_counted_lost_on_its_first_read() {
         "{}",
         s.log_text()
     );
+    let damage = &s.json("/varz")["jetstream"]["stats"]["store_damage"];
+    assert_eq!(*damage, serde_json::json!({"found": 1, "repaired": 1}));
     let consumer = st
         .create_consumer(jetstream::consumer::pull::Config {
             ack_policy: jetstream::consumer::AckPolicy::None,

@@ -689,8 +689,10 @@ impl Actor {
             "Stream '{}': a read found damage ({why}); reloading it from disk",
             self.handle.name
         );
+        self.js.damage_found.fetch_add(1, Ordering::Relaxed);
         self.drain().await;
         self.reload().await;
+        self.js.damage_repaired.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Rebuilds the stream from what is on disk.

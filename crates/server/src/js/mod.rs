@@ -66,6 +66,11 @@ pub struct JetStream {
     streams: RwLock<BTreeMap<String, Arc<StreamHandle>>>,
     pub api_total: AtomicU64,
     pub api_errors: AtomicU64,
+    /// Stores a read found damaged while running, and of those, the ones
+    /// repaired (reloaded, or fetched again from a peer): `/varz` and
+    /// `/jsz` `store_damage`.
+    pub damage_found: AtomicU64,
+    pub damage_repaired: AtomicU64,
     /// Server-wide limits in bytes.
     pub max_memory: i64,
     pub max_store: i64,
@@ -223,6 +228,8 @@ impl JetStream {
             streams: RwLock::new(BTreeMap::new()),
             api_total: AtomicU64::new(0),
             api_errors: AtomicU64::new(0),
+            damage_found: AtomicU64::new(0),
+            damage_repaired: AtomicU64::new(0),
             max_memory: if settings.max_memory > 0 {
                 settings.max_memory
             } else {

@@ -34,6 +34,16 @@ pub struct Stats {
     accounts: usize,
     ha_assets: usize,
     api: ApiStats,
+    /// Not in nats-server: stores a read found damaged while running, and
+    /// how many of them were repaired (server-wide, not per account).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    store_damage: Option<StoreDamage>,
+}
+
+#[derive(Serialize, Default)]
+pub struct StoreDamage {
+    found: u64,
+    repaired: u64,
 }
 
 #[derive(Serialize, Default)]
@@ -98,6 +108,10 @@ fn stats(js: &JetStream, accounts: usize) -> Stats {
             total: js.api_total.load(Ordering::Relaxed),
             errors: js.api_errors.load(Ordering::Relaxed),
         },
+        store_damage: Some(StoreDamage {
+            found: js.damage_found.load(Ordering::Relaxed),
+            repaired: js.damage_repaired.load(Ordering::Relaxed),
+        }),
     }
 }
 
@@ -301,6 +315,7 @@ pub async fn jsz(
                     total: js.api_total.load(Ordering::Relaxed),
                     errors: js.api_errors.load(Ordering::Relaxed),
                 },
+                store_damage: None,
             },
             stream_detail: Vec::new(),
         };

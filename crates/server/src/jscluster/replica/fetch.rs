@@ -253,6 +253,9 @@ impl Actor {
         }
         let group = self.group;
         let _ = self.jc.node.call(move |e| e.hold(group, false));
+        if std::mem::take(&mut self.repairing) {
+            self.repaired();
+        }
     }
 
     /// An empty store in place of the one a fetch found diverged.

@@ -140,6 +140,8 @@ pub struct Actor {
     /// A snapshot was asked for while none could be taken (fetching):
     /// taken after the next entry applied.
     snapshot_owed: bool,
+    /// The fetch under way repairs a store a read found damaged.
+    repairing: bool,
 }
 
 impl Actor {
@@ -184,6 +186,7 @@ impl Actor {
             fetching: None,
             assigned: None,
             snapshot_owed: false,
+            repairing: false,
         };
         if let Some((index, state, store)) = fetch {
             actor.begin_fetch(index, state, store);

@@ -12,7 +12,9 @@
 
 use bytes::Bytes;
 use jsservice::stream_sm::{replica_store, StreamMachine};
-use tracing::error;
+use std::sync::atomic::Ordering;
+
+use tracing::{error, info};
 
 use super::storage::{self, Opened};
 use super::Actor;
@@ -33,6 +35,7 @@ impl Actor {
     }
 
     fn repair(&mut self, why: &str) {
+        self.js.damage_found.fetch_add(1, Ordering::Relaxed);
         error!(
             "JetStream cluster stream '$G > {}': a read found its store damaged ({why}); fetching it again from the leader",
             self.handle.name
@@ -63,12 +66,26 @@ impl Actor {
             self.fetching.is_some() || self.machine.applied() >= applied,
             "a repaired replica is where it was"
         );
-        if self.fetching.is_none() {
-            // Nothing was lost since the log's snapshot: done already.
-            let group = self.group;
-            let _ = self.jc.node.call(move |e| e.hold(group, false));
-            self.try_serve();
+        match self.fetching.is_some() {
+            // Counted repaired once fetched (`fetched`).
+            true => self.repairing = true,
+            false => {
+                // Nothing was lost since the log's snapshot: done already.
+                let group = self.group;
+                let _ = self.jc.node.call(move |e| e.hold(group, false));
+                self.try_serve();
+                self.repaired();
+            }
         }
+    }
+
+    /// A repair is done: counted, and logged.
+    pub(super) fn repaired(&mut self) {
+        self.js.damage_repaired.fetch_add(1, Ordering::Relaxed);
+        info!(
+            "JetStream cluster stream '$G > {}': its damaged store is repaired",
+            self.handle.name
+        );
     }
 
     /// Holds the node back from leading, and reads its log: the latest
