@@ -186,6 +186,12 @@ impl Meta {
         stream
     }
 
+    /// Whether `group` was handed out and its stream is gone since: ids
+    /// are never reused, so nothing can want the group again.
+    pub fn group_deleted(&self, group: u64) -> bool {
+        group != META_GROUP && group < self.next_group && !self.by_group.contains_key(&group)
+    }
+
     pub fn applied(&self) -> u64 {
         self.applied
     }

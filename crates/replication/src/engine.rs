@@ -66,6 +66,8 @@ pub enum EngineError {
     GroupExists(u64),
     #[error("raft group {0} not found")]
     NoGroup(u64),
+    #[error("raft group {0} is running on this server")]
+    Running(u64),
     #[error("not the leader of raft group {0}")]
     NotLeader(u64),
     #[error("raft entry of {0} bytes is over the {MAX_ENTRY_DATA} a log takes")]
@@ -223,6 +225,12 @@ pub const MAX_ENTRY_DATA: usize = store::MAX_ENTRY - 64;
 
 pub fn log_name(group: u64) -> String {
     format!("raft-{group:016x}.log")
+}
+
+/// The group a log file (`log_name`) belongs to.
+fn group_of_log(name: &str) -> Option<u64> {
+    let hex = name.strip_prefix("raft-")?.strip_suffix(".log")?;
+    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok())?
 }
 
 impl Engine {
@@ -436,6 +444,34 @@ impl Engine {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(EngineError::Log(LogError::Store(e.into()))),
         }
+    }
+
+    /// Removes the log of a group this server runs no node of (one left
+    /// behind for a group whose asset is gone).
+    pub fn delete_log(&mut self, group: u64) -> Result<(), EngineError> {
+        if self.groups.contains_key(&group) {
+            return Err(EngineError::Running(group));
+        }
+        match self.dir.remove(&log_name(group)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(EngineError::Log(LogError::Store(e.into()))),
+        }
+    }
+
+    /// The groups this server holds a log of (running or not), in order.
+    pub fn logs(&self) -> Vec<u64> {
+        let names = self.dir.list().unwrap_or_default();
+        let mut groups: Vec<u64> = names.iter().filter_map(|n| group_of_log(n)).collect();
+        groups.sort_unstable();
+        groups
+    }
+
+    /// The groups this server holds a log of and runs no node of.
+    pub fn idle_logs(&self) -> Vec<u64> {
+        let mut groups = self.logs();
+        groups.retain(|g| !self.groups.contains_key(g));
+        groups
     }
 
     /// Whether this server holds a log for `group` (running or not).
@@ -1680,6 +1716,23 @@ mod tests {
         // Once there is space again the replica catches up.
         t.tick(60);
         assert!(t.applied[f].iter().any(|c| &c.data[..] == b"x"));
+    }
+
+    #[test]
+    fn only_a_log_with_no_node_is_deleted_alone() {
+        let dir = MemDir::new();
+        for name in [log_name(3), log_name(0x1_0000_0000), "raft-3.log".into()] {
+            dir.write_at(&name, 0, b"a log").unwrap();
+        }
+        let mut e = Engine::new(1, Arc::new(dir.clone()), 0);
+        e.create_group(5, &[1]).unwrap();
+        assert!(matches!(e.delete_log(5), Err(EngineError::Running(5))));
+        assert_eq!(e.idle_logs(), vec![3, 0x1_0000_0000]);
+        e.delete_log(3).unwrap();
+        assert!(!e.has_log(3));
+        assert_eq!(e.idle_logs(), vec![0x1_0000_0000]);
+        e.delete_log(3).unwrap();
+        assert!(dir.names().contains(&"raft-3.log".to_string()));
     }
 
     #[test]

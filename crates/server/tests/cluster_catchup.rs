@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::replicated::{api_ready, cluster3, connect, contents, created, lead_on, leader_of};
+use common::replicated::{
+    api_ready, cluster3, cluster_tagged, connect, contents, created, lead_on, leader_of,
+};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -237,4 +239,73 @@ async fn damage_found_by_a_read_is_repaired_from_the_leader_while_running() {
         "{}",
         all[fi].log_text()
     );
+}
+
+/// What a deleted stream left behind on a server (its replica store
+/// directory, its Raft log: a crash between the steps of a removal
+/// leaves them) is cleaned up once the server is back, as nats-server
+/// cleans up orphaned streams; a directory of a group the meta state has
+/// never handed out, and a live stream's, are left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_deleted_stream_left_behind_is_cleaned_up_at_restart() {
+    let mut all = cluster_tagged(&[&["a"], &["b"], &["c"]]);
+    all[2].keep_port();
+    let clients = connect(&all).await;
+    created(
+        &clients[0],
+        json!({"name": "KEEP", "subjects": ["keep.>"], "num_replicas": 3}),
+    )
+    .await;
+    let keep = publish(&clients[0], "keep.a", 0, 100).await;
+    // One replica, on the first server: the third never runs it.
+    created(
+        &clients[0],
+        json!({"name": "GONE", "subjects": ["gone.>"], "num_replicas": 1,
+               "placement": {"tags": ["a"]}}),
+    )
+    .await;
+    let line = all[0]
+        .log_text()
+        .lines()
+        .find_map(|l| {
+            l.split_once("'$G > GONE' on raft group ")
+                .map(|(_, g)| g.to_string())
+        })
+        .expect("GONE's group logged");
+    let group: u64 = line.split_whitespace().next().unwrap().parse().unwrap();
+    let r = common::api(&clients[0], "$JS.API.STREAM.DELETE.GONE", "").await;
+    assert_eq!(r["success"], true, "{r}");
+
+    // As if the third server had hosted it and crashed halfway through
+    // removing it.
+    all[2].kill9();
+    let root = all[2]
+        .store_dir()
+        .join("jetstream")
+        .join("$G")
+        .join("replicas");
+    let dir = root.join(format!("{group:016x}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("00000001.seg"), b"a segment left behind").unwrap();
+    let log = all[2]
+        .store_dir()
+        .join("raft")
+        .join(format!("raft-{group:016x}.log"));
+    std::fs::write(&log, b"a log left behind").unwrap();
+    let never = root.join(format!("{:016x}", u64::MAX - 7));
+    std::fs::create_dir_all(&never).unwrap();
+    all[2].restart();
+
+    assert!(
+        all[2].wait_log("found an orphaned replica store", Duration::from_secs(30)),
+        "{}",
+        all[2].log_text()
+    );
+    assert!(all[2]
+        .log_text()
+        .contains("found the raft log of deleted raft group"));
+    assert!(!dir.exists());
+    assert!(!log.exists());
+    assert!(never.exists(), "a group never handed out stays");
+    serves_exactly(&all[2], "KEEP", &keep).await;
 }

@@ -58,6 +58,9 @@ pub const TICK: Duration = Duration::from_millis(50);
 /// with a majority of the servers it expects.
 const FOUNDING_GRACE: Duration = Duration::from_secs(5);
 const CONTROL_EVERY: Duration = Duration::from_millis(200);
+/// How often the control loop looks for what deleted streams left behind
+/// (first once the meta group has a leader).
+const SWEEP_ORPHANS_EVERY: Duration = Duration::from_secs(60);
 /// How often the meta leader looks for streams short of replicas (one is
 /// healed per look).
 const HEAL_EVERY: Duration = Duration::from_secs(1);
@@ -234,6 +237,7 @@ impl JsCluster {
         let mut shutdown = server.shutdown_signal();
         let mut last_hello = None;
         let mut last_leader = 0;
+        let mut last_sweep: Option<Instant> = None;
         let api = api::MetaApi::start(server.clone(), self.clone());
         let account_api = account_api::AccountApi::start(server.clone(), self.clone());
         leaders::Leaders::start(server.clone(), self.clone());
@@ -269,6 +273,10 @@ impl JsCluster {
                     );
                 }
             }
+            if leader != 0 && last_sweep.is_none_or(|at| at.elapsed() >= SWEEP_ORPHANS_EVERY) {
+                last_sweep = Some(Instant::now());
+                self.sweep_orphans();
+            }
             api.follow_leadership(&self.js.bus, leading, &voters);
             account_api.follow_leadership(&self.js.bus, leading);
             let hello = self.hello(proposal);
@@ -277,6 +285,16 @@ impl JsCluster {
                 last_hello = Some(hello);
             }
         }
+    }
+
+    /// Removes what streams that no longer want this server left behind
+    /// (`storage::sweep_orphans`), on the engine's thread.
+    fn sweep_orphans(&self) {
+        let (meta, replicas) = (self.meta.clone(), self.replicas.clone());
+        let store_dir = self.js.store_dir.clone();
+        let _ = self.node.call(move |e| {
+            storage::sweep_orphans(e, &meta.lock(), &replicas, &store_dir);
+        });
     }
 
     /// Before this server has a meta node. Returns its founding proposal.

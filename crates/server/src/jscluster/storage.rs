@@ -19,18 +19,72 @@ use std::sync::Arc;
 use bytes::Bytes;
 use jetstream::api::{Storage, StreamConfig};
 use jsservice::fetch::{self, Reopened};
-use jsservice::meta_sm::StreamAssignment;
+use jsservice::meta_sm::{Meta, StreamAssignment};
+use replication::engine::Engine;
+
+use super::applier::Replicas;
 use jsservice::stream_sm::{replica_store, StreamMachine};
 use store::{Dir, FileStore, FileStoreConfig, FsDir, MsgStore, StoreError};
 use tracing::warn;
 
 /// A replica's store directory.
 pub fn replica_dir(store_dir: &Path, group: u64) -> PathBuf {
-    store_dir
-        .join("jetstream")
-        .join("$G")
-        .join("replicas")
-        .join(format!("{group:016x}"))
+    replicas_root(store_dir).join(format!("{group:016x}"))
+}
+
+fn replicas_root(store_dir: &Path) -> PathBuf {
+    store_dir.join("jetstream").join("$G").join("replicas")
+}
+
+/// Removes what this server keeps of streams that no longer want it, as
+/// nats-server cleans up orphaned streams: the Raft logs of deleted
+/// streams' groups, and replica store directories that have neither a
+/// log nor a node here and whose group the meta state knows and does not
+/// assign here. Both are left behind only by a crash between the steps
+/// of a removal. Run on the engine's thread (`Node::call`), where
+/// replicas are started, so none can start meanwhile.
+///
+/// Only facts that cannot be undone are trusted, so a meta state that is
+/// behind the leader's deletes nothing wrongly: a group id is never
+/// handed out again, so a deleted stream's group stays deleted; and a
+/// directory with no log never held more than its log did.
+pub fn sweep_orphans(engine: &mut Engine, meta: &Meta, running: &Replicas, store_dir: &Path) {
+    for group in engine.idle_logs() {
+        if meta.group_deleted(group) {
+            warn!(
+                "JetStream cluster found the raft log of deleted raft group {group}, will clean up"
+            );
+            if let Err(e) = engine.delete_log(group) {
+                warn!("raft group {group}: {e}");
+            }
+        }
+    }
+    let Ok(dirs) = std::fs::read_dir(replicas_root(store_dir)) else {
+        return;
+    };
+    let me = engine.id();
+    let logs: std::collections::BTreeSet<u64> = engine.logs().into_iter().collect();
+    for entry in dirs.flatten() {
+        let name = entry.file_name();
+        let Some(group) = name.to_str().and_then(|n| u64::from_str_radix(n, 16).ok()) else {
+            continue;
+        };
+        let known = meta.group_deleted(group) || meta.stream_of_group(group).is_some();
+        let assigned = meta
+            .stream_of_group(group)
+            .is_some_and(|a| a.peers.contains(&me));
+        let kept =
+            engine.has_group(group) || logs.contains(&group) || running.lock().contains_key(&group);
+        if known && !assigned && !kept {
+            warn!(
+                "JetStream cluster found an orphaned replica store {}, will clean up",
+                entry.path().display()
+            );
+            if let Err(e) = std::fs::remove_dir_all(entry.path()) {
+                warn!("{}: {e}", entry.path().display());
+            }
+        }
+    }
 }
 
 /// The config a replica's log replays from the start under: the one the
