@@ -1,7 +1,9 @@
-//! Replicas that come back behind their stream, on three real servers:
-//! their Raft log no longer holds what they missed (the leader compacted
-//! it behind a state snapshot), so they fetch the messages from the
-//! leader's store, and then hold exactly what the others hold.
+//! Replicas that come back behind their stream, or with a damaged or
+//! unwritable store, on three real servers: their Raft log no longer
+//! holds what they missed (the leader compacted it behind a state
+//! snapshot), so they fetch the messages from the leader's store, and
+//! then hold exactly what the others hold. Also what deleted streams
+//! leave behind.
 
 mod common;
 
@@ -308,4 +310,56 @@ async fn what_a_deleted_stream_left_behind_is_cleaned_up_at_restart() {
     assert!(!log.exists());
     assert!(never.exists(), "a group never handed out stays");
     serves_exactly(&all[2], "KEEP", &keep).await;
+}
+
+/// A replica whose store cannot write (its disk is full) stops rather
+/// than go on with memory ahead of its store; the stream goes on with the
+/// other two. Once there is room again, a restart brings it back from its
+/// log and store, and then it serves exactly what was acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_store_cannot_write_stops_and_a_restart_recovers_it() {
+    let mut all = cluster3();
+    all[2].keep_port();
+    let root = all[2]
+        .store_dir()
+        .join("jetstream")
+        .join("$G")
+        .join("replicas");
+    let Some(disk) = common::tmpfs::Tmpfs::mount_at(root, "256K") else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let clients = connect(&all).await;
+    created(
+        &clients[0],
+        json!({"name": "FULL", "subjects": ["full.>"], "num_replicas": 3}),
+    )
+    .await;
+    // Led elsewhere: the full replica is a follower.
+    lead_on(&clients[0], "FULL", &name_of(&all[0])).await;
+    let mut want = BTreeMap::new();
+    let mut batch = 0;
+    while !all[2].log_text().contains("this replica stops") {
+        assert!(
+            batch < 40,
+            "a 1 MiB store never filled:\n{}",
+            all[2].log_text()
+        );
+        want.extend(publish(&clients[0], "full.a", batch * 100, 100).await);
+        batch += 1;
+    }
+    assert!(
+        all[2].log_text().contains("its store failed"),
+        "{}",
+        all[2].log_text()
+    );
+    let (code, _, body) = all[2].http("/healthz");
+    assert_ne!(code, 200, "a stopped replica is reported: {body}");
+    // The stream goes on with two replicas.
+    want.extend(publish(&clients[1], "full.b", 10_000, 500).await);
+
+    all[2].kill9();
+    disk.resize("256M");
+    all[2].restart();
+    serves_exactly(&all[2], "FULL", &want).await;
 }

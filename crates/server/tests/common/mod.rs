@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod replicated;
+pub mod tmpfs;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
