@@ -363,3 +363,47 @@ async fn a_replica_whose_store_cannot_write_stops_and_a_restart_recovers_it() {
     all[2].restart();
     serves_exactly(&all[2], "FULL", &want).await;
 }
+
+/// The log index in the first line of `s`'s log that has `before` in
+/// it (the last, with `last`), read just after `before`.
+fn logged_index(s: &common::Server, before: &str, last: bool) -> u64 {
+    let text = s.log_text();
+    let mut lines = text.lines().filter(|l| l.contains(before));
+    let line = match last {
+        true => lines.next_back(),
+        false => lines.next(),
+    };
+    let (_, rest) = line.expect(before).split_once(before).unwrap();
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    digits.parse().unwrap()
+}
+
+/// A replica that must fetch as of an index its leader no longer keeps
+/// (it was down while the leader snapshotted twice and let go of older
+/// marks, and its own store is damaged) moves to a later state: the
+/// leader retargets the fetch to its own, or (usually, here) the Raft
+/// log sends a newer snapshot first and what was fetched stays. Either
+/// way it catches up to the later index and serves exactly what was
+/// acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_the_leader_no_longer_serves_moves_to_a_later_state() {
+    let (mut all, clients) = cluster_with_stream("RT").await;
+    let mut want = publish(&clients[0], "rt.a", 0, 10_000).await;
+    let leader = leader_of(&clients[0], "RT").await;
+    let li = index_of(&all, &leader);
+    let fi = (li + 1) % 3;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    all[fi].kill9();
+    let first = replica_segments(&all[fi].store_dir())[0].clone();
+    flip_in_place(&first, &[4_000, 4_001]);
+    // Two more snapshots' worth: the leader keeps nothing as of the
+    // follower's snapshot.
+    want.extend(publish(&clients[li], "rt.b", 10_000, 25_000).await);
+
+    all[fi].restart();
+    caught_up(&all[fi]);
+    let asked = logged_index(&all[fi], "fetching its messages up to index ", false);
+    let got = logged_index(&all[fi], "caught up to index ", true);
+    assert!(got > asked, "from {asked} to {got}");
+    serves_exactly(&all[fi], "RT", &want).await;
+}
