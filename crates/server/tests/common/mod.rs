@@ -224,6 +224,13 @@ impl Builder {
     }
 
     pub fn start(self) -> Server {
+        self.try_start().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As `start`, with the reason it did not start (and its log) as an
+    /// error: a caller that picked a port another process took meanwhile
+    /// can pick again.
+    pub fn try_start(self) -> Result<Server, String> {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("server.log");
         let mut args: Vec<std::ffi::OsString> =
@@ -258,8 +265,8 @@ impl Builder {
             cluster_port: None,
             log,
         };
-        s.wait_ready();
-        s
+        s.try_wait_ready()?;
+        Ok(s)
     }
 }
 
@@ -315,19 +322,23 @@ impl Server {
     }
 
     fn wait_ready(&mut self) {
+        self.try_wait_ready().unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn try_wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
-                panic!(
+                return Err(format!(
                     "flotilla exited early ({status}); log:\n{}",
                     self.log_text()
-                );
+                ));
             }
             if let Some(ports) = self.read_ports() {
                 self.port = port_of(ports["nats"][0].as_str().unwrap());
                 self.http_port = ports["monitoring"][0].as_str().map(port_of);
                 self.cluster_port = ports["cluster"][0].as_str().map(port_of);
-                return;
+                return Ok(());
             }
             assert!(
                 Instant::now() < deadline,

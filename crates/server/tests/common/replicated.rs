@@ -170,7 +170,7 @@ pub async fn check_replicas(
 }
 
 pub fn js_node_tagged(name: &str, cluster_port: u16, routes: &[String], tags: &[&str]) -> Server {
-    js_node(name, cluster_port, routes, tags, "")
+    js_node(name, cluster_port, routes, tags, "").unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A JetStream server of a cluster, with its `server_tags` and more
@@ -181,7 +181,7 @@ fn js_node(
     routes: &[String],
     tags: &[&str],
     config: &str,
-) -> Server {
+) -> Result<Server, String> {
     let mut text = config.to_string();
     if !tags.is_empty() {
         text.push_str(&format!("server_tags: {}\n", json!(tags)));
@@ -196,7 +196,7 @@ fn js_node(
         .arg(&format!("nats://127.0.0.1:{cluster_port}"))
         .arg("--routes")
         .arg(&routes.join(","))
-        .start()
+        .try_start()
 }
 
 /// Three servers, each naming all three, with a meta leader.
@@ -218,19 +218,33 @@ pub fn cluster_tagged(tags: &[&[&str]]) -> Vec<Server> {
 /// A server per tag list, each naming all and started with `config`, with
 /// a meta leader.
 fn cluster(tags: &[&[&str]], config: &str) -> Vec<Server> {
+    let mut tries = 0;
+    loop {
+        match try_cluster(tags, config) {
+            Ok(all) => {
+                wait_for_meta_leader(&all);
+                return all;
+            }
+            // A route port found free was taken before the server bound
+            // it (by another process: each test process hands a port out
+            // once): new ports.
+            Err(e) if e.contains("Address already in use") && tries < 5 => tries += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+fn try_cluster(tags: &[&[&str]], config: &str) -> Result<Vec<Server>, String> {
     let ports = super::free_ports(tags.len());
     let routes: Vec<String> = ports
         .iter()
         .map(|p| format!("nats-route://127.0.0.1:{p}"))
         .collect();
-    let all: Vec<Server> = tags
-        .iter()
+    tags.iter()
         .zip(&ports)
         .enumerate()
         .map(|(i, (tags, port))| js_node(&format!("S{i}"), *port, &routes, tags, config))
-        .collect();
-    wait_for_meta_leader(&all);
-    all
+        .collect()
 }
 
 /// Waits until every server sees all of them in the meta group, and its
