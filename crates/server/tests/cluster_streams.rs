@@ -1035,14 +1035,7 @@ async fn a_wiped_server_is_removed_by_name_and_its_stream_repaired() {
 /// is down to timing: CI's bench_quick did once, with 10005.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_cluster_places_an_r3_stream_as_soon_as_it_answers() {
-    let ports = common::free_ports(3);
-    let routes: Vec<String> = ports
-        .iter()
-        .map(|p| format!("nats-route://127.0.0.1:{p}"))
-        .collect();
-    let all: Vec<common::Server> = (0..3)
-        .map(|i| common::replicated::js_node_tagged(&format!("S{i}"), ports[i], &routes, &[]))
-        .collect();
+    let all = common::replicated::cluster_started(&[&[], &[], &[]], "");
     let c = all[1].client().await;
     let deadline = Instant::now() + Duration::from_secs(30);
     let cfg = json!({"name": "EARLY", "subjects": ["early"], "num_replicas": 3});

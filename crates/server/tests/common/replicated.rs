@@ -169,10 +169,6 @@ pub async fn check_replicas(
     }
 }
 
-pub fn js_node_tagged(name: &str, cluster_port: u16, routes: &[String], tags: &[&str]) -> Server {
-    js_node(name, cluster_port, routes, tags, "").unwrap_or_else(|e| panic!("{e}"))
-}
-
 /// A JetStream server of a cluster, with its `server_tags` and more
 /// config.
 fn js_node(
@@ -218,13 +214,18 @@ pub fn cluster_tagged(tags: &[&[&str]]) -> Vec<Server> {
 /// A server per tag list, each naming all and started with `config`, with
 /// a meta leader.
 fn cluster(tags: &[&[&str]], config: &str) -> Vec<Server> {
+    let all = cluster_started(tags, config);
+    wait_for_meta_leader(&all);
+    all
+}
+
+/// A server per tag list, each naming all and started with `config`, as
+/// soon as each listens (no meta leader yet).
+pub fn cluster_started(tags: &[&[&str]], config: &str) -> Vec<Server> {
     let mut tries = 0;
     loop {
         match try_cluster(tags, config) {
-            Ok(all) => {
-                wait_for_meta_leader(&all);
-                return all;
-            }
+            Ok(all) => return all,
             // A route port found free was taken before the server bound
             // it (by another process: each test process hands a port out
             // once): new ports.
