@@ -794,6 +794,10 @@ async fn deleting_the_stream_sends_409_to_waiting_requests() {
     create_ok(&c, "S", "c", json!({"ack_policy": "explicit"})).await;
     let mut sub = pull(&c, "S", "c", json!({"batch": 5, "expires": 10 * SEC})).await;
     common::sync(&c).await;
+    // Waiting, as the stream's leader sees it: in a cluster the request
+    // is a proposal of the stream's group, and the delete the meta
+    // group's; the info read waits behind the leader's own proposals.
+    assert_eq!(info(&c, "S", "c").await["num_waiting"], 1);
     let v = api(&c, "$JS.API.STREAM.DELETE.S", Bytes::new()).await;
     assert_ok(&v);
     let m = recv(&mut sub).await;
