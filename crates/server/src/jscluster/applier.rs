@@ -20,7 +20,7 @@ use std::time::Instant;
 use cluster::node::{Event, Snapshot};
 use jetstream::api::Storage;
 use jsservice::meta_sm::{Meta, MetaEvent, StreamAssignment, META_GROUP};
-use jsservice::stream_sm::{replica_store, StreamMachine};
+use jsservice::stream_sm::StreamMachine;
 use parking_lot::Mutex;
 use replication::engine::Engine;
 use tracing::{error, info, warn};
@@ -156,30 +156,17 @@ impl Applier {
             a.name, a.group, a.peers
         );
         let (opened, file) = opened;
-        let (machine, mark, fetch) = match opened {
-            Opened::Ready { machine, mark } => (*machine, mark, None),
-            Opened::Fetch {
-                config,
-                index,
-                state,
-                store,
-                mark,
-            } => {
-                // Held until the fetch is done: it must not lead without
-                // its messages.
-                let _ = engine.hold(a.group, true);
-                let placeholder = replica_store(&config);
-                match StreamMachine::new(*config, a.created, placeholder) {
-                    Ok(m) => (m, mark, Some((index, state, store))),
-                    Err(e) => {
-                        error!(
-                            "Stream '{}' could not be started: {}",
-                            a.name, e.description
-                        );
-                        let _ = engine.remove_group(a.group);
-                        return;
-                    }
-                }
+        if matches!(opened, Opened::Fetch { .. }) {
+            // Held until the fetch is done: it must not lead without its
+            // messages.
+            let _ = engine.hold(a.group, true);
+        }
+        let (machine, mark, fetch) = match opened.into_start(a.created) {
+            Ok(start) => start,
+            Err(e) => {
+                error!("Stream '{}' could not be started: {e}", a.name);
+                let _ = engine.remove_group(a.group);
+                return;
             }
         };
         let (handle, rx) = StreamHandle::new(machine.stream());

@@ -117,6 +117,32 @@ pub enum Opened {
     },
 }
 
+/// What a replica starts with: its machine, the mark its store was
+/// opened at, and a fetch to begin first (index, state, store).
+pub type Start = (StreamMachine, u64, Option<(u64, Bytes, Box<dyn MsgStore>)>);
+
+impl Opened {
+    /// The replica's start; for a fetch, the machine is a placeholder over
+    /// an empty store until the fetch is done.
+    pub fn into_start(self, created: i64) -> Result<Start, String> {
+        match self {
+            Opened::Ready { machine, mark } => Ok((*machine, mark, None)),
+            Opened::Fetch {
+                config,
+                index,
+                state,
+                store,
+                mark,
+            } => {
+                let placeholder = replica_store(&config);
+                let machine =
+                    StreamMachine::new(*config, created, placeholder).map_err(|e| e.description)?;
+                Ok((machine, mark, Some((index, state, store))))
+            }
+        }
+    }
+}
+
 /// The store of a `storage: file` replica, in `dir`.
 pub struct ReplicaStore {
     pub dir: Arc<dyn Dir>,

@@ -11,12 +11,11 @@
 //! computes their state again from the log.
 
 use bytes::Bytes;
-use jsservice::stream_sm::{replica_store, StreamMachine};
 use std::sync::atomic::Ordering;
 
 use tracing::{error, info};
 
-use super::storage::{self, Opened};
+use super::storage;
 use super::Actor;
 use jsservice::fetch::Retention;
 
@@ -135,24 +134,12 @@ impl Actor {
             .file
             .as_ref()
             .ok_or("a memory store cannot be damaged")?;
-        match storage::open(Some(file), config, created, stored)? {
-            Opened::Ready { machine, mark } => {
-                self.machine = *machine;
-                self.retention = Retention::opened_at(mark);
-            }
-            Opened::Fetch {
-                config,
-                index,
-                state,
-                store,
-                mark,
-            } => {
-                let placeholder = replica_store(&config);
-                self.machine =
-                    StreamMachine::new(*config, created, placeholder).map_err(|e| e.description)?;
-                self.retention = Retention::opened_at(mark);
-                self.begin_fetch(index, state, store);
-            }
+        let (machine, mark, fetch) =
+            storage::open(Some(file), config, created, stored)?.into_start(created)?;
+        self.machine = machine;
+        self.retention = Retention::opened_at(mark);
+        if let Some((index, state, store)) = fetch {
+            self.begin_fetch(index, state, store);
         }
         let grew = self.handle.record(self.machine.stream_mut());
         self.js.add_usage(self.handle.storage, grew);
