@@ -30,32 +30,45 @@ async fn info(c: &async_nats::Client, stream: &str) -> serde_json::Value {
     serde_json::from_slice(&r.payload).unwrap()
 }
 
-#[tokio::test]
-async fn a_flipped_bit_loses_one_message() {
-    let mut s = common::one_js_server();
-    let js = jetstream::new(s.client().await);
+/// Stream `name` on `<name lowercase>.>` holding 100 messages,
+/// `payload-0001` to `payload-0100`.
+async fn stream_of_100(js: &jetstream::Context, name: &str) {
+    let prefix = name.to_lowercase();
     js.create_stream(stream::Config {
-        name: "C".into(),
-        subjects: vec!["c.>".into()],
+        name: name.into(),
+        subjects: vec![format!("{prefix}.>")],
         ..Default::default()
     })
     .await
     .unwrap();
     for i in 1..=100 {
-        js.publish(format!("c.{i}"), format!("payload-{i:04}").into())
+        js.publish(format!("{prefix}.{i}"), format!("payload-{i:04}").into())
             .await
             .unwrap()
             .await
             .unwrap();
     }
+}
+
+/// Where message `i`'s payload (`payload-000i`) is in a segment's bytes.
+fn payload_offset(bytes: &[u8], i: u64) -> usize {
+    let needle = format!("payload-{i:04}");
+    bytes
+        .windows(needle.len())
+        .position(|w| w == needle.as_bytes())
+        .expect("the message on disk")
+}
+
+#[tokio::test]
+async fn a_flipped_bit_loses_one_message() {
+    let mut s = common::one_js_server();
+    let js = jetstream::new(s.client().await);
+    stream_of_100(&js, "C").await;
     s.kill9();
     // Damage message 50's payload in place.
     let seg = &segment_files(&s.store_dir(), "C")[0];
     let mut bytes = std::fs::read(seg).unwrap();
-    let at = bytes
-        .windows(12)
-        .position(|w| w == b"payload-0050")
-        .expect("message 50 on disk");
+    let at = payload_offset(&bytes, 50);
     bytes[at + 3] ^= 0x10;
     std::fs::write(seg, &bytes).unwrap();
 
@@ -96,27 +109,11 @@ async fn a_record_damaged_while_running_is_counted_lost_on_its_first_read() {
     use std::os::unix::fs::FileExt;
     let s = common::one_js_server();
     let js = jetstream::new(s.client().await);
-    js.create_stream(stream::Config {
-        name: "R".into(),
-        subjects: vec!["r.>".into()],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    for i in 1..=100 {
-        js.publish(format!("r.{i}"), format!("payload-{i:04}").into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-    }
+    stream_of_100(&js, "R").await;
     // Damage message 50's payload in place: the server keeps the file open.
     let seg = &segment_files(&s.store_dir(), "R")[0];
     let bytes = std::fs::read(seg).unwrap();
-    let at = bytes
-        .windows(12)
-        .position(|w| w == b"payload-0050")
-        .expect("message 50 on disk");
+    let at = payload_offset(&bytes, 50);
     let file = std::fs::OpenOptions::new().write(true).open(seg).unwrap();
     file.write_all_at(&[bytes[at + 3] ^ 0x10], (at + 3) as u64)
         .unwrap();
