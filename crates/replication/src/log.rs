@@ -16,6 +16,7 @@
 //! one bad disk from electing a leader without committed entries (the
 //! corrupted-minority loss Jepsen found in NATS).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -83,8 +84,12 @@ pub struct LogStore {
     conf: ConfState,
     /// The snapshot everything before `entries` was compacted into.
     snap: Snapshot,
-    /// Consecutive entries from `snap.index + 1`.
-    entries: Vec<Entry>,
+    /// Consecutive entries from `snap.index + 1`. A deque, so compaction
+    /// drops its front in place and the capacity stays for the entries
+    /// that follow; a `Vec` split at each compaction grew again by
+    /// doubling, copying every entry it held (perf: a seventh of an R3
+    /// replica's page faults).
+    entries: VecDeque<Entry>,
     damaged: bool,
     /// Journal bytes at the last rewrite, to decide when to compact it.
     rewritten_at: u64,
@@ -129,7 +134,7 @@ impl LogStore {
             hard: HardState::default(),
             conf: ConfState::default(),
             snap: Snapshot::default(),
-            entries: Vec::new(),
+            entries: VecDeque::new(),
             damaged: false,
             rewritten_at: 0,
             snapshot_wanted: std::cell::Cell::new(false),
@@ -254,7 +259,7 @@ impl LogStore {
             return false;
         }
         self.entries.truncate(at);
-        self.entries.push(e);
+        self.entries.push_back(e);
         true
     }
 
@@ -263,12 +268,14 @@ impl LogStore {
         let (index, term) = (meta.index, meta.term);
         // Entries the snapshot covers go; later ones stay only if they
         // agree with it.
-        let keep = self
+        match self
             .entries
             .iter()
             .position(|e| e.index == index && e.term == term)
-            .map(|i| self.entries.split_off(i + 1));
-        self.entries = keep.unwrap_or_default();
+        {
+            Some(i) => drop(self.entries.drain(..=i)),
+            None => self.entries.clear(),
+        }
         self.conf = meta.get_conf_state().clone();
         if self.hard.commit < index {
             self.hard.commit = index;
@@ -526,7 +533,7 @@ impl Storage for LogStore {
         }
         let from = (low - self.first()) as usize;
         let to = (high - self.first()) as usize;
-        let mut out = self.entries[from..to].to_vec();
+        let mut out: Vec<Entry> = self.entries.range(from..to).cloned().collect();
         raft::util::limit_size(&mut out, max_size.into());
         Ok(out)
     }
