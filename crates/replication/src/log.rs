@@ -54,13 +54,6 @@ enum Tag {
     SnapshotMeta = 8,
 }
 
-fn tagged(tag: Tag, body: &[u8]) -> Vec<u8> {
-    let mut raw = Vec::with_capacity(body.len() + 1);
-    raw.push(tag as u8);
-    raw.extend_from_slice(body);
-    raw
-}
-
 /// What opening a log found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Recovery {
@@ -283,13 +276,16 @@ impl LogStore {
         self.snap = s;
     }
 
+    /// Journals one record: its tag, then its body, as one entry written
+    /// without joining them first.
     fn record(&mut self, tag: Tag, body: &[u8]) {
-        self.journal.append(&tagged(tag, body));
+        self.journal.append_parts(&[&[tag as u8], body]);
     }
 
     fn record_snapshot(&mut self, s: &Snapshot) {
         for parts in snapshot_records(s) {
-            self.journal.append(&parts.concat());
+            let parts: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
+            self.journal.append_parts(&parts);
         }
     }
 
@@ -328,7 +324,7 @@ impl LogStore {
             true => self.record(Tag::HardState, &bytes),
             false => self
                 .journal
-                .append_unsynced(&tagged(Tag::HardState, &bytes)),
+                .append_parts_unsynced(&[&[Tag::HardState as u8], &bytes]),
         }
     }
 
@@ -583,6 +579,13 @@ pub fn snapshot_meta(index: u64, term: u64, conf: ConfState) -> SnapshotMetadata
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tagged(tag: Tag, body: &[u8]) -> Vec<u8> {
+        let mut raw = Vec::with_capacity(body.len() + 1);
+        raw.push(tag as u8);
+        raw.extend_from_slice(body);
+        raw
+    }
     use store::MemDir;
 
     fn entry(index: u64, term: u64) -> Entry {

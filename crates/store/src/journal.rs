@@ -214,7 +214,13 @@ impl Journal {
     }
 
     pub fn append(&mut self, entry: &[u8]) {
-        self.append_unsynced(entry);
+        self.append_parts(&[entry]);
+    }
+
+    /// Appends one entry given as pieces end to end (a tag and a body,
+    /// say), written as one record without joining them first.
+    pub fn append_parts(&mut self, parts: &[&[u8]]) {
+        self.append_parts_unsynced(parts);
         self.must_sync = true;
     }
 
@@ -228,15 +234,20 @@ impl Journal {
     /// If `entry` is over [`MAX_ENTRY`]: it could be written but never
     /// read back, so a caller that lets one through has a bug.
     pub fn append_unsynced(&mut self, entry: &[u8]) {
+        self.append_parts_unsynced(&[entry]);
+    }
+
+    /// [`Journal::append_unsynced`] for an entry in pieces.
+    pub fn append_parts_unsynced(&mut self, parts: &[&[u8]]) {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
         assert!(
-            entry.len() <= MAX_ENTRY,
-            "journal entry of {} bytes is over {MAX_ENTRY}",
-            entry.len()
+            len <= MAX_ENTRY,
+            "journal entry of {len} bytes is over {MAX_ENTRY}"
         );
-        record::encode_msg(&mut self.pending, Kind::Msg, self.next, 0, "", None, entry);
+        record::encode_parts(&mut self.pending, Kind::Msg, self.next, 0, parts);
         self.next += 1;
         if let Some(r) = self.rewriting.as_mut() {
-            r.tail.push(entry.to_vec());
+            r.tail.push(parts.concat());
         }
     }
 
