@@ -49,6 +49,10 @@ const USER_TIMEOUT: Duration = Duration::from_secs(3);
 /// An inbound connection silent this long is closed (its dialer redials
 /// when it has something to say).
 const INBOUND_IDLE: Duration = Duration::from_secs(60);
+/// Room made in an inbound connection's buffer before each read. Frames
+/// are split off that buffer and share it: it is reused once they are all
+/// dropped, and a fresh one is allocated while any is held.
+const READ_ROOM: usize = 64 << 10;
 /// Longest preface line accepted.
 const MAX_PREFACE: usize = 1024;
 
@@ -222,7 +226,6 @@ impl Transport {
         debug!("raft {} connection from peer {peer:x}", pre.class);
         let mut dec = StreamDecoder::new();
         dec.feed(already);
-        let mut buf = vec![0u8; 64 << 10];
         let stop = self.stop.clone();
         loop {
             loop {
@@ -260,9 +263,11 @@ impl Transport {
                 return;
             }
             tokio::select! {
-                n = tokio::time::timeout(INBOUND_IDLE, rd.read(&mut buf)) => match n {
+                // Read straight into the decoder's buffer: frames are
+                // split off it, not copied.
+                n = tokio::time::timeout(INBOUND_IDLE, rd.read_buf(dec.unfilled(READ_ROOM))) => match n {
                     Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return,
-                    Ok(Ok(n)) => dec.feed(&buf[..n]),
+                    Ok(Ok(_)) => {}
                 },
                 _ = stop.notified() => return,
             }

@@ -121,6 +121,16 @@ fn frame_len(bytes: &[u8]) -> usize {
 /// more bytes are needed. The length is checked as soon as it is known,
 /// so a mangled length is refused before anything waits on it.
 pub fn decode_prefix(bytes: &[u8]) -> Result<Option<(Frame, usize)>, Reject> {
+    Ok(check_prefix(bytes)?.map(|(mut frame, used)| {
+        frame.payload = Bytes::copy_from_slice(&bytes[HEADER_LEN..used]);
+        (frame, used)
+    }))
+}
+
+/// [`decode_prefix`] without the payload: the frame's header (its
+/// payload left empty) and the bytes the whole frame took, the payload
+/// being `bytes[HEADER_LEN..used]`. Every check is made here.
+fn check_prefix(bytes: &[u8]) -> Result<Option<(Frame, usize)>, Reject> {
     if bytes.len() < 4 {
         return Ok(None);
     }
@@ -145,11 +155,16 @@ pub fn decode_prefix(bytes: &[u8]) -> Result<Option<(Frame, usize)>, Reject> {
     };
     let sender = b.get_u64_le();
     let group = b.get_u64_le();
+    debug_assert_eq!(
+        b.len(),
+        total - HEADER_LEN,
+        "the payload follows the header"
+    );
     let frame = Frame {
         class,
         sender,
         group,
-        payload: Bytes::copy_from_slice(b),
+        payload: Bytes::new(),
     };
     Ok(Some((frame, total)))
 }
@@ -190,14 +205,29 @@ impl StreamDecoder {
         }
     }
 
-    /// The next whole frame, if one has arrived.
+    /// The buffer the next bytes of the stream go into, with room for at
+    /// least `room` more: a driver reads into it directly instead of
+    /// through [`StreamDecoder::feed`], so bytes are not copied on the way.
+    pub fn unfilled(&mut self, room: usize) -> &mut BytesMut {
+        if self.failed {
+            self.buf.clear();
+        }
+        self.buf.reserve(room);
+        &mut self.buf
+    }
+
+    /// The next whole frame, if one has arrived. Its payload is the
+    /// stream buffer's own bytes, split off, not a copy: entry data
+    /// decoded from it (`parse_from_carllerche_bytes`) then shares them
+    /// too, and keeps that read's buffer alive until the last is dropped.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, Reject> {
         if self.failed {
             return Ok(None);
         }
-        match decode_prefix(&self.buf) {
-            Ok(Some((frame, used))) => {
-                self.buf.advance(used);
+        match check_prefix(&self.buf) {
+            Ok(Some((mut frame, used))) => {
+                let whole = self.buf.split_to(used).freeze();
+                frame.payload = whole.slice(HEADER_LEN..);
                 Ok(Some(frame))
             }
             Ok(None) => Ok(None),
@@ -281,6 +311,28 @@ mod tests {
                 }
             }
             assert_eq!(got, frames, "cut at {cut}");
+        }
+    }
+
+    /// Frames are split off the buffer the stream is read into, so one
+    /// taken earlier must keep its bytes while later reads land beside
+    /// them, in pieces of every size.
+    #[test]
+    fn frames_read_in_place_keep_their_bytes() {
+        let frames: Vec<Frame> = (0..40u8)
+            .map(|i| frame(&vec![i; (i as usize * 37) % 300]))
+            .collect();
+        let all: Vec<u8> = frames.iter().flat_map(bytes_of).collect();
+        for piece in [1, 7, 64, 1000, all.len()] {
+            let mut d = StreamDecoder::new();
+            let mut got = Vec::new();
+            for bytes in all.chunks(piece) {
+                d.unfilled(piece).put_slice(bytes);
+                while let Some(f) = d.next_frame().unwrap() {
+                    got.push(f);
+                }
+            }
+            assert_eq!(got, frames, "read {piece} bytes at a time");
         }
     }
 
