@@ -101,9 +101,13 @@ impl Actor {
             .node
             .call(move |e| {
                 let _ = e.hold(group, true);
-                // An empty snapshot is a new group's bootstrap.
-                let stored = e.snapshot(group).filter(|(_, d)| !d.is_empty());
-                let after = stored.as_ref().map_or(0, |(index, _)| *index);
+                let snapshot = e.snapshot(group);
+                // The log goes on after its snapshot, an empty one too: a
+                // new group's bootstrap, its membership at index 1.
+                let after = snapshot.as_ref().map_or(0, |(index, _)| *index);
+                // The store opens at a snapshot with data; an empty one
+                // opens it empty, as a new replica's.
+                let stored = snapshot.filter(|(_, d)| !d.is_empty());
                 e.handed_out_after(group, after).map(|log| (stored, log))
             })
             .flatten()?;
