@@ -207,10 +207,15 @@ impl Actor {
 
     /// Called on the follow period while fetching: sends the outstanding
     /// ask again if its reply is overdue, or starts a failed fetch again.
+    /// A replica that still leads (its step-down found no member to take
+    /// over) asks again to step down: it cannot fetch from itself.
     pub(super) fn fetch_tick(&mut self) {
         let Some(f) = &self.fetching else { return };
         if f.ask_at.is_none_or(|at| Instant::now() < at) {
             return;
+        }
+        if self.leading {
+            let _ = self.jc.step_down(self.group, None);
         }
         match f.fetch.asked() {
             Some(ask) => self.send_ask(ask),
