@@ -33,6 +33,7 @@ use replication::rng::Rng;
 use replication::{frame, identity};
 use store::{MemDir, RewriteJob, Rewritten, Swap};
 
+mod repair;
 mod replica;
 
 /// The Raft group the simulation replicates: values, the work-queue
@@ -66,6 +67,11 @@ pub struct Faults {
     pub crash: u64,
     /// Per crash: flip a bit in the crashed server's log.
     pub bit_flip: u64,
+    /// Per running server per step, in the stream modes: flip a bit in
+    /// the newest segment of one of its replicas' stores, under the
+    /// running replica. A read finds it, and the replica repairs its
+    /// store from the leader (`replica::Sim::repair_round`).
+    pub store_flip: u64,
     /// Per server per step: the syncs it has queued wait for a later
     /// step (a slow disk), while its engine goes on.
     pub slow_sync: u64,
@@ -82,6 +88,7 @@ impl Faults {
             heal: 0,
             crash: 0,
             bit_flip: 0,
+            store_flip: 0,
             slow_sync: 0,
         }
     }
@@ -96,6 +103,7 @@ impl Faults {
             heal: 30,
             crash: 2,
             bit_flip: 100,
+            store_flip: 2,
             slow_sync: 400,
         }
     }
@@ -124,6 +132,9 @@ pub struct Config {
     pub unsafe_skip_frame_checksum: bool,
     /// Test-only: servers have no group registry.
     pub unsafe_no_registry: bool,
+    /// Test-only: a replica whose store a read found damaged goes on
+    /// with it, unrepaired.
+    pub unsafe_no_store_repair: bool,
     /// Bytes each directed link carries per step; `None` is unlimited
     /// (frames then only suffer the seeded delay).
     pub bandwidth: Option<usize>,
@@ -171,6 +182,7 @@ impl Config {
             unsafe_no_pre_vote: false,
             unsafe_skip_frame_checksum: false,
             unsafe_no_registry: false,
+            unsafe_no_store_repair: false,
             bandwidth: None,
             prioritize_control: true,
             payload_size: 8,
@@ -205,6 +217,10 @@ pub struct Report {
     /// Stream replicas caught up by fetching a snapshot's messages from
     /// the leader's store.
     pub fetches: u64,
+    /// Bits flipped under running replicas (`Faults::store_flip`), and
+    /// stores a read found damaged and that were repaired in place.
+    pub store_flips: u64,
+    pub store_repairs: u64,
     /// Current reads (ReadIndex) confirmed and served from a leader.
     pub reads: u64,
     /// Steps each group's node spent quiet, summed over servers.
@@ -556,7 +572,20 @@ impl Sim {
             self.settling = true;
             self.steps(SETTLE_STEPS, false)?;
         }
-        self.check_converged()?;
+        // The end checks read every store whole. A bit flipped under a
+        // running replica that no read met before is met there, as a
+        // client reading the stream would meet it: that replica repairs
+        // its store from the leader, and the checks run again. Only
+        // damage a read found is let through; any other finding stands.
+        let mut checked = self.check_converged();
+        for _ in 0..3 {
+            if checked.is_ok() || !self.damage_found() {
+                break;
+            }
+            self.repair_and_settle(self.cfg.quiet_steps)?;
+            checked = self.check_converged();
+        }
+        checked?;
         self.report.unknown = (self.in_flight.len() + self.id_pending.len()) as u64;
         Ok(self.report)
     }
@@ -665,6 +694,7 @@ impl Sim {
             self.deliver(&f);
         }
         self.fetch_round(&f)?;
+        self.repair_round()?;
         self.check_step()
     }
 
@@ -704,7 +734,9 @@ impl Sim {
                 .filter(|s| {
                     s.flipped
                         || s.engine.as_ref().is_some_and(|e| is_damaged(&self.cfg, e))
-                        || s.stores.values().any(|rs| rs.fetching.is_some())
+                        || s.stores
+                            .values()
+                            .any(|rs| rs.fetching.is_some() || rs.flipped)
                 })
                 .count();
             let s = &mut self.servers[i];
@@ -788,6 +820,8 @@ impl Sim {
                 }
                 let id = s.id;
                 self.event(4000 + id);
+            } else if f.store_flip > 0 && damaged < f_max && self.rng.chance(f.store_flip) {
+                self.flip_bit_in_store(i);
             }
         }
     }

@@ -32,6 +32,9 @@ pub(crate) struct ReplicaStore {
     pub dir: MemDir,
     pub retention: Retention,
     pub fetching: Option<Fetching>,
+    /// A bit was flipped under the running replica, and it has not been
+    /// repaired or reopened since: counted among the damaged servers.
+    pub flipped: bool,
 }
 
 /// A fetch under way.
@@ -49,6 +52,7 @@ impl ReplicaStore {
             dir: MemDir::new(),
             retention: Retention::opened_at(0),
             fetching: None,
+            flipped: false,
         }
     }
 
@@ -60,7 +64,7 @@ impl ReplicaStore {
 }
 
 /// The machine slot of `group` on a server.
-fn machine(s: &mut Server, group: u64) -> &mut Option<StreamMachine> {
+pub(crate) fn machine(s: &mut Server, group: u64) -> &mut Option<StreamMachine> {
     match group == SOURCING_GROUP {
         true => &mut s.agg,
         false => &mut s.wq,
@@ -78,6 +82,7 @@ pub(crate) fn reopen(
 ) {
     let rs = s.stores.get_mut(&group).expect("a store per stream group");
     rs.fetching = None;
+    rs.flipped = false;
     let stored = engine.snapshot(group).filter(|(_, d)| !d.is_empty());
     let Some((index, state)) = stored else {
         rs.retention = Retention::opened_at(0);
@@ -199,7 +204,15 @@ impl Sim {
             return Ok(());
         };
         let (me, leader) = (self.servers[i].id, self.servers[li].id);
-        if li == i || self.cut.contains(&(me, leader)) || self.cut.contains(&(leader, me)) {
+        if li == i {
+            // It cannot fetch from itself: it hands its leadership on,
+            // and asks whoever takes it.
+            let n = self.servers.len() as u64;
+            let engine = self.servers[i].engine.as_mut().expect("running");
+            crate::repair::step_down(engine, g, me, n, &mut self.rng);
+            return Ok(());
+        }
+        if self.cut.contains(&(me, leader)) || self.cut.contains(&(leader, me)) {
             return Ok(());
         }
         if self.rng.chance(f.drop) {

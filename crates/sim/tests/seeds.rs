@@ -99,6 +99,7 @@ fn work_queue_under_random_faults() {
     let mut rewrites = 0;
     let mut fetches = 0;
     let mut quiet_steps = 0;
+    let mut repairs = 0;
     for seed in 1000..1060 {
         let mut cfg = Config::new(seed);
         cfg.work_queue = true;
@@ -110,6 +111,7 @@ fn work_queue_under_random_faults() {
                 rewrites += r.rewrites;
                 fetches += r.fetches;
                 quiet_steps += r.quiet_steps;
+                repairs += r.store_repairs;
             }
             Err(v) => failures.push(v.to_string()),
         }
@@ -127,6 +129,9 @@ fn work_queue_under_random_faults() {
     assert!(rewrites > 10, "{rewrites}");
     // Current reads were served, through ReadIndex, and none was stale.
     assert!(reads > 1000, "{reads}");
+    // Reads met bits flipped under running replicas, which repaired
+    // their stores in place.
+    assert!(repairs > 0, "{repairs}");
 }
 
 /// A work-queue stream sourced into a second stream group, under random
@@ -138,6 +143,7 @@ fn sourced_work_queue_under_random_faults() {
     let mut failures = Vec::new();
     let mut consumed = 0;
     let mut crashes = 0;
+    let mut repairs = 0;
     for seed in 5000..5060 {
         let mut cfg = Config::new(seed);
         cfg.work_queue = true;
@@ -147,12 +153,14 @@ fn sourced_work_queue_under_random_faults() {
             Ok(r) => {
                 consumed += r.acked;
                 crashes += r.crashes;
+                repairs += r.store_repairs;
             }
             Err(v) => failures.push(v.to_string()),
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(consumed > 3000 && crashes > 100, "{consumed} {crashes}");
+    assert!(repairs > 5, "{repairs} stores repaired while running");
 }
 
 /// Publishes with message ids, retried across leader changes and crashes:
@@ -162,17 +170,24 @@ fn sourced_work_queue_under_random_faults() {
 fn publishes_with_ids_under_random_faults() {
     let mut failures = Vec::new();
     let mut acked = 0;
+    let mut repairs = 0;
     for seed in 2000..2060 {
         let mut cfg = Config::new(seed);
         cfg.publish_ids = true;
         cfg.propose_rate = 400;
         match Sim::new(cfg).run() {
-            Ok(r) => acked += r.acked,
+            Ok(r) => {
+                acked += r.acked;
+                repairs += r.store_repairs;
+            }
             Err(v) => failures.push(v.to_string()),
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(acked > 5000, "{acked}");
+    // Bits flipped under running replicas were met by reads, and those
+    // replicas repaired their stores from the leader.
+    assert!(repairs > 30, "{repairs} stores repaired while running");
 }
 
 /// And the checker bites: acknowledging before the fsync loses or moves
@@ -187,6 +202,23 @@ fn publishes_acked_before_fsync_are_caught() {
         cfg.faults.crash = 20;
         cfg.faults.bit_flip = 0;
         cfg.unsafe_ack_before_sync = true;
+        if Sim::new(cfg).run().is_err() {
+            caught += 1;
+        }
+    }
+    assert!(caught > 0, "no violation in 60 seeds");
+}
+
+/// And the checker bites: a replica that goes on with the store a read
+/// found damaged serves what it lost.
+#[test]
+fn stores_left_damaged_are_caught() {
+    let mut caught = 0;
+    for seed in 2000..2060 {
+        let mut cfg = Config::new(seed);
+        cfg.publish_ids = true;
+        cfg.propose_rate = 400;
+        cfg.unsafe_no_store_repair = true;
         if Sim::new(cfg).run().is_err() {
             caught += 1;
         }
