@@ -355,6 +355,15 @@ impl MemDir {
         f(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
+    /// An independent directory holding a copy of this one's files as
+    /// they are now (a clone shares them): damage one copy, keep the other.
+    pub fn deep_clone(&self) -> MemDir {
+        let files = self.with(|s| s.files.clone());
+        let copy = MemDir::new();
+        copy.with(|s| s.files = files);
+        copy
+    }
+
     /// Simulates power loss: every file goes back to its last synced
     /// contents; a file never synced disappears. With `torn`, each file
     /// keeps that many bytes of its unsynced tail (a partial write).
