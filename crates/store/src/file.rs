@@ -1065,7 +1065,11 @@ impl FileStore {
                         Kind::Start => r.seq + 1,
                         // A log index, not a sequence.
                         Kind::Mark => last_seq + 1,
-                        _ => r.seq,
+                        // Its Start record was lost. A message's sequence
+                        // starts it, but a marker's may be an earlier one
+                        // (a compaction, a tombstone): segments never
+                        // overlap, so it starts after what came before.
+                        _ => r.seq.max(last_seq + 1),
                     };
                     Seg::new(id, base)
                 });
@@ -1156,6 +1160,10 @@ impl FileStore {
             seg.reserved = valid_len;
             seg.slots_mut().shrink();
             seg.check();
+            debug_assert!(
+                self.segs.last().is_none_or(|prev| prev.end() <= seg.base),
+                "segments are in sequence order and never overlap (seg_index)"
+            );
             self.segs.push(seg);
             // Recovery holds the slots of a few segments at a time too.
             self.note_resident(id);

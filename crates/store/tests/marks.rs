@@ -346,3 +346,45 @@ fn a_flip_anywhere_is_survived_when_opened_at_a_mark() {
         }
     }
 }
+
+/// A segment whose Start record (the stream's last sequence when it
+/// opened) is damaged, and whose next record is a marker naming an
+/// earlier sequence (here a compaction, as purges and a work queue's
+/// acks write), and no message yet: it must not be taken to start at that
+/// sequence, which the segment before it holds. Before, both claimed it, and the message
+/// there could not be removed (a work-queue ack left it in place) nor
+/// purged (a panic).
+#[test]
+fn a_segment_whose_start_is_damaged_does_not_overlap_the_one_before() {
+    let dir = MemDir::new();
+    let mut s = open_at(&dir, 0).unwrap();
+    put(&mut s, 5, "msg");
+    // Compactions up to the last message, until one opens a segment.
+    let last = s.state().last_seq;
+    while s.debug_segments().len() < 2 {
+        s.purge(&Purge {
+            seq: Some(last),
+            ..Purge::default()
+        })
+        .unwrap();
+    }
+    s.mark(1).unwrap();
+    sync(&mut s);
+    let before = view(&s);
+    drop(s);
+    let second = dir.names()[1].clone();
+    assert_eq!(
+        dir.read_all(&second).unwrap()[8],
+        6,
+        "it opens with a Start"
+    );
+    // A bit of the Start record's sequence.
+    dir.flip_bit(&second, 10, 7);
+    let mut s = open_at(&dir, 1).unwrap();
+    assert_eq!(view(&s).1, before.1, "the message is still there");
+    assert!(s.get(last).unwrap().is_some(), "and reads back");
+    assert!(s.remove(last, false).unwrap(), "and can be removed");
+    s.reset_to(last + 2).unwrap();
+    s.purge(&Purge::default()).unwrap();
+    assert_eq!(s.state().msgs, 0);
+}
