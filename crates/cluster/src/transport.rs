@@ -49,9 +49,10 @@ const USER_TIMEOUT: Duration = Duration::from_secs(3);
 /// An inbound connection silent this long is closed (its dialer redials
 /// when it has something to say).
 const INBOUND_IDLE: Duration = Duration::from_secs(60);
-/// Room made in an inbound connection's buffer before each read. Frames
-/// are split off that buffer and share it: it is reused once they are all
-/// dropped, and a fresh one is allocated while any is held.
+/// Room made in an inbound connection's buffer before each read. Large
+/// frames are split off that buffer and share it (small ones are copied
+/// out, `frame::SPLIT_AT`): it is reused once they are all dropped, and a
+/// fresh one is allocated while any is held.
 const READ_ROOM: usize = 64 << 10;
 /// Longest preface line accepted.
 const MAX_PREFACE: usize = 1024;

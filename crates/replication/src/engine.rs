@@ -1252,10 +1252,10 @@ fn apply_committed(g: &mut Group, gid: u64, entries: Vec<Entry>, out: &mut Outpu
             EntryType::EntryNormal => {
                 if !e.data.is_empty() {
                     // Moved, not copied. A follower's entry data is a slice
-                    // of the frame it came in (`Engine::step_frame`), and
-                    // that frame of the buffer it was read into
-                    // (`frame::StreamDecoder`): holding one keeps at most
-                    // that read's buffer alive: its frame and up to 64 KiB.
+                    // of the frame it came in (`Engine::step_frame`): holding
+                    // one keeps that frame alive, and a large frame the
+                    // buffer it was read into, at most twice its size
+                    // (`frame::SPLIT_AT`).
                     out.committed.push(Committed {
                         group: gid,
                         index: e.index,

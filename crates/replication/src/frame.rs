@@ -184,6 +184,16 @@ pub fn decode_unchecked(bytes: &[u8]) -> Result<Frame, Reject> {
     decode(&fixed)
 }
 
+/// Frames at least this large are split off the stream's buffer; smaller
+/// ones are copied out. A split frame keeps the buffer it was read into
+/// alive as long as anything decoded from it is held, and a follower's
+/// Raft log holds its entries until a compaction thousands of entries
+/// later: one small append per read (a lightly loaded stream) would then
+/// hold a whole read buffer each. Copying a frame this small costs little;
+/// a frame this large is most of the buffer it was read into (at most
+/// twice its size, as the buffer grows to take it).
+pub const SPLIT_AT: usize = 32 << 10;
+
 /// Frames out of a byte stream (a TCP connection). Any refusal is fatal
 /// for the stream: once a length or checksum is wrong, nothing after it
 /// can be trusted to be a frame boundary, so the driver closes the
@@ -216,18 +226,25 @@ impl StreamDecoder {
         &mut self.buf
     }
 
-    /// The next whole frame, if one has arrived. Its payload is the
-    /// stream buffer's own bytes, split off, not a copy: entry data
-    /// decoded from it (`parse_from_carllerche_bytes`) then shares them
-    /// too, and keeps that read's buffer alive until the last is dropped.
+    /// The next whole frame, if one has arrived. A frame of at least
+    /// [`SPLIT_AT`] bytes is split off the stream's buffer, not copied:
+    /// entry data decoded from it (`parse_from_carllerche_bytes`) shares
+    /// those bytes, and keeps the buffer they were read into alive until
+    /// the last is dropped. A smaller one is copied out (see `SPLIT_AT`).
     pub fn next_frame(&mut self) -> Result<Option<Frame>, Reject> {
         if self.failed {
             return Ok(None);
         }
         match check_prefix(&self.buf) {
             Ok(Some((mut frame, used))) => {
-                let whole = self.buf.split_to(used).freeze();
-                frame.payload = whole.slice(HEADER_LEN..);
+                frame.payload = match used >= SPLIT_AT {
+                    true => self.buf.split_to(used).freeze().slice(HEADER_LEN..),
+                    false => {
+                        let payload = Bytes::copy_from_slice(&self.buf[HEADER_LEN..used]);
+                        self.buf.advance(used);
+                        payload
+                    }
+                };
                 Ok(Some(frame))
             }
             Ok(None) => Ok(None),
@@ -319,8 +336,14 @@ mod tests {
     /// them, in pieces of every size.
     #[test]
     fn frames_read_in_place_keep_their_bytes() {
+        // Small frames are copied out and large ones split off: both kinds,
+        // interleaved.
+        let size = |i: usize| match i % 5 {
+            0 => SPLIT_AT + i * 13,
+            _ => (i * 37) % 300,
+        };
         let frames: Vec<Frame> = (0..40u8)
-            .map(|i| frame(&vec![i; (i as usize * 37) % 300]))
+            .map(|i| frame(&vec![i; size(i as usize)]))
             .collect();
         let all: Vec<u8> = frames.iter().flat_map(bytes_of).collect();
         for piece in [1, 7, 64, 1000, all.len()] {
