@@ -217,7 +217,7 @@ fn flip_in_place(path: &Path, offsets: &[u64]) {
 /// restart: it then serves exactly what was acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn damage_found_by_a_read_is_repaired_from_the_leader_while_running() {
-    repaired_while_running("RUN", 10_000, 200).await;
+    repaired_while_running("RUN", 10_000, 200, Repair::Fetched).await;
 }
 
 /// The same with a stream whose Raft log was never compacted (fewer
@@ -227,14 +227,23 @@ async fn damage_found_by_a_read_is_repaired_from_the_leader_while_running() {
 /// an empty store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn damage_in_a_stream_never_compacted_is_repaired_while_running() {
-    repaired_while_running("NEW", 40, 256 << 10).await;
+    repaired_while_running("NEW", 40, 256 << 10, Repair::Replayed).await;
 }
 
-/// Publishes `count` messages of `size` bytes to stream `name`, damages
-/// three records of a follower's first segment under it, reads the
-/// stream through the leader, and checks that the follower repaired its
-/// store and serves exactly what was acknowledged.
-async fn repaired_while_running(name: &str, count: usize, size: usize) {
+/// How a replica repairs: by fetching from the leader what its log's
+/// snapshot holds, or, with no snapshot yet, by applying its whole log
+/// again over an empty store.
+#[derive(PartialEq)]
+enum Repair {
+    Fetched,
+    Replayed,
+}
+
+/// Publishes `count` messages of `size` bytes to stream `name`, flips
+/// three bytes of a follower's first segment under it, reads the stream
+/// through the leader, and checks that the follower repaired its store
+/// the `how` way and serves exactly what was acknowledged.
+async fn repaired_while_running(name: &str, count: usize, size: usize, how: Repair) {
     let (all, clients) = cluster_with_stream(name).await;
     let subject = format!("{}.a", name.to_lowercase());
     let want = publish_sized(&clients[0], &subject, 0, count, size).await;
@@ -264,13 +273,13 @@ async fn repaired_while_running(name: &str, count: usize, size: usize) {
         "{}",
         all[fi].log_text()
     );
-    // Fetched from the leader when the log's snapshot holds messages;
-    // otherwise the whole log is applied again.
     assert!(
         all[fi].wait_log("its damaged store is repaired", Duration::from_secs(60)),
         "{}",
         all[fi].log_text()
     );
+    let fetched = all[fi].log_text().contains("caught up to index");
+    assert_eq!(fetched, how == Repair::Fetched, "{}", all[fi].log_text());
     let damage = &all[fi].json("/jsz")["store_damage"];
     assert_eq!(*damage, json!({"found": 1, "repaired": 1}));
     let elsewhere = &all[li].json("/jsz")["store_damage"];
