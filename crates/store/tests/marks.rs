@@ -326,14 +326,17 @@ fn a_flip_anywhere_is_survived_when_opened_at_a_mark() {
     s.mark(3).unwrap();
     sync(&mut s);
     drop(s);
+    let (mut opened, mut flips) = (0, 0);
     for name in dir.names() {
         for at in 0..dir.file_len(&name) {
             for mark in [3, 2] {
+                flips += 1;
                 let damaged = dir.deep_clone();
                 damaged.flip_bit(&name, at, (at % 8) as u8);
                 let Ok(mut s) = open_at(&damaged, mark) else {
                     continue;
                 };
+                opened += 1;
                 for m in contents(&s) {
                     assert!(written.contains(&m), "{name} at {at}: {} changed", m.seq);
                 }
@@ -345,6 +348,10 @@ fn a_flip_anywhere_is_survived_when_opened_at_a_mark() {
             }
         }
     }
+    assert!(
+        opened * 10 > flips * 9,
+        "{opened} of {flips} damaged stores opened"
+    );
 }
 
 /// A segment whose Start record (the stream's last sequence when it

@@ -540,23 +540,46 @@ fn rebuild(fs: &FileStore) -> MemStore {
 /// and lengths included) is reported lost or refused when the store
 /// reopens, never a panic, and the store goes on: every message it still
 /// lists reads back as written, and purging, resetting and storing work.
+///
+/// Except the last record of the newest segment: damage there reads as a
+/// write torn by a crash, and the message is dropped without being
+/// reported, though it was synced. That gap is known and open; the test
+/// pins where it is.
 #[test]
 fn a_flip_anywhere_is_survived_on_reopen() {
     let dir = MemDir::new();
     let mut s = open(&dir);
-    put(&mut s, 40);
+    put(&mut s, 39);
     sync(&mut s);
+    let newest = dir.names().last().cloned().expect("a segment");
+    let last_record_at = dir.file_len(&newest);
+    s.store("sub.3", None, b"payload-0039", 1039).unwrap();
+    sync(&mut s);
+    assert_eq!(dir.names().last(), Some(&newest), "in the same segment");
     let all = contents(&s);
     drop(s);
+    let (mut opened, mut flips) = (0, 0);
     for name in dir.names() {
         for at in 0..dir.file_len(&name) {
+            flips += 1;
             let damaged = dir.deep_clone();
             damaged.flip_bit(&name, at, (at % 8) as u8);
             let Ok(mut s) = FileStore::open(Arc::new(damaged.clone()), cfg()) else {
                 continue;
             };
-            for m in contents(&s) {
-                assert!(all.contains(&m), "{name} at {at}: {} changed", m.seq);
+            opened += 1;
+            let got = contents(&s);
+            for m in &got {
+                assert!(all.contains(m), "{name} at {at}: {} changed", m.seq);
+            }
+            let lost = s.state().lost;
+            let torn_looking = name == newest && at >= last_record_at;
+            for m in all.iter().filter(|_| !torn_looking) {
+                assert!(
+                    got.iter().any(|g| g.seq == m.seq) || lost.contains(&m.seq),
+                    "{name} at {at}: {} neither served nor reported lost",
+                    m.seq
+                );
             }
             let mid = s.state().first_seq + 5;
             s.reset_to(mid)
@@ -565,4 +588,8 @@ fn a_flip_anywhere_is_survived_on_reopen() {
             s.store("new", None, b"n", 1).unwrap();
         }
     }
+    assert!(
+        opened * 10 > flips * 9,
+        "{opened} of {flips} damaged stores opened"
+    );
 }
