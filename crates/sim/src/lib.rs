@@ -70,7 +70,7 @@ pub struct Faults {
     /// Per running server per step, in the stream modes: flip a bit in
     /// the newest segment of one of its replicas' stores, under the
     /// running replica. A read finds it, and the replica repairs its
-    /// store from the leader (`replica::Sim::repair_round`).
+    /// store from the leader (`repair.rs`, `Sim::repair_round`).
     pub store_flip: u64,
     /// Per server per step: the syncs it has queued wait for a later
     /// step (a slow disk), while its engine goes on.
@@ -575,8 +575,9 @@ impl Sim {
         // The end checks read every store whole. A bit flipped under a
         // running replica that no read met before is met there, as a
         // client reading the stream would meet it: that replica repairs
-        // its store from the leader, and the checks run again. Only
-        // damage a read found is let through; any other finding stands.
+        // its store from the leader, and the checks run again, up to three
+        // times. A failure while no read found damage stands at once, and
+        // one that outlasts the repairs stands too.
         let mut checked = self.check_converged();
         for _ in 0..3 {
             if checked.is_ok() || !self.damage_found() {
@@ -764,10 +765,7 @@ impl Sim {
                         s.compacted_at.remove(&g);
                         if s.stores.contains_key(&g) {
                             let cfg = &self.cfg;
-                            replica::reopen(s, &mut e, g, |store| match g == SOURCING_GROUP {
-                                true => sourcing_stream(cfg, store),
-                                false => replicated_stream(cfg, store),
-                            });
+                            replica::reopen(s, &mut e, g, |store| stream_of(cfg, g, store));
                             continue;
                         }
                         let data = e.snapshot(g).map(|(_, d)| d).unwrap_or_default();
@@ -820,7 +818,11 @@ impl Sim {
                 }
                 let id = s.id;
                 self.event(4000 + id);
-            } else if f.store_flip > 0 && damaged < f_max && self.rng.chance(f.store_flip) {
+            } else if f.store_flip > 0
+                && !s.stores.is_empty()
+                && damaged < f_max
+                && self.rng.chance(f.store_flip)
+            {
                 self.flip_bit_in_store(i);
             }
         }
@@ -1960,10 +1962,7 @@ fn restore_state(cfg: &Config, s: &mut Server, group: u64, data: &[u8]) {
     if let Some(rs) = s.stores.get(&group) {
         debug_assert!(data.is_empty(), "stream snapshots go to replica::install");
         let store = rs.empty();
-        match group == SOURCING_GROUP {
-            true => s.agg = sourcing_stream(cfg, store),
-            false => s.wq = replicated_stream(cfg, store),
-        }
+        *replica::machine(s, group) = stream_of(cfg, group, store);
     } else if cfg.meta {
         s.meta = if data.is_empty() {
             Meta::new()
@@ -1982,6 +1981,14 @@ fn stream_groups(cfg: &Config) -> impl Iterator<Item = u64> {
         _ => &[],
     };
     groups.iter().copied()
+}
+
+/// The stream group `group` replicates, over `store`.
+fn stream_of(cfg: &Config, group: u64, store: Box<dyn store::MsgStore>) -> Option<StreamMachine> {
+    match group == SOURCING_GROUP {
+        true => sourcing_stream(cfg, store),
+        false => replicated_stream(cfg, store),
+    }
 }
 
 /// In sourced mode, the stream every replica keeps that sources `WQ`.

@@ -7,7 +7,7 @@
 //! entries since the snapshot again, unanswered.
 
 use crate::replica::{machine, reopen};
-use crate::{replicated_stream, sourcing_stream, Sim, Violation, SOURCING_GROUP};
+use crate::{stream_of, Sim, Violation};
 use replication::engine::Engine;
 use replication::rng::Rng;
 
@@ -120,12 +120,7 @@ impl Sim {
         step_down(&mut engine, group, s.id, n, &mut self.rng);
         *machine(s, group) = None;
         let cfg = &self.cfg;
-        reopen(s, &mut engine, group, |store| {
-            match group == SOURCING_GROUP {
-                true => sourcing_stream(cfg, store),
-                false => replicated_stream(cfg, store),
-            }
-        });
+        reopen(s, &mut engine, group, |store| stream_of(cfg, group, store));
         s.engine = Some(engine);
         self.report.store_repairs += 1;
         let id = s.id;
