@@ -284,7 +284,6 @@ impl LogStore {
 
     fn record_snapshot(&mut self, s: &Snapshot) {
         for parts in snapshot_records(s) {
-            let parts: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
             self.journal.append_parts(&parts);
         }
     }
@@ -324,7 +323,7 @@ impl LogStore {
             true => self.record(Tag::HardState, &bytes),
             false => self
                 .journal
-                .append_parts_unsynced(&[&[Tag::HardState as u8], &bytes]),
+                .append_parts_unsynced(&[&[Tag::HardState as u8][..], &bytes]),
         }
     }
 

@@ -138,8 +138,7 @@ impl RewriteJob {
             Ok(())
         };
         for (i, parts) in self.entries.iter().enumerate() {
-            let parts: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
-            record::encode_parts(&mut buf, Kind::Msg, count + i as u64, 0, &parts);
+            record::encode_parts(&mut buf, Kind::Msg, count + i as u64, 0, parts);
             if buf.len() >= REWRITE_STEP {
                 flush(&mut buf)?;
             }
@@ -219,7 +218,7 @@ impl Journal {
 
     /// Appends one entry given as pieces end to end (a tag and a body,
     /// say), written as one record without joining them first.
-    pub fn append_parts(&mut self, parts: &[&[u8]]) {
+    pub fn append_parts<P: AsRef<[u8]>>(&mut self, parts: &[P]) {
         self.append_parts_unsynced(parts);
         self.must_sync = true;
     }
@@ -238,8 +237,8 @@ impl Journal {
     }
 
     /// [`Journal::append_unsynced`] for an entry in pieces.
-    pub fn append_parts_unsynced(&mut self, parts: &[&[u8]]) {
-        let len: usize = parts.iter().map(|p| p.len()).sum();
+    pub fn append_parts_unsynced<P: AsRef<[u8]>>(&mut self, parts: &[P]) {
+        let len: usize = parts.iter().map(|p| p.as_ref().len()).sum();
         assert!(
             len <= MAX_ENTRY,
             "journal entry of {len} bytes is over {MAX_ENTRY}"
@@ -247,7 +246,8 @@ impl Journal {
         record::encode_parts(&mut self.pending, Kind::Msg, self.next, 0, parts);
         self.next += 1;
         if let Some(r) = self.rewriting.as_mut() {
-            r.tail.push(parts.concat());
+            r.tail
+                .push(parts.iter().flat_map(|p| p.as_ref()).copied().collect());
         }
     }
 

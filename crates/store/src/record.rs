@@ -98,14 +98,14 @@ pub fn encode_msg(
 /// Appends a message record with no subject or headers whose payload is
 /// `parts` end to end: a large payload assembled from pieces is not
 /// copied into one buffer first.
-pub fn encode_parts(out: &mut Vec<u8>, kind: Kind, seq: u64, ts: i64, parts: &[&[u8]]) {
+pub fn encode_parts<P: AsRef<[u8]>>(out: &mut Vec<u8>, kind: Kind, seq: u64, ts: i64, parts: &[P]) {
     let start = out.len();
-    let len = HEADER + MSG_PREFIX + parts.iter().map(|p| p.len()).sum::<usize>();
+    let len = HEADER + MSG_PREFIX + parts.iter().map(|p| p.as_ref().len()).sum::<usize>();
     head(out, len, kind, seq, ts);
     out.extend_from_slice(&0u16.to_le_bytes());
     out.extend_from_slice(&0u32.to_le_bytes());
     for p in parts {
-        out.extend_from_slice(p);
+        out.extend_from_slice(p.as_ref());
     }
     seal(&mut out[start..]);
 }
