@@ -699,7 +699,43 @@ impl Sim {
         self.check_step()
     }
 
+    /// This step's faults: partitions, then each server's restart, crash
+    /// or flip, in server order.
     fn process_faults(&mut self, f: &Faults) {
+        self.partition_faults(f);
+        // Storage faults stay within what Raft can survive: at most a
+        // minority of replicas damaged at once (as TigerBeetle's simulator
+        // bounds its faults). A damaged majority cannot tell which entries
+        // were committed; that is a loss no protocol recovers from.
+        let f_max = (self.servers.len() - 1) / 2;
+        for i in 0..self.servers.len() {
+            let damaged = self.damaged_servers();
+            let s = &mut self.servers[i];
+            if s.engine.as_ref().is_some_and(|e| !is_damaged(&self.cfg, e)) {
+                s.flipped = false;
+            }
+            if s.engine.is_none() {
+                match s.down_for {
+                    0 => self.restart(i),
+                    _ => s.down_for -= 1,
+                }
+                continue;
+            }
+            if self.rng.chance(f.crash) {
+                self.crash(i, f, damaged < f_max);
+            } else if f.store_flip > 0
+                && !s.stores.is_empty()
+                && damaged < f_max
+                && self.rng.chance(f.store_flip)
+            {
+                self.flip_bit_in_store(i);
+            }
+        }
+    }
+
+    /// Maybe cuts a server off (both ways) or one link (one way), and
+    /// maybe heals every cut.
+    fn partition_faults(&mut self, f: &Faults) {
         let n = self.servers.len() as u64;
         if self.rng.chance(f.partition) {
             let a = 1 + self.rng.below(n);
@@ -723,109 +759,99 @@ impl Sim {
             self.cut.clear();
             self.event(2000);
         }
-        // Storage faults stay within what Raft can survive: at most a
-        // minority of replicas damaged at once (as TigerBeetle's simulator
-        // bounds its faults). A damaged majority cannot tell which entries
-        // were committed; that is a loss no protocol recovers from.
-        let f_max = (self.servers.len() - 1) / 2;
-        for i in 0..self.servers.len() {
-            let damaged = self
-                .servers
-                .iter()
-                .filter(|s| {
-                    s.flipped
-                        || s.engine.as_ref().is_some_and(|e| is_damaged(&self.cfg, e))
-                        || s.stores
-                            .values()
-                            .any(|rs| rs.fetching.is_some() || rs.flipped)
-                })
-                .count();
-            let s = &mut self.servers[i];
-            if s.engine.as_ref().is_some_and(|e| !is_damaged(&self.cfg, e)) {
-                s.flipped = false;
-            }
-            if s.engine.is_none() {
-                if s.down_for == 0 {
-                    // The id comes back from the store, never anew.
-                    let (me, new) = identity::load_or_create(&s.dir, "", || 0)
-                        .expect("the identity survives crashes");
-                    assert!(!new && me.id == s.id, "server {} came back as {me:?}", s.id);
-                    let mut e = Engine::new(me.id, Arc::new(s.dir.clone()), self.rng.next_u64());
-                    e.unsafe_ack_before_sync = self.cfg.unsafe_ack_before_sync;
-                    e.unsafe_no_pre_vote = self.cfg.unsafe_no_pre_vote;
-                    e.unsafe_skip_frame_checksum = self.cfg.unsafe_skip_frame_checksum;
-                    e.unsafe_no_registry = self.cfg.unsafe_no_registry;
-                    if let Some(c) = self.cfg.chunk_size {
-                        e.chunk_size = c;
-                    }
-                    let voters: Vec<u64> = (1..=n).collect();
-                    for &g in groups(&self.cfg) {
-                        e.create_group(g, &voters)
-                            .expect("one node per group: the old one is gone");
-                        s.compacted_at.remove(&g);
-                        if s.stores.contains_key(&g) {
-                            let cfg = &self.cfg;
-                            replica::reopen(s, &mut e, g, |store| stream_of(cfg, g, store));
-                            continue;
-                        }
-                        let data = e.snapshot(g).map(|(_, d)| d).unwrap_or_default();
-                        restore_state(&self.cfg, s, g, &data);
-                    }
-                    s.engine = Some(e);
-                    // What the crashed engine had not synced is gone,
-                    // and so are its rewrites (the new engine removed
-                    // their files).
-                    s.syncing.clear();
-                    s.rewrites.clear();
-                    s.rewritten.clear();
-                    self.report.trace = mix(self.report.trace, 3000 + s.id);
-                } else {
-                    s.down_for -= 1;
-                }
+    }
+
+    /// Servers whose storage is damaged: a flipped log, a damaged engine,
+    /// a replica fetching or holding a flip no read has met.
+    fn damaged_servers(&self) -> usize {
+        self.servers
+            .iter()
+            .filter(|s| {
+                s.flipped
+                    || s.engine.as_ref().is_some_and(|e| is_damaged(&self.cfg, e))
+                    || s.stores
+                        .values()
+                        .any(|rs| rs.fetching.is_some() || rs.flipped)
+            })
+            .count()
+    }
+
+    /// Brings crashed server `i` back: a new engine over its files, its
+    /// groups created again, its replicas reopened from their stores.
+    fn restart(&mut self, i: usize) {
+        let n = self.servers.len() as u64;
+        let s = &mut self.servers[i];
+        // The id comes back from the store, never anew.
+        let (me, new) =
+            identity::load_or_create(&s.dir, "", || 0).expect("the identity survives crashes");
+        assert!(!new && me.id == s.id, "server {} came back as {me:?}", s.id);
+        let mut e = Engine::new(me.id, Arc::new(s.dir.clone()), self.rng.next_u64());
+        e.unsafe_ack_before_sync = self.cfg.unsafe_ack_before_sync;
+        e.unsafe_no_pre_vote = self.cfg.unsafe_no_pre_vote;
+        e.unsafe_skip_frame_checksum = self.cfg.unsafe_skip_frame_checksum;
+        e.unsafe_no_registry = self.cfg.unsafe_no_registry;
+        if let Some(c) = self.cfg.chunk_size {
+            e.chunk_size = c;
+        }
+        let voters: Vec<u64> = (1..=n).collect();
+        for &g in groups(&self.cfg) {
+            e.create_group(g, &voters)
+                .expect("one node per group: the old one is gone");
+            s.compacted_at.remove(&g);
+            if s.stores.contains_key(&g) {
+                let cfg = &self.cfg;
+                replica::reopen(s, &mut e, g, |store| stream_of(cfg, g, store));
                 continue;
             }
-            if self.rng.chance(f.crash) {
-                let torn = self.rng.below(64) as usize;
-                s.crash(torn);
-                s.down_for = 1 + self.rng.below(40);
-                self.report.crashes += 1;
-                if damaged < f_max && self.rng.chance(f.bit_flip) {
-                    // In the stream modes, half the flips land in a
-                    // replica's store (repaired by a fetch from the
-                    // leader), the others in the Raft log.
-                    let in_store = !s.stores.is_empty() && self.rng.chance(500);
-                    let dir = match in_store {
-                        true => {
-                            let pick = self.rng.below(s.stores.len() as u64) as usize;
-                            s.stores.values().nth(pick).expect("picked").dir.clone()
-                        }
-                        false => s.dir.clone(),
-                    };
-                    let mut names = log_files(&dir);
-                    if in_store {
-                        names.retain(|n| dir.file_len(n) > 0);
-                    }
-                    if let Some(name) = names.first() {
-                        let len = dir.file_len(name);
-                        if len > 0 {
-                            let at = self.rng.below(len as u64) as usize;
-                            let bit = self.rng.below(8) as u8;
-                            dir.flip_bit(name, at, bit);
-                            s.flipped = true;
-                            self.report.bit_flips += 1;
-                        }
-                    }
+            let data = e.snapshot(g).map(|(_, d)| d).unwrap_or_default();
+            restore_state(&self.cfg, s, g, &data);
+        }
+        s.engine = Some(e);
+        // What the crashed engine had not synced is gone, and so are its
+        // rewrites (the new engine removed their files).
+        s.syncing.clear();
+        s.rewrites.clear();
+        s.rewritten.clear();
+        self.report.trace = mix(self.report.trace, 3000 + s.id);
+    }
+
+    /// Crashes server `i` (tearing its last writes) for a while, and,
+    /// when `may_damage`, maybe flips a bit in its files while it is down.
+    fn crash(&mut self, i: usize, f: &Faults, may_damage: bool) {
+        let s = &mut self.servers[i];
+        let torn = self.rng.below(64) as usize;
+        s.crash(torn);
+        s.down_for = 1 + self.rng.below(40);
+        self.report.crashes += 1;
+        if may_damage && self.rng.chance(f.bit_flip) {
+            // In the stream modes, half the flips land in a replica's
+            // store (repaired by a fetch from the leader), the others in
+            // the Raft log.
+            let in_store = !s.stores.is_empty() && self.rng.chance(500);
+            let dir = match in_store {
+                true => {
+                    let pick = self.rng.below(s.stores.len() as u64) as usize;
+                    s.stores.values().nth(pick).expect("picked").dir.clone()
                 }
-                let id = s.id;
-                self.event(4000 + id);
-            } else if f.store_flip > 0
-                && !s.stores.is_empty()
-                && damaged < f_max
-                && self.rng.chance(f.store_flip)
-            {
-                self.flip_bit_in_store(i);
+                false => s.dir.clone(),
+            };
+            let mut names = log_files(&dir);
+            if in_store {
+                names.retain(|n| dir.file_len(n) > 0);
+            }
+            if let Some(name) = names.first() {
+                let len = dir.file_len(name);
+                if len > 0 {
+                    let at = self.rng.below(len as u64) as usize;
+                    let bit = self.rng.below(8) as u8;
+                    dir.flip_bit(name, at, bit);
+                    s.flipped = true;
+                    self.report.bit_flips += 1;
+                }
             }
         }
+        let id = s.id;
+        self.event(4000 + id);
     }
 
     fn leader_index(&self) -> Option<usize> {
