@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+mod common;
+
 use flotilla_store::{
     FileStore, FileStoreConfig, Filter, MemDir, MemStore, MsgStore, Purge, StoredMsg,
 };
@@ -558,38 +560,27 @@ fn a_flip_anywhere_is_survived_on_reopen() {
     assert_eq!(dir.names().last(), Some(&newest), "in the same segment");
     let all = contents(&s);
     drop(s);
-    let (mut opened, mut flips) = (0, 0);
-    for name in dir.names() {
-        for at in 0..dir.file_len(&name) {
-            flips += 1;
-            let damaged = dir.deep_clone();
-            damaged.flip_bit(&name, at, (at % 8) as u8);
-            let Ok(mut s) = FileStore::open(Arc::new(damaged.clone()), cfg()) else {
-                continue;
-            };
-            opened += 1;
-            let got = contents(&s);
-            for m in &got {
-                assert!(all.contains(m), "{name} at {at}: {} changed", m.seq);
-            }
-            let lost = s.state().lost;
-            let torn_looking = name == newest && at >= last_record_at;
-            for m in all.iter().filter(|_| !torn_looking) {
-                assert!(
-                    got.iter().any(|g| g.seq == m.seq) || lost.contains(&m.seq),
-                    "{name} at {at}: {} neither served nor reported lost",
-                    m.seq
-                );
-            }
-            let mid = s.state().first_seq + 5;
-            s.reset_to(mid)
-                .unwrap_or_else(|e| panic!("{name} at {at}: {e}"));
-            s.purge(&Purge::default()).unwrap();
-            s.store("new", None, b"n", 1).unwrap();
+    let copies = common::flipped_copies(&dir);
+    let mut opened = 0;
+    for (name, at, damaged) in &copies {
+        let Ok(mut s) = FileStore::open(Arc::new(damaged.clone()), cfg()) else {
+            continue;
+        };
+        opened += 1;
+        let got = contents(&s);
+        for m in &got {
+            assert!(all.contains(m), "{name} at {at}: {} changed", m.seq);
         }
+        let lost = s.state().lost;
+        let torn_looking = *name == newest && *at >= last_record_at;
+        for m in all.iter().filter(|_| !torn_looking) {
+            assert!(
+                got.iter().any(|g| g.seq == m.seq) || lost.contains(&m.seq),
+                "{name} at {at}: {} neither served nor reported lost",
+                m.seq
+            );
+        }
+        common::goes_on(&mut s, &format!("{name} at {at}"));
     }
-    assert!(
-        opened * 10 > flips * 9,
-        "{opened} of {flips} damaged stores opened"
-    );
+    common::mostly_opened(opened, copies.len());
 }
