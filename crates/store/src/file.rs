@@ -619,6 +619,18 @@ impl FileStore {
         Ok(())
     }
 
+    /// Ends what the next sync makes durable with a `Synced` record in
+    /// the active segment. Damage to the last record before it then reads
+    /// as damage and is reported (`recover`), where at the very end of the
+    /// newest segment it would read as a write torn by a crash and be
+    /// dropped, its sequence used again.
+    fn end_batch(&mut self) {
+        let before = self.pending.len();
+        record::encode_marker(&mut self.pending, Kind::Synced, self.last_seq, self.last_ts);
+        let added = (self.pending.len() - before) as u64;
+        self.active().len += added;
+    }
+
     /// Writes the buffered bytes of the active segment.
     fn flush(&mut self) -> Result<()> {
         if self.pending.is_empty() {
@@ -1065,6 +1077,8 @@ impl FileStore {
                         Kind::Start => r.seq + 1,
                         // A log index, not a sequence.
                         Kind::Mark => last_seq + 1,
+                        // What came before it in the segment is gone.
+                        Kind::Synced => r.seq.max(last_seq) + 1,
                         // Its Start record was lost. A message's sequence
                         // starts it, but a marker's may be an earlier one
                         // (a compaction, a tombstone): segments never
@@ -1074,6 +1088,14 @@ impl FileStore {
                     Seg::new(id, base)
                 });
                 match r.kind {
+                    Kind::Synced => {
+                        // Sequences up to it were used: any it does not
+                        // account for were lost, and are not used again.
+                        if r.seq >= self.last_seq {
+                            self.last_seq = r.seq;
+                            self.last_ts = r.ts;
+                        }
+                    }
                     Kind::Start => {
                         if lower.is_none() {
                             lower = Some(r.seq + 1);
@@ -1603,6 +1625,7 @@ impl MsgStore for FileStore {
             return None;
         }
         self.dirty = false;
+        self.end_batch();
         if let Err(e) = self.flush() {
             // The handle reports it, so the batch fails as a whole.
             return Some(SyncHandle::new(move || Err(e_into_io(e))));

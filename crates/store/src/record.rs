@@ -38,6 +38,10 @@ pub enum Kind {
     /// The state so far is the state after applying log index `seq` (a
     /// replica's mark, `FileStore::mark`); it holds no sequence.
     Mark = 8,
+    /// Ends a batch of writes made durable together: the stream's last
+    /// sequence was `seq` then. A write torn by a crash is never followed
+    /// by one, so a bad record before it is damage, not a torn write.
+    Synced = 9,
 }
 
 impl Kind {
@@ -51,6 +55,7 @@ impl Kind {
             6 => Kind::Start,
             7 => Kind::DeleteRange,
             8 => Kind::Mark,
+            9 => Kind::Synced,
             _ => return None,
         })
     }
