@@ -12,6 +12,8 @@
 //! - `catchup`: a replica's store brought up to a snapshot's state from
 //!   a peer's store, in checksummed chunks; `fetch`: the replica's side
 //!   of it, and how long a store keeps what it removed for others' fetches.
+//! - `replica`: a stream replica's storage life (apply, snapshot,
+//!   install, fetch, repair), as both cluster drivers run it.
 //! - `stream_sm`: a stream as a state machine over inputs (`Op`s): what
 //!   one server applies in order, and what every replica applies from its
 //!   Raft log.
@@ -20,6 +22,7 @@ pub mod account;
 pub mod catchup;
 pub mod fetch;
 pub mod meta_sm;
+pub mod replica;
 pub mod reply;
 pub mod request;
 pub mod sourcing;

@@ -20,6 +20,7 @@ use bytes::Bytes;
 use jetstream::api::{Storage, StreamConfig};
 use jsservice::fetch::{self, Reopened};
 use jsservice::meta_sm::{Meta, StreamAssignment};
+use jsservice::replica::{self, Home, Start};
 use replication::engine::Engine;
 
 use super::applier::Replicas;
@@ -117,10 +118,6 @@ pub enum Opened {
     },
 }
 
-/// What a replica starts with: its machine, the mark its store was
-/// opened at, and a fetch to begin first (index, state, store).
-pub type Start = (StreamMachine, u64, Option<(u64, Bytes, Box<dyn MsgStore>)>);
-
 impl Opened {
     /// The replica's start; for a fetch, the machine is a placeholder over
     /// an empty store until the fetch is done.
@@ -134,9 +131,8 @@ impl Opened {
                 store,
                 mark,
             } => {
-                let placeholder = replica_store(&config);
-                let machine =
-                    StreamMachine::new(*config, created, placeholder).map_err(|e| e.description)?;
+                let machine = replica::placeholder(*config, created)
+                    .ok_or("its config does not make a stream")?;
                 Ok((machine, mark, Some((index, state, store))))
             }
         }
@@ -258,4 +254,69 @@ pub fn restore_whole(
             .map_err(|e| format!("its store could not be marked ({e})"))?;
     }
     Ok(machine)
+}
+
+/// Where a replica's store lives on this server, as the replica core
+/// opens it (`jsservice::replica`).
+pub struct ServerHome {
+    /// A file stream's store directory; `None` for a memory stream.
+    pub file: Option<ReplicaStore>,
+    meta: Arc<parking_lot::Mutex<Meta>>,
+    name: String,
+    group: u64,
+}
+
+impl ServerHome {
+    pub fn new(
+        file: Option<ReplicaStore>,
+        meta: Arc<parking_lot::Mutex<Meta>>,
+        name: String,
+        group: u64,
+    ) -> ServerHome {
+        ServerHome {
+            file,
+            meta,
+            name,
+            group,
+        }
+    }
+}
+
+impl Home for ServerHome {
+    fn is_file(&self) -> bool {
+        self.file.is_some()
+    }
+
+    fn empty(&self, config: &StreamConfig) -> Result<Box<dyn MsgStore>, String> {
+        match &self.file {
+            Some(file) => file.open_at(0).map_err(|e| e.to_string()),
+            None => Ok(replica_store(config)),
+        }
+    }
+
+    /// With no snapshot, the log replays from the start under the config
+    /// the stream was created with, from its assignment.
+    fn reopen(
+        &self,
+        config: StreamConfig,
+        created: i64,
+        stored: Option<(u64, Bytes)>,
+    ) -> Result<Start, String> {
+        let config = match &stored {
+            Some(_) => config,
+            None => {
+                let meta = self.meta.lock();
+                let assignment = meta
+                    .stream(&self.name)
+                    .filter(|a| a.group == self.group)
+                    .ok_or("its assignment is gone")?;
+                initial_config(assignment)?
+            }
+        };
+        open(self.file.as_ref(), config, created, stored)?.into_start(created)
+    }
+
+    fn restore_whole(&self, index: u64, data: &[u8]) -> Result<StreamMachine, String> {
+        restore_whole(self.file.as_ref(), index, data)
+    }
 }

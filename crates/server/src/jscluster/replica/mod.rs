@@ -26,23 +26,24 @@
 //! thread, so a large read holds up this stream alone.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use jetstream::api::{StreamConfig, E};
 use jetstream::stream::PubAck;
-use jsservice::fetch::Retention;
+use jsservice::replica::{Clock, Event, Replica, Timing};
 use jsservice::reply::{self, Answer, Kind, Success};
 use jsservice::request::{classify, Inbound, Mode, Read, Request, StreamRequest};
 use jsservice::sourcing::Inboxed;
 use jsservice::stream_api::{self, Admitted};
-use jsservice::stream_sm::{replica_store, Entry, Op, Outcome, StreamMachine};
+use jsservice::stream_sm::{Applied, Entry, Op, Outcome, StreamMachine};
 use store::MsgStore;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
-use super::storage::{self, ReplicaStore};
+use super::storage::{ReplicaStore, ServerHome};
 
 use super::JsCluster;
 use crate::bus::Publisher as InternalPublisher;
@@ -72,6 +73,15 @@ const RECONCILE_EVERY: Duration = Duration::from_millis(500);
 const CREATE_ANSWER_WITHIN: Duration = Duration::from_secs(30);
 /// Commands applied before the actor looks at its other work.
 const MAX_BATCH: usize = 1024;
+/// How long a fetch waits, in milliseconds: an ask with no reply goes out
+/// again after 2 s (a lost message, or a leader that changed); a leader
+/// that answered "later" is asked again after 100 ms; a failed fetch
+/// starts again after 1 s.
+const TIMING: Timing = Timing {
+    ask_again: 2_000,
+    wait: 100,
+    retry: 1_000,
+};
 
 mod fetch;
 mod repair;
@@ -100,7 +110,15 @@ pub struct Actor {
     jc: Arc<JsCluster>,
     js: Arc<JetStream>,
     group: u64,
-    machine: StreamMachine,
+    /// The stream machine over its store, and what keeps the store: the
+    /// replica core this task drives (`jsservice::replica`).
+    core: Replica,
+    /// Where `core`'s clock starts.
+    epoch: Instant,
+    /// A file stream's store directory.
+    path: Option<PathBuf>,
+    /// Where the replies to the fetch under way come, if one is.
+    inbox: Option<fetch::Inbox>,
     handle: Arc<StreamHandle>,
     publisher: InternalPublisher,
     /// This server leads the group (and has applied what was committed
@@ -125,23 +143,8 @@ pub struct Actor {
     /// requester, the request as it arrived).
     reads: VecDeque<(u64, Read, String, Inbound)>,
     next_barrier: u64,
-    /// A leader's snapshot did not decode, or the store failed: this
-    /// replica applies and serves nothing more (its group is removed from
-    /// the node; a restart recovers it from its store and log).
-    stopped: bool,
-    /// A file stream's store directory.
-    file: Option<ReplicaStore>,
-    /// How far the store may forget what it removed.
-    retention: Retention,
-    /// Fetching a state snapshot's messages from the leader.
-    fetching: Option<fetch::Fetching>,
     /// The config the meta group assigned, as text and parsed.
     assigned: Option<(String, Box<StreamConfig>)>,
-    /// A snapshot was asked for while none could be taken (fetching):
-    /// taken after the next entry applied.
-    snapshot_owed: bool,
-    /// The fetch under way repairs a store a read found damaged.
-    repairing: bool,
 }
 
 impl Actor {
@@ -160,14 +163,27 @@ impl Actor {
             fetch,
         } = opened;
         let name = machine.stream().config.name.clone();
-        let mut actor = Actor {
+        let path = file.as_ref().map(|f| f.path.clone());
+        let home = ServerHome::new(file, jc.meta.clone(), name.clone(), group);
+        let epoch = Instant::now();
+        let clock = Clock {
+            now: 0,
+            wall: wall_clock(),
+        };
+        // Its events wait for `run`: this runs on the node's thread,
+        // which a hold would call back into.
+        let core = Replica::new((machine, mark, fetch), Box::new(home), TIMING, clock);
+        Actor {
             publisher: js.bus.publisher(),
             push: PushWatch::new(&js),
             sources: SourceLinks::new(&name, true),
             jc,
             js,
             group,
-            machine,
+            core,
+            epoch,
+            path,
+            inbox: None,
             handle,
             leading: false,
             serving: None,
@@ -180,18 +196,8 @@ impl Actor {
             last_reconcile: None,
             reads: VecDeque::new(),
             next_barrier: 0,
-            stopped: false,
-            file,
-            retention: Retention::opened_at(mark),
-            fetching: None,
             assigned: None,
-            snapshot_owed: false,
-            repairing: false,
-        };
-        if let Some((index, state, store)) = fetch {
-            actor.begin_fetch(index, state, store);
         }
-        actor
     }
 
     pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Cmd>) {
@@ -199,6 +205,7 @@ impl Actor {
         let duties = tokio::time::sleep(FOLLOW_EVERY);
         tokio::pin!(duties);
         let interest_changed = self.push.watcher.notify();
+        self.drain();
         loop {
             let due = self.duties_at(last_duties);
             if let Some(at) = due {
@@ -219,8 +226,11 @@ impl Actor {
                 }
                 _ = &mut duties, if due.is_some() => {
                     last_duties = Instant::now();
-                    match self.fetching.is_some() {
-                        true => self.fetch_tick(),
+                    match self.core.is_fetching() {
+                        true => {
+                            self.core.handle_timeout(self.clock());
+                            self.drain();
+                        }
                         false => self.leader_duties(),
                     }
                 }
@@ -238,13 +248,13 @@ impl Actor {
     /// sources) only every RECONCILE_EVERY, so thousands of idle streams
     /// do not wake their tasks twenty times a second. None: no duties.
     fn duties_at(&self, last: Instant) -> Option<Instant> {
-        if self.fetching.is_some() {
+        if self.core.is_fetching() {
             return Some(last + FOLLOW_EVERY);
         }
         if !self.leading {
             return None;
         }
-        let stream = self.machine.stream();
+        let stream = self.core.machine().stream();
         let busy = self.serving.is_none()
             || self.create.is_some()
             || stream.next_deadline().is_some()
@@ -280,13 +290,18 @@ impl Actor {
                 index,
                 data,
                 leader,
-            }) => match &mut self.fetching {
-                Some(f) => f.waiting.push((index, data, leader)),
-                None => self.apply(index, &data, leader),
-            },
-            Cmd::Raft(RaftEvent::Snapshot { index, data }) => self.install(index, data),
-            Cmd::Raft(RaftEvent::TakeSnapshot { index, stored }) if !self.stopped => {
-                self.take_snapshot(index, stored);
+            }) => {
+                self.core
+                    .handle_committed(index, data, leader, self.clock());
+                self.drain();
+            }
+            Cmd::Raft(RaftEvent::Snapshot { index, data }) => {
+                self.core.handle_snapshot(index, data, self.clock());
+                self.drain();
+            }
+            Cmd::Raft(RaftEvent::TakeSnapshot { index, stored }) => {
+                self.core.handle_take_snapshot(index, stored, self.clock());
+                self.drain();
             }
             Cmd::Catchup(m) => self.fetch_message(m),
             Cmd::Raft(RaftEvent::Leading(leading)) => {
@@ -307,12 +322,13 @@ impl Actor {
                     self.submit(Op::UpdateConfig { config }.replied(reply));
                 }
             }
-            Cmd::Raft(RaftEvent::Stop | RaftEvent::TakeSnapshot { .. }) => {}
+            Cmd::Raft(RaftEvent::Stop) => {}
             Cmd::Api(m) => self.request(m),
             Cmd::Answer(a) => self.send(a),
             Cmd::Inbox { routed, msg } => self.inbox(&routed, msg),
             Cmd::Info { consumers, done } => {
-                let _ = done.send(stream::info(self.machine.stream(), consumers, wall_clock()));
+                let stream = self.core.machine().stream();
+                let _ = done.send(stream::info(stream, consumers, wall_clock()));
             }
             // One server's alone.
             Cmd::Publish(_) | Cmd::Request { .. } | Cmd::Update { .. } | Cmd::Delete { .. } => {}
@@ -323,111 +339,126 @@ impl Actor {
     /// tells its consumers' waiting requests, as one server's stream does
     /// when it is deleted.
     fn stop(&mut self) {
-        if let Some(f) = self.fetching.take() {
-            f.close(&self.js);
-        }
+        self.core.stop();
+        self.drain();
         if self.serving.is_some() {
-            let _ = self.machine.stream_mut().delete();
-            for out in self.machine.stream_mut().take_outputs() {
+            let stream = self.core.machine_mut().stream_mut();
+            let _ = stream.delete();
+            for out in stream.take_outputs() {
                 if let jetstream::output::Output::Publish(m) = out {
                     self.publisher.publish_out(&m);
                 }
             }
         }
-        if let Some(file) = &self.file {
-            let _ = self.machine.stream_mut().store_mut().delete_all();
-            if let Err(e) = std::fs::remove_dir_all(&file.path) {
+        if let Some(path) = &self.path {
+            let _ = self
+                .core
+                .machine_mut()
+                .stream_mut()
+                .store_mut()
+                .delete_all();
+            if let Err(e) = std::fs::remove_dir_all(path) {
                 if e.kind() != std::io::ErrorKind::NotFound {
-                    warn!("{}: {e}", file.path.display());
+                    warn!("{}: {e}", path.display());
                 }
             }
         }
     }
 
-    /// Answers the Raft node's ask for a snapshot as of `index`: the store
-    /// is marked there and synced (off this task) before the node hears,
-    /// so the log is compacted only behind a durable store; and what the
-    /// store kept for a restart at the log's previous snapshot (`stored`)
-    /// may go. A memory stream's snapshot carries its messages.
-    fn take_snapshot(&mut self, index: u64, stored: u64) {
-        if self.fetching.is_some() {
-            self.snapshot_owed = true;
-            return;
+    /// The driver's clocks, for the replica core.
+    fn clock(&self) -> Clock {
+        Clock {
+            now: self.epoch.elapsed().as_millis() as u64,
+            wall: wall_clock(),
         }
-        self.snapshot_owed = false;
-        // Every entry up to `index` came before this; a fetch may have
-        // brought the state past it.
-        let at = index.max(self.machine.applied());
-        let now = wall_clock();
-        let Some(file) = &self.file else {
-            let data = self.machine.snapshot(now);
-            self.jc.node.snapshot_taken(self.group, at, data);
+    }
+
+    /// Does what the replica core asks for, in order (its driver
+    /// contract: after every call into it).
+    fn drain(&mut self) {
+        while let Some(event) = self.core.poll_event() {
+            match event {
+                Event::Applied {
+                    leader, applied, ..
+                } => self.applied(leader, *applied),
+                Event::Snapshot { index, data, sync } => self.snapshot_taken(index, data, sync),
+                Event::FetchBegun { index } => self.fetch_begun(index),
+                Event::Ask(ask) => self.send_ask(ask),
+                Event::FetchEnded => self.fetch_ended(),
+                Event::Fetched {
+                    index,
+                    messages,
+                    took,
+                } => info!(
+                    "JetStream cluster stream '$G > {}' caught up to index {index} from the leader: {messages} messages fetched in {:.1?}",
+                    self.handle.name,
+                    Duration::from_millis(took)
+                ),
+                Event::Hold(hold) => {
+                    let group = self.group;
+                    let _ = self.jc.node.call(move |e| e.hold(group, hold));
+                    if !hold {
+                        self.try_serve();
+                    }
+                }
+                Event::StepDown => {
+                    if self.leading {
+                        // Fails only with no member to take over: the
+                        // replica waits for one, as the stream does.
+                        let _ = self.jc.step_down(self.group, None);
+                    }
+                    self.unserve();
+                }
+                Event::Restored { index } => info!(
+                    "JetStream cluster stream '$G > {}' caught up from the leader's snapshot at index {index}",
+                    self.handle.name
+                ),
+                Event::Repaired => self.repaired(),
+                Event::Note(what) => {
+                    warn!("JetStream cluster stream '$G > {}': {what}", self.handle.name)
+                }
+                Event::Halted(why) => self.halted(&why),
+            }
+        }
+        let grew = self.handle.record(self.core.machine_mut().stream_mut());
+        self.js.add_usage(self.handle.storage, grew);
+    }
+
+    /// A snapshot for the node to compact its log behind: once the store
+    /// is synced (off this task), so the log is compacted only behind a
+    /// durable store.
+    fn snapshot_taken(&mut self, index: u64, data: Vec<u8>, sync: Option<store::SyncHandle>) {
+        let (jc, group) = (self.jc.clone(), self.group);
+        let Some(sync) = sync else {
+            jc.node.snapshot_taken(group, index, data);
             return;
         };
-        let store = self.machine.stream_mut().store_mut();
-        if at > self.retention.last_mark() {
-            if let Err(e) = store.mark(at) {
-                return self.halt(&format!("its store could not be marked ({e})"));
-            }
-            self.retention.marked(at);
-        }
-        let data = self.machine.snapshot_state(now);
-        let sync = self.machine.stream_mut().store_mut().sync_handle();
-        let (jc, group) = (self.jc.clone(), self.group);
-        let path = file.path.clone();
-        tokio::task::spawn_blocking(move || match sync.map_or(Ok(()), |s| s.sync()) {
-            Ok(()) => jc.node.snapshot_taken(group, at, data),
+        let path = self.path.clone().unwrap_or_default();
+        tokio::task::spawn_blocking(move || match sync.sync() {
+            Ok(()) => jc.node.snapshot_taken(group, index, data),
             // The log is not compacted: it still holds what the store
             // may have lost, and a restart replays it.
             Err(e) => error!("replica store {}: sync failed: {e}", path.display()),
         });
-        if let Some(to) = self.retention.release(stored, now) {
-            if let Err(e) = self.machine.stream_mut().store_mut().release(to) {
-                self.halt(&format!("its store could not release ({e})"));
-            }
-        }
     }
 
     /// This replica can go on no more: it stops applying and serving, and
     /// its node is removed (its log and store stay for a restart).
-    fn halt(&mut self, why: &str) {
+    fn halted(&mut self, why: &str) {
         error!(
             "JetStream cluster stream '$G > {}': {why}; this replica stops",
             self.handle.name
         );
-        self.stopped = true;
-        if let Some(f) = self.fetching.take() {
-            f.close(&self.js);
-        }
         self.unserve();
         let group = self.group;
         let _ = self.jc.node.call(move |e| e.remove_group(group));
     }
 
-    /// Applies the committed entry at `index`; sends what it answers if
-    /// this server led the group when it was handed out.
-    fn apply(&mut self, index: u64, data: &[u8], leader: bool) {
-        if self.stopped {
-            return;
-        }
-        if index <= self.machine.applied() {
-            // Already in the state (a fetch brought it past this entry).
-            return;
-        }
-        self.machine.stream_mut().store_mut().applying(index);
-        let applied = self.machine.apply(index, data);
-        if let Some(e) = self.machine.stream().store().failed() {
-            // Memory is ahead of the store: going on would diverge from
-            // the other replicas. A restart replays the log over the store
-            // as it was marked.
-            let why = format!("its store failed ({e})");
-            return self.halt(&why);
-        }
-        if self.snapshot_owed {
-            self.take_snapshot(index, 0);
-        }
-        let config_changed = self.machine.stream().config_changed();
-        let grew = self.handle.record(self.machine.stream_mut());
+    /// An entry applied: what it answers is sent if this server led the
+    /// group when it was handed out.
+    fn applied(&mut self, leader: bool, applied: Applied) {
+        let config_changed = self.core.machine().stream().config_changed();
+        let grew = self.handle.record(self.core.machine_mut().stream_mut());
         self.js.add_usage(self.handle.storage, grew);
         if let Outcome::Barrier { peer, token } = applied.outcome {
             if leader && peer == self.jc.me.id {
@@ -437,12 +468,16 @@ impl Actor {
         // Subscriptions first: an update's answer must not reach its
         // requester before the interest in the new subjects reaches the
         // routes (the RS+ and the answer share the route, in order).
-        let changed = self.machine.stream_mut().take_consumers_changed();
+        let changed = self
+            .core
+            .machine_mut()
+            .stream_mut()
+            .take_consumers_changed();
         if self.serving.is_some() {
             if changed {
                 let _ = self
                     .push
-                    .refresh(self.machine.stream(), &mut self.publisher);
+                    .refresh(self.core.machine().stream(), &mut self.publisher);
                 self.reconcile_push(true);
             }
             if config_changed {
@@ -451,71 +486,14 @@ impl Actor {
         }
         if leader && (applied.reply.is_some() || !applied.outputs.is_empty()) {
             let (jc, group) = (&self.jc, self.group);
-            let config = &self.machine.stream().config;
-            let answers = reply::answers(self.machine.stream(), applied, || {
-                Some(jc.cluster_info(group, config))
+            let stream = self.core.machine().stream();
+            let answers = reply::answers(stream, applied, || {
+                Some(jc.cluster_info(group, &stream.config))
             });
             for a in answers {
                 self.send(a);
             }
         }
-    }
-
-    /// A leader's snapshot replaced the log: the state becomes its. A
-    /// state snapshot's messages are fetched from the leader's store into
-    /// this replica's; one that carries them goes into an emptied store.
-    fn install(&mut self, index: u64, data: Bytes) {
-        if self.stopped {
-            return;
-        }
-        if StreamMachine::is_state_snapshot(&data) {
-            let store = match self.fetching.take() {
-                // A newer snapshot while fetching: what was fetched stays.
-                Some(f) => f.close(&self.js),
-                None => self.take_store(),
-            };
-            let store = match store {
-                Some(store) => Ok(store),
-                None => self.empty_store(),
-            };
-            match store {
-                Ok(store) => self.begin_fetch(index, data, store),
-                Err(e) => self.halt(&format!("its store could not be opened ({e})")),
-            }
-            return;
-        }
-        match storage::restore_whole(self.file.as_ref(), index, &data) {
-            Ok(machine) => {
-                self.machine = machine;
-                if self.file.is_some() {
-                    self.retention = Retention::opened_at(0);
-                    self.retention.marked(index);
-                }
-                let grew = self.handle.record(self.machine.stream_mut());
-                self.js.add_usage(self.handle.storage, grew);
-                info!(
-                    "JetStream cluster stream '$G > {}' caught up from the leader's snapshot at index {index}",
-                    self.handle.name
-                );
-            }
-            // Going on from the old state would diverge from the other
-            // replicas: this one stops, neither voting nor serving, and
-            // /healthz reports it.
-            Err(e) => self.halt(&format!("installing the leader's snapshot: {e}")),
-        }
-    }
-
-    /// The store, taken from the machine (a placeholder over an empty
-    /// memory store is left).
-    fn take_store(&mut self) -> Option<Box<dyn MsgStore>> {
-        let stream = self.machine.stream();
-        let (config, created) = (stream.config.clone(), stream.created);
-        let placeholder = replica_store(&StreamConfig {
-            storage: jetstream::api::Storage::Memory,
-            ..config.clone()
-        });
-        let empty = StreamMachine::new(config, created, placeholder).ok()?;
-        Some(std::mem::replace(&mut self.machine, empty).into_store())
     }
 
     fn send(&mut self, a: Answer) {
@@ -525,14 +503,14 @@ impl Actor {
 
     /// Starts serving while this server leads.
     fn try_serve(&mut self) {
-        if !self.leading || self.serving.is_some() || self.stopped || self.fetching.is_some() {
+        if !self.leading || self.serving.is_some() || self.core.current().is_none() {
             return;
         }
         info!(
             "JetStream cluster new stream leader for '$G > {}'",
             self.handle.name
         );
-        let subjects = self.machine.stream().config.subjects.clone();
+        let subjects = self.core.machine().stream().config.subjects.clone();
         let subjects = self.subscribe_subjects(&subjects);
         let mut others = self.subscribe_acks();
         others.extend(self.subscribe_api());
@@ -541,7 +519,7 @@ impl Actor {
         self.push_proposed.clear();
         let _ = self
             .push
-            .refresh(self.machine.stream(), &mut self.publisher);
+            .refresh(self.core.machine().stream(), &mut self.publisher);
         self.reconcile_push(true);
         self.leader_duties();
     }
@@ -571,7 +549,8 @@ impl Actor {
     /// publish to them never meets a moment without interest).
     fn follow_subjects(&mut self) {
         let wanted: BTreeSet<String> = self
-            .machine
+            .core
+            .machine()
             .stream()
             .config
             .subjects
@@ -693,7 +672,8 @@ impl Actor {
             }
         }
         let due = self
-            .machine
+            .core
+            .machine()
             .stream()
             .next_deadline()
             .is_some_and(|d| d <= wall_clock());
@@ -703,7 +683,7 @@ impl Actor {
         }
         let requests = self
             .sources
-            .follow(&self.js, &self.handle, self.machine.stream());
+            .follow(&self.js, &self.handle, self.core.machine().stream());
         for m in requests {
             self.publisher.publish_out(&m);
         }
@@ -718,7 +698,7 @@ impl Actor {
     }
 
     fn answer_create(&mut self, reply: &str) {
-        let stream = self.machine.stream();
+        let stream = self.core.machine().stream();
         let mut info = stream.info(wall_clock(), false, "");
         info.cluster = Some(self.jc.cluster_info(self.group, &stream.config));
         self.send(reply::created(reply, info));
@@ -746,7 +726,7 @@ impl Actor {
         let Some((config, want)) = &self.assigned else {
             return;
         };
-        if self.machine.stream().config != **want {
+        if self.core.machine().stream().config != **want {
             let config = config.clone();
             info!(
                 "JetStream cluster stream '$G > {}': applying its new config",
@@ -765,7 +745,8 @@ impl Actor {
         let interest = self.push.interest(&mut self.publisher);
         for (consumer, active) in interest {
             let on = self
-                .machine
+                .core
+                .machine()
                 .stream()
                 .consumer(&consumer)
                 .is_some_and(|c| c.push_active());
@@ -851,7 +832,7 @@ impl Actor {
                 // A consumer lives in its stream's group: its leader is
                 // the stream's.
                 let missing =
-                    consumer.is_some_and(|c| self.machine.stream().consumer(&c).is_none());
+                    consumer.is_some_and(|c| self.core.machine().stream().consumer(&c).is_none());
                 let r = match missing {
                     true => Err(E::CONSUMER_NOT_FOUND.err()),
                     false => self.jc.step_down(self.group, preferred.as_deref()),
@@ -877,10 +858,10 @@ impl Actor {
     fn read(&mut self, read: Read, to: &str) {
         let cluster = self
             .jc
-            .cluster_info(self.group, &self.machine.stream().config);
+            .cluster_info(self.group, &self.core.machine().stream().config);
         let server = self.js.bus.server_name().to_string();
         let answers = stream::read(
-            self.machine.stream(),
+            self.core.machine().stream(),
             read,
             to,
             wall_clock(),
@@ -902,7 +883,7 @@ impl Actor {
         if once && self.proposed.contains(to) {
             return;
         }
-        let op = match stream_api::admit(self.machine.stream(), Some(to), op) {
+        let op = match stream_api::admit(self.core.machine().stream(), Some(to), op) {
             Admitted::Answer(a) => return self.send(a),
             Admitted::Nothing => return,
             Admitted::Input(op) => op,

@@ -1,0 +1,592 @@
+//! One server's replica of a replicated stream, as far as its storage
+//! goes, sans IO: applying committed entries, snapshots for compaction,
+//! installing a leader's snapshot, fetching the messages a state snapshot
+//! names from the leader's store ([`crate::fetch`]), and repairing a store
+//! a read found damaged. The cluster driver (`server::jscluster::replica`)
+//! and the simulator both run this; each turns its events into IO.
+//!
+//! # The driver contract
+//!
+//! Every `handle_*` method may queue [`Event`]s; the driver drains them
+//! with [`Replica::poll_event`] after each call, in order, before it
+//! calls anything else. Time comes in as a [`Clock`], the driver's.
+//!
+//! - [`Replica::handle_committed`]: every entry the Raft node hands out,
+//!   in log order, with whether this server led the group then.
+//! - [`Replica::handle_snapshot`]: a leader's snapshot the node installed.
+//! - [`Replica::handle_take_snapshot`]: the node asks for a snapshot to
+//!   compact its log behind. [`Event::Snapshot`] answers it (maybe later:
+//!   a replica that is fetching owes it until its next applied entry).
+//! - [`Replica::handle_reply`]: a reply to this replica's fetch.
+//! - [`Replica::handle_timeout`]: once [`Replica::poll_timeout`] is due.
+//! - [`Replica::damage`], after every call that read the store: `Some`
+//!   means the driver holds the node from leading, reads the log after its
+//!   snapshot, and calls [`Replica::repair`] with it.
+//! - [`Replica::answer`]: the leader's side of another replica's fetch.
+//!
+//! Once [`Event::Halted`] is out, the replica takes nothing more.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use jetstream::api::{Storage, StreamConfig};
+use store::{MsgStore, SyncHandle};
+
+use crate::catchup::{Ask, CatchupError, Reply};
+use crate::fetch::{self, Fetch, Progress, Retention};
+use crate::stream_sm::{replica_store, Applied, StreamMachine};
+
+/// What a replica starts with: its machine, the mark its store was opened
+/// at, and a fetch to begin first (index, state, store). For a fetch the
+/// machine is a placeholder until it is done.
+pub type Start = (StreamMachine, u64, Option<(u64, Bytes, Box<dyn MsgStore>)>);
+
+/// Where a replica's store lives, and how it is opened: the driver's
+/// files, or the simulator's memory directories.
+pub trait Home: Send {
+    /// The store is a file store (marked at snapshots, synced before the
+    /// log is compacted); a memory store's snapshot carries its messages.
+    fn is_file(&self) -> bool;
+
+    /// An empty store for a stream under `config`.
+    fn empty(&self, config: &StreamConfig) -> Result<Box<dyn MsgStore>, String>;
+
+    /// The replica as a restart opens it, from the log's snapshot
+    /// `stored` (none: new, under the stream's first config). `config`
+    /// and `created` are the stream's as this replica last had them.
+    fn reopen(
+        &self,
+        config: StreamConfig,
+        created: i64,
+        stored: Option<(u64, Bytes)>,
+    ) -> Result<Start, String>;
+
+    /// A snapshot that carries its messages, restored into an emptied
+    /// store (a file store marked at `index`).
+    fn restore_whole(&self, index: u64, data: &[u8]) -> Result<StreamMachine, String>;
+}
+
+/// The driver's two clocks at a call.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    /// Monotonic milliseconds: when asks are due.
+    pub now: u64,
+    /// Unix nanoseconds: what snapshots and stores record.
+    pub wall: i64,
+}
+
+/// How long the fetch waits, in milliseconds of [`Clock::now`].
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// An ask with no reply in this long goes out again.
+    pub ask_again: u64,
+    /// A leader that answered "later" is asked again after this long.
+    pub wait: u64,
+    /// After a failed fetch, the next one starts this much later.
+    pub retry: u64,
+}
+
+/// The log after its snapshot, as the driver read it for a repair.
+pub struct LogTail {
+    /// The log's snapshot, if it has one with data.
+    pub snapshot: Option<(u64, Bytes)>,
+    /// The last index the log holds.
+    pub reaches: u64,
+    /// Its entries after the snapshot, in order.
+    pub entries: Vec<(u64, Bytes)>,
+}
+
+/// What the driver does next.
+pub enum Event {
+    /// The entry at `index` (`entry`) was applied; answer it if
+    /// `leader` (this server led the group when it was handed out).
+    Applied {
+        index: u64,
+        leader: bool,
+        entry: Bytes,
+        applied: Box<Applied>,
+    },
+    /// Run `sync`, then tell the node its snapshot at `index` is `data`.
+    /// A sync that fails leaves the log as it was.
+    Snapshot {
+        index: u64,
+        data: Vec<u8>,
+        sync: Option<SyncHandle>,
+    },
+    /// A fetch to `index` began: replies come to a new inbox.
+    FetchBegun { index: u64 },
+    /// Send this to the group's leader, replies to the fetch's inbox.
+    Ask(Ask),
+    /// The fetch ended; its inbox goes.
+    FetchEnded,
+    /// The fetch to `index` is done: `messages` fetched in `took`.
+    Fetched {
+        index: u64,
+        messages: u64,
+        took: u64,
+    },
+    /// Hold the node from leading (`true`), or let it lead again.
+    Hold(bool),
+    /// This replica cannot serve: stop serving, and hand the group's
+    /// leadership on if this server leads it.
+    StepDown,
+    /// A leader's snapshot that carries its messages was restored.
+    Restored { index: u64 },
+    /// A repair is done.
+    Repaired,
+    /// Worth a line in the log.
+    Note(String),
+    /// This replica can go on no more: it stops applying and serving;
+    /// the node's group is removed (its log and store stay for a restart).
+    Halted(String),
+}
+
+/// A fetch under way.
+struct Fetching {
+    fetch: Fetch,
+    /// Entries committed after the snapshot, waiting in log order:
+    /// (index, data, whether this server led then).
+    waiting: Vec<(u64, Bytes, bool)>,
+    /// When to send the outstanding ask (again), or start over.
+    ask_at: Option<u64>,
+    started: u64,
+}
+
+pub struct Replica {
+    machine: StreamMachine,
+    home: Box<dyn Home>,
+    /// How far the store may forget what it removed.
+    retention: Retention,
+    fetching: Option<Fetching>,
+    /// A snapshot was asked for while fetching: taken after the next
+    /// entry applied.
+    snapshot_owed: bool,
+    /// The fetch under way repairs a damaged store.
+    repairing: bool,
+    stopped: bool,
+    timing: Timing,
+    events: VecDeque<Event>,
+}
+
+impl Replica {
+    /// A replica as `home` opened it (`start`), at `now`.
+    pub fn new(start: Start, home: Box<dyn Home>, timing: Timing, t: Clock) -> Replica {
+        let (machine, mark, fetch) = start;
+        let mut replica = Replica {
+            machine,
+            home,
+            retention: Retention::opened_at(mark),
+            fetching: None,
+            snapshot_owed: false,
+            repairing: false,
+            stopped: false,
+            timing,
+            events: VecDeque::new(),
+        };
+        if let Some((index, state, store)) = fetch {
+            replica.begin_fetch(index, state, store, t);
+        }
+        replica
+    }
+
+    /// The next thing for the driver to do.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`Replica::handle_timeout`] is next due.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.fetching.as_ref().and_then(|f| f.ask_at)
+    }
+
+    /// The stream machine: a placeholder while fetching.
+    pub fn machine(&self) -> &StreamMachine {
+        &self.machine
+    }
+
+    pub fn machine_mut(&mut self) -> &mut StreamMachine {
+        &mut self.machine
+    }
+
+    /// The machine, unless the replica is fetching or stopped.
+    pub fn current(&self) -> Option<&StreamMachine> {
+        (self.fetching.is_none() && !self.stopped).then_some(&self.machine)
+    }
+
+    pub fn home(&self) -> &dyn Home {
+        self.home.as_ref()
+    }
+
+    pub fn is_fetching(&self) -> bool {
+        self.fetching.is_some()
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// The entry at `index` committed.
+    pub fn handle_committed(&mut self, index: u64, data: Bytes, leader: bool, t: Clock) {
+        match &mut self.fetching {
+            Some(f) => f.waiting.push((index, data, leader)),
+            None => self.apply(index, data, leader, t),
+        }
+    }
+
+    fn apply(&mut self, index: u64, entry: Bytes, leader: bool, t: Clock) {
+        if self.stopped || index <= self.machine.applied() {
+            // Already in the state (a fetch brought it past this entry).
+            return;
+        }
+        self.machine.stream_mut().store_mut().applying(index);
+        let applied = self.machine.apply(index, &entry);
+        debug_assert_eq!(self.machine.applied(), index, "applied in log order");
+        if let Some(e) = self.machine.stream().store().failed() {
+            // Memory is ahead of the store: going on would diverge from
+            // the other replicas. A restart replays the log over the store
+            // as it was marked.
+            let why = format!("its store failed ({e})");
+            return self.halt(why);
+        }
+        self.events.push_back(Event::Applied {
+            index,
+            leader,
+            entry,
+            applied: Box::new(applied),
+        });
+        if self.snapshot_owed {
+            self.handle_take_snapshot(index, 0, t);
+        }
+    }
+
+    /// The node asks for a snapshot as of `index` (the log's own is at
+    /// `stored`); not while fetching: owed until the next entry applied
+    /// after that. A file store is marked there and synced before the node
+    /// hears ([`Event::Snapshot`]), so the log is compacted only behind a
+    /// durable store; and what the store kept for a restart at `stored`
+    /// may go. A memory store's snapshot carries its messages.
+    pub fn handle_take_snapshot(&mut self, index: u64, stored: u64, t: Clock) {
+        if self.stopped {
+            return;
+        }
+        if self.fetching.is_some() {
+            self.snapshot_owed = true;
+            return;
+        }
+        self.snapshot_owed = false;
+        // Every entry up to `index` came before this; a fetch may have
+        // brought the state past it.
+        let at = index.max(self.machine.applied());
+        if !self.home.is_file() {
+            let data = self.machine.snapshot(t.wall);
+            self.events.push_back(Event::Snapshot {
+                index: at,
+                data,
+                sync: None,
+            });
+            return;
+        }
+        let store = self.machine.stream_mut().store_mut();
+        if at > self.retention.last_mark() {
+            if let Err(e) = store.mark(at) {
+                return self.halt(format!("its store could not be marked ({e})"));
+            }
+            self.retention.marked(at);
+        }
+        let data = self.machine.snapshot_state(t.wall);
+        let sync = self.machine.stream_mut().store_mut().sync_handle();
+        self.events.push_back(Event::Snapshot {
+            index: at,
+            data,
+            sync,
+        });
+        if let Some(to) = self.retention.release(stored, t.wall) {
+            if let Err(e) = self.machine.stream_mut().store_mut().release(to) {
+                self.halt(format!("its store could not release ({e})"));
+            }
+        }
+    }
+
+    /// A leader's snapshot replaced the log: the state becomes its. A
+    /// state snapshot's messages are fetched from the leader's store into
+    /// this replica's (what it has is kept where it fits); one that
+    /// carries them goes into an emptied store.
+    pub fn handle_snapshot(&mut self, index: u64, data: Bytes, t: Clock) {
+        if self.stopped {
+            return;
+        }
+        if StreamMachine::is_state_snapshot(&data) {
+            let store = match self.end_fetch() {
+                // A newer snapshot while fetching: what was fetched stays.
+                Some(f) => f.fetch.into_store(),
+                None => self.take_store(),
+            };
+            let store = match store {
+                Some(store) => Ok(store),
+                None => self.home.empty(&self.machine.stream().config),
+            };
+            match store {
+                Ok(store) => self.begin_fetch(index, data, store, t),
+                Err(e) => self.halt(format!("its store could not be opened ({e})")),
+            }
+            return;
+        }
+        match self.home.restore_whole(index, &data) {
+            Ok(machine) => {
+                self.machine = machine;
+                if self.home.is_file() {
+                    self.retention = Retention::opened_at(0);
+                    self.retention.marked(index);
+                }
+                self.events.push_back(Event::Restored { index });
+            }
+            // Going on from the old state would diverge from the other
+            // replicas.
+            Err(e) => self.halt(format!("installing the leader's snapshot: {e}")),
+        }
+    }
+
+    /// The leader's side of another replica's fetch: from the store as of
+    /// the fetch's index if it still keeps it, or this replica's own state
+    /// to fetch instead; "later" while this one fetches or its store fails
+    /// a read.
+    pub fn answer(&mut self, ask: Ask, t: Clock, limit: u64) -> Reply {
+        if self.fetching.is_some() || self.stopped {
+            return Reply::Later;
+        }
+        fetch::answer(&self.machine, &mut self.retention, ask, t.wall, limit).unwrap_or_else(|e| {
+            self.events
+                .push_back(Event::Note(format!("serving a fetch: {e}")));
+            Reply::Later
+        })
+    }
+
+    /// A reply to this replica's fetch. One that does not decode (damaged
+    /// on the way) has the ask sent again at once.
+    pub fn handle_reply(&mut self, bytes: &[u8], t: Clock) {
+        if self.stopped {
+            return;
+        }
+        let Some(f) = &mut self.fetching else { return };
+        let progress = match Reply::decode(bytes) {
+            Ok(reply) => f.fetch.reply(reply),
+            Err(e) => {
+                self.events.push_back(Event::Note(format!(
+                    "a fetch reply does not decode ({e}); asking again"
+                )));
+                f.ask_at = Some(t.now);
+                return self.handle_timeout(t);
+            }
+        };
+        match progress {
+            Ok(None) => {}
+            Ok(Some(p)) => self.fetch_progress(Ok(p), t),
+            Err(e) => self.fetch_progress(Err(e), t),
+        }
+    }
+
+    /// Sends the outstanding ask again if its reply is overdue, or starts
+    /// a failed fetch again. A replica that still leads is asked to step
+    /// down again: it cannot fetch from itself.
+    pub fn handle_timeout(&mut self, t: Clock) {
+        let Some(f) = &self.fetching else { return };
+        if f.ask_at.is_none_or(|at| t.now < at) {
+            return;
+        }
+        self.events.push_back(Event::StepDown);
+        match f.fetch.asked() {
+            Some(ask) => self.send_ask(ask, t),
+            None => self.restart_fetch(t),
+        }
+    }
+
+    /// What a read found damaged in the store, if a repair is due: not
+    /// while fetching (a fetch's store is checked whole when it is done).
+    pub fn damage(&self) -> Option<String> {
+        if self.stopped || self.fetching.is_some() {
+            return None;
+        }
+        self.machine.stream().store().damage()
+    }
+
+    /// Repairs a store a read found damaged, as a restart would: the
+    /// store opened again at the log's snapshot, what that lacks fetched
+    /// from the leader, and the log's entries since applied again over it,
+    /// unanswered. `log` is what the driver read after holding the node
+    /// from leading (`None`: nothing could be read). The state the damaged
+    /// store produced is dropped whole.
+    pub fn repair(&mut self, log: Option<LogTail>, t: Clock) {
+        let applied = self.machine.applied();
+        let Some(log) = log.filter(|l| l.reaches >= applied) else {
+            return self
+                .halt("its store is damaged and its log no longer holds what it applied".into());
+        };
+        self.events.push_back(Event::StepDown);
+        if let Err(e) = self.reopen(log.snapshot, t) {
+            return self.halt(format!("its damaged store could not be opened again ({e})"));
+        }
+        for (index, data) in log.entries.into_iter().filter(|(i, _)| *i <= applied) {
+            // Answered when they were first applied.
+            self.handle_committed(index, data, false, t);
+        }
+        match self.fetching.is_some() {
+            // Counted repaired once fetched.
+            true => self.repairing = true,
+            false => {
+                debug_assert!(
+                    self.machine.applied() >= applied,
+                    "a repaired replica is where it was"
+                );
+                // Nothing was lost since the log's snapshot: done already.
+                self.events.push_back(Event::Hold(false));
+                self.events.push_back(Event::Repaired);
+            }
+        }
+    }
+
+    /// The stream is gone from this server: a fetch under way ends. The
+    /// driver removes the store.
+    pub fn stop(&mut self) {
+        self.end_fetch();
+        self.stopped = true;
+    }
+
+    /// Drops the store and opens it again as a restart does, at the log's
+    /// snapshot `stored`; a store that lacks the snapshot's messages
+    /// starts a fetch.
+    fn reopen(&mut self, stored: Option<(u64, Bytes)>, t: Clock) -> Result<(), String> {
+        let config = self.machine.stream().config.clone();
+        let created = self.machine.stream().created;
+        // Another store must not open the directory while this one holds
+        // it.
+        drop(self.take_store());
+        let (machine, mark, fetch) = self.home.reopen(config, created, stored)?;
+        self.machine = machine;
+        self.retention = Retention::opened_at(mark);
+        if let Some((index, state, store)) = fetch {
+            self.begin_fetch(index, state, store, t);
+        }
+        Ok(())
+    }
+
+    /// The store, taken from the machine (a placeholder over an empty
+    /// memory store is left).
+    fn take_store(&mut self) -> Option<Box<dyn MsgStore>> {
+        let stream = self.machine.stream();
+        let (config, created) = (stream.config.clone(), stream.created);
+        let empty = placeholder(config, created)?;
+        Some(std::mem::replace(&mut self.machine, empty).into_store())
+    }
+
+    /// Starts fetching what `state` (a state snapshot as of `index`) holds
+    /// into `store`; the node is held from leading meanwhile.
+    fn begin_fetch(&mut self, index: u64, state: Bytes, store: Box<dyn MsgStore>, t: Clock) {
+        debug_assert!(self.fetching.is_none(), "one fetch at a time");
+        let fetch = match Fetch::new(index, state.to_vec(), store) {
+            Ok(f) => f,
+            Err(e) => return self.halt(format!("its snapshot at {index} does not decode ({e})")),
+        };
+        self.events.push_back(Event::Hold(true));
+        self.events.push_back(Event::FetchBegun { index });
+        self.fetching = Some(Fetching {
+            fetch,
+            waiting: Vec::new(),
+            ask_at: None,
+            started: t.now,
+        });
+        self.restart_fetch(t);
+    }
+
+    fn end_fetch(&mut self) -> Option<Fetching> {
+        let f = self.fetching.take()?;
+        self.events.push_back(Event::FetchEnded);
+        Some(f)
+    }
+
+    /// Runs the fetch from its first step (again, after a failure).
+    fn restart_fetch(&mut self, t: Clock) {
+        let Some(f) = &mut self.fetching else { return };
+        let progress = f.fetch.begin();
+        self.fetch_progress(progress, t);
+    }
+
+    fn fetch_progress(&mut self, progress: Result<Progress, CatchupError>, t: Clock) {
+        let Some(f) = &mut self.fetching else { return };
+        match progress {
+            Ok(Progress::Ask(ask)) => self.send_ask(ask, t),
+            Ok(Progress::Wait(_)) => f.ask_at = Some(t.now + self.timing.wait),
+            Ok(Progress::Caught(machine)) => self.fetched(*machine, t),
+            Err(CatchupError::Diverged(why)) => {
+                self.events.push_back(Event::Note(format!(
+                    "its store is not a prefix of the snapshot ({why}); emptied and fetched whole"
+                )));
+                match self.home.empty(&self.machine.stream().config) {
+                    Ok(store) => {
+                        f.fetch.replace_store(store);
+                        self.restart_fetch(t);
+                    }
+                    Err(e) => self.halt(format!("its store could not be emptied ({e})")),
+                }
+            }
+            Err(e) if f.fetch.has_store() => {
+                f.ask_at = Some(t.now + self.timing.retry);
+                self.events.push_back(Event::Note(format!(
+                    "fetch from the leader failed ({e}); starting again"
+                )));
+            }
+            Err(e) => self.halt(format!("its store was lost in a fetch ({e})")),
+        }
+    }
+
+    fn send_ask(&mut self, ask: Ask, t: Clock) {
+        let Some(f) = &mut self.fetching else { return };
+        f.ask_at = Some(t.now + self.timing.ask_again);
+        self.events.push_back(Event::Ask(ask));
+    }
+
+    /// The store holds the snapshot's messages: the machine over it
+    /// replaces the placeholder, the waiting entries are applied, and the
+    /// node may lead again.
+    fn fetched(&mut self, machine: StreamMachine, t: Clock) {
+        let f = self.end_fetch().expect("fetching");
+        let index = f.fetch.index();
+        self.events.push_back(Event::Fetched {
+            index,
+            messages: f.fetch.fetched,
+            took: t.now.saturating_sub(f.started),
+        });
+        self.retention = Retention::opened_at(0);
+        self.retention.marked(index);
+        self.machine = machine;
+        // The snapshot's index may be past the last entry the machine
+        // saw (Raft's own entries are not the stream's).
+        debug_assert!(self.machine.applied() <= index, "caught up to the snapshot");
+        for (index, data, leader) in f.waiting {
+            self.apply(index, data, leader, t);
+        }
+        if self.stopped {
+            return;
+        }
+        self.events.push_back(Event::Hold(false));
+        if std::mem::take(&mut self.repairing) {
+            self.events.push_back(Event::Repaired);
+        }
+    }
+
+    /// This replica can go on no more (see [`Event::Halted`]).
+    fn halt(&mut self, why: String) {
+        self.end_fetch();
+        self.stopped = true;
+        self.events.push_back(Event::Halted(why));
+    }
+}
+
+/// A machine over an empty memory store, standing in while the real
+/// store is fetched or reopened.
+pub fn placeholder(config: StreamConfig, created: i64) -> Option<StreamMachine> {
+    let store = replica_store(&StreamConfig {
+        storage: Storage::Memory,
+        ..config.clone()
+    });
+    StreamMachine::new(config, created, store).ok()
+}
