@@ -260,8 +260,9 @@ impl Replica {
     }
 
     /// The node asks for a snapshot as of `index` (the log's own is at
-    /// `stored`); not while fetching: owed until the next entry applied
-    /// after that. A file store is marked there and synced before the node
+    /// `stored`); not while fetching, nor while the store has damage a
+    /// read found: owed until the next entry applied after that. A file
+    /// store is marked there and synced before the node
     /// hears ([`Event::Snapshot`]), so the log is compacted only behind a
     /// durable store; and what the store kept for a restart at `stored`
     /// may go. A memory store's snapshot carries its messages.
@@ -269,7 +270,11 @@ impl Replica {
         if self.stopped {
             return;
         }
-        if self.fetching.is_some() {
+        // Nor of a state a damaged store produced (a read failed while it
+        // was applied): a repair opens the store again at the log's
+        // snapshot, which must predate the damage. Owed until then.
+        let damaged = self.machine.stream().store().damage().is_some();
+        if self.fetching.is_some() || damaged {
             self.snapshot_owed = true;
             return;
         }
@@ -589,4 +594,114 @@ pub fn placeholder(config: StreamConfig, created: i64) -> Option<StreamMachine> 
         ..config.clone()
     });
     StreamMachine::new(config, created, store).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream_sm::{Entry, Op};
+    use std::sync::Arc;
+    use store::{FileStore, FileStoreConfig, MemDir};
+
+    const TIMING: Timing = Timing {
+        ask_again: 50,
+        wait: 30,
+        retry: 30,
+    };
+
+    fn config() -> StreamConfig {
+        let mut cfg = StreamConfig {
+            name: "S".into(),
+            subjects: vec!["s.>".into()],
+            storage: Storage::File,
+            ..Default::default()
+        };
+        jetstream::stream::config::check(&mut cfg, false, false).unwrap();
+        cfg
+    }
+
+    /// A home over a memory directory that only makes empty stores.
+    struct Empty(MemDir);
+
+    impl Home for Empty {
+        fn is_file(&self) -> bool {
+            true
+        }
+
+        fn empty(&self, _: &StreamConfig) -> Result<Box<dyn MsgStore>, String> {
+            let cfg = FileStoreConfig { segment_size: 4096 };
+            let store = FileStore::open_at(Arc::new(self.0.clone()), cfg, 0);
+            Ok(Box::new(store.map_err(|e| e.to_string())?))
+        }
+
+        fn reopen(
+            &self,
+            _: StreamConfig,
+            _: i64,
+            _: Option<(u64, Bytes)>,
+        ) -> Result<Start, String> {
+            Err("not in this test".into())
+        }
+
+        fn restore_whole(&self, _: u64, _: &[u8]) -> Result<StreamMachine, String> {
+            Err("not in this test".into())
+        }
+    }
+
+    fn publish(ts: i64) -> Bytes {
+        let op = Op::Publish {
+            subject: "s.a".into(),
+            headers: None,
+            payload: Bytes::from(vec![b'x'; 100]),
+        };
+        Bytes::from(Entry { ts, op }.encode())
+    }
+
+    fn snapshots(r: &mut Replica) -> Vec<(u64, Option<SyncHandle>)> {
+        let mut out = Vec::new();
+        while let Some(event) = r.poll_event() {
+            if let Event::Snapshot { index, sync, .. } = event {
+                out.push((index, sync));
+            }
+        }
+        out
+    }
+
+    /// A repair opens the store again at the log's snapshot, so no
+    /// snapshot is taken of a state a damaged store produced: it is owed
+    /// until the store is whole, and taken after the next entry then.
+    #[test]
+    fn a_state_a_damaged_store_produced_is_not_snapshotted() {
+        let dir = MemDir::new();
+        let home = Empty(dir.clone());
+        let machine = StreamMachine::new(config(), 0, home.empty(&config()).unwrap()).unwrap();
+        let t = Clock { now: 0, wall: 1 };
+        let mut r = Replica::new((machine, 0, None), Box::new(home), TIMING, t);
+        for index in 1..=5 {
+            r.handle_committed(index, publish(index as i64), false, t);
+        }
+        r.handle_take_snapshot(5, 0, t);
+        let taken = snapshots(&mut r);
+        assert_eq!(taken.len(), 1);
+        for (_, sync) in taken {
+            sync.expect("written").sync().unwrap();
+        }
+        // A bit in the first message's payload, after the segment's Start
+        // record and the message's header, prefix and subject.
+        let segment = dir
+            .names()
+            .into_iter()
+            .find(|n| n.ends_with(".blk"))
+            .unwrap();
+        dir.flip_bit(&segment, 25 + 25 + 6 + 3 + 10, 0);
+        assert!(
+            r.machine().stream().store().get(1).is_err(),
+            "the read fails"
+        );
+        assert!(r.damage().is_some());
+
+        r.handle_take_snapshot(5, 0, t);
+        r.handle_committed(6, publish(6), false, t);
+        assert!(snapshots(&mut r).is_empty(), "owed while damaged");
+    }
 }
