@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use jsservice::meta_sm::{Meta, MetaOp};
-use jsservice::stream_sm::{Entry as StreamEntry, Op, Outcome, StreamMachine};
+use jsservice::stream_sm::{Applied, Entry as StreamEntry, Op, Outcome, StreamMachine};
 use replication::engine::{log_name, Engine, EngineError, Output};
 use replication::log::LogStore;
 use replication::outbox::Outbox;
@@ -255,10 +255,6 @@ struct Server {
     down_for: u64,
     /// Its log took a bit flip while it was down.
     flipped: bool,
-    /// The replicated work-queue stream, rebuilt from the log on restart.
-    wq: Option<StreamMachine>,
-    /// In sourced mode, the stream sourcing it.
-    agg: Option<StreamMachine>,
     /// The replicated meta state, rebuilt from the log on restart.
     meta: Meta,
     /// The stream replicas' stores, by group (`replica`).
@@ -276,6 +272,21 @@ struct Server {
 }
 
 impl Server {
+    /// The replicated work-queue stream (the publish-ids stream), unless
+    /// it is fetching; rebuilt from the log on restart.
+    fn wq(&self) -> Option<&StreamMachine> {
+        self.stores
+            .get(&GROUP)
+            .and_then(replica::ReplicaStore::current)
+    }
+
+    /// In sourced mode, the stream sourcing it.
+    fn agg(&self) -> Option<&StreamMachine> {
+        self.stores
+            .get(&SOURCING_GROUP)
+            .and_then(replica::ReplicaStore::current)
+    }
+
     /// Power loss: the engine stops, and every file of the server (its
     /// logs and its replicas' stores) goes back to what was synced, with
     /// `torn` bytes of the unsynced tail kept.
@@ -298,38 +309,6 @@ impl Server {
             }
             Err(_) => false,
         }
-    }
-}
-
-/// What a poll hands a server besides frames and entries: installed
-/// snapshots replace its state, wanted ones are taken, and sync handles
-/// queue for its sync thread.
-fn absorb(cfg: &Config, s: &mut Server, out: &mut Output, now: i64) {
-    for c in &out.snapshots {
-        if s.stores.contains_key(&c.group) && !c.data.is_empty() {
-            // A stream's snapshot is its state: the messages are fetched.
-            let mut e = s.engine.take().expect("up");
-            replica::install(s, &mut e, c.group, c.index, c.data.clone());
-            s.engine = Some(e);
-        } else {
-            // The leader's snapshot replaces this replica's state.
-            restore_state(cfg, s, c.group, &c.data);
-        }
-    }
-    for &g in &out.snapshot_wanted {
-        if s.stores.contains_key(&g) {
-            if let Some((index, data)) = replica::snapshot(s, g, now) {
-                s.compact(g, index, data);
-            }
-            continue;
-        }
-        let (index, data) = state_snapshot(s, g);
-        let e = s.engine.as_mut().expect("up");
-        let at = index.unwrap_or_else(|| e.applied(g).unwrap_or(0));
-        s.compact(g, at, data);
-    }
-    if let Some(epoch) = out.epoch {
-        s.syncing.push((epoch, std::mem::take(&mut out.sync)));
     }
 }
 
@@ -480,20 +459,12 @@ impl Sim {
                 let stores: BTreeMap<u64, replica::ReplicaStore> = stream_groups(&cfg)
                     .map(|g| (g, replica::ReplicaStore::new()))
                     .collect();
-                let wq = stores
-                    .get(&GROUP)
-                    .and_then(|rs| replicated_stream(&cfg, rs.empty()));
-                let agg = stores
-                    .get(&SOURCING_GROUP)
-                    .and_then(|rs| sourcing_stream(&cfg, rs.empty()));
                 Server {
                     id,
                     dir,
                     engine: Some(e),
                     down_for: 0,
                     flipped: false,
-                    wq,
-                    agg,
                     meta: Meta::new(),
                     stores,
                     compacted_at: BTreeMap::new(),
@@ -503,7 +474,7 @@ impl Sim {
                 }
             })
             .collect();
-        Sim {
+        let mut sim = Sim {
             cfg,
             rng,
             servers,
@@ -526,7 +497,54 @@ impl Sim {
             settling: false,
             agg_leaders: BTreeMap::new(),
             report: Report::default(),
+        };
+        for i in 0..sim.servers.len() {
+            for g in stream_groups(&sim.cfg) {
+                sim.open_replica(i, g, None).expect("a new replica opens");
+            }
         }
+        sim
+    }
+
+    /// What a poll hands server `i` besides frames and entries:
+    /// installed snapshots replace its state, wanted ones are taken, and
+    /// sync handles queue for its sync thread.
+    fn absorb(&mut self, i: usize, out: &mut Output) -> Result<(), Violation> {
+        for c in &out.snapshots {
+            if !self.servers[i].stores.contains_key(&c.group) {
+                restore_state(&self.cfg, &mut self.servers[i], c.group, &c.data);
+                continue;
+            }
+            self.servers[i].compacted_at.remove(&c.group);
+            match c.data.is_empty() {
+                // A new group's bootstrap: a new replica.
+                true => self.open_replica(i, c.group, None)?,
+                // A stream's snapshot is its state: the messages are
+                // fetched.
+                false => {
+                    let (index, data) = (c.index, c.data.clone());
+                    self.with_replica(i, c.group, |r, clock| {
+                        r.handle_snapshot(index, data, clock)
+                    })?;
+                }
+            }
+        }
+        for &g in &out.snapshot_wanted {
+            if self.servers[i].stores.contains_key(&g) {
+                self.snapshot_replica(i, g)?;
+                continue;
+            }
+            let s = &mut self.servers[i];
+            let (index, data) = state_snapshot(s, g);
+            let e = s.engine.as_mut().expect("up");
+            let at = index.unwrap_or_else(|| e.applied(g).unwrap_or(0));
+            s.compact(g, at, data);
+        }
+        if let Some(epoch) = out.epoch {
+            let s = &mut self.servers[i];
+            s.syncing.push((epoch, std::mem::take(&mut out.sync)));
+        }
+        Ok(())
     }
 
     fn violation(&self, what: String) -> Violation {
@@ -677,7 +695,7 @@ impl Sim {
         } else {
             Faults::none()
         };
-        self.process_faults(&f);
+        self.process_faults(&f)?;
         self.client();
         for i in 0..self.servers.len() {
             if let Some(e) = self.servers[i].engine.as_mut() {
@@ -701,7 +719,7 @@ impl Sim {
 
     /// This step's faults: partitions, then each server's restart, crash
     /// or flip, in server order.
-    fn process_faults(&mut self, f: &Faults) {
+    fn process_faults(&mut self, f: &Faults) -> Result<(), Violation> {
         self.partition_faults(f);
         // Storage faults stay within what Raft can survive: at most a
         // minority of replicas damaged at once (as TigerBeetle's simulator
@@ -716,7 +734,7 @@ impl Sim {
             }
             if s.engine.is_none() {
                 match s.down_for {
-                    0 => self.restart(i),
+                    0 => self.restart(i)?,
                     _ => s.down_for -= 1,
                 }
                 continue;
@@ -731,6 +749,7 @@ impl Sim {
                 self.flip_bit_in_store(i);
             }
         }
+        Ok(())
     }
 
     /// Maybe cuts a server off (both ways) or one link (one way), and
@@ -769,16 +788,14 @@ impl Sim {
             .filter(|s| {
                 s.flipped
                     || s.engine.as_ref().is_some_and(|e| is_damaged(&self.cfg, e))
-                    || s.stores
-                        .values()
-                        .any(|rs| rs.fetching.is_some() || rs.flipped)
+                    || s.stores.values().any(|rs| rs.is_fetching() || rs.flipped)
             })
             .count()
     }
 
     /// Brings crashed server `i` back: a new engine over its files, its
     /// groups created again, its replicas reopened from their stores.
-    fn restart(&mut self, i: usize) {
+    fn restart(&mut self, i: usize) -> Result<(), Violation> {
         let n = self.servers.len() as u64;
         let s = &mut self.servers[i];
         // The id comes back from the store, never anew.
@@ -799,13 +816,16 @@ impl Sim {
                 .expect("one node per group: the old one is gone");
             s.compacted_at.remove(&g);
             if s.stores.contains_key(&g) {
-                let cfg = &self.cfg;
-                replica::reopen(s, &mut e, g, |store| stream_of(cfg, g, store));
                 continue;
             }
             let data = e.snapshot(g).map(|(_, d)| d).unwrap_or_default();
             restore_state(&self.cfg, s, g, &data);
         }
+        let stored: Vec<(u64, Option<(u64, Bytes)>)> = s
+            .stores
+            .keys()
+            .map(|&g| (g, e.snapshot(g).filter(|(_, d)| !d.is_empty())))
+            .collect();
         s.engine = Some(e);
         // What the crashed engine had not synced is gone, and so are its
         // rewrites (the new engine removed their files).
@@ -813,6 +833,10 @@ impl Sim {
         s.rewrites.clear();
         s.rewritten.clear();
         self.report.trace = mix(self.report.trace, 3000 + s.id);
+        for (g, stored) in stored {
+            self.open_replica(i, g, stored)?;
+        }
+        Ok(())
     }
 
     /// Crashes server `i` (tearing its last writes) for a while, and,
@@ -941,7 +965,7 @@ impl Sim {
         // that lost its place may never commit), ask again now and then.
         let has_consumer = self
             .leader_index()
-            .and_then(|li| self.servers[li].wq.as_ref())
+            .and_then(|li| self.servers[li].wq())
             .is_some_and(|w| w.stream().consumer("C").is_some());
         if !has_consumer {
             if !self.step.is_multiple_of(10) {
@@ -1007,8 +1031,12 @@ impl Sim {
                         body: Bytes::from_static(b"+ACK"),
                     },
                 };
-                if let Some(wq) = self.servers[li].wq.as_mut() {
-                    wq.apply_unreplicated(e);
+                let rs = self.servers[li].stores.get_mut(&GROUP);
+                let current = rs
+                    .and_then(|rs| rs.replica.as_mut())
+                    .filter(|r| r.current().is_some());
+                if let Some(replica) = current {
+                    replica.machine_mut().apply_unreplicated(e);
                     if let Some(seq) = ack_stream_seq(&subject) {
                         self.wq_consumed.insert(seq, 0);
                     }
@@ -1036,42 +1064,46 @@ impl Sim {
         }
     }
 
-    /// Applies a committed entry of stream group `g` on server `i`, or
-    /// queues it while the replica fetches a snapshot's messages.
+    /// Hands a committed entry of stream group `g` to server `i`'s
+    /// replica, which applies it (or keeps it while it fetches a
+    /// snapshot's messages).
     fn apply_stream(
         &mut self,
         i: usize,
         g: u64,
         leader: bool,
         index: u64,
-        data: &[u8],
+        data: &Bytes,
     ) -> Result<(), Violation> {
-        let rs = self.servers[i].stores.get_mut(&g);
-        if let Some(fetching) = rs.and_then(|rs| rs.fetching.as_mut()) {
-            fetching.waiting.push((index, Bytes::copy_from_slice(data)));
-            return Ok(());
-        }
+        self.with_replica(i, g, |r, clock| {
+            r.handle_committed(index, data.clone(), leader, clock)
+        })
+    }
+
+    /// What a stream replica applied, as the client and the checkers see
+    /// it.
+    pub(crate) fn stream_applied(
+        &mut self,
+        i: usize,
+        g: u64,
+        leader: bool,
+        index: u64,
+        data: &[u8],
+        applied: Applied,
+    ) -> Result<(), Violation> {
         match g == SOURCING_GROUP {
             true => {
-                self.agg_apply(i, leader, index, data);
+                self.agg_applied(leader, data, applied);
                 Ok(())
             }
-            false => self.wq_apply(i, leader, index, data),
+            false => self.wq_applied(i, leader, index, data, applied),
         }
     }
 
-    /// Applies a committed entry to server `i`'s sourcing stream. Once
-    /// its leader has stored a delivered message (or had it already), the
-    /// work-queue message is acked: never before the copy is committed.
-    fn agg_apply(&mut self, i: usize, leader: bool, index: u64, data: &[u8]) {
-        let Some(agg) = self.servers[i].agg.as_mut() else {
-            return;
-        };
-        if index <= agg.applied() {
-            return;
-        }
-        agg.stream_mut().store_mut().applying(index);
-        let applied = agg.apply(index, data);
+    /// An entry applied to a sourcing stream. Once its leader has stored
+    /// a delivered message (or had it already), the work-queue message is
+    /// acked: never before the copy is committed.
+    fn agg_applied(&mut self, leader: bool, data: &[u8], applied: Applied) {
         if !leader || !matches!(applied.outcome, Outcome::Sourced(Ok(_))) {
             return;
         }
@@ -1118,21 +1150,14 @@ impl Sim {
 
     /// Applies a committed entry to server `i`'s stream; the leader's
     /// outputs are what the client sees.
-    fn wq_apply(
+    fn wq_applied(
         &mut self,
         i: usize,
         leader: bool,
         index: u64,
         data: &[u8],
+        applied: Applied,
     ) -> Result<(), Violation> {
-        let Some(wq) = self.servers[i].wq.as_mut() else {
-            return Ok(());
-        };
-        if index <= wq.applied() {
-            return Ok(());
-        }
-        wq.stream_mut().store_mut().applying(index);
-        let applied = wq.apply(index, data);
         if !leader {
             return Ok(());
         }
@@ -1175,7 +1200,10 @@ impl Sim {
                 }
             }
         }
-        let leader_applied = self.servers[i].wq.as_ref().map_or(0, |w| w.applied());
+        // What the leader has applied: this entry, whatever follows it
+        // in a batch the replica applied at once.
+        let leader_applied = index;
+        let id = self.servers[i].id;
         for o in applied.outputs {
             if let jetstream::output::Output::Publish(m) = o {
                 if let Some(reply) = m.reply.clone().filter(|r| r.starts_with("$JS.ACK.")) {
@@ -1188,8 +1216,7 @@ impl Sim {
                             .is_some_and(|&at| at <= leader_applied)
                         {
                             return Err(self.violation(format!(
-                                "acked message {seq} delivered again by leader {}",
-                                self.servers[i].id
+                                "acked message {seq} delivered again by leader {id}"
                             )));
                         }
                     }
@@ -1229,7 +1256,7 @@ impl Sim {
     /// the stream it reads must hold no message whose ack committed at or
     /// before the read index.
     fn serve_reads(&mut self, i: usize) -> Result<(), Violation> {
-        let Some(wq) = self.servers[i].wq.as_ref() else {
+        let Some(wq) = self.servers[i].wq() else {
             return Ok(());
         };
         let applied = wq.applied();
@@ -1265,7 +1292,7 @@ impl Sim {
         let Some(li) = self.leader_index() else {
             return Ok(());
         };
-        let Some(wq) = self.servers[li].wq.as_ref() else {
+        let Some(wq) = self.servers[li].wq() else {
             return Ok(());
         };
         let applied = wq.applied();
@@ -1346,8 +1373,7 @@ impl Sim {
             };
             let id = e.id();
             let mut out = e.poll();
-            let now = self.now();
-            absorb(&self.cfg, &mut self.servers[i], &mut out, now);
+            self.absorb(i, &mut out)?;
             let mut outputs = vec![out];
             // A crash can land between the write and its sync.
             if !self.servers[i].syncing.is_empty() && self.rng.chance(f.crash / 2) {
@@ -1373,7 +1399,7 @@ impl Sim {
                 let e = self.servers[i].engine.as_mut().expect("still up");
                 outputs.push(e.synced(last));
                 let mut more = e.poll();
-                absorb(&self.cfg, &mut self.servers[i], &mut more, now);
+                self.absorb(i, &mut more)?;
                 outputs.push(more);
             }
             self.rewrite_some(i)?;
@@ -1405,20 +1431,19 @@ impl Sim {
             // Stream and meta state is snapshotted now and then and the
             // log compacted behind it, as a server bounds its logs.
             if self.cfg.work_queue || self.cfg.publish_ids || self.cfg.meta {
-                let now = self.now();
                 for &g in groups(&self.cfg) {
                     let s = &mut self.servers[i];
                     let index = state_snapshot_index(s, g);
                     let since = index.saturating_sub(s.compacted_at.get(&g).copied().unwrap_or(0));
-                    if since >= COMPACT_EVERY {
-                        let taken = match s.stores.contains_key(&g) {
-                            true => replica::snapshot(s, g, now),
-                            false => {
-                                let (index, data) = state_snapshot(s, g);
-                                index.map(|index| (index, data))
-                            }
-                        };
-                        let Some((index, data)) = taken else { continue };
+                    if since < COMPACT_EVERY {
+                        continue;
+                    }
+                    if s.stores.contains_key(&g) {
+                        // Compacted when the replica's snapshot comes.
+                        self.snapshot_replica(i, g)?;
+                        continue;
+                    }
+                    if let (Some(index), data) = state_snapshot(s, g) {
                         if s.compact(g, index, data) {
                             s.compacted_at.insert(g, index);
                             self.report.compactions += 1;
@@ -1641,7 +1666,7 @@ impl Sim {
             self.check_group_converged(g)?;
         }
         for s in &self.servers {
-            if let Some(g) = s.stores.iter().find(|(_, rs)| rs.fetching.is_some()) {
+            if let Some(g) = s.stores.iter().find(|(_, rs)| rs.is_fetching()) {
                 return Err(self.violation(format!(
                     "server {} still fetching group {}'s messages after the faults stopped",
                     s.id, g.0
@@ -1802,7 +1827,7 @@ impl Sim {
     /// its PubAck named, on every replica.
     fn check_pubacks(&self) -> Result<(), Violation> {
         for s in &self.servers {
-            let Some(st) = s.wq.as_ref() else { continue };
+            let Some(st) = s.wq() else { continue };
             let store = st.stream().store();
             let mut count: BTreeMap<String, u64> = BTreeMap::new();
             for seq in live_seqs(st) {
@@ -1841,7 +1866,7 @@ impl Sim {
     fn check_sourced_converged(&self) -> Result<(), Violation> {
         let mut first: Option<(u64, Vec<(u64, u64)>)> = None;
         for s in &self.servers {
-            let (Some(wq), Some(agg)) = (s.wq.as_ref(), s.agg.as_ref()) else {
+            let (Some(wq), Some(agg)) = (s.wq(), s.agg()) else {
                 continue;
             };
             let left = live_seqs(wq);
@@ -1907,7 +1932,7 @@ impl Sim {
     fn check_wq_converged(&self) -> Result<(), Violation> {
         let mut first: Option<(u64, Vec<u64>)> = None;
         for s in &self.servers {
-            let Some(wq) = s.wq.as_ref() else { continue };
+            let Some(wq) = s.wq() else { continue };
             let seqs = live_seqs(wq);
             if let Some(seq) = seqs.iter().find(|q| self.wq_consumed.contains_key(q)) {
                 return Err(self.violation(format!(
@@ -1958,10 +1983,9 @@ fn is_damaged(cfg: &Config, e: &Engine) -> bool {
 /// The applied index of a server's replicated state of `group` (0 in
 /// value mode).
 fn state_snapshot_index(s: &Server, group: u64) -> u64 {
-    let stream = if group == SOURCING_GROUP {
-        &s.agg
-    } else {
-        &s.wq
+    let stream = match group == SOURCING_GROUP {
+        true => s.agg(),
+        false => s.wq(),
     };
     match stream {
         Some(w) => w.applied(),
@@ -1981,15 +2005,12 @@ fn state_snapshot(s: &Server, group: u64) -> (Option<u64>, Vec<u8>) {
 }
 
 /// Replaces a server's replicated state of `group` with a snapshot's
-/// (empty data: the state a new group starts with). A stream's snapshot
-/// is installed by `replica::install`.
+/// (empty data: the state a new group starts with). Streams' replicas
+/// take theirs (`Sim::absorb`).
 fn restore_state(cfg: &Config, s: &mut Server, group: u64, data: &[u8]) {
+    debug_assert!(!s.stores.contains_key(&group), "replicas take their own");
     s.compacted_at.remove(&group);
-    if let Some(rs) = s.stores.get(&group) {
-        debug_assert!(data.is_empty(), "stream snapshots go to replica::install");
-        let store = rs.empty();
-        *replica::machine(s, group) = stream_of(cfg, group, store);
-    } else if cfg.meta {
+    if cfg.meta {
         s.meta = if data.is_empty() {
             Meta::new()
         } else {

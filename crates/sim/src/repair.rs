@@ -1,13 +1,14 @@
 //! Bits flipped under running stream replicas, and the repair that
-//! follows, as the server's replica task does it
-//! (`server::jscluster::replica::repair`): a replica whose store a read
-//! found damaged (`MsgStore::damage`) is held from leading, hands its
-//! leadership on, opens its store again at its log's snapshot, fetches
-//! what that lacks from the leader (`replica`), and applies its log's
-//! entries since the snapshot again, unanswered.
+//! follows, as the server's replica task drives it
+//! (`server::jscluster::replica::repair`; the replica core decides how,
+//! `jsservice::replica`): a replica whose store a read found damaged
+//! (`MsgStore::damage`) is held from leading, hands its leadership on,
+//! opens its store again at its log's snapshot, fetches what that lacks
+//! from the leader, and applies its log's entries since the snapshot
+//! again, unanswered.
 
-use crate::replica::{machine, reopen};
-use crate::{stream_of, Sim, Violation};
+use crate::{Sim, Violation};
+use jsservice::replica::LogTail;
 use replication::engine::Engine;
 use replication::rng::Rng;
 
@@ -22,11 +23,11 @@ impl Sim {
         }
         let pick = self.rng.below(s.stores.len() as u64) as usize;
         let group = *s.stores.keys().nth(pick).expect("picked");
-        if machine(s, group).is_none() {
+        let rs = s.stores.get_mut(&group).expect("picked");
+        if rs.current().is_none() {
             // Fetching: the fetch checks its store whole when done.
             return;
         }
-        let rs = s.stores.get_mut(&group).expect("picked");
         let newest = rs
             .dir
             .names()
@@ -49,10 +50,9 @@ impl Sim {
     pub(crate) fn damage_found(&self) -> bool {
         self.servers.iter().any(|s| {
             s.engine.is_some()
-                && [&s.wq, &s.agg]
-                    .into_iter()
-                    .flatten()
-                    .any(|m| m.stream().store().damage().is_some())
+                && s.stores
+                    .values()
+                    .any(|rs| rs.replica.as_ref().is_some_and(|r| r.damage().is_some()))
         })
     }
 
@@ -64,7 +64,7 @@ impl Sim {
             let fetching = self
                 .servers
                 .iter()
-                .any(|s| s.stores.values().any(|rs| rs.fetching.is_some()));
+                .any(|s| s.stores.values().any(|rs| rs.is_fetching()));
             if !fetching {
                 break;
             }
@@ -91,57 +91,29 @@ impl Sim {
     }
 
     fn repair_one(&mut self, i: usize, group: u64) -> Result<(), Violation> {
-        let n = self.servers.len() as u64;
         let s = &mut self.servers[i];
-        let damaged = machine(s, group)
-            .as_ref()
-            .is_some_and(|m| m.stream().store().damage().is_some());
-        if !damaged {
-            return Ok(());
-        }
-        let Some(mut engine) = s.engine.take() else {
+        let rs = s.stores.get_mut(&group).expect("a store per stream group");
+        let damaged = rs.replica.as_ref().is_some_and(|r| r.damage().is_some());
+        let Some(engine) = s.engine.as_mut().filter(|_| damaged) else {
             return Ok(());
         };
-        let applied = machine(s, group).as_ref().expect("damaged").applied();
         engine.hold(group, true).expect("the group is here");
         // The log goes on after its snapshot, an empty one too: a new
         // group's bootstrap, its membership at index 1.
-        let after = engine.snapshot(group).map_or(0, |(index, _)| index);
+        let snapshot = engine.snapshot(group);
+        let after = snapshot.as_ref().map_or(0, |(index, _)| *index);
         let log = engine
             .handed_out_after(group, after)
-            .filter(|(reaches, _)| *reaches >= applied);
-        let Some((_, entries)) = log else {
-            s.engine = Some(engine);
-            let id = s.id;
-            return Err(self.violation(format!(
-                "server {id}: group {group}'s store is damaged and its log no longer holds what it applied ({applied})"
-            )));
-        };
-        step_down(&mut engine, group, s.id, n, &mut self.rng);
-        *machine(s, group) = None;
-        let cfg = &self.cfg;
-        reopen(s, &mut engine, group, |store| stream_of(cfg, group, store));
-        s.engine = Some(engine);
+            .map(|(reaches, entries)| LogTail {
+                snapshot: snapshot.filter(|(_, d)| !d.is_empty()),
+                reaches,
+                entries,
+            });
+        rs.flipped = false;
         self.report.store_repairs += 1;
         let id = s.id;
         self.event(4700 + id * 100 + group);
-        for (index, data) in entries.into_iter().filter(|(index, _)| *index <= applied) {
-            // A fetch keeps them until it is done (`apply_stream`).
-            self.apply_stream(i, group, false, index, &data)?;
-        }
-        let s = &mut self.servers[i];
-        let fetching = s.stores.get(&group).is_some_and(|rs| rs.fetching.is_some());
-        if !fetching {
-            debug_assert!(
-                machine(s, group)
-                    .as_ref()
-                    .is_some_and(|m| m.applied() >= applied),
-                "a repaired replica is where it was"
-            );
-            let engine = s.engine.as_mut().expect("running");
-            engine.hold(group, false).expect("the group is here");
-        }
-        Ok(())
+        self.with_replica(i, group, |r, clock| r.repair(log, clock))
     }
 }
 

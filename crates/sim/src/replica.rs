@@ -1,205 +1,267 @@
-//! A server's stream replicas, kept as the cluster driver keeps them
-//! (`server::jscluster::replica`): each in a file store on a directory
-//! of its own that crashes with its server, marked and synced at every
-//! snapshot, whose snapshots carry the stream's state and not its
-//! messages. A replica that installs a leader's snapshot, or comes back
-//! to a store that does not hold its log's snapshot, fetches the messages
-//! from the leader's store (`jsservice::fetch`), one small chunk per
-//! step, through the same faults as frames: asks and replies are dropped,
-//! and replies corrupted, lose only time.
+//! A server's stream replicas, run by the replica core the cluster driver
+//! runs (`jsservice::replica`), each over a file store on a directory of
+//! its own that crashes with its server. This module is the simulator's
+//! driver of that core: it turns the core's events into engine calls and
+//! into fetches from the leader's store, one ask per replica per step,
+//! through the same faults as frames (asks and replies are dropped, and
+//! replies corrupted, which loses only time).
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use jsservice::catchup::{CatchupError, Reply};
-use jsservice::fetch::{self, Fetch, Progress, Reopened, Retention};
+use jetstream::api::StreamConfig;
+use jsservice::catchup::Ask;
+use jsservice::fetch::{self, Reopened};
+use jsservice::replica::{self, Clock, Event, Home, Replica, Start, Timing};
 use jsservice::stream_sm::StreamMachine;
-use replication::engine::Engine;
 use store::{FileStore, FileStoreConfig, MemDir, MsgStore};
 
-use crate::{Faults, Server, Sim, Violation, SOURCING_GROUP};
+use crate::{stream_of, Config, Faults, Sim, Violation};
 
 /// Small segments, so that removals empty and reclaim whole segments.
 const SEGMENTS: FileStoreConfig = FileStoreConfig { segment_size: 4096 };
 /// Bytes of messages a fetch's chunk carries: small, so a fetch takes
 /// many steps and faults land in the middle of it.
 const CHUNK: u64 = 200;
-/// Steps before an ask without a reply goes out again.
-const ASK_AGAIN: u64 = 5;
+/// Milliseconds a step stands for ([`Sim::clock`]).
+pub(crate) const STEP_MS: u64 = 10;
+/// A fetch's waits, in steps: an ask without a reply goes out again after
+/// five; "later", or a failed fetch, is tried again after three.
+const TIMING: Timing = Timing {
+    ask_again: 5 * STEP_MS,
+    wait: 3 * STEP_MS,
+    retry: 3 * STEP_MS,
+};
 
 /// One stream replica's store and what goes with it.
 pub(crate) struct ReplicaStore {
     pub dir: MemDir,
-    pub retention: Retention,
-    pub fetching: Option<Fetching>,
+    /// The replica, as its server last ran it (a crashed server's stays
+    /// until the restart reopens it).
+    pub replica: Option<Replica>,
+    /// Asks sent and not yet carried: carried at the next fetch round.
+    asks: Vec<Ask>,
     /// A bit was flipped under the running replica, and it has not been
     /// repaired or reopened since: counted among the damaged servers.
     pub flipped: bool,
-}
-
-/// A fetch under way.
-pub(crate) struct Fetching {
-    fetch: Fetch,
-    /// Entries committed after the snapshot, in log order.
-    pub waiting: Vec<(u64, Bytes)>,
-    /// The step at which to send the outstanding ask (or begin again).
-    ask_at: u64,
 }
 
 impl ReplicaStore {
     pub fn new() -> ReplicaStore {
         ReplicaStore {
             dir: MemDir::new(),
-            retention: Retention::opened_at(0),
-            fetching: None,
+            replica: None,
+            asks: Vec::new(),
             flipped: false,
         }
     }
 
-    /// The store emptied: what a new replica starts from.
-    pub fn empty(&self) -> Box<dyn MsgStore> {
+    /// The machine, unless the replica is fetching (or there is none).
+    pub fn current(&self) -> Option<&StreamMachine> {
+        self.replica.as_ref().and_then(Replica::current)
+    }
+
+    pub fn is_fetching(&self) -> bool {
+        self.replica.as_ref().is_some_and(Replica::is_fetching)
+    }
+}
+
+/// Where the simulator keeps a replica's store: a memory directory that
+/// crashes with its server.
+struct SimHome {
+    dir: MemDir,
+    cfg: Config,
+    group: u64,
+}
+
+impl SimHome {
+    fn empty_store(&self) -> Result<Box<dyn MsgStore>, String> {
         let dir = Arc::new(self.dir.clone());
-        Box::new(FileStore::open_at(dir, SEGMENTS, 0).expect("an empty store opens"))
+        let store = FileStore::open_at(dir, SEGMENTS, 0).map_err(|e| e.to_string())?;
+        Ok(Box::new(store))
     }
 }
 
-/// The machine slot of `group` on a server.
-pub(crate) fn machine(s: &mut Server, group: u64) -> &mut Option<StreamMachine> {
-    match group == SOURCING_GROUP {
-        true => &mut s.agg,
-        false => &mut s.wq,
+impl Home for SimHome {
+    fn is_file(&self) -> bool {
+        true
     }
-}
 
-/// After a restart: the replica of `group` from its log's snapshot and
-/// its store, or a fetch of what the store lacks (the node held
-/// meanwhile). `fresh` makes a new replica's machine over a store.
-pub(crate) fn reopen(
-    s: &mut Server,
-    engine: &mut Engine,
-    group: u64,
-    fresh: impl FnOnce(Box<dyn MsgStore>) -> Option<StreamMachine>,
-) {
-    let rs = s.stores.get_mut(&group).expect("a store per stream group");
-    rs.fetching = None;
-    rs.flipped = false;
-    let stored = engine.snapshot(group).filter(|(_, d)| !d.is_empty());
-    let Some((index, state)) = stored else {
-        rs.retention = Retention::opened_at(0);
-        let store = rs.empty();
-        *machine(s, group) = fresh(store);
-        return;
-    };
-    let dir = Arc::new(rs.dir.clone());
-    match fetch::reopen(dir, SEGMENTS, index, &state).expect("stores this simulator made reopen") {
-        Reopened::Ready { machine: m, mark } => {
-            rs.retention = Retention::opened_at(mark);
-            *machine(s, group) = Some(*m);
-        }
-        Reopened::Fetch { store, mark, .. } => {
-            rs.retention = Retention::opened_at(mark);
-            begin(s, engine, group, index, state, store);
+    fn empty(&self, _config: &StreamConfig) -> Result<Box<dyn MsgStore>, String> {
+        self.empty_store()
+    }
+
+    fn reopen(
+        &self,
+        _config: StreamConfig,
+        _created: i64,
+        stored: Option<(u64, Bytes)>,
+    ) -> Result<Start, String> {
+        let Some((index, state)) = stored else {
+            let machine = stream_of(&self.cfg, self.group, self.empty_store()?)
+                .ok_or("not a stream group")?;
+            return Ok((machine, 0, None));
+        };
+        let dir = Arc::new(self.dir.clone());
+        match fetch::reopen(dir, SEGMENTS, index, &state)? {
+            Reopened::Ready { machine, mark } => Ok((*machine, mark, None)),
+            Reopened::Fetch { store, mark, .. } => {
+                let (config, _) =
+                    StreamMachine::snapshot_summary(&state).map_err(|e| e.to_string())?;
+                let created = 0;
+                let machine =
+                    replica::placeholder(config, created).ok_or("a placeholder machine")?;
+                Ok((machine, mark, Some((index, state, store))))
+            }
         }
     }
-}
 
-/// A leader's snapshot installed on a server: its messages are fetched
-/// into the replica's store (what it has is kept where it fits).
-pub(crate) fn install(s: &mut Server, engine: &mut Engine, group: u64, index: u64, state: Bytes) {
-    let rs = s.stores.get_mut(&group).expect("a store per stream group");
-    let store = match rs.fetching.take() {
-        Some(f) => f.fetch.into_store(),
-        None => machine(s, group).take().map(StreamMachine::into_store),
-    };
-    let rs = s.stores.get_mut(&group).expect("a store per stream group");
-    let store = store.unwrap_or_else(|| rs.empty());
-    begin(s, engine, group, index, state, store);
-}
-
-fn begin(
-    s: &mut Server,
-    engine: &mut Engine,
-    group: u64,
-    index: u64,
-    state: Bytes,
-    store: Box<dyn MsgStore>,
-) {
-    let fetch =
-        Fetch::new(index, state.to_vec(), store).expect("snapshots this simulator made decode");
-    engine.hold(group, true).expect("the group is here");
-    *machine(s, group) = None;
-    let rs = s.stores.get_mut(&group).expect("a store per stream group");
-    rs.fetching = Some(Fetching {
-        fetch,
-        waiting: Vec::new(),
-        ask_at: 0,
-    });
-}
-
-/// A stream replica's snapshot for compaction: the store marked at the
-/// applied index and synced first, then what it kept for the log's
-/// previous snapshot released. `None` while fetching.
-pub(crate) fn snapshot(s: &mut Server, group: u64, now: i64) -> Option<(u64, Vec<u8>)> {
-    let stored = s
-        .engine
-        .as_ref()
-        .and_then(|e| e.snapshot_index(group))
-        .unwrap_or(0);
-    let rs = s.stores.get_mut(&group).expect("a store per stream group");
-    if rs.fetching.is_some() {
-        return None;
+    fn restore_whole(&self, index: u64, data: &[u8]) -> Result<StreamMachine, String> {
+        let mut emptied = Some(self.empty_store()?);
+        let mut machine = StreamMachine::restore(data, |_| emptied.take().expect("once"))
+            .map_err(|e| e.to_string())?;
+        machine
+            .stream_mut()
+            .store_mut()
+            .mark(index)
+            .map_err(|e| e.to_string())?;
+        Ok(machine)
     }
-    let retention = &mut rs.retention;
-    let m = match group == SOURCING_GROUP {
-        true => s.agg.as_mut(),
-        false => s.wq.as_mut(),
-    }?;
-    let index = m.applied();
-    let store = m.stream_mut().store_mut();
-    if index > retention.last_mark() {
-        store.mark(index).expect("memory dirs do not fail");
-        retention.marked(index);
-    }
-    if let Some(sync) = store.sync_handle() {
-        sync.sync().expect("memory dirs sync");
-    }
-    if let Some(to) = retention.release(stored, now) {
-        store.release(to).expect("memory dirs do not fail");
-    }
-    Some((index, m.snapshot_state(now)))
 }
 
 impl Sim {
-    /// Moves every fetch one ask and reply along, if its ask is due and
-    /// the leader is reachable.
+    /// The clocks the replicas see: [`STEP_MS`] a step.
+    pub(crate) fn clock(&self) -> Clock {
+        Clock {
+            now: self.step * STEP_MS,
+            wall: self.now(),
+        }
+    }
+
+    /// The replica of `group` on server `i`, as a (re)start opens it from
+    /// its log's snapshot (`stored`) and its store; then its events.
+    pub(crate) fn open_replica(
+        &mut self,
+        i: usize,
+        group: u64,
+        stored: Option<(u64, Bytes)>,
+    ) -> Result<(), Violation> {
+        let clock = self.clock();
+        let rs = self.servers[i]
+            .stores
+            .get_mut(&group)
+            .expect("a store per stream group");
+        // The crashed replica's store goes before another opens the
+        // directory.
+        rs.replica = None;
+        rs.asks.clear();
+        rs.flipped = false;
+        let home = SimHome {
+            dir: rs.dir.clone(),
+            cfg: self.cfg.clone(),
+            group,
+        };
+        let (config, created) = (StreamConfig::default(), 0);
+        let start = home
+            .reopen(config, created, stored)
+            .expect("stores this simulator made reopen");
+        rs.replica = Some(Replica::new(start, Box::new(home), TIMING, clock));
+        self.drain(i, group)
+    }
+
+    /// Runs `f` on the replica of `group` on server `i`, if it has one,
+    /// then does what the replica asks (its driver contract).
+    pub(crate) fn with_replica(
+        &mut self,
+        i: usize,
+        group: u64,
+        f: impl FnOnce(&mut Replica, Clock),
+    ) -> Result<(), Violation> {
+        let clock = self.clock();
+        let rs = self.servers[i].stores.get_mut(&group);
+        let Some(replica) = rs.and_then(|rs| rs.replica.as_mut()) else {
+            return Ok(());
+        };
+        f(replica, clock);
+        self.drain(i, group)
+    }
+
+    /// Does what the replica of `group` on server `i` asks, in order.
+    fn drain(&mut self, i: usize, group: u64) -> Result<(), Violation> {
+        let id = self.servers[i].id;
+        loop {
+            let rs = self.servers[i].stores.get_mut(&group).expect("a store");
+            let Some(event) = rs.replica.as_mut().and_then(Replica::poll_event) else {
+                return Ok(());
+            };
+            match event {
+                Event::Applied {
+                    index,
+                    leader,
+                    entry,
+                    applied,
+                } => self.stream_applied(i, group, leader, index, &entry, *applied)?,
+                Event::Snapshot { index, data, sync } => {
+                    if let Some(sync) = sync {
+                        sync.sync().expect("memory dirs sync");
+                    }
+                    let s = &mut self.servers[i];
+                    if s.compact(group, index, data) {
+                        s.compacted_at.insert(group, index);
+                        self.report.compactions += 1;
+                    }
+                }
+                Event::FetchBegun { .. } | Event::FetchEnded => rs.asks.clear(),
+                Event::Ask(ask) => rs.asks.push(ask),
+                Event::Fetched { .. } => {
+                    self.report.fetches += 1;
+                    self.event(9500 + id);
+                }
+                Event::Hold(hold) => {
+                    if let Some(e) = self.servers[i].engine.as_mut() {
+                        e.hold(group, hold).expect("the group is here");
+                    }
+                }
+                Event::StepDown => {
+                    let n = self.servers.len() as u64;
+                    if let Some(e) = self.servers[i].engine.as_mut() {
+                        crate::repair::step_down(e, group, id, n, &mut self.rng);
+                    }
+                }
+                Event::Restored { .. } | Event::Repaired | Event::Note(_) => {}
+                Event::Halted(why) => {
+                    return Err(self.violation(format!(
+                        "server {id}: the replica of group {group} halted: {why}"
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Moves every fetch along: its overdue ask sent again, and the asks
+    /// sent before this round carried to the leader (if reachable) and
+    /// answered.
     pub(crate) fn fetch_round(&mut self, f: &Faults) -> Result<(), Violation> {
         for i in 0..self.servers.len() {
+            if self.servers[i].engine.is_none() {
+                continue;
+            }
             let groups: Vec<u64> = self.servers[i].stores.keys().copied().collect();
             for g in groups {
-                self.fetch_one(i, g, f)?;
+                let rs = self.servers[i].stores.get_mut(&g).expect("a store");
+                let asks = std::mem::take(&mut rs.asks);
+                for ask in asks {
+                    self.carry(i, g, ask, f)?;
+                }
+                self.with_replica(i, g, |r, clock| r.handle_timeout(clock))?;
             }
         }
         Ok(())
     }
 
-    fn fetch_one(&mut self, i: usize, g: u64, f: &Faults) -> Result<(), Violation> {
-        let step = self.step;
-        let s = &mut self.servers[i];
-        if s.engine.is_none() {
-            return Ok(());
-        }
-        let rs = s.stores.get_mut(&g).expect("a store per stream group");
-        let Some(fetching) = rs.fetching.as_mut() else {
-            return Ok(());
-        };
-        if fetching.ask_at > step {
-            return Ok(());
-        }
-        let Some(ask) = fetching.fetch.asked() else {
-            let progress = fetching.fetch.begin().map(Some);
-            return self.fetch_progress(i, g, progress);
-        };
-        fetching.ask_at = step + ASK_AGAIN;
+    /// One ask of server `i`'s replica of `g` to the group's leader, and
+    /// the leader's reply back.
+    fn carry(&mut self, i: usize, g: u64, ask: Ask, f: &Faults) -> Result<(), Violation> {
         let Some(li) = self.leader_index_of(g) else {
             return Ok(());
         };
@@ -218,94 +280,33 @@ impl Sim {
         if self.rng.chance(f.drop) {
             return Ok(());
         }
-        let now = self.now();
-        let l = &mut self.servers[li];
-        let lrs = l.stores.get_mut(&g).expect("a store per stream group");
-        let lm = match g == SOURCING_GROUP {
-            true => l.agg.as_ref(),
-            false => l.wq.as_ref(),
+        let clock = self.clock();
+        let lrs = self.servers[li].stores.get_mut(&g).expect("a store");
+        let Some(lr) = lrs.replica.as_mut() else {
+            return Ok(());
         };
-        let reply = match (lm, lrs.fetching.is_some()) {
-            (Some(m), false) => {
-                fetch::answer(m, &mut lrs.retention, ask, now, CHUNK).unwrap_or(Reply::Later)
-            }
-            _ => Reply::Later,
-        };
-        let mut bytes = reply.encode();
+        let mut bytes = lr.answer(ask, clock, CHUNK).encode();
+        self.drain(li, g)?;
         if self.rng.chance(f.corrupt) && bytes.len() > 1 {
             let at = 1 + self.rng.below(bytes.len() as u64 - 1) as usize;
             bytes[at] ^= 1 << self.rng.below(8);
         }
         self.event(9000 + me * 100 + g);
-        let rs = self.servers[i].stores.get_mut(&g).expect("store");
-        let fetching = rs.fetching.as_mut().expect("fetching");
-        let progress = match Reply::decode(&bytes) {
-            Ok(reply) => fetching.fetch.reply(reply),
-            // Damaged on the way (a retarget's state carries no checksum
-            // of its own: it is refused when it does not decode).
-            Err(_) => {
-                fetching.ask_at = step + 1;
-                return Ok(());
-            }
+        self.with_replica(i, g, |r, clock| r.handle_reply(&bytes, clock))
+    }
+
+    /// Asks server `i`'s replica of `group` for a snapshot to compact its
+    /// log behind, as of the engine's applied index, as the node asks
+    /// (past the machine's when Raft's own entries came last); it comes
+    /// as an event (later, while it fetches).
+    pub(crate) fn snapshot_replica(&mut self, i: usize, group: u64) -> Result<(), Violation> {
+        let Some(engine) = self.servers[i].engine.as_ref() else {
+            return Ok(());
         };
-        self.fetch_progress(i, g, progress)
-    }
-
-    fn fetch_progress(
-        &mut self,
-        i: usize,
-        g: u64,
-        progress: Result<Option<Progress>, CatchupError>,
-    ) -> Result<(), Violation> {
-        let step = self.step;
-        let rs = self.servers[i].stores.get_mut(&g).expect("store");
-        let fetching = rs.fetching.as_mut().expect("fetching");
-        match progress {
-            Ok(None) => Ok(()),
-            Ok(Some(Progress::Ask(_))) => {
-                fetching.ask_at = step + 1;
-                Ok(())
-            }
-            Ok(Some(Progress::Wait(_))) => {
-                fetching.ask_at = step + 3;
-                Ok(())
-            }
-            Ok(Some(Progress::Caught(m))) => self.caught(i, g, *m),
-            Err(CatchupError::Diverged(_)) => {
-                let empty = rs.empty();
-                let fetching = rs.fetching.as_mut().expect("fetching");
-                fetching.fetch.replace_store(empty);
-                fetching.ask_at = step + 1;
-                Ok(())
-            }
-            Err(_) if fetching.fetch.has_store() => {
-                fetching.ask_at = step + 3;
-                Ok(())
-            }
-            Err(e) => Err(self.violation(format!(
-                "server {}: a fetch of group {g} lost its store: {e}",
-                self.servers[i].id
-            ))),
-        }
-    }
-
-    /// The fetch is done: the machine takes its place, the entries that
-    /// waited are applied, and the node may lead again.
-    fn caught(&mut self, i: usize, g: u64, m: StreamMachine) -> Result<(), Violation> {
-        let s = &mut self.servers[i];
-        let rs = s.stores.get_mut(&g).expect("store");
-        let fetching = rs.fetching.take().expect("fetching");
-        rs.retention = Retention::opened_at(0);
-        rs.retention.marked(fetching.fetch.index());
-        *machine(s, g) = Some(m);
-        if let Some(e) = s.engine.as_mut() {
-            e.hold(g, false).expect("the group is here");
-        }
-        self.report.fetches += 1;
-        self.event(9500 + self.servers[i].id);
-        for (index, data) in fetching.waiting {
-            self.apply_stream(i, g, false, index, &data)?;
-        }
-        Ok(())
+        let stored = engine.snapshot_index(group).unwrap_or(0);
+        let index = engine.applied(group).unwrap_or(0);
+        self.with_replica(i, group, |r, clock| {
+            r.handle_take_snapshot(index, stored, clock)
+        })
     }
 }
