@@ -7,7 +7,7 @@
 //! leads, recording each as acknowledged (committed at an index, seen by
 //! the leader) or not.
 //!
-//! Checkers run every step and at the end:
+//! Checkers run every step and at the end (`checks`, one file each):
 //! - at most one leader per term;
 //! - committed prefixes agree on every replica;
 //! - every acknowledged entry is committed exactly once, at the index its
@@ -26,13 +26,13 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use jsservice::meta_sm::{Meta, MetaOp};
 use jsservice::stream_sm::{Applied, Entry as StreamEntry, Op, Outcome, StreamMachine};
-use replication::engine::{log_name, Engine, EngineError, Output};
-use replication::log::LogStore;
+use replication::engine::{Engine, EngineError, Output};
 use replication::outbox::Outbox;
 use replication::rng::Rng;
 use replication::{frame, identity};
 use store::{MemDir, RewriteJob, Rewritten, Swap};
 
+mod checks;
 mod repair;
 mod replica;
 
@@ -1252,61 +1252,6 @@ impl Sim {
         Ok(())
     }
 
-    /// Serves server `i`'s confirmed reads it has applied far enough for:
-    /// the stream it reads must hold no message whose ack committed at or
-    /// before the read index.
-    fn serve_reads(&mut self, i: usize) -> Result<(), Violation> {
-        let Some(wq) = self.servers[i].wq() else {
-            return Ok(());
-        };
-        let applied = wq.applied();
-        let mut keep = Vec::new();
-        for (who, index) in std::mem::take(&mut self.reads_waiting) {
-            if who != i || applied < index {
-                keep.push((who, index));
-                continue;
-            }
-            if self.cfg.work_queue {
-                let seqs = live_seqs(wq);
-                if let Some(seq) = seqs
-                    .iter()
-                    .find(|q| self.wq_consumed.get(q).is_some_and(|&at| at <= index))
-                {
-                    return Err(self.violation(format!(
-                        "a current read at index {index} on server {} saw consumed message {seq}",
-                        self.servers[i].id
-                    )));
-                }
-            }
-            self.report.reads += 1;
-        }
-        self.reads_waiting = keep;
-        Ok(())
-    }
-
-    /// A consumed message must not be in a leader's stream once that
-    /// leader has applied the ack's log index (a new leader may still be
-    /// applying what it inherited); checked every step, and on every
-    /// replica at the end.
-    fn check_wq_leader(&self) -> Result<(), Violation> {
-        let Some(li) = self.leader_index() else {
-            return Ok(());
-        };
-        let Some(wq) = self.servers[li].wq() else {
-            return Ok(());
-        };
-        let applied = wq.applied();
-        for seq in live_seqs(wq) {
-            if self.wq_consumed.get(&seq).is_some_and(|&at| at <= applied) {
-                return Err(self.violation(format!(
-                    "consumed message {seq} is back on leader {}",
-                    self.servers[li].id
-                )));
-            }
-        }
-        Ok(())
-    }
-
     /// A live server's rewrite thread: now or in a later step, it writes
     /// the files of the rewrites queued, and now or later the engine swaps
     /// the written ones in, while entries go on being appended and synced
@@ -1340,27 +1285,6 @@ impl Sim {
             for (g, job) in std::mem::take(&mut s.rewrites) {
                 s.rewritten.push((g, job.run()));
             }
-        }
-        Ok(())
-    }
-
-    /// Opens what a crash of server `i` would leave of group `g`'s log,
-    /// which must hold the last entry its engine counts as persisted.
-    fn check_durable(&self, i: usize, g: u64) -> Result<(), Violation> {
-        let s = &self.servers[i];
-        let Some((index, term)) = s.engine.as_ref().and_then(|e| e.persisted(g)) else {
-            return Ok(());
-        };
-        let copy: Arc<dyn store::Dir> = Arc::new(s.dir.durable_copy());
-        let found = match LogStore::open(copy, &log_name(g)) {
-            Ok((log, _)) => log.term_of(index),
-            Err(_) => None,
-        };
-        if found != Some(term) && index > 0 {
-            return Err(self.violation(format!(
-                "server {}: group {g}'s log after a crash lacks persisted entry {index} (term {term}), found {found:?}",
-                s.id
-            )));
         }
         Ok(())
     }
@@ -1571,214 +1495,6 @@ impl Sim {
         }
     }
 
-    fn check_step(&mut self) -> Result<(), Violation> {
-        // At most one leader per term, over the whole run.
-        for si in 0..self.servers.len() {
-            let s = &self.servers[si];
-            let Some(e) = s.engine.as_ref() else { continue };
-            for &g in groups(&self.cfg) {
-                if e.live_nodes(g) > 1 {
-                    return Err(
-                        self.violation(format!("two live nodes on server {} for group {g}", s.id))
-                    );
-                }
-                if e.is_leader(g) {
-                    let (term, _) = e.leader(g).expect("group exists");
-                    let leaders = if g == GROUP {
-                        &self.report.leaders
-                    } else {
-                        &self.agg_leaders
-                    };
-                    if let Some(&other) = leaders.get(&term).filter(|&&o| o != s.id) {
-                        return Err(self.violation(format!(
-                            "two leaders in term {term} of group {g}: {other} and {}",
-                            s.id
-                        )));
-                    }
-                    let id = s.id;
-                    if g == GROUP {
-                        self.report.leaders.insert(term, id);
-                    } else {
-                        self.agg_leaders.insert(term, id);
-                    }
-                }
-                let s = &self.servers[si];
-                let e = s.engine.as_ref().expect("up");
-                if let Some(v) = e.voters(g) {
-                    if v.len() != self.servers.len() {
-                        return Err(self.violation(format!(
-                            "server {} counts {} voters, not {}",
-                            s.id,
-                            v.len(),
-                            self.servers.len()
-                        )));
-                    }
-                }
-            }
-        }
-        self.check_prefixes()?;
-        self.check_wq_leader()?;
-        // No server ever adopts a peer id that is not a real server's.
-        for s in &self.servers {
-            if let Some(p) = s
-                .meta
-                .peers()
-                .find(|p| p.id == 0 || p.id > self.servers.len() as u64)
-            {
-                return Err(self.violation(format!(
-                    "server {} adopted peer id {} ({})",
-                    s.id, p.id, p.name
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// Committed entries agree wherever two replicas hold the same index.
-    fn check_prefixes(&self) -> Result<(), Violation> {
-        let mut seen: BTreeMap<(u64, u64), (u64, Bytes, u64)> = BTreeMap::new();
-        for s in &self.servers {
-            let Some(e) = s.engine.as_ref() else { continue };
-            for (g, (index, term, data)) in groups(&self.cfg)
-                .iter()
-                .flat_map(|&g| e.committed_log(g).into_iter().map(move |x| (g, x)))
-            {
-                match seen.get(&(g, index)) {
-                    Some((t, d, who)) if *t != term || *d != data => {
-                        let what = if *t != term { "terms" } else { "data" };
-                        return Err(self.violation(format!(
-                            "index {index} committed with different {what}: term {t} on {who}, term {term} on {}",
-                            s.id
-                        )));
-                    }
-                    Some(_) => {}
-                    None => {
-                        seen.insert((g, index), (term, data, s.id));
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn check_converged(&mut self) -> Result<(), Violation> {
-        for &g in groups(&self.cfg) {
-            self.check_group_converged(g)?;
-        }
-        for s in &self.servers {
-            if let Some(g) = s.stores.iter().find(|(_, rs)| rs.is_fetching()) {
-                return Err(self.violation(format!(
-                    "server {} still fetching group {}'s messages after the faults stopped",
-                    s.id, g.0
-                )));
-            }
-        }
-        for s in &self.servers {
-            let e = s.engine.as_ref().expect("checked up");
-            let log = e.committed_log(GROUP);
-            // Every acknowledged value, exactly once, where its ack said.
-            let mut at: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-            for (index, _, data) in &log {
-                if data.len() >= 8 {
-                    let v = u64::from_be_bytes(data[..8].try_into().expect("8 bytes"));
-                    at.entry(v).or_default().push(*index);
-                }
-            }
-            if self.cfg.work_queue || self.cfg.publish_ids || self.cfg.meta {
-                continue;
-            }
-            for (v, index) in &self.acked {
-                match at.get(v).map(Vec::as_slice) {
-                    Some([i]) if i == index => {}
-                    other => {
-                        return Err(self.violation(format!(
-                            "acknowledged value {v} (index {index}) found at {other:?} on server {}",
-                            s.id
-                        )));
-                    }
-                }
-            }
-        }
-        if self.cfg.work_queue {
-            self.check_wq_converged()?;
-        }
-        if self.cfg.sourced {
-            self.check_sourced_converged()?;
-        }
-        if self.cfg.publish_ids {
-            self.check_pubacks()?;
-        }
-        if self.cfg.meta {
-            self.check_meta_converged()?;
-        }
-        Ok(())
-    }
-
-    /// The group has a leader and every server has committed what it has.
-    fn check_group_converged(&self, group: u64) -> Result<(), Violation> {
-        let Some(li) = self.leader_index_of(group) else {
-            let states: Vec<String> = self
-                .servers
-                .iter()
-                .map(|s| match s.engine.as_ref() {
-                    None => format!("{}: down", s.id),
-                    Some(e) => format!(
-                        "{}: term/leader {:?} damaged {} last committed {:?}",
-                        s.id,
-                        e.leader(group),
-                        e.is_damaged(group),
-                        e.committed_log(group).last().map(|x| x.0)
-                    ),
-                })
-                .collect();
-            return Err(self.violation(format!(
-                "no leader of group {group} after the faults stopped ({})",
-                states.join("; ")
-            )));
-        };
-        let last = self.servers[li]
-            .engine
-            .as_ref()
-            .expect("up")
-            .committed(group)
-            .unwrap_or(0);
-        for s in &self.servers {
-            let Some(e) = s.engine.as_ref() else {
-                return Err(self.violation(format!("server {} still down", s.id)));
-            };
-            if e.committed(group) != Some(last) {
-                return Err(self.violation(format!(
-                    "server {} has committed group {group} up to {:?}, the leader {last}",
-                    s.id,
-                    e.committed(group)
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// Every server holds the same meta state, whose peers are exactly
-    /// the real servers.
-    fn check_meta_converged(&self) -> Result<(), Violation> {
-        let real: Vec<u64> = self.servers.iter().map(|s| s.id).collect();
-        let first = self.servers[0].meta.snapshot();
-        for s in &self.servers {
-            let peers: Vec<u64> = s.meta.peers().map(|p| p.id).collect();
-            if peers != real {
-                return Err(self.violation(format!(
-                    "server {} knows peers {peers:?}, the servers are {real:?}",
-                    s.id
-                )));
-            }
-            if s.meta.snapshot() != first {
-                return Err(
-                    self.violation(format!("server {} meta state differs from server 1", s.id))
-                );
-            }
-        }
-        Ok(())
-    }
-
     /// Registers every server as a peer (again and again, as servers do
     /// on start), sometimes with a mangled id, and assigns streams.
     fn meta_client(&mut self) {
@@ -1821,137 +1537,6 @@ impl Sim {
         if e.propose(GROUP, op.encode()).is_ok() {
             self.report.proposed += 1;
         }
-    }
-
-    /// Every acknowledged publish is stored exactly once, at the sequence
-    /// its PubAck named, on every replica.
-    fn check_pubacks(&self) -> Result<(), Violation> {
-        for s in &self.servers {
-            let Some(st) = s.wq() else { continue };
-            let store = st.stream().store();
-            let mut count: BTreeMap<String, u64> = BTreeMap::new();
-            for seq in live_seqs(st) {
-                if let Ok(Some(m)) = store.get(seq) {
-                    if let Some(id) = m
-                        .headers
-                        .as_deref()
-                        .and_then(|h| jetstream::headers::get(h, "Nats-Msg-Id"))
-                    {
-                        *count.entry(id.to_string()).or_default() += 1;
-                    }
-                }
-            }
-            for (id, &seq) in &self.id_acked {
-                let here = store.get(seq).ok().flatten().and_then(|m| {
-                    m.headers
-                        .as_deref()
-                        .and_then(|h| jetstream::headers::get(h, "Nats-Msg-Id").map(str::to_string))
-                });
-                if here.as_deref() != Some(id.as_str()) || count.get(id) != Some(&1) {
-                    return Err(self.violation(format!(
-                        "publish {id} acknowledged at {seq}: server {} has {here:?} there and {:?} copies",
-                        s.id,
-                        count.get(id)
-                    )));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Publishing stopped and the work queue drained: on every replica it
-    /// is empty, and the sourcing stream holds every acknowledged publish
-    /// and every consumed message exactly once, tagged with the sequence
-    /// its PubAck named; the replicas agree.
-    fn check_sourced_converged(&self) -> Result<(), Violation> {
-        let mut first: Option<(u64, Vec<(u64, u64)>)> = None;
-        for s in &self.servers {
-            let (Some(wq), Some(agg)) = (s.wq(), s.agg()) else {
-                continue;
-            };
-            let left = live_seqs(wq);
-            if !left.is_empty() {
-                return Err(self.violation(format!(
-                    "the work queue did not drain on server {}: {left:?}",
-                    s.id
-                )));
-            }
-            // (origin sequence, value) of every sourced message.
-            let store = agg.stream().store();
-            let mut copies = Vec::new();
-            for seq in live_seqs(agg) {
-                let m = store.get(seq).ok().flatten().expect("listed");
-                let origin = m
-                    .headers
-                    .as_deref()
-                    .and_then(|h| jetstream::headers::get(h, "Nats-Stream-Source"))
-                    .and_then(|t| t.split(' ').nth(1)?.parse::<u64>().ok())
-                    .unwrap_or(0);
-                let v = u64::from_be_bytes(m.payload[..8].try_into().expect("8 bytes"));
-                copies.push((origin, v));
-            }
-            let mut by_origin: BTreeMap<u64, u64> = BTreeMap::new();
-            for &(origin, v) in &copies {
-                if by_origin.insert(origin, v).is_some() {
-                    return Err(self.violation(format!(
-                        "origin message {origin} sourced twice on server {}",
-                        s.id
-                    )));
-                }
-            }
-            for (&v, &seq) in &self.src_published {
-                if by_origin.get(&seq) != Some(&v) {
-                    return Err(self.violation(format!(
-                        "publish {v} acknowledged at {seq}: server {}'s sourcing stream has {:?} for it",
-                        s.id,
-                        by_origin.get(&seq)
-                    )));
-                }
-            }
-            if let Some(seq) = self.wq_consumed.keys().find(|q| !by_origin.contains_key(q)) {
-                return Err(self.violation(format!(
-                    "message {seq} was consumed but is not in server {}'s sourcing stream",
-                    s.id
-                )));
-            }
-            match &first {
-                None => first = Some((s.id, copies)),
-                Some((id, other)) if *other != copies => {
-                    return Err(self.violation(format!(
-                        "sourcing streams differ between servers {id} and {}",
-                        s.id
-                    )));
-                }
-                Some(_) => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// Every replica's stream holds the same messages, none consumed.
-    fn check_wq_converged(&self) -> Result<(), Violation> {
-        let mut first: Option<(u64, Vec<u64>)> = None;
-        for s in &self.servers {
-            let Some(wq) = s.wq() else { continue };
-            let seqs = live_seqs(wq);
-            if let Some(seq) = seqs.iter().find(|q| self.wq_consumed.contains_key(q)) {
-                return Err(self.violation(format!(
-                    "consumed message {seq} is still on server {}",
-                    s.id
-                )));
-            }
-            match &first {
-                None => first = Some((s.id, seqs)),
-                Some((id, other)) if *other != seqs => {
-                    return Err(self.violation(format!(
-                        "work queue differs: server {id} has {other:?}, server {} has {seqs:?}",
-                        s.id
-                    )));
-                }
-                Some(_) => {}
-            }
-        }
-        Ok(())
     }
 }
 
