@@ -124,6 +124,27 @@ impl Slots {
     }
 }
 
+/// What recovery found across segments that accounts for sequences no
+/// segment holds, to tell deleted from lost.
+#[derive(Default)]
+struct Recovery {
+    deleted: BTreeSet<u64>,
+    /// Removed segments' ranges (`DeleteRange`).
+    ranges: Vec<(u64, u64)>,
+    compact: u64,
+    /// Above the first segment's Start record.
+    lower: Option<u64>,
+    lost_bytes: u64,
+    /// Tombstones of secure deletes, whose erasure may be unfinished.
+    erased: Vec<u64>,
+    /// Slots skipped over inside segments: sequences with no record.
+    recordless_slots: Vec<(u64, u64)>,
+    /// The newest segment (after a cut, the mark's).
+    last_id: Option<u32>,
+    /// Where the mark was found: (segment id, end of its record).
+    cut: Option<(u32, u64)>,
+}
+
 /// One segment file: what it holds, and its slots while in memory.
 struct Seg {
     id: u32,
@@ -1047,204 +1068,226 @@ impl FileStore {
             .filter_map(|n| parse_seg_name(n))
             .collect();
         ids.sort_unstable();
-        // What accounts for each sequence, to tell deleted from lost.
-        let mut deleted: BTreeSet<u64> = BTreeSet::new();
-        let mut ranges: Vec<(u64, u64)> = Vec::new();
-        let mut compact = 0u64;
-        let mut lower: Option<u64> = None;
-        let mut lost_bytes = 0u64;
-        let mut erased: Vec<u64> = Vec::new();
-        // Slots skipped over inside segments: sequences with no record.
-        let mut recordless_slots: Vec<(u64, u64)> = Vec::new();
-        let mut last_id = ids.last().copied();
-        // Where the mark was found: (segment id, end of its record).
-        let mut cut: Option<(u32, u64)> = None;
+        let mut found = Recovery {
+            last_id: ids.last().copied(),
+            ..Recovery::default()
+        };
         for id in ids {
-            let name = seg_name(id);
-            if cut.is_some() {
+            if found.cut.is_some() {
                 // After the mark: as if never written.
-                self.dir.remove(&name)?;
+                self.dir.remove(&seg_name(id))?;
                 continue;
             }
-            let data = self.dir.read_all(&name)?;
-            let scan = record::scan(&data);
-            let damaged = scan.corrupt.clone();
-            let mut seg: Option<Seg> = None;
-            for (off, r) in &scan.records {
-                let last_seq = self.last_seq;
-                let s = seg.get_or_insert_with(|| {
-                    let base = match r.kind {
-                        Kind::Start => r.seq + 1,
-                        // A log index, not a sequence.
-                        Kind::Mark => last_seq + 1,
-                        // What came before it in the segment is gone.
-                        Kind::Synced => r.seq.max(last_seq) + 1,
-                        // Its Start record was lost. A message's sequence
-                        // starts it, but a marker's may be an earlier one
-                        // (a compaction, a tombstone): segments never
-                        // overlap, so it starts after what came before.
-                        _ => r.seq.max(last_seq + 1),
-                    };
-                    Seg::new(id, base)
-                });
-                match r.kind {
-                    Kind::Synced => {
-                        // Sequences up to it were used: any it does not
-                        // account for were lost, and are not used again.
-                        if r.seq >= self.last_seq {
-                            self.last_seq = r.seq;
-                            self.last_ts = r.ts;
-                        }
-                    }
-                    Kind::Start => {
-                        if lower.is_none() {
-                            lower = Some(r.seq + 1);
-                        }
-                        // The stream's last sequence and time when the
-                        // segment opened (its messages may all be gone).
-                        if r.seq >= self.last_seq {
-                            self.last_seq = r.seq;
-                            self.last_ts = r.ts;
-                        }
-                    }
-                    Kind::Msg | Kind::Erased | Kind::Skip => {
-                        if r.seq < s.base {
-                            continue;
-                        }
-                        if r.seq > s.end() {
-                            recordless_slots.push((s.end(), r.seq - 1));
-                        }
-                        let i = s.slot(r.seq);
-                        let len = record_len(r);
-                        let hdrs = r.headers.is_some_and(|h| !h.is_empty());
-                        s.max_ts = s.max_ts.max(r.ts);
-                        let slots = s.slots_mut();
-                        slots.set(i, *off, len, r.ts);
-                        slots.hdrs[i] = hdrs;
-                        if r.kind == Kind::Msg {
-                            slots.sids[i] = self.names.acquire(r.subject);
-                            s.live += 1;
-                            self.msgs += 1;
-                            self.bytes += size_of_record(len, hdrs);
-                            self.subjects.add(r.subject, r.seq);
-                        } else {
-                            s.gone.insert(r.seq);
-                        }
-                        if r.seq >= self.last_seq {
-                            self.last_seq = r.seq;
-                            self.last_ts = r.ts;
-                        }
-                    }
-                    Kind::Delete => {
-                        if r.ts == 1 {
-                            erased.push(r.seq);
-                        }
-                        deleted.insert(r.seq);
-                        if !s.contains(r.seq) {
-                            s.foreign.push(r.seq);
-                        }
-                    }
-                    Kind::Compact => {
-                        compact = compact.max(r.seq);
-                        self.last_seq = self.last_seq.max(r.seq.saturating_sub(1));
-                    }
-                    Kind::DeleteRange => {
-                        ranges.push((r.seq, r.ts as u64));
-                        s.ranges.push((r.seq, r.ts as u64));
-                    }
-                    Kind::Mark => match mark {
-                        Some(m) if r.seq == m => {
-                            cut = Some((id, *off + record::HEADER as u64));
-                            break;
-                        }
-                        Some(m) if r.seq > m => return Err(StoreError::NoMark(m)),
-                        _ => {}
-                    },
-                }
-            }
-            let mut seg = seg.unwrap_or_else(|| Seg::new(id, self.last_seq + 1));
-            let mut valid_len = scan.torn_at.unwrap_or(data.len() as u64);
-            if let Some((_, end)) = cut {
-                // The mark's segment is now the last, cut after the mark.
-                debug_assert!(end <= valid_len, "the mark was read, so it is whole");
-                valid_len = end;
-                last_id = Some(id);
-            }
-            for (a, b) in damaged {
-                lost_bytes += b.min(valid_len).saturating_sub(a);
-            }
-            if Some(id) == last_id && valid_len < data.len() as u64 {
-                // A cut-off write at the very end: drop it.
-                self.dir.truncate(&name, valid_len)?;
-            }
-            seg.len = valid_len;
-            seg.written = valid_len;
-            seg.reserved = valid_len;
-            seg.slots_mut().shrink();
-            seg.check();
-            debug_assert!(
-                self.segs.last().is_none_or(|prev| prev.end() <= seg.base),
-                "segments are in sequence order and never overlap (seg_index)"
-            );
-            self.segs.push(seg);
-            // Recovery holds the slots of a few segments at a time too.
-            self.note_resident(id);
+            self.recover_segment(id, mark, &mut found)?;
         }
         if let Some(active) = self.segs.last() {
             let active = active.id;
             self.resident.get_mut().retain(|&id| id != active);
         }
-        match (mark, cut) {
+        match (mark, found.cut) {
             (Some(m), None) if m > 0 => return Err(StoreError::NoMark(m)),
             (Some(_), Some(_)) => self.dir.sync_dir()?,
             _ => {}
         }
-        // Apply tombstones and compaction to the index.
-        let doomed: Vec<u64> = deleted.iter().copied().collect();
-        for seq in doomed {
+        self.apply_removals(&found);
+        self.lost = self.unaccounted(&found);
+        self.lost_bytes = found.lost_bytes;
+        self.finish_erasures(&found.erased)?;
+        let next = self.live_seqs(0).next();
+        self.first_seq = next.unwrap_or(self.last_seq + 1);
+        if self.first_seq < found.compact {
+            self.first_seq = found.compact;
+        }
+        Ok(())
+    }
+
+    /// Reads segment `id` into the index, noting in `found` what accounts
+    /// for sequences it does not hold; stops at `mark`'s record, cutting
+    /// the segment there, and drops a torn tail of the newest segment.
+    fn recover_segment(&mut self, id: u32, mark: Option<u64>, found: &mut Recovery) -> Result<()> {
+        let name = seg_name(id);
+        let data = self.dir.read_all(&name)?;
+        let scan = record::scan(&data);
+        let mut seg: Option<Seg> = None;
+        for (off, r) in &scan.records {
+            let last_seq = self.last_seq;
+            let s = seg.get_or_insert_with(|| {
+                let base = match r.kind {
+                    Kind::Start => r.seq + 1,
+                    // A log index, not a sequence.
+                    Kind::Mark => last_seq + 1,
+                    // What came before it in the segment is gone.
+                    Kind::Synced => r.seq.max(last_seq) + 1,
+                    // Its Start record was lost. A message's sequence
+                    // starts it, but a marker's may be an earlier one
+                    // (a compaction, a tombstone): segments never
+                    // overlap, so it starts after what came before.
+                    _ => r.seq.max(last_seq + 1),
+                };
+                Seg::new(id, base)
+            });
+            if r.kind == Kind::Mark {
+                match mark {
+                    Some(m) if r.seq == m => {
+                        found.cut = Some((id, *off + record::HEADER as u64));
+                        break;
+                    }
+                    Some(m) if r.seq > m => return Err(StoreError::NoMark(m)),
+                    _ => continue,
+                }
+            }
+            self.recover_record(s, *off, r, found);
+        }
+        let mut seg = seg.unwrap_or_else(|| Seg::new(id, self.last_seq + 1));
+        let mut valid_len = scan.torn_at.unwrap_or(data.len() as u64);
+        if let Some((_, end)) = found.cut {
+            // The mark's segment is now the last, cut after the mark.
+            debug_assert!(end <= valid_len, "the mark was read, so it is whole");
+            valid_len = end;
+            found.last_id = Some(id);
+        }
+        for &(a, b) in &scan.corrupt {
+            found.lost_bytes += b.min(valid_len).saturating_sub(a);
+        }
+        if Some(id) == found.last_id && valid_len < data.len() as u64 {
+            // A cut-off write at the very end: drop it.
+            self.dir.truncate(&name, valid_len)?;
+        }
+        seg.len = valid_len;
+        seg.written = valid_len;
+        seg.reserved = valid_len;
+        seg.slots_mut().shrink();
+        seg.check();
+        debug_assert!(
+            self.segs.last().is_none_or(|prev| prev.end() <= seg.base),
+            "segments are in sequence order and never overlap (seg_index)"
+        );
+        self.segs.push(seg);
+        // Recovery holds the slots of a few segments at a time too.
+        self.note_resident(id);
+        Ok(())
+    }
+
+    /// One record of the segment `s` being recovered (any kind but a
+    /// mark), at `off`.
+    fn recover_record(
+        &mut self,
+        s: &mut Seg,
+        off: u64,
+        r: &record::Record<'_>,
+        found: &mut Recovery,
+    ) {
+        match r.kind {
+            Kind::Start => {
+                if found.lower.is_none() {
+                    found.lower = Some(r.seq + 1);
+                }
+                // The stream's last sequence and time when the segment
+                // opened (its messages may all be gone).
+                if r.seq >= self.last_seq {
+                    self.last_seq = r.seq;
+                    self.last_ts = r.ts;
+                }
+            }
+            Kind::Synced => {
+                // Sequences up to it were used: any it does not account
+                // for were lost, and are not used again.
+                if r.seq >= self.last_seq {
+                    self.last_seq = r.seq;
+                    self.last_ts = r.ts;
+                }
+            }
+            Kind::Msg | Kind::Erased | Kind::Skip => {
+                if r.seq < s.base {
+                    return;
+                }
+                if r.seq > s.end() {
+                    found.recordless_slots.push((s.end(), r.seq - 1));
+                }
+                let i = s.slot(r.seq);
+                let len = record_len(r);
+                let hdrs = r.headers.is_some_and(|h| !h.is_empty());
+                s.max_ts = s.max_ts.max(r.ts);
+                let slots = s.slots_mut();
+                slots.set(i, off, len, r.ts);
+                slots.hdrs[i] = hdrs;
+                if r.kind == Kind::Msg {
+                    slots.sids[i] = self.names.acquire(r.subject);
+                    s.live += 1;
+                    self.msgs += 1;
+                    self.bytes += size_of_record(len, hdrs);
+                    self.subjects.add(r.subject, r.seq);
+                } else {
+                    s.gone.insert(r.seq);
+                }
+                if r.seq >= self.last_seq {
+                    self.last_seq = r.seq;
+                    self.last_ts = r.ts;
+                }
+            }
+            Kind::Delete => {
+                if r.ts == 1 {
+                    found.erased.push(r.seq);
+                }
+                found.deleted.insert(r.seq);
+                if !s.contains(r.seq) {
+                    s.foreign.push(r.seq);
+                }
+            }
+            Kind::Compact => {
+                found.compact = found.compact.max(r.seq);
+                self.last_seq = self.last_seq.max(r.seq.saturating_sub(1));
+            }
+            Kind::DeleteRange => {
+                found.ranges.push((r.seq, r.ts as u64));
+                s.ranges.push((r.seq, r.ts as u64));
+            }
+            Kind::Mark => unreachable!("marks are read by recover_segment"),
+        }
+    }
+
+    /// Applies the tombstones and the compaction recovery found to the
+    /// index.
+    fn apply_removals(&mut self, found: &Recovery) {
+        for &seq in &found.deleted {
             if let Some(si) = self.seg_index(seq) {
                 self.unindex(si, seq);
             }
         }
-        if compact > 0 {
-            let below: Vec<u64> = self.live_seqs(0).take_while(|&s| s < compact).collect();
+        if found.compact > 0 {
+            let below: Vec<u64> = self
+                .live_seqs(0)
+                .take_while(|&s| s < found.compact)
+                .collect();
             for seq in below {
                 if let Some(si) = self.seg_index(seq) {
                     self.unindex(si, seq);
                 }
             }
         }
-        // Whatever nothing accounts for was lost to damage: of the
-        // sequences with no record (skipped slots, and those outside every
-        // segment), those no tombstone or removed range covers.
-        let lower = lower.unwrap_or(1).max(compact).max(1);
+    }
+
+    /// Whatever nothing accounts for was lost to damage: of the sequences
+    /// with no record (skipped slots, and those outside every segment),
+    /// those no tombstone or removed range covers.
+    fn unaccounted(&self, found: &Recovery) -> Vec<u64> {
+        let lower = found.lower.unwrap_or(1).max(found.compact).max(1);
         let mut recordless = SeqRanges::default();
-        for (a, b) in self
-            .outside_segments(lower)
-            .into_iter()
-            .chain(recordless_slots)
-        {
+        let slots = found.recordless_slots.iter().copied();
+        for (a, b) in self.outside_segments(lower).into_iter().chain(slots) {
             recordless.insert_range(a, b);
         }
         let mut lost = Vec::new();
         for (a, b) in recordless.iter_from(lower) {
             for seq in a.max(lower)..=b.min(self.last_seq) {
-                let accounted =
-                    deleted.contains(&seq) || ranges.iter().any(|&(a, b)| seq >= a && seq <= b);
+                let accounted = found.deleted.contains(&seq)
+                    || found.ranges.iter().any(|&(a, b)| seq >= a && seq <= b);
                 if !accounted {
                     lost.push(seq);
                 }
             }
         }
-        self.lost = lost;
-        self.lost_bytes = lost_bytes;
-        self.finish_erasures(&erased)?;
-        let next = self.live_seqs(0).next();
-        self.first_seq = next.unwrap_or(self.last_seq + 1);
-        if self.first_seq < compact {
-            self.first_seq = compact;
-        }
-        Ok(())
+        lost
     }
 }
 
