@@ -1148,8 +1148,8 @@ impl Sim {
         }
     }
 
-    /// Applies a committed entry to server `i`'s stream; the leader's
-    /// outputs are what the client sees.
+    /// An entry applied to server `i`'s work-queue (or publish-ids)
+    /// stream; the leader's outputs are what the client sees.
     fn wq_applied(
         &mut self,
         i: usize,
@@ -1161,93 +1161,101 @@ impl Sim {
         if !leader {
             return Ok(());
         }
-        let puback = match &applied.outcome {
-            Outcome::Published(ack) => Some(ack),
-            _ => None,
-        };
-        if let (Some(ack), Ok(e)) = (puback, StreamEntry::decode(data)) {
-            if let Op::Publish {
-                headers: Some(h), ..
-            } = &e.op
-            {
-                let id = jetstream::headers::get(h, "Nats-Msg-Id").map(str::to_string);
-                let seq = acked_seq(ack);
-                if let (Some(id), Some(seq)) = (id, seq) {
-                    if let Some(v) = id.strip_prefix('m').and_then(|n| n.parse::<u64>().ok()) {
-                        self.id_pending.remove(&v);
-                    }
-                    match self.id_acked.get(&id) {
-                        Some(&prev) if prev != seq => {
-                            return Err(self.violation(format!(
-                                "publish {id} acknowledged at {prev} and again at {seq}"
-                            )));
-                        }
-                        Some(_) => {}
-                        None => {
-                            self.id_acked.insert(id, seq);
-                            self.report.acked += 1;
-                        }
-                    }
-                }
-            }
+        let entry = StreamEntry::decode(data).ok();
+        if let (Outcome::Published(ack), Some(e)) = (&applied.outcome, &entry) {
+            self.published(ack, &e.op)?;
         }
-        if self.cfg.sourced {
-            if let (Some(ack), Ok(e)) = (puback, StreamEntry::decode(data)) {
-                let seq = acked_seq(ack);
-                if let (Op::Publish { payload, .. }, Some(seq)) = (&e.op, seq) {
-                    let v = u64::from_be_bytes(payload[..8].try_into().expect("8 bytes"));
-                    self.src_published.insert(v, seq);
-                }
-            }
-        }
-        // What the leader has applied: this entry, whatever follows it
-        // in a batch the replica applied at once.
-        let leader_applied = index;
         let id = self.servers[i].id;
         for o in applied.outputs {
             if let jetstream::output::Output::Publish(m) = o {
-                if let Some(reply) = m.reply.clone().filter(|r| r.starts_with("$JS.ACK.")) {
-                    // No acked message is delivered again, before or after
-                    // a leader change, once the leader has applied the ack.
-                    if let Some(seq) = ack_stream_seq(&reply) {
-                        if self
-                            .wq_consumed
-                            .get(&seq)
-                            .is_some_and(|&at| at <= leader_applied)
-                        {
-                            return Err(self.violation(format!(
-                                "acked message {seq} delivered again by leader {id}"
-                            )));
-                        }
-                    }
-                    if self.cfg.sourced {
-                        let f: Vec<&str> = reply.split('.').collect();
-                        let num = |k: usize| f.get(k).and_then(|n| n.parse::<u64>().ok());
-                        if let (Some(seq), Some(ts), Some(pending)) = (num(5), num(7), num(8)) {
-                            self.src_acks.insert(seq, reply.clone());
-                            self.src_queue.push(Op::Sourced {
-                                key: SOURCE_KEY.into(),
-                                origin_seq: seq,
-                                origin_ts: ts as i64,
-                                pending,
-                                subject: m.subject,
-                                headers: m.headers,
-                                payload: m.payload,
-                            });
-                        }
-                        continue;
-                    }
-                    self.wq_delivered.push(reply);
-                }
+                self.delivered(id, index, m)?;
             }
         }
-        if let Ok(e) = StreamEntry::decode(data) {
-            if let Op::Ack { subject, .. } = e.op {
-                if let Some(seq) = ack_stream_seq(&subject) {
-                    self.wq_consumed.entry(seq).or_insert(index);
+        if let Some(Op::Ack { subject, .. }) = entry.map(|e| e.op) {
+            if let Some(seq) = ack_stream_seq(&subject) {
+                self.wq_consumed.entry(seq).or_insert(index);
+                self.report.acked += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// A publish the leader acknowledged: with a message id, never at two
+    /// sequences; in sourced mode, remembered to check the copy against.
+    fn published(&mut self, ack: &jetstream::stream::PubAck, op: &Op) -> Result<(), Violation> {
+        let Op::Publish {
+            headers, payload, ..
+        } = op
+        else {
+            return Ok(());
+        };
+        let seq = acked_seq(ack);
+        let msg_id = headers
+            .as_deref()
+            .and_then(|h| jetstream::headers::get(h, "Nats-Msg-Id"))
+            .map(str::to_string);
+        if let (Some(msg_id), Some(seq)) = (msg_id, seq) {
+            if let Some(v) = msg_id.strip_prefix('m').and_then(|n| n.parse::<u64>().ok()) {
+                self.id_pending.remove(&v);
+            }
+            match self.id_acked.get(&msg_id) {
+                Some(&prev) if prev != seq => {
+                    return Err(self.violation(format!(
+                        "publish {msg_id} acknowledged at {prev} and again at {seq}"
+                    )));
+                }
+                Some(_) => {}
+                None => {
+                    self.id_acked.insert(msg_id, seq);
                     self.report.acked += 1;
                 }
             }
+        }
+        if let (true, Some(seq)) = (self.cfg.sourced, seq) {
+            let v = u64::from_be_bytes(payload[..8].try_into().expect("8 bytes"));
+            self.src_published.insert(v, seq);
+        }
+        Ok(())
+    }
+
+    /// A message leader `id` delivered at log index `index`: never one
+    /// whose ack it has applied, before or after a leader change. In
+    /// sourced mode the delivery goes to the sourcing stream; otherwise
+    /// the client acks it.
+    fn delivered(
+        &mut self,
+        id: u64,
+        index: u64,
+        m: jetstream::output::OutMsg,
+    ) -> Result<(), Violation> {
+        let Some(reply) = m.reply.clone().filter(|r| r.starts_with("$JS.ACK.")) else {
+            return Ok(());
+        };
+        if let Some(seq) = ack_stream_seq(&reply) {
+            // What the leader has applied: this entry.
+            if self.wq_consumed.get(&seq).is_some_and(|&at| at <= index) {
+                return Err(self.violation(format!(
+                    "acked message {seq} delivered again by leader {id}"
+                )));
+            }
+        }
+        if !self.cfg.sourced {
+            self.wq_delivered.push(reply);
+            return Ok(());
+        }
+        let f: Vec<&str> = reply.split('.').collect();
+        let num = |k: usize| f.get(k).and_then(|n| n.parse::<u64>().ok());
+        if let (Some(seq), Some(ts), Some(pending)) = (num(5), num(7), num(8)) {
+            self.src_acks.insert(seq, reply.clone());
+            self.src_queue.push(Op::Sourced {
+                key: SOURCE_KEY.into(),
+                origin_seq: seq,
+                origin_ts: ts as i64,
+                pending,
+                subject: m.subject,
+                headers: m.headers,
+                payload: m.payload,
+            });
         }
         Ok(())
     }
@@ -1292,106 +1300,141 @@ impl Sim {
     /// Runs every live engine's poll → sync → persisted cycle.
     fn drive(&mut self, f: &Faults) -> Result<(), Violation> {
         for i in 0..self.servers.len() {
-            let Some(e) = self.servers[i].engine.as_mut() else {
-                continue;
-            };
-            let id = e.id();
-            let mut out = e.poll();
-            self.absorb(i, &mut out)?;
-            let mut outputs = vec![out];
-            // A crash can land between the write and its sync.
-            if !self.servers[i].syncing.is_empty() && self.rng.chance(f.crash / 2) {
-                let s = &mut self.servers[i];
-                s.crash(self.rng.below(64) as usize);
-                s.down_for = 1 + self.rng.below(40);
-                self.report.crashes += 1;
-                self.event(6000 + id);
-                // Frames already handed out by poll may still leave.
-                for o in outputs {
-                    self.send(id, o.frames, f);
-                }
-                continue;
+            if self.servers[i].engine.is_some() {
+                self.drive_one(i, f)?;
             }
-            // The sync thread finishes now or in a later step; the engine
-            // goes on meanwhile, and what waits for the disk waits.
-            if !self.servers[i].syncing.is_empty() && !self.rng.chance(f.slow_sync) {
-                let queued = std::mem::take(&mut self.servers[i].syncing);
-                let last = queued.last().map(|(epoch, _)| *epoch).expect("not empty");
-                for h in queued.into_iter().flat_map(|(_, hs)| hs) {
-                    h.sync().expect("memory dir syncs");
-                }
-                let e = self.servers[i].engine.as_mut().expect("still up");
-                outputs.push(e.synced(last));
-                let mut more = e.poll();
-                self.absorb(i, &mut more)?;
-                outputs.push(more);
-            }
-            self.rewrite_some(i)?;
-            let e = self.servers[i].engine.as_mut().expect("still up");
-            let leader = e.is_leader(GROUP);
-            let agg_leader = e.is_leader(SOURCING_GROUP);
-            if self.cfg.meta {
-                for o in &outputs {
-                    for c in &o.committed {
-                        let _ = self.servers[i].meta.apply(c.index, &c.data);
-                    }
-                }
-            }
-            if self.cfg.work_queue || self.cfg.publish_ids {
-                for o in &outputs {
-                    for c in &o.committed {
-                        let led = match c.group == SOURCING_GROUP {
-                            true => agg_leader,
-                            false => leader,
-                        };
-                        self.apply_stream(i, c.group, led, c.index, &c.data)?;
-                    }
-                    for (_, _, index) in o.reads.iter().filter(|r| r.0 == GROUP) {
-                        self.reads_waiting.push((i, *index));
-                    }
-                }
-                self.serve_reads(i)?;
-            }
-            // Stream and meta state is snapshotted now and then and the
-            // log compacted behind it, as a server bounds its logs.
-            if self.cfg.work_queue || self.cfg.publish_ids || self.cfg.meta {
-                for &g in groups(&self.cfg) {
-                    let s = &mut self.servers[i];
-                    let index = state_snapshot_index(s, g);
-                    let since = index.saturating_sub(s.compacted_at.get(&g).copied().unwrap_or(0));
-                    if since < COMPACT_EVERY {
-                        continue;
-                    }
-                    if s.stores.contains_key(&g) {
-                        // Compacted when the replica's snapshot comes.
-                        self.snapshot_replica(i, g)?;
-                        continue;
-                    }
-                    if let (Some(index), data) = state_snapshot(s, g) {
-                        if s.compact(g, index, data) {
-                            s.compacted_at.insert(g, index);
-                            self.report.compactions += 1;
-                        }
-                    }
-                }
-            }
+        }
+        Ok(())
+    }
+
+    /// One server's cycle: poll, maybe a crash before the sync, maybe the
+    /// sync (and a poll after it), its rewrites, then what the outputs
+    /// carry is applied and sent.
+    fn drive_one(&mut self, i: usize, f: &Faults) -> Result<(), Violation> {
+        let e = self.servers[i].engine.as_mut().expect("up");
+        let id = e.id();
+        let mut out = e.poll();
+        self.absorb(i, &mut out)?;
+        let mut outputs = vec![out];
+        // A crash can land between the write and its sync.
+        if !self.servers[i].syncing.is_empty() && self.rng.chance(f.crash / 2) {
+            let s = &mut self.servers[i];
+            s.crash(self.rng.below(64) as usize);
+            s.down_for = 1 + self.rng.below(40);
+            self.report.crashes += 1;
+            self.event(6000 + id);
+            // Frames already handed out by poll may still leave.
             for o in outputs {
-                for c in &o.committed {
-                    if c.data.len() >= 8 {
-                        let v = u64::from_be_bytes(c.data[..8].try_into().expect("8 bytes"));
-                        if leader && self.in_flight.remove(&v).is_some() {
-                            if let Some(prev) = self.acked.insert(v, c.index) {
-                                return Err(self.violation(format!(
-                                    "value {v} acknowledged twice, at {prev} and {}",
-                                    c.index
-                                )));
-                            }
-                            self.report.acked += 1;
-                            self.event(7000 + c.index);
-                        }
-                    }
-                }
                 self.send(id, o.frames, f);
+            }
+            return Ok(());
+        }
+        // The sync thread finishes now or in a later step; the engine
+        // goes on meanwhile, and what waits for the disk waits.
+        if !self.servers[i].syncing.is_empty() && !self.rng.chance(f.slow_sync) {
+            outputs.extend(self.sync_now(i)?);
+        }
+        self.rewrite_some(i)?;
+        let e = self.servers[i].engine.as_ref().expect("still up");
+        let leader = e.is_leader(GROUP);
+        self.apply_outputs(i, &outputs)?;
+        self.compact_states(i)?;
+        for o in outputs {
+            self.ack_values(leader, &o)?;
+            self.send(id, o.frames, f);
+        }
+        Ok(())
+    }
+
+    /// Server `i`'s sync thread runs every handle queued: the engine
+    /// hears the last epoch, and polls again.
+    fn sync_now(&mut self, i: usize) -> Result<[Output; 2], Violation> {
+        let queued = std::mem::take(&mut self.servers[i].syncing);
+        let last = queued.last().map(|(epoch, _)| *epoch).expect("not empty");
+        for h in queued.into_iter().flat_map(|(_, hs)| hs) {
+            h.sync().expect("memory dir syncs");
+        }
+        let e = self.servers[i].engine.as_mut().expect("still up");
+        let synced = e.synced(last);
+        let mut more = e.poll();
+        self.absorb(i, &mut more)?;
+        Ok([synced, more])
+    }
+
+    /// The committed entries of `outputs` applied to server `i`'s meta
+    /// state or stream replicas, and its confirmed reads queued.
+    fn apply_outputs(&mut self, i: usize, outputs: &[Output]) -> Result<(), Violation> {
+        if self.cfg.meta {
+            for c in outputs.iter().flat_map(|o| &o.committed) {
+                let _ = self.servers[i].meta.apply(c.index, &c.data);
+            }
+        }
+        if !(self.cfg.work_queue || self.cfg.publish_ids) {
+            return Ok(());
+        }
+        let e = self.servers[i].engine.as_ref().expect("still up");
+        let leader = e.is_leader(GROUP);
+        let agg_leader = e.is_leader(SOURCING_GROUP);
+        for o in outputs {
+            for c in &o.committed {
+                let led = match c.group == SOURCING_GROUP {
+                    true => agg_leader,
+                    false => leader,
+                };
+                self.apply_stream(i, c.group, led, c.index, &c.data)?;
+            }
+            for (_, _, index) in o.reads.iter().filter(|r| r.0 == GROUP) {
+                self.reads_waiting.push((i, *index));
+            }
+        }
+        self.serve_reads(i)
+    }
+
+    /// Stream and meta state is snapshotted now and then and the log
+    /// compacted behind it, as a server bounds its logs.
+    fn compact_states(&mut self, i: usize) -> Result<(), Violation> {
+        if !(self.cfg.work_queue || self.cfg.publish_ids || self.cfg.meta) {
+            return Ok(());
+        }
+        for &g in groups(&self.cfg) {
+            let s = &mut self.servers[i];
+            let index = state_snapshot_index(s, g);
+            let since = index.saturating_sub(s.compacted_at.get(&g).copied().unwrap_or(0));
+            if since < COMPACT_EVERY {
+                continue;
+            }
+            if s.stores.contains_key(&g) {
+                // Compacted when the replica's snapshot comes.
+                self.snapshot_replica(i, g)?;
+                continue;
+            }
+            if let (Some(index), data) = state_snapshot(s, g) {
+                if s.compact(g, index, data) {
+                    s.compacted_at.insert(g, index);
+                    self.report.compactions += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// In value mode, a leader that sees a value it proposed committed
+    /// acknowledges it, at the index it committed at.
+    fn ack_values(&mut self, leader: bool, o: &Output) -> Result<(), Violation> {
+        for c in &o.committed {
+            if c.data.len() < 8 {
+                continue;
+            }
+            let v = u64::from_be_bytes(c.data[..8].try_into().expect("8 bytes"));
+            if leader && self.in_flight.remove(&v).is_some() {
+                if let Some(prev) = self.acked.insert(v, c.index) {
+                    return Err(self.violation(format!(
+                        "value {v} acknowledged twice, at {prev} and {}",
+                        c.index
+                    )));
+                }
+                self.report.acked += 1;
+                self.event(7000 + c.index);
             }
         }
         Ok(())
