@@ -234,6 +234,10 @@ impl Replica {
     }
 
     fn apply(&mut self, index: u64, entry: Bytes, leader: bool, t: Clock) {
+        debug_assert!(
+            self.fetching.is_none(),
+            "a fetching replica applies nothing"
+        );
         if self.stopped || index <= self.machine.applied() {
             // Already in the state (a fetch brought it past this entry).
             return;
@@ -298,6 +302,9 @@ impl Replica {
             }
             self.retention.marked(at);
         }
+        // The log is compacted only behind a store marked at the
+        // snapshot's index (and synced: the event's handle).
+        debug_assert!(self.retention.last_mark() >= at, "marked at the snapshot");
         let data = self.machine.snapshot_state(t.wall);
         let sync = self.machine.stream_mut().store_mut().sync_handle();
         self.events.push_back(Event::Snapshot {
