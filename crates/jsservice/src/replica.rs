@@ -425,14 +425,23 @@ impl Replica {
     /// store opened again at the log's snapshot, what that lacks fetched
     /// from the leader, and the log's entries since applied again over it,
     /// unanswered. `log` is what the driver read after holding the node
-    /// from leading (`None`: nothing could be read). The state the damaged
-    /// store produced is dropped whole.
+    /// from leading (`None`: the log no longer holds the entry after its
+    /// snapshot). The state the damaged store produced is dropped whole.
+    ///
+    /// A log that does not yet reach what the replica applied (its own
+    /// sync of committed entries is under way, or a fetch brought the
+    /// state past it) waits: the node may lead again, and the driver
+    /// calls this again while [`Replica::damage`] says so.
     pub fn repair(&mut self, log: Option<LogTail>, t: Clock) {
         let applied = self.machine.applied();
-        let Some(log) = log.filter(|l| l.reaches >= applied) else {
+        let Some(log) = log else {
             return self
                 .halt("its store is damaged and its log no longer holds what it applied".into());
         };
+        if log.reaches < applied {
+            self.events.push_back(Event::Hold(false));
+            return;
+        }
         self.events.push_back(Event::StepDown);
         if let Err(e) = self.reopen(log.snapshot, t) {
             return self.halt(format!("its damaged store could not be opened again ({e})"));
@@ -710,5 +719,21 @@ mod tests {
         r.handle_take_snapshot(5, 0, t);
         r.handle_committed(6, publish(6), false, t);
         assert!(snapshots(&mut r).is_empty(), "owed while damaged");
+
+        // Its log's own sync of entry 6 is under way: the repair waits,
+        // letting the node lead again, and the damage still asks for it.
+        let behind = LogTail {
+            snapshot: None,
+            reaches: 5,
+            entries: Vec::new(),
+        };
+        r.repair(Some(behind), t);
+        assert!(matches!(r.poll_event(), Some(Event::Hold(false))));
+        assert!(r.poll_event().is_none());
+        assert!(!r.is_stopped() && r.damage().is_some());
+        // A log that no longer holds what follows its snapshot: it halts.
+        r.repair(None, t);
+        assert!(matches!(r.poll_event(), Some(Event::Halted(_))));
+        assert!(r.is_stopped());
     }
 }

@@ -119,6 +119,8 @@ pub struct Actor {
     path: Option<PathBuf>,
     /// Where the replies to the fetch under way come, if one is.
     inbox: Option<fetch::Inbox>,
+    /// A repair of a damaged store is under way (counted and logged).
+    repairing: bool,
     handle: Arc<StreamHandle>,
     publisher: InternalPublisher,
     /// This server leads the group (and has applied what was committed
@@ -184,6 +186,7 @@ impl Actor {
             epoch,
             path,
             inbox: None,
+            repairing: false,
             handle,
             leading: false,
             serving: None,

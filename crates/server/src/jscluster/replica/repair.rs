@@ -26,11 +26,15 @@ impl Actor {
         let Some(why) = self.core.damage() else {
             return;
         };
-        self.js.damage_found.fetch_add(1, Ordering::Relaxed);
-        error!(
-            "JetStream cluster stream '$G > {}': a read found its store damaged ({why}); fetching it again from the leader",
-            self.handle.name
-        );
+        // Counted and logged once: a repair whose log does not yet reach
+        // what was applied is tried again after the next command.
+        if !std::mem::replace(&mut self.repairing, true) {
+            self.js.damage_found.fetch_add(1, Ordering::Relaxed);
+            error!(
+                "JetStream cluster stream '$G > {}': a read found its store damaged ({why}); fetching it again from the leader",
+                self.handle.name
+            );
+        }
         let log = self.log_since_snapshot();
         self.core.repair(log, self.clock());
         self.drain();
@@ -38,6 +42,7 @@ impl Actor {
 
     /// A repair is done: counted, and logged.
     pub(super) fn repaired(&mut self) {
+        self.repairing = false;
         self.js.damage_repaired.fetch_add(1, Ordering::Relaxed);
         info!(
             "JetStream cluster stream '$G > {}': its damaged store is repaired",
