@@ -269,6 +269,11 @@ struct Server {
     rewrites: Vec<(u64, RewriteJob)>,
     /// Log rewrites run (their files written) and not yet swapped in.
     rewritten: Vec<(u64, Rewritten)>,
+    /// Stream replicas' snapshots the engine asked for, as (group, its
+    /// applied index, its log's snapshot index): taken once the entries
+    /// handed out before the ask are applied, as a replica task takes
+    /// them in the order they came.
+    snapshots_asked: Vec<(u64, u64, u64)>,
 }
 
 impl Server {
@@ -471,6 +476,7 @@ impl Sim {
                     syncing: Vec::new(),
                     rewrites: Vec::new(),
                     rewritten: Vec::new(),
+                    snapshots_asked: Vec::new(),
                 }
             })
             .collect();
@@ -530,11 +536,17 @@ impl Sim {
             }
         }
         for &g in &out.snapshot_wanted {
-            if self.servers[i].stores.contains_key(&g) {
-                self.snapshot_replica(i, g)?;
+            let s = &mut self.servers[i];
+            if s.stores.contains_key(&g) {
+                let e = s.engine.as_ref().expect("up");
+                let asked = (
+                    g,
+                    e.applied(g).unwrap_or(0),
+                    e.snapshot_index(g).unwrap_or(0),
+                );
+                s.snapshots_asked.push(asked);
                 continue;
             }
-            let s = &mut self.servers[i];
             let (index, data) = state_snapshot(s, g);
             let e = s.engine.as_mut().expect("up");
             let at = index.unwrap_or_else(|| e.applied(g).unwrap_or(0));
@@ -832,6 +844,7 @@ impl Sim {
         s.syncing.clear();
         s.rewrites.clear();
         s.rewritten.clear();
+        s.snapshots_asked.clear();
         self.report.trace = mix(self.report.trace, 3000 + s.id);
         for (g, stored) in stored {
             self.open_replica(i, g, stored)?;
@@ -1338,6 +1351,11 @@ impl Sim {
         let e = self.servers[i].engine.as_ref().expect("still up");
         let leader = e.is_leader(GROUP);
         self.apply_outputs(i, &outputs)?;
+        for (g, index, stored) in std::mem::take(&mut self.servers[i].snapshots_asked) {
+            self.with_replica(i, g, |r, clock| {
+                r.handle_take_snapshot(index, stored, clock)
+            })?;
+        }
         self.compact_states(i)?;
         for o in outputs {
             self.ack_values(leader, &o)?;

@@ -110,7 +110,6 @@ impl Sim {
                 entries,
             });
         rs.flipped = false;
-        self.report.store_repairs += 1;
         let id = s.id;
         self.event(4700 + id * 100 + group);
         self.with_replica(i, group, |r, clock| r.repair(log, clock))

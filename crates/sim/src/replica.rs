@@ -228,7 +228,8 @@ impl Sim {
                         crate::repair::step_down(e, group, id, n, &mut self.rng);
                     }
                 }
-                Event::Restored { .. } | Event::Repaired | Event::Note(_) => {}
+                Event::Repaired => self.report.store_repairs += 1,
+                Event::Restored { .. } | Event::Note(_) => {}
                 Event::Halted(why) => {
                     return Err(self.violation(format!(
                         "server {id}: the replica of group {group} halted: {why}"
