@@ -398,8 +398,8 @@ impl Replica {
     }
 
     /// Sends the outstanding ask again if its reply is overdue, or starts
-    /// a failed fetch again. A replica that still leads is asked to step
-    /// down again: it cannot fetch from itself.
+    /// a failed fetch again; asks the driver each time to step down if
+    /// its server still leads the group (it cannot fetch from itself).
     pub fn handle_timeout(&mut self, t: Clock) {
         let Some(f) = &self.fetching else { return };
         if f.ask_at.is_none_or(|at| t.now < at) {
@@ -449,6 +449,10 @@ impl Replica {
         for (index, data) in log.entries.into_iter().filter(|(i, _)| *i <= applied) {
             // Answered when they were first applied.
             self.handle_committed(index, data, false, t);
+        }
+        if self.stopped {
+            // Halted on the way (its store failed): nothing is repaired.
+            return;
         }
         match self.fetching.is_some() {
             // Counted repaired once fetched.

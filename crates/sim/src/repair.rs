@@ -5,7 +5,8 @@
 //! (`MsgStore::damage`) is held from leading, hands its leadership on,
 //! opens its store again at its log's snapshot, fetches what that lacks
 //! from the leader, and applies its log's entries since the snapshot
-//! again, unanswered.
+//! again, unanswered. While its log does not yet reach what it applied,
+//! the repair waits (unheld) and is tried again the next step.
 
 use crate::{Sim, Violation};
 use jsservice::replica::LogTail;
@@ -109,10 +110,17 @@ impl Sim {
                 reaches,
                 entries,
             });
-        rs.flipped = false;
         let id = s.id;
         self.event(4700 + id * 100 + group);
-        self.with_replica(i, group, |r, clock| r.repair(log, clock))
+        self.with_replica(i, group, |r, clock| r.repair(log, clock))?;
+        // Still damaged: the repair waits for the log, and the flip still
+        // counts toward the minority bound. Otherwise the store was
+        // reopened (and a fetch counts while it runs).
+        let rs = self.servers[i].stores.get_mut(&group).expect("a store");
+        if rs.replica.as_ref().is_some_and(|r| r.damage().is_none()) {
+            rs.flipped = false;
+        }
+        Ok(())
     }
 }
 

@@ -41,8 +41,8 @@ pub(crate) struct ReplicaStore {
     pub replica: Option<Replica>,
     /// Asks sent and not yet carried: carried at the next fetch round.
     asks: Vec<Ask>,
-    /// A bit was flipped under the running replica, and it has not been
-    /// repaired or reopened since: counted among the damaged servers.
+    /// A bit was flipped under the running replica, and no repair has
+    /// reopened its store since: counted among the damaged servers.
     pub flipped: bool,
 }
 

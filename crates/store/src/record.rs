@@ -38,9 +38,10 @@ pub enum Kind {
     /// The state so far is the state after applying log index `seq` (a
     /// replica's mark, `FileStore::mark`); it holds no sequence.
     Mark = 8,
-    /// Ends a batch of writes made durable together: the stream's last
-    /// sequence was `seq` then. A write torn by a crash is never followed
-    /// by one, so a bad record before it is damage, not a torn write.
+    /// Ends a batch of writes made durable together: `seq` is the
+    /// stream's last sequence then (in a journal, its count of entries).
+    /// A write torn by a crash is never followed by one, so a bad record
+    /// before it is damage, not a torn write.
     Synced = 9,
 }
 

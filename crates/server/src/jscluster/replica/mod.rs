@@ -251,7 +251,7 @@ impl Actor {
     /// sources) only every RECONCILE_EVERY, so thousands of idle streams
     /// do not wake their tasks twenty times a second. None: no duties.
     fn duties_at(&self, last: Instant) -> Option<Instant> {
-        if self.core.is_fetching() {
+        if self.core.is_fetching() || self.repairing {
             return Some(last + FOLLOW_EVERY);
         }
         if !self.leading {
@@ -423,8 +423,12 @@ impl Actor {
                 Event::Halted(why) => self.halted(&why),
             }
         }
-        let grew = self.handle.record(self.core.machine_mut().stream_mut());
-        self.js.add_usage(self.handle.storage, grew);
+        // A fetch's placeholder is not the stream: what it holds is told
+        // once the fetch is done.
+        if self.core.current().is_some() {
+            let grew = self.handle.record(self.core.machine_mut().stream_mut());
+            self.js.add_usage(self.handle.storage, grew);
+        }
     }
 
     /// A snapshot for the node to compact its log behind: once the store

@@ -4,7 +4,9 @@
 //! decides how): its store is opened again at its log's snapshot, what
 //! that lacks is fetched from the leader, and the log's entries since the
 //! snapshot are applied again over it. It does not lead meanwhile; a
-//! leader hands its leadership on.
+//! leader hands its leadership on. While its log does not yet reach what
+//! it applied (its own sync under way), the repair waits, unheld, and is
+//! tried again after the next command or follow period.
 //!
 //! The state the damaged store produced is dropped whole, so a read that
 //! failed leaves nothing behind in it: consumers wait at a record that
@@ -24,6 +26,12 @@ impl Actor {
     /// read the store last.
     pub(super) fn repair_if_damaged(&mut self) {
         let Some(why) = self.core.damage() else {
+            // A leader's snapshot may have replaced the damaged state
+            // while a repair waited: none is under way once nothing is
+            // fetched either.
+            if !self.core.is_fetching() {
+                self.repairing = false;
+            }
             return;
         };
         // Counted and logged once: a repair whose log does not yet reach
