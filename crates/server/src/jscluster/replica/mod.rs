@@ -392,11 +392,14 @@ impl Actor {
                     index,
                     messages,
                     took,
-                } => info!(
-                    "JetStream cluster stream '$G > {}' caught up to index {index} from the leader: {messages} messages fetched in {:.1?}",
-                    self.handle.name,
-                    Duration::from_millis(took)
-                ),
+                } => {
+                    info!(
+                        "JetStream cluster stream '$G > {}' caught up to index {index} from the leader: {messages} messages fetched in {:.1?}",
+                        self.handle.name,
+                        Duration::from_millis(took)
+                    );
+                    self.record_usage();
+                }
                 Event::Hold(hold) => {
                     let group = self.group;
                     let _ = self.jc.node.call(move |e| e.hold(group, hold));
@@ -412,23 +415,37 @@ impl Actor {
                     }
                     self.unserve();
                 }
-                Event::Restored { index } => info!(
-                    "JetStream cluster stream '$G > {}' caught up from the leader's snapshot at index {index}",
-                    self.handle.name
-                ),
-                Event::Repaired => self.repaired(),
+                Event::Restored { index } => {
+                    info!(
+                        "JetStream cluster stream '$G > {}' caught up from the leader's snapshot at index {index}",
+                        self.handle.name
+                    );
+                    self.record_usage();
+                }
+                Event::Repaired => {
+                    self.record_usage();
+                    self.repaired();
+                }
                 Event::Note(what) => {
-                    warn!("JetStream cluster stream '$G > {}': {what}", self.handle.name)
+                    warn!(
+                        "JetStream cluster stream '$G > {}': {what}",
+                        self.handle.name
+                    )
                 }
                 Event::Halted(why) => self.halted(&why),
             }
         }
-        // A fetch's placeholder is not the stream: what it holds is told
-        // once the fetch is done.
-        if self.core.current().is_some() {
-            let grew = self.handle.record(self.core.machine_mut().stream_mut());
-            self.js.add_usage(self.handle.storage, grew);
+    }
+
+    /// Tells the rest of the server what the stream now holds: after each
+    /// entry applied, and when a fetch, a leader's snapshot or a repair
+    /// replaced the machine (a fetch's placeholder is never told).
+    fn record_usage(&mut self) {
+        if self.core.is_fetching() {
+            return;
         }
+        let grew = self.handle.record(self.core.machine_mut().stream_mut());
+        self.js.add_usage(self.handle.storage, grew);
     }
 
     /// A snapshot for the node to compact its log behind: once the store
@@ -465,8 +482,7 @@ impl Actor {
     /// group when it was handed out.
     fn applied(&mut self, leader: bool, applied: Applied) {
         let config_changed = self.core.machine().stream().config_changed();
-        let grew = self.handle.record(self.core.machine_mut().stream_mut());
-        self.js.add_usage(self.handle.storage, grew);
+        self.record_usage();
         if let Outcome::Barrier { peer, token } = applied.outcome {
             if leader && peer == self.jc.me.id {
                 self.serve_reads(token);
