@@ -51,8 +51,9 @@ const USER_TIMEOUT: Duration = Duration::from_secs(3);
 const INBOUND_IDLE: Duration = Duration::from_secs(60);
 /// Room made in an inbound connection's buffer before each read. Large
 /// frames are split off that buffer and share it (small ones are copied
-/// out, `frame::SPLIT_AT`): it is reused once they are all dropped, and a
-/// fresh one is allocated while any is held.
+/// out, `frame::SPLIT_AT`) until the engine has decoded them: it is reused
+/// once they are all dropped, and a fresh one is allocated while any is
+/// held.
 const READ_ROOM: usize = 64 << 10;
 /// Longest preface line accepted.
 const MAX_PREFACE: usize = 1024;

@@ -110,8 +110,7 @@ pub struct Reassembly {
 
 impl Reassembly {
     /// Takes one frame payload. A whole message is a slice of it, not a
-    /// copy: decoding it with `parse_from_carllerche_bytes` then leaves
-    /// the entries' data in the frame's buffer too.
+    /// copy (decoding it copies the entries' data out).
     pub fn take(&mut self, peer: u64, group: u64, payload: &Bytes) -> Piece {
         let key = (peer, group);
         let Some((&kind, rest)) = payload.split_first() else {

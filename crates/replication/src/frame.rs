@@ -186,12 +186,11 @@ pub fn decode_unchecked(bytes: &[u8]) -> Result<Frame, Reject> {
 
 /// Frames at least this large are split off the stream's buffer; smaller
 /// ones are copied out. A split frame keeps the buffer it was read into
-/// alive as long as anything decoded from it is held, and a follower's
-/// Raft log holds its entries until a compaction thousands of entries
-/// later: one small append per read (a lightly loaded stream) would then
-/// hold a whole read buffer each. Copying a frame this small costs little;
-/// a frame this large is most of the buffer it was read into (at most
-/// twice its size, as the buffer grows to take it).
+/// alive until it is decoded (the engine copies entries out of it), so a
+/// small one would hold a whole read buffer for a moment; copying a frame
+/// this small costs little, and a frame this large is most of the buffer
+/// it was read into (at most twice its size, as the buffer grows to take
+/// it).
 pub const SPLIT_AT: usize = 32 << 10;
 
 /// Frames out of a byte stream (a TCP connection). Any refusal is fatal
@@ -228,9 +227,8 @@ impl StreamDecoder {
 
     /// The next whole frame, if one has arrived. A frame of at least
     /// [`SPLIT_AT`] bytes is split off the stream's buffer, not copied:
-    /// entry data decoded from it (`parse_from_carllerche_bytes`) shares
-    /// those bytes, and keeps the buffer they were read into alive until
-    /// the last is dropped. A smaller one is copied out (see `SPLIT_AT`).
+    /// it keeps the buffer it was read into alive until it is dropped. A
+    /// smaller one is copied out (see `SPLIT_AT`).
     pub fn next_frame(&mut self) -> Result<Option<Frame>, Reject> {
         if self.failed {
             return Ok(None);
