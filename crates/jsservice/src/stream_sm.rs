@@ -217,6 +217,12 @@ pub(crate) fn put_bytes(b: &mut BytesMut, v: &[u8]) {
 }
 
 pub(crate) fn get_bytes(b: &mut &[u8]) -> Result<Bytes, DecodeError> {
+    get_bytes_in(b, None)
+}
+
+/// A length-prefixed field: a slice of `owner` when given (`b` must then
+/// be a part of it), else a copy.
+fn get_bytes_in(b: &mut &[u8], owner: Option<&Bytes>) -> Result<Bytes, DecodeError> {
     if b.remaining() < 4 {
         return Err(DecodeError::Short);
     }
@@ -224,7 +230,11 @@ pub(crate) fn get_bytes(b: &mut &[u8]) -> Result<Bytes, DecodeError> {
     if b.remaining() < n {
         return Err(DecodeError::Short);
     }
-    let v = Bytes::copy_from_slice(&b[..n]);
+    let field = &b[..n];
+    let v = match owner {
+        Some(owner) => owner.slice_ref(field),
+        None => Bytes::copy_from_slice(field),
+    };
     b.advance(n);
     Ok(v)
 }
@@ -247,15 +257,24 @@ pub(crate) fn put_msg(b: &mut BytesMut, subject: &str, headers: Option<&[u8]>, p
 }
 
 pub(crate) fn get_msg(b: &mut &[u8]) -> Result<(String, Option<Bytes>, Bytes), DecodeError> {
+    get_msg_in(b, None)
+}
+
+/// A message, its headers and payload slices of `owner` when given (see
+/// [`get_bytes_in`]).
+fn get_msg_in(
+    b: &mut &[u8],
+    owner: Option<&Bytes>,
+) -> Result<(String, Option<Bytes>, Bytes), DecodeError> {
     let subject = get_string(b)?;
     if b.remaining() < 1 {
         return Err(DecodeError::Short);
     }
     let headers = match b.get_u8() {
         0 => None,
-        _ => Some(get_bytes(b)?),
+        _ => Some(get_bytes_in(b, owner)?),
     };
-    Ok((subject, headers, get_bytes(b)?))
+    Ok((subject, headers, get_bytes_in(b, owner)?))
 }
 
 fn put_opt(b: &mut BytesMut, v: &Option<String>) {
@@ -286,12 +305,25 @@ impl Entry {
         b.into()
     }
 
-    pub fn decode(mut b: &[u8]) -> Result<Entry, DecodeError> {
+    /// Decodes an entry, copying its messages out of `b`.
+    pub fn decode(b: &[u8]) -> Result<Entry, DecodeError> {
+        Self::decode_in(b, None)
+    }
+
+    /// Decodes an entry whose messages stay in `data`: a message's
+    /// headers and payload are slices of it, not copies. A Raft entry's
+    /// data is a buffer of its own (`replication::Engine` copies it out
+    /// of the frame it came in), so this pins nothing larger.
+    pub fn decode_shared(data: &Bytes) -> Result<Entry, DecodeError> {
+        Self::decode_in(data, Some(data))
+    }
+
+    fn decode_in(mut b: &[u8], owner: Option<&Bytes>) -> Result<Entry, DecodeError> {
         if b.remaining() < 9 {
             return Err(DecodeError::Short);
         }
         let ts = b.get_i64_le();
-        let op = decode_op(&mut b, 0)?;
+        let op = decode_op(&mut b, owner, 0)?;
         Ok(Entry { ts, op })
     }
 }
@@ -437,14 +469,15 @@ pub fn encode_publish(
     b.into()
 }
 
-/// `depth` bounds nesting: a `Replied` holds one plain op.
-fn decode_op(b: &mut &[u8], depth: u8) -> Result<Op, DecodeError> {
+/// `depth` bounds nesting: a `Replied` holds one plain op. Messages are
+/// slices of `owner` when given (see [`get_bytes_in`]).
+fn decode_op(b: &mut &[u8], owner: Option<&Bytes>, depth: u8) -> Result<Op, DecodeError> {
     if b.remaining() < 1 {
         return Err(DecodeError::Short);
     }
     let op = match b.get_u8() {
         1 => {
-            let (subject, headers, payload) = get_msg(b)?;
+            let (subject, headers, payload) = get_msg_in(b, owner)?;
             Op::Publish {
                 subject,
                 headers,
@@ -489,7 +522,7 @@ fn decode_op(b: &mut &[u8], depth: u8) -> Result<Op, DecodeError> {
             let origin_seq = b.get_u64_le();
             let origin_ts = b.get_i64_le();
             let pending = b.get_u64_le();
-            let (subject, headers, payload) = get_msg(b)?;
+            let (subject, headers, payload) = get_msg_in(b, owner)?;
             Op::Sourced {
                 key,
                 origin_seq,
@@ -556,7 +589,7 @@ fn decode_op(b: &mut &[u8], depth: u8) -> Result<Op, DecodeError> {
         }
         11 if depth == 0 => Op::Replied {
             reply: get_string(b)?,
-            op: Box::new(decode_op(b, depth + 1)?),
+            op: Box::new(decode_op(b, owner, depth + 1)?),
         },
         k => return Err(DecodeError::Kind(k)),
     };
@@ -896,12 +929,12 @@ impl StreamMachine {
     ///
     /// Indexes may skip (Raft's own empty and configuration entries are
     /// not the stream's) but never go back.
-    pub fn apply(&mut self, index: u64, data: &[u8]) -> Applied {
+    pub fn apply(&mut self, index: u64, data: &Bytes) -> Applied {
         if index <= self.applied {
             return Applied::default();
         }
         self.applied = index;
-        let Ok(e) = Entry::decode(data) else {
+        let Ok(e) = Entry::decode_shared(data) else {
             return Applied::default();
         };
         self.apply_entry(e)
@@ -1144,7 +1177,7 @@ mod tests {
                 ts: 1_000_000_000 * *index as i64,
                 op,
             };
-            for o in rs.apply(*index, &e.encode()).outputs {
+            for o in rs.apply(*index, &e.encode().into()).outputs {
                 if let Output::Publish(m) = o {
                     acks.extend(m.reply.filter(|r| r.starts_with("$JS.ACK.")));
                 }
@@ -1375,7 +1408,7 @@ mod tests {
                 ts: index as i64,
                 op: sourced(seq),
             };
-            match rs.apply(index, &e.encode()).outcome {
+            match rs.apply(index, &e.encode().into()).outcome {
                 Outcome::Sourced(Ok(stored)) => stored,
                 other => panic!("{other:?}"),
             }
@@ -1473,10 +1506,45 @@ mod tests {
         for e in &entries {
             let b = e.encode();
             assert_eq!(&Entry::decode(&b).unwrap(), e);
+            let shared = Bytes::from(b.clone());
+            assert_eq!(&Entry::decode_shared(&shared).unwrap(), e);
             for cut in 0..b.len() {
                 assert!(Entry::decode(&b[..cut]).is_err() || cut == b.len());
+                let short = shared.slice(..cut);
+                assert!(Entry::decode_shared(&short).is_err() || cut == b.len());
             }
         }
         assert_eq!(Entry::decode(&[0; 8]), Err(DecodeError::Short));
+    }
+
+    /// A shared decode leaves a message's headers and payload in the
+    /// entry's buffer; a plain one copies them.
+    #[test]
+    fn a_shared_decode_slices_messages_out_of_the_entry() {
+        let entry = Entry {
+            ts: 1,
+            op: Op::Publish {
+                subject: "s".into(),
+                headers: Some(Bytes::from_static(b"NATS/1.0\r\n\r\n")),
+                payload: Bytes::from_static(b"payload"),
+            }
+            .replied(Some("r")),
+        };
+        let data = Bytes::from(entry.encode());
+        let within = |field: &Bytes| data.as_ptr_range().contains(&field.as_ptr());
+        let decoded = |e: Entry| match e.op {
+            Op::Replied { op, .. } => match *op {
+                Op::Publish {
+                    headers, payload, ..
+                } => (headers.unwrap(), payload),
+                other => panic!("not a publish: {other:?}"),
+            },
+            other => panic!("not replied: {other:?}"),
+        };
+        let (headers, payload) = decoded(Entry::decode_shared(&data).unwrap());
+        assert!(within(&headers) && within(&payload));
+        assert_eq!(&payload[..], b"payload");
+        let (headers, payload) = decoded(Entry::decode(&data).unwrap());
+        assert!(!within(&headers) && !within(&payload));
     }
 }
