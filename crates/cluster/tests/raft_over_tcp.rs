@@ -455,14 +455,25 @@ async fn a_failed_fsync_stops_the_node_and_the_others_go_on() {
         "a node whose fsync failed applied everything"
     );
     // The leader never counted the stopped one: its match index is below
-    // the last entry.
-    let l = members[..2]
-        .iter()
-        .find_map(|m| {
+    // the last entry. The status is published apart from the commits
+    // (every STATUS_EVERY, at the node loop's next turn), so wait for one
+    // that holds them all.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let l = loop {
+        let leader = members[..2].iter().find_map(|m| {
             let st = m.node.as_ref().unwrap().status();
             st.groups.iter().find(|g| g.is_leader).cloned()
-        })
-        .expect("a leader among the two");
+        });
+        match leader {
+            Some(l) if l.last_index >= values.len() as u64 => break l,
+            other => assert!(
+                Instant::now() < deadline,
+                "no leader's status holds the {} entries: {other:?}",
+                values.len()
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     let (_, matched) = l.progress.iter().find(|(id, _)| *id == 3).copied().unwrap();
     assert!(matched < l.last_index, "{matched} of {}", l.last_index);
 }
