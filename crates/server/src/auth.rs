@@ -5,7 +5,7 @@
 use protocol::ConnectInfo;
 use subtle::ConstantTimeEq;
 
-use crate::options::Authorization;
+use crate::options::{Authorization, User};
 
 /// What a client presented in CONNECT, kept for the life of the
 /// connection so a config reload can check it against new settings.
@@ -44,9 +44,19 @@ fn secret_matches(configured: &str, presented: &str) -> bool {
     configured.as_bytes().ct_eq(presented.as_bytes()).into()
 }
 
-/// Checks a client's credentials. `Err` carries the log suffix naming who
-/// failed (e.g. ` - User "bob"`), or is empty when no identity was given.
-pub fn check(auth: &Authorization, ci: &Credentials) -> Result<(), String> {
+/// Checks a client's credentials and returns the configured user they
+/// name, if the users list is in use. A client that presents nothing
+/// connects as `no_auth_user` when there is one. `Err` carries the log
+/// suffix naming who failed (e.g. ` - User "bob"`), or is empty when no
+/// identity was given.
+pub fn check<'a>(auth: &'a Authorization, ci: &Credentials) -> Result<Option<&'a User>, String> {
+    if let Some(name) = &auth.no_auth_user {
+        if ci.user.is_none() && ci.pass.is_none() && ci.auth_token.is_none() {
+            let user = auth.users.iter().find(|u| &u.user == name);
+            debug_assert!(user.is_some(), "the config checks no_auth_user is a user");
+            return user.map(Some).ok_or_else(String::new);
+        }
+    }
     let who = match (&ci.user, &ci.auth_token) {
         (Some(u), _) => format!(" - User {u:?}"),
         (None, Some(_)) => " - Token \"[REDACTED]\"".to_string(),
@@ -64,15 +74,18 @@ pub fn check(auth: &Authorization, ci: &Credentials) -> Result<(), String> {
             )
     } else if !auth.users.is_empty() {
         let presented = ci.user.as_deref();
-        auth.users
+        return auth
+            .users
             .iter()
             .find(|u| Some(u.user.as_str()) == presented)
-            .is_some_and(|u| secret_matches(&u.password, ci.pass.as_deref().unwrap_or("")))
+            .filter(|u| secret_matches(&u.password, ci.pass.as_deref().unwrap_or("")))
+            .map(Some)
+            .ok_or(who);
     } else {
         true
     };
     if ok {
-        Ok(())
+        Ok(None)
     } else {
         Err(who)
     }
@@ -81,7 +94,6 @@ pub fn check(auth: &Authorization, ci: &Credentials) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::User;
 
     fn connect(json: &str) -> Credentials {
         let ci: ConnectInfo = serde_json::from_str(json).unwrap();
@@ -123,10 +135,12 @@ mod tests {
                 User {
                     user: "a".into(),
                     password: "1".into(),
+                    permissions: None,
                 },
                 User {
                     user: "b".into(),
                     password: "2".into(),
+                    permissions: None,
                 },
             ],
             ..Default::default()
@@ -134,5 +148,26 @@ mod tests {
         assert!(check(&a, &connect(r#"{"user":"b","pass":"2"}"#)).is_ok());
         assert!(check(&a, &connect(r#"{"user":"b","pass":"1"}"#)).is_err());
         assert!(check(&a, &connect(r#"{"user":"c","pass":"2"}"#)).is_err());
+        assert!(check(&a, &connect("{}")).is_err());
+    }
+
+    #[test]
+    fn no_auth_user_stands_in_for_no_credentials() {
+        let user = |name: &str| User {
+            user: name.into(),
+            password: "pw".into(),
+            permissions: None,
+        };
+        let a = Authorization {
+            users: vec![user("a"), user("b")],
+            no_auth_user: Some("b".into()),
+            ..Default::default()
+        };
+        let picked = |json| check(&a, &connect(json)).map(|u| u.map(|u| u.user.clone()));
+        assert_eq!(picked("{}"), Ok(Some("b".into())));
+        assert_eq!(picked(r#"{"user":"a","pass":"pw"}"#), Ok(Some("a".into())));
+        // Credentials that are given are checked, never replaced.
+        assert!(picked(r#"{"user":"a","pass":"bad"}"#).is_err());
+        assert!(picked(r#"{"pass":"pw"}"#).is_err());
     }
 }

@@ -18,12 +18,13 @@ use conf::{Entry, Item, Map, Value};
 
 use crate::options::{Options, User};
 
+mod permissions;
+
 /// Keys nats-server understands that flotilla refuses to ignore.
 const UNSUPPORTED: &[&str] = &[
     "tls",
     "accounts",
     "system_account",
-    "no_auth_user",
     "leafnodes",
     "leaf",
     "gateway",
@@ -238,6 +239,7 @@ fn host_port(r: &mut Report, e: &Entry) -> Option<(Option<String>, i64)> {
 }
 
 fn apply(m: &Map, o: &mut Options, r: &mut Report) {
+    let mut no_auth_user = None;
     for e in &m.entries {
         let key = e.key.to_ascii_lowercase();
         match key.as_str() {
@@ -391,6 +393,11 @@ fn apply(m: &Map, o: &mut Options, r: &mut Report) {
                     authorization(m, e, o, r);
                 }
             }
+            "no_auth_user" => {
+                if let Some(v) = string(r, e) {
+                    no_auth_user = Some((v, e));
+                }
+            }
             "store_dir" | "storedir" => {
                 if let Some(v) = string(r, e) {
                     o.jetstream.store_dir = Some(PathBuf::from(v));
@@ -408,10 +415,30 @@ fn apply(m: &Map, o: &mut Options, r: &mut Report) {
             _ => r.unknown(e),
         }
     }
+    if let Some((user, at)) = no_auth_user {
+        check_no_auth_user(&user, at, o, r);
+        o.authorization.no_auth_user = Some(user);
+    }
+}
+
+/// nats-server's `validateNoAuthUser`: the user must be configured.
+fn check_no_auth_user(user: &str, at: &Entry, o: &Options, r: &mut Report) {
+    if o.authorization.users.is_empty() {
+        r.error_at(
+            at,
+            format!("no_auth_user: \"{user}\" present, but users/nkeys are not defined"),
+        );
+    } else if !o.authorization.users.iter().any(|u| u.user == user) {
+        r.error_at(
+            at,
+            format!("no_auth_user: \"{user}\" not present as user or nkey in authorization block or account configuration"),
+        );
+    }
 }
 
 fn authorization(m: &Map, at: &Entry, o: &mut Options, r: &mut Report) {
     let a = &mut o.authorization;
+    let mut defaults = None;
     for e in &m.entries {
         match e.key.to_ascii_lowercase().as_str() {
             "user" | "username" => a.user = string(r, e),
@@ -478,12 +505,15 @@ fn authorization(m: &Map, at: &Entry, o: &mut Options, r: &mut Report) {
                         );
                         continue;
                     };
-                    let (mut user, mut pass) = (None, None);
+                    let (mut user, mut pass, mut perms) = (None, None, None);
                     for ue in &um.entries {
                         match ue.key.to_ascii_lowercase().as_str() {
                             "user" | "username" => user = string(r, ue),
                             "pass" | "password" => pass = string(r, ue),
-                            "permission" | "permissions" | "authorization" | "nkey" => r.error_at(
+                            "permission" | "permissions" | "authorization" => {
+                                perms = permissions::permissions(r, ue)
+                            }
+                            "nkey" => r.error_at(
                                 ue,
                                 format!("\"{}\" is not supported by flotilla", ue.key),
                             ),
@@ -498,16 +528,25 @@ fn authorization(m: &Map, at: &Entry, o: &mut Options, r: &mut Report) {
                             a.users.push(User {
                                 user,
                                 password: pass.unwrap_or_default(),
+                                permissions: perms,
                             });
                         }
                         None => r.error(item, "User entry requires a user"),
                     }
                 }
             }
-            "permissions" | "default_permissions" | "auth_callout" => {
-                r.error_at(e, format!("\"{}\" is not supported by flotilla", e.key))
+            "default_permission" | "default_permissions" | "permissions" => {
+                defaults = permissions::permissions(r, e)
             }
+            "auth_callout" => r.error_at(e, format!("\"{}\" is not supported by flotilla", e.key)),
             _ => r.unknown(e),
+        }
+    }
+    // Users without permissions of their own get the defaults, wherever
+    // in the block the defaults were written.
+    if let Some(defaults) = defaults {
+        for user in a.users.iter_mut().filter(|u| u.permissions.is_none()) {
+            user.permissions = Some(defaults.clone());
         }
     }
     let single = a.user.is_some() || a.password.is_some();

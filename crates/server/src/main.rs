@@ -15,6 +15,7 @@ mod jscluster;
 mod logging;
 mod monitor;
 mod options;
+mod permissions;
 mod route;
 mod server;
 mod signals;

@@ -14,6 +14,46 @@ pub const RANDOM_PORT: i64 = -1;
 pub struct User {
     pub user: String,
     pub password: String,
+    /// What this user may publish and subscribe to; `None` is everything.
+    pub permissions: Option<Permissions>,
+}
+
+/// A user's `permissions` block, as nats-server's `Permissions`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Permissions {
+    pub publish: Option<SubjectPermission>,
+    pub subscribe: Option<SubjectPermission>,
+    /// `allow_responses`: may publish to the reply subject of a request
+    /// it received, though `publish` would refuse it.
+    pub response: Option<ResponsePermission>,
+}
+
+/// `allow` and `deny` subjects. An `allow` of `None` allows every
+/// subject `deny` does not name; `Some` of an empty list allows none.
+/// Subscribe entries may carry a queue group: `"subject queue"`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SubjectPermission {
+    pub allow: Option<Vec<String>>,
+    pub deny: Vec<String>,
+}
+
+/// How many replies an `allow_responses` grant allows per request, and
+/// for how long. Zero or less means no limit, as in nats-server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponsePermission {
+    pub max_msgs: i64,
+    pub expires: Option<Duration>,
+}
+
+impl Default for ResponsePermission {
+    /// nats-server's `DEFAULT_ALLOW_RESPONSE_MAX_MSGS` and
+    /// `DEFAULT_ALLOW_RESPONSE_EXPIRATION`.
+    fn default() -> Self {
+        ResponsePermission {
+            max_msgs: 1,
+            expires: Some(Duration::from_secs(120)),
+        }
+    }
 }
 
 /// Client authentication. At most one of token, single user, or users list
@@ -26,6 +66,9 @@ pub struct Authorization {
     pub users: Vec<User>,
     /// How long a client has to send CONNECT when auth is required.
     pub timeout: Option<Duration>,
+    /// `no_auth_user`: the user a client that presents no credentials
+    /// connects as. Always one of `users`.
+    pub no_auth_user: Option<String>,
 }
 
 impl Authorization {

@@ -234,6 +234,60 @@ fn value_errors() {
 }
 
 #[test]
+fn permission_errors() {
+    let user =
+        |perms: &str| format!("authorization {{ users: [{{user: a, permissions: {perms}}}] }}\n");
+    for (perms, want) in [
+        ("5", "Expected permissions to be a map/struct, got integer"),
+        ("{ publsh: x }", "Unknown field \"publsh\" parsing permissions"),
+        (
+            "{ publish: { allow: x, nope: y } }",
+            "Unknown field name \"nope\" parsing subject permissions, only 'allow' or 'deny' are permitted",
+        ),
+        ("{ publish: [\"a b\"] }", "subject \"a b\" is not a valid subject"),
+        ("{ publish: [\"a.>.b\"] }", "subject \"a.>.b\" is not a valid subject"),
+        ("{ subscribe: [\"a b c\"] }", "subject \"a b c\" is not a valid subject"),
+        ("{ subscribe: [\"a.>.b q\"] }", "subject \"a.>.b\" is not a valid subject"),
+        ("{ subscribe: [5] }", "Subject in permissions array cannot be cast to string"),
+        (
+            "{ subscribe: 5 }",
+            "Expected subject permissions to be a subject, or array of subjects, got integer",
+        ),
+        (
+            "{ allow_responses: 5 }",
+            "error parsing response permissions, expected a boolean or a map",
+        ),
+        (
+            "{ allow_responses: { expires: \"x\" } }",
+            "error parsing expires: time: invalid duration \"x\"",
+        ),
+        (
+            "{ allow_responses: { expires: 5 } }",
+            "error parsing expires, not a duration string",
+        ),
+    ] {
+        fails_with(&user(perms), want);
+    }
+    fails_with(
+        "authorization { default_permissions: 5 }\n",
+        "Expected permissions to be a map/struct, got integer",
+    );
+    fails_with(
+        "no_auth_user: ghost\n",
+        "no_auth_user: \"ghost\" present, but users/nkeys are not defined",
+    );
+    fails_with(
+        "authorization { users: [{user: a}] }\nno_auth_user: ghost\n",
+        "no_auth_user: \"ghost\" not present as user or nkey in authorization block or account configuration",
+    );
+    let (code, out) = check(
+        "authorization {\n  default_permissions: { publish: { deny: \">\" }, allow_responses: true }\n  \
+         users: [{user: a, permissions: { subscribe: [\"q.* group\"] }}, {user: b}]\n}\nno_auth_user: b\n",
+    );
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
 fn several_errors_are_all_reported() {
     let (code, out) = check("port: \"a\"\ndebug: 1\n");
     assert_eq!(code, 1);

@@ -16,6 +16,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use crate::permissions::Permits;
 use outbound::Outbound;
 pub use subscription::{InternalSink, Message, Quota, Subscription};
 
@@ -117,6 +118,11 @@ pub struct Client {
     pub async_info: AtomicBool,
     /// What the client authenticated with, so a reload can check it again.
     pub creds: Mutex<Option<crate::auth::Credentials>>,
+    /// Its user's permissions, set at CONNECT; `None` allows everything.
+    permits: Mutex<Option<Arc<Permits>>>,
+    /// Its permits grant replies to requests it receives, so publishers
+    /// delivering a request to it must record the reply subject.
+    grants_replies: AtomicBool,
     closed: Mutex<Option<ClosedState>>,
     /// Cancelled by `close`, waking the reader and the writer.
     kill: CancellationToken,
@@ -146,6 +152,8 @@ impl Client {
             rtt: AtomicU64::new(0),
             async_info: AtomicBool::new(false),
             creds: Mutex::new(None),
+            permits: Mutex::new(None),
+            grants_replies: AtomicBool::new(false),
             closed: Mutex::new(None),
             kill: CancellationToken::new(),
         }
@@ -185,6 +193,25 @@ impl Client {
 
     pub fn touch(&self, now: SystemTime) {
         self.last_activity.store(unix_nanos(now), Ordering::Relaxed);
+    }
+
+    /// Sets what this client may do (at CONNECT).
+    pub fn set_permits(&self, permits: Option<Arc<Permits>>) {
+        let grants = permits.as_ref().is_some_and(|p| p.grants_replies());
+        *self.permits.lock() = permits;
+        self.grants_replies.store(grants, Ordering::Release);
+    }
+
+    /// A request with reply subject `reply` was delivered to this client;
+    /// under `allow_responses` it may now answer it.
+    pub fn received_request(&self, reply: &[u8]) {
+        if !self.grants_replies.load(Ordering::Acquire) {
+            return;
+        }
+        let permits = self.permits.lock().clone();
+        if let Some(permits) = permits {
+            permits.grant_reply(reply, std::time::Instant::now());
+        }
     }
 
     /// `ip:port - cid:N`, the prefix of every log line about this client.

@@ -22,13 +22,17 @@ use super::writer;
 use crate::auth::{self, Credentials};
 use crate::client::outbound::Push;
 use crate::client::{Client, ClosedState, Message, Subscription};
-use crate::options::Options;
+use crate::options::{Options, Permissions};
+use crate::permissions::Permits;
 use crate::server::Server;
 
 /// Read sizes adapt between these: small for idle connections, large for
 /// busy ones (nats-server does the same).
 const MIN_READ: usize = 512;
 const MAX_READ: usize = 64 * 1024;
+/// Publish permission answers a connection remembers, by subject (as
+/// nats-server's `maxPermCacheSize`).
+const MAX_PERMIT_CACHE: usize = 128;
 /// After CONNECT the first PING goes out this soon (or at the ping
 /// interval if that is shorter), to measure the round trip early.
 const FIRST_PING: Duration = Duration::from_secs(2);
@@ -99,6 +103,11 @@ struct Conn {
     batch: Batch,
     /// The ping timer should fire early (CONNECT was just processed).
     rearm_ping: Option<Duration>,
+    /// What the user may publish and subscribe to; `None` is everything.
+    permits: Option<Arc<Permits>>,
+    /// `permits`' publish answers by subject, at most
+    /// [`MAX_PERMIT_CACHE`].
+    publish_permitted: hashbrown::HashMap<Box<[u8]>, bool>,
 }
 
 /// Counters gathered over one read and published at its end, so shared
@@ -132,6 +141,8 @@ impl Conn {
             delivery,
             batch: Batch::default(),
             rearm_ping: None,
+            permits: None,
+            publish_permitted: hashbrown::HashMap::new(),
         }
     }
 
@@ -407,14 +418,21 @@ impl Conn {
         }
         ci.apply(&mut self.opts);
         let creds = Credentials::from(&ci);
+        let mut user_name = None;
         if self.auth_required {
             // The options in force now, not at accept: a reload may have
             // changed who is allowed in.
             let auth = self.server.opts().authorization.clone();
-            if let Err(who) = auth::check(&auth, &creds) {
-                error!("{prefix} - authentication error{who}");
-                self.send_err("Authorization Violation");
-                return Err(ClosedState::AuthenticationViolation);
+            match auth::check(&auth, &creds) {
+                Ok(user) => {
+                    user_name = user.map(|u| u.user.clone());
+                    self.set_permits(user.and_then(|u| u.permissions.as_ref()));
+                }
+                Err(who) => {
+                    error!("{prefix} - authentication error{who}");
+                    self.send_err("Authorization Violation");
+                    return Err(ClosedState::AuthenticationViolation);
+                }
             }
         }
         *self.client.creds.lock() = Some(creds);
@@ -424,7 +442,7 @@ impl Conn {
             meta.lang = self.opts.lang.clone();
             meta.version = self.opts.version.clone();
             meta.user = if self.auth_required {
-                ci.user.clone()
+                user_name.or_else(|| ci.user.clone())
             } else {
                 None
             };
@@ -444,6 +462,32 @@ impl Conn {
         self.delivery.echo = self.opts.echo;
         self.send_ok();
         Ok(())
+    }
+
+    fn set_permits(&mut self, permissions: Option<&Permissions>) {
+        self.permits = permissions.map(|p| Arc::new(Permits::new(p)));
+        self.publish_permitted.clear();
+        self.client.set_permits(self.permits.clone());
+    }
+
+    /// Whether this client may publish to `subject` (nats-server's
+    /// `pubAllowedFullCheck`).
+    fn may_publish(&mut self, subject: &[u8]) -> bool {
+        let Some(permits) = &self.permits else {
+            return true;
+        };
+        let allowed = match self.publish_permitted.get(subject) {
+            Some(&allowed) => allowed,
+            None => {
+                let allowed = permits.publish_allowed(subject);
+                if self.publish_permitted.len() >= MAX_PERMIT_CACHE {
+                    self.publish_permitted.clear();
+                }
+                self.publish_permitted.insert(subject.into(), allowed);
+                allowed
+            }
+        };
+        allowed || permits.reply_allowed(subject, Instant::now())
     }
 
     fn process_ping(&mut self) {
@@ -492,11 +536,12 @@ impl Conn {
 
     fn process_sub(&mut self, subject: &[u8], queue: Option<&[u8]>, sid: &[u8]) {
         self.batch.active = true;
-        if queue == Some(b"_sys_") {
-            self.send_err(&format!(
-                "Permissions Violation for Subscription to \"{}\" using queue \"_sys_\"",
-                String::from_utf8_lossy(subject)
-            ));
+        let permitted = self
+            .permits
+            .as_ref()
+            .is_none_or(|p| p.subscribe_allowed(subject, queue));
+        if !permitted || queue == Some(b"_sys_") {
+            self.subscribe_violation(subject, queue, sid);
             return;
         }
         if self.client.subs.lock().contains_key(sid) {
@@ -505,13 +550,18 @@ impl Conn {
             return;
         }
         let key = self.server.next_sub_key();
-        let sub = Arc::new(Subscription::new(
+        let mut sub = Subscription::new(
             key,
             self.client.clone(),
             Bytes::copy_from_slice(subject),
             queue.map(Bytes::copy_from_slice),
             Bytes::copy_from_slice(sid),
-        ));
+        );
+        sub.deny_filter = self
+            .permits
+            .clone()
+            .filter(|p| p.needs_delivery_filter(subject, queue));
+        let sub = Arc::new(sub);
         let inserted = self
             .server
             .sublist
@@ -525,6 +575,28 @@ impl Conn {
         self.server.routes.local_interest(&sub, 1);
         self.client.subs.lock().insert(sub.sid.clone(), sub);
         self.send_ok();
+    }
+
+    /// nats-server's `subPermissionViolation`: the client is told, the
+    /// connection stays.
+    fn subscribe_violation(&mut self, subject: &[u8], queue: Option<&[u8]>, sid: &[u8]) {
+        let subject = String::from_utf8_lossy(subject);
+        let sid = String::from_utf8_lossy(sid);
+        let prefix = self.client.log_prefix();
+        let text = match queue {
+            Some(queue) => {
+                let queue = String::from_utf8_lossy(queue);
+                error!("{prefix} - Subscription Violation - Subject {subject:?}, Queue: {queue:?}, SID {sid}");
+                format!(
+                    "Permissions Violation for Subscription to {subject:?} using queue {queue:?}"
+                )
+            }
+            None => {
+                error!("{prefix} - Subscription Violation - Subject {subject:?}, SID {sid}");
+                format!("Permissions Violation for Subscription to {subject:?}")
+            }
+        };
+        self.send_err(&text);
     }
 
     fn process_unsub(&mut self, sid: &[u8], max: Option<u64>) {
@@ -548,6 +620,15 @@ impl Conn {
         if self.opts.pedantic && !subjects::is_valid_literal_subject(p.subject) {
             // nats-server still delivers the message after this error.
             self.send_err("Invalid Publish Subject");
+        }
+        if !self.may_publish(p.subject) {
+            let subject = String::from_utf8_lossy(p.subject);
+            error!(
+                "{} - Publish Violation - Subject {subject:?}",
+                self.client.log_prefix()
+            );
+            self.send_err(&format!("Permissions Violation for Publish to {subject:?}"));
+            return;
         }
         self.send_ok();
         let server = &self.server;

@@ -217,6 +217,11 @@ impl Delivery {
         if sub.is_closed() {
             return false;
         }
+        if let Some(permits) = &sub.deny_filter {
+            if permits.denies_delivery(msg.routed, sub.queue.as_deref()) {
+                return false;
+            }
+        }
         if let Some(sink) = &sub.sink {
             if sub.take_quota() == Quota::Exhausted {
                 return false;
@@ -251,6 +256,9 @@ impl Delivery {
                     self.stalled_on.push(target.clone());
                 }
                 self.mark_flush(target);
+                if let Some(reply) = msg.reply {
+                    target.received_request(reply);
+                }
                 true
             }
             Push::SlowConsumer => {
