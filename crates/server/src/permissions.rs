@@ -7,7 +7,10 @@
 //! - a subscription must match `subscribe.allow` and no
 //!   `subscribe.deny`, queue groups included (`"subject queue"`);
 //! - a wildcard or queue subscription that overlaps a deny entry is
-//!   allowed, but the messages the deny names are not delivered to it.
+//!   allowed, but the messages the deny names are not delivered to it
+//!   (checked on every delivery to a client whose permits deny any
+//!   subscription: a subscription the deny names was refused, so only
+//!   overlapping ones can match).
 
 use std::time::{Duration, Instant};
 
@@ -28,9 +31,6 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 pub struct Permits {
     publish: Rules,
     subscribe: Rules,
-    /// The subscribe deny entries as written, to tell whether a new
-    /// subscription can overlap one.
-    sub_deny: Vec<(String, Option<String>)>,
     response: Option<ResponsePermission>,
     replies: Mutex<Replies>,
 }
@@ -59,19 +59,9 @@ impl Permits {
     pub fn new(p: &Permissions) -> Self {
         let publish = p.publish.as_ref().map(|sp| rules(sp, false));
         let subscribe = p.subscribe.as_ref().map(|sp| rules(sp, true));
-        let sub_deny = p
-            .subscribe
-            .iter()
-            .flat_map(|sp| &sp.deny)
-            .map(|entry| {
-                let (subject, queue) = split_queue(entry);
-                (subject.to_string(), queue.map(str::to_string))
-            })
-            .collect();
         Permits {
             publish: publish.unwrap_or_default(),
             subscribe: subscribe.unwrap_or_default(),
-            sub_deny,
             response: p.response.clone(),
             replies: Mutex::new(Replies {
                 granted: hashbrown::HashMap::new(),
@@ -178,15 +168,10 @@ impl Permits {
         allowed
     }
 
-    /// Whether an allowed subscription to `subject` can still receive
-    /// messages a deny entry names, so that deliveries to it must be
-    /// filtered: a wildcard or queue subscription overlapping one.
-    pub fn needs_delivery_filter(&self, subject: &[u8], queue: Option<&[u8]>) -> bool {
-        (queue.is_some() || !subjects::is_literal(subject))
-            && self
-                .sub_deny
-                .iter()
-                .any(|(deny, _)| subjects::subjects_collide(deny.as_bytes(), subject))
+    /// Whether deliveries to this client must be checked against a
+    /// subscribe deny list.
+    pub fn filters_deliveries(&self) -> bool {
+        self.subscribe.deny.is_some()
     }
 
     /// Whether a message on `subject` must not reach a subscription of
@@ -321,10 +306,8 @@ mod tests {
         let p = perms(None, Some((None, &["foo.secret"])));
         assert!(p.subscribe_allowed(b"foo.*", None));
         assert!(!p.subscribe_allowed(b"foo.secret", None));
-        assert!(p.needs_delivery_filter(b"foo.*", None));
-        assert!(p.needs_delivery_filter(b">", None));
-        assert!(!p.needs_delivery_filter(b"bar.*", None));
-        assert!(!p.needs_delivery_filter(b"foo.open", None));
+        assert!(p.filters_deliveries());
+        assert!(!perms(None, Some((Some(&["a"]), &[]))).filters_deliveries());
         assert!(p.denies_delivery(b"foo.secret", None));
         assert!(!p.denies_delivery(b"foo.open", None));
     }

@@ -20,6 +20,7 @@ use tracing::info;
 
 use crate::client::{Client, ClosedState, InternalSink, Subscription};
 use crate::options::Options;
+use crate::permissions::Permits;
 use protocol::NATS_VERSION;
 
 /// Server-wide message counters.
@@ -376,7 +377,9 @@ impl Server {
     }
 
     /// After a reload: closes clients whose credentials the new settings
-    /// no longer accept, as nats-server does.
+    /// no longer accept, and gives the others their user's permissions
+    /// as they are now, removing subscriptions those no longer allow, as
+    /// nats-server does.
     pub fn recheck_auth(&self) {
         let auth = self.opts().authorization.clone();
         let clients: Vec<Arc<Client>> = self.clients.lock().values().cloned().collect();
@@ -387,13 +390,53 @@ impl Server {
             if !auth.required() {
                 continue;
             }
-            if let Err(who) = crate::auth::check(&auth, &creds) {
-                tracing::error!("{} - authentication error{who}", c.log_prefix());
-                c.out.push(usize::MAX, None, |b| {
-                    protocol::encode::err(b, "Authorization Violation")
-                });
-                c.close(ClosedState::AuthenticationViolation);
+            match crate::auth::check(&auth, &creds) {
+                Ok(user) => {
+                    let permissions = user.and_then(|u| u.permissions.as_ref());
+                    c.set_permits(permissions.map(|p| Arc::new(Permits::new(p))));
+                    self.drop_unpermitted_subs(&c);
+                }
+                Err(who) => {
+                    tracing::error!("{} - authentication error{who}", c.log_prefix());
+                    c.out.push(usize::MAX, None, |b| {
+                        protocol::encode::err(b, "Authorization Violation")
+                    });
+                    c.close(ClosedState::AuthenticationViolation);
+                }
             }
+        }
+    }
+
+    /// Removes the subscriptions of `client` its permits no longer allow,
+    /// telling it of each (nats-server's `processSubsOnConfigReload`).
+    fn drop_unpermitted_subs(&self, client: &Arc<Client>) {
+        let Some(permits) = client.permits() else {
+            return;
+        };
+        let prefix = client.log_prefix();
+        let subs: Vec<Arc<Subscription>> = client.subs.lock().values().cloned().collect();
+        for sub in subs {
+            if permits.subscribe_allowed(&sub.subject, sub.queue.as_deref()) {
+                continue;
+            }
+            self.unsubscribe(&sub);
+            let subject = String::from_utf8_lossy(&sub.subject);
+            let sid = String::from_utf8_lossy(&sub.sid);
+            let text = match &sub.queue {
+                Some(q) => {
+                    let queue = String::from_utf8_lossy(q);
+                    info!("{prefix} - Removed sub {subject:?} using queue {queue:?} (sid {sid:?}) - not authorized");
+                    format!("Permissions Violation for Subscription to {subject:?} using queue {queue:?} (sid {sid:?})")
+                }
+                None => {
+                    info!("{prefix} - Removed sub {subject:?} (sid {sid:?}) - not authorized");
+                    format!("Permissions Violation for Subscription to {subject:?} (sid {sid:?})")
+                }
+            };
+            client
+                .out
+                .push(usize::MAX, None, |b| protocol::encode::err(b, &text));
+            client.out.flush();
         }
     }
 

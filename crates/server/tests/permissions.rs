@@ -388,3 +388,56 @@ authorization {
         "the stream is still there"
     );
 }
+
+#[tokio::test]
+async fn a_reload_applies_changed_permissions_to_connected_clients() {
+    let s = common::server().config(CONFIG).start();
+    let mut alice = connect(&s.url(), Some(("alice", "a"))).await;
+    let _orders = alice.client.subscribe("orders.*").await.unwrap();
+    let mut jobs = alice
+        .client
+        .queue_subscribe("jobs", "workers".into())
+        .await
+        .unwrap();
+    alice
+        .client
+        .publish("orders.new", "x".into())
+        .await
+        .unwrap();
+    assert_eq!(alice.errors().await, NONE);
+
+    // Alice loses orders.>, keeps jobs.
+    let narrowed = CONFIG.replace(
+        r#"publish: { allow: ["orders.>", "_INBOX.>"], deny: ["orders.secret"] }"#,
+        r#"publish: { allow: ["_INBOX.>"] }"#,
+    );
+    let narrowed = narrowed.replace(
+        r#"allow: ["orders.>", "jobs workers""#,
+        r#"allow: ["jobs workers""#,
+    );
+    assert_ne!(narrowed, CONFIG);
+    std::fs::write(s.dir.path().join("server.conf"), narrowed).unwrap();
+    s.signal(libc::SIGHUP);
+    assert!(s.wait_log("Reloaded server configuration", Duration::from_secs(5)));
+
+    alice
+        .client
+        .publish("orders.new", "x".into())
+        .await
+        .unwrap();
+    let errors = alice.errors().await;
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors[0].starts_with("Permissions Violation for Subscription to \"orders.*\" (sid "),
+        "{errors:?}"
+    );
+    assert_eq!(errors[1], publish_violation("orders.new"));
+    // Still connected, and what it may still do works.
+    let admin = connect(&s.url(), Some(("admin", "x"))).await;
+    admin.client.publish("jobs", "j".into()).await.unwrap();
+    let m = tokio::time::timeout(Duration::from_secs(5), jobs.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&m.payload[..], b"j");
+}

@@ -118,11 +118,17 @@ pub struct Client {
     pub async_info: AtomicBool,
     /// What the client authenticated with, so a reload can check it again.
     pub creds: Mutex<Option<crate::auth::Credentials>>,
-    /// Its user's permissions, set at CONNECT; `None` allows everything.
+    /// Its user's permissions, set at CONNECT and by a reload; `None`
+    /// allows everything.
     permits: Mutex<Option<Arc<Permits>>>,
+    /// Bumped whenever `permits` is set, so the reader sees a reload.
+    permits_version: AtomicU64,
     /// Its permits grant replies to requests it receives, so publishers
     /// delivering a request to it must record the reply subject.
     grants_replies: AtomicBool,
+    /// Its permits deny some subscriptions, so publishers must check each
+    /// delivery to it (a wildcard subscription may overlap a deny).
+    filters_deliveries: AtomicBool,
     closed: Mutex<Option<ClosedState>>,
     /// Cancelled by `close`, waking the reader and the writer.
     kill: CancellationToken,
@@ -153,7 +159,9 @@ impl Client {
             async_info: AtomicBool::new(false),
             creds: Mutex::new(None),
             permits: Mutex::new(None),
+            permits_version: AtomicU64::new(0),
             grants_replies: AtomicBool::new(false),
+            filters_deliveries: AtomicBool::new(false),
             closed: Mutex::new(None),
             kill: CancellationToken::new(),
         }
@@ -195,11 +203,33 @@ impl Client {
         self.last_activity.store(unix_nanos(now), Ordering::Relaxed);
     }
 
-    /// Sets what this client may do (at CONNECT).
+    /// Sets what this client may do (at CONNECT, and on a reload).
     pub fn set_permits(&self, permits: Option<Arc<Permits>>) {
         let grants = permits.as_ref().is_some_and(|p| p.grants_replies());
+        let filters = permits.as_ref().is_some_and(|p| p.filters_deliveries());
         *self.permits.lock() = permits;
         self.grants_replies.store(grants, Ordering::Release);
+        self.filters_deliveries.store(filters, Ordering::Release);
+        self.permits_version.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// What this client may do now; `None` is everything.
+    pub fn permits(&self) -> Option<Arc<Permits>> {
+        self.permits.lock().clone()
+    }
+
+    /// Changes with every `set_permits`.
+    pub fn permits_version(&self) -> u64 {
+        self.permits_version.load(Ordering::Acquire)
+    }
+
+    /// Whether a message on `subject` must not reach this client's
+    /// subscription in `queue`: its permits deny it.
+    pub fn delivery_denied(&self, subject: &[u8], queue: Option<&[u8]>) -> bool {
+        self.filters_deliveries.load(Ordering::Acquire)
+            && self
+                .permits()
+                .is_some_and(|p| p.denies_delivery(subject, queue))
     }
 
     /// A request with reply subject `reply` was delivered to this client;
@@ -208,8 +238,7 @@ impl Client {
         if !self.grants_replies.load(Ordering::Acquire) {
             return;
         }
-        let permits = self.permits.lock().clone();
-        if let Some(permits) = permits {
+        if let Some(permits) = self.permits() {
             permits.grant_reply(reply, std::time::Instant::now());
         }
     }

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::Client;
-use crate::permissions::Permits;
 
 pub struct Subscription {
     /// Server-wide unique key in the trie.
@@ -33,9 +32,6 @@ pub struct Subscription {
     /// Its interest is told to routes: every client subscription, and the
     /// server's own cluster services.
     pub advertised: AtomicBool,
-    /// Its client's permits, when they deny some of what this
-    /// subscription matches: each delivery is checked against them.
-    pub deny_filter: Option<Arc<Permits>>,
 }
 
 /// What one delivery attempt found out about the subscription's limit.
@@ -69,7 +65,6 @@ impl Subscription {
             sink: None,
             weight: AtomicU32::new(1),
             advertised: AtomicBool::new(false),
-            deny_filter: None,
         }
     }
 

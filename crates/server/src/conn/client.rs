@@ -104,7 +104,10 @@ struct Conn {
     /// The ping timer should fire early (CONNECT was just processed).
     rearm_ping: Option<Duration>,
     /// What the user may publish and subscribe to; `None` is everything.
+    /// A copy of the client's, taken again when its version moves (a
+    /// reload).
     permits: Option<Arc<Permits>>,
+    permits_version: u64,
     /// `permits`' publish answers by subject, at most
     /// [`MAX_PERMIT_CACHE`].
     publish_permitted: hashbrown::HashMap<Box<[u8]>, bool>,
@@ -142,6 +145,7 @@ impl Conn {
             batch: Batch::default(),
             rearm_ping: None,
             permits: None,
+            permits_version: 0,
             publish_permitted: hashbrown::HashMap::new(),
         }
     }
@@ -465,14 +469,26 @@ impl Conn {
     }
 
     fn set_permits(&mut self, permissions: Option<&Permissions>) {
-        self.permits = permissions.map(|p| Arc::new(Permits::new(p)));
-        self.publish_permitted.clear();
-        self.client.set_permits(self.permits.clone());
+        self.client
+            .set_permits(permissions.map(|p| Arc::new(Permits::new(p))));
+        self.follow_permits();
+    }
+
+    /// Takes the client's permits again if they changed since last
+    /// looked at (set at CONNECT, or by a reload).
+    fn follow_permits(&mut self) {
+        let version = self.client.permits_version();
+        if version != self.permits_version {
+            self.permits = self.client.permits();
+            self.permits_version = version;
+            self.publish_permitted.clear();
+        }
     }
 
     /// Whether this client may publish to `subject` (nats-server's
     /// `pubAllowedFullCheck`).
     fn may_publish(&mut self, subject: &[u8]) -> bool {
+        self.follow_permits();
         let Some(permits) = &self.permits else {
             return true;
         };
@@ -536,6 +552,7 @@ impl Conn {
 
     fn process_sub(&mut self, subject: &[u8], queue: Option<&[u8]>, sid: &[u8]) {
         self.batch.active = true;
+        self.follow_permits();
         let permitted = self
             .permits
             .as_ref()
@@ -550,18 +567,13 @@ impl Conn {
             return;
         }
         let key = self.server.next_sub_key();
-        let mut sub = Subscription::new(
+        let sub = Arc::new(Subscription::new(
             key,
             self.client.clone(),
             Bytes::copy_from_slice(subject),
             queue.map(Bytes::copy_from_slice),
             Bytes::copy_from_slice(sid),
-        );
-        sub.deny_filter = self
-            .permits
-            .clone()
-            .filter(|p| p.needs_delivery_filter(subject, queue));
-        let sub = Arc::new(sub);
+        ));
         let inserted = self
             .server
             .sublist

@@ -217,10 +217,8 @@ impl Delivery {
         if sub.is_closed() {
             return false;
         }
-        if let Some(permits) = &sub.deny_filter {
-            if permits.denies_delivery(msg.routed, sub.queue.as_deref()) {
-                return false;
-            }
+        if target.delivery_denied(msg.routed, sub.queue.as_deref()) {
+            return false;
         }
         if let Some(sink) = &sub.sink {
             if sub.take_quota() == Quota::Exhausted {
