@@ -33,6 +33,9 @@ pub struct ServerInfo {
     pub client_id: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_ip: Option<String>,
+    /// The challenge an nkey user signs in CONNECT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

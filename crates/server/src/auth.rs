@@ -1,29 +1,81 @@
-//! Client authentication against the configured token, single user, or
-//! users list. Secrets never reach a log line: a failure reports only the
-//! identity the client claimed.
+//! Client authentication against the configured token, single user,
+//! users list, or nkeys. Secrets never reach a log line: a failure
+//! reports only the identity the client claimed.
 
+use data_encoding::{BASE64, BASE64URL_NOPAD};
 use protocol::ConnectInfo;
 use subtle::ConstantTimeEq;
 
-use crate::options::{Authorization, User};
+use crate::options::{Authorization, Permissions};
 
-/// What a client presented in CONNECT, kept for the life of the
-/// connection so a config reload can check it against new settings.
+/// What a client presented in CONNECT, and the nonce it was asked to
+/// sign, kept for the life of the connection so a config reload can
+/// check it against new settings.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Credentials {
     pub user: Option<String>,
     pub pass: Option<String>,
     pub auth_token: Option<String>,
+    pub nkey: Option<String>,
+    pub sig: Option<String>,
+    /// The nonce of this connection's INFO, if it had one.
+    pub nonce: Option<String>,
 }
 
-impl From<&ConnectInfo> for Credentials {
-    fn from(ci: &ConnectInfo) -> Self {
+impl Credentials {
+    pub fn new(ci: &ConnectInfo, nonce: Option<&str>) -> Self {
         Credentials {
             user: ci.user.clone(),
             pass: ci.pass.clone(),
             auth_token: ci.auth_token.clone(),
+            nkey: ci.nkey.clone(),
+            sig: ci.sig.clone(),
+            nonce: nonce.map(str::to_string),
         }
     }
+
+    fn is_empty(&self) -> bool {
+        self.user.is_none()
+            && self.pass.is_none()
+            && self.auth_token.is_none()
+            && self.nkey.is_none()
+    }
+}
+
+/// Who a client authenticated as, when it is a configured user: its name
+/// (an nkey user's is its public key) and its permissions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Identity<'a> {
+    pub name: &'a str,
+    pub permissions: Option<&'a Permissions>,
+}
+
+/// Bytes of randomness in a nonce (nats-server's `nonceRawLen`).
+const NONCE_BYTES: usize = 11;
+
+/// A fresh INFO nonce: 11 random bytes from the operating system, in
+/// unpadded base64url, as nats-server makes them.
+pub fn nonce() -> String {
+    let mut raw = [0u8; NONCE_BYTES];
+    getrandom::getrandom(&mut raw).expect("the OS random source works");
+    BASE64URL_NOPAD.encode(&raw)
+}
+
+/// Whether `key` is a valid public nkey of a user (`U...`).
+pub fn is_user_nkey(key: &str) -> bool {
+    key.starts_with('U') && nkeys::KeyPair::from_public_key(key).is_ok()
+}
+
+/// Whether `sig` (base64url without padding, or standard base64, as
+/// nats-server accepts) is `key`'s signature of `nonce`.
+fn signed(key: &str, nonce: &str, sig: &str) -> bool {
+    let Ok(sig) = BASE64URL_NOPAD
+        .decode(sig.as_bytes())
+        .or_else(|_| BASE64.decode(sig.as_bytes()))
+    else {
+        return false;
+    };
+    nkeys::KeyPair::from_public_key(key).is_ok_and(|kp| kp.verify(nonce.as_bytes(), &sig).is_ok())
 }
 
 /// Compares a presented secret with a configured one: bcrypt when the
@@ -45,17 +97,37 @@ fn secret_matches(configured: &str, presented: &str) -> bool {
 }
 
 /// Checks a client's credentials and returns the configured user they
-/// name, if the users list is in use. A client that presents nothing
-/// connects as `no_auth_user` when there is one. `Err` carries the log
-/// suffix naming who failed (e.g. ` - User "bob"`), or is empty when no
-/// identity was given.
-pub fn check<'a>(auth: &'a Authorization, ci: &Credentials) -> Result<Option<&'a User>, String> {
-    if let Some(name) = &auth.no_auth_user {
-        if ci.user.is_none() && ci.pass.is_none() && ci.auth_token.is_none() {
-            let user = auth.users.iter().find(|u| &u.user == name);
-            debug_assert!(user.is_some(), "the config checks no_auth_user is a user");
-            return user.map(Some).ok_or_else(String::new);
+/// name, if the users list or nkeys are in use. A client that presents
+/// nothing connects as `no_auth_user` when there is one. `Err` carries
+/// the log suffix naming who failed (e.g. ` - User "bob"`), or is empty
+/// when no identity was given.
+pub fn check<'a>(
+    auth: &'a Authorization,
+    ci: &Credentials,
+) -> Result<Option<Identity<'a>>, String> {
+    if let Some(name) = auth.no_auth_user.as_deref().filter(|_| ci.is_empty()) {
+        let identity = listed(auth, name);
+        debug_assert!(
+            identity.is_some(),
+            "the config checks no_auth_user is a user"
+        );
+        return identity.map(Some).ok_or_else(String::new);
+    }
+    if let (Some(key), false) = (&ci.nkey, auth.nkeys.is_empty()) {
+        let who = format!(" - Nkey {key:?}");
+        let user = auth
+            .nkeys
+            .iter()
+            .find(|u| &u.nkey == key)
+            .ok_or(who.clone())?;
+        let nonce = ci.nonce.as_deref().unwrap_or("");
+        if !signed(key, nonce, ci.sig.as_deref().unwrap_or("")) {
+            return Err(who);
         }
+        return Ok(Some(Identity {
+            name: &user.nkey,
+            permissions: user.permissions.as_ref(),
+        }));
     }
     let who = match (&ci.user, &ci.auth_token) {
         (Some(u), _) => format!(" - User {u:?}"),
@@ -72,14 +144,19 @@ pub fn check<'a>(auth: &'a Authorization, ci: &Credentials) -> Result<Option<&'a
                 auth.password.as_deref().unwrap_or(""),
                 ci.pass.as_deref().unwrap_or(""),
             )
-    } else if !auth.users.is_empty() {
+    } else if !auth.users.is_empty() || !auth.nkeys.is_empty() {
         let presented = ci.user.as_deref();
         return auth
             .users
             .iter()
             .find(|u| Some(u.user.as_str()) == presented)
             .filter(|u| secret_matches(&u.password, ci.pass.as_deref().unwrap_or("")))
-            .map(Some)
+            .map(|u| {
+                Some(Identity {
+                    name: &u.user,
+                    permissions: u.permissions.as_ref(),
+                })
+            })
             .ok_or(who);
     } else {
         true
@@ -91,13 +168,35 @@ pub fn check<'a>(auth: &'a Authorization, ci: &Credentials) -> Result<Option<&'a
     }
 }
 
+/// The configured user or nkey user called `name`.
+fn listed<'a>(auth: &'a Authorization, name: &str) -> Option<Identity<'a>> {
+    let user = auth
+        .users
+        .iter()
+        .find(|u| u.user == name)
+        .map(|u| Identity {
+            name: &u.user,
+            permissions: u.permissions.as_ref(),
+        });
+    user.or_else(|| {
+        auth.nkeys
+            .iter()
+            .find(|u| u.nkey == name)
+            .map(|u| Identity {
+                name: &u.nkey,
+                permissions: u.permissions.as_ref(),
+            })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::{NkeyUser, User};
 
     fn connect(json: &str) -> Credentials {
         let ci: ConnectInfo = serde_json::from_str(json).unwrap();
-        Credentials::from(&ci)
+        Credentials::new(&ci, None)
     }
 
     #[test]
@@ -163,11 +262,57 @@ mod tests {
             no_auth_user: Some("b".into()),
             ..Default::default()
         };
-        let picked = |json| check(&a, &connect(json)).map(|u| u.map(|u| u.user.clone()));
+        let picked = |json| check(&a, &connect(json)).map(|u| u.map(|u| u.name.to_string()));
         assert_eq!(picked("{}"), Ok(Some("b".into())));
         assert_eq!(picked(r#"{"user":"a","pass":"pw"}"#), Ok(Some("a".into())));
         // Credentials that are given are checked, never replaced.
         assert!(picked(r#"{"user":"a","pass":"bad"}"#).is_err());
         assert!(picked(r#"{"pass":"pw"}"#).is_err());
+    }
+
+    #[test]
+    fn nkey_users_sign_their_nonce() {
+        let alice = nkeys::KeyPair::new_user();
+        let mallory = nkeys::KeyPair::new_user();
+        let a = Authorization {
+            nkeys: vec![NkeyUser {
+                nkey: alice.public_key(),
+                permissions: None,
+            }],
+            ..Default::default()
+        };
+        let nonce = nonce();
+        assert_eq!(nonce.len(), 15, "as nats-server's nonceLen");
+        let creds = |key: &nkeys::KeyPair, signer: &nkeys::KeyPair, sig_nonce: &str| Credentials {
+            nkey: Some(key.public_key()),
+            sig: Some(BASE64URL_NOPAD.encode(&signer.sign(sig_nonce.as_bytes()).unwrap())),
+            nonce: Some(nonce.clone()),
+            ..Default::default()
+        };
+        let ok = check(&a, &creds(&alice, &alice, &nonce)).unwrap().unwrap();
+        assert_eq!(ok.name, alice.public_key());
+        // Standard base64 is accepted too.
+        let mut std = creds(&alice, &alice, &nonce);
+        std.sig = Some(BASE64.encode(&alice.sign(nonce.as_bytes()).unwrap()));
+        assert!(check(&a, &std).is_ok());
+        for (what, bad) in [
+            ("someone else's signature", creds(&alice, &mallory, &nonce)),
+            ("another nonce signed", creds(&alice, &alice, "other-nonce")),
+            ("an unknown key", creds(&mallory, &mallory, &nonce)),
+        ] {
+            let err = check(&a, &bad).unwrap_err();
+            assert!(err.starts_with(" - Nkey \"U"), "{what}: {err}");
+        }
+        let mut unsigned = creds(&alice, &alice, &nonce);
+        unsigned.sig = None;
+        assert!(check(&a, &unsigned).is_err());
+        let mut garbled = creds(&alice, &alice, &nonce);
+        garbled.sig = Some("!!not base64!!".into());
+        assert!(check(&a, &garbled).is_err());
+        // Nothing presented, and no no_auth_user: refused.
+        assert!(check(&a, &Credentials::default()).is_err());
+        assert!(is_user_nkey(&alice.public_key()));
+        assert!(!is_user_nkey(&nkeys::KeyPair::new_account().public_key()));
+        assert!(!is_user_nkey("UNOTAKEY"));
     }
 }

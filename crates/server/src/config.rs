@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use conf::{Entry, Item, Map, Value};
 
-use crate::options::{Options, User};
+use crate::options::{Authorization, NkeyUser, Options, User};
 
 mod permissions;
 
@@ -423,12 +423,13 @@ fn apply(m: &Map, o: &mut Options, r: &mut Report) {
 
 /// nats-server's `validateNoAuthUser`: the user must be configured.
 fn check_no_auth_user(user: &str, at: &Entry, o: &Options, r: &mut Report) {
-    if o.authorization.users.is_empty() {
+    let a = &o.authorization;
+    if a.users.is_empty() && a.nkeys.is_empty() {
         r.error_at(
             at,
             format!("no_auth_user: \"{user}\" present, but users/nkeys are not defined"),
         );
-    } else if !o.authorization.users.iter().any(|u| u.user == user) {
+    } else if !a.users.iter().any(|u| u.user == user) && !a.nkeys.iter().any(|u| u.nkey == user) {
         r.error_at(
             at,
             format!("no_auth_user: \"{user}\" not present as user or nkey in authorization block or account configuration"),
@@ -495,44 +496,7 @@ fn authorization(m: &Map, at: &Entry, o: &mut Options, r: &mut Report) {
                     continue;
                 };
                 for item in items {
-                    let Value::Map(um) = &item.value else {
-                        r.error(
-                            item,
-                            format!(
-                                "Expected user entry to be a map/struct, got {}",
-                                item.value.type_name()
-                            ),
-                        );
-                        continue;
-                    };
-                    let (mut user, mut pass, mut perms) = (None, None, None);
-                    for ue in &um.entries {
-                        match ue.key.to_ascii_lowercase().as_str() {
-                            "user" | "username" => user = string(r, ue),
-                            "pass" | "password" => pass = string(r, ue),
-                            "permission" | "permissions" | "authorization" => {
-                                perms = permissions::permissions(r, ue)
-                            }
-                            "nkey" => r.error_at(
-                                ue,
-                                format!("\"{}\" is not supported by flotilla", ue.key),
-                            ),
-                            _ => r.unknown(ue),
-                        }
-                    }
-                    match user {
-                        Some(user) => {
-                            if a.users.iter().any(|u| u.user == user) {
-                                r.error(item, format!("Duplicate user {user:?} detected"));
-                            }
-                            a.users.push(User {
-                                user,
-                                password: pass.unwrap_or_default(),
-                                permissions: perms,
-                            });
-                        }
-                        None => r.error(item, "User entry requires a user"),
-                    }
+                    user_entry(item, a, r);
                 }
             }
             "default_permission" | "default_permissions" | "permissions" => {
@@ -545,19 +509,73 @@ fn authorization(m: &Map, at: &Entry, o: &mut Options, r: &mut Report) {
     // Users without permissions of their own get the defaults, wherever
     // in the block the defaults were written.
     if let Some(defaults) = defaults {
-        for user in a.users.iter_mut().filter(|u| u.permissions.is_none()) {
-            user.permissions = Some(defaults.clone());
+        let users = a.users.iter_mut().map(|u| &mut u.permissions);
+        let nkeys = a.nkeys.iter_mut().map(|u| &mut u.permissions);
+        for permissions in users.chain(nkeys).filter(|p| p.is_none()) {
+            *permissions = Some(defaults.clone());
         }
     }
     let single = a.user.is_some() || a.password.is_some();
+    let listed = !a.users.is_empty() || !a.nkeys.is_empty();
     if single && a.token.is_some() {
         r.error_at(at, "Cannot have a user/pass and token");
     }
-    if single && !a.users.is_empty() {
+    if single && listed {
         r.error_at(at, "Can not have a single user/pass and a users array");
     }
-    if a.token.is_some() && !a.users.is_empty() {
+    if a.token.is_some() && listed {
         r.error_at(at, "Can not have a token and a users array");
+    }
+}
+
+/// One entry of `users`: a user and password, or an nkey, each with
+/// optional permissions (nats-server's `parseUsers`).
+fn user_entry(item: &Item, a: &mut Authorization, r: &mut Report) {
+    let Value::Map(um) = &item.value else {
+        r.error(
+            item,
+            format!(
+                "Expected user entry to be a map/struct, got {}",
+                item.value.type_name()
+            ),
+        );
+        return;
+    };
+    let (mut user, mut pass, mut nkey, mut perms) = (None, None, None, None);
+    for ue in &um.entries {
+        match ue.key.to_ascii_lowercase().as_str() {
+            "user" | "username" => user = string(r, ue),
+            "pass" | "password" => pass = string(r, ue),
+            "nkey" => nkey = string(r, ue),
+            "permission" | "permissions" | "authorization" => {
+                perms = permissions::permissions(r, ue)
+            }
+            _ => r.unknown(ue),
+        }
+    }
+    match (nkey, user) {
+        (Some(_), Some(_)) => r.error(item, "Nkey users do not take usernames or passwords"),
+        (Some(_), None) if pass.is_some() => {
+            r.error(item, "Nkey users do not take usernames or passwords")
+        }
+        (Some(nkey), _) if !crate::auth::is_user_nkey(&nkey) => {
+            r.error(item, "Not a valid public nkey for a user")
+        }
+        (Some(nkey), _) => a.nkeys.push(NkeyUser {
+            nkey,
+            permissions: perms,
+        }),
+        (None, Some(user)) => {
+            if a.users.iter().any(|u| u.user == user) {
+                r.error(item, format!("Duplicate user {user:?} detected"));
+            }
+            a.users.push(User {
+                user,
+                password: pass.unwrap_or_default(),
+                permissions: perms,
+            });
+        }
+        (None, None) => r.error(item, "User entry requires a user"),
     }
 }
 

@@ -18,6 +18,14 @@ pub struct User {
     pub permissions: Option<Permissions>,
 }
 
+/// A user known by its public nkey (`users: [{ nkey: U... }]`): it
+/// proves who it is by signing the nonce of its INFO.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NkeyUser {
+    pub nkey: String,
+    pub permissions: Option<Permissions>,
+}
+
 /// A user's `permissions` block, as nats-server's `Permissions`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Permissions {
@@ -64,16 +72,20 @@ pub struct Authorization {
     pub user: Option<String>,
     pub password: Option<String>,
     pub users: Vec<User>,
+    pub nkeys: Vec<NkeyUser>,
     /// How long a client has to send CONNECT when auth is required.
     pub timeout: Option<Duration>,
     /// `no_auth_user`: the user a client that presents no credentials
-    /// connects as. Always one of `users`.
+    /// connects as. Always one of `users` or `nkeys`.
     pub no_auth_user: Option<String>,
 }
 
 impl Authorization {
     pub fn required(&self) -> bool {
-        self.token.is_some() || self.user.is_some() || !self.users.is_empty()
+        self.token.is_some()
+            || self.user.is_some()
+            || !self.users.is_empty()
+            || !self.nkeys.is_empty()
     }
 }
 

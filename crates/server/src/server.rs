@@ -392,7 +392,7 @@ impl Server {
             }
             match crate::auth::check(&auth, &creds) {
                 Ok(user) => {
-                    let permissions = user.and_then(|u| u.permissions.as_ref());
+                    let permissions = user.and_then(|u| u.permissions);
                     c.set_permits(permissions.map(|p| Arc::new(Permits::new(p))));
                     self.drop_unpermitted_subs(&c);
                 }

@@ -148,3 +148,92 @@ fn auth_timeout_closes_silent_clients() {
     assert!(closed);
     assert!(seen.contains("-ERR 'Authentication Timeout'"), "{seen}");
 }
+
+#[tokio::test]
+async fn nkey_users_sign_the_nonce() {
+    let alice = nkeys::KeyPair::new_user();
+    let helper = nkeys::KeyPair::new_user();
+    let stranger = nkeys::KeyPair::new_user();
+    let s = common::server()
+        .config(&format!(
+            "authorization {{\n  users = [\n    {{nkey: {}}}\n    {{nkey: {}, permissions: {{publish: help, subscribe: \"_INBOX.>\"}}}}\n    {{user: app, password: pw}}\n  ]\n}}\n",
+            alice.public_key(),
+            helper.public_key()
+        ))
+        .start();
+    // INFO carries a fresh nonce to sign.
+    let mut info = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(std::net::TcpStream::connect(s.addr()).unwrap()),
+        &mut info,
+    )
+    .unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(info.trim_start_matches("INFO ").trim()).unwrap();
+    assert_eq!(json["nonce"].as_str().map(str::len), Some(15), "{info}");
+    assert_eq!(json["auth_required"], true);
+
+    let seed = |kp: &nkeys::KeyPair| kp.seed().unwrap();
+    works(
+        async_nats::ConnectOptions::with_nkey(seed(&alice))
+            .connect(s.url())
+            .await
+            .unwrap(),
+    )
+    .await;
+    works(
+        async_nats::ConnectOptions::with_user_and_password("app".into(), "pw".into())
+            .connect(s.url())
+            .await
+            .unwrap(),
+    )
+    .await;
+    refused(
+        &s.url(),
+        async_nats::ConnectOptions::with_nkey(seed(&stranger)),
+    )
+    .await;
+    refused(&s.url(), async_nats::ConnectOptions::new()).await;
+    assert!(s.wait_log(
+        &format!("authentication error - Nkey \"{}\"", stranger.public_key()),
+        Duration::from_secs(5)
+    ));
+    assert!(
+        !s.log_text().contains(&seed(&stranger)),
+        "a seed in the log"
+    );
+
+    // An nkey user's permissions apply.
+    let (tx, mut errors) = tokio::sync::mpsc::unbounded_channel();
+    let limited = async_nats::ConnectOptions::with_nkey(seed(&helper))
+        .event_callback(move |e| {
+            let tx = tx.clone();
+            async move {
+                if let async_nats::Event::ServerError(e) = e {
+                    let _ = tx.send(e.to_string());
+                }
+            }
+        })
+        .connect(s.url())
+        .await
+        .unwrap();
+    limited.publish("elsewhere", "x".into()).await.unwrap();
+    limited.flush().await.unwrap();
+    let e = tokio::time::timeout(Duration::from_secs(5), errors.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        e.contains("Permissions Violation for Publish to \"elsewhere\""),
+        "{e}"
+    );
+    let connz = s.json("/connz?auth=1");
+    assert!(
+        connz["connections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["authorized_user"] == helper.public_key()),
+        "{connz}"
+    );
+}

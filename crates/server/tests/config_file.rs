@@ -268,6 +268,32 @@ fn permission_errors() {
     ] {
         fails_with(&user(perms), want);
     }
+    let key = nkeys::KeyPair::new_user().public_key();
+    let account = nkeys::KeyPair::new_account().public_key();
+    for (entry, want) in [
+        (
+            "{nkey: UBAD}".to_string(),
+            "Not a valid public nkey for a user",
+        ),
+        (
+            format!("{{nkey: {account}}}"),
+            "Not a valid public nkey for a user",
+        ),
+        (
+            format!("{{nkey: {key}, user: a}}"),
+            "Nkey users do not take usernames or passwords",
+        ),
+        (
+            format!("{{nkey: {key}, password: a}}"),
+            "Nkey users do not take usernames or passwords",
+        ),
+    ] {
+        fails_with(&format!("authorization {{ users: [{entry}] }}\n"), want);
+    }
+    let (code, out) = check(&format!(
+        "authorization {{ users: [{{nkey: {key}}}] }}\nno_auth_user: {key}\n"
+    ));
+    assert_eq!(code, 0, "{out}");
     fails_with(
         "authorization { default_permissions: 5 }\n",
         "Expected permissions to be a map/struct, got integer",

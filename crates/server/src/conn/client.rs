@@ -49,6 +49,9 @@ pub async fn serve(server: Arc<Server>, stream: TcpStream, addr: SocketAddr, cid
     let mut info = server.info();
     info.client_id = Some(cid);
     info.client_ip = Some(addr.ip().to_string());
+    if !opts.authorization.nkeys.is_empty() {
+        info.nonce = Some(auth::nonce());
+    }
     let json = serde_json::to_vec(&info).expect("info serializes");
     let writer = writer::start(
         server.clone(),
@@ -72,6 +75,7 @@ pub async fn serve(server: Arc<Server>, stream: TcpStream, addr: SocketAddr, cid
     debug!("{} - Client connection created", client.log_prefix());
 
     let mut conn = Conn::new(server.clone(), client.clone(), &opts);
+    conn.nonce = info.nonce;
     let reason = conn.run(rd).await;
     client.close(reason);
     let reason = client.closed_reason().unwrap_or(reason);
@@ -108,6 +112,8 @@ struct Conn {
     /// reload).
     permits: Option<Arc<Permits>>,
     permits_version: u64,
+    /// The challenge in this connection's INFO, for nkey users to sign.
+    nonce: Option<String>,
     /// `permits`' publish answers by subject, at most
     /// [`MAX_PERMIT_CACHE`].
     publish_permitted: hashbrown::HashMap<Box<[u8]>, bool>,
@@ -146,6 +152,7 @@ impl Conn {
             rearm_ping: None,
             permits: None,
             permits_version: 0,
+            nonce: None,
             publish_permitted: hashbrown::HashMap::new(),
         }
     }
@@ -421,7 +428,7 @@ impl Conn {
             self.rearm_ping = Some(interval + jitter);
         }
         ci.apply(&mut self.opts);
-        let creds = Credentials::from(&ci);
+        let creds = Credentials::new(&ci, self.nonce.as_deref());
         let mut user_name = None;
         if self.auth_required {
             // The options in force now, not at accept: a reload may have
@@ -429,8 +436,8 @@ impl Conn {
             let auth = self.server.opts().authorization.clone();
             match auth::check(&auth, &creds) {
                 Ok(user) => {
-                    user_name = user.map(|u| u.user.clone());
-                    self.set_permits(user.and_then(|u| u.permissions.as_ref()));
+                    user_name = user.map(|u| u.name.to_string());
+                    self.set_permits(user.and_then(|u| u.permissions));
                 }
                 Err(who) => {
                     error!("{prefix} - authentication error{who}");
