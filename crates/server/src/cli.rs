@@ -45,6 +45,8 @@ Cluster Options:
 Common Options:
     -h, --help                       Show this message
     -v, --version                    Show version
+    -sl,--signal <signal>[=<pid>]    Send signal to flotilla process (ldm, stop, quit, term, reopen, reload)
+                                     <pid> can be either a PID (e.g. 1) or the path to a PID file (e.g. /var/run/flotilla.pid)
 ";
 
 /// What the command line asked for.
@@ -75,6 +77,8 @@ pub struct Cli {
     pub connect_retries: Option<i64>,
     pub help: bool,
     pub version: bool,
+    /// `--signal <command>[=<pid>]`: send a signal and exit.
+    pub signal: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -131,6 +135,7 @@ fn flag(name: &str) -> Option<Kind> {
         "connect_retries" => Int(|c, v| c.connect_retries = Some(v)),
         "h" | "help" => Bool(|c, v| c.help = v),
         "v" | "version" => Bool(|c, v| c.version = v),
+        "sl" | "signal" => Str(|c, v| c.signal = Some(v)),
         _ => return None,
     })
 }
@@ -140,8 +145,6 @@ fn flag(name: &str) -> Option<Kind> {
 const UNSUPPORTED: &[&str] = &[
     "ms",
     "https_port",
-    "sl",
-    "signal",
     "client_advertise",
     "s",
     "syslog",

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use time::{OffsetDateTime, UtcOffset};
@@ -93,14 +93,32 @@ impl<'a> MakeWriter<'a> for Sink {
     }
 }
 
-/// Lets a config reload change verbosity.
+/// Lets a config reload change verbosity, and SIGUSR1 reopen the file.
 pub struct LogHandle {
     filter: reload::Handle<LevelFilter, tracing_subscriber::Registry>,
+    sink: Sink,
+    path: Option<PathBuf>,
 }
 
 impl LogHandle {
     pub fn set_level(&self, debug: bool, trace: bool) {
         let _ = self.filter.modify(|f| *f = level(debug, trace));
+    }
+
+    /// Opens the log file again by its name, so that a rotated-away file
+    /// is let go (nats-server's `ReOpenLogFile`). Logs the outcome.
+    pub fn reopen(&self) {
+        let (Sink::File(file), Some(path)) = (&self.sink, &self.path) else {
+            tracing::info!("File log re-open ignored, not a file logger");
+            return;
+        };
+        match OpenOptions::new().create(true).append(true).open(path) {
+            Ok(new) => {
+                *file.lock().unwrap_or_else(|e| e.into_inner()) = new;
+                tracing::info!("File log re-opened");
+            }
+            Err(e) => tracing::error!("File log re-open failed: {e}"),
+        }
     }
 }
 
@@ -134,7 +152,11 @@ pub fn init(
             logtime,
             offset: UtcOffset::current_local_offset().unwrap_or(UtcOffset::UTC),
         })
-        .with_writer(sink);
+        .with_writer(sink.clone());
     tracing_subscriber::registry().with(filter).with(fmt).init();
-    Ok(LogHandle { filter: handle })
+    Ok(LogHandle {
+        filter: handle,
+        sink,
+        path: logfile.map(Path::to_path_buf),
+    })
 }

@@ -104,6 +104,22 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
 
+    if let Some(signal) = &cli.signal {
+        // Whatever name this binary runs under (nats-server, in client
+        // test suites) is the name of the processes to signal.
+        let argv0 = std::env::args().next().unwrap_or_default();
+        let process = Path::new(&argv0)
+            .file_name()
+            .map_or("flotilla".into(), |n| n.to_string_lossy().into_owned());
+        return match signals::send(signal, &process) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("flotilla: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+
     let (opts, warnings) = match load_options(&cli) {
         Ok(o) => o,
         Err(e) => {

@@ -1,5 +1,6 @@
 //! Signals, as nats-server handles them: TERM/INT stop gracefully, USR2
-//! enters lame-duck mode, HUP reloads the config file.
+//! enters lame-duck mode, HUP reloads the config file, USR1 reopens the
+//! log file. And `--signal`, which sends them to a running server.
 
 use std::sync::Arc;
 
@@ -13,9 +14,10 @@ use crate::server::Server;
 
 /// Handles signals until the server has shut down.
 pub async fn run(server: Arc<Server>, cli: Cli, log: LogHandle) {
-    let (Ok(mut term), Ok(mut int), Ok(mut usr2), Ok(mut hup)) = (
+    let (Ok(mut term), Ok(mut int), Ok(mut usr1), Ok(mut usr2), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
+        signal(SignalKind::user_defined1()),
         signal(SignalKind::user_defined2()),
         signal(SignalKind::hangup()),
     ) else {
@@ -37,6 +39,10 @@ pub async fn run(server: Arc<Server>, cli: Cli, log: LogHandle) {
             _ = int.recv() => {
                 info!("Trapped \"interrupt\" signal");
                 server.shutdown();
+            }
+            _ = usr1.recv() => {
+                info!("Trapped \"user defined signal 1\" signal");
+                log.reopen();
             }
             _ = usr2.recv() => {
                 info!("Trapped \"user defined signal 2\" signal");
@@ -125,4 +131,126 @@ fn not_reloadable(old: &Options, new: &Options) -> Option<&'static str> {
         .into_iter()
         .find(|(_, changed)| *changed)
         .map(|(f, _)| f)
+}
+
+/// `--signal <command>[=<pid or pid file>]`: sends `command` to a running
+/// server, as nats-server's `processSignal` and `ProcessSignal` do. With
+/// no pid, the one running process named `process` is found with
+/// `pgrep`; a pid ending in `*` signals every one whose pid starts so.
+pub fn send(arg: &str, process: &str) -> Result<(), String> {
+    let parts: Vec<&str> = arg.split('=').collect();
+    let (command, pid_expr) = match parts[..] {
+        [command] => (command, String::new()),
+        [command, pid] => (command, read_pid_file(pid)),
+        _ => {
+            return Err(format!(
+                "invalid signal parameters: [{}]",
+                parts[2..].join(" ")
+            ))
+        }
+    };
+    let glob = pid_expr.ends_with('*');
+    let pid_str = pid_expr.trim_end_matches('*');
+    let mut pids = Vec::new();
+    if !pid_str.is_empty() {
+        pids.push(
+            pid_str
+                .parse::<i32>()
+                .map_err(|_| format!("invalid pid: {pid_str}"))?,
+        );
+    }
+    if pid_str.is_empty() || glob {
+        pids = running(process)?;
+    }
+    if pids.len() > 1 && !glob {
+        let list: String = pids.iter().map(|p| format!("\n{p}")).collect();
+        return Err(format!("multiple {process} processes running:{list}"));
+    }
+    if pids.is_empty() {
+        return Err(format!("no {process} processes running"));
+    }
+    let signal = command_signal(command)?;
+    let mut errors = String::new();
+    for pid in pids {
+        let text = pid.to_string();
+        if !pid_str.is_empty() && text != pid_str && !(glob && text.starts_with(pid_str)) {
+            continue;
+        }
+        // SAFETY: kill(2) takes plain integers and touches no memory.
+        if unsafe { libc::kill(pid, signal) } != 0 {
+            let e = std::io::Error::last_os_error();
+            errors.push_str(&format!("\nsignal {command:?} {pid}: {e}"));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+/// nats-server's `CommandToSignal`.
+fn command_signal(command: &str) -> Result<libc::c_int, String> {
+    Ok(match command {
+        "stop" => libc::SIGKILL,
+        "quit" => libc::SIGINT,
+        "reopen" => libc::SIGUSR1,
+        "reload" => libc::SIGHUP,
+        "ldm" => libc::SIGUSR2,
+        "term" => libc::SIGTERM,
+        _ => return Err(format!("unknown signal {command:?}")),
+    })
+}
+
+/// A pid given as a path to a pid file is read from it
+/// (`maybeReadPidFile`); anything else is taken as written.
+fn read_pid_file(pid: &str) -> String {
+    match std::fs::read_to_string(pid) {
+        Ok(text) => text.trim().to_string(),
+        Err(_) => pid.to_string(),
+    }
+}
+
+/// Pids of the running processes named `process`, this one excepted
+/// (nats-server's `resolvePids`).
+fn running(process: &str) -> Result<Vec<i32>, String> {
+    let unresolved = || "unable to resolve pid, try providing one".to_string();
+    let out = std::process::Command::new("pgrep")
+        .arg(process)
+        .output()
+        .map_err(|_| unresolved())?;
+    // pgrep exits 1 when nothing matched, which is an empty list here.
+    if !out.status.success() && out.status.code() != Some(1) {
+        return Err(unresolved());
+    }
+    let me = std::process::id() as i32;
+    let mut pids = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let pid: i32 = line.trim().parse().map_err(|_| unresolved())?;
+        if pid != me {
+            pids.push(pid);
+        }
+    }
+    Ok(pids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_arguments_are_refused_before_anything_is_sent() {
+        for (arg, want) in [
+            ("stop=1=2", "invalid signal parameters: [2]"),
+            ("stop=abc", "invalid pid: abc"),
+            ("bogus=1", "unknown signal \"bogus\""),
+            ("stop", "no flotilla-no-such-process processes running"),
+        ] {
+            assert_eq!(
+                send(arg, "flotilla-no-such-process"),
+                Err(want.to_string()),
+                "{arg}"
+            );
+        }
+    }
 }

@@ -220,6 +220,99 @@ fn lame_duck_informs_then_closes_clients() {
 }
 
 #[tokio::test]
+async fn the_signal_flag_sends_each_command() {
+    let pids = tempfile::tempdir().unwrap();
+    let pid_file = pids.path().join("server.pid");
+    let pid_file = pid_file.to_str().unwrap();
+    let s = common::server()
+        .config("debug: false\nlame_duck_duration: \"30s\"\nlame_duck_grace_period: \"1s\"\n")
+        .arg("-P")
+        .arg(pid_file)
+        .start();
+    let pid = s.pid().to_string();
+
+    // reload, by pid file.
+    std::fs::write(
+        s.dir.path().join("server.conf"),
+        "debug: true\nlame_duck_duration: \"30s\"\nlame_duck_grace_period: \"1s\"\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(&["--signal", &format!("reload={pid_file}")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(s.wait_log("Reloaded: debug = true", Duration::from_secs(5)));
+
+    // reopen: the log file moved away is let go, a new one started.
+    let log = s.dir.path().join("server.log");
+    std::fs::rename(&log, s.dir.path().join("server.log.1")).unwrap();
+    let (code, _, err) = run(&["-sl", &format!("reopen={pid}")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(s.wait_log("File log re-opened", Duration::from_secs(5)));
+
+    // ldm: clients are told, as async-nats's lame_duck_callback expects.
+    let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let _client = async_nats::ConnectOptions::new()
+        .event_callback(move |e| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(e.to_string());
+            }
+        })
+        .connect(s.url())
+        .await
+        .unwrap();
+    let (code, _, err) = run(&["--signal", &format!("ldm={pid}")]);
+    assert_eq!(code, 0, "{err}");
+    let lame = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(e) = events.recv().await {
+            if e == "lame duck mode detected" {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(lame, Ok(true));
+
+    // Errors name the problem and send nothing.
+    for (args, want) in [
+        (vec!["--signal", "bogus=1"], "unknown signal \"bogus\""),
+        (vec!["--signal", "stop=x"], "invalid pid: x"),
+        (
+            vec!["--signal", "stop=1=2"],
+            "invalid signal parameters: [2]",
+        ),
+        (
+            vec!["--signal", "stop=2147483646"],
+            "signal \"stop\" 2147483646: No such process",
+        ),
+    ] {
+        let (code, _, err) = run(&args);
+        assert_eq!(code, 1, "{args:?}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    assert!(s.log_text().contains("Entering lame duck mode"));
+}
+
+#[test]
+fn the_signal_flag_stops_servers() {
+    for (command, trapped) in [("term", "terminated"), ("quit", "interrupt")] {
+        let mut s = common::server().start();
+        let (code, _, err) = run(&["--signal", &format!("{command}={}", s.pid())]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
+        assert!(s
+            .log_text()
+            .contains(&format!("Trapped \"{trapped}\" signal")));
+    }
+    let mut s = common::server().start();
+    let (code, _, err) = run(&["--signal", &format!("stop={}", s.pid())]);
+    assert_eq!(code, 0, "{err}");
+    let status = s.child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+}
+
+#[tokio::test]
 async fn sighup_reloads_what_can_change() {
     let s = common::server()
         .config("authorization { token: old }\n")
