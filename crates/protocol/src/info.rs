@@ -26,6 +26,8 @@ pub struct ServerInfo {
     pub auth_required: bool,
     #[serde(default, skip_serializing_if = "is_false")]
     pub tls_required: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub tls_verify: bool,
     pub max_payload: i64,
     #[serde(default, skip_serializing_if = "is_false")]
     pub jetstream: bool,

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use crate::options::Options;
+use crate::options::{Options, TlsOptions};
 
 pub const USAGE: &str = "
 Usage: flotilla [options]
@@ -36,6 +36,13 @@ Authorization Options:
         --user <user>                User required for connections
         --pass <password>            Password required for connections
         --auth <token>               Authorization token required for connections
+
+TLS Options:
+        --tls                        Enable TLS, do not verify clients (default: false)
+        --tlscert <file>             Server certificate file
+        --tlskey <file>              Private key for server certificate
+        --tlsverify                  Enable TLS, verify client certificates
+        --tlscacert <file>           Client certificate CA for verification
 
 Cluster Options:
         --routes <rurl-1, rurl-2>    Routes to solicit and connect
@@ -79,6 +86,11 @@ pub struct Cli {
     pub version: bool,
     /// `--signal <command>[=<pid>]`: send a signal and exit.
     pub signal: Option<String>,
+    pub tls: Option<bool>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_ca_cert: Option<PathBuf>,
+    pub tls_verify: Option<bool>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -136,6 +148,11 @@ fn flag(name: &str) -> Option<Kind> {
         "h" | "help" => Bool(|c, v| c.help = v),
         "v" | "version" => Bool(|c, v| c.version = v),
         "sl" | "signal" => Str(|c, v| c.signal = Some(v)),
+        "tls" => Bool(|c, v| c.tls = Some(v)),
+        "tlscert" => Str(|c, v| c.tls_cert = Some(v.into())),
+        "tlskey" => Str(|c, v| c.tls_key = Some(v.into())),
+        "tlscacert" => Str(|c, v| c.tls_ca_cert = Some(v.into())),
+        "tlsverify" => Bool(|c, v| c.tls_verify = Some(v)),
         _ => return None,
     })
 }
@@ -154,14 +171,34 @@ const UNSUPPORTED: &[&str] = &[
     "DVV",
     "log_size_limit",
     "max_traced_msg_len",
-    "tls",
-    "tlscert",
-    "tlskey",
-    "tlsverify",
-    "tlscacert",
     "profile",
     "help_tls",
 ];
+
+impl Cli {
+    /// Any `--tls*` flag replaces the config file's `tls` block with what
+    /// the flags say, and `--tls=false` turns TLS off, as in nats-server.
+    fn apply_tls(&self, o: &mut Options) {
+        if self.tls == Some(false) {
+            o.tls = None;
+            return;
+        }
+        let any = self.tls.is_some()
+            || self.tls_cert.is_some()
+            || self.tls_key.is_some()
+            || self.tls_ca_cert.is_some()
+            || self.tls_verify.is_some();
+        if any {
+            o.tls = Some(TlsOptions {
+                cert_file: self.tls_cert.clone(),
+                key_file: self.tls_key.clone(),
+                ca_file: self.tls_ca_cert.clone(),
+                verify: self.tls_verify.unwrap_or(false),
+                ..TlsOptions::default()
+            });
+        }
+    }
+}
 
 fn parse_bool(flag: &str, v: &str) -> Result<bool, CliError> {
     match v {
@@ -233,6 +270,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Cli, CliError> {
 impl Cli {
     /// Lays the flags over options read from the config file: flags win.
     pub fn apply(&self, o: &mut Options) {
+        self.apply_tls(o);
         if let Some(v) = &self.host {
             o.host = v.clone();
         }
@@ -363,7 +401,10 @@ mod tests {
     #[test]
     fn errors() {
         assert_eq!(p(&["-x"]), Err(CliError::Unknown("x".into())));
-        assert_eq!(p(&["--tls"]), Err(CliError::Unsupported("tls".into())));
+        assert_eq!(
+            p(&["--profile", "1"]),
+            Err(CliError::Unsupported("profile".into()))
+        );
         assert_eq!(p(&["-p"]), Err(CliError::MissingValue("p".into())));
         assert!(matches!(p(&["-p", "abc"]), Err(CliError::BadInt { .. })));
         assert!(matches!(p(&["-D=maybe"]), Err(CliError::BadBool { .. })));

@@ -5,7 +5,7 @@
 //! Deliberate differences from nats-server, for safety:
 //! - an unknown key is a warning, not an error (as the issue asks), but a
 //!   known nats-server key that flotilla does not implement and that
-//!   changes security or routing (`tls`, `accounts`, ...) is an error, so
+//!   changes security or routing (`accounts`, `leafnodes`, ...) is an error, so
 //!   nobody believes a protection is on when it is not;
 //! - a duration written bare with a size-like suffix (`ping_interval: 2m`)
 //!   means two minutes; nats-server reads it as 2,000,000 seconds.
@@ -19,10 +19,10 @@ use conf::{Entry, Item, Map, Value};
 use crate::options::{Authorization, NkeyUser, Options, User};
 
 mod permissions;
+mod tls;
 
 /// Keys nats-server understands that flotilla refuses to ignore.
 const UNSUPPORTED: &[&str] = &[
-    "tls",
     "accounts",
     "system_account",
     "leafnodes",
@@ -391,6 +391,11 @@ fn apply(m: &Map, o: &mut Options, r: &mut Report) {
             "authorization" => {
                 if let Some(m) = map(r, e) {
                     authorization(m, e, o, r);
+                }
+            }
+            "tls" => {
+                if let Some(m) = map(r, e) {
+                    o.tls = Some(tls::tls(m, r));
                 }
             }
             "no_auth_user" => {

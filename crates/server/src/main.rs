@@ -19,6 +19,7 @@ mod permissions;
 mod route;
 mod server;
 mod signals;
+mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -223,6 +224,7 @@ fn url_host(host: &str) -> &str {
 
 async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()> {
     let server = Server::new(opts.clone());
+    server.load_tls().map_err(anyhow::Error::msg)?;
     info!("Starting nats-server");
     info!(
         "  Version:  {NATS_VERSION} (flotilla {})",
@@ -278,6 +280,14 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
         .with_context(|| format!("Error listening on port: {}:{}", opts.host, opts.port))?;
     let port = listener.local_addr()?.port();
     info!("Listening for client connections on {}:{port}", opts.host);
+    if let Some(tls) = &opts.tls {
+        info!("TLS required for client connections");
+        if tls.handshake_first {
+            tracing::warn!(
+                "Clients that are not using \"TLS Handshake First\" option will fail to connect"
+            );
+        }
+    }
 
     let mut cluster_url = None;
     if opts.cluster.enabled() {

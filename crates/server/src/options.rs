@@ -106,6 +106,38 @@ pub struct JetStreamOptions {
     pub sync_interval: Option<Duration>,
 }
 
+/// nats-server's `TLS_TIMEOUT`: how long a TLS handshake may take.
+pub const DEFAULT_TLS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Client TLS: the `tls {}` block, or `--tls`, `--tlscert`, `--tlskey`,
+/// `--tlscacert` and `--tlsverify`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TlsOptions {
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    /// Roots that client certificates must chain to.
+    pub ca_file: Option<PathBuf>,
+    /// Every client must present a certificate that `ca_file` verifies.
+    pub verify: bool,
+    /// How long the handshake may take before the connection is closed.
+    pub timeout: Duration,
+    /// The handshake comes before INFO, which then goes out encrypted.
+    pub handshake_first: bool,
+}
+
+impl Default for TlsOptions {
+    fn default() -> Self {
+        TlsOptions {
+            cert_file: None,
+            key_file: None,
+            ca_file: None,
+            verify: false,
+            timeout: DEFAULT_TLS_TIMEOUT,
+            handshake_first: false,
+        }
+    }
+}
+
 /// `cluster` settings: where routes listen and whom they dial.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ClusterOptions {
@@ -162,6 +194,8 @@ pub struct Options {
     pub lame_duck_grace_period: Duration,
     pub jetstream: JetStreamOptions,
     pub cluster: ClusterOptions,
+    /// Client connections must use TLS.
+    pub tls: Option<TlsOptions>,
     pub config_file: Option<PathBuf>,
 }
 
@@ -192,15 +226,22 @@ impl Default for Options {
             lame_duck_grace_period: Duration::from_secs(10),
             jetstream: JetStreamOptions::default(),
             cluster: ClusterOptions::default(),
+            tls: None,
             config_file: None,
         }
     }
 }
 
 impl Options {
-    /// Default auth timeout: 2 s, as nats-server without TLS.
+    /// Default auth timeout: 2 s, as nats-server; with TLS, at least the
+    /// TLS timeout and a second more (its `getDefaultAuthTimeout`).
     pub fn auth_timeout(&self) -> Duration {
-        self.authorization.timeout.unwrap_or(Duration::from_secs(2))
+        let plain = Duration::from_secs(2);
+        let default = match &self.tls {
+            Some(tls) => plain.max(tls.timeout + Duration::from_secs(1)),
+            None => plain,
+        };
+        self.authorization.timeout.unwrap_or(default)
     }
 
     /// Zero means "the default" for these, as in nats-server (a zero ping
@@ -254,6 +295,9 @@ impl Options {
         }
         if !(RANDOM_PORT..=65535).contains(&self.http_port) {
             return Err(format!("invalid http port {}", self.http_port));
+        }
+        if let Some(tls) = &self.tls {
+            crate::tls::server_config(tls)?;
         }
         Ok(())
     }

@@ -73,6 +73,8 @@ pub struct Server {
     pub on_routes_changed: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
     /// This server's JetStream cluster state, sent in route INFO.
     hello: Mutex<Option<protocol::route::FlotillaHello>>,
+    /// Client TLS, built from `opts.tls` at start and by each reload.
+    tls: RwLock<Option<Arc<rustls::ServerConfig>>>,
 }
 
 /// Link-local addresses are not offered to clients (nats-server lists
@@ -125,7 +127,25 @@ impl Server {
             raft: std::sync::OnceLock::new(),
             on_routes_changed: std::sync::OnceLock::new(),
             hello: Mutex::new(None),
+            tls: RwLock::new(None),
         })
+    }
+
+    /// Builds the client TLS configuration from the options in force;
+    /// the options were validated, so an error here is one the files
+    /// gained since (a reload reports it and keeps the old one).
+    pub fn load_tls(&self) -> Result<(), String> {
+        let tls = match &self.opts().tls {
+            Some(o) => Some(crate::tls::server_config(o)?),
+            None => None,
+        };
+        *self.tls.write() = tls;
+        Ok(())
+    }
+
+    /// The client TLS configuration, when TLS is on.
+    pub fn tls(&self) -> Option<Arc<rustls::ServerConfig>> {
+        self.tls.read().clone()
     }
 
     pub fn hello(&self) -> Option<protocol::route::FlotillaHello> {
@@ -293,6 +313,8 @@ impl Server {
             port: self.client_port.load(Ordering::Relaxed) as u16,
             headers: true,
             auth_required: opts.authorization.required(),
+            tls_required: opts.tls.is_some(),
+            tls_verify: opts.tls.as_ref().is_some_and(|t| t.verify),
             max_payload: opts.max_payload as i64,
             jetstream: opts.jetstream.enabled,
             // Once a route is up: this server's URLs, then the others'.

@@ -95,7 +95,16 @@ fn reload(server: &Server, cli: &Cli, log: &LogHandle) {
     if auth_changed {
         info!("Reloaded: authorization");
     }
+    let tls = new.tls.is_some() || old.tls.is_some();
     server.set_opts(new);
+    // Certificates are read again on every reload, changed paths or not,
+    // as nats-server does: renewing one in place is the usual case.
+    if tls {
+        match server.load_tls() {
+            Ok(()) => info!("Reloaded: tls"),
+            Err(e) => error!("Failed to reload TLS configuration: {e}"),
+        }
+    }
     if auth_changed {
         server.recheck_auth();
     }

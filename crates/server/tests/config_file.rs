@@ -228,8 +228,8 @@ fn value_errors() {
         "invalid lame_duck_duration of 10s, minimum is 30 seconds",
     );
     fails_with(
-        "tls { cert_file: x }\n",
-        "test.conf:1:1: \"tls\" is not supported by flotilla",
+        "accounts { A: {} }\n",
+        "test.conf:1:1: \"accounts\" is not supported by flotilla",
     );
 }
 

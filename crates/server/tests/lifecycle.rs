@@ -37,7 +37,7 @@ fn version_help_and_bad_flags() {
         err.contains("flag provided but not defined: -bogus"),
         "{err}"
     );
-    let (code, _, err) = run(&["--tls"]);
+    let (code, _, err) = run(&["--profile", "1"]);
     assert_eq!(code, 2);
     assert!(
         err.contains("nats-server option flotilla does not support"),

@@ -12,8 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use protocol::{encode, ClientOp, ClientOptions, ConnectInfo, ParseError, Parsed, Parser, Publish};
 use subjects::MatchCache;
-use tokio::io::AsyncReadExt;
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::{debug, error};
 
@@ -39,26 +38,70 @@ const FIRST_PING: Duration = Duration::from_secs(2);
 /// A measured round trip is refreshed this often.
 const RTT_REFRESH: Duration = Duration::from_secs(3600);
 
-/// Runs a connection from accept to close.
-pub async fn serve(server: Arc<Server>, stream: TcpStream, addr: SocketAddr, cid: u64) {
+/// Runs a connection from accept to close: over TLS when the server
+/// requires it, the handshake coming after the plain-text INFO, or
+/// before it with `handshake_first`.
+pub async fn serve(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr, cid: u64) {
     let _ = stream.set_nodelay(true);
     let opts = server.opts();
-    let client = Arc::new(Client::new(cid, addr));
-    let (rd, wr) = stream.into_split();
-
     let mut info = server.info();
     info.client_id = Some(cid);
     info.client_ip = Some(addr.ip().to_string());
     if !opts.authorization.nkeys.is_empty() {
         info.nonce = Some(auth::nonce());
     }
-    let json = serde_json::to_vec(&info).expect("info serializes");
+    let nonce = info.nonce.clone();
+    let mut greeting = BytesMut::new();
+    encode::info(
+        &mut greeting,
+        &serde_json::to_vec(&info).expect("info serializes"),
+    );
+
+    let (Some(tls), Some(config)) = (&opts.tls, server.tls()) else {
+        let (rd, wr) = stream.into_split();
+        return run(server, cid, addr, nonce, rd, wr, greeting).await;
+    };
+    if !tls.handshake_first {
+        // The client reads INFO, sees tls_required, and starts the
+        // handshake; what follows is encrypted.
+        if stream.write_all(&greeting).await.is_err() {
+            return;
+        }
+        greeting.clear();
+    }
+    match crate::tls::accept(config, stream, tls.timeout).await {
+        Ok(stream) => {
+            let (rd, wr) = tokio::io::split(stream);
+            run(server, cid, addr, nonce, rd, wr, greeting).await
+        }
+        // Nothing can be said to a client that does not speak TLS: the
+        // log says why it was closed.
+        Err(reason) => error!("{addr} - cid:{cid} - {reason}"),
+    }
+}
+
+/// The connection proper, on whatever stream it has: `greeting` (INFO,
+/// unless it went out before a TLS handshake) first.
+async fn run<R, W>(
+    server: Arc<Server>,
+    cid: u64,
+    addr: SocketAddr,
+    nonce: Option<String>,
+    rd: R,
+    wr: W,
+    greeting: BytesMut,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let opts = server.opts();
+    let client = Arc::new(Client::new(cid, addr));
     let writer = writer::start(
         server.clone(),
         client.clone(),
         wr,
         opts.write_deadline,
-        |b| encode::info(b, &json),
+        |b| b.extend_from_slice(&greeting),
     );
 
     if let Err(reason) = server.register(&client, opts.max_connections) {
@@ -75,7 +118,7 @@ pub async fn serve(server: Arc<Server>, stream: TcpStream, addr: SocketAddr, cid
     debug!("{} - Client connection created", client.log_prefix());
 
     let mut conn = Conn::new(server.clone(), client.clone(), &opts);
-    conn.nonce = info.nonce;
+    conn.nonce = nonce;
     let reason = conn.run(rd).await;
     client.close(reason);
     let reason = client.closed_reason().unwrap_or(reason);
@@ -157,7 +200,7 @@ impl Conn {
         }
     }
 
-    async fn run(&mut self, mut rd: OwnedReadHalf) -> ClosedState {
+    async fn run<R: AsyncRead + Unpin>(&mut self, mut rd: R) -> ClosedState {
         let mut buf = BytesMut::with_capacity(MIN_READ);
         let mut read_size = MIN_READ;
         let ping_interval = self.config.ping_interval;

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::BytesMut;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tracing::info;
 
 use crate::client::outbound::Next;
@@ -17,10 +16,10 @@ use crate::server::Server;
 
 /// Queues what the connection opens with (INFO, and a route's CONNECT)
 /// and starts its writer.
-pub fn start(
+pub fn start<W: AsyncWrite + Unpin + Send + 'static>(
     server: Arc<Server>,
     client: Arc<Client>,
-    wr: OwnedWriteHalf,
+    wr: W,
     deadline: Duration,
     greeting: impl FnOnce(&mut BytesMut),
 ) -> tokio::task::JoinHandle<()> {
@@ -29,10 +28,10 @@ pub fn start(
     tokio::spawn(run(server, client, wr, deadline))
 }
 
-pub async fn run(
+pub async fn run<W: AsyncWrite + Unpin>(
     server: Arc<Server>,
     client: Arc<Client>,
-    mut wr: OwnedWriteHalf,
+    mut wr: W,
     deadline: Duration,
 ) {
     let mut spare = BytesMut::new();

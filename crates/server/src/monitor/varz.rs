@@ -8,6 +8,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use super::format::{rfc3339, uptime};
+use crate::options::DEFAULT_TLS_TIMEOUT;
 use crate::server::Server;
 use protocol::NATS_VERSION;
 
@@ -125,6 +126,10 @@ pub struct Varz {
     port: u16,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     auth_required: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    tls_required: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    tls_verify: bool,
     max_connections: usize,
     ping_interval: u128,
     ping_max: u32,
@@ -271,6 +276,8 @@ pub fn varz(server: &Server, services: &super::Services, cpu: &CpuSampler) -> Va
         host: opts.host.clone(),
         port: server.client_port.load(Ordering::Relaxed) as u16,
         auth_required: opts.authorization.required(),
+        tls_required: opts.tls.is_some(),
+        tls_verify: opts.tls.as_ref().is_some_and(|t| t.verify),
         max_connections: opts.max_connections,
         ping_interval: opts.ping_interval.as_nanos(),
         ping_max: opts.ping_max,
@@ -289,7 +296,11 @@ pub fn varz(server: &Server, services: &super::Services, cpu: &CpuSampler) -> Va
         websocket: Empty {},
         jetstream: super::jsz::varz(services),
         raft: raft_varz(services),
-        tls_timeout: 2.0,
+        tls_timeout: opts
+            .tls
+            .as_ref()
+            .map_or(DEFAULT_TLS_TIMEOUT, |t| t.timeout)
+            .as_secs_f64(),
         write_deadline: opts.write_deadline.as_nanos(),
         start: rfc3339(server.start),
         now: rfc3339(now),

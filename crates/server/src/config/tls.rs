@@ -1,0 +1,160 @@
+//! The `tls {}` block, read as nats-server's `parseTLS` reads it, with
+//! its messages. Settings flotilla does not implement are errors, not
+//! warnings: ignoring `verify_and_map` or `min_version` would leave a
+//! weaker server than the file asks for.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use conf::{Entry, Map, Value};
+use jetstream::duration::from_secs as bounded;
+
+use super::{parse_go_duration, Report};
+use crate::options::TlsOptions;
+
+/// Keys nats-server's `tls` block takes that flotilla refuses.
+const UNSUPPORTED: &[&str] = &[
+    "verify_and_map",
+    "verify_cert_and_check_known_urls",
+    "insecure",
+    "allow_insecure_cipher_suites",
+    "cipher_suites",
+    "curve_preferences",
+    "connection_rate_limit",
+    "pinned_certs",
+    "cert_store",
+    "cert_match_by",
+    "cert_match",
+    "ca_certs_match",
+    "cert_match_skip_invalid",
+    "ocsp_peer",
+    "certs",
+    "certificates",
+    "min_version",
+];
+
+pub(super) fn tls(m: &Map, r: &mut Report) -> TlsOptions {
+    let mut t = TlsOptions::default();
+    for e in &m.entries {
+        let key = e.key.to_ascii_lowercase();
+        match key.as_str() {
+            "cert_file" => t.cert_file = file(r, e),
+            "key_file" => t.key_file = file(r, e),
+            "ca_file" => t.ca_file = file(r, e),
+            "verify" => t.verify = flag(r, e).unwrap_or(t.verify),
+            "timeout" => t.timeout = timeout(r, e).unwrap_or(t.timeout),
+            "handshake_first" | "first" | "immediate" => {
+                t.handshake_first = handshake_first(r, e).unwrap_or(false)
+            }
+            k if UNSUPPORTED.contains(&k) => r.error_at(
+                e,
+                format!("\"{}\" in a tls block is not supported by flotilla", e.key),
+            ),
+            _ => r.error_at(
+                e,
+                format!("error parsing tls config, unknown field {:?}", e.key),
+            ),
+        }
+    }
+    t
+}
+
+fn file(r: &mut Report, e: &Entry) -> Option<PathBuf> {
+    match &e.item.value {
+        Value::String(s) => Some(PathBuf::from(s)),
+        _ => {
+            r.error(
+                &e.item,
+                format!(
+                    "error parsing tls config, expected '{}' to be filename",
+                    e.key
+                ),
+            );
+            None
+        }
+    }
+}
+
+fn flag(r: &mut Report, e: &Entry) -> Option<bool> {
+    match &e.item.value {
+        Value::Bool(b) => Some(*b),
+        _ => {
+            r.error(
+                &e.item,
+                format!(
+                    "error parsing tls config, expected '{}' to be a boolean",
+                    e.key
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// Seconds as a number, or a Go duration string.
+fn timeout(r: &mut Report, e: &Entry) -> Option<Duration> {
+    let parsed = match &e.item.value {
+        Value::Integer(v) => bounded(*v as f64, &e.item.raw),
+        Value::Float(v) => bounded(*v, &e.item.raw),
+        Value::String(s) => parse_go_duration(s),
+        _ => Err("wrong type".to_string()),
+    };
+    match parsed {
+        Ok(d) => Some(d),
+        Err(msg) if msg == "wrong type" => {
+            r.error(&e.item, "error parsing tls config, 'timeout' wrong type");
+            None
+        }
+        Err(msg) => {
+            r.error(
+                &e.item,
+                format!("error parsing tls config, 'timeout' {msg}"),
+            );
+            None
+        }
+    }
+}
+
+/// `true`/`false`, or their string forms. nats-server's `auto` and
+/// delays (fall back to INFO first when the client does not start TLS)
+/// are not implemented.
+fn handshake_first(r: &mut Report, e: &Entry) -> Option<bool> {
+    match &e.item.value {
+        Value::Bool(b) => Some(*b),
+        Value::String(s) => match s.to_ascii_lowercase().as_str() {
+            "true" | "on" => Some(true),
+            "false" | "off" => Some(false),
+            _ if s.eq_ignore_ascii_case("auto")
+                || s.eq_ignore_ascii_case("auto_fallback")
+                || parse_go_duration(s).is_ok() =>
+            {
+                r.error(
+                    &e.item,
+                    format!(
+                        "{:?}: {s:?} (a fallback to INFO first) is not supported by flotilla",
+                        e.key
+                    ),
+                );
+                None
+            }
+            _ => {
+                r.error(
+                    &e.item,
+                    format!("field {:?}'s value {s:?} is invalid", e.key),
+                );
+                None
+            }
+        },
+        other => {
+            r.error(
+                &e.item,
+                format!(
+                    "field {:?} should be a boolean or a string, got {}",
+                    e.key,
+                    other.type_name()
+                ),
+            );
+            None
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! Client TLS through async-nats, with certificates made here (rcgen):
+//! TLS after INFO and TLS first, mutual TLS, the `--tls*` flags, and
+//! what a server must survive: plain text, garbage and stalled
+//! handshakes, unknown certificates and bad certificate files.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, KeyPair};
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate it
+/// signed, and a client certificate from another CA; PEM files in `dir`.
+struct Certs {
+    dir: tempfile::TempDir,
+}
+
+impl Certs {
+    fn new() -> Certs {
+        let dir = tempfile::tempdir().unwrap();
+        let (ca, ca_key) = authority("flotilla test CA");
+        let (rogue, rogue_key) = authority("someone else's CA");
+        std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+        let leaf =
+            |name: &str, sans: &[&str], usage, issuer: &rcgen::Certificate, key: &KeyPair| {
+                let mut params =
+                    CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                        .unwrap();
+                params.extended_key_usages = vec![usage];
+                let leaf_key = KeyPair::generate().unwrap();
+                let cert = params.signed_by(&leaf_key, issuer, key).unwrap();
+                std::fs::write(dir.path().join(format!("{name}.pem")), cert.pem()).unwrap();
+                std::fs::write(
+                    dir.path().join(format!("{name}-key.pem")),
+                    leaf_key.serialize_pem(),
+                )
+                .unwrap();
+            };
+        leaf(
+            "server",
+            &["127.0.0.1", "localhost"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+            &ca,
+            &ca_key,
+        );
+        leaf(
+            "client",
+            &["client.example"],
+            ExtendedKeyUsagePurpose::ClientAuth,
+            &ca,
+            &ca_key,
+        );
+        leaf(
+            "rogue",
+            &["client.example"],
+            ExtendedKeyUsagePurpose::ClientAuth,
+            &rogue,
+            &rogue_key,
+        );
+        Certs { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A `tls {}` block with the server's pair, and `extra` lines.
+    fn block(&self, extra: &str) -> String {
+        format!(
+            "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n  ca_file: \"{}\"\n{extra}}}\n",
+            self.path("server.pem").display(),
+            self.path("server-key.pem").display(),
+            self.path("ca.pem").display(),
+        )
+    }
+
+    /// async-nats options trusting the test CA, with a client
+    /// certificate when `cert` names one.
+    fn client(&self, cert: Option<&str>) -> async_nats::ConnectOptions {
+        let opts = async_nats::ConnectOptions::new()
+            .add_root_certificates(self.path("ca.pem"))
+            .require_tls(true);
+        match cert {
+            Some(name) => opts.add_client_certificate(
+                self.path(&format!("{name}.pem")),
+                self.path(&format!("{name}-key.pem")),
+            ),
+            None => opts,
+        }
+    }
+}
+
+fn authority(name: &str) -> (rcgen::Certificate, KeyPair) {
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let key = KeyPair::generate().unwrap();
+    (params.self_signed(&key).unwrap(), key)
+}
+
+/// A round trip of one message through `client`.
+async fn works(client: &async_nats::Client) {
+    let mut sub = client.subscribe("tls.ok").await.unwrap();
+    client.publish("tls.ok", "x".into()).await.unwrap();
+    let m = tokio::time::timeout(Duration::from_secs(5), sub.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&m.payload[..], b"x");
+}
+
+/// The INFO line a plain TCP client reads first.
+fn plain_info(addr: &str) -> (std::net::TcpStream, serde_json::Value) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        line.push(byte[0]);
+    }
+    let text = String::from_utf8(line).unwrap();
+    let json = text.trim_start_matches("INFO ").trim();
+    (s, serde_json::from_str(json).unwrap())
+}
+
+/// Whether the server closes `s` within `within`.
+fn closed_within(s: &mut std::net::TcpStream, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut buf = [0u8; 512];
+    while Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+#[tokio::test]
+async fn a_client_speaks_tls_after_info() {
+    let certs = Certs::new();
+    let s = common::server().config(&certs.block("")).start();
+    let (_, info) = plain_info(&s.addr());
+    assert_eq!(info["tls_required"], true, "{info}");
+    assert!(info.get("tls_verify").is_none(), "{info}");
+    let client = certs.client(None).connect(s.url()).await.unwrap();
+    works(&client).await;
+    let varz = s.json("/varz");
+    assert_eq!(varz["tls_required"], true, "{varz}");
+}
+
+#[tokio::test]
+async fn mutual_tls_admits_only_certificates_the_ca_signed() {
+    let certs = Certs::new();
+    let s = common::server()
+        .config(&certs.block("  verify: true\n"))
+        .start();
+    let (_, info) = plain_info(&s.addr());
+    assert_eq!(info["tls_verify"], true, "{info}");
+    let client = certs.client(Some("client")).connect(s.url()).await.unwrap();
+    works(&client).await;
+    for refused in [None, Some("rogue")] {
+        let attempt = certs
+            .client(refused)
+            .connection_timeout(Duration::from_secs(2))
+            .connect(s.url());
+        let outcome = tokio::time::timeout(Duration::from_secs(10), attempt).await;
+        assert!(!matches!(outcome, Ok(Ok(_))), "{refused:?} was let in");
+    }
+    assert!(s.wait_log("TLS handshake error", Duration::from_secs(5)));
+    // The first client never noticed.
+    works(&client).await;
+}
+
+#[tokio::test]
+async fn handshake_first_sends_info_encrypted() {
+    let certs = Certs::new();
+    let s = common::server()
+        .config(&certs.block("  handshake_first: true\n"))
+        .start();
+    let client = certs
+        .client(None)
+        .tls_first()
+        .connect(s.url())
+        .await
+        .unwrap();
+    works(&client).await;
+    // A client waiting for a plain INFO hears nothing, and is closed at
+    // the TLS timeout.
+    let mut plain = std::net::TcpStream::connect(s.addr()).unwrap();
+    assert!(closed_within(&mut plain, Duration::from_secs(5)));
+}
+
+#[tokio::test]
+async fn the_tls_flags_turn_it_on() {
+    let certs = Certs::new();
+    let path = |name: &str| certs.path(name).display().to_string();
+    let s = common::server()
+        .arg("--tls")
+        .arg("--tlscert")
+        .arg(&path("server.pem"))
+        .arg("--tlskey")
+        .arg(&path("server-key.pem"))
+        .arg("--tlsverify")
+        .arg("--tlscacert")
+        .arg(&path("ca.pem"))
+        .start();
+    let (_, info) = plain_info(&s.addr());
+    assert_eq!(info["tls_required"], true);
+    assert_eq!(info["tls_verify"], true);
+    let client = certs.client(Some("client")).connect(s.url()).await.unwrap();
+    works(&client).await;
+}
+
+#[tokio::test]
+async fn hostile_connections_close_alone_within_the_timeout() {
+    let certs = Certs::new();
+    let s = common::server()
+        .config(&certs.block("  timeout: 0.5\n"))
+        .start();
+    let client = certs.client(None).connect(s.url()).await.unwrap();
+
+    // Plain text to a TLS port.
+    let (mut plain, _) = plain_info(&s.addr());
+    plain.write_all(b"CONNECT {}\r\nPING\r\n").unwrap();
+    assert!(closed_within(&mut plain, Duration::from_secs(5)));
+    // Garbage where a ClientHello belongs.
+    let (mut garbage, _) = plain_info(&s.addr());
+    garbage
+        .write_all(&[0x16, 0x03, 0x01, 0xff, 0xff, 0xde, 0xad])
+        .unwrap();
+    garbage.write_all(&[0xbe; 600]).unwrap();
+    assert!(closed_within(&mut garbage, Duration::from_secs(5)));
+    // A handshake that stalls: closed at the timeout, not before.
+    let started = Instant::now();
+    let (mut stalled, _) = plain_info(&s.addr());
+    assert!(closed_within(&mut stalled, Duration::from_secs(5)));
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    // nats-server logs a client's handshake timeout at debug level only;
+    // flotilla says it where operators look.
+    if !common::reference_server() {
+        assert!(s.wait_log("TLS handshake timeout", Duration::from_secs(5)));
+    }
+    assert!(s.wait_log("TLS handshake error: ", Duration::from_secs(5)));
+    // Everyone else was served throughout.
+    works(&client).await;
+    let again = certs.client(None).connect(s.url()).await.unwrap();
+    works(&again).await;
+}
+
+#[test]
+fn bad_certificate_files_are_refused_at_start() {
+    let certs = Certs::new();
+    let check = |text: &str| -> String {
+        let path = certs.path("test.conf");
+        std::fs::write(&path, text).unwrap();
+        let out = std::process::Command::new(common::BIN)
+            .arg("-c")
+            .arg(&path)
+            .arg("-t")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let missing = certs.block("").replace("server-key.pem", "nope.pem");
+    assert!(
+        check(&missing).contains("error parsing X509 certificate/key pair"),
+        "{}",
+        check(&missing)
+    );
+    std::fs::write(certs.path("junk.pem"), "not a certificate\n").unwrap();
+    let junk = certs.block("").replace("/server.pem", "/junk.pem");
+    assert!(check(&junk).contains("no certificate found"));
+    let no_key = format!(
+        "tls {{ cert_file: \"{}\" }}\n",
+        certs.path("server.pem").display()
+    );
+    assert!(check(&no_key).contains("missing 'key_file' in TLS configuration"));
+    let verify_without_ca = format!(
+        "tls {{ cert_file: \"{}\", key_file: \"{}\", verify: true }}\n",
+        certs.path("server.pem").display(),
+        certs.path("server-key.pem").display()
+    );
+    assert!(check(&verify_without_ca).contains("TLS verify requires 'ca_file'"));
+    assert!(check(&certs.block("  verify_and_map: true\n"))
+        .contains("\"verify_and_map\" in a tls block is not supported by flotilla"));
+    assert!(check(&certs.block("  bogus: 1\n"))
+        .contains("error parsing tls config, unknown field \"bogus\""));
+    assert!(
+        check(&certs.block("  timeout: \"x\"\n")).contains("error parsing tls config, 'timeout'")
+    );
+}
+
+#[tokio::test]
+async fn a_reload_takes_renewed_certificates_and_keeps_connections() {
+    let old = Certs::new();
+    let s = common::server().config(&old.block("")).start();
+    let kept = old.client(None).connect(s.url()).await.unwrap();
+    works(&kept).await;
+
+    // The certificate is renewed in place, by another CA.
+    let renewed = Certs::new();
+    for file in ["server.pem", "server-key.pem"] {
+        std::fs::copy(renewed.path(file), old.path(file)).unwrap();
+    }
+    s.signal(libc::SIGHUP);
+    assert!(s.wait_log("Reloaded server configuration", Duration::from_secs(5)));
+
+    let fresh = renewed.client(None).connect(s.url()).await.unwrap();
+    works(&fresh).await;
+    let stale = old
+        .client(None)
+        .connection_timeout(Duration::from_secs(2))
+        .connect(s.url());
+    let outcome = tokio::time::timeout(Duration::from_secs(10), stale).await;
+    assert!(
+        !matches!(outcome, Ok(Ok(_))),
+        "the old certificate is still served"
+    );
+    works(&kept).await;
+}
