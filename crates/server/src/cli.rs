@@ -17,6 +17,7 @@ Server Options:
         --server_name <server_name>  Server name (default: auto)
     -P, --pid <file>                 File to store PID
     -m, --http_port <port>           Use port for http monitoring
+    -ms,--https_port <port>          Use port for https monitoring
     -c, --config <file>              Configuration file
     -t                               Test configuration and exit
         --ports_file_dir <dir>       Creates a ports file in the specified directory (<executable_name>_<pid>.ports).
@@ -64,6 +65,7 @@ pub struct Cli {
     pub server_name: Option<String>,
     pub pid_file: Option<PathBuf>,
     pub http_port: Option<i64>,
+    pub https_port: Option<i64>,
     pub config: Option<PathBuf>,
     pub test_config: bool,
     pub ports_file_dir: Option<PathBuf>,
@@ -123,6 +125,7 @@ fn flag(name: &str) -> Option<Kind> {
         "n" | "name" | "server_name" => Str(|c, v| c.server_name = Some(v)),
         "P" | "pid" => Str(|c, v| c.pid_file = Some(v.into())),
         "m" | "http_port" => Int(|c, v| c.http_port = Some(v)),
+        "ms" | "https_port" => Int(|c, v| c.https_port = Some(v)),
         "c" | "config" => Str(|c, v| c.config = Some(v.into())),
         "t" => Bool(|c, v| c.test_config = v),
         "ports_file_dir" => Str(|c, v| c.ports_file_dir = Some(v.into())),
@@ -160,8 +163,6 @@ fn flag(name: &str) -> Option<Kind> {
 /// nats-server flags flotilla knows of but does not implement; refused by
 /// name rather than as unknown.
 const UNSUPPORTED: &[&str] = &[
-    "ms",
-    "https_port",
     "client_advertise",
     "s",
     "syslog",
@@ -285,6 +286,9 @@ impl Cli {
         }
         if let Some(v) = self.http_port {
             o.http_port = v;
+        }
+        if let Some(v) = self.https_port {
+            o.https_port = v;
         }
         if let Some(v) = &self.ports_file_dir {
             o.ports_file_dir = Some(v.clone());

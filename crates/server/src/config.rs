@@ -302,6 +302,17 @@ fn apply(m: &Map, o: &mut Options, r: &mut Report) {
                     o.http_port = v;
                 }
             }
+            "https" => {
+                if let Some((host, port)) = host_port(r, e) {
+                    o.http_host = host;
+                    o.https_port = port;
+                }
+            }
+            "https_port" => {
+                if let Some(v) = int(r, e) {
+                    o.https_port = v;
+                }
+            }
             "max_payload" => {
                 if let Some(v) = size31(r, e) {
                     o.max_payload = v;

@@ -246,21 +246,28 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
     // Monitoring's state is there before any connection (it keeps the
     // closed ones), whether or not monitoring is served.
     let services = monitor::Services::install(&server);
-    if opts.http_port != 0 {
+    // validate() allows one of the two, and https only with TLS.
+    let (scheme, monitor_port) = match opts.https_port {
+        0 => ("http", opts.http_port),
+        https => ("https", https),
+    };
+    if monitor_port != 0 {
         let host = opts.http_host.clone().unwrap_or_else(|| opts.host.clone());
-        let port = if opts.http_port < 0 {
-            0
-        } else {
-            opts.http_port as u16
-        };
+        let port = u16::try_from(monitor_port).unwrap_or(0);
         let listener = tokio::net::TcpListener::bind((host.as_str(), port))
             .await
             .with_context(|| format!("can't listen to the monitor port {host}:{port}"))?;
         let bound = listener.local_addr()?.port();
-        info!("Starting http monitor on {host}:{bound}");
+        info!("Starting {scheme} monitor on {host}:{bound}");
         info!("Listening for monitoring traffic on {host}:{bound}");
-        monitoring_url = Some(format!("http://{}:{bound}", url_host(&host)));
-        tokio::spawn(monitor::serve(server.clone(), services.clone(), listener));
+        monitoring_url = Some(format!("{scheme}://{}:{bound}", url_host(&host)));
+        let secure = scheme == "https";
+        tokio::spawn(monitor::serve(
+            server.clone(),
+            services.clone(),
+            listener,
+            secure,
+        ));
     }
 
     let mut js_cluster = None;

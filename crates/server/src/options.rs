@@ -176,6 +176,8 @@ pub struct Options {
     pub http_host: Option<String>,
     /// 0 disables monitoring; -1 picks a free port.
     pub http_port: i64,
+    /// Monitoring over TLS (`https_port`, `-ms`); excludes `http_port`.
+    pub https_port: i64,
     pub max_payload: usize,
     pub max_pending: usize,
     pub max_control_line: usize,
@@ -208,6 +210,7 @@ impl Default for Options {
             server_tags: Vec::new(),
             http_host: None,
             http_port: 0,
+            https_port: 0,
             max_payload: 1024 * 1024,
             max_pending: 64 * 1024 * 1024,
             max_control_line: 4096,
@@ -295,6 +298,18 @@ impl Options {
         }
         if !(RANDOM_PORT..=65535).contains(&self.http_port) {
             return Err(format!("invalid http port {}", self.http_port));
+        }
+        if !(RANDOM_PORT..=65535).contains(&self.https_port) {
+            return Err(format!("invalid https port {}", self.https_port));
+        }
+        if self.http_port != 0 && self.https_port != 0 {
+            return Err(format!(
+                "can't specify both HTTP ({}) and HTTPs ({}) ports",
+                self.http_port, self.https_port
+            ));
+        }
+        if self.https_port != 0 && self.tls.is_none() {
+            return Err("TLS cert and key required for HTTPS".into());
         }
         if let Some(tls) = &self.tls {
             crate::tls::server_config(tls)?;

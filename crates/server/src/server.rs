@@ -73,8 +73,10 @@ pub struct Server {
     pub on_routes_changed: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
     /// This server's JetStream cluster state, sent in route INFO.
     hello: Mutex<Option<protocol::route::FlotillaHello>>,
-    /// Client TLS, built from `opts.tls` at start and by each reload.
+    /// Client TLS, built from `opts.tls` at start and by each reload, and
+    /// the same without client certificates, for `https_port`.
     tls: RwLock<Option<Arc<rustls::ServerConfig>>>,
+    monitor_tls: RwLock<Option<Arc<rustls::ServerConfig>>>,
 }
 
 /// Link-local addresses are not offered to clients (nats-server lists
@@ -128,6 +130,7 @@ impl Server {
             on_routes_changed: std::sync::OnceLock::new(),
             hello: Mutex::new(None),
             tls: RwLock::new(None),
+            monitor_tls: RwLock::new(None),
         })
     }
 
@@ -135,12 +138,28 @@ impl Server {
     /// the options were validated, so an error here is one the files
     /// gained since (a reload reports it and keeps the old one).
     pub fn load_tls(&self) -> Result<(), String> {
-        let tls = match &self.opts().tls {
-            Some(o) => Some(crate::tls::server_config(o)?),
-            None => None,
+        let (tls, monitor) = match &self.opts().tls {
+            Some(o) => {
+                let monitor = crate::options::TlsOptions {
+                    verify: false,
+                    ..o.clone()
+                };
+                (
+                    Some(crate::tls::server_config(o)?),
+                    Some(crate::tls::server_config(&monitor)?),
+                )
+            }
+            None => (None, None),
         };
         *self.tls.write() = tls;
+        *self.monitor_tls.write() = monitor;
         Ok(())
+    }
+
+    /// The TLS configuration for `https_port`: the client certificate,
+    /// no client certificate asked for.
+    pub fn monitor_tls(&self) -> Option<Arc<rustls::ServerConfig>> {
+        self.monitor_tls.read().clone()
     }
 
     /// The client TLS configuration, when TLS is on.

@@ -119,7 +119,9 @@ fn not_reloadable(old: &Options, new: &Options) -> Option<&'static str> {
         ("server_name", old.server_name != new.server_name),
         (
             "http_port",
-            old.http_port != new.http_port || old.http_host != new.http_host,
+            old.http_port != new.http_port
+                || old.https_port != new.https_port
+                || old.http_host != new.http_host,
         ),
         ("pid_file", old.pid_file != new.pid_file),
         ("ports_file_dir", old.ports_file_dir != new.ports_file_dir),

@@ -331,3 +331,73 @@ async fn a_reload_takes_renewed_certificates_and_keeps_connections() {
     );
     works(&kept).await;
 }
+
+#[tokio::test]
+async fn monitoring_over_https() {
+    let certs = Certs::new();
+    // Mutual TLS for clients; monitoring asks for no client certificate.
+    let s = common::server()
+        .no_monitoring()
+        .config(&format!(
+            "{}https_port: -1\n",
+            certs.block("  verify: true\n")
+        ))
+        .start();
+    let log = s.log_text();
+    let port: u16 = log
+        .split("Starting https monitor on 127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no https monitor in the log:\n{log}"));
+
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = std::fs::read(certs.path("ca.pem")).unwrap();
+    for cert in rustls_pki_types::pem::PemObject::pem_slice_iter(&ca) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    tls.write_all(b"GET /varz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = String::new();
+    tls.read_to_string(&mut response).await.unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let body = response.split("\r\n\r\n").nth(1).unwrap();
+    let varz: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(varz["tls_verify"], true, "{varz}");
+    assert_eq!(varz["https_port"], -1, "{varz}");
+
+    // Both ports, or https without TLS, are refused as nats-server does.
+    let refused = |text: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.conf");
+        std::fs::write(&path, text).unwrap();
+        let out = std::process::Command::new(common::BIN)
+            .arg("-c")
+            .arg(&path)
+            .arg("-t")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(refused("https_port: 8443\n").contains("TLS cert and key required for HTTPS"));
+    assert!(refused(&format!(
+        "{}https_port: 8443\nhttp_port: 8222\n",
+        certs.block("")
+    ))
+    .contains("can't specify both HTTP (8222) and HTTPs (8443) ports"));
+}

@@ -310,8 +310,15 @@ fn root_page() -> String {
     html
 }
 
-/// Serves monitoring on `listener` until the server shuts down.
-pub async fn serve(server: Arc<Server>, services: Arc<Services>, listener: TcpListener) {
+/// Serves monitoring on `listener` until the server shuts down; over
+/// TLS (`https_port`) when `secure`, with the client TLS certificate and
+/// no client certificate asked for, as nats-server does.
+pub async fn serve(
+    server: Arc<Server>,
+    services: Arc<Services>,
+    listener: TcpListener,
+    secure: bool,
+) {
     let monitor = Arc::new(Monitor {
         server: server.clone(),
         services,
@@ -331,14 +338,27 @@ pub async fn serve(server: Arc<Server>, services: Arc<Services>, listener: TcpLi
             },
         };
         let monitor = monitor.clone();
+        let tls = secure.then(|| server.monitor_tls()).flatten();
+        let timeout = server.opts().tls.as_ref().map(|t| t.timeout);
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let monitor = monitor.clone();
                 async move { Ok::<_, Infallible>(monitor.handle(&req).await) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            let http = hyper::server::conn::http1::Builder::new();
+            match (tls, timeout) {
+                (Some(config), Some(timeout)) => {
+                    match crate::tls::accept(config, stream, timeout).await {
+                        Ok(stream) => {
+                            let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                        }
+                        Err(reason) => debug!("monitoring: {reason}"),
+                    }
+                }
+                _ => {
+                    let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                }
+            }
         });
     }
 }

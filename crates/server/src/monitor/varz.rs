@@ -284,7 +284,7 @@ pub fn varz(server: &Server, services: &super::Services, cpu: &CpuSampler) -> Va
         http_host: opts.http_host.clone().unwrap_or_else(|| opts.host.clone()),
         http_port: opts.http_port,
         http_base_path: String::new(),
-        https_port: 0,
+        https_port: opts.https_port,
         auth_timeout: opts.auth_timeout().as_secs_f64(),
         max_control_line: opts.max_control_line,
         max_payload: opts.max_payload,
