@@ -289,7 +289,7 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
     info!("Listening for client connections on {}:{port}", opts.host);
     if let Some(tls) = &opts.tls {
         info!("TLS required for client connections");
-        if tls.handshake_first {
+        if tls.handshake_first && tls.handshake_first_fallback.is_none() {
             tracing::warn!(
                 "Clients that are not using \"TLS Handshake First\" option will fail to connect"
             );

@@ -123,7 +123,15 @@ pub struct TlsOptions {
     pub timeout: Duration,
     /// The handshake comes before INFO, which then goes out encrypted.
     pub handshake_first: bool,
+    /// With `handshake_first`: a client that has sent nothing after this
+    /// long gets INFO first after all (`handshake_first: auto` or a
+    /// duration), so clients of both kinds connect.
+    pub handshake_first_fallback: Option<Duration>,
 }
+
+/// nats-server's `DEFAULT_TLS_HANDSHAKE_FIRST_FALLBACK_DELAY`: the delay
+/// `handshake_first: auto` means.
+pub const DEFAULT_HANDSHAKE_FIRST_FALLBACK: Duration = Duration::from_millis(50);
 
 impl Default for TlsOptions {
     fn default() -> Self {
@@ -134,6 +142,7 @@ impl Default for TlsOptions {
             verify: false,
             timeout: DEFAULT_TLS_TIMEOUT,
             handshake_first: false,
+            handshake_first_fallback: None,
         }
     }
 }

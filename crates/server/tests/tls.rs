@@ -203,6 +203,26 @@ async fn handshake_first_sends_info_encrypted() {
 }
 
 #[tokio::test]
+async fn handshake_first_auto_serves_both_kinds_of_client() {
+    let certs = Certs::new();
+    for setting in ["\"auto\"", "\"300ms\""] {
+        let s = common::server()
+            .config(&certs.block(&format!("  handshake_first: {setting}\n")))
+            .start();
+        let first = certs
+            .client(None)
+            .tls_first()
+            .connect(s.url())
+            .await
+            .unwrap();
+        works(&first).await;
+        // This one waits for INFO, gets it after the delay, then upgrades.
+        let after_info = certs.client(None).connect(s.url()).await.unwrap();
+        works(&after_info).await;
+    }
+}
+
+#[tokio::test]
 async fn the_tls_flags_turn_it_on() {
     let certs = Certs::new();
     let path = |name: &str| certs.path(name).display().to_string();
@@ -301,6 +321,8 @@ fn bad_certificate_files_are_refused_at_start() {
     assert!(
         check(&certs.block("  timeout: \"x\"\n")).contains("error parsing tls config, 'timeout'")
     );
+    assert!(check(&certs.block("  handshake_first: \"sometimes\"\n"))
+        .contains("field \"handshake_first\"'s value \"sometimes\" is invalid"));
 }
 
 #[tokio::test]

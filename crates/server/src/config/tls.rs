@@ -10,7 +10,7 @@ use conf::{Entry, Map, Value};
 use jetstream::duration::from_secs as bounded;
 
 use super::{parse_go_duration, Report};
-use crate::options::TlsOptions;
+use crate::options::{TlsOptions, DEFAULT_HANDSHAKE_FIRST_FALLBACK};
 
 /// Keys nats-server's `tls` block takes that flotilla refuses.
 const UNSUPPORTED: &[&str] = &[
@@ -44,7 +44,10 @@ pub(super) fn tls(m: &Map, r: &mut Report) -> TlsOptions {
             "verify" => t.verify = flag(r, e).unwrap_or(t.verify),
             "timeout" => t.timeout = timeout(r, e).unwrap_or(t.timeout),
             "handshake_first" | "first" | "immediate" => {
-                t.handshake_first = handshake_first(r, e).unwrap_or(false)
+                if let Some((first, fallback)) = handshake_first(r, e) {
+                    t.handshake_first = first;
+                    t.handshake_first_fallback = fallback;
+                }
             }
             k if UNSUPPORTED.contains(&k) => r.error_at(
                 e,
@@ -115,35 +118,25 @@ fn timeout(r: &mut Report, e: &Entry) -> Option<Duration> {
     }
 }
 
-/// `true`/`false`, or their string forms. nats-server's `auto` and
-/// delays (fall back to INFO first when the client does not start TLS)
-/// are not implemented.
-fn handshake_first(r: &mut Report, e: &Entry) -> Option<bool> {
+/// `true`/`false` or their string forms, or `auto` (or a duration): TLS
+/// first, falling back to INFO first for a client silent that long.
+fn handshake_first(r: &mut Report, e: &Entry) -> Option<(bool, Option<Duration>)> {
     match &e.item.value {
-        Value::Bool(b) => Some(*b),
+        Value::Bool(b) => Some((*b, None)),
         Value::String(s) => match s.to_ascii_lowercase().as_str() {
-            "true" | "on" => Some(true),
-            "false" | "off" => Some(false),
-            _ if s.eq_ignore_ascii_case("auto")
-                || s.eq_ignore_ascii_case("auto_fallback")
-                || parse_go_duration(s).is_ok() =>
-            {
-                r.error(
-                    &e.item,
-                    format!(
-                        "{:?}: {s:?} (a fallback to INFO first) is not supported by flotilla",
-                        e.key
-                    ),
-                );
-                None
-            }
-            _ => {
-                r.error(
-                    &e.item,
-                    format!("field {:?}'s value {s:?} is invalid", e.key),
-                );
-                None
-            }
+            "true" | "on" => Some((true, None)),
+            "false" | "off" => Some((false, None)),
+            "auto" | "auto_fallback" => Some((true, Some(DEFAULT_HANDSHAKE_FIRST_FALLBACK))),
+            _ => match parse_go_duration(s) {
+                Ok(delay) => Some((true, Some(delay))),
+                Err(_) => {
+                    r.error(
+                        &e.item,
+                        format!("field {:?}'s value {s:?} is invalid", e.key),
+                    );
+                    None
+                }
+            },
         },
         other => {
             r.error(

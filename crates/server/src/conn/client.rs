@@ -61,7 +61,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr,
         let (rd, wr) = stream.into_split();
         return run(server, cid, addr, nonce, rd, wr, greeting).await;
     };
-    if !tls.handshake_first {
+    if !tls.handshake_first || silent_for(&stream, tls.handshake_first_fallback).await {
         // The client reads INFO, sees tls_required, and starts the
         // handshake; what follows is encrypted.
         if stream.write_all(&greeting).await.is_err() {
@@ -78,6 +78,20 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr,
         // log says why it was closed.
         Err(reason) => error!("{addr} - cid:{cid} - {reason}"),
     }
+}
+
+/// Whether a client sends nothing for `fallback` (TLS first with a
+/// fallback): it waits for INFO, so it gets INFO first. Without a
+/// fallback, TLS first waits for the client however long it takes (up to
+/// the TLS timeout).
+async fn silent_for(stream: &TcpStream, fallback: Option<Duration>) -> bool {
+    let Some(delay) = fallback else {
+        return false;
+    };
+    let mut first = [0u8; 1];
+    tokio::time::timeout(delay, stream.peek(&mut first))
+        .await
+        .is_err()
 }
 
 /// The connection proper, on whatever stream it has: `greeting` (INFO,
