@@ -7,6 +7,7 @@ use protocol::ConnectInfo;
 use subtle::ConstantTimeEq;
 
 use crate::options::{Authorization, Permissions};
+use crate::tls::CertIdentity;
 
 /// What a client presented in CONNECT, and the nonce it was asked to
 /// sign, kept for the life of the connection so a config reload can
@@ -20,10 +21,12 @@ pub struct Credentials {
     pub sig: Option<String>,
     /// The nonce of this connection's INFO, if it had one.
     pub nonce: Option<String>,
+    /// Who its TLS client certificate names, under `verify_and_map`.
+    pub cert: Option<CertIdentity>,
 }
 
 impl Credentials {
-    pub fn new(ci: &ConnectInfo, nonce: Option<&str>) -> Self {
+    pub fn new(ci: &ConnectInfo, nonce: Option<&str>, cert: Option<&CertIdentity>) -> Self {
         Credentials {
             user: ci.user.clone(),
             pass: ci.pass.clone(),
@@ -31,6 +34,7 @@ impl Credentials {
             nkey: ci.nkey.clone(),
             sig: ci.sig.clone(),
             nonce: nonce.map(str::to_string),
+            cert: cert.cloned(),
         }
     }
 
@@ -112,6 +116,20 @@ pub fn check<'a>(
             "the config checks no_auth_user is a user"
         );
         return identity.map(Some).ok_or_else(String::new);
+    }
+    if let (Some(cert), false) = (&ci.cert, auth.users.is_empty()) {
+        // verify_and_map: the certificate, not CONNECT, says who it is.
+        return auth
+            .users
+            .iter()
+            .find(|u| cert.names(&u.user))
+            .map(|u| {
+                Some(Identity {
+                    name: &u.user,
+                    permissions: u.permissions.as_ref(),
+                })
+            })
+            .ok_or_else(|| " - no user for the TLS client certificate".to_string());
     }
     if let (Some(key), false) = (&ci.nkey, auth.nkeys.is_empty()) {
         let who = format!(" - Nkey {key:?}");
@@ -196,7 +214,7 @@ mod tests {
 
     fn connect(json: &str) -> Credentials {
         let ci: ConnectInfo = serde_json::from_str(json).unwrap();
-        Credentials::new(&ci, None)
+        Credentials::new(&ci, None, None)
     }
 
     #[test]

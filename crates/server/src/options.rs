@@ -119,6 +119,10 @@ pub struct TlsOptions {
     pub ca_file: Option<PathBuf>,
     /// Every client must present a certificate that `ca_file` verifies.
     pub verify: bool,
+    /// `verify_and_map`: `verify`, and the certificate names the user
+    /// (an e-mail, DNS name or URI in its alternative names, or its
+    /// subject as a distinguished name); no password is asked for.
+    pub map: bool,
     /// How long the handshake may take before the connection is closed.
     pub timeout: Duration,
     /// The handshake comes before INFO, which then goes out encrypted.
@@ -140,6 +144,7 @@ impl Default for TlsOptions {
             key_file: None,
             ca_file: None,
             verify: false,
+            map: false,
             timeout: DEFAULT_TLS_TIMEOUT,
             handshake_first: false,
             handshake_first_fallback: None,

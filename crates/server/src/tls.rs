@@ -83,3 +83,124 @@ pub async fn accept(
         Err(_) => Err("TLS handshake timeout".into()),
     }
 }
+
+/// What a client certificate says about who holds it, for
+/// `verify_and_map`: its e-mail, DNS and URI subject alternative names,
+/// and its subject's attributes as (type, value), types upper-case.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CertIdentity {
+    pub emails: Vec<String>,
+    pub dns_names: Vec<String>,
+    pub uris: Vec<String>,
+    pub subject: Vec<(String, String)>,
+}
+
+impl CertIdentity {
+    /// The identity in the first certificate the client presented.
+    pub fn of(stream: &TlsStream<TcpStream>) -> Option<CertIdentity> {
+        let cert = stream.get_ref().1.peer_certificates()?.first()?;
+        let (_, cert) = x509_parser::parse_x509_certificate(cert).ok()?;
+        let mut id = CertIdentity::default();
+        if let Ok(Some(san)) = cert.subject_alternative_name() {
+            for name in &san.value.general_names {
+                use x509_parser::extensions::GeneralName;
+                match name {
+                    GeneralName::RFC822Name(e) => id.emails.push(e.to_string()),
+                    GeneralName::DNSName(d) => id.dns_names.push(d.to_string()),
+                    GeneralName::URI(u) => id.uris.push(u.to_string()),
+                    _ => {}
+                }
+            }
+        }
+        let registry = x509_parser::objects::oid_registry();
+        for attr in cert.subject().iter_attributes() {
+            let (Ok(kind), Ok(value)) = (
+                x509_parser::objects::oid2abbrev(attr.attr_type(), registry),
+                attr.as_str(),
+            ) else {
+                continue;
+            };
+            id.subject
+                .push((kind.to_ascii_uppercase(), value.to_string()));
+        }
+        Some(id)
+    }
+
+    /// Whether the configured user name `name` is this certificate's, in
+    /// nats-server's order: an e-mail, a DNS name, a URI, then the
+    /// subject as a distinguished name (`CN=x,O=y`, in any order).
+    pub fn names(&self, name: &str) -> bool {
+        let listed = self.emails.iter().chain(&self.dns_names).chain(&self.uris);
+        if listed.into_iter().any(|n| n == name) {
+            return true;
+        }
+        match parse_dn(name) {
+            Some(mut dn) if !self.subject.is_empty() => {
+                let mut subject = self.subject.clone();
+                dn.sort();
+                subject.sort();
+                dn == subject
+            }
+            _ => false,
+        }
+    }
+}
+
+/// `CN=x,O=y` (RFC 4514, `\,` escapes) as (TYPE, value) pairs; `None` if
+/// it is not a distinguished name. `E` and `EMAILADDRESS` are `EMAIL`.
+fn parse_dn(text: &str) -> Option<Vec<(String, String)>> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => current.push(chars.next()?),
+            ',' | '+' => parts.push(std::mem::take(&mut current)),
+            _ => current.push(c),
+        }
+    }
+    parts.push(current);
+    parts
+        .iter()
+        .map(|part| {
+            let (kind, value) = part.split_once('=')?;
+            let kind = match kind.trim().to_ascii_uppercase().as_str() {
+                "E" | "EMAILADDRESS" => "EMAIL".to_string(),
+                other => other.to_string(),
+            };
+            (!kind.is_empty()).then(|| (kind, value.trim().to_string()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_in_nats_servers_order() {
+        let id = CertIdentity {
+            emails: vec!["alice@example.com".into()],
+            dns_names: vec!["svc.example.com".into()],
+            uris: vec!["spiffe://example/alice".into()],
+            subject: vec![
+                ("CN".into(), "alice".into()),
+                ("O".into(), "Acme, Inc".into()),
+                ("EMAIL".into(), "a@x".into()),
+            ],
+        };
+        for (name, want) in [
+            ("alice@example.com", true),
+            ("svc.example.com", true),
+            ("spiffe://example/alice", true),
+            ("CN=alice,O=Acme\\, Inc,E=a@x", true),
+            ("emailAddress=a@x, O=Acme\\, Inc, cn=alice", true),
+            ("CN=alice,O=Acme\\, Inc", false),
+            ("CN=alice", false),
+            ("bob", false),
+            ("CN=", false),
+        ] {
+            assert_eq!(id.names(name), want, "{name}");
+        }
+    }
+}

@@ -16,6 +16,8 @@ use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, 
 /// signed, and a client certificate from another CA; PEM files in `dir`.
 struct Certs {
     dir: tempfile::TempDir,
+    ca: rcgen::Certificate,
+    ca_key: KeyPair,
 }
 
 impl Certs {
@@ -60,7 +62,16 @@ impl Certs {
             &rogue,
             &rogue_key,
         );
-        Certs { dir }
+        Certs { dir, ca, ca_key }
+    }
+
+    /// Signs a client certificate made from `params` with the test CA.
+    fn issue(&self, name: &str, mut params: CertificateParams) {
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        std::fs::write(self.path(&format!("{name}.pem")), cert.pem()).unwrap();
+        std::fs::write(self.path(&format!("{name}-key.pem")), key.serialize_pem()).unwrap();
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -223,6 +234,60 @@ async fn handshake_first_auto_serves_both_kinds_of_client() {
 }
 
 #[tokio::test]
+async fn verify_and_map_takes_the_user_from_the_certificate() {
+    let certs = Certs::new();
+    // One client named by an e-mail address, one by its subject.
+    let mut by_email = CertificateParams::new(Vec::<String>::new()).unwrap();
+    by_email.subject_alt_names = vec![rcgen::SanType::Rfc822Name(
+        "alice@example.com".try_into().unwrap(),
+    )];
+    certs.issue("alice", by_email);
+    let mut by_subject = CertificateParams::new(Vec::<String>::new()).unwrap();
+    by_subject.distinguished_name = rcgen::DistinguishedName::new();
+    by_subject
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "bob");
+    by_subject
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, "Acme");
+    certs.issue("bob", by_subject);
+
+    let s = common::server()
+        .config(&format!(
+            "{}authorization {{ users: [\n  {{user: \"alice@example.com\", permissions: {{publish: \"tls.ok\", subscribe: \"tls.ok\"}}}}\n  {{user: \"O=Acme,CN=bob\"}}\n] }}\n",
+            certs.block("  verify_and_map: true\n")
+        ))
+        .start();
+    let mut mapped = Vec::new();
+    for user in ["alice", "bob"] {
+        let client = certs.client(Some(user)).connect(s.url()).await.unwrap();
+        works(&client).await;
+        mapped.push(client);
+    }
+    // A certificate the CA signed that names no user is refused.
+    let nobody = certs
+        .client(Some("client"))
+        .connection_timeout(Duration::from_secs(2))
+        .connect(s.url())
+        .await
+        .expect_err("a certificate naming no user was let in");
+    assert_eq!(
+        nobody.kind(),
+        async_nats::ConnectErrorKind::AuthorizationViolation,
+        "{nobody}"
+    );
+    let connz = s.json("/connz?auth=1");
+    let users: Vec<&str> = connz["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["authorized_user"].as_str())
+        .collect();
+    assert!(users.contains(&"alice@example.com"), "{connz}");
+    assert!(users.contains(&"O=Acme,CN=bob"), "{connz}");
+}
+
+#[tokio::test]
 async fn the_tls_flags_turn_it_on() {
     let certs = Certs::new();
     let path = |name: &str| certs.path(name).display().to_string();
@@ -314,8 +379,8 @@ fn bad_certificate_files_are_refused_at_start() {
         certs.path("server-key.pem").display()
     );
     assert!(check(&verify_without_ca).contains("TLS verify requires 'ca_file'"));
-    assert!(check(&certs.block("  verify_and_map: true\n"))
-        .contains("\"verify_and_map\" in a tls block is not supported by flotilla"));
+    assert!(check(&certs.block("  min_version: \"1.3\"\n"))
+        .contains("\"min_version\" in a tls block is not supported by flotilla"));
     assert!(check(&certs.block("  bogus: 1\n"))
         .contains("error parsing tls config, unknown field \"bogus\""));
     assert!(

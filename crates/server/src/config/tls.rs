@@ -14,7 +14,6 @@ use crate::options::{TlsOptions, DEFAULT_HANDSHAKE_FIRST_FALLBACK};
 
 /// Keys nats-server's `tls` block takes that flotilla refuses.
 const UNSUPPORTED: &[&str] = &[
-    "verify_and_map",
     "verify_cert_and_check_known_urls",
     "insecure",
     "allow_insecure_cipher_suites",
@@ -42,6 +41,12 @@ pub(super) fn tls(m: &Map, r: &mut Report) -> TlsOptions {
             "key_file" => t.key_file = file(r, e),
             "ca_file" => t.ca_file = file(r, e),
             "verify" => t.verify = flag(r, e).unwrap_or(t.verify),
+            "verify_and_map" => {
+                if let Some(map) = flag(r, e) {
+                    t.map = map;
+                    t.verify |= map;
+                }
+            }
             "timeout" => t.timeout = timeout(r, e).unwrap_or(t.timeout),
             "handshake_first" | "first" | "immediate" => {
                 if let Some((first, fallback)) = handshake_first(r, e) {

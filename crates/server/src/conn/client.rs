@@ -24,6 +24,7 @@ use crate::client::{Client, ClosedState, Message, Subscription};
 use crate::options::{Options, Permissions};
 use crate::permissions::Permits;
 use crate::server::Server;
+use crate::tls::CertIdentity;
 
 /// Read sizes adapt between these: small for idle connections, large for
 /// busy ones (nats-server does the same).
@@ -59,7 +60,12 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr,
 
     let (Some(tls), Some(config)) = (&opts.tls, server.tls()) else {
         let (rd, wr) = stream.into_split();
-        return run(server, cid, addr, nonce, rd, wr, greeting).await;
+        let greet = Greeting {
+            nonce,
+            cert: None,
+            bytes: greeting,
+        };
+        return run(server, cid, addr, greet, rd, wr).await;
     };
     if !tls.handshake_first || silent_for(&stream, tls.handshake_first_fallback).await {
         // The client reads INFO, sees tls_required, and starts the
@@ -71,8 +77,14 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr,
     }
     match crate::tls::accept(config, stream, tls.timeout).await {
         Ok(stream) => {
+            let cert = tls.map.then(|| CertIdentity::of(&stream)).flatten();
             let (rd, wr) = tokio::io::split(stream);
-            run(server, cid, addr, nonce, rd, wr, greeting).await
+            let greet = Greeting {
+                nonce,
+                cert,
+                bytes: greeting,
+            };
+            run(server, cid, addr, greet, rd, wr).await
         }
         // Nothing can be said to a client that does not speak TLS: the
         // log says why it was closed.
@@ -94,16 +106,22 @@ async fn silent_for(stream: &TcpStream, fallback: Option<Duration>) -> bool {
         .is_err()
 }
 
-/// The connection proper, on whatever stream it has: `greeting` (INFO,
-/// unless it went out before a TLS handshake) first.
+/// What a connection starts with: INFO's bytes (unless they went out
+/// before a TLS handshake), its nonce, and its TLS certificate's names.
+struct Greeting {
+    bytes: BytesMut,
+    nonce: Option<String>,
+    cert: Option<CertIdentity>,
+}
+
+/// The connection proper, on whatever stream it has, greeting first.
 async fn run<R, W>(
     server: Arc<Server>,
     cid: u64,
     addr: SocketAddr,
-    nonce: Option<String>,
+    greeting: Greeting,
     rd: R,
     wr: W,
-    greeting: BytesMut,
 ) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -115,7 +133,7 @@ async fn run<R, W>(
         client.clone(),
         wr,
         opts.write_deadline,
-        |b| b.extend_from_slice(&greeting),
+        |b| b.extend_from_slice(&greeting.bytes),
     );
 
     if let Err(reason) = server.register(&client, opts.max_connections) {
@@ -132,7 +150,8 @@ async fn run<R, W>(
     debug!("{} - Client connection created", client.log_prefix());
 
     let mut conn = Conn::new(server.clone(), client.clone(), &opts);
-    conn.nonce = nonce;
+    conn.nonce = greeting.nonce;
+    conn.cert = greeting.cert;
     let reason = conn.run(rd).await;
     client.close(reason);
     let reason = client.closed_reason().unwrap_or(reason);
@@ -171,6 +190,8 @@ struct Conn {
     permits_version: u64,
     /// The challenge in this connection's INFO, for nkey users to sign.
     nonce: Option<String>,
+    /// Who the TLS client certificate names (`verify_and_map`).
+    cert: Option<CertIdentity>,
     /// `permits`' publish answers by subject, at most
     /// [`MAX_PERMIT_CACHE`].
     publish_permitted: hashbrown::HashMap<Box<[u8]>, bool>,
@@ -210,6 +231,7 @@ impl Conn {
             permits: None,
             permits_version: 0,
             nonce: None,
+            cert: None,
             publish_permitted: hashbrown::HashMap::new(),
         }
     }
@@ -485,7 +507,7 @@ impl Conn {
             self.rearm_ping = Some(interval + jitter);
         }
         ci.apply(&mut self.opts);
-        let creds = Credentials::new(&ci, self.nonce.as_deref());
+        let creds = Credentials::new(&ci, self.nonce.as_deref(), self.cert.as_ref());
         let mut user_name = None;
         if self.auth_required {
             // The options in force now, not at accept: a reload may have
