@@ -398,6 +398,17 @@ impl Server {
         http_get(self.http_port.expect("monitoring on"), path)
     }
 
+    /// The users of the open connections, as `/connz?auth=1` names them.
+    pub fn authorized_users(&self) -> Vec<String> {
+        let connz = self.json("/connz?auth=1");
+        connz["connections"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["authorized_user"].as_str().map(str::to_string))
+            .collect()
+    }
+
     pub fn json(&self, path: &str) -> serde_json::Value {
         let (status, _, body) = self.http(path);
         assert_eq!(status, 200, "GET {path}: {body}");
