@@ -47,6 +47,8 @@ const INACTIVE_NS: u64 = 30_000_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
+    /// To be looked up at the next `follow`: new, or its consumer gone.
+    Fresh,
     /// Asked the origin whether the consumer exists.
     Looking,
     /// Asked it to create the consumer.
@@ -148,8 +150,8 @@ impl Links {
             let link = self.links.entry(spec.key.clone()).or_insert_with(|| Link {
                 consumer,
                 spec: spec.clone(),
-                state: State::Resting,
-                since: now.saturating_sub(ANSWER_WITHIN_MS),
+                state: State::Fresh,
+                since: now,
             });
             // The position moves on as copies are applied.
             link.spec = spec.clone();
@@ -172,11 +174,14 @@ impl Links {
 
     fn step(&mut self, key: &str, now: u64, out: &mut Vec<OutMsg>) {
         let link = &self.links[key];
-        let asking = matches!(
-            link.state,
-            State::Looking | State::Creating | State::Resting
-        );
-        if asking && now.saturating_sub(link.since) >= ANSWER_WITHIN_MS {
+        let due = match link.state {
+            State::Fresh => true,
+            State::Looking | State::Creating | State::Resting => {
+                now.saturating_sub(link.since) >= ANSWER_WITHIN_MS
+            }
+            State::Ready { .. } => false,
+        };
+        if due {
             let reply = self.ask(key);
             let link = self.links.get_mut(key).expect("listed");
             link.state = State::Looking;
@@ -298,8 +303,8 @@ impl Links {
             // is looked up again.
             let text = String::from_utf8_lossy(h);
             if text.contains("Consumer Deleted") || text.starts_with("NATS/1.0 503") {
-                link.state = State::Resting;
-                link.since = now.saturating_sub(ANSWER_WITHIN_MS);
+                link.state = State::Fresh;
+                link.since = now;
             }
             return Inboxed::Nothing;
         }
@@ -328,6 +333,7 @@ impl Links {
             .values()
             .map(|l| match l.state {
                 State::Ready { last_pull } => last_pull.map_or(l.since, |t| t + PULL_EVERY_MS),
+                State::Fresh => l.since,
                 _ => l.since + ANSWER_WITHIN_MS,
             })
             .min()
@@ -406,6 +412,20 @@ mod tests {
         // No second pull until the first has had its time.
         assert!(links.follow(&[spec("O")], 10_500).is_empty());
         assert_eq!(links.follow(&[spec("O")], 11_004).len(), 1);
+    }
+
+    #[test]
+    fn a_new_link_asks_at_once_whatever_the_clock_reads() {
+        // A monotonic clock may start at zero when the first stream is
+        // made: the first question must not wait for it to pass the
+        // answer time.
+        for now in [0, 1, ANSWER_WITHIN_MS - 1, 10_000] {
+            let mut links = Links::new("S", "_INBOX.s".into());
+            assert_eq!(links.next_wake(), None);
+            let out = links.follow(&[spec("O")], now);
+            assert_eq!(out.len(), 1, "at {now}");
+            assert!(out[0].subject.starts_with("$JS.API.CONSUMER.INFO.O."));
+        }
     }
 
     #[test]
