@@ -48,7 +48,12 @@ pub async fn run<W: AsyncWrite + Unpin>(
             Next::Stop => break,
         };
         let len = chunk.len();
-        let mut write = pin!(tokio::time::timeout(deadline, wr.write_all(&chunk)));
+        // Flushed too: a TLS stream may keep the end of a chunk's records
+        // when the socket is full, until the next write or a flush.
+        let mut write = pin!(tokio::time::timeout(deadline, async {
+            wr.write_all(&chunk).await?;
+            wr.flush().await
+        }));
         let mut kill_seen = false;
         let result = loop {
             tokio::select! {
