@@ -17,8 +17,15 @@
 //!
 //! Frames are not retried here: when a connection fails its queue is
 //! dropped, and Raft resends what matters.
+//!
+//! When the route port requires TLS, the server gives the transport an
+//! [`Upgrade`] that runs the client side of the handshake on each dialed
+//! connection before its preface; the listener runs the server side
+//! before it reads one.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +35,7 @@ use parking_lot::Mutex;
 use replication::frame::{self, Class, Frame, Rejections, StreamDecoder};
 use replication::outbox::Outbox;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tracing::{debug, warn};
@@ -98,6 +105,17 @@ struct Peer {
 /// takes them any more.
 pub type Deliver = Box<dyn Fn(u64, Frame) -> bool + Send + Sync>;
 
+/// What frames are written on: a dialed connection, plain or upgraded.
+pub type Outbound = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// Turns a dialed connection to `host:port` into the stream the preface
+/// and frames go on (a TLS handshake), or says why it could not.
+pub type Upgrade = Arc<
+    dyn Fn(TcpStream, String) -> Pin<Box<dyn Future<Output = Result<Outbound, String>> + Send>>
+        + Send
+        + Sync,
+>;
+
 pub struct Transport {
     me: u64,
     peers: Mutex<BTreeMap<u64, Arc<Peer>>>,
@@ -107,6 +125,8 @@ pub struct Transport {
     stopped: std::sync::atomic::AtomicBool,
     /// When a frame last came from each peer.
     heard: Mutex<BTreeMap<u64, std::time::Instant>>,
+    /// Applied to every dialed connection; none leaves it plain.
+    upgrade: Mutex<Option<Upgrade>>,
 }
 
 impl Transport {
@@ -120,7 +140,14 @@ impl Transport {
             stop: Arc::new(Notify::new()),
             stopped: std::sync::atomic::AtomicBool::new(false),
             heard: Mutex::new(BTreeMap::new()),
+            upgrade: Mutex::new(None),
         })
+    }
+
+    /// Runs `upgrade` on every connection dialed from now on (TLS on the
+    /// route port). Connections already up keep going as they are.
+    pub fn set_upgrade(&self, upgrade: Upgrade) {
+        *self.upgrade.lock() = Some(upgrade);
     }
 
     /// How long ago a frame last came from `peer`.
@@ -296,7 +323,7 @@ async fn writer(t: Arc<Transport>, id: u64, peer: Arc<Peer>, lane: Arc<Lane>) {
         Class::Control => "control",
         Class::Bulk => "bulk",
     };
-    let mut conn: Option<TcpStream> = None;
+    let mut conn: Option<Outbound> = None;
     let mut out = BytesMut::new();
     loop {
         if t.is_stopped() {
@@ -314,22 +341,13 @@ async fn writer(t: Arc<Transport>, id: u64, peer: Arc<Peer>, lane: Arc<Lane>) {
         if conn.is_none() {
             let addr = peer.addr.lock().clone();
             t.counters.dials.fetch_add(1, Ordering::Relaxed);
-            match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(&addr)).await {
-                Ok(Ok(mut s)) => {
-                    let _ = s.set_nodelay(true);
-                    bound_unacked(&s, USER_TIMEOUT);
-                    let pre = serde_json::to_string(&Preface {
-                        peer: t.me,
-                        class: class.into(),
-                    })
-                    .expect("preface serializes");
-                    let line = format!("RAFT {pre}\r\n");
-                    if s.write_all(line.as_bytes()).await.is_ok() {
-                        debug!("raft {class} connection to peer {id:x} at {addr}");
-                        conn = Some(s);
-                    }
+            match dial(&t, &addr, class).await {
+                Ok(s) => {
+                    debug!("raft {class} connection to peer {id:x} at {addr}");
+                    conn = Some(s);
                 }
-                _ => {
+                Err(e) => {
+                    debug!("raft {class} connection to peer {id:x} at {addr}: {e}");
                     t.counters.dial_errors.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -343,7 +361,13 @@ async fn writer(t: Arc<Transport>, id: u64, peer: Arc<Peer>, lane: Arc<Lane>) {
             }
         }
         let s = conn.as_mut().expect("connected");
-        match tokio::time::timeout(WRITE_TIMEOUT, s.write_all(&out)).await {
+        // Flushed too: a TLS stream may keep the end of a batch's records
+        // when the socket is full, until the next write or a flush.
+        let write = async {
+            s.write_all(&out).await?;
+            s.flush().await
+        };
+        match tokio::time::timeout(WRITE_TIMEOUT, write).await {
             Ok(Ok(())) => {
                 t.counters.frames_out.fetch_add(n as u64, Ordering::Relaxed);
                 t.counters
@@ -357,6 +381,38 @@ async fn writer(t: Arc<Transport>, id: u64, peer: Arc<Peer>, lane: Arc<Lane>) {
                 drop_queue(&lane, &t);
             }
         }
+    }
+}
+
+/// A connection to `addr` for one traffic class, upgraded if the
+/// transport says so, with its preface sent.
+async fn dial(t: &Transport, addr: &str, class: &str) -> Result<Outbound, String> {
+    let tcp = match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(_) => return Err("dial timeout".into()),
+    };
+    let _ = tcp.set_nodelay(true);
+    bound_unacked(&tcp, USER_TIMEOUT);
+    let upgrade = t.upgrade.lock().clone();
+    let mut s: Outbound = match upgrade {
+        Some(upgrade) => upgrade(tcp, addr.to_string()).await?,
+        None => Box::new(tcp),
+    };
+    let pre = serde_json::to_string(&Preface {
+        peer: t.me,
+        class: class.into(),
+    })
+    .expect("preface serializes");
+    let line = format!("RAFT {pre}\r\n");
+    let write = async {
+        s.write_all(line.as_bytes()).await?;
+        s.flush().await
+    };
+    match tokio::time::timeout(WRITE_TIMEOUT, write).await {
+        Ok(Ok(())) => Ok(s),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("preface write timeout".into()),
     }
 }
 

@@ -346,6 +346,11 @@ pub struct RouteInfo {
     pub headers: bool,
     #[serde(default, skip_serializing_if = "is_false")]
     pub auth_required: bool,
+    /// The route port speaks TLS only (`cluster { tls {} }`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub tls_required: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub tls_verify: bool,
     #[serde(default)]
     pub max_payload: i64,
     #[serde(default, skip_serializing_if = "is_false")]

@@ -677,6 +677,11 @@ fn cluster(m: &Map, o: &mut Options, r: &mut Report) {
                     o.cluster.no_advertise = b;
                 }
             }
+            "tls" => {
+                if let Some(m) = map(r, e) {
+                    o.cluster.tls = Some(tls::tls(m, r));
+                }
+            }
             "connect_retries" => {
                 if let Some(n) = int(r, e) {
                     o.cluster.connect_retries = n.clamp(0, u32::MAX as i64) as u32;

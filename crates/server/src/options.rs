@@ -170,6 +170,10 @@ pub struct ClusterOptions {
     pub no_advertise: bool,
     /// Extra attempts for a route learned through gossip.
     pub connect_retries: u32,
+    /// `tls {}`: every route and Raft connection is TLS from its first
+    /// byte, both ways; dialers verify the peer's certificate against
+    /// `ca_file`, and with `verify` so does the accepting side.
+    pub tls: Option<TlsOptions>,
 }
 
 impl ClusterOptions {
@@ -327,6 +331,9 @@ impl Options {
         }
         if let Some(tls) = &self.tls {
             crate::tls::server_config(tls)?;
+        }
+        if let Some(tls) = &self.cluster.tls {
+            crate::tls::RouteTls::new(tls)?;
         }
         Ok(())
     }

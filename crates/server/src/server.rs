@@ -77,6 +77,9 @@ pub struct Server {
     /// the same without client certificates, for `https_port`.
     tls: RwLock<Option<Arc<rustls::ServerConfig>>>,
     monitor_tls: RwLock<Option<Arc<rustls::ServerConfig>>>,
+    /// Route port TLS, built from `opts.cluster.tls` at start and by each
+    /// reload.
+    route_tls: RwLock<Option<Arc<crate::tls::RouteTls>>>,
 }
 
 /// Link-local addresses are not offered to clients (nats-server lists
@@ -131,6 +134,7 @@ impl Server {
             hello: Mutex::new(None),
             tls: RwLock::new(None),
             monitor_tls: RwLock::new(None),
+            route_tls: RwLock::new(None),
         })
     }
 
@@ -151,9 +155,19 @@ impl Server {
             }
             None => (None, None),
         };
+        let route = match &self.opts().cluster.tls {
+            Some(o) => Some(Arc::new(crate::tls::RouteTls::new(o)?)),
+            None => None,
+        };
         *self.tls.write() = tls;
         *self.monitor_tls.write() = monitor;
+        *self.route_tls.write() = route;
         Ok(())
+    }
+
+    /// TLS on the route port, when `cluster { tls {} }` is set.
+    pub fn route_tls(&self) -> Option<Arc<crate::tls::RouteTls>> {
+        self.route_tls.read().clone()
     }
 
     /// The TLS configuration for `https_port`: the client certificate,
@@ -200,6 +214,8 @@ impl Server {
             port: self.routes.port.load(Ordering::Relaxed) as u16,
             headers: true,
             auth_required: opts.cluster.user.is_some(),
+            tls_required: opts.cluster.tls.is_some(),
+            tls_verify: opts.cluster.tls.is_some(),
             max_payload: opts.max_payload as i64,
             jetstream: opts.jetstream.enabled,
             ip: opts

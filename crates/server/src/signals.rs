@@ -95,7 +95,7 @@ fn reload(server: &Server, cli: &Cli, log: &LogHandle) {
     if auth_changed {
         info!("Reloaded: authorization");
     }
-    let tls = new.tls.is_some() || old.tls.is_some();
+    let tls = new.tls.is_some() || old.tls.is_some() || new.cluster.tls.is_some();
     server.set_opts(new);
     // Certificates are read again on every reload, changed paths or not,
     // as nats-server does: renewing one in place is the usual case.

@@ -1,26 +1,54 @@
-//! TLS for client connections, with rustls: the server configuration
-//! built from PEM files (checked when options are validated, so `-t`
-//! and a bad reload catch a bad certificate), and the handshake, bounded
-//! by the TLS timeout, either after the plain-text INFO (the default) or
-//! before it (`handshake_first`).
+//! TLS with rustls: the configurations built from PEM files (checked when
+//! options are validated, so `-t` and a bad reload catch a bad
+//! certificate), and the handshakes, bounded by the TLS timeout. Clients
+//! handshake after the plain-text INFO (the default) or before it
+//! (`handshake_first`); routes and Raft connections before anything
+//! ([`RouteTls`]).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
-use tokio_rustls::TlsAcceptor;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use crate::options::TlsOptions;
 
 /// The rustls configuration `o` describes, or nats-server's message for
 /// what is wrong with it.
 pub fn server_config(o: &TlsOptions) -> Result<Arc<ServerConfig>, String> {
+    let (certs, key) = pair(o)?;
+    let provider = provider();
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("error building TLS configuration: {e}"))?;
+    let builder = match (&o.ca_file, o.verify) {
+        (None, true) => return Err("TLS verify requires 'ca_file'".into()),
+        (Some(ca_file), true) => {
+            let verifier = WebPkiClientVerifier::builder_with_provider(roots(ca_file)?, provider)
+                .build()
+                .map_err(|e| format!("failed to use root ca certificate: {e}"))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    let config = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("error parsing X509 certificate/key pair: {e}"))?;
+    Ok(Arc::new(config))
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The certificate chain and key `o` names.
+fn pair(o: &TlsOptions) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
     let Some(cert_file) = &o.cert_file else {
         return Err("missing 'cert_file' in TLS configuration".into());
     };
@@ -31,32 +59,90 @@ pub fn server_config(o: &TlsOptions) -> Result<Arc<ServerConfig>, String> {
     let certs = certificates(cert_file).map_err(pair_error)?;
     let key = PrivateKeyDer::from_pem_file(key_file)
         .map_err(|e| pair_error(format!("{}: {e}", key_file.display())))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("error building TLS configuration: {e}"))?;
-    let builder = match (&o.ca_file, o.verify) {
-        (None, true) => return Err("TLS verify requires 'ca_file'".into()),
-        (Some(ca_file), true) => {
-            let mut roots = RootCertStore::empty();
-            for cert in certificates(ca_file)
-                .map_err(|e| format!("failed to parse root ca certificate: {e}"))?
-            {
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("failed to parse root ca certificate: {e}"))?;
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                .build()
-                .map_err(|e| format!("failed to use root ca certificate: {e}"))?;
-            builder.with_client_cert_verifier(verifier)
+    Ok((certs, key))
+}
+
+/// The roots in `ca_file`.
+fn roots(ca_file: &Path) -> Result<Arc<RootCertStore>, String> {
+    let mut roots = RootCertStore::empty();
+    for cert in
+        certificates(ca_file).map_err(|e| format!("failed to parse root ca certificate: {e}"))?
+    {
+        roots
+            .add(cert)
+            .map_err(|e| format!("failed to parse root ca certificate: {e}"))?;
+    }
+    Ok(Arc::new(roots))
+}
+
+/// TLS on the route port (`cluster { tls {} }`), for routes and Raft
+/// connections alike. As in nats-server, the handshake is the first
+/// thing on such a connection, either way; the dialer verifies the peer's
+/// certificate against `ca_file` and the host it dialed, and presents its
+/// own, which the accepting side verifies when `verify` is set.
+pub struct RouteTls {
+    server: Arc<ServerConfig>,
+    client: Arc<ClientConfig>,
+    timeout: Duration,
+}
+
+impl RouteTls {
+    pub fn new(o: &TlsOptions) -> Result<RouteTls, String> {
+        if o.map {
+            return Err(
+                "\"verify_and_map\" in a cluster tls block is not supported by flotilla".into(),
+            );
         }
-        _ => builder.with_no_client_auth(),
-    };
-    let config = builder
-        .with_single_cert(certs, key)
-        .map_err(|e| pair_error(e.to_string()))?;
-    Ok(Arc::new(config))
+        let Some(ca_file) = &o.ca_file else {
+            return Err("cluster TLS requires 'ca_file' to verify its peers".into());
+        };
+        let server = server_config(o)?;
+        let (certs, key) = pair(o)?;
+        let client = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("error building TLS configuration: {e}"))?
+            .with_root_certificates(roots(ca_file)?)
+            .with_client_auth_cert(certs, key)
+            .map_err(|e| format!("error parsing X509 certificate/key pair: {e}"))?;
+        Ok(RouteTls {
+            server,
+            client: Arc::new(client),
+            timeout: o.timeout,
+        })
+    }
+
+    /// The server side of the handshake on an accepted connection.
+    pub async fn accept(
+        &self,
+        stream: TcpStream,
+    ) -> Result<tokio_rustls::TlsStream<TcpStream>, String> {
+        accept(self.server.clone(), stream, self.timeout)
+            .await
+            .map(tokio_rustls::TlsStream::Server)
+    }
+
+    /// The client side of the handshake on a connection dialed to
+    /// `host_port`, whose host (a name or an address) the peer's
+    /// certificate must name.
+    pub async fn connect(
+        &self,
+        stream: TcpStream,
+        host_port: &str,
+    ) -> Result<tokio_rustls::TlsStream<TcpStream>, String> {
+        let host = host_port
+            .rsplit_once(':')
+            .map_or(host_port, |(host, _)| host)
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let name = ServerName::try_from(host.to_string())
+            .map_err(|e| format!("invalid server name {host:?}: {e}"))?;
+        let connector = TlsConnector::from(self.client.clone());
+        match tokio::time::timeout(self.timeout, connector.connect(name, stream)).await {
+            Ok(Ok(tls)) => Ok(tokio_rustls::TlsStream::Client(tls)),
+            Ok(Err(e)) => Err(format!("TLS handshake error: {e}")),
+            Err(_) => Err("TLS handshake timeout".into()),
+        }
+    }
 }
 
 /// Every certificate in a PEM file; at least one.

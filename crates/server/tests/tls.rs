@@ -26,42 +26,53 @@ impl Certs {
         let (ca, ca_key) = authority("flotilla test CA");
         let (rogue, rogue_key) = authority("someone else's CA");
         std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
-        let leaf =
-            |name: &str, sans: &[&str], usage, issuer: &rcgen::Certificate, key: &KeyPair| {
-                let mut params =
-                    CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-                        .unwrap();
-                params.extended_key_usages = vec![usage];
-                let leaf_key = KeyPair::generate().unwrap();
-                let cert = params.signed_by(&leaf_key, issuer, key).unwrap();
-                std::fs::write(dir.path().join(format!("{name}.pem")), cert.pem()).unwrap();
-                std::fs::write(
-                    dir.path().join(format!("{name}-key.pem")),
-                    leaf_key.serialize_pem(),
-                )
-                .unwrap();
-            };
+        let leaf = |name: &str,
+                    sans: &[&str],
+                    usage: &[ExtendedKeyUsagePurpose],
+                    issuer: &rcgen::Certificate,
+                    key: &KeyPair| {
+            let mut params =
+                CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                    .unwrap();
+            params.extended_key_usages = usage.to_vec();
+            let leaf_key = KeyPair::generate().unwrap();
+            let cert = params.signed_by(&leaf_key, issuer, key).unwrap();
+            std::fs::write(dir.path().join(format!("{name}.pem")), cert.pem()).unwrap();
+            std::fs::write(
+                dir.path().join(format!("{name}-key.pem")),
+                leaf_key.serialize_pem(),
+            )
+            .unwrap();
+        };
         leaf(
             "server",
             &["127.0.0.1", "localhost"],
-            ExtendedKeyUsagePurpose::ServerAuth,
+            &[ExtendedKeyUsagePurpose::ServerAuth],
             &ca,
             &ca_key,
         );
         leaf(
             "client",
             &["client.example"],
-            ExtendedKeyUsagePurpose::ClientAuth,
+            &[ExtendedKeyUsagePurpose::ClientAuth],
             &ca,
             &ca_key,
         );
         leaf(
             "rogue",
             &["client.example"],
-            ExtendedKeyUsagePurpose::ClientAuth,
+            &[ExtendedKeyUsagePurpose::ClientAuth],
             &rogue,
             &rogue_key,
         );
+        // A server's certificate on the route port: it dials and is
+        // dialed.
+        let both = [
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        leaf("route", &["127.0.0.1"], &both, &ca, &ca_key);
+        leaf("rogue-route", &["127.0.0.1"], &both, &rogue, &rogue_key);
         Certs { dir, ca, ca_key }
     }
 
@@ -84,6 +95,17 @@ impl Certs {
             "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n  ca_file: \"{}\"\n{extra}}}\n",
             self.path("server.pem").display(),
             self.path("server-key.pem").display(),
+            self.path("ca.pem").display(),
+        )
+    }
+
+    /// A `cluster { tls {} }` block with the `name` pair, verifying
+    /// peers against the test CA.
+    fn cluster_block(&self, name: &str) -> String {
+        format!(
+            "cluster {{\n  tls {{\n    cert_file: \"{}\"\n    key_file: \"{}\"\n    ca_file: \"{}\"\n    verify: true\n  }}\n}}\n",
+            self.path(&format!("{name}.pem")).display(),
+            self.path(&format!("{name}-key.pem")).display(),
             self.path("ca.pem").display(),
         )
     }
@@ -473,4 +495,111 @@ async fn monitoring_over_https() {
         certs.block("")
     ))
     .contains("can't specify both HTTP (8222) and HTTPs (8443) ports"));
+}
+
+/// The cluster port of `server`, from /varz.
+fn cluster_port(server: &common::Server) -> u16 {
+    server.json("/varz")["cluster"]["cluster_port"]
+        .as_u64()
+        .unwrap() as u16
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_routes_carry_an_r3_stream() {
+    use common::replicated::{check_replicas, cluster_configured, connect, created};
+    let certs = Certs::new();
+    let all = cluster_configured(3, &certs.cluster_block("route"));
+    let clients = connect(&all).await;
+    created(
+        &clients[0],
+        serde_json::json!({"name": "SECURE", "subjects": ["secure.>"], "num_replicas": 3}),
+    )
+    .await;
+    let js = async_nats::jetstream::new(clients[1].clone());
+    let mut acks = Vec::new();
+    for i in 0..50 {
+        let id = format!("m{i}");
+        let ack = js
+            .publish(format!("secure.{i}"), id.clone().into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        acks.push((id, ack.sequence));
+    }
+    let names: Vec<String> = all
+        .iter()
+        .map(|s| s.json("/varz")["server_name"].as_str().unwrap().to_string())
+        .collect();
+    check_replicas(&names, &clients[2], "SECURE", &acks).await;
+
+    let varz = all[0].json("/varz");
+    assert_eq!(varz["cluster"]["tls_required"], true, "{varz}");
+    assert_eq!(varz["cluster"]["tls_verify"], true, "{varz}");
+
+    // The route port speaks nothing in plain text: a route's CONNECT is
+    // a failed handshake, logged, and the connection is closed.
+    let port = cluster_port(&all[0]);
+    let mut plain = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    plain
+        .write_all(b"CONNECT {\"name\":\"intruder\"}\r\nPING\r\n")
+        .unwrap();
+    assert!(closed_within(&mut plain, Duration::from_secs(5)));
+    assert!(all[0].wait_log("TLS route handshake error", Duration::from_secs(5)));
+}
+
+#[tokio::test]
+async fn a_route_with_a_foreign_certificate_is_refused() {
+    let certs = Certs::new();
+    let ports = common::free_ports(2);
+    let routes = ports
+        .iter()
+        .map(|p| format!("nats-route://127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let start = |cert: &str, port: u16| {
+        common::server()
+            .config(&certs.cluster_block(cert))
+            .arg("--cluster_name")
+            .arg("c1")
+            .arg("--cluster")
+            .arg(&format!("nats://127.0.0.1:{port}"))
+            .arg("--routes")
+            .arg(&routes)
+            .start()
+    };
+    let trusted = start("route", ports[0]);
+    let foreign = start("rogue-route", ports[1]);
+    // Each side refuses the other: the trusted server the foreign
+    // certificate, whether it dialed or was dialed.
+    assert!(trusted.wait_log("TLS route handshake error", Duration::from_secs(10)));
+    assert!(foreign.wait_log("TLS route handshake error", Duration::from_secs(10)));
+    std::thread::sleep(Duration::from_secs(2));
+    for server in [&trusted, &foreign] {
+        assert_eq!(server.json("/routez")["num_routes"], 0);
+    }
+}
+
+#[test]
+fn cluster_tls_needs_a_ca_to_verify_peers() {
+    let certs = Certs::new();
+    let pair = format!(
+        "cert_file: \"{}\"\nkey_file: \"{}\"\n",
+        certs.path("route.pem").display(),
+        certs.path("route-key.pem").display()
+    );
+    for (extra, expected) in [
+        ("", "cluster TLS requires 'ca_file'"),
+        (
+            &*format!(
+                "ca_file: \"{}\"\nverify_and_map: true\n",
+                certs.path("ca.pem").display()
+            ),
+            "\"verify_and_map\" in a cluster tls block is not supported",
+        ),
+    ] {
+        let text = format!("cluster {{\nport: -1\ntls {{\n{pair}{extra}}}\n}}\n");
+        let said = refused_config(&text);
+        assert!(said.contains(expected), "{text}: {said}");
+    }
 }

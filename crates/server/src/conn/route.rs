@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use protocol::encode;
 use protocol::route::{self as rp, RouteConnect, RouteInfo, RouteOp, RoutedMsg};
 use subjects::MatchCache;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
 use tracing::{debug, error, info};
 
@@ -57,18 +57,58 @@ pub enum Outcome {
     NoRoute,
 }
 
+/// A route port connection: plain, or TLS when `cluster { tls {} }` is
+/// set (handshaken by whoever accepted or dialed it).
+pub enum RouteStream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::TlsStream<TcpStream>>),
+}
+
+impl RouteStream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            RouteStream::Plain(s) => s,
+            RouteStream::Tls(s) => s.get_ref().0,
+        }
+    }
+}
+
 pub async fn serve(
     server: Arc<Server>,
-    stream: TcpStream,
+    stream: RouteStream,
     addr: SocketAddr,
     dialed: Option<Dialed>,
 ) -> Outcome {
-    let _ = stream.set_nodelay(true);
-    cluster::transport::bound_unacked(&stream, UNACKED_LIMIT);
+    let tcp = stream.tcp();
+    let _ = tcp.set_nodelay(true);
+    cluster::transport::bound_unacked(tcp, UNACKED_LIMIT);
+    let local_port = tcp.local_addr().map_or(0, |a| a.port());
+    match stream {
+        RouteStream::Plain(s) => {
+            let (rd, wr) = s.into_split();
+            serve_split(server, rd, wr, addr, local_port, dialed).await
+        }
+        RouteStream::Tls(s) => {
+            let (rd, wr) = tokio::io::split(*s);
+            serve_split(server, rd, wr, addr, local_port, dialed).await
+        }
+    }
+}
+
+async fn serve_split<R, W>(
+    server: Arc<Server>,
+    rd: R,
+    wr: W,
+    addr: SocketAddr,
+    local_port: u16,
+    dialed: Option<Dialed>,
+) -> Outcome
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let opts = server.opts();
     let client = Arc::new(Client::new_route(server.next_cid(), addr));
-    let local_port = stream.local_addr().map_or(0, |a| a.port());
-    let (rd, wr) = stream.into_split();
     let info = serde_json::to_vec(&server.route_info()).expect("info serializes");
     // A dialer opens with CONNECT, then both sides send INFO.
     let connect = dialed.as_ref().map(|d| {
@@ -81,7 +121,7 @@ pub async fn serve(
             user,
             pass,
             echo: true,
-            tls_required: false,
+            tls_required: opts.cluster.tls.is_some(),
             headers: true,
             name: server.id.clone(),
             cluster,
@@ -188,7 +228,7 @@ pub async fn serve(
 
 /// A Raft connection handed over: its read half, preface and the bytes
 /// read past the preface.
-type Handoff = (tokio::net::tcp::OwnedReadHalf, Vec<u8>, BytesMut);
+type Handoff<R> = (R, Vec<u8>, BytesMut);
 
 /// `ip:port - rid:N`, nats-server's prefix for route log lines.
 fn route_prefix(c: &Client) -> String {
@@ -215,11 +255,11 @@ struct RouteConn {
 }
 
 impl RouteConn {
-    async fn run(
+    async fn run<R: AsyncRead + Unpin>(
         &mut self,
-        mut rd: tokio::net::tcp::OwnedReadHalf,
+        mut rd: R,
         ping: Duration,
-    ) -> (ClosedState, Option<Handoff>) {
+    ) -> (ClosedState, Option<Handoff<R>>) {
         let reason = self.read_loop(&mut rd, ping).await;
         match self.handoff.take() {
             Some(json) => (reason, Some((rd, json, std::mem::take(&mut self.rest)))),
@@ -227,11 +267,7 @@ impl RouteConn {
         }
     }
 
-    async fn read_loop(
-        &mut self,
-        rd: &mut tokio::net::tcp::OwnedReadHalf,
-        ping: Duration,
-    ) -> ClosedState {
+    async fn read_loop<R: AsyncRead + Unpin>(&mut self, rd: &mut R, ping: Duration) -> ClosedState {
         let mut buf = BytesMut::with_capacity(64 * 1024);
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + ping, ping);
         let client = self.client.clone();

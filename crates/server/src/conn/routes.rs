@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, error, info, warn};
 
+use super::route::RouteStream;
 use crate::client::Client;
 use crate::route::{creds, host_port};
 use crate::server::Server;
@@ -56,9 +57,41 @@ pub async fn start(server: Arc<Server>) -> std::io::Result<()> {
 async fn accept_loop(server: Arc<Server>, listener: TcpListener) {
     let stop = server.shutdown_signal();
     super::accept_until(listener, stop, "Route", |stream, addr| {
-        tokio::spawn(super::route::serve(server.clone(), stream, addr, None));
+        let server = server.clone();
+        tokio::spawn(async move {
+            let Some(stream) = secure(&server, stream, addr, None).await else {
+                return;
+            };
+            super::route::serve(server, stream, addr, None).await;
+        });
     })
     .await;
+}
+
+/// `stream` as the route port speaks: plain, or after a TLS handshake,
+/// the client side of it if this server dialed `dialed` (`host:port`).
+/// A failed handshake is logged, as nats-server logs it, and ends the
+/// connection.
+async fn secure(
+    server: &Server,
+    stream: TcpStream,
+    addr: std::net::SocketAddr,
+    dialed: Option<&str>,
+) -> Option<RouteStream> {
+    let Some(tls) = server.route_tls() else {
+        return Some(RouteStream::Plain(stream));
+    };
+    let handshake = match dialed {
+        Some(host_port) => tls.connect(stream, host_port).await,
+        None => tls.accept(stream).await,
+    };
+    match handshake {
+        Ok(stream) => Some(RouteStream::Tls(Box::new(stream))),
+        Err(e) => {
+            error!("{addr} - TLS route handshake error: {e}");
+            None
+        }
+    }
 }
 
 /// Dials `url` and keeps a route to it: a configured route forever
@@ -129,6 +162,10 @@ async fn dial_loop(server: &Arc<Server>, url: &str, configured: bool) {
         let addr = match stream.peer_addr() {
             Ok(a) => a,
             Err(_) => continue,
+        };
+        let Some(stream) = secure(server, stream, addr, Some(&hp)).await else {
+            tokio::time::sleep(RETRY).await;
+            continue;
         };
         let outcome = super::route::serve(
             server.clone(),

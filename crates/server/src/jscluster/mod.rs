@@ -167,6 +167,8 @@ impl JsCluster {
                 }
             })),
         });
+        node.transport
+            .set_upgrade(raft_upgrade(Arc::downgrade(server)));
         let has_log = dir.join(format!("raft-{META_GROUP:016x}.log")).exists();
         let jc = Arc::new(JsCluster {
             me,
@@ -572,6 +574,27 @@ pub fn apply_meta_event(meta: &Mutex<Meta>, ev: &Event) -> MetaChange {
 }
 
 /// The JetStream servers this server has routes to.
+/// What the Raft transport does to each connection it dials: the route
+/// port's TLS handshake when `cluster { tls {} }` is set (read at each
+/// dial, so a reload's certificates apply to the next connection).
+fn raft_upgrade(server: std::sync::Weak<Server>) -> cluster::transport::Upgrade {
+    Arc::new(move |tcp, host_port| {
+        let tls = server.upgrade().and_then(|s| s.route_tls());
+        Box::pin(async move {
+            let Some(tls) = tls else {
+                return Ok(Box::new(tcp) as cluster::transport::Outbound);
+            };
+            match tls.connect(tcp, &host_port).await {
+                Ok(stream) => Ok(Box::new(stream) as cluster::transport::Outbound),
+                Err(e) => {
+                    tracing::error!("{host_port} - TLS route handshake error: {e}");
+                    Err(e)
+                }
+            }
+        })
+    })
+}
+
 fn routed_peers(server: &Server) -> Vec<RoutedPeer> {
     server
         .routes

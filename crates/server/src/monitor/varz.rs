@@ -29,6 +29,12 @@ pub struct ClusterVarz {
     auth_timeout: Option<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     urls: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_timeout: Option<f64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    tls_required: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    tls_verify: bool,
 }
 
 #[derive(Serialize)]
@@ -104,6 +110,9 @@ fn cluster_varz(server: &Server) -> ClusterVarz {
             .iter()
             .filter_map(|u| crate::route::host_port(u))
             .collect(),
+        tls_timeout: opts.cluster.tls.as_ref().map(|t| t.timeout.as_secs_f64()),
+        tls_required: opts.cluster.tls.is_some(),
+        tls_verify: opts.cluster.tls.is_some(),
     }
 }
 

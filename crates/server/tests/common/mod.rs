@@ -470,9 +470,11 @@ fn port_of(url: &str) -> u16 {
 pub fn http_get(port: u16, path: &str) -> (u16, String, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect monitoring");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // HTTP/1.0: the body comes whole, never chunked (nats-server chunks
+    // large ones for 1.1).
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.0\r\nHost: localhost\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut raw = Vec::new();
