@@ -90,6 +90,8 @@ pub struct Params {
     /// `failover`: each server's name and process id, so the stream's
     /// leader can be killed.
     pub pids: Vec<(String, u32)>,
+    /// Connect over TLS, trusting the CA in this PEM file.
+    pub tls_ca: Option<std::path::PathBuf>,
 }
 
 impl Default for Params {
@@ -112,6 +114,7 @@ impl Default for Params {
             subs_per_conn: 10,
             hold: Duration::from_secs(0),
             pids: Vec::new(),
+            tls_ca: None,
         }
     }
 }
@@ -189,8 +192,11 @@ pub async fn run(scenario: Scenario, p: &Params) -> Result<Vec<Report>> {
 /// A connection whose subscriptions can buffer a whole run, so that the
 /// client never drops what the server delivered.
 pub async fn connect(p: &Params) -> Result<async_nats::Client> {
-    async_nats::ConnectOptions::new()
-        .subscription_capacity(1 << 20)
+    let mut options = async_nats::ConnectOptions::new().subscription_capacity(1 << 20);
+    if let Some(ca) = &p.tls_ca {
+        options = options.add_root_certificates(ca.clone()).require_tls(true);
+    }
+    options
         .connect(p.url.split(',').map(str::trim).collect::<Vec<_>>())
         .await
         .map_err(|e| Error::Connect {

@@ -73,6 +73,9 @@ struct Args {
     /// server.
     #[arg(long = "pid", value_parser = name_pid)]
     pids: Vec<(String, u32)>,
+    /// Connect over TLS, trusting the CA in this PEM file.
+    #[arg(long)]
+    tls_ca: Option<std::path::PathBuf>,
 }
 
 fn name_pid(s: &str) -> Result<(String, u32), String> {
@@ -105,6 +108,7 @@ async fn main() -> anyhow::Result<()> {
         subs_per_conn: a.subs_per_conn,
         hold: Duration::from_secs_f64(a.hold),
         pids: a.pids,
+        tls_ca: a.tls_ca,
     };
     eprintln!("{}", Report::TABLE_HEADER);
     for i in 0..a.runs {
