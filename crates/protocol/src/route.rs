@@ -233,10 +233,10 @@ fn args(b: &[u8]) -> Vec<&[u8]> {
         .collect()
 }
 
-/// `RS+ $G subject [queue weight]`
-pub fn sub(out: &mut BytesMut, subject: &[u8], queue: Option<(&[u8], u32)>) {
+/// `RS+ account subject [queue weight]`
+pub fn sub(out: &mut BytesMut, account: &[u8], subject: &[u8], queue: Option<(&[u8], u32)>) {
     out.put_slice(b"RS+ ");
-    out.put_slice(GLOBAL_ACCOUNT);
+    out.put_slice(account);
     out.put_u8(b' ');
     out.put_slice(subject);
     if let Some((q, w)) = queue {
@@ -248,11 +248,11 @@ pub fn sub(out: &mut BytesMut, subject: &[u8], queue: Option<(&[u8], u32)>) {
     out.put_slice(b"\r\n");
 }
 
-/// `RS- $G subject [queue]`, with single spaces: nats-server finds the
-/// subscription by these exact bytes.
-pub fn unsub(out: &mut BytesMut, subject: &[u8], queue: Option<&[u8]>) {
+/// `RS- account subject [queue]`, with single spaces: nats-server finds
+/// the subscription by these exact bytes.
+pub fn unsub(out: &mut BytesMut, account: &[u8], subject: &[u8], queue: Option<&[u8]>) {
     out.put_slice(b"RS- ");
-    out.put_slice(GLOBAL_ACCOUNT);
+    out.put_slice(account);
     out.put_u8(b' ');
     out.put_slice(subject);
     if let Some(q) = queue {
@@ -265,6 +265,7 @@ pub fn unsub(out: &mut BytesMut, subject: &[u8], queue: Option<&[u8]>) {
 /// `RMSG`/`HMSG` for one peer, naming the queue groups it was chosen for.
 pub fn msg(
     out: &mut BytesMut,
+    account: &[u8],
     subject: &[u8],
     reply: Option<&[u8]>,
     queues: &[&[u8]],
@@ -273,7 +274,8 @@ pub fn msg(
 ) {
     let hl = headers.map_or(0, |h| h.len());
     out.reserve(
-        48 + subject.len()
+        48 + account.len()
+            + subject.len()
             + reply.map_or(0, |r| r.len())
             + queues.iter().map(|q| q.len() + 1).sum::<usize>()
             + hl
@@ -284,7 +286,7 @@ pub fn msg(
     } else {
         b"RMSG "
     });
-    out.put_slice(GLOBAL_ACCOUNT);
+    out.put_slice(account);
     out.put_u8(b' ');
     out.put_slice(subject);
     out.put_u8(b' ');
@@ -481,7 +483,15 @@ mod tests {
         ];
         for (reply, queues, headers) in cases {
             let mut b = BytesMut::new();
-            msg(&mut b, b"foo.bar", reply, &queues, headers, b"hello");
+            msg(
+                &mut b,
+                GLOBAL_ACCOUNT,
+                b"foo.bar",
+                reply,
+                &queues,
+                headers,
+                b"hello",
+            );
             let RouteOp::Msg(m) = one(&b) else {
                 panic!("not a message: {b:?}")
             };
@@ -522,9 +532,9 @@ mod tests {
     #[test]
     fn interest_encoders() {
         let mut b = BytesMut::new();
-        sub(&mut b, b"foo", Some((b"q", 2)));
-        unsub(&mut b, b"foo", Some(b"q"));
-        sub(&mut b, b"bar", None);
-        assert_eq!(&b[..], b"RS+ $G foo q 2\r\nRS- $G foo q\r\nRS+ $G bar\r\n");
+        sub(&mut b, GLOBAL_ACCOUNT, b"foo", Some((b"q", 2)));
+        unsub(&mut b, GLOBAL_ACCOUNT, b"foo", Some(b"q"));
+        sub(&mut b, b"B", b"bar", None);
+        assert_eq!(&b[..], b"RS+ $G foo q 2\r\nRS- $G foo q\r\nRS+ B bar\r\n");
     }
 }

@@ -6,7 +6,7 @@ use data_encoding::{BASE64, BASE64URL_NOPAD};
 use protocol::ConnectInfo;
 use subtle::ConstantTimeEq;
 
-use crate::options::{Authorization, Permissions};
+use crate::options::{Authorization, NkeyUser, Permissions, User};
 use crate::tls::CertIdentity;
 
 /// What a client presented in CONNECT, and the nonce it was asked to
@@ -52,6 +52,26 @@ impl Credentials {
 pub struct Identity<'a> {
     pub name: &'a str,
     pub permissions: Option<&'a Permissions>,
+    /// The account the user belongs to; `None` is `$G`.
+    pub account: Option<&'a str>,
+}
+
+impl<'a> Identity<'a> {
+    fn user(u: &'a User) -> Identity<'a> {
+        Identity {
+            name: &u.user,
+            permissions: u.permissions.as_ref(),
+            account: u.account.as_deref(),
+        }
+    }
+
+    fn nkey(u: &'a NkeyUser) -> Identity<'a> {
+        Identity {
+            name: &u.nkey,
+            permissions: u.permissions.as_ref(),
+            account: u.account.as_deref(),
+        }
+    }
 }
 
 /// Bytes of randomness in a nonce (nats-server's `nonceRawLen`).
@@ -123,12 +143,7 @@ pub fn check<'a>(
             .users
             .iter()
             .find(|u| cert.names(&u.user))
-            .map(|u| {
-                Some(Identity {
-                    name: &u.user,
-                    permissions: u.permissions.as_ref(),
-                })
-            })
+            .map(|u| Some(Identity::user(u)))
             .ok_or_else(|| " - no user for the TLS client certificate".to_string());
     }
     if let (Some(key), false) = (&ci.nkey, auth.nkeys.is_empty()) {
@@ -142,10 +157,7 @@ pub fn check<'a>(
         if !signed(key, nonce, ci.sig.as_deref().unwrap_or("")) {
             return Err(who);
         }
-        return Ok(Some(Identity {
-            name: &user.nkey,
-            permissions: user.permissions.as_ref(),
-        }));
+        return Ok(Some(Identity::nkey(user)));
     }
     let who = match (&ci.user, &ci.auth_token) {
         (Some(u), _) => format!(" - User {u:?}"),
@@ -169,12 +181,7 @@ pub fn check<'a>(
             .iter()
             .find(|u| Some(u.user.as_str()) == presented)
             .filter(|u| secret_matches(&u.password, ci.pass.as_deref().unwrap_or("")))
-            .map(|u| {
-                Some(Identity {
-                    name: &u.user,
-                    permissions: u.permissions.as_ref(),
-                })
-            })
+            .map(|u| Some(Identity::user(u)))
             .ok_or(who);
     } else {
         true
@@ -192,18 +199,12 @@ fn listed<'a>(auth: &'a Authorization, name: &str) -> Option<Identity<'a>> {
         .users
         .iter()
         .find(|u| u.user == name)
-        .map(|u| Identity {
-            name: &u.user,
-            permissions: u.permissions.as_ref(),
-        });
+        .map(Identity::user);
     user.or_else(|| {
         auth.nkeys
             .iter()
             .find(|u| u.nkey == name)
-            .map(|u| Identity {
-                name: &u.nkey,
-                permissions: u.permissions.as_ref(),
-            })
+            .map(Identity::nkey)
     })
 }
 
@@ -253,11 +254,13 @@ mod tests {
                     user: "a".into(),
                     password: "1".into(),
                     permissions: None,
+                    account: None,
                 },
                 User {
                     user: "b".into(),
                     password: "2".into(),
                     permissions: None,
+                    account: None,
                 },
             ],
             ..Default::default()
@@ -274,6 +277,7 @@ mod tests {
             user: name.into(),
             password: "pw".into(),
             permissions: None,
+            account: None,
         };
         let a = Authorization {
             users: vec![user("a"), user("b")],
@@ -296,6 +300,7 @@ mod tests {
             nkeys: vec![NkeyUser {
                 nkey: alice.public_key(),
                 permissions: None,
+                account: None,
             }],
             ..Default::default()
         };

@@ -23,7 +23,6 @@ mod tls;
 
 /// Keys nats-server understands that flotilla refuses to ignore.
 const UNSUPPORTED: &[&str] = &[
-    "accounts",
     "system_account",
     "leafnodes",
     "leaf",
@@ -409,6 +408,7 @@ fn apply(m: &Map, o: &mut Options, r: &mut Report) {
                     o.tls = Some(tls::tls(m, r));
                 }
             }
+            "accounts" => accounts(e, o, r),
             "no_auth_user" => {
                 if let Some(v) = string(r, e) {
                     no_auth_user = Some((v, e));
@@ -455,6 +455,7 @@ fn check_no_auth_user(user: &str, at: &Entry, o: &Options, r: &mut Report) {
 
 fn authorization(m: &Map, at: &Entry, o: &mut Options, r: &mut Report) {
     let a = &mut o.authorization;
+    let (users_from, nkeys_from) = (a.users.len(), a.nkeys.len());
     let mut defaults = None;
     for e in &m.entries {
         match e.key.to_ascii_lowercase().as_str() {
@@ -525,14 +526,14 @@ fn authorization(m: &Map, at: &Entry, o: &mut Options, r: &mut Report) {
     // Users without permissions of their own get the defaults, wherever
     // in the block the defaults were written.
     if let Some(defaults) = defaults {
-        let users = a.users.iter_mut().map(|u| &mut u.permissions);
-        let nkeys = a.nkeys.iter_mut().map(|u| &mut u.permissions);
+        let users = a.users[users_from..].iter_mut().map(|u| &mut u.permissions);
+        let nkeys = a.nkeys[nkeys_from..].iter_mut().map(|u| &mut u.permissions);
         for permissions in users.chain(nkeys).filter(|p| p.is_none()) {
             *permissions = Some(defaults.clone());
         }
     }
     let single = a.user.is_some() || a.password.is_some();
-    let listed = !a.users.is_empty() || !a.nkeys.is_empty();
+    let listed = a.users.len() > users_from || a.nkeys.len() > nkeys_from;
     if single && a.token.is_some() {
         r.error_at(at, "Cannot have a user/pass and token");
     }
@@ -541,6 +542,115 @@ fn authorization(m: &Map, at: &Entry, o: &mut Options, r: &mut Report) {
     }
     if a.token.is_some() && listed {
         r.error_at(at, "Can not have a token and a users array");
+    }
+}
+
+/// `accounts`: a list of names, or a map of each account's block with
+/// its `users` and `default_permissions` (nats-server's `parseAccounts`).
+/// What else an account block may hold (imports, exports, JetStream,
+/// mappings, limits) flotilla does not implement, and refuses.
+fn accounts(e: &Entry, o: &mut Options, r: &mut Report) {
+    let named = |name: &str, at: &Item, o: &mut Options, r: &mut Report| {
+        if name == crate::account::GLOBAL {
+            r.error(at, format!("{name:?} is a Reserved Account"));
+            return false;
+        }
+        if !o.accounts.iter().any(|a| a == name) {
+            o.accounts.push(name.to_string());
+        }
+        true
+    };
+    match &e.item.value {
+        Value::Array(items) => {
+            for item in items {
+                match &item.value {
+                    Value::String(name) => {
+                        named(name, item, o, r);
+                    }
+                    other => r.error(
+                        item,
+                        format!(
+                            "Expected account name to be a string, got {}",
+                            other.type_name()
+                        ),
+                    ),
+                }
+            }
+        }
+        Value::Map(m) => {
+            for account in &m.entries {
+                let Value::Map(block) = &account.item.value else {
+                    r.error(&account.item, "Expected map entries for accounts");
+                    continue;
+                };
+                if named(&account.key, &account.item, o, r) {
+                    account_block(&account.key, block, o, r);
+                }
+            }
+        }
+        other => r.error(
+            &e.item,
+            format!(
+                "Expected map or array for accounts, got {}",
+                other.type_name()
+            ),
+        ),
+    }
+}
+
+/// One account's block: its users join `authorization`, naming it.
+fn account_block(name: &str, block: &Map, o: &mut Options, r: &mut Report) {
+    let (users_from, nkeys_from) = (o.authorization.users.len(), o.authorization.nkeys.len());
+    let mut defaults = None;
+    let mut users_at = None;
+    for e in &block.entries {
+        match e.key.to_ascii_lowercase().as_str() {
+            "users" => {
+                let Value::Array(items) = &e.item.value else {
+                    r.error(
+                        &e.item,
+                        format!(
+                            "Expected users field to be an array, got {}",
+                            e.item.value.type_name()
+                        ),
+                    );
+                    continue;
+                };
+                users_at = Some(e);
+                for item in items {
+                    user_entry(item, &mut o.authorization, r);
+                }
+            }
+            "default_permissions" => defaults = permissions::permissions(r, e),
+            "nkey" | "imports" | "exports" | "jetstream" | "mappings" | "maps" | "limits"
+            | "msg_trace" | "trace_dest" => r.error_at(
+                e,
+                format!("\"{}\" in an account is not supported by flotilla", e.key),
+            ),
+            _ => r.error_at(e, format!("unknown field {:?}", e.key)),
+        }
+    }
+    let a = &mut o.authorization;
+    let users = a.users[users_from..]
+        .iter_mut()
+        .map(|u| (&mut u.account, &mut u.permissions));
+    let nkeys = a.nkeys[nkeys_from..]
+        .iter_mut()
+        .map(|u| (&mut u.account, &mut u.permissions));
+    for (account, permissions) in users.chain(nkeys) {
+        *account = Some(name.to_string());
+        if permissions.is_none() {
+            permissions.clone_from(&defaults);
+        }
+    }
+    if let Some(at) = users_at {
+        let added = a.users.len() > users_from || a.nkeys.len() > nkeys_from;
+        if added && a.user.is_some() {
+            r.error_at(at, "Can not have a single user/pass and accounts");
+        }
+        if added && a.token.is_some() {
+            r.error_at(at, "Can not have a token and accounts");
+        }
     }
 }
 
@@ -577,10 +687,16 @@ fn user_entry(item: &Item, a: &mut Authorization, r: &mut Report) {
         (Some(nkey), _) if !crate::auth::is_user_nkey(&nkey) => {
             r.error(item, "Not a valid public nkey for a user")
         }
-        (Some(nkey), _) => a.nkeys.push(NkeyUser {
-            nkey,
-            permissions: perms,
-        }),
+        (Some(nkey), _) => {
+            if a.nkeys.iter().any(|u| u.nkey == nkey) {
+                r.error(item, format!("Duplicate nkey {nkey:?} detected"));
+            }
+            a.nkeys.push(NkeyUser {
+                nkey,
+                permissions: perms,
+                account: None,
+            })
+        }
         (None, Some(user)) => {
             if a.users.iter().any(|u| u.user == user) {
                 r.error(item, format!("Duplicate user {user:?} detected"));
@@ -589,6 +705,7 @@ fn user_entry(item: &Item, a: &mut Authorization, r: &mut Report) {
                 user,
                 password: pass.unwrap_or_default(),
                 permissions: perms,
+                account: None,
             });
         }
         (None, None) => r.error(item, "User entry requires a user"),

@@ -18,7 +18,7 @@ pub struct InternalPublisher {
 
 impl InternalPublisher {
     pub fn new(server: Arc<Server>) -> Self {
-        let generation = server.sublist.read().generation();
+        let generation = server.js_account().sublist.read().generation();
         let max_pending = server.opts().max_pending;
         InternalPublisher {
             cache: MatchCache::new(generation),
@@ -50,7 +50,7 @@ impl InternalPublisher {
     ) -> bool {
         let server = &self.server;
         let result = self.cache.get_or_insert(route.as_bytes(), || {
-            server.sublist.read().matches(route.as_bytes())
+            server.js_account().sublist.read().matches(route.as_bytes())
         });
         self.delivery.route(
             result,
@@ -71,7 +71,11 @@ impl InternalPublisher {
     pub fn has_interest(&mut self, subject: &str, queue: &str) -> bool {
         let server = &self.server;
         let result = self.cache.get_or_insert(subject.as_bytes(), || {
-            server.sublist.read().matches(subject.as_bytes())
+            server
+                .js_account()
+                .sublist
+                .read()
+                .matches(subject.as_bytes())
         });
         let exact =
             |s: &Arc<Subscription>| !s.is_closed() && s.subject.as_ref() == subject.as_bytes();

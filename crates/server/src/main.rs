@@ -2,6 +2,7 @@
 //! config file and logging to the server, and owns process life: signals,
 //! pid and ports files, exit codes.
 
+mod account;
 mod auth;
 mod bus;
 mod cli;

@@ -16,6 +16,9 @@ pub struct User {
     pub password: String,
     /// What this user may publish and subscribe to; `None` is everything.
     pub permissions: Option<Permissions>,
+    /// The account it belongs to (`accounts { A { users } }`); `None` is
+    /// `$G`.
+    pub account: Option<String>,
 }
 
 /// A user known by its public nkey (`users: [{ nkey: U... }]`): it
@@ -24,6 +27,8 @@ pub struct User {
 pub struct NkeyUser {
     pub nkey: String,
     pub permissions: Option<Permissions>,
+    /// As [`User::account`].
+    pub account: Option<String>,
 }
 
 /// A user's `permissions` block, as nats-server's `Permissions`.
@@ -204,6 +209,9 @@ pub struct Options {
     pub ping_max: u32,
     pub write_deadline: Duration,
     pub authorization: Authorization,
+    /// The accounts `accounts {}` names, besides `$G`; their users are in
+    /// `authorization`, each naming its account.
+    pub accounts: Vec<String>,
     pub debug: bool,
     pub trace: bool,
     pub logtime: bool,
@@ -237,6 +245,7 @@ impl Default for Options {
             ping_max: 2,
             write_deadline: Duration::from_secs(10),
             authorization: Authorization::default(),
+            accounts: Vec::new(),
             debug: false,
             trace: false,
             logtime: true,
@@ -331,6 +340,11 @@ impl Options {
         }
         if let Some(tls) = &self.tls {
             crate::tls::server_config(tls)?;
+        }
+        if !self.accounts.is_empty() && self.jetstream.enabled {
+            // nats-server would serve JetStream only to accounts with a
+            // `jetstream` block, which flotilla does not implement yet.
+            return Err("JetStream with accounts is not supported by flotilla yet".into());
         }
         if let Some(tls) = &self.cluster.tls {
             crate::tls::RouteTls::new(tls)?;

@@ -13,11 +13,11 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use protocol::ServerInfo;
-use subjects::Sublist;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::info;
 
+use crate::account::GLOBAL;
 use crate::client::{Client, ClosedState, InternalSink, Subscription};
 use crate::options::Options;
 use crate::permissions::Permits;
@@ -42,7 +42,8 @@ pub struct Server {
     pub id: String,
     pub name: String,
     opts: RwLock<Arc<Options>>,
-    pub sublist: RwLock<Sublist<Arc<Subscription>>>,
+    /// Every account, each with its trie of subscriptions.
+    pub accounts: crate::account::Accounts,
     /// Told of every insert into and removal from `sublist`.
     pub interest: Arc<crate::interest::InterestWatch>,
     pub clients: Mutex<BTreeMap<u64, Arc<Client>>>,
@@ -113,7 +114,7 @@ impl Server {
             id,
             name,
             opts: RwLock::new(Arc::new(opts)),
-            sublist: RwLock::new(Sublist::new()),
+            accounts: crate::account::Accounts::new(),
             interest: Arc::default(),
             clients: Mutex::new(BTreeMap::new()),
             on_close: std::sync::OnceLock::new(),
@@ -272,6 +273,12 @@ impl Server {
         }
     }
 
+    /// The account JetStream and the server's other services serve:
+    /// `$G`.
+    pub fn js_account(&self) -> &Arc<crate::account::Account> {
+        self.accounts.global()
+    }
+
     /// Subscribes the server itself: messages matching `subject` go to
     /// `sink` on the publisher's task.
     pub fn subscribe_internal(
@@ -284,13 +291,14 @@ impl Server {
         let mut sub = Subscription::new(
             key,
             self.system_client.clone(),
+            self.js_account().clone(),
             Bytes::copy_from_slice(subject.as_bytes()),
             queue.map(|q| Bytes::copy_from_slice(q.as_bytes())),
             Bytes::from(format!("_sys.{key}")),
         );
         sub.sink = Some(sink);
         let sub = Arc::new(sub);
-        self.sublist.write().insert(
+        sub.account.sublist.write().insert(
             subject.as_bytes(),
             queue.map(str::as_bytes),
             key,
@@ -413,13 +421,11 @@ impl Server {
             f(client, &subs);
         }
         let mut removed = Vec::new();
-        if !subs.is_empty() {
-            let mut sl = self.sublist.write();
-            for s in &subs {
-                s.mark_closed();
-                if sl.remove(&s.subject, s.queue.as_deref(), s.key).is_ok() {
-                    removed.push(s);
-                }
+        for s in &subs {
+            s.mark_closed();
+            let mut sl = s.account.sublist.write();
+            if sl.remove(&s.subject, s.queue.as_deref(), s.key).is_ok() {
+                removed.push(s);
             }
         }
         for s in &removed {
@@ -449,6 +455,14 @@ impl Server {
             }
             match crate::auth::check(&auth, &creds) {
                 Ok(user) => {
+                    let account = user.and_then(|u| u.account).unwrap_or(GLOBAL);
+                    if c.account().is_some_and(|a| a.name != account) {
+                        // As nats-server: it reconnects into its new
+                        // account.
+                        info!("{} - moved to account {account:?}; closing", c.log_prefix());
+                        c.close(ClosedState::ClientClosed);
+                        continue;
+                    }
                     let permissions = user.and_then(|u| u.permissions);
                     c.set_permits(permissions.map(|p| Arc::new(Permits::new(p))));
                     self.drop_unpermitted_subs(&c);
@@ -501,7 +515,8 @@ impl Server {
     pub fn unsubscribe(&self, sub: &Arc<Subscription>) {
         // Only the first removal counts (an auto-unsubscribe can race a
         // close).
-        let removed = self
+        let removed = sub
+            .account
             .sublist
             .write()
             .remove(&sub.subject, sub.queue.as_deref(), sub.key)

@@ -228,9 +228,53 @@ fn value_errors() {
         "invalid lame_duck_duration of 10s, minimum is 30 seconds",
     );
     fails_with(
-        "accounts { A: {} }\n",
-        "test.conf:1:1: \"accounts\" is not supported by flotilla",
+        "gateway { port: 7222 }\n",
+        "test.conf:1:1: \"gateway\" is not supported by flotilla",
     );
+}
+
+#[test]
+fn account_errors() {
+    for (text, want) in [
+        ("accounts { $G: {} }\n", "\"$G\" is a Reserved Account"),
+        ("accounts: [\"$G\"]\n", "\"$G\" is a Reserved Account"),
+        ("accounts { A: 5 }\n", "Expected map entries for accounts"),
+        (
+            "accounts: 5\n",
+            "Expected map or array for accounts, got integer",
+        ),
+        (
+            "accounts { A: { users: [{user: u}] }, B: { users: [{user: u}] } }\n",
+            "Duplicate user \"u\" detected",
+        ),
+        (
+            "authorization { user: x, password: y }\naccounts { A: { users: [{user: u}] } }\n",
+            "Can not have a single user/pass and accounts",
+        ),
+        (
+            "accounts { A: { jetstream: enabled } }\n",
+            "\"jetstream\" in an account is not supported by flotilla",
+        ),
+        (
+            "accounts { A: { imports: [] } }\n",
+            "\"imports\" in an account is not supported by flotilla",
+        ),
+        ("accounts { A: { userz: [] } }\n", "unknown field \"userz\""),
+        (
+            "jetstream: enabled\naccounts { A: {} }\n",
+            "JetStream with accounts is not supported by flotilla yet",
+        ),
+        (
+            "accounts { A: { users: [{user: u}] } }\nno_auth_user: v\n",
+            "no_auth_user: \"v\" not present as user or nkey",
+        ),
+    ] {
+        fails_with(text, want);
+    }
+    let (code, out) = check(
+        "accounts { A: { users: [{user: u, password: p}], default_permissions: { publish: a } } }\nno_auth_user: u\n",
+    );
+    assert_eq!(code, 0, "{out}");
 }
 
 #[test]

@@ -73,6 +73,34 @@ pub struct SublistStats {
     pub avg_fanout: f64,
 }
 
+impl SublistStats {
+    /// Adds `other`'s figures, as nats-server sums every account's trie
+    /// for `/subsz`: counts add up, the fan-out maximum is the larger, and
+    /// the rates are over both.
+    pub fn add(&mut self, other: &SublistStats) {
+        let hits = self.cache_hit_rate * self.num_matches as f64
+            + other.cache_hit_rate * other.num_matches as f64;
+        let fanout =
+            self.avg_fanout * self.num_cache as f64 + other.avg_fanout * other.num_cache as f64;
+        self.num_subscriptions += other.num_subscriptions;
+        self.num_cache += other.num_cache;
+        self.num_inserts += other.num_inserts;
+        self.num_removes += other.num_removes;
+        self.num_matches += other.num_matches;
+        self.max_fanout = self.max_fanout.max(other.max_fanout);
+        self.cache_hit_rate = if self.num_matches > 0 {
+            hits / self.num_matches as f64
+        } else {
+            0.0
+        };
+        self.avg_fanout = if self.num_cache > 0 {
+            fanout / self.num_cache as f64
+        } else {
+            0.0
+        };
+    }
+}
+
 struct Node<T> {
     next: Option<Box<Level<T>>>,
     psubs: BTreeMap<u64, T>,

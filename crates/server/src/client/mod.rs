@@ -16,6 +16,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use crate::account::Account;
 use crate::permissions::Permits;
 use outbound::Outbound;
 pub use subscription::{InternalSink, Message, Quota, Subscription};
@@ -132,6 +133,9 @@ pub struct Client {
     closed: Mutex<Option<ClosedState>>,
     /// Cancelled by `close`, waking the reader and the writer.
     kill: CancellationToken,
+    /// A client's account, once its CONNECT said who it is (none for a
+    /// route: its subscriptions name theirs).
+    account: Mutex<Option<Arc<Account>>>,
 }
 
 pub fn unix_nanos(t: SystemTime) -> u64 {
@@ -164,6 +168,7 @@ impl Client {
             filters_deliveries: AtomicBool::new(false),
             closed: Mutex::new(None),
             kill: CancellationToken::new(),
+            account: Mutex::new(None),
         }
     }
 
@@ -188,6 +193,15 @@ impl Client {
         self.out.close(reason.flushes());
         self.kill.cancel();
         true
+    }
+
+    /// Its account, once set.
+    pub fn account(&self) -> Option<Arc<Account>> {
+        self.account.lock().clone()
+    }
+
+    pub fn set_account(&self, account: Arc<Account>) {
+        *self.account.lock() = Some(account);
     }
 
     pub fn closed_reason(&self) -> Option<ClosedState> {

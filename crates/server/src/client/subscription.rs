@@ -9,11 +9,15 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::Client;
+use crate::account::Account;
 
 pub struct Subscription {
     /// Server-wide unique key in the trie.
     pub key: u64,
     pub client: Arc<Client>,
+    /// Whose trie it is in: its client's account, or for a route's, the
+    /// account the remote named.
+    pub account: Arc<Account>,
     pub subject: Bytes,
     pub queue: Option<Bytes>,
     pub sid: Bytes,
@@ -49,6 +53,7 @@ impl Subscription {
     pub fn new(
         key: u64,
         client: Arc<Client>,
+        account: Arc<Account>,
         subject: Bytes,
         queue: Option<Bytes>,
         sid: Bytes,
@@ -56,6 +61,7 @@ impl Subscription {
         Subscription {
             key,
             client,
+            account,
             subject,
             queue,
             sid,

@@ -18,6 +18,7 @@ use tracing::{debug, error};
 
 use super::delivery::{self, Delivery};
 use super::writer;
+use crate::account::Account;
 use crate::auth::{self, Credentials};
 use crate::client::outbound::Push;
 use crate::client::{Client, ClosedState, Message, Subscription};
@@ -178,6 +179,10 @@ struct Conn {
     rtt_start: Option<Instant>,
     last_in: Instant,
     first_pong_sent: bool,
+    /// Whose subjects this client publishes and subscribes to: `$G`
+    /// until CONNECT names a user of another account.
+    account: Arc<Account>,
+    /// Matches in `account`'s trie.
     cache: MatchCache<Arc<Subscription>>,
     delivery: Delivery,
     batch: Batch,
@@ -210,9 +215,12 @@ struct Batch {
 
 impl Conn {
     fn new(server: Arc<Server>, client: Arc<Client>, config: &Arc<Options>) -> Self {
-        let generation = server.sublist.read().generation();
+        let account = server.accounts.global().clone();
+        client.set_account(account.clone());
+        let generation = account.sublist.read().generation();
         let delivery = Delivery::new(server.clone(), client.cid, config.max_pending);
         Conn {
+            account,
             parser: Parser::new(config.max_control_line, config.max_payload),
             auth_required: config.authorization.required(),
             config: config.clone(),
@@ -234,6 +242,16 @@ impl Conn {
             cert: None,
             publish_permitted: hashbrown::HashMap::new(),
         }
+    }
+
+    /// Moves this client into `account` at CONNECT (it holds no
+    /// subscriptions yet: with users configured, nothing comes before
+    /// CONNECT).
+    fn join_account(&mut self, account: Arc<Account>) {
+        debug_assert!(self.client.subs.lock().is_empty());
+        self.cache = MatchCache::new(account.sublist.read().generation());
+        self.client.set_account(account.clone());
+        self.account = account;
     }
 
     async fn run<R: AsyncRead + Unpin>(&mut self, mut rd: R) -> ClosedState {
@@ -517,6 +535,9 @@ impl Conn {
                 Ok(user) => {
                     user_name = user.map(|u| u.name.to_string());
                     self.set_permits(user.and_then(|u| u.permissions));
+                    if let Some(name) = user.and_then(|u| u.account) {
+                        self.join_account(self.server.accounts.ensure(name));
+                    }
                 }
                 Err(who) => {
                     error!("{prefix} - authentication error{who}");
@@ -602,7 +623,7 @@ impl Conn {
                 self.client.async_info.store(true, Ordering::Relaxed);
                 let mut info = self.server.client_info(&self.client);
                 info.connect_info = true;
-                info.remote_account = Some("$G".to_string());
+                info.remote_account = Some(self.account.name.clone());
                 let json = serde_json::to_vec(&info).expect("info serializes");
                 self.send(|b| encode::info(b, &json));
             }
@@ -656,12 +677,13 @@ impl Conn {
         let sub = Arc::new(Subscription::new(
             key,
             self.client.clone(),
+            self.account.clone(),
             Bytes::copy_from_slice(subject),
             queue.map(Bytes::copy_from_slice),
             Bytes::copy_from_slice(sid),
         ));
         let inserted = self
-            .server
+            .account
             .sublist
             .write()
             .insert(subject, queue, key, sub.clone());
@@ -729,15 +751,15 @@ impl Conn {
             return;
         }
         self.send_ok();
-        let server = &self.server;
+        let sublist = &self.account.sublist;
         let uncached;
         let result = if p.subject.starts_with(b"$JS.ACK.") {
             // Unique per message: caching it would only evict others.
-            uncached = server.sublist.read().matches_uncached(p.subject);
+            uncached = sublist.read().matches_uncached(p.subject);
             &*uncached
         } else {
             self.cache
-                .get_or_insert(p.subject, || server.sublist.read().matches(p.subject))
+                .get_or_insert(p.subject, || sublist.read().matches(p.subject))
         };
         let msg = Message {
             subject: p.subject,
@@ -757,10 +779,10 @@ impl Conn {
     /// Tells a requester nobody is listening, on its own subscription to
     /// the reply subject.
     fn no_responders(&mut self, subject: &[u8], reply: &[u8]) {
-        let server = &self.server;
+        let sublist = &self.account.sublist;
         let result = self
             .cache
-            .get_or_insert(reply, || server.sublist.read().matches(reply));
+            .get_or_insert(reply, || sublist.read().matches(reply));
         let own = result
             .psubs
             .iter()

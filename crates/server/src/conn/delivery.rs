@@ -45,6 +45,8 @@ pub struct Delivery {
     /// Routes this message goes to, with the queue groups each was chosen
     /// for: one `RMSG` per route, however many of its subscriptions match.
     route_targets: Vec<(Arc<Client>, Vec<Bytes>)>,
+    /// The account of the message `route_targets` are for.
+    route_account: Option<Arc<crate::account::Account>>,
     /// Where a routed delivery's reply is put together.
     reply_buf: Vec<u8>,
 }
@@ -63,6 +65,7 @@ impl Delivery {
             out_msgs: 0,
             out_bytes: 0,
             route_targets: Vec::new(),
+            route_account: None,
             reply_buf: Vec::new(),
         }
     }
@@ -76,7 +79,7 @@ impl Delivery {
         for sub in &result.psubs {
             if sub.client.is_route {
                 if route_usable(sub) {
-                    self.add_route_target(&sub.client, None);
+                    self.add_route_target(sub, None);
                     delivered = true;
                 }
                 continue;
@@ -149,7 +152,7 @@ impl Delivery {
             let sub = &group[(start + i) % n];
             if sub.client.is_route {
                 if to_routes && route_usable(sub) {
-                    self.add_route_target(&sub.client, Some(name));
+                    self.add_route_target(sub, Some(name));
                     return true;
                 }
                 continue;
@@ -161,7 +164,17 @@ impl Delivery {
         false
     }
 
-    fn add_route_target(&mut self, route: &Arc<Client>, queue: Option<&Bytes>) {
+    /// `sub`, a route's, gets the message (for `queue`). Every target of
+    /// one message is in the publisher's account, which its `RMSG` names.
+    fn add_route_target(&mut self, sub: &Arc<Subscription>, queue: Option<&Bytes>) {
+        let route = &sub.client;
+        if self.route_targets.is_empty() {
+            self.route_account = Some(sub.account.clone());
+        }
+        debug_assert!(self
+            .route_account
+            .as_ref()
+            .is_some_and(|a| Arc::ptr_eq(a, &sub.account)));
         let at = match self
             .route_targets
             .iter()
@@ -185,13 +198,25 @@ impl Delivery {
         // Taken out and put back drained, so its allocation serves every
         // message of the read.
         let mut targets = std::mem::take(&mut self.route_targets);
+        let account = self
+            .route_account
+            .take()
+            .expect("route targets name an account");
         for (route, queues) in targets.drain(..) {
             let qs: Vec<&[u8]> = queues.iter().map(|q| &q[..]).collect();
             let size = msg.headers.map_or(0, |h| h.len()) + msg.payload.len();
             let headers = msg.headers.filter(|h| !h.is_empty());
             let (subject, reply) = for_route(&msg, &mut self.reply_buf);
             let pushed = route.out.push(self.max_pending, Some(size), |b| {
-                protocol::route::msg(b, subject, reply, &qs, headers, msg.payload)
+                protocol::route::msg(
+                    b,
+                    account.name.as_bytes(),
+                    subject,
+                    reply,
+                    &qs,
+                    headers,
+                    msg.payload,
+                )
             });
             match pushed {
                 Push::Queued | Push::QueuedNearLimit => {

@@ -155,7 +155,7 @@ where
     let ping = opts.ping_interval.min(ROUTE_PING);
     let mut conn = RouteConn {
         delivery: Delivery::new(server.clone(), client.cid, opts.max_pending),
-        cache: MatchCache::new(server.sublist.read().generation()),
+        cache: MatchCache::new(server.accounts.global().sublist.read().generation()),
         server: server.clone(),
         client: client.clone(),
         got_connect: dialed.is_some(),
@@ -191,12 +191,14 @@ where
         let subs: Vec<Arc<Subscription>> =
             std::mem::take(&mut *r.subs.lock()).into_values().collect();
         if !subs.is_empty() {
-            let mut sl = server.sublist.write();
             for s in &subs {
                 s.mark_closed();
-                let _ = sl.remove(&s.subject, s.queue.as_deref(), s.key);
+                let _ = s
+                    .account
+                    .sublist
+                    .write()
+                    .remove(&s.subject, s.queue.as_deref(), s.key);
             }
-            drop(sl);
             for s in &subs {
                 server.interest.changed(&s.subject);
             }
@@ -545,7 +547,9 @@ impl RouteConn {
     }
 
     /// The registered route and the interest key an `RS+`/`RS-` names;
-    /// `None` before registration or for another account.
+    /// `None` before registration. Interest in an account this server
+    /// does not have is kept too (no local client can publish there, so
+    /// it is never used until a reload makes the account).
     fn remote_interest(
         &self,
         account: &[u8],
@@ -553,10 +557,8 @@ impl RouteConn {
         queue: Option<&[u8]>,
     ) -> Option<(Arc<Route>, InterestKey)> {
         let route = self.route.clone()?;
-        if account != rp::GLOBAL_ACCOUNT {
-            return None;
-        }
         let key = (
+            Bytes::copy_from_slice(account),
             Bytes::copy_from_slice(subject),
             queue.map(Bytes::copy_from_slice),
         );
@@ -573,16 +575,20 @@ impl RouteConn {
             existing.weight.store(weight.max(1), Ordering::Relaxed);
             return;
         }
+        let Ok(name) = std::str::from_utf8(account) else {
+            return;
+        };
         let sub = Arc::new(Subscription::new(
             self.server.next_sub_key(),
             self.client.clone(),
-            key.0.clone(),
+            self.server.accounts.ensure(name),
             key.1.clone(),
+            key.2.clone(),
             Bytes::new(),
         ));
         sub.weight.store(weight.max(1), Ordering::Relaxed);
-        let inserted = self
-            .server
+        let inserted = sub
+            .account
             .sublist
             .write()
             .insert(subject, queue, sub.key, sub.clone());
@@ -606,8 +612,8 @@ impl RouteConn {
         let removed = route.subs.lock().remove(&key);
         if let Some(sub) = removed {
             sub.mark_closed();
-            let _ = self
-                .server
+            let _ = sub
+                .account
                 .sublist
                 .write()
                 .remove(&sub.subject, sub.queue.as_deref(), sub.key);
@@ -616,9 +622,17 @@ impl RouteConn {
     }
 
     fn routed(&mut self, m: &RoutedMsg<'_>) {
-        if self.route.is_none() || m.account != rp::GLOBAL_ACCOUNT {
+        if self.route.is_none() {
             return;
         }
+        let Some(account) = self.server.accounts.get(m.account) else {
+            debug!(
+                "{} - dropping a message for unknown account {:?}",
+                route_prefix(&self.client),
+                String::from_utf8_lossy(m.account)
+            );
+            return;
+        };
         let c = &self.client;
         c.in_msgs.fetch_add(1, Ordering::Relaxed);
         c.in_bytes
@@ -629,9 +643,15 @@ impl RouteConn {
             .stats
             .in_bytes
             .fetch_add(m.message.len() as u64, Ordering::Relaxed);
-        let result = self
-            .cache
-            .get_or_insert(m.subject, || server.sublist.read().matches(m.subject));
+        // The cache is for `$G`'s trie, where most messages are.
+        let uncached;
+        let result = if account.is_global() {
+            self.cache
+                .get_or_insert(m.subject, || account.sublist.read().matches(m.subject))
+        } else {
+            uncached = account.sublist.read().matches(m.subject);
+            &*uncached
+        };
         let (subject, reply) = delivery::from_route(m.subject, m.reply);
         let msg = Message {
             subject,

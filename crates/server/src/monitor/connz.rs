@@ -30,10 +30,10 @@ pub struct SubDetail {
 }
 
 impl SubDetail {
-    pub fn of(s: &Subscription, account: Option<&str>) -> Self {
+    pub fn of(s: &Subscription) -> Self {
         let max = s.max.load(Ordering::Relaxed);
         SubDetail {
-            account: account.map(str::to_string),
+            account: Some(s.account.name.clone()),
             subject: String::from_utf8_lossy(&s.subject).into_owned(),
             qgroup: s
                 .queue
@@ -81,6 +81,9 @@ pub struct ConnInfo {
     pub version: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authorized_user: Option<String>,
+    /// With `auth`: the client's account, unless it is `$G`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub subscriptions_list: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -102,6 +105,8 @@ pub struct ClosedConn {
     info: ConnInfo,
     keys: SortKeys,
     user: Option<String>,
+    /// Its account, when not `$G`.
+    account: Option<String>,
     subs: Vec<SubDetail>,
 }
 
@@ -111,6 +116,8 @@ struct Row {
     info: ConnInfo,
     keys: SortKeys,
     user: Option<String>,
+    /// Its account, when not `$G`.
+    account: Option<String>,
     subs: Vec<SubDetail>,
 }
 
@@ -165,6 +172,7 @@ fn snapshot(c: &Client, subs: &[Arc<Subscription>], now: SystemTime, detail: boo
             lang: meta.lang,
             version: meta.version,
             authorized_user: None,
+            account: None,
             subscriptions_list: Vec::new(),
             subscriptions_list_detail: Vec::new(),
         },
@@ -175,8 +183,12 @@ fn snapshot(c: &Client, subs: &[Arc<Subscription>], now: SystemTime, detail: boo
             rtt: rtt_ns,
         },
         user: meta.user,
+        account: c
+            .account()
+            .filter(|a| !a.is_global())
+            .map(|a| a.name.clone()),
         subs: if detail {
-            subs.iter().map(|s| SubDetail::of(s, Some("$G"))).collect()
+            subs.iter().map(|s| SubDetail::of(s)).collect()
         } else {
             Vec::new()
         },
@@ -195,6 +207,7 @@ impl ClosedConn {
             info: row.info,
             keys: row.keys,
             user: row.user,
+            account: row.account,
             subs: row.subs,
         }
     }
@@ -313,6 +326,7 @@ pub fn connz(server: &Server, services: &super::Services, q: &Query) -> Result<C
                 info: c.info.clone(),
                 keys: c.keys.clone(),
                 user: c.user.clone(),
+                account: c.account.clone(),
                 subs: if subs || detail {
                     c.subs.clone()
                 } else {
@@ -358,6 +372,7 @@ pub fn connz(server: &Server, services: &super::Services, q: &Query) -> Result<C
             let mut info = r.info;
             if auth {
                 info.authorized_user = r.user;
+                info.account = r.account;
             }
             if detail {
                 info.subscriptions_list_detail = r.subs;

@@ -76,7 +76,7 @@ pub fn routez(server: &Server, subs: bool) -> Routez {
                 subscriptions_list: subs.then(|| {
                     remote_subs
                         .keys()
-                        .map(|(s, _)| String::from_utf8_lossy(s).into_owned())
+                        .map(|(_, s, _)| String::from_utf8_lossy(s).into_owned())
                         .collect()
                 }),
             }

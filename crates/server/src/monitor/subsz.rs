@@ -45,14 +45,15 @@ pub fn subsz(server: &Server, q: &Query) -> Result<Subsz, QueryError> {
             "invalid test subject, must be valid publish subject: {test}"
         )));
     }
-    let (stats, mut list) = {
-        let sl = server.sublist.read();
-        let mut list: Vec<Arc<Subscription>> = Vec::new();
+    let mut stats = subjects::SublistStats::default();
+    let mut list: Vec<Arc<Subscription>> = Vec::new();
+    for account in server.accounts.all() {
+        let sl = account.sublist.read();
         if subs {
             sl.for_each(|s| list.push(s.clone()));
         }
-        (sl.stats(), list)
-    };
+        stats.add(&sl.stats());
+    }
     if !test.is_empty() {
         list.retain(|s| subjects::subject_matches_filter(test.as_bytes(), &s.subject));
     }
@@ -74,9 +75,6 @@ pub fn subsz(server: &Server, q: &Query) -> Result<Subsz, QueryError> {
         total,
         offset,
         limit,
-        subscriptions_list: list[start..end]
-            .iter()
-            .map(|s| SubDetail::of(s, Some("$G")))
-            .collect(),
+        subscriptions_list: list[start..end].iter().map(|s| SubDetail::of(s)).collect(),
     })
 }

@@ -334,7 +334,12 @@ pub fn varz(server: &Server, services: &super::Services, cpu: &CpuSampler) -> Va
         slow_consumers: slow,
         stale_connections: stale,
         stalled_clients: 0,
-        subscriptions: server.sublist.read().count(),
+        subscriptions: server
+            .accounts
+            .all()
+            .iter()
+            .map(|a| a.sublist.read().count())
+            .sum(),
         http_req_stats: server.http_req_stats.lock().clone(),
         config_load_time: rfc3339(*server.config_load_time.lock()),
         config_digest: String::new(),

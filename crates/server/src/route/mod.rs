@@ -53,13 +53,13 @@ pub struct Route {
     pub info: RouteInfo,
     /// The remote's JetStream cluster state, as its latest INFO said.
     pub hello: Mutex<Option<protocol::route::FlotillaHello>>,
-    /// Interest the remote advertised: (subject, queue) -> its
-    /// subscription in the trie.
+    /// Interest the remote advertised: (account, subject, queue) -> its
+    /// subscription in that account's trie.
     pub subs: Mutex<BTreeMap<InterestKey, Arc<Subscription>>>,
 }
 
-/// (subject, queue group).
-pub type InterestKey = (Bytes, Option<Bytes>);
+/// (account, subject, queue group).
+pub type InterestKey = (Bytes, Bytes, Option<Bytes>);
 
 #[derive(Default)]
 struct Inner {
@@ -67,7 +67,7 @@ struct Inner {
     by_id: BTreeMap<String, Arc<Route>>,
     /// Every route connection, registered or not, by cid (for shutdown).
     conns: BTreeMap<u64, Arc<Client>>,
-    /// Local interest as advertised: (subject, queue) -> members.
+    /// Local interest as advertised: (account, subject, queue) -> members.
     interest: BTreeMap<InterestKey, u32>,
     /// Route URLs being dialed because of gossip.
     dialing: BTreeSet<String>,
@@ -261,8 +261,8 @@ impl Routes {
         self.seen_route.store(true, Ordering::Relaxed);
         inner.by_id.insert(r.remote_id.clone(), r.clone());
         let mut b = BytesMut::new();
-        for ((subject, queue), &n) in &inner.interest {
-            rp::sub(&mut b, subject, queue.as_deref().map(|q| (q, n)));
+        for ((account, subject, queue), &n) in &inner.interest {
+            rp::sub(&mut b, account, subject, queue.as_deref().map(|q| (q, n)));
         }
         if !b.is_empty() {
             r.client
@@ -296,7 +296,8 @@ impl Routes {
             return;
         }
         let mut inner = self.inner.lock();
-        let key = (sub.subject.clone(), sub.queue.clone());
+        let account = Bytes::copy_from_slice(sub.account.name.as_bytes());
+        let key = (account.clone(), sub.subject.clone(), sub.queue.clone());
         let n = inner.interest.get(&key).copied().unwrap_or(0);
         let n = if delta > 0 {
             n + 1
@@ -310,11 +311,11 @@ impl Routes {
         }
         let mut b = BytesMut::new();
         match (&sub.queue, n) {
-            (None, 1) if delta > 0 => rp::sub(&mut b, &sub.subject, None),
-            (None, 0) => rp::unsub(&mut b, &sub.subject, None),
+            (None, 1) if delta > 0 => rp::sub(&mut b, &account, &sub.subject, None),
+            (None, 0) => rp::unsub(&mut b, &account, &sub.subject, None),
             (None, _) => return,
-            (Some(q), 0) => rp::unsub(&mut b, &sub.subject, Some(q)),
-            (Some(q), n) => rp::sub(&mut b, &sub.subject, Some((q, n))),
+            (Some(q), 0) => rp::unsub(&mut b, &account, &sub.subject, Some(q)),
+            (Some(q), n) => rp::sub(&mut b, &account, &sub.subject, Some((q, n))),
         }
         for r in inner.by_id.values() {
             r.client
