@@ -10,6 +10,7 @@
 //! the reload's authorization check).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -23,6 +24,8 @@ pub const GLOBAL: &str = "$G";
 pub struct Account {
     pub name: String,
     pub sublist: RwLock<Sublist<Arc<Subscription>>>,
+    /// Client connections in it now.
+    conns: AtomicI64,
 }
 
 impl Account {
@@ -30,7 +33,24 @@ impl Account {
         Arc::new(Account {
             name: name.to_string(),
             sublist: RwLock::new(Sublist::new()),
+            conns: AtomicI64::new(0),
         })
+    }
+
+    /// Whether one more connection fits under `limit` (-1: no limit).
+    pub fn admit(&self, limit: i64) -> bool {
+        limit < 0 || self.conns.load(Ordering::Relaxed) < limit
+    }
+
+    /// A client connection joined (`true`) or left it.
+    pub fn count(&self, joined: bool) {
+        let delta = if joined { 1 } else { -1 };
+        let before = self.conns.fetch_add(delta, Ordering::Relaxed);
+        debug_assert!(
+            before + delta >= 0,
+            "more clients left {} than joined",
+            self.name
+        );
     }
 
     pub fn is_global(&self) -> bool {

@@ -18,6 +18,8 @@ pub struct Credentials {
     pub pass: Option<String>,
     pub auth_token: Option<String>,
     pub nkey: Option<String>,
+    /// A user JWT (operator mode).
+    pub jwt: Option<String>,
     pub sig: Option<String>,
     /// The nonce of this connection's INFO, if it had one.
     pub nonce: Option<String>,
@@ -32,6 +34,7 @@ impl Credentials {
             pass: ci.pass.clone(),
             auth_token: ci.auth_token.clone(),
             nkey: ci.nkey.clone(),
+            jwt: ci.jwt.clone(),
             sig: ci.sig.clone(),
             nonce: nonce.map(str::to_string),
             cert: cert.cloned(),
@@ -92,7 +95,7 @@ pub fn is_user_nkey(key: &str) -> bool {
 
 /// Whether `sig` (base64url without padding, or standard base64, as
 /// nats-server accepts) is `key`'s signature of `nonce`.
-fn signed(key: &str, nonce: &str, sig: &str) -> bool {
+pub fn signed(key: &str, nonce: &str, sig: &str) -> bool {
     let Ok(sig) = BASE64URL_NOPAD
         .decode(sig.as_bytes())
         .or_else(|_| BASE64.decode(sig.as_bytes()))

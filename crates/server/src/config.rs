@@ -23,17 +23,12 @@ mod tls;
 
 /// Keys nats-server understands that flotilla refuses to ignore.
 const UNSUPPORTED: &[&str] = &[
-    "system_account",
     "leafnodes",
     "leaf",
     "gateway",
     "websocket",
     "ws",
     "mqtt",
-    "operator",
-    "operators",
-    "resolver",
-    "resolver_preload",
     "trusted",
     "trusted_keys",
     "mappings",
@@ -239,6 +234,7 @@ fn host_port(r: &mut Report, e: &Entry) -> Option<(Option<String>, i64)> {
 
 fn apply(m: &Map, o: &mut Options, r: &mut Report) {
     let mut no_auth_user = None;
+    let mut system_account = None;
     for e in &m.entries {
         let key = e.key.to_ascii_lowercase();
         match key.as_str() {
@@ -409,6 +405,16 @@ fn apply(m: &Map, o: &mut Options, r: &mut Report) {
                 }
             }
             "accounts" => accounts(e, o, r),
+            "operator" | "operators" | "root" | "roots" | "root_operator" | "root_operators" => {
+                operators(e, o, r)
+            }
+            "resolver" | "account_resolver" | "accounts_resolver" => resolver(e, o, r),
+            "resolver_preload" => resolver_preload(e, o, r),
+            "system_account" | "system" => {
+                if let Some(v) = string(r, e) {
+                    system_account = Some((v, e));
+                }
+            }
             "no_auth_user" => {
                 if let Some(v) = string(r, e) {
                     no_auth_user = Some((v, e));
@@ -434,6 +440,141 @@ fn apply(m: &Map, o: &mut Options, r: &mut Report) {
     if let Some((user, at)) = no_auth_user {
         check_no_auth_user(&user, at, o, r);
         o.authorization.no_auth_user = Some(user);
+    }
+    // A resolver without an operator is unused, as in nats-server.
+    if o.authorization
+        .operator
+        .as_ref()
+        .is_some_and(|op| op.jwts.is_empty())
+    {
+        o.authorization.operator = None;
+    }
+    let operator = o.authorization.operator.as_mut();
+    match (system_account, operator) {
+        (Some((name, at)), Some(op)) => {
+            let from_jwt = crate::operator::Trust::operator_system_account(&op.jwts);
+            if from_jwt.as_ref().is_some_and(|j| *j != name) {
+                r.error_at(
+                    at,
+                    "system_account in config and operator JWT must be identical",
+                );
+            }
+            op.system_account = Some(name);
+        }
+        (None, Some(op)) => {
+            op.system_account = crate::operator::Trust::operator_system_account(&op.jwts);
+        }
+        // Outside operator mode a system account names a configured
+        // account whose system events flotilla does not publish.
+        (Some((_, at)), None) => r.error_at(
+            at,
+            "\"system_account\" is not supported by flotilla outside operator mode",
+        ),
+        (None, None) => {}
+    }
+}
+
+/// `operator`: one JWT or a list, each inline or in a file (nats-server's
+/// `readOperatorJWT`: a path first, then text starting `eyJ`).
+fn operators(e: &Entry, o: &mut Options, r: &mut Report) {
+    let items: Vec<&Item> = match &e.item.value {
+        Value::Array(items) => items.iter().collect(),
+        _ => vec![&e.item],
+    };
+    let op = o
+        .authorization
+        .operator
+        .get_or_insert_with(Default::default);
+    for item in items {
+        let Value::String(text) = &item.value else {
+            r.error(
+                item,
+                format!(
+                    "error parsing operators: unsupported type {}",
+                    item.value.type_name()
+                ),
+            );
+            continue;
+        };
+        let token = match std::fs::read_to_string(text) {
+            Ok(file) => decorated_jwt(&file),
+            Err(_) if text.starts_with("eyJ") => text.clone(),
+            Err(e) => {
+                r.error(item, format!("error parsing operator JWT: {e}"));
+                continue;
+            }
+        };
+        match crate::jwt::decode(&token) {
+            Ok(claims) if claims.kind == "operator" => op.jwts.push(token),
+            Ok(_) => r.error(item, "error parsing operator JWT: not operator claim"),
+            Err(e) => r.error(item, format!("error parsing operator JWT: {e}")),
+        }
+    }
+}
+
+/// The JWT in a file: the line after a `-----BEGIN ... JWT-----` line
+/// (a creds-style file), or the whole text.
+fn decorated_jwt(text: &str) -> String {
+    let mut lines = text.lines().map(str::trim);
+    while let Some(line) = lines.next() {
+        if line.starts_with("-----BEGIN") && line.contains("JWT") {
+            if let Some(jwt) = lines.find(|l| !l.is_empty()) {
+                return jwt.to_string();
+            }
+        }
+    }
+    text.trim().to_string()
+}
+
+/// `resolver`: only the memory resolver (`MEMORY`, or any text holding
+/// "mem", as nats-server's pattern matches).
+fn resolver(e: &Entry, o: &mut Options, r: &mut Report) {
+    match &e.item.value {
+        Value::String(s) if s.to_ascii_lowercase().contains("mem") => {
+            o.authorization
+                .operator
+                .get_or_insert_with(Default::default)
+                .resolver = true;
+        }
+        Value::String(_) | Value::Map(_) => r.error(
+            &e.item,
+            "only the MEMORY account resolver is supported by flotilla",
+        ),
+        other => r.error(
+            &e.item,
+            format!(
+                "error parsing operator resolver, wrong type {}",
+                other.type_name()
+            ),
+        ),
+    }
+}
+
+/// `resolver_preload`: account public key → account JWT.
+fn resolver_preload(e: &Entry, o: &mut Options, r: &mut Report) {
+    let Value::Map(m) = &e.item.value else {
+        r.error(
+            &e.item,
+            "preload should be a map of account_public_key:account_jwt",
+        );
+        return;
+    };
+    let op = o
+        .authorization
+        .operator
+        .get_or_insert_with(Default::default);
+    for account in &m.entries {
+        let Value::String(token) = &account.item.value else {
+            r.error(&account.item, "preload map value should be a string JWT");
+            continue;
+        };
+        match crate::jwt::decode(token) {
+            Ok(claims) if claims.kind == "account" => {
+                op.preload
+                    .insert(account.key.clone(), token.trim().to_string());
+            }
+            _ => r.error(&account.item, "invalid account JWT"),
+        }
     }
 }
 

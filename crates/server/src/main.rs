@@ -13,8 +13,10 @@ mod interest;
 mod internal;
 mod js;
 mod jscluster;
+mod jwt;
 mod logging;
 mod monitor;
+mod operator;
 mod options;
 mod permissions;
 mod route;
@@ -226,6 +228,7 @@ fn url_host(host: &str) -> &str {
 async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()> {
     let server = Server::new(opts.clone());
     server.load_tls().map_err(anyhow::Error::msg)?;
+    server.load_trust().map_err(anyhow::Error::msg)?;
     info!("Starting nats-server");
     info!(
         "  Version:  {NATS_VERSION} (flotilla {})",

@@ -83,6 +83,21 @@ pub struct Authorization {
     /// `no_auth_user`: the user a client that presents no credentials
     /// connects as. Always one of `users` or `nkeys`.
     pub no_auth_user: Option<String>,
+    /// Operator mode: clients authenticate with user JWTs.
+    pub operator: Option<OperatorOptions>,
+}
+
+/// `operator`, `resolver: MEMORY` and `resolver_preload`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OperatorOptions {
+    /// The operator JWTs (read from their files).
+    pub jwts: Vec<String>,
+    /// A `resolver` was given (only `MEMORY` is accepted).
+    pub resolver: bool,
+    /// Account public key → account JWT.
+    pub preload: std::collections::BTreeMap<String, String>,
+    /// `system_account`, or the operator's.
+    pub system_account: Option<String>,
 }
 
 impl Authorization {
@@ -91,6 +106,7 @@ impl Authorization {
             || self.user.is_some()
             || !self.users.is_empty()
             || !self.nkeys.is_empty()
+            || self.operator.is_some()
     }
 }
 
@@ -341,6 +357,9 @@ impl Options {
         if let Some(tls) = &self.tls {
             crate::tls::server_config(tls)?;
         }
+        if let Some(op) = &self.authorization.operator {
+            self.check_operator_mode(op)?;
+        }
         if !self.accounts.is_empty() && self.jetstream.enabled {
             // nats-server would serve JetStream only to accounts with a
             // `jetstream` block, which flotilla does not implement yet.
@@ -348,6 +367,33 @@ impl Options {
         }
         if let Some(tls) = &self.cluster.tls {
             crate::tls::RouteTls::new(tls)?;
+        }
+        Ok(())
+    }
+}
+
+impl Options {
+    /// nats-server's `validateTrustedOperators`, and what flotilla does
+    /// not implement in operator mode.
+    fn check_operator_mode(&self, op: &OperatorOptions) -> Result<(), String> {
+        if !op.resolver {
+            return Err("operators require an account resolver to be configured".into());
+        }
+        if !self.accounts.is_empty() {
+            return Err("operators do not allow Accounts to be configured directly".into());
+        }
+        let a = &self.authorization;
+        if !a.users.is_empty() || !a.nkeys.is_empty() {
+            return Err("operators do not allow users to be configured directly".into());
+        }
+        if self.jetstream.enabled {
+            return Err("JetStream in operator mode is not supported by flotilla yet".into());
+        }
+        let trust = crate::operator::Trust::new(&op.jwts, &op.preload)?;
+        if let Some(system) = &op.system_account {
+            if !trust.resolves(system) {
+                return Err("error resolving system account: account missing".into());
+            }
         }
         Ok(())
     }

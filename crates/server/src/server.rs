@@ -81,6 +81,9 @@ pub struct Server {
     /// Route port TLS, built from `opts.cluster.tls` at start and by each
     /// reload.
     route_tls: RwLock<Option<Arc<crate::tls::RouteTls>>>,
+    /// Operator mode's trusted keys and accounts, built from
+    /// `opts.authorization.operator` at start and by each reload.
+    trust: RwLock<Option<Arc<crate::operator::Trust>>>,
 }
 
 /// Link-local addresses are not offered to clients (nats-server lists
@@ -136,6 +139,7 @@ impl Server {
             tls: RwLock::new(None),
             monitor_tls: RwLock::new(None),
             route_tls: RwLock::new(None),
+            trust: RwLock::new(None),
         })
     }
 
@@ -164,6 +168,25 @@ impl Server {
         *self.monitor_tls.write() = monitor;
         *self.route_tls.write() = route;
         Ok(())
+    }
+
+    /// Builds operator mode's trust from the options (checked when they
+    /// were validated).
+    pub fn load_trust(&self) -> Result<(), String> {
+        let trust = match &self.opts().authorization.operator {
+            Some(op) => Some(Arc::new(crate::operator::Trust::new(
+                &op.jwts,
+                &op.preload,
+            )?)),
+            None => None,
+        };
+        *self.trust.write() = trust;
+        Ok(())
+    }
+
+    /// Operator mode's trust, when it is on.
+    pub fn trust(&self) -> Option<Arc<crate::operator::Trust>> {
+        self.trust.read().clone()
     }
 
     /// TLS on the route port, when `cluster { tls {} }` is set.
@@ -420,6 +443,7 @@ impl Server {
         if let Some(f) = self.on_close.get() {
             f(client, &subs);
         }
+        client.leave_account();
         let mut removed = Vec::new();
         for s in &subs {
             s.mark_closed();
@@ -453,6 +477,10 @@ impl Server {
             if !auth.required() {
                 continue;
             }
+            if let Some(trust) = self.trust() {
+                self.recheck_jwt(&c, &trust, &creds);
+                continue;
+            }
             match crate::auth::check(&auth, &creds) {
                 Ok(user) => {
                     let account = user.and_then(|u| u.account).unwrap_or(GLOBAL);
@@ -474,6 +502,43 @@ impl Server {
                     });
                     c.close(ClosedState::AuthenticationViolation);
                 }
+            }
+        }
+    }
+
+    /// A reload in operator mode: the client's user JWT is checked
+    /// against the new trust, as at CONNECT.
+    fn recheck_jwt(
+        &self,
+        c: &Arc<Client>,
+        trust: &crate::operator::Trust,
+        creds: &crate::auth::Credentials,
+    ) {
+        let now = crate::operator::unix_now();
+        match trust.authenticate(
+            creds.jwt.as_deref(),
+            creds.sig.as_deref(),
+            creds.nonce.as_deref(),
+            now,
+        ) {
+            Ok(user) if c.account().is_some_and(|a| a.name != user.account) => {
+                info!(
+                    "{} - moved to account {:?}; closing",
+                    c.log_prefix(),
+                    user.account
+                );
+                c.close(ClosedState::ClientClosed);
+            }
+            Ok(user) => {
+                c.set_permits(user.permissions.map(|p| Arc::new(Permits::new(&p))));
+                self.drop_unpermitted_subs(c);
+            }
+            Err(why) => {
+                tracing::error!("{} - authentication error: {why}", c.log_prefix());
+                c.out.push(usize::MAX, None, |b| {
+                    protocol::encode::err(b, "Authorization Violation")
+                });
+                c.close(ClosedState::AuthenticationViolation);
             }
         }
     }

@@ -106,6 +106,9 @@ fn reload(server: &Server, cli: &Cli, log: &LogHandle) {
         }
     }
     if auth_changed {
+        if let Err(e) = server.load_trust() {
+            error!("Failed to reload the operator's trust: {e}");
+        }
         server.recheck_auth();
     }
     info!("Reloaded server configuration");

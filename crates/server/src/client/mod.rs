@@ -28,6 +28,7 @@ pub enum ClosedState {
     ClientClosed,
     AuthenticationTimeout,
     AuthenticationViolation,
+    AuthenticationExpired,
     SlowConsumerPendingBytes,
     SlowConsumerWriteDeadline,
     WriteError,
@@ -51,6 +52,7 @@ impl ClosedState {
             ClosedState::ClientClosed => "Client Closed",
             ClosedState::AuthenticationTimeout => "Authentication Timeout",
             ClosedState::AuthenticationViolation => "Authentication Failure",
+            ClosedState::AuthenticationExpired => "Authentication Expired",
             ClosedState::SlowConsumerPendingBytes => "Slow Consumer (Pending Bytes)",
             ClosedState::SlowConsumerWriteDeadline => "Slow Consumer (Write Deadline)",
             ClosedState::WriteError => "Write Error",
@@ -200,8 +202,20 @@ impl Client {
         self.account.lock().clone()
     }
 
+    /// Puts this client in `account`, counted there and no longer in
+    /// the one it was in.
     pub fn set_account(&self, account: Arc<Account>) {
-        *self.account.lock() = Some(account);
+        account.count(true);
+        if let Some(old) = self.account.lock().replace(account) {
+            old.count(false);
+        }
+    }
+
+    /// Leaves its account, at the end of the connection.
+    pub fn leave_account(&self) {
+        if let Some(old) = self.account.lock().take() {
+            old.count(false);
+        }
     }
 
     pub fn closed_reason(&self) -> Option<ClosedState> {

@@ -49,7 +49,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr,
     let mut info = server.info();
     info.client_id = Some(cid);
     info.client_ip = Some(addr.ip().to_string());
-    if !opts.authorization.nkeys.is_empty() {
+    if !opts.authorization.nkeys.is_empty() || opts.authorization.operator.is_some() {
         info.nonce = Some(auth::nonce());
     }
     let nonce = info.nonce.clone();
@@ -195,11 +195,21 @@ struct Conn {
     permits_version: u64,
     /// The challenge in this connection's INFO, for nkey users to sign.
     nonce: Option<String>,
+    /// What a user JWT limits, in operator mode.
+    jwt: Option<JwtSession>,
     /// Who the TLS client certificate names (`verify_and_map`).
     cert: Option<CertIdentity>,
     /// `permits`' publish answers by subject, at most
     /// [`MAX_PERMIT_CACHE`].
     publish_permitted: hashbrown::HashMap<Box<[u8]>, bool>,
+}
+
+/// A JWT user's session limits.
+struct JwtSession {
+    /// Unix seconds when its user (or account) JWT expires.
+    expires: Option<i64>,
+    /// Subscriptions it may hold; -1: no limit.
+    max_subs: i64,
 }
 
 /// Counters gathered over one read and published at its end, so shared
@@ -239,9 +249,52 @@ impl Conn {
             permits: None,
             permits_version: 0,
             nonce: None,
+            jwt: None,
             cert: None,
             publish_permitted: hashbrown::HashMap::new(),
         }
+    }
+
+    /// Operator mode's CONNECT: the user JWT and the nonce's signature
+    /// (`operator::Trust::authenticate`), then the user's permissions,
+    /// account and limits. Returns the user's public key.
+    fn operator_connect(
+        &mut self,
+        trust: &crate::operator::Trust,
+        creds: &Credentials,
+    ) -> Result<String, ClosedState> {
+        let prefix = self.client.log_prefix();
+        let now = crate::operator::unix_now();
+        let user = match trust.authenticate(
+            creds.jwt.as_deref(),
+            creds.sig.as_deref(),
+            creds.nonce.as_deref(),
+            now,
+        ) {
+            Ok(user) => user,
+            Err(why) => {
+                error!("{prefix} - authentication error: {why}");
+                self.send_err("Authorization Violation");
+                return Err(ClosedState::AuthenticationViolation);
+            }
+        };
+        self.set_permits(user.permissions.as_ref());
+        let account = self.server.accounts.ensure(&user.account);
+        if !account.admit(user.limits.account_conns) {
+            error!("{prefix} - maximum account active connections exceeded");
+            self.send_err("maximum account active connections exceeded");
+            return Err(ClosedState::MaxConnectionsExceeded);
+        }
+        self.join_account(account);
+        self.jwt = Some(JwtSession {
+            expires: user.expires,
+            max_subs: user.limits.subs,
+        });
+        if user.limits.payload >= 0 {
+            let max = (user.limits.payload as usize).min(self.config.max_payload);
+            self.parser.set_max_payload(max);
+        }
+        Ok(user.key)
     }
 
     /// Moves this client into `account` at CONNECT (it holds no
@@ -531,18 +584,22 @@ impl Conn {
             // The options in force now, not at accept: a reload may have
             // changed who is allowed in.
             let auth = self.server.opts().authorization.clone();
-            match auth::check(&auth, &creds) {
-                Ok(user) => {
-                    user_name = user.map(|u| u.name.to_string());
-                    self.set_permits(user.and_then(|u| u.permissions));
-                    if let Some(name) = user.and_then(|u| u.account) {
-                        self.join_account(self.server.accounts.ensure(name));
+            if let Some(trust) = self.server.trust() {
+                user_name = Some(self.operator_connect(&trust, &creds)?);
+            } else {
+                match auth::check(&auth, &creds) {
+                    Ok(user) => {
+                        user_name = user.map(|u| u.name.to_string());
+                        self.set_permits(user.and_then(|u| u.permissions));
+                        if let Some(name) = user.and_then(|u| u.account) {
+                            self.join_account(self.server.accounts.ensure(name));
+                        }
                     }
-                }
-                Err(who) => {
-                    error!("{prefix} - authentication error{who}");
-                    self.send_err("Authorization Violation");
-                    return Err(ClosedState::AuthenticationViolation);
+                    Err(who) => {
+                        error!("{prefix} - authentication error{who}");
+                        self.send_err("Authorization Violation");
+                        return Err(ClosedState::AuthenticationViolation);
+                    }
                 }
             }
         }
@@ -631,6 +688,13 @@ impl Conn {
     }
 
     fn ping_timer(&mut self) -> Result<(), ClosedState> {
+        let expires = self.jwt.as_ref().and_then(|j| j.expires);
+        if expires.is_some_and(|at| crate::operator::unix_now() > at) {
+            debug!("{} - User JWT expired", self.client.log_prefix());
+            self.send_err("User Authentication Expired");
+            self.end_batch();
+            return Err(ClosedState::AuthenticationExpired);
+        }
         let now = Instant::now();
         let need_rtt = self.client.rtt.load(Ordering::Relaxed) == 0
             || self.rtt_start.is_none_or(|t| now - t > RTT_REFRESH);
@@ -672,6 +736,16 @@ impl Conn {
             // A repeated sid keeps the first subscription, as in nats-server.
             self.send_ok();
             return;
+        }
+        if let Some(jwt) = &self.jwt {
+            if jwt.max_subs >= 0 && self.client.subs.lock().len() as i64 >= jwt.max_subs {
+                error!(
+                    "{} - maximum subscriptions exceeded",
+                    self.client.log_prefix()
+                );
+                self.send_err("maximum subscriptions exceeded");
+                return;
+            }
         }
         let key = self.server.next_sub_key();
         let sub = Arc::new(Subscription::new(
