@@ -707,10 +707,17 @@ impl Engine {
     /// its quorum. Their election timers go on from where they stopped,
     /// so the groups of a server that died spread their elections over
     /// the usual randomized timeouts instead of all starting at once.
+    ///
+    /// Where this node leads, the peer must answer again before the group
+    /// may go quiet (`quiet::leader_idle` wants it recently active).
     fn wake_shared_with(&mut self, peer: u64) {
         for g in self.groups.values_mut() {
-            let member = g.raw.raft.prs().iter().any(|(&id, _)| id == peer);
-            if g.quiet && member {
+            let raft = &mut g.raw.raft;
+            let Some(pr) = raft.mut_prs().get_mut(peer) else {
+                continue;
+            };
+            pr.recent_active = false;
+            if g.quiet {
                 self.activity += 1;
                 g.wake();
             }

@@ -185,8 +185,12 @@ impl Peers {
 }
 
 /// Whether a leader's group has nothing to do: every member holds its
-/// whole log, all of it committed and applied, nothing is pending, and
-/// every member's server is live.
+/// whole log, all of it committed and applied, nothing is pending, every
+/// member's server is live, and every follower has answered since the
+/// last quorum check (or since its server was last silent): a follower
+/// that has not yet taken this leader back after a partition holds no
+/// lease, and would grant another member's pre-vote if the leader went
+/// quiet now.
 pub fn leader_idle(raw: &RawNode<LogStore>, peers: &Peers) -> bool {
     let raft = &raw.raft;
     let log = &raft.raft_log;
@@ -203,6 +207,7 @@ pub fn leader_idle(raw: &RawNode<LogStore>, peers: &Peers) -> bool {
             id == raft.id
                 || (pr.matched == last
                     && pr.state == raft::ProgressState::Replicate
+                    && pr.recent_active
                     && peers.is_live(id))
         })
 }

@@ -670,6 +670,11 @@ impl Sim {
         let _ = e.create_group(GROUP, &voters);
     }
 
+    /// Cuts the link from server `from` to server `to`, one way.
+    pub fn cut_one_way(&mut self, from: u64, to: u64) {
+        self.cut.insert((from, to));
+    }
+
     /// Heals every partition (scripted; random faults may cut again).
     pub fn heal(&mut self) {
         self.cut.clear();
