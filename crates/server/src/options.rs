@@ -152,6 +152,17 @@ pub struct TlsOptions {
     /// long gets INFO first after all (`handshake_first: auto` or a
     /// duration), so clients of both kinds connect.
     pub handshake_first_fallback: Option<Duration>,
+    /// `min_version: "1.3"`: TLS 1.3 only (1.2 is the floor anyway).
+    pub min_tls13: bool,
+    /// `cipher_suites`: the TLS 1.2 suites allowed, by name, in order of
+    /// preference; TLS 1.3's are always on, as in Go. Empty: rustls's.
+    pub cipher_suites: Vec<String>,
+    /// `curve_preferences`, by Go's names, in order. Empty: rustls's.
+    pub curve_preferences: Vec<String>,
+    /// `pinned_certs`: lowercase hex SHA-256 of the DER
+    /// SubjectPublicKeyInfo of each certificate a peer may present; a
+    /// peer presenting another, or none, is refused. Empty: no pinning.
+    pub pinned_certs: std::collections::BTreeSet<String>,
 }
 
 /// nats-server's `DEFAULT_TLS_HANDSHAKE_FIRST_FALLBACK_DELAY`: the delay
@@ -169,6 +180,10 @@ impl Default for TlsOptions {
             timeout: DEFAULT_TLS_TIMEOUT,
             handshake_first: false,
             handshake_first_fallback: None,
+            min_tls13: false,
+            cipher_suites: Vec::new(),
+            curve_preferences: Vec::new(),
+            pinned_certs: Default::default(),
         }
     }
 }

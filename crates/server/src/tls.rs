@@ -7,7 +7,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
@@ -23,9 +22,9 @@ use crate::options::TlsOptions;
 /// what is wrong with it.
 pub fn server_config(o: &TlsOptions) -> Result<Arc<ServerConfig>, String> {
     let (certs, key) = pair(o)?;
-    let provider = provider();
+    let provider = provider(o)?;
     let builder = ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions(o))
         .map_err(|e| format!("error building TLS configuration: {e}"))?;
     let builder = match (&o.ca_file, o.verify) {
         (None, true) => return Err("TLS verify requires 'ca_file'".into()),
@@ -43,8 +42,121 @@ pub fn server_config(o: &TlsOptions) -> Result<Arc<ServerConfig>, String> {
     Ok(Arc::new(config))
 }
 
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+/// rustls's ring provider, narrowed to `cipher_suites` (TLS 1.2's; TLS
+/// 1.3's stay, as Go does not configure them) and ordered by
+/// `curve_preferences`.
+fn provider(o: &TlsOptions) -> Result<Arc<rustls::crypto::CryptoProvider>, String> {
+    let mut provider = rustls::crypto::ring::default_provider();
+    if !o.cipher_suites.is_empty() {
+        let all = std::mem::take(&mut provider.cipher_suites);
+        let tls13 = all.iter().filter(|s| s.tls13().is_some()).copied();
+        let mut chosen: Vec<rustls::SupportedCipherSuite> = tls13.collect();
+        for name in &o.cipher_suites {
+            let found = all
+                .iter()
+                .find(|s| s.suite().as_str() == Some(name.as_str()));
+            if let Some(suite) = found.filter(|s| s.tls13().is_none()) {
+                chosen.push(*suite);
+            }
+        }
+        provider.cipher_suites = chosen;
+    }
+    if !o.curve_preferences.is_empty() {
+        provider.kx_groups = o
+            .curve_preferences
+            .iter()
+            .map(|name| curve(name))
+            .collect::<Result<_, _>>()?;
+    }
+    Ok(Arc::new(provider))
+}
+
+/// TLS 1.3 alone with `min_version: "1.3"`, else 1.2 and 1.3.
+fn versions(o: &TlsOptions) -> &'static [&'static rustls::SupportedProtocolVersion] {
+    static TLS13_ONLY: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13];
+    if o.min_tls13 {
+        TLS13_ONLY
+    } else {
+        rustls::DEFAULT_VERSIONS
+    }
+}
+
+/// Go's cipher suite names (nats-server's `cipherMap`) that rustls has.
+/// Go's others (CBC, RSA key exchange, 3DES, RC4) are refused.
+pub fn check_cipher_suite(name: &str) -> Result<(), String> {
+    const GO_NAMES: &[&str] = &[
+        "TLS_RSA_WITH_RC4_128_SHA",
+        "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+        "TLS_RSA_WITH_AES_128_CBC_SHA",
+        "TLS_RSA_WITH_AES_256_CBC_SHA",
+        "TLS_RSA_WITH_AES_128_CBC_SHA256",
+        "TLS_RSA_WITH_AES_128_GCM_SHA256",
+        "TLS_RSA_WITH_AES_256_GCM_SHA384",
+        "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+        "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+        "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
+        "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+        "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+        "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+        "TLS_AES_128_GCM_SHA256",
+        "TLS_AES_256_GCM_SHA384",
+        "TLS_CHACHA20_POLY1305_SHA256",
+    ];
+    let ours = rustls::crypto::ring::default_provider()
+        .cipher_suites
+        .iter()
+        .any(|s| s.suite().as_str() == Some(name));
+    match (ours, GO_NAMES.contains(&name)) {
+        (true, _) => Ok(()),
+        (false, true) => Err(format!("cipher suite {name} is not supported by flotilla")),
+        (false, false) => Err(format!("unrecognized cipher {name}")),
+    }
+}
+
+/// A curve by Go's name (nats-server's `curvePreferenceMap`).
+fn curve(name: &str) -> Result<&'static dyn rustls::crypto::SupportedKxGroup, String> {
+    use rustls::crypto::ring::kx_group;
+    match name {
+        "X25519" => Ok(kx_group::X25519),
+        "CurveP256" => Ok(kx_group::SECP256R1),
+        "CurveP384" => Ok(kx_group::SECP384R1),
+        "CurveP521" | "X25519MLKEM768" | "SecP256r1MLKEM768" | "SecP384r1MLKEM1024" => Err(
+            format!("curve preference {name} is not supported by flotilla"),
+        ),
+        _ => Err(format!("unrecognized curve preference {name}")),
+    }
+}
+
+/// As [`curve`], for the config's check.
+pub fn check_curve(name: &str) -> Result<(), String> {
+    curve(name).map(|_| ())
+}
+
+/// Whether the peer on `conn` may stay under `pinned` (nats-server's
+/// `matchesPinnedCert`): no pins, or its certificate's
+/// SubjectPublicKeyInfo hashes to one of them.
+pub fn pinned(pinned: &std::collections::BTreeSet<String>, conn: &rustls::CommonState) -> bool {
+    use sha2::Digest;
+    if pinned.is_empty() {
+        return true;
+    }
+    let Some(cert) = conn.peer_certificates().and_then(|c| c.first()) else {
+        return false;
+    };
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(cert) else {
+        return false;
+    };
+    let digest = sha2::Sha256::digest(cert.tbs_certificate.subject_pki.raw);
+    pinned.contains(&data_encoding::HEXLOWER.encode(&digest))
 }
 
 /// The certificate chain and key `o` names.
@@ -83,7 +195,7 @@ fn roots(ca_file: &Path) -> Result<Arc<RootCertStore>, String> {
 pub struct RouteTls {
     server: Arc<ServerConfig>,
     client: Arc<ClientConfig>,
-    timeout: Duration,
+    options: TlsOptions,
 }
 
 impl RouteTls {
@@ -98,8 +210,8 @@ impl RouteTls {
         };
         let server = server_config(o)?;
         let (certs, key) = pair(o)?;
-        let client = ClientConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
+        let client = ClientConfig::builder_with_provider(provider(o)?)
+            .with_protocol_versions(versions(o))
             .map_err(|e| format!("error building TLS configuration: {e}"))?
             .with_root_certificates(roots(ca_file)?)
             .with_client_auth_cert(certs, key)
@@ -107,7 +219,7 @@ impl RouteTls {
         Ok(RouteTls {
             server,
             client: Arc::new(client),
-            timeout: o.timeout,
+            options: o.clone(),
         })
     }
 
@@ -116,7 +228,7 @@ impl RouteTls {
         &self,
         stream: TcpStream,
     ) -> Result<tokio_rustls::TlsStream<TcpStream>, String> {
-        accept(self.server.clone(), stream, self.timeout)
+        accept(self.server.clone(), stream, &self.options)
             .await
             .map(tokio_rustls::TlsStream::Server)
     }
@@ -137,7 +249,10 @@ impl RouteTls {
         let name = ServerName::try_from(host.to_string())
             .map_err(|e| format!("invalid server name {host:?}: {e}"))?;
         let connector = TlsConnector::from(self.client.clone());
-        match tokio::time::timeout(self.timeout, connector.connect(name, stream)).await {
+        match tokio::time::timeout(self.options.timeout, connector.connect(name, stream)).await {
+            Ok(Ok(tls)) if !pinned(&self.options.pinned_certs, tls.get_ref().1) => {
+                Err("TLS handshake error: certificate not pinned".into())
+            }
             Ok(Ok(tls)) => Ok(tokio_rustls::TlsStream::Client(tls)),
             Ok(Err(e)) => Err(format!("TLS handshake error: {e}")),
             Err(_) => Err("TLS handshake timeout".into()),
@@ -161,9 +276,12 @@ fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
 pub async fn accept(
     config: Arc<ServerConfig>,
     stream: TcpStream,
-    timeout: Duration,
+    o: &TlsOptions,
 ) -> Result<TlsStream<TcpStream>, String> {
-    match tokio::time::timeout(timeout, TlsAcceptor::from(config).accept(stream)).await {
+    match tokio::time::timeout(o.timeout, TlsAcceptor::from(config).accept(stream)).await {
+        Ok(Ok(tls)) if !pinned(&o.pinned_certs, tls.get_ref().1) => {
+            Err("TLS handshake error: certificate not pinned".into())
+        }
         Ok(Ok(tls)) => Ok(tls),
         Ok(Err(e)) => Err(format!("TLS handshake error: {e}")),
         Err(_) => Err("TLS handshake timeout".into()),

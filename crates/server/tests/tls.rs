@@ -399,8 +399,37 @@ fn bad_certificate_files_are_refused_at_start() {
         certs.path("server-key.pem").display()
     );
     assert!(check(&verify_without_ca).contains("TLS verify requires 'ca_file'"));
-    assert!(check(&certs.block("  min_version: \"1.3\"\n"))
-        .contains("\"min_version\" in a tls block is not supported by flotilla"));
+    for (setting, said) in [
+        ("min_version: \"1.1\"", "unsupported TLS version: TLS 1.1"),
+        (
+            "cipher_suites: [\"TLS_NOPE\"]",
+            "unrecognized cipher TLS_NOPE",
+        ),
+        (
+            "cipher_suites: [\"TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA\"]",
+            "cipher suite TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA is not supported by flotilla",
+        ),
+        ("cipher_suites: []", "'cipher_suites' cannot be empty"),
+        (
+            "curve_preferences: [\"CurveP521\"]",
+            "curve preference CurveP521 is not supported by flotilla",
+        ),
+        (
+            "curve_preferences: [\"Curve9\"]",
+            "unrecognized curve preference Curve9",
+        ),
+        (
+            "pinned_certs: [\"abc\"]",
+            "'pinned_certs' key abc does not look like hex-encoded sha256",
+        ),
+        (
+            "cert_store: \"WindowsCurrentUser\"",
+            "\"cert_store\" in a tls block is not supported by flotilla",
+        ),
+    ] {
+        let out = check(&certs.block(&format!("  {setting}\n")));
+        assert!(out.contains(said), "{setting}: {out}");
+    }
     assert!(check(&certs.block("  bogus: 1\n"))
         .contains("error parsing tls config, unknown field \"bogus\""));
     assert!(
@@ -602,4 +631,146 @@ fn cluster_tls_needs_a_ca_to_verify_peers() {
         let said = refused_config(&text);
         assert!(said.contains(expected), "{text}: {said}");
     }
+}
+
+/// A rustls client trusting the test CA, offering only `versions` and
+/// `suites` (all of the provider's when empty), as `name`'s certificate
+/// holder if given.
+fn narrow_client(
+    certs: &Certs,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    suites: &[rustls::CipherSuite],
+    name: Option<&str>,
+) -> tokio_rustls::TlsConnector {
+    use rustls_pki_types::pem::PemObject;
+    let mut provider = rustls::crypto::ring::default_provider();
+    if !suites.is_empty() {
+        provider
+            .cipher_suites
+            .retain(|s| suites.contains(&s.suite()));
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_file_iter(certs.path("ca.pem")).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(provider))
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = match name {
+        Some(name) => {
+            let chain =
+                rustls_pki_types::CertificateDer::pem_file_iter(certs.path(&format!("{name}.pem")))
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect();
+            let key = rustls_pki_types::PrivateKeyDer::from_pem_file(
+                certs.path(&format!("{name}-key.pem")),
+            )
+            .unwrap();
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+        None => builder.with_no_client_auth(),
+    };
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+}
+
+/// Whether a TLS handshake through `connector` succeeds, after INFO;
+/// with a client certificate the server may still close the connection
+/// right after (TLS 1.3 checks it then), so a round trip is made.
+async fn handshake(server: &common::Server, connector: tokio_rustls::TlsConnector) -> bool {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    let mut info = Vec::new();
+    let mut byte = [0u8; 1];
+    while !info.ends_with(b"\r\n") {
+        tcp.read_exact(&mut byte).await.unwrap();
+        info.push(byte[0]);
+    }
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let Ok(Ok(mut tls)) =
+        tokio::time::timeout(Duration::from_secs(5), connector.connect(name, tcp)).await
+    else {
+        return false;
+    };
+    if tls.write_all(b"CONNECT {}\r\nPING\r\n").await.is_err() {
+        return false;
+    }
+    let mut lines = tokio::io::BufReader::new(tls).lines();
+    let answered = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line == "PONG" {
+                return true;
+            }
+        }
+        false
+    });
+    answered.await.unwrap_or(false)
+}
+
+#[tokio::test]
+async fn min_version_and_cipher_suites_narrow_what_is_offered() {
+    use rustls::version::{TLS12, TLS13};
+    use rustls::CipherSuite::*;
+    let certs = Certs::new();
+    let s = common::server()
+        .config(&certs.block("  min_version: \"1.3\"\n"))
+        .start();
+    assert!(handshake(&s, narrow_client(&certs, &[&TLS13], &[], None)).await);
+    assert!(!handshake(&s, narrow_client(&certs, &[&TLS12], &[], None)).await);
+
+    let s = common::server()
+        .config(&certs.block(
+            "  cipher_suites: [\"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384\"]\n  curve_preferences: [\"CurveP384\", \"X25519\"]\n",
+        ))
+        .start();
+    let tls12 = |suite| narrow_client(&certs, &[&TLS12], &[suite], None);
+    assert!(handshake(&s, tls12(TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384)).await);
+    assert!(!handshake(&s, tls12(TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256)).await);
+    // TLS 1.3's suites are not narrowed, as in nats-server.
+    assert!(handshake(&s, narrow_client(&certs, &[&TLS13], &[], None)).await);
+    // async-nats gets in as usual.
+    works(&certs.client(None).connect(s.url()).await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn pinned_certs_admit_only_the_pinned_keys() {
+    use rustls_pki_types::pem::PemObject;
+    use sha2::Digest;
+    let certs = Certs::new();
+    certs.issue(
+        "other",
+        CertificateParams::new(vec!["other.example".to_string()]).unwrap(),
+    );
+    let der = rustls_pki_types::CertificateDer::pem_file_iter(certs.path("client.pem"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let pin =
+        data_encoding::HEXLOWER.encode(&sha2::Sha256::digest(cert.tbs_certificate.subject_pki.raw));
+    let s = common::server()
+        .config(&certs.block(&format!(
+            "  verify: true\n  pinned_certs: [\"{}\"]\n",
+            pin.to_uppercase()
+        )))
+        .start();
+    use rustls::version::{TLS12, TLS13};
+    assert!(
+        handshake(
+            &s,
+            narrow_client(&certs, &[&TLS13, &TLS12], &[], Some("client"))
+        )
+        .await
+    );
+    assert!(
+        !handshake(
+            &s,
+            narrow_client(&certs, &[&TLS13, &TLS12], &[], Some("other"))
+        )
+        .await
+    );
+    assert!(s.wait_log("certificate not pinned", Duration::from_secs(5)));
+    works(&certs.client(Some("client")).connect(s.url()).await.unwrap()).await;
 }

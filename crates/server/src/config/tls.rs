@@ -1,6 +1,6 @@
 //! The `tls {}` block, read as nats-server's `parseTLS` reads it, with
 //! its messages. Settings flotilla does not implement are errors, not
-//! warnings: ignoring `verify_and_map` or `min_version` would leave a
+//! warnings: ignoring `cert_store` or `ocsp_peer` would leave a
 //! weaker server than the file asks for.
 
 use std::path::PathBuf;
@@ -17,10 +17,7 @@ const UNSUPPORTED: &[&str] = &[
     "verify_cert_and_check_known_urls",
     "insecure",
     "allow_insecure_cipher_suites",
-    "cipher_suites",
-    "curve_preferences",
     "connection_rate_limit",
-    "pinned_certs",
     "cert_store",
     "cert_match_by",
     "cert_match",
@@ -29,7 +26,6 @@ const UNSUPPORTED: &[&str] = &[
     "ocsp_peer",
     "certs",
     "certificates",
-    "min_version",
 ];
 
 pub(super) fn tls(m: &Map, r: &mut Report) -> TlsOptions {
@@ -54,6 +50,32 @@ pub(super) fn tls(m: &Map, r: &mut Report) -> TlsOptions {
                     t.handshake_first_fallback = fallback;
                 }
             }
+            "min_version" => match &e.item.value {
+                Value::String(v) if v == "1.3" => t.min_tls13 = true,
+                Value::String(v) if v == "1.2" => t.min_tls13 = false,
+                Value::String(v) if v == "1.0" || v == "1.1" => r.error(
+                    &e.item,
+                    format!("error parsing tls config: unsupported TLS version: TLS {v}"),
+                ),
+                Value::String(v) => r.error(
+                    &e.item,
+                    format!("error parsing tls config: unknown version: {v}"),
+                ),
+                _ => r.error(
+                    &e.item,
+                    format!(
+                        "error parsing tls config: 'min_version' wrong type: {}",
+                        e.item.raw
+                    ),
+                ),
+            },
+            "cipher_suites" => {
+                t.cipher_suites = names(r, e, crate::tls::check_cipher_suite);
+            }
+            "curve_preferences" => {
+                t.curve_preferences = names(r, e, crate::tls::check_curve);
+            }
+            "pinned_certs" => t.pinned_certs = pinned(r, e),
             k if UNSUPPORTED.contains(&k) => r.error_at(
                 e,
                 format!("\"{}\" in a tls block is not supported by flotilla", e.key),
@@ -65,6 +87,70 @@ pub(super) fn tls(m: &Map, r: &mut Report) -> TlsOptions {
         }
     }
     t
+}
+
+/// A non-empty list of names, each checked by `check` (whose error is
+/// the message).
+fn names(r: &mut Report, e: &Entry, check: fn(&str) -> Result<(), String>) -> Vec<String> {
+    let Value::Array(items) = &e.item.value else {
+        r.error(
+            &e.item,
+            format!("error parsing tls config, '{}' must be a list", e.key),
+        );
+        return Vec::new();
+    };
+    if items.is_empty() {
+        r.error(
+            &e.item,
+            format!("error parsing tls config, '{}' cannot be empty", e.key),
+        );
+    }
+    let mut out = Vec::new();
+    for item in items {
+        match &item.value {
+            Value::String(name) => match check(name) {
+                Ok(()) => out.push(name.clone()),
+                Err(msg) => r.error(item, msg),
+            },
+            other => r.error(
+                item,
+                format!(
+                    "error parsing tls config, '{}' entries must be strings, got {}",
+                    e.key,
+                    other.type_name()
+                ),
+            ),
+        }
+    }
+    out
+}
+
+/// `pinned_certs`: hex SHA-256 digests, stored lowercase.
+fn pinned(r: &mut Report, e: &Entry) -> std::collections::BTreeSet<String> {
+    const SHAPE: &str = "hex-encoded sha256 of DER encoded SubjectPublicKeyInfo";
+    let Value::Array(items) = &e.item.value else {
+        r.error(
+            &e.item,
+            format!("error parsing tls config, expected 'pinned_certs' to be a list of {SHAPE}"),
+        );
+        return Default::default();
+    };
+    let mut out = std::collections::BTreeSet::new();
+    for item in items {
+        let entry = match &item.value {
+            Value::String(s) => s.to_ascii_lowercase(),
+            _ => item.raw.to_ascii_lowercase(),
+        };
+        if entry.len() == 64 && entry.bytes().all(|b| b.is_ascii_hexdigit()) {
+            out.insert(entry);
+        } else {
+            r.error(
+                item,
+                format!("error parsing tls config, 'pinned_certs' key {entry} does not look like {SHAPE}"),
+            );
+        }
+    }
+    out
 }
 
 fn file(r: &mut Report, e: &Entry) -> Option<PathBuf> {

@@ -76,7 +76,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr,
         }
         greeting.clear();
     }
-    match crate::tls::accept(config, stream, tls.timeout).await {
+    match crate::tls::accept(config, stream, tls).await {
         Ok(stream) => {
             let cert = tls.map.then(|| CertIdentity::of(&stream)).flatten();
             let (rd, wr) = tokio::io::split(stream);

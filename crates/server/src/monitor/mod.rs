@@ -339,16 +339,25 @@ pub async fn serve(
         };
         let monitor = monitor.clone();
         let tls = secure.then(|| server.monitor_tls()).flatten();
-        let timeout = server.opts().tls.as_ref().map(|t| t.timeout);
+        // The client TLS settings, without client certificates: none are
+        // asked for, so none are pinned.
+        let options = server
+            .opts()
+            .tls
+            .as_ref()
+            .map(|t| crate::options::TlsOptions {
+                pinned_certs: Default::default(),
+                ..t.clone()
+            });
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let monitor = monitor.clone();
                 async move { Ok::<_, Infallible>(monitor.handle(&req).await) }
             });
             let http = hyper::server::conn::http1::Builder::new();
-            match (tls, timeout) {
-                (Some(config), Some(timeout)) => {
-                    match crate::tls::accept(config, stream, timeout).await {
+            match (tls, options) {
+                (Some(config), Some(options)) => {
+                    match crate::tls::accept(config, stream, &options).await {
                         Ok(stream) => {
                             let _ = http.serve_connection(TokioIo::new(stream), service).await;
                         }
