@@ -222,3 +222,48 @@ async fn sourcing_from_a_work_queue_consumes_it() {
     }
     assert_eq!(seen.len(), 25);
 }
+
+/// Transforms of one source or mirror whose source subjects overlap are
+/// refused before anything else about the stream, a taken name included
+/// (nats-server checks the config first; nats.py's
+/// test_subject_transforms relies on it).
+#[tokio::test]
+async fn overlapping_source_transforms_are_refused_first() {
+    let s = common::js_server();
+    let c = s.client().await;
+    let created = common::api(
+        &c,
+        "$JS.API.STREAM.CREATE.SOURCING",
+        r#"{"name":"SOURCING","sources":[{"name":"T1"}]}"#,
+    )
+    .await;
+    assert!(created.get("error").is_none(), "{created}");
+    let overlapping = r#"[{"src":">","dest":"a.>"},{"src":">","dest":"b.>"}]"#;
+    for (subject, body, code) in [
+        (
+            "$JS.API.STREAM.CREATE.SOURCING",
+            format!(
+                r#"{{"name":"SOURCING","sources":[{{"name":"T2","subject_transforms":{overlapping}}}]}}"#
+            ),
+            10147,
+        ),
+        (
+            "$JS.API.STREAM.CREATE.M",
+            format!(
+                r#"{{"name":"M","mirror":{{"name":"T2","subject_transforms":{overlapping}}}}}"#
+            ),
+            10152,
+        ),
+    ] {
+        let v = common::api(&c, subject, &body).await;
+        assert_eq!(common::api_err(&v).1, code, "{v}");
+    }
+    // Disjoint transforms are fine.
+    let disjoint = common::api(
+        &c,
+        "$JS.API.STREAM.CREATE.OK",
+        r#"{"name":"OK","sources":[{"name":"T2","subject_transforms":[{"src":"a.>","dest":"x.>"},{"src":"b.>","dest":"y.>"}]}]}"#,
+    )
+    .await;
+    assert!(disjoint.get("error").is_none(), "{disjoint}");
+}

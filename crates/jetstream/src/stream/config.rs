@@ -205,6 +205,9 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         if m.opt_start_seq > 0 && m.opt_start_time.is_some() {
             return Err(E::MIRROR_WITH_START_SEQ_AND_TIME.err());
         }
+        if transforms_overlap(&m.subject_transforms) {
+            return Err(E::MIRROR_OVERLAPPING_SUBJECT_FILTERS.err());
+        }
     }
     let mut seen = Vec::new();
     for s in &cfg.sources {
@@ -213,6 +216,9 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         }
         if !s.filter_subject.is_empty() && !s.subject_transforms.is_empty() {
             return Err(E::SOURCE_MULTIPLE_FILTERS_NOT_ALLOWED.err());
+        }
+        if transforms_overlap(&s.subject_transforms) {
+            return Err(E::SOURCE_OVERLAPPING_SUBJECT_FILTERS.err());
         }
         let key = (
             s.name.clone(),
@@ -367,6 +373,16 @@ pub fn check_update(old: &StreamConfig, new: &mut StreamConfig) -> Result<(), Ap
         new.allow_rollup_hdrs = false;
     }
     Ok(())
+}
+
+/// Whether one transform's source subject is within another's (nats-server
+/// checks `subjectIsSubsetMatch` both ways over every pair).
+fn transforms_overlap(transforms: &[crate::api::SubjectTransform]) -> bool {
+    transforms.iter().enumerate().any(|(i, outer)| {
+        transforms.iter().enumerate().any(|(j, inner)| {
+            i != j && subjects::subject_matches_filter(outer.src.as_bytes(), inner.src.as_bytes())
+        })
+    })
 }
 
 #[cfg(test)]
