@@ -642,21 +642,7 @@ fn authorization(m: &Map, at: &Entry, o: &mut Options, r: &mut Report) {
                     }
                 }
             }
-            "users" => {
-                let Value::Array(items) = &e.item.value else {
-                    r.error(
-                        &e.item,
-                        format!(
-                            "Expected users field to be an array, got {}",
-                            e.item.value.type_name()
-                        ),
-                    );
-                    continue;
-                };
-                for item in items {
-                    user_entry(item, a, r);
-                }
-            }
+            "users" => users(e, a, r),
             "default_permission" | "default_permissions" | "permissions" => {
                 defaults = permissions::permissions(r, e)
             }
@@ -747,20 +733,8 @@ fn account_block(name: &str, block: &Map, o: &mut Options, r: &mut Report) {
     for e in &block.entries {
         match e.key.to_ascii_lowercase().as_str() {
             "users" => {
-                let Value::Array(items) = &e.item.value else {
-                    r.error(
-                        &e.item,
-                        format!(
-                            "Expected users field to be an array, got {}",
-                            e.item.value.type_name()
-                        ),
-                    );
-                    continue;
-                };
                 users_at = Some(e);
-                for item in items {
-                    user_entry(item, &mut o.authorization, r);
-                }
+                users(e, &mut o.authorization, r);
             }
             "default_permissions" => defaults = permissions::permissions(r, e),
             "nkey" | "imports" | "exports" | "jetstream" | "mappings" | "maps" | "limits"
@@ -792,6 +766,23 @@ fn account_block(name: &str, block: &Map, o: &mut Options, r: &mut Report) {
         if added && a.token.is_some() {
             r.error_at(at, "Can not have a token and accounts");
         }
+    }
+}
+
+/// A `users` list, each entry added to `a`.
+fn users(e: &Entry, a: &mut Authorization, r: &mut Report) {
+    let Value::Array(items) = &e.item.value else {
+        r.error(
+            &e.item,
+            format!(
+                "Expected users field to be an array, got {}",
+                e.item.value.type_name()
+            ),
+        );
+        return;
+    };
+    for item in items {
+        user_entry(item, a, r);
     }
 }
 

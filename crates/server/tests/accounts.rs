@@ -32,22 +32,6 @@ async fn user(url: &str, name: &str) -> async_nats::Client {
         .unwrap()
 }
 
-/// The subjects `sub` gets until `end`, which its own account publishes
-/// last.
-async fn received_until(sub: &mut async_nats::Subscriber, end: &str) -> Vec<String> {
-    let mut got = Vec::new();
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(5), sub.next())
-            .await
-            .unwrap_or_else(|_| panic!("no {end} after {got:?}"))
-            .unwrap();
-        if m.subject.as_str() == end {
-            return got;
-        }
-        got.push(m.subject.to_string());
-    }
-}
-
 /// Each of a1 (A), b1 (B) and g1 ($G) subscribes to everything its
 /// permissions allow; each publishes; each sees only its own account's
 /// messages. `publisher_url` may be another server of a cluster.
@@ -82,12 +66,15 @@ async fn accounts_stay_apart(subscriber_url: &str, publisher_url: &str) {
     b_pub.publish("b.end", "".into()).await.unwrap();
     g_pub.publish("g.end", "".into()).await.unwrap();
     assert_eq!(
-        received_until(&mut a_all, "a.end").await,
+        common::received_until(&mut a_all, "a.end").await,
         ["b.from_a", "a.from_a"]
     );
-    assert_eq!(received_until(&mut b_all, "b.end").await, ["b.from_b"]);
     assert_eq!(
-        received_until(&mut g_all, "g.end").await,
+        common::received_until(&mut b_all, "b.end").await,
+        ["b.from_b"]
+    );
+    assert_eq!(
+        common::received_until(&mut g_all, "g.end").await,
         ["b.from_g", "g.from_g"]
     );
 }
@@ -154,28 +141,12 @@ async fn no_auth_user_lands_in_its_account() {
 
 #[tokio::test]
 async fn accounts_stay_apart_across_a_route() {
-    let ports = common::free_ports(2);
-    let routes = ports
-        .iter()
-        .map(|p| format!("nats-route://127.0.0.1:{p}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let start = |port: u16| {
-        common::server()
-            .config(CONFIG)
-            .arg("--cluster_name")
-            .arg("c1")
-            .arg("--cluster")
-            .arg(&format!("nats://127.0.0.1:{port}"))
-            .arg("--routes")
-            .arg(&routes)
-            .start()
-    };
-    let (one, two) = (start(ports[0]), start(ports[1]));
+    let servers = common::routed_servers(&[CONFIG.to_string(), CONFIG.to_string()]);
+    let (one, two) = (&servers[0], &servers[1]);
     // nats-server pools several connections per route.
     let routed = |s: &common::Server| s.json("/routez")["num_routes"].as_u64() >= Some(1);
     common::wait_for("the route", Duration::from_secs(10), || {
-        routed(&one) && routed(&two)
+        routed(one) && routed(two)
     });
     accounts_stay_apart(&one.url(), &two.url()).await;
 }

@@ -131,15 +131,10 @@ async fn users_land_in_their_accounts_with_their_permissions() {
     alice_c.publish("payments.new", "x".into()).await.unwrap();
     alice_c.publish("orders.end", "x".into()).await.unwrap();
     alice_c.flush().await.unwrap();
-    let mut got = Vec::new();
-    while got.last().map(String::as_str) != Some("orders.end") {
-        let m = tokio::time::timeout(Duration::from_secs(5), amos_all.next())
-            .await
-            .unwrap_or_else(|_| panic!("no orders.end after {got:?}"))
-            .unwrap();
-        got.push(m.subject.to_string());
-    }
-    assert_eq!(got, ["orders.new", "orders.end"]);
+    assert_eq!(
+        common::received_until(&mut amos_all, "orders.end").await,
+        ["orders.new"]
+    );
     assert!(amos_payments.next().now_or_never().is_none());
     // Nothing crossed into B.
     bob_c.publish("orders.bob", "".into()).await.unwrap();
@@ -299,7 +294,7 @@ fn operator_configs_that_cannot_work_are_refused() {
             "JetStream in operator mode is not supported by flotilla yet",
         ),
     ] {
-        let out = check(&format!("{base}{extra}"));
+        let out = common::refused_config(&format!("{base}{extra}"));
         assert!(out.contains(want), "{extra}: {out}");
     }
     let no_resolver: String = base
@@ -307,26 +302,13 @@ fn operator_configs_that_cannot_work_are_refused() {
         .filter(|l| !l.starts_with("resolver:"))
         .collect::<Vec<_>>()
         .join("\n");
-    assert!(check(&format!("{no_resolver}\n"))
+    assert!(common::refused_config(&format!("{no_resolver}\n"))
         .contains("operators require an account resolver to be configured"));
     let bad_preload = base.replace(
         "resolver_preload: {\n",
         "resolver_preload: {\n  AX: \"eyJhbGciOi.x.y\"\n",
     );
-    assert!(check(&bad_preload).contains("invalid account JWT"));
-    assert!(check("resolver: URL(\"http://x\")\n").contains("only the MEMORY account resolver"));
-}
-
-/// What `flotilla -c <text> -t` prints, having refused the config.
-fn check(text: &str) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let path = common::config_path(dir.path(), "op.conf", text);
-    let out = std::process::Command::new(common::BIN)
-        .arg("-c")
-        .arg(&path)
-        .arg("-t")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{text}");
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    assert!(common::refused_config(&bad_preload).contains("invalid account JWT"));
+    assert!(common::refused_config("resolver: URL(\"http://x\")\n")
+        .contains("only the MEMORY account resolver"));
 }

@@ -88,22 +88,6 @@ impl User {
     }
 }
 
-/// The subjects `sub` received up to the sentinel `end` (published last
-/// by a user allowed to).
-async fn received_until(sub: &mut async_nats::Subscriber, end: &str) -> Vec<String> {
-    let mut got = Vec::new();
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(5), sub.next())
-            .await
-            .unwrap_or_else(|_| panic!("no {end} after {got:?}"))
-            .unwrap();
-        if m.subject.as_str() == end {
-            return got;
-        }
-        got.push(m.subject.to_string());
-    }
-}
-
 /// No errors, or no messages.
 const NONE: Vec<String> = Vec::new();
 
@@ -135,7 +119,7 @@ async fn publishes_are_checked_against_allow_then_deny() {
         .publish("orders.end", "x".into())
         .await
         .unwrap();
-    let got = received_until(&mut all, "orders.end").await;
+    let got = common::received_until(&mut all, "orders.end").await;
     let allowed: Vec<&str> = table.iter().filter(|t| t.1).map(|t| t.0).collect();
     assert_eq!(got, allowed);
     let refused: Vec<String> = table
@@ -227,7 +211,10 @@ async fn subscriptions_are_checked_with_their_queue_groups() {
     assert_eq!(m.subject.as_str(), "jobs");
     // Deliveries come in order: once orders.done is in, anything for the
     // refused subscriptions would be too.
-    assert_eq!(received_until(&mut subs[0], "orders.done").await, NONE);
+    assert_eq!(
+        common::received_until(&mut subs[0], "orders.done").await,
+        NONE
+    );
     for refused in [1, 9] {
         assert!(subs[refused].next().now_or_never().is_none());
     }
@@ -249,7 +236,7 @@ async fn a_deny_filters_what_a_wildcard_subscription_receives() {
         admin.client.publish(subject, "x".into()).await.unwrap();
     }
     assert_eq!(
-        received_until(&mut orders, "orders.end").await,
+        common::received_until(&mut orders, "orders.end").await,
         ["orders.new"]
     );
     admin.client.publish("tasks", "t".into()).await.unwrap();
@@ -320,7 +307,7 @@ async fn default_permissions_and_no_auth_user() {
         let mut bob = connect(&s.url(), user).await;
         bob.client.publish("orders.new", "x".into()).await.unwrap();
         bob.client.publish("public.end", "x".into()).await.unwrap();
-        assert_eq!(received_until(&mut all, "public.end").await, NONE);
+        assert_eq!(common::received_until(&mut all, "public.end").await, NONE);
         assert_eq!(bob.errors().await, [publish_violation("orders.new")]);
     }
     let users = s.authorized_users();

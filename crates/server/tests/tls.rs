@@ -136,21 +136,6 @@ fn authority(name: &str) -> (rcgen::Certificate, KeyPair) {
     (params.self_signed(&key).unwrap(), key)
 }
 
-/// What `flotilla -c <text> -t` says, having refused the config.
-fn refused_config(text: &str) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("test.conf");
-    std::fs::write(&path, text).unwrap();
-    let out = std::process::Command::new(common::BIN)
-        .arg("-c")
-        .arg(&path)
-        .arg("-t")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{text}");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 /// A round trip of one message through `client`.
 async fn works(client: &async_nats::Client) {
     let mut sub = client.subscribe("tls.ok").await.unwrap();
@@ -378,7 +363,7 @@ async fn hostile_connections_close_alone_within_the_timeout() {
 #[test]
 fn bad_certificate_files_are_refused_at_start() {
     let certs = Certs::new();
-    let check = refused_config;
+    let check = common::refused_config;
     let missing = certs.block("").replace("server-key.pem", "nope.pem");
     assert!(
         check(&missing).contains("error parsing X509 certificate/key pair"),
@@ -517,7 +502,7 @@ async fn monitoring_over_https() {
     assert_eq!(varz["https_port"], -1, "{varz}");
 
     // Both ports, or https without TLS, are refused as nats-server does.
-    let refused = refused_config;
+    let refused = common::refused_config;
     assert!(refused("https_port: 8443\n").contains("TLS cert and key required for HTTPS"));
     assert!(refused(&format!(
         "{}https_port: 8443\nhttp_port: 8222\n",
@@ -580,31 +565,17 @@ async fn tls_routes_carry_an_r3_stream() {
 #[tokio::test]
 async fn a_route_with_a_foreign_certificate_is_refused() {
     let certs = Certs::new();
-    let ports = common::free_ports(2);
-    let routes = ports
-        .iter()
-        .map(|p| format!("nats-route://127.0.0.1:{p}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let start = |cert: &str, port: u16| {
-        common::server()
-            .config(&certs.cluster_block(cert))
-            .arg("--cluster_name")
-            .arg("c1")
-            .arg("--cluster")
-            .arg(&format!("nats://127.0.0.1:{port}"))
-            .arg("--routes")
-            .arg(&routes)
-            .start()
-    };
-    let trusted = start("route", ports[0]);
-    let foreign = start("rogue-route", ports[1]);
+    let servers = common::routed_servers(&[
+        certs.cluster_block("route"),
+        certs.cluster_block("rogue-route"),
+    ]);
+    let (trusted, foreign) = (&servers[0], &servers[1]);
     // Each side refuses the other: the trusted server the foreign
     // certificate, whether it dialed or was dialed.
     assert!(trusted.wait_log("TLS route handshake error", Duration::from_secs(10)));
     assert!(foreign.wait_log("TLS route handshake error", Duration::from_secs(10)));
     std::thread::sleep(Duration::from_secs(2));
-    for server in [&trusted, &foreign] {
+    for server in [trusted, foreign] {
         assert_eq!(server.json("/routez")["num_routes"], 0);
     }
 }
@@ -628,7 +599,7 @@ fn cluster_tls_needs_a_ca_to_verify_peers() {
         ),
     ] {
         let text = format!("cluster {{\nport: -1\ntls {{\n{pair}{extra}}}\n}}\n");
-        let said = refused_config(&text);
+        let said = common::refused_config(&text);
         assert!(said.contains(expected), "{text}: {said}");
     }
 }

@@ -493,6 +493,63 @@ pub fn http_get(port: u16, path: &str) -> (u16, String, String) {
     (status, ctype, body.to_string())
 }
 
+/// One server per config, each routed to all (cluster `c1`), started as
+/// soon as each listens; the routes may not be up yet.
+pub fn routed_servers(configs: &[String]) -> Vec<Server> {
+    let ports = free_ports(configs.len());
+    let routes = ports
+        .iter()
+        .map(|p| format!("nats-route://127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    configs
+        .iter()
+        .zip(&ports)
+        .map(|(config, port)| {
+            server()
+                .config(config)
+                .arg("--cluster_name")
+                .arg("c1")
+                .arg("--cluster")
+                .arg(&format!("nats://127.0.0.1:{port}"))
+                .arg("--routes")
+                .arg(&routes)
+                .start()
+        })
+        .collect()
+}
+
+/// What `flotilla -c <text> -t` says on stderr, having refused the
+/// config.
+pub fn refused_config(text: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config_path(dir.path(), "test.conf", text);
+    let out = std::process::Command::new(BIN)
+        .arg("-c")
+        .arg(&path)
+        .arg("-t")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The subjects `sub` receives before `end`, which is published last.
+pub async fn received_until(sub: &mut async_nats::Subscriber, end: &str) -> Vec<String> {
+    use futures::StreamExt;
+    let mut got = Vec::new();
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(5), sub.next())
+            .await
+            .unwrap_or_else(|_| panic!("no {end} after {got:?}"))
+            .unwrap();
+        if m.subject.as_str() == end {
+            return got;
+        }
+        got.push(m.subject.to_string());
+    }
+}
+
 /// A raw protocol connection, for malformed input.
 pub struct Raw {
     pub s: TcpStream,
