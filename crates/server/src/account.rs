@@ -37,20 +37,21 @@ impl Account {
         })
     }
 
-    /// Whether one more connection fits under `limit` (-1: no limit).
-    pub fn admit(&self, limit: i64) -> bool {
-        limit < 0 || self.conns.load(Ordering::Relaxed) < limit
+    /// Counts one more client connection in, unless `limit` (-1: none)
+    /// is reached; checked and counted in one step, so two CONNECTs at
+    /// once cannot both take the last place.
+    pub fn enter(&self, limit: i64) -> bool {
+        self.conns
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (limit < 0 || n < limit).then_some(n + 1)
+            })
+            .is_ok()
     }
 
-    /// A client connection joined (`true`) or left it.
-    pub fn count(&self, joined: bool) {
-        let delta = if joined { 1 } else { -1 };
-        let before = self.conns.fetch_add(delta, Ordering::Relaxed);
-        debug_assert!(
-            before + delta >= 0,
-            "more clients left {} than joined",
-            self.name
-        );
+    /// A client connection left it.
+    pub fn leave(&self) {
+        let before = self.conns.fetch_sub(1, Ordering::Relaxed);
+        debug_assert!(before > 0, "more clients left {} than joined", self.name);
     }
 
     pub fn is_global(&self) -> bool {

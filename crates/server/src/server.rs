@@ -445,11 +445,15 @@ impl Server {
         }
         client.leave_account();
         let mut removed = Vec::new();
-        for s in &subs {
-            s.mark_closed();
-            let mut sl = s.account.sublist.write();
-            if sl.remove(&s.subject, s.queue.as_deref(), s.key).is_ok() {
-                removed.push(s);
+        // A client's subscriptions are all in its account: one lock.
+        if let Some(account) = subs.first().map(|s| s.account.clone()) {
+            let mut sl = account.sublist.write();
+            for s in &subs {
+                debug_assert!(Arc::ptr_eq(&s.account, &account));
+                s.mark_closed();
+                if sl.remove(&s.subject, s.queue.as_deref(), s.key).is_ok() {
+                    removed.push(s);
+                }
             }
         }
         for s in &removed {

@@ -203,18 +203,22 @@ impl Client {
     }
 
     /// Puts this client in `account`, counted there and no longer in
-    /// the one it was in.
-    pub fn set_account(&self, account: Arc<Account>) {
-        account.count(true);
-        if let Some(old) = self.account.lock().replace(account) {
-            old.count(false);
+    /// the one it was in, unless `account` already holds `limit` clients
+    /// (-1: no limit); then it stays where it was and this is false.
+    pub fn set_account(&self, account: Arc<Account>, limit: i64) -> bool {
+        if !account.enter(limit) {
+            return false;
         }
+        if let Some(old) = self.account.lock().replace(account) {
+            old.leave();
+        }
+        true
     }
 
     /// Leaves its account, at the end of the connection.
     pub fn leave_account(&self) {
         if let Some(old) = self.account.lock().take() {
-            old.count(false);
+            old.leave();
         }
     }
 

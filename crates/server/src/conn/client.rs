@@ -226,7 +226,8 @@ struct Batch {
 impl Conn {
     fn new(server: Arc<Server>, client: Arc<Client>, config: &Arc<Options>) -> Self {
         let account = server.accounts.global().clone();
-        client.set_account(account.clone());
+        let joined = client.set_account(account.clone(), -1);
+        debug_assert!(joined, "no limit refuses nobody");
         let generation = account.sublist.read().generation();
         let delivery = Delivery::new(server.clone(), client.cid, config.max_pending);
         Conn {
@@ -280,12 +281,11 @@ impl Conn {
         };
         self.set_permits(user.permissions.as_ref());
         let account = self.server.accounts.ensure(&user.account);
-        if !account.admit(user.limits.account_conns) {
+        if !self.join_account(account, user.limits.account_conns) {
             error!("{prefix} - maximum account active connections exceeded");
             self.send_err("maximum account active connections exceeded");
             return Err(ClosedState::MaxConnectionsExceeded);
         }
-        self.join_account(account);
         self.jwt = Some(JwtSession {
             expires: user.expires,
             max_subs: user.limits.subs,
@@ -299,12 +299,15 @@ impl Conn {
 
     /// Moves this client into `account` at CONNECT (it holds no
     /// subscriptions yet: with users configured, nothing comes before
-    /// CONNECT).
-    fn join_account(&mut self, account: Arc<Account>) {
+    /// CONNECT), unless the account holds `limit` clients already.
+    fn join_account(&mut self, account: Arc<Account>, limit: i64) -> bool {
         debug_assert!(self.client.subs.lock().is_empty());
+        if !self.client.set_account(account.clone(), limit) {
+            return false;
+        }
         self.cache = MatchCache::new(account.sublist.read().generation());
-        self.client.set_account(account.clone());
         self.account = account;
+        true
     }
 
     async fn run<R: AsyncRead + Unpin>(&mut self, mut rd: R) -> ClosedState {
@@ -583,16 +586,17 @@ impl Conn {
         if self.auth_required {
             // The options in force now, not at accept: a reload may have
             // changed who is allowed in.
-            let auth = self.server.opts().authorization.clone();
             if let Some(trust) = self.server.trust() {
                 user_name = Some(self.operator_connect(&trust, &creds)?);
             } else {
+                let auth = self.server.opts().authorization.clone();
                 match auth::check(&auth, &creds) {
                     Ok(user) => {
                         user_name = user.map(|u| u.name.to_string());
                         self.set_permits(user.and_then(|u| u.permissions));
                         if let Some(name) = user.and_then(|u| u.account) {
-                            self.join_account(self.server.accounts.ensure(name));
+                            let joined = self.join_account(self.server.accounts.ensure(name), -1);
+                            debug_assert!(joined, "no limit refuses nobody");
                         }
                     }
                     Err(who) => {
