@@ -192,6 +192,18 @@ pub mod tests {
     /// A token for `sub` with `nats`, signed by `issuer`, in the version 2
     /// layout (or version 1 with `kind` at the top).
     pub fn mint(issuer: &nkeys::KeyPair, sub: &str, kind: &str, nats: Value, v1: bool) -> String {
+        mint_expiring(issuer, sub, kind, nats, v1, None)
+    }
+
+    /// As [`mint`], with an `exp` claim.
+    pub fn mint_expiring(
+        issuer: &nkeys::KeyPair,
+        sub: &str,
+        kind: &str,
+        nats: Value,
+        v1: bool,
+        exp: Option<i64>,
+    ) -> String {
         let header = if v1 {
             r#"{"typ":"jwt","alg":"ed25519"}"#
         } else {
@@ -200,6 +212,9 @@ pub mod tests {
         let mut payload = serde_json::json!({
             "jti": "x", "iat": 1, "iss": issuer.public_key(), "sub": sub, "name": "n", "nats": nats,
         });
+        if let Some(exp) = exp {
+            payload["exp"] = exp.into();
+        }
         if v1 {
             payload["type"] = kind.into();
         } else {

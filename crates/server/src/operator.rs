@@ -324,7 +324,7 @@ pub fn unix_now() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jwt::tests::mint;
+    use crate::jwt::tests::{mint, mint_expiring};
     use serde_json::json;
 
     struct World {
@@ -423,10 +423,18 @@ mod tests {
             .contains("account missing"));
         // Expired, revoked, bearer without a signature.
         assert!(connect(&t, &w, json!({})).is_ok());
-        let expired = mint(&w.account, &w.user.public_key(), "user", json!({}), false);
-        assert!(t
-            .authenticate(Some(&expired), None, None, i64::MAX)
-            .is_err());
+        let expired = mint_expiring(
+            &w.account,
+            &w.user.public_key(),
+            "user",
+            json!({}),
+            false,
+            Some(2),
+        );
+        assert_eq!(
+            t.authenticate(Some(&expired), None, None, 3),
+            Err("User JWT no longer valid: claim is expired".into())
+        );
         let revoking = trust(&w, json!({"revocations": {"*": unix_now() + 10}}));
         assert_eq!(
             connect(&revoking, &w, json!({})),
@@ -442,7 +450,9 @@ mod tests {
         assert!(t
             .authenticate(Some(&bearer), None, None, unix_now())
             .is_ok());
-        assert!(connect(&t, &w, json!({"src": ["10.0.0.0/8"]})).is_err());
+        assert!(connect(&t, &w, json!({"src": ["10.0.0.0/8"]}))
+            .unwrap_err()
+            .contains("restricts \"src\""));
     }
 
     #[test]
@@ -457,7 +467,26 @@ mod tests {
             false,
         );
         let by_rogue = mint(&rogue, &w.account.public_key(), "account", json!({}), false);
-        let t = Trust::new(&[op], &BTreeMap::from([(w.account.public_key(), by_rogue)])).unwrap();
+        let t = Trust::new(
+            std::slice::from_ref(&op),
+            &BTreeMap::from([(w.account.public_key(), by_rogue)]),
+        )
+        .unwrap();
+        assert!(!t.resolves(&w.account.public_key()));
+        assert!(connect(&t, &w, json!({}))
+            .unwrap_err()
+            .contains("account missing"));
+        // Signed by the operator, but preloaded under another account's key.
+        let other = nkeys::KeyPair::new_account();
+        let theirs = mint(
+            &w.operator,
+            &other.public_key(),
+            "account",
+            json!({}),
+            false,
+        );
+        let t = Trust::new(&[op], &BTreeMap::from([(w.account.public_key(), theirs)])).unwrap();
+        assert!(!t.resolves(&w.account.public_key()));
         assert!(connect(&t, &w, json!({}))
             .unwrap_err()
             .contains("account missing"));

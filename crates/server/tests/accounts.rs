@@ -154,22 +154,11 @@ async fn accounts_stay_apart_across_a_route() {
 #[tokio::test]
 async fn a_reload_that_moves_a_user_closes_its_connection() {
     let s = common::server().config(CONFIG).start();
-    let moved = user(&s.url(), "a1").await;
     let stays = user(&s.url(), "b1").await;
-    let mut events = {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let client = async_nats::ConnectOptions::with_user_and_password("a1".into(), "p".into())
-            .event_callback(move |e| {
-                let tx = tx.clone();
-                async move {
-                    let _ = tx.send(e.to_string());
-                }
-            })
-            .connect(s.url())
-            .await
-            .unwrap();
-        (client, rx)
-    };
+    let (opts, mut events) = common::with_events(
+        async_nats::ConnectOptions::with_user_and_password("a1".into(), "p".into()),
+    );
+    let moved = opts.connect(s.url()).await.unwrap();
     let moved_config = CONFIG.replace(
         "users: [ { user: a1, password: p }, { user: a2, password: p } ]",
         "users: [ { user: a2, password: p } ]",
@@ -183,7 +172,7 @@ async fn a_reload_that_moves_a_user_closes_its_connection() {
     s.signal(libc::SIGHUP);
     assert!(s.wait_log("Reloaded server configuration", Duration::from_secs(5)));
     let disconnected = tokio::time::timeout(Duration::from_secs(5), async {
-        while let Some(e) = events.1.recv().await {
+        while let Some(e) = events.recv().await {
             if e.contains("disconnected") {
                 return true;
             }
@@ -203,10 +192,9 @@ async fn a_reload_that_moves_a_user_closes_its_connection() {
     });
     let mut sub = stays.subscribe("b.moved").await.unwrap();
     stays.flush().await.unwrap();
-    events.0.publish("b.moved", "".into()).await.unwrap();
-    events.0.flush().await.unwrap();
+    moved.publish("b.moved", "".into()).await.unwrap();
+    moved.flush().await.unwrap();
     assert!(tokio::time::timeout(Duration::from_secs(5), sub.next())
         .await
         .is_ok());
-    drop(moved);
 }

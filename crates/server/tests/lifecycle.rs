@@ -249,17 +249,8 @@ async fn the_signal_flag_sends_each_command() {
     assert!(s.wait_log("File log re-opened", Duration::from_secs(5)));
 
     // ldm: clients are told, as async-nats's lame_duck_callback expects.
-    let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
-    let _client = async_nats::ConnectOptions::new()
-        .event_callback(move |e| {
-            let tx = tx.clone();
-            async move {
-                let _ = tx.send(e.to_string());
-            }
-        })
-        .connect(s.url())
-        .await
-        .unwrap();
+    let (opts, mut events) = common::with_events(async_nats::ConnectOptions::new());
+    let _client = opts.connect(s.url()).await.unwrap();
     let (code, _, err) = run(&["--signal", &format!("ldm={pid}")]);
     assert_eq!(code, 0, "{err}");
     let lame = tokio::time::timeout(Duration::from_secs(5), async {

@@ -534,6 +534,24 @@ pub fn refused_config(text: &str) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// `opts` with every connection event it sees sent, as text, to the
+/// returned receiver.
+pub fn with_events(
+    opts: async_nats::ConnectOptions,
+) -> (
+    async_nats::ConnectOptions,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let opts = opts.event_callback(move |e| {
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send(e.to_string());
+        }
+    });
+    (opts, rx)
+}
+
 /// The subjects `sub` receives before `end`, which is published last.
 pub async fn received_until(sub: &mut async_nats::Subscriber, end: &str) -> Vec<String> {
     use futures::StreamExt;
