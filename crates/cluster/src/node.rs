@@ -112,6 +112,9 @@ pub struct GroupStatus {
     pub last_term: u64,
     /// On the leader: (member, replicated index).
     pub progress: Vec<(u64, u64)>,
+    /// On the leader: when (Unix nanoseconds) this server took the lead
+    /// in the current term, as the node loop first saw it.
+    pub leader_since: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -638,7 +641,15 @@ impl Published {
             if quiet && self.groups.get(&g).is_some_and(|(was_quiet, _)| *was_quiet) {
                 continue;
             }
-            self.groups.insert(g, (quiet, group_status(engine, g)));
+            let mut st = group_status(engine, g);
+            st.leader_since = match self.groups.get(&g) {
+                Some((_, was)) if was.is_leader && was.term == st.term => was.leader_since,
+                _ => None,
+            };
+            if st.is_leader && st.leader_since.is_none() {
+                st.leader_since = Some(unix_nanos_now());
+            }
+            self.groups.insert(g, (quiet, st));
         }
         let groups: Vec<GroupStatus> = self.groups.values().map(|(_, st)| st.clone()).collect();
         let mut s = status.lock();
@@ -649,6 +660,13 @@ impl Published {
         s.refused_undecodable = engine.refused.undecodable;
         s.votes_withheld = engine.refused.votes_withheld;
     }
+}
+
+/// The wall clock in Unix nanoseconds, for monitoring only.
+fn unix_nanos_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 fn group_status(engine: &Engine, g: u64) -> GroupStatus {
@@ -667,5 +685,6 @@ fn group_status(engine: &Engine, g: u64) -> GroupStatus {
         applied: engine.applied(g).unwrap_or(0),
         voters: engine.voters(g).unwrap_or_default(),
         damaged: engine.is_damaged(g),
+        leader_since: None,
     }
 }

@@ -64,13 +64,19 @@ async fn an_r3_stream_serves_every_server_and_acks_after_replication() {
         (1..=30).collect::<Vec<_>>()
     );
 
-    // Info from any server: the same state and the same leader, with the
+    // Info from any server: the same state and the same leader (since
+    // the same time, replicating through the system account), with the
     // other two as current replicas.
     let leader = leader_of(&clients[0], "ORDERS").await;
+    let since = stream_info(&clients[0], "ORDERS").await["cluster"]["leader_since"].clone();
+    assert!(since.as_str().is_some_and(|t| t.ends_with('Z')), "{since}");
     for c in &clients {
         let v = stream_info(c, "ORDERS").await;
         assert_eq!(v["state"]["messages"], 30, "{v}");
         assert_eq!(v["cluster"]["leader"], leader.as_str());
+        assert_eq!(v["cluster"]["leader_since"], since, "{v}");
+        assert_eq!(v["cluster"]["system_account"], true, "{v}");
+        assert_eq!(v["cluster"]["traffic_account"], "$SYS", "{v}");
         let replicas = v["cluster"]["replicas"].as_array().unwrap();
         assert_eq!(replicas.len(), 2, "{v}");
         assert!(replicas.iter().all(|r| r["name"] != leader.as_str()));
@@ -276,6 +282,8 @@ async fn consumed_work_queue_messages_never_come_back_across_stepdowns() {
     let ci = common::api(&clients[2], "$JS.API.CONSUMER.INFO.WQ.W", "").await;
     assert_eq!(ci["name"], "W", "{ci}");
     assert_eq!(ci["cluster"]["name"], "c1", "{ci}");
+    assert!(ci["cluster"]["leader_since"].is_string(), "{ci}");
+    assert_eq!(ci["cluster"]["traffic_account"], "$SYS", "{ci}");
 
     let total = 60u64;
     for i in 0..total {

@@ -405,6 +405,19 @@ pub struct ClusterInfo {
     pub raft_group: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub leader: String,
+    /// When the leader took the lead (Unix nanoseconds).
+    #[serde(
+        default,
+        with = "crate::api::time::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub leader_since: Option<i64>,
+    /// Whether the group's replication traffic goes through the system
+    /// account, and that account's name.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub system_account: bool,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub traffic_account: String,
     /// The other members of the asset's group (the leader not among them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replicas: Vec<PeerInfo>,

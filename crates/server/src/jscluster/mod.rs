@@ -737,6 +737,11 @@ impl JsCluster {
                 0 => String::new(),
                 leader => self.peer_name(server, leader).unwrap_or_default(),
             },
+            leader_since: g.leader_since,
+            // Replication runs on the cluster transport, which nats-server
+            // accounts to the system account.
+            system_account: true,
+            traffic_account: crate::monitor::raftz::SYSTEM_ACCOUNT.to_string(),
             replicas: self.replicas(server, &g),
         }
     }

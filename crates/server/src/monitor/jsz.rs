@@ -325,10 +325,8 @@ pub async fn jsz(
                     name: stream.config.name.clone(),
                     created: jetstream::api::time::rfc3339(stream.created),
                     cluster: ClusterInfo {
-                        name: String::new(),
                         leader: server.name.clone(),
-                        replicas: Vec::new(),
-                        raft_group: String::new(),
+                        ..ClusterInfo::default()
                     },
                     config: config_opt.then(|| stream.config.clone()),
                     state: stream.state,

@@ -5,7 +5,7 @@ mod connz;
 pub mod format;
 mod jsz;
 mod query;
-mod raftz;
+pub(crate) mod raftz;
 mod routez;
 mod subsz;
 mod varz;

@@ -73,18 +73,13 @@ pub fn raftz(
         if wanted(account, &name) {
             out.entry(account.to_string())
                 .or_insert_with(BTreeMap::new)
-                .insert(name, group_of(server, jc, g, account));
+                .insert(name, group_of(server, jc, g));
         }
     }
     Some(out)
 }
 
-fn group_of(
-    server: &Server,
-    jc: &JsCluster,
-    g: &cluster::node::GroupStatus,
-    account: &'static str,
-) -> RaftzGroup {
+fn group_of(server: &Server, jc: &JsCluster, g: &cluster::node::GroupStatus) -> RaftzGroup {
     let hash_of = |id: u64| {
         jc.peer_name(server, id)
             .map(|n| peer_hash(&n))
@@ -141,8 +136,10 @@ fn group_of(
         },
         pterm: g.last_term,
         pindex: g.last_index,
-        system_account: account == SYSTEM_ACCOUNT,
-        traffic_account: account,
+        // Every group's replication goes through the system account, as
+        // nats-server's does unless an account volunteers its own.
+        system_account: true,
+        traffic_account: SYSTEM_ACCOUNT,
         ipq_proposal_len: 0,
         ipq_entry_len: 0,
         ipq_resp_len: 0,
