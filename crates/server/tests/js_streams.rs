@@ -863,6 +863,79 @@ async fn update_to_interest_without_consumers_drops_messages() {
 }
 
 #[tokio::test]
+async fn update_refuses_consumer_limits_a_consumer_exceeds() {
+    let s = common::js_server();
+    let c = s.client().await;
+    create_ok(&c, "L", json!({"name": "L", "subjects": ["l.>"]})).await;
+    for (name, pending) in [("big", 0), ("small", 5)] {
+        let body = json!({"stream_name": "L", "config": {
+            "durable_name": name, "ack_policy": "explicit", "max_ack_pending": pending}});
+        let r = api(
+            &c,
+            &format!("$JS.API.CONSUMER.CREATE.L.{name}"),
+            &body.to_string(),
+        )
+        .await;
+        assert!(r.get("error").is_none(), "{r}");
+    }
+    let limits =
+        |limits: Value| json!({"name": "L", "subjects": ["l.>"], "consumer_limits": limits});
+    // (consumer limits asked for, the error expected; None: taken)
+    let table: [(Value, Option<(u64, u64, &str)>); 4] = [
+        (
+            json!({"max_ack_pending": 10}),
+            Some((500, 10069, "change to limits violates consumers: big")),
+        ),
+        (
+            json!({"max_ack_pending": 1}),
+            Some((
+                500,
+                10069,
+                "change to limits violates consumers: big, small",
+            )),
+        ),
+        (json!({"max_ack_pending": 1000}), None),
+        (
+            json!({"max_ack_pending": 1000, "inactive_threshold": 1_000_000_000}),
+            None,
+        ),
+    ];
+    for (asked, expected) in table {
+        let r = api(
+            &c,
+            "$JS.API.STREAM.UPDATE.L",
+            &limits(asked.clone()).to_string(),
+        )
+        .await;
+        match expected {
+            Some((code, err_code, description)) => {
+                // nats-server names the consumers in no fixed order.
+                let (got_code, got_err_code, got) = common::api_err(&r);
+                let names = |d: &str| -> std::collections::BTreeSet<String> {
+                    d.split([':', ','])
+                        .skip(1)
+                        .map(|n| n.trim().to_string())
+                        .collect()
+                };
+                assert_eq!((got_code, got_err_code), (code, err_code), "{asked}: {r}");
+                assert!(
+                    got.starts_with("change to limits violates consumers:"),
+                    "{r}"
+                );
+                assert_eq!(names(&got), names(description), "{asked}: {r}");
+            }
+            None => assert_eq!(r["config"]["consumer_limits"], asked, "{r}"),
+        }
+    }
+    // What was refused never took: the stream keeps the last limits taken.
+    let info = api(&c, "$JS.API.STREAM.INFO.L", "").await;
+    assert_eq!(
+        info["config"]["consumer_limits"]["max_ack_pending"], 1000,
+        "{info}"
+    );
+}
+
+#[tokio::test]
 async fn update_to_sealed_forces_settings_and_cannot_unseal() {
     let s = common::js_server();
     let c = s.client().await;
@@ -1638,9 +1711,10 @@ async fn apply_goes_on_while_another_stream_is_read() {
     for a in acks {
         a.await.unwrap();
     }
-    if common::clustered() {
+    if common::replicas() > 1 {
         // Both led from one server: a reader there holding up the Raft
-        // thread would hold up W's commits.
+        // thread would hold up W's commits. (One replica each cannot
+        // move; they may be on one server or not.)
         let big = common::replicated::leader_of(&c, "BIG").await;
         common::replicated::lead_on(&c, "W", &big).await;
     }

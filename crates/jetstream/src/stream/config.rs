@@ -2,7 +2,7 @@
 //! `checkStreamCfg` does: defaults filled in, every rule with its error.
 //! Rules that need other streams (subject overlap) are the engine's.
 
-use crate::api::{ApiError, Discard, Retention, StreamConfig, E};
+use crate::api::{ApiError, ConsumerConfig, Discard, Retention, StreamConfig, E};
 
 const NS: i64 = 1;
 const MS: i64 = 1_000_000 * NS;
@@ -373,6 +373,48 @@ pub fn check_update(old: &StreamConfig, new: &mut StreamConfig) -> Result<(), Ap
         new.allow_rollup_hdrs = false;
     }
     Ok(())
+}
+
+/// Whether `new` sets consumer limits that differ from `old`'s, which
+/// an existing consumer might then exceed ([`check_consumer_limits`]).
+pub fn tightens_consumer_limits(old: &StreamConfig, new: &StreamConfig) -> bool {
+    let (old, limits) = (&old.consumer_limits, &new.consumer_limits);
+    (limits.inactive_threshold > 0 && limits.inactive_threshold != old.inactive_threshold)
+        || (limits.max_ack_pending > 0 && limits.max_ack_pending != old.max_ack_pending)
+}
+
+/// nats-server refuses new consumer limits that a consumer already
+/// exceeds; it checks only the limits that change to a set value.
+pub fn check_consumer_limits<'a>(
+    old: &StreamConfig,
+    new: &StreamConfig,
+    consumers: impl IntoIterator<Item = (&'a str, &'a ConsumerConfig)>,
+) -> Result<(), ApiError> {
+    if !tightens_consumer_limits(old, new) {
+        return Ok(());
+    }
+    let (old, limits) = (&old.consumer_limits, &new.consumer_limits);
+    let inactive = (limits.inactive_threshold != old.inactive_threshold)
+        .then_some(limits.inactive_threshold)
+        .filter(|t| *t > 0);
+    let pending = (limits.max_ack_pending != old.max_ack_pending)
+        .then_some(limits.max_ack_pending)
+        .filter(|p| *p > 0);
+    let over: Vec<&str> = consumers
+        .into_iter()
+        .filter(|(_, consumer)| {
+            inactive.is_some_and(|t| consumer.inactive_threshold > t)
+                || pending.is_some_and(|p| consumer.max_ack_pending > p)
+        })
+        .map(|(name, _)| name)
+        .collect();
+    match over.is_empty() {
+        true => Ok(()),
+        false => Err(E::STREAM_UPDATE.with(
+            "err",
+            format!("change to limits violates consumers: {}", over.join(", ")),
+        )),
+    }
 }
 
 /// Whether one transform's source subject is within another's (nats-server

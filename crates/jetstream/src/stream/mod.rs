@@ -620,6 +620,13 @@ impl Stream {
 
     /// Applies a new configuration (already checked against the old).
     pub fn update(&mut self, config: StreamConfig) -> Result<(), ApiError> {
+        config::check_consumer_limits(
+            &self.config,
+            &config,
+            self.consumers
+                .iter()
+                .map(|(name, c)| (name.as_str(), &c.config)),
+        )?;
         let to_interest =
             self.config.retention == Retention::Limits && config.retention != Retention::Limits;
         self.config = config;

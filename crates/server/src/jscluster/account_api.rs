@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use jetstream::api::{ApiError, StreamConfig, StreamInfo, E};
+use jetstream::api::{ApiError, ConsumerConfig, StreamConfig, StreamInfo, E};
 use jsservice::account::{self, Decision, Usage};
 use jsservice::meta_sm::{MetaOp, StreamAssignment, META_GROUP};
 use jsservice::reply::{Answer, Consumers, Kind, Paged};
@@ -339,9 +339,12 @@ impl Api {
                 });
                 return None;
             }
-            Decision::Update(config) => match self.update(*config, to) {
-                Ok(()) => return None,
+            Decision::Update(config) => match self.consumers_allow(&config).await {
                 Err(e) => Answer::refused(to, kind, &e),
+                Ok(()) => match self.update(*config, to) {
+                    Ok(()) => return None,
+                    Err(e) => Answer::refused(to, kind, &e),
+                },
             },
             Decision::Delete(name) => match self.delete(&name, to) {
                 Ok(()) => return None,
@@ -403,6 +406,55 @@ impl Api {
             total: self.js.api_total.load(Ordering::Relaxed),
             errors: self.js.api_errors.load(Ordering::Relaxed),
         }
+    }
+
+    /// Whether the stream's consumers fit new consumer limits, asked of
+    /// the stream's leader (the consumers live in the stream's group) only
+    /// when the limits tighten. The stream machine checks again when it
+    /// applies the config; this keeps a refused config out of the meta
+    /// state.
+    async fn consumers_allow(&self, new: &StreamConfig) -> Result<(), ApiError> {
+        let old = self
+            .jc
+            .meta
+            .lock()
+            .stream(&new.name)
+            .map(|a| a.config.clone());
+        let Some(old) = old.and_then(|c| serde_json::from_str::<StreamConfig>(&c).ok()) else {
+            return Ok(());
+        };
+        if !jetstream::stream::config::tightens_consumer_limits(&old, new) {
+            return Ok(());
+        }
+        let unchecked = || {
+            E::STREAM_UPDATE.with(
+                "err",
+                "the stream's consumers could not be checked against the new limits",
+            )
+        };
+        let subject = format!("$JS.API.CONSUMER.LIST.{}", new.name);
+        let mut consumers: Vec<(String, ConsumerConfig)> = Vec::new();
+        loop {
+            let body = serde_json::json!({ "offset": consumers.len() }).to_string();
+            let page = self
+                .requests
+                .request(&subject, None, body.as_bytes(), LIST_WAIT)
+                .await
+                .and_then(|b| serde_json::from_slice::<ConsumerPage>(&b).ok())
+                .ok_or_else(unchecked)?;
+            let more = !page.consumers.is_empty();
+            consumers.extend(page.consumers.into_iter().map(|c| (c.name, c.config)));
+            if !more || consumers.len() >= page.total {
+                break;
+            }
+        }
+        jetstream::stream::config::check_consumer_limits(
+            &old,
+            new,
+            consumers
+                .iter()
+                .map(|(name, config)| (name.as_str(), config)),
+        )
     }
 
     /// Places a new stream's peers and proposes its assignment.
@@ -607,4 +659,19 @@ impl Api {
         });
         Ok(())
     }
+}
+
+/// One page of a consumer list, as much of it as the limits check reads.
+#[derive(serde::Deserialize)]
+struct ConsumerPage {
+    #[serde(default)]
+    total: usize,
+    #[serde(default)]
+    consumers: Vec<ListedConsumer>,
+}
+
+#[derive(serde::Deserialize)]
+struct ListedConsumer {
+    name: String,
+    config: ConsumerConfig,
 }

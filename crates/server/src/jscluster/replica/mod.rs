@@ -69,6 +69,8 @@ const PROPOSED_REMEMBERED: usize = 4096;
 /// A leader proposes the assigned config, or a push consumer's interest
 /// again, at most this often.
 const RECONCILE_EVERY: Duration = Duration::from_millis(500);
+/// How often an assigned config the stream has not taken is proposed again.
+const CONFIG_RETRY: Duration = Duration::from_secs(10);
 /// A new stream's first leader answers its create only this soon after.
 const CREATE_ANSWER_WITHIN: Duration = Duration::from_secs(30);
 /// Commands applied before the actor looks at its other work.
@@ -147,6 +149,10 @@ pub struct Actor {
     next_barrier: u64,
     /// The config the meta group assigned, as text and parsed.
     assigned: Option<(String, Box<StreamConfig>)>,
+    /// When the assigned config was last proposed: one the stream refuses
+    /// (a consumer made since the meta leader checked the limits) is
+    /// proposed again only every CONFIG_RETRY, not at every reconcile.
+    config_proposed: Option<Instant>,
 }
 
 impl Actor {
@@ -200,6 +206,7 @@ impl Actor {
             reads: VecDeque::new(),
             next_barrier: 0,
             assigned: None,
+            config_proposed: None,
         }
     }
 
@@ -309,6 +316,7 @@ impl Actor {
             Cmd::Catchup(m) => self.fetch_message(m),
             Cmd::Raft(RaftEvent::Leading(leading)) => {
                 self.leading = leading;
+                self.config_proposed = None;
                 match leading {
                     true => self.try_serve(),
                     false => self.unserve(),
@@ -744,12 +752,17 @@ impl Actor {
                 return;
             };
             self.assigned = Some((config.clone(), Box::new(want)));
+            self.config_proposed = None;
         }
         drop(meta);
         let Some((config, want)) = &self.assigned else {
             return;
         };
-        if self.core.machine().stream().config != **want {
+        let recently = self
+            .config_proposed
+            .is_some_and(|at| at.elapsed() < CONFIG_RETRY);
+        if self.core.machine().stream().config != **want && !recently {
+            self.config_proposed = Some(Instant::now());
             let config = config.clone();
             info!(
                 "JetStream cluster stream '$G > {}': applying its new config",
