@@ -936,6 +936,70 @@ async fn update_refuses_consumer_limits_a_consumer_exceeds() {
 }
 
 #[tokio::test]
+async fn persist_mode_async_on_one_replica_file_streams_only() {
+    let s = common::js_server();
+    let c = s.client().await;
+    let one_replica = common::replicas() == 1;
+    let invalid = |text: &str| Some((500, 10052, text.to_string()));
+    let replicated = "async persist mode is not supported on replicated streams";
+    // (stream, what it asks for, the persist_mode it gets or the error)
+    let table: [(&str, Value, Result<Option<&str>, (u64, u64, String)>); 5] = [
+        (
+            "ASYNC",
+            json!({"persist_mode": "async"}),
+            match one_replica {
+                true => Ok(Some("async")),
+                false => Err(invalid(replicated).unwrap()),
+            },
+        ),
+        ("DEFAULT", json!({"persist_mode": "default"}), Ok(None)),
+        ("UNSET", json!({}), Ok(None)),
+        (
+            "MEM",
+            json!({"persist_mode": "async", "storage": "memory"}),
+            Err(invalid("async persist mode is only supported on file storage").unwrap()),
+        ),
+        (
+            "R3",
+            json!({"persist_mode": "async", "num_replicas": 3}),
+            Err(invalid(replicated).unwrap()),
+        ),
+    ];
+    for (name, asked, expected) in table {
+        let mut cfg = json!({"name": name, "subjects": [name.to_lowercase()]});
+        cfg.as_object_mut()
+            .unwrap()
+            .extend(asked.as_object().unwrap().clone());
+        let r = create(&c, name, cfg).await;
+        match expected {
+            Ok(mode) => {
+                assert_eq!(r["config"]["persist_mode"].as_str(), mode, "{name}: {r}");
+                let level = if mode.is_some() { "2" } else { "0" };
+                assert_eq!(
+                    r["config"]["metadata"]["_nats.req.level"], level,
+                    "{name}: {r}"
+                );
+            }
+            Err(error) => assert_eq!(common::api_err(&r), error, "{name}: {r}"),
+        }
+    }
+    if !one_replica {
+        return;
+    }
+    // An async stream takes and serves messages; its mode never changes.
+    for i in 0..3 {
+        let ack = publish(&c, "async", &format!("m{i}")).await;
+        assert_eq!(ack["seq"], i + 1, "{ack}");
+    }
+    let info = api(&c, "$JS.API.STREAM.INFO.ASYNC", "").await;
+    assert_eq!(info["state"]["messages"], 3, "{info}");
+    let body = json!({"name": "ASYNC", "subjects": ["async"]}).to_string();
+    let r = api(&c, "$JS.API.STREAM.UPDATE.ASYNC", &body).await;
+    let change = "stream configuration update can not change persist mode";
+    assert_eq!(common::api_err(&r), invalid(change).unwrap(), "{r}");
+}
+
+#[tokio::test]
 async fn update_to_sealed_forces_settings_and_cannot_unseal() {
     let s = common::js_server();
     let c = s.client().await;

@@ -84,9 +84,6 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
     if cfg.num_replicas > 5 {
         return Err(invalid("maximum replicas is 5"));
     }
-    if cfg.num_replicas > 1 && !clustered {
-        return Err(E::STREAM_REPLICAS_NOT_SUPPORTED.err());
-    }
 
     // Zero or below -1 means unlimited.
     for (field, v) in [
@@ -176,15 +173,12 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         (cfg.allow_atomic, "atomic batch publish"),
         (cfg.allow_msg_schedules, "message schedules"),
         (cfg.allow_batched, "batched publish"),
-        (
-            !cfg.persist_mode.is_empty() && cfg.persist_mode != "default",
-            "async persist mode",
-        ),
     ] {
         if on {
             return Err(invalid(format!("{what} are not supported by this server")));
         }
     }
+    check_persist_mode(cfg)?;
 
     if let Some(m) = &cfg.mirror {
         if cfg.first_seq > 0 {
@@ -319,11 +313,50 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
             cfg.placement = None;
         }
     }
+    // After every check of the config itself, as nats-server's
+    // `addStreamWithAssignment` checks it.
+    if cfg.num_replicas > 1 && !clustered {
+        return Err(E::STREAM_REPLICAS_NOT_SUPPORTED.err());
+    }
     Ok(())
 }
 
+/// `persist_mode`: `default` (stored as unset, as nats-server stores it)
+/// or `async`, which only a one-replica file stream may have.
+fn check_persist_mode(cfg: &mut StreamConfig) -> Result<(), ApiError> {
+    match cfg.persist_mode.as_str() {
+        "" | "default" => cfg.persist_mode.clear(),
+        ASYNC_PERSIST => {
+            if cfg.storage != crate::api::Storage::File {
+                return Err(invalid(
+                    "async persist mode is only supported on file storage",
+                ));
+            }
+            if cfg.num_replicas > 1 {
+                return Err(invalid(
+                    "async persist mode is not supported on replicated streams",
+                ));
+            }
+            if cfg.allow_atomic {
+                return Err(invalid(
+                    "async persist mode is not supported with atomic batch publish",
+                ));
+            }
+        }
+        // The API's decoder admits no other value.
+        other => return Err(invalid(format!("invalid persist mode {other:?}"))),
+    }
+    Ok(())
+}
+
+/// `persist_mode: async`: acknowledged before the data is synced.
+pub const ASYNC_PERSIST: &str = "async";
+
 /// The minimum API level a config needs, stored as `_nats.req.level`.
 pub fn required_level(cfg: &StreamConfig) -> i64 {
+    if cfg.persist_mode == ASYNC_PERSIST {
+        return 2;
+    }
     i64::from(cfg.allow_msg_ttl || cfg.subject_delete_marker_ttl > 0)
 }
 
@@ -361,6 +394,11 @@ pub fn check_update(old: &StreamConfig, new: &mut StreamConfig) -> Result<(), Ap
     }
     if new.mirror.is_some() && old.mirror != new.mirror {
         return Err(E::STREAM_MIRROR_NOT_UPDATABLE.err());
+    }
+    if old.persist_mode != new.persist_mode {
+        return Err(invalid(
+            "stream configuration update can not change persist mode",
+        ));
     }
     if old.allow_msg_ttl && !new.allow_msg_ttl {
         return Err(invalid("message TTL status can not be disabled"));

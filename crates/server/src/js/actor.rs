@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use jetstream::api::{ApiError, StreamConfig, E};
+use jetstream::stream::config::ASYNC_PERSIST;
 use jetstream::stream::PubAck;
 use jsservice::reply::{self, Answer, Kind};
 use jsservice::request::{Inbound, StreamRequest};
@@ -41,6 +42,9 @@ use crate::bus::Publisher as InternalPublisher;
 
 /// Commands taken into one batch at most.
 const MAX_BATCH: usize = 4096;
+/// How often a `persist_mode: async` stream syncs on a server that
+/// otherwise syncs always: nats-server's default `sync_interval`.
+const ASYNC_PERSIST_INTERVAL: Duration = Duration::from_secs(120);
 /// Batches being synced at once, at most.
 const MAX_INFLIGHT: usize = 8;
 /// A batch of at most this many commands, with nothing else in flight,
@@ -518,7 +522,7 @@ impl Actor {
         if handles.is_empty() {
             return None;
         }
-        match self.js.sync {
+        match self.sync_policy() {
             SyncPolicy::Always => {
                 let alone = small && self.inflight.is_empty();
                 let here = match alone {
@@ -536,6 +540,19 @@ impl Actor {
                 }
                 None
             }
+        }
+    }
+
+    /// The server's sync policy, unless the stream chose `persist_mode:
+    /// async`: then syncs every `sync_interval`, or every two minutes
+    /// (nats-server's default) where the server syncs always.
+    fn sync_policy(&self) -> SyncPolicy {
+        if self.machine.stream().config.persist_mode != ASYNC_PERSIST {
+            return self.js.sync;
+        }
+        match self.js.sync {
+            SyncPolicy::Always => SyncPolicy::Interval(ASYNC_PERSIST_INTERVAL),
+            interval => interval,
         }
     }
 
