@@ -23,6 +23,9 @@ pub enum Reach {
     Cluster,
 }
 
+/// The subject prefix of pull requests.
+const PULL_PREFIX: &[u8] = b"$JS.API.CONSUMER.MSG.NEXT.";
+
 #[derive(Clone)]
 pub struct Bus {
     server: Arc<Server>,
@@ -58,6 +61,28 @@ impl Bus {
     /// Tells of subscribers coming and going on the subjects it watches.
     pub fn watcher(&self) -> Watcher {
         self.server.interest.watcher()
+    }
+
+    /// Whether a pull request may be served: nats-server drops a waiting
+    /// request whose reply subject nobody (here or over a route)
+    /// subscribes to, so its messages stay pending rather than go
+    /// nowhere. A request without a reply has nothing to check.
+    pub fn pull_has_listener(&self, subject: &[u8], reply: Option<&[u8]>) -> bool {
+        if !subject.starts_with(PULL_PREFIX) {
+            return true;
+        }
+        let Some(reply) = reply.filter(|r| !r.is_empty()) else {
+            return true;
+        };
+        // Uncached: reply subjects are mostly used once.
+        let found = self
+            .server
+            .js_account()
+            .sublist
+            .read()
+            .matches_uncached(reply);
+        let open = |s: &Arc<Subscription>| !s.is_closed();
+        found.psubs.iter().any(open) || found.qsubs.iter().any(|(_, m)| m.iter().any(open))
     }
 
     /// This server's name (what one server reports as a stream's leader).

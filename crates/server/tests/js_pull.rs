@@ -819,3 +819,33 @@ async fn batch_zero_or_negative_means_one() {
     assert_eq!(i["delivered"]["consumer_seq"], 2);
     assert_eq!(i["num_waiting"], 0);
 }
+
+#[tokio::test]
+async fn a_pull_whose_requester_left_takes_no_message() {
+    let (_s, c) = setup().await;
+    publish_n(&c, "s.a", 1).await;
+    create_ok(
+        &c,
+        "S",
+        "d",
+        json!({"durable_name": "d", "ack_policy": "explicit"}),
+    )
+    .await;
+    // The requester unsubscribed before asking (nats.py's
+    // test_pull_subscribe_limits): nobody hears the reply, so nats-server
+    // drops the request and the message stays pending.
+    let inbox = c.new_inbox();
+    c.publish_with_reply("$JS.API.CONSUMER.MSG.NEXT.S.d", inbox, "1".into())
+        .await
+        .unwrap();
+    c.flush().await.unwrap();
+    let v = info(&c, "S", "d").await;
+    assert_eq!(v["num_pending"], 1, "{v}");
+    assert_eq!(v["num_ack_pending"], 0, "{v}");
+    assert_eq!(v["delivered"]["stream_seq"], 0, "{v}");
+    // A requester that listens gets it, delivered for the first time.
+    let mut sub = pull(&c, "S", "d", json!({"batch": 1})).await;
+    let m = recv(&mut sub).await;
+    assert_eq!(ack_info(&m).sseq, 1, "{}", describe(&m));
+    assert_eq!(ack_info(&m).dc, 1, "{}", describe(&m));
+}

@@ -56,10 +56,14 @@ impl InternalSink for StreamSink {
 /// `$JS.API.>`: everything goes to the dispatcher task.
 struct ApiSink {
     tx: tokio::sync::mpsc::UnboundedSender<Inbound>,
+    bus: crate::bus::Bus,
 }
 
 impl InternalSink for ApiSink {
     fn deliver(&self, msg: Message<'_>) {
+        if !self.bus.pull_has_listener(msg.subject, msg.reply) {
+            return;
+        }
         let _ = self.tx.send(inbound(msg));
     }
 }
@@ -112,6 +116,7 @@ impl InternalSink for InboxSink {
 pub fn subscribe_api(js: &Arc<JetStream>) -> Result<(), subjects::SublistError> {
     let api = Arc::new(ApiSink {
         tx: js.api_tx.clone(),
+        bus: js.bus.clone(),
     });
     js.bus.subscribe("$JS.API.>", Reach::Local, api)?;
     for subject in ["$JS.ACK.>", "$JS.FC.>"] {

@@ -1059,6 +1059,9 @@ impl InternalSink for ApiSink {
             self.handle.send(Cmd::Api(inbound(msg)));
             return;
         }
+        if !self.jc.js.bus.pull_has_listener(msg.subject, msg.reply) {
+            return;
+        }
         match classify(inbound(msg), Mode::Clustered, &mut String::new) {
             Request::Stream {
                 request: StreamRequest::Change(op @ Op::Pull { .. }),
