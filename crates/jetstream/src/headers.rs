@@ -17,6 +17,7 @@ pub const INCR: &str = "Nats-Incr";
 pub const STREAM_SOURCE: &str = "Nats-Stream-Source";
 pub const MARKER_REASON: &str = "Nats-Marker-Reason";
 pub const SCHEDULE_PREFIX: &str = "Nats-Schedule";
+pub const COUNTER_SOURCES: &str = "Nats-Counter-Sources";
 
 /// Value of the first `name:` line, trimmed of leading spaces.
 pub fn get<'a>(block: &'a [u8], name: &str) -> Option<&'a str> {
@@ -117,6 +118,46 @@ pub fn append(block: Option<&[u8]>, pairs: &[(&str, &str)]) -> Bytes {
     b.freeze()
 }
 
+/// `block` (or a fresh one) with the first `name:` line's value replaced
+/// by `value` (keeping one space after the colon if there was one), or
+/// with `name: value` appended: nats-server's `setHeader`.
+pub fn set(block: Option<&[u8]>, name: &str, value: &str) -> Bytes {
+    let Some(text) = block.and_then(|b| std::str::from_utf8(b).ok()) else {
+        return append(block, &[(name, value)]);
+    };
+    let mut out = String::with_capacity(text.len() + value.len());
+    let mut replaced = false;
+    let mut lines = text.split("\r\n");
+    out.push_str(lines.next().unwrap_or("NATS/1.0"));
+    out.push_str("\r\n");
+    for line in lines.by_ref() {
+        if line.is_empty() {
+            break;
+        }
+        match line.split_once(':') {
+            Some((k, v)) if k == name && !replaced => {
+                replaced = true;
+                out.push_str(k);
+                out.push(':');
+                if v.starts_with(' ') {
+                    out.push(' ');
+                }
+                out.push_str(value);
+            }
+            _ => out.push_str(line),
+        }
+        out.push_str("\r\n");
+    }
+    if !replaced {
+        out.push_str(name);
+        out.push_str(": ");
+        out.push_str(value);
+        out.push_str("\r\n");
+    }
+    out.push_str("\r\n");
+    Bytes::from(out)
+}
+
 /// nats-server's numeric header parse: base-10 digits only, else `None`.
 pub fn parse_u64(v: &str) -> Option<u64> {
     if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
@@ -159,6 +200,18 @@ mod tests {
         assert_eq!(
             append(None, &[("B", "2")]),
             &b"NATS/1.0\r\nB: 2\r\n\r\n"[..]
+        );
+        assert_eq!(
+            set(Some(b"NATS/1.0\r\nNats-Incr: +1\r\nA:1\r\n\r\n"), INCR, "5"),
+            &b"NATS/1.0\r\nNats-Incr: 5\r\nA:1\r\n\r\n"[..]
+        );
+        assert_eq!(
+            set(Some(b"NATS/1.0\r\nA:1\r\n\r\n"), "A", "22"),
+            &b"NATS/1.0\r\nA:22\r\n\r\n"[..]
+        );
+        assert_eq!(
+            set(Some(b"NATS/1.0\r\nA: 1\r\n\r\n"), INCR, "-3"),
+            &b"NATS/1.0\r\nA: 1\r\nNats-Incr: -3\r\n\r\n"[..]
         );
         assert_eq!(
             build(Some((404, "Message Not Found")), &[]),

@@ -1367,3 +1367,218 @@ async fn ttl_below_the_marker_ttl_is_raised() {
         "{r}"
     );
 }
+
+fn counted(stream: &str, seq: u64, val: &str) -> String {
+    format!(r#"{{"stream":"{stream}","seq":{seq},"val":"{val}"}}"#)
+}
+
+#[tokio::test]
+async fn counters_add_increments_per_subject() {
+    let s = common::js_server();
+    let c = s.client().await;
+    let info = create(
+        &c,
+        "C",
+        json!({"name": "C", "subjects": ["c.>"], "allow_msg_counter": true}),
+    )
+    .await;
+    assert_eq!(info["config"]["allow_msg_counter"], true, "{info}");
+    assert_eq!(info["config"]["metadata"]["_nats.req.level"], "2", "{info}");
+    create(&c, "PLAIN", json!({"name": "PLAIN", "subjects": ["plain"]})).await;
+    const BIG: &str = "123456789012345678901234567890";
+    // (subject, headers, body, the ack expected)
+    let steps: Vec<(&str, Headers, &[u8], String)> = vec![
+        ("c.a", &[("Nats-Incr", "+1")], b"", counted("C", 1, "1")),
+        ("c.a", &[("Nats-Incr", "10")], b"", counted("C", 2, "11")),
+        ("c.b", &[("Nats-Incr", "-3")], b"", counted("C", 3, "-3")),
+        ("c.a", &[("Nats-Incr", "-11")], b"", counted("C", 4, "0")),
+        ("c.big", &[("Nats-Incr", BIG)], b"", counted("C", 5, BIG)),
+        (
+            "c.big",
+            &[("Nats-Incr", BIG)],
+            b"",
+            counted("C", 6, "246913578024691357802469135780"),
+        ),
+        ("c.a", &[("Nats-Incr", "0")], b"", counted("C", 7, "0")),
+        (
+            "c.a",
+            &[],
+            b"",
+            err_ack("C", 400, 10169, "message counter increment is missing"),
+        ),
+        (
+            "c.a",
+            &[("Nats-Incr", "+1")],
+            b"x",
+            err_ack("C", 400, 10170, "message counter has payload"),
+        ),
+        (
+            "c.a",
+            &[("Nats-Incr", "one")],
+            b"",
+            err_ack("C", 400, 10171, "message counter increment is invalid"),
+        ),
+        (
+            "c.a",
+            &[("Nats-Incr", "1.5")],
+            b"",
+            err_ack("C", 400, 10171, "message counter increment is invalid"),
+        ),
+        (
+            "c.a",
+            &[("Nats-Incr", "+1"), ("Nats-Expected-Last-Sequence", "7")],
+            b"",
+            err_ack("C", 400, 10171, "message counter increment is invalid"),
+        ),
+        (
+            "c.a",
+            &[("Nats-Incr", "+1"), ("Nats-Rollup", "sub")],
+            b"",
+            err_ack("C", 400, 10171, "message counter increment is invalid"),
+        ),
+        (
+            "plain",
+            &[("Nats-Incr", "+1")],
+            b"",
+            err_ack("PLAIN", 400, 10168, "message counters is disabled"),
+        ),
+        (
+            "c.b",
+            &[("Nats-Incr", "+5"), ("X-Keep", "me")],
+            b"",
+            counted("C", 8, "2"),
+        ),
+    ];
+    for (i, (subject, headers, body, want)) in steps.iter().enumerate() {
+        let got = pubt(&c, subject, headers, body).await;
+        assert_ack(&got, want, &format!("step {i} {subject} {headers:?}"));
+    }
+    // The stored message is the value, with the publish's headers kept.
+    let last = api(&c, "$JS.API.STREAM.MSG.GET.C", r#"{"last_by_subj":"c.b"}"#).await;
+    let msg = &last["message"];
+    assert_eq!(
+        common::unb64(msg["data"].as_str().unwrap()),
+        br#"{"val":"2"}"#,
+        "{last}"
+    );
+    let hdrs = String::from_utf8(common::unb64(msg["hdrs"].as_str().unwrap())).unwrap();
+    assert!(
+        hdrs.contains("Nats-Incr: +5\r\n") && hdrs.contains("X-Keep: me\r\n"),
+        "{hdrs:?}"
+    );
+}
+
+#[tokio::test]
+async fn counter_configs_nats_server_refuses() {
+    let s = common::js_server();
+    let c = s.client().await;
+    let invalid = |text: &str| (500, 10052, text.to_string());
+    let counter = |extra: Value| {
+        let mut cfg = json!({"name": "C", "subjects": ["c.>"], "allow_msg_counter": true});
+        cfg.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        cfg
+    };
+    let table = [
+        (
+            counter(json!({"discard": "new"})),
+            invalid("counter stream cannot use discard new"),
+        ),
+        (
+            counter(json!({"allow_msg_ttl": true})),
+            invalid("counter stream cannot use message TTLs"),
+        ),
+        (
+            counter(json!({"retention": "workqueue"})),
+            invalid("counter stream can only use limits retention"),
+        ),
+        (
+            json!({"name": "M", "mirror": {"name": "C"}, "allow_msg_counter": true}),
+            (
+                400,
+                10173,
+                "stream mirrors can not also calculate counters".to_string(),
+            ),
+        ),
+    ];
+    for (cfg, want) in table {
+        let r = api(&c, "$JS.API.STREAM.CREATE.C", &cfg.to_string()).await;
+        let r = if cfg["name"] == "M" {
+            api(&c, "$JS.API.STREAM.CREATE.M", &cfg.to_string()).await
+        } else {
+            r
+        };
+        assert_eq!(common::api_err(&r), want, "{cfg}: {r}");
+    }
+    // Counting cannot be switched on or off later.
+    create(
+        &c,
+        "ON",
+        json!({"name": "ON", "subjects": ["on"], "allow_msg_counter": true}),
+    )
+    .await;
+    create(&c, "OFF", json!({"name": "OFF", "subjects": ["off"]})).await;
+    let change = "stream configuration update can not change message counter setting";
+    for (name, subject, on) in [("ON", "on", false), ("OFF", "off", true)] {
+        let body = json!({"name": name, "subjects": [subject], "allow_msg_counter": on});
+        let r = api(
+            &c,
+            &format!("$JS.API.STREAM.UPDATE.{name}"),
+            &body.to_string(),
+        )
+        .await;
+        assert_eq!(common::api_err(&r), invalid(change), "{name}: {r}");
+    }
+}
+
+#[tokio::test]
+async fn a_counter_sourced_into_another_adds_what_its_origin_moved() {
+    let s = common::js_server();
+    let c = s.client().await;
+    create(
+        &c,
+        "EU",
+        json!({"name": "EU", "subjects": ["eu.>"], "allow_msg_counter": true}),
+    )
+    .await;
+    for incr in ["+5", "+7"] {
+        pubt(&c, "eu.hits", &[("Nats-Incr", incr)], b"").await;
+    }
+    // The aggregate counts the origin's value so far, then what it moves.
+    let cfg = json!({"name": "ALL", "allow_msg_counter": true,
+        "sources": [{"name": "EU", "subject_transforms": [{"src": "eu.>", "dest": "all.>"}]}]});
+    create(&c, "ALL", cfg).await;
+    let value_of = |stream: &'static str, subject: &'static str| {
+        let c = c.clone();
+        async move {
+            let body = json!({"last_by_subj": subject}).to_string();
+            let r = api(&c, &format!("$JS.API.STREAM.MSG.GET.{stream}"), &body).await;
+            r["message"]["data"]
+                .as_str()
+                .map(|d| String::from_utf8(common::unb64(d)).unwrap())
+        }
+    };
+    let want = Some(r#"{"val":"12"}"#.to_string());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while value_of("ALL", "all.hits").await != want {
+        assert!(Instant::now() < deadline, "ALL never reached 12");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    pubt(&c, "eu.hits", &[("Nats-Incr", "-2")], b"").await;
+    let want = Some(r#"{"val":"10"}"#.to_string());
+    while value_of("ALL", "all.hits").await != want {
+        assert!(Instant::now() < deadline, "ALL never reached 10");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Each sourced message's increment is what the origin moved, and the
+    // origin's last value is remembered per origin stream and subject.
+    let body = json!({"last_by_subj": "all.hits"}).to_string();
+    let r = api(&c, "$JS.API.STREAM.MSG.GET.ALL", &body).await;
+    let hdrs = String::from_utf8(common::unb64(r["message"]["hdrs"].as_str().unwrap())).unwrap();
+    assert!(hdrs.contains("Nats-Incr: -2\r\n"), "{hdrs:?}");
+    assert!(
+        hdrs.contains(r#"Nats-Counter-Sources: {"EU":{"eu.hits":"10"}}"#),
+        "{hdrs:?}"
+    );
+}

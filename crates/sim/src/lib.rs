@@ -1754,9 +1754,9 @@ pub fn run_seed(seed: u64) -> Result<Report, Violation> {
 /// anything.
 fn acked_seq(ack: &jetstream::stream::PubAck) -> Option<u64> {
     match ack {
-        jetstream::stream::PubAck::Stored(seq) | jetstream::stream::PubAck::Duplicate(seq) => {
-            Some(*seq).filter(|&s| s > 0)
-        }
+        jetstream::stream::PubAck::Stored(seq)
+        | jetstream::stream::PubAck::Counted(seq, _)
+        | jetstream::stream::PubAck::Duplicate(seq) => Some(*seq).filter(|&s| s > 0),
         jetstream::stream::PubAck::Error(_) => None,
     }
 }

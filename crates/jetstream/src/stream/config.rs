@@ -133,6 +133,22 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
     if cfg.deny_purge && cfg.allow_rollup_hdrs {
         return Err(invalid("roll-ups require the purge permission"));
     }
+    if cfg.allow_msg_counter {
+        let refusal = if cfg.discard == Discard::New {
+            Some("counter stream cannot use discard new")
+        } else if cfg.allow_msg_ttl {
+            Some("counter stream cannot use message TTLs")
+        } else if cfg.allow_msg_schedules {
+            Some("counter stream cannot use message schedules")
+        } else if cfg.retention != Retention::Limits {
+            Some("counter stream can only use limits retention")
+        } else {
+            None
+        };
+        if let Some(text) = refusal {
+            return Err(invalid(text));
+        }
+    }
     if cfg.discard_new_per_subject {
         if cfg.discard != Discard::New {
             return Err(invalid(
@@ -169,7 +185,6 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
     // Features of later API levels that flotilla does not have: refused
     // with a clear error rather than silently ignored.
     for (on, what) in [
-        (cfg.allow_msg_counter, "message counters"),
         (cfg.allow_atomic, "atomic batch publish"),
         (cfg.allow_msg_schedules, "message schedules"),
         (cfg.allow_batched, "batched publish"),
@@ -189,6 +204,9 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         }
         if !cfg.sources.is_empty() {
             return Err(E::MIRROR_WITH_SOURCES.err());
+        }
+        if cfg.allow_msg_counter {
+            return Err(E::MIRROR_WITH_COUNTERS.err());
         }
         if !m.filter_subject.is_empty() && !m.subject_transforms.is_empty() {
             return Err(E::MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED.err());
@@ -354,7 +372,7 @@ pub const ASYNC_PERSIST: &str = "async";
 
 /// The minimum API level a config needs, stored as `_nats.req.level`.
 pub fn required_level(cfg: &StreamConfig) -> i64 {
-    if cfg.persist_mode == ASYNC_PERSIST {
+    if cfg.persist_mode == ASYNC_PERSIST || cfg.allow_msg_counter {
         return 2;
     }
     i64::from(cfg.allow_msg_ttl || cfg.subject_delete_marker_ttl > 0)
@@ -394,6 +412,11 @@ pub fn check_update(old: &StreamConfig, new: &mut StreamConfig) -> Result<(), Ap
     }
     if new.mirror.is_some() && old.mirror != new.mirror {
         return Err(E::STREAM_MIRROR_NOT_UPDATABLE.err());
+    }
+    if old.allow_msg_counter != new.allow_msg_counter {
+        return Err(invalid(
+            "stream configuration update can not change message counter setting",
+        ));
     }
     if old.persist_mode != new.persist_mode {
         return Err(invalid(

@@ -15,6 +15,7 @@
 //!   inputs removes the same messages.
 
 pub mod config;
+pub mod counter;
 mod dedupe;
 mod sourcing;
 
@@ -46,6 +47,8 @@ const SEC: i64 = 1_000_000_000;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PubAck {
     Stored(u64),
+    /// Stored in a counter stream: the counter's value after it.
+    Counted(u64, String),
     Duplicate(u64),
     Error(ApiError),
 }
@@ -56,6 +59,9 @@ impl PubAck {
         let name = String::from_utf8(crate::api::gojson::to_vec(stream)).expect("JSON is UTF-8");
         let s = match self {
             PubAck::Stored(seq) => format!("{{\"stream\":{name},\"seq\":{seq}}}"),
+            PubAck::Counted(seq, value) => {
+                format!("{{\"stream\":{name},\"seq\":{seq},\"val\":\"{value}\"}}")
+            }
             PubAck::Duplicate(seq) => {
                 format!("{{\"stream\":{name},\"seq\":{seq},\"duplicate\": true}}")
             }
@@ -316,9 +322,17 @@ impl Stream {
         let mut msg_id = None;
         let mut rollup = None;
         let mut ttl = 0i64;
+        let mut incr = None;
         if let Some(h) = h {
-            if headers::get(h, headers::INCR).is_some() {
-                return Err(E::MESSAGE_INCR_DISABLED.err());
+            if let Some(text) = headers::get(h, headers::INCR) {
+                let value =
+                    counter::parse_incr(text).ok_or_else(|| E::MESSAGE_INCR_INVALID.err())?;
+                // What a source brings is stored as it came (or counted,
+                // in a counter stream).
+                if !sourced {
+                    counter::check_publish(self.config.allow_msg_counter, h, msg.payload)?;
+                }
+                incr = Some(value);
             }
             if let Some(exp) = expectation(h, headers::EXPECTED_STREAM) {
                 if exp != self.config.name {
@@ -403,10 +417,30 @@ impl Stream {
                 }
             }
         }
+        if incr.is_none() && self.config.allow_msg_counter {
+            return Err(E::MESSAGE_INCR_MISSING.err());
+        }
+        let counted = match (incr, self.config.allow_msg_counter, h) {
+            (Some(incr), true, Some(h)) => {
+                let last = self
+                    .store
+                    .last_matching(&Filter::one(subject))
+                    .map_err(store_err)?;
+                let last = last
+                    .as_ref()
+                    .map(|m| (m.headers.as_deref(), &m.payload[..]));
+                Some(counter::count(last, h, msg.payload, incr, subject)?)
+            }
+            _ => None,
+        };
+        let (h, payload) = match &counted {
+            Some(c) => (Some(&c.headers[..]), &c.payload[..]),
+            None => (h, msg.payload),
+        };
         let hlen = h.map_or(0, |h| h.len());
         if self.config.max_msg_size >= 0 {
             let max = self.config.max_msg_size as usize;
-            if hlen > max || msg.payload.len() > max - hlen {
+            if hlen > max || payload.len() > max - hlen {
                 return Err(E::STREAM_MESSAGE_EXCEEDS_MAXIMUM.err());
             }
         }
@@ -439,10 +473,10 @@ impl Stream {
             self.remember_id(msg_id, seq, now);
             return Ok(PubAck::Stored(seq));
         }
-        self.check_discard_new(subject, h, msg.payload, rollup.is_some())?;
+        self.check_discard_new(subject, h, payload, rollup.is_some())?;
         let seq = self
             .store
-            .store(subject, h, msg.payload, now)
+            .store(subject, h, payload, now)
             .map_err(store_err)?;
         self.remember_id(msg_id, seq, now);
         if ttl > 0 {
@@ -463,8 +497,11 @@ impl Stream {
             })?;
         }
         self.enforce_limits(subject)?;
-        self.republish(seq, subject, h, msg.payload, now);
-        Ok(PubAck::Stored(seq))
+        self.republish(seq, subject, h, payload, now);
+        Ok(match counted {
+            Some(c) => PubAck::Counted(seq, c.value),
+            None => PubAck::Stored(seq),
+        })
     }
 
     fn remember_id(&mut self, id: Option<&str>, seq: u64, now: i64) {

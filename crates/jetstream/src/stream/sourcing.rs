@@ -295,7 +295,7 @@ impl Stream {
             });
             let h: Bytes = headers::append(kept.as_deref(), &[(headers::STREAM_SOURCE, &tag)]);
             match self.publish_sourced(&subject, &h, m.payload, now) {
-                PubAck::Stored(_) | PubAck::Duplicate(_) => {}
+                PubAck::Stored(_) | PubAck::Counted(..) | PubAck::Duplicate(_) => {}
                 PubAck::Error(e) => return Err(e),
             }
         }

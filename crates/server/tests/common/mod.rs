@@ -830,6 +830,21 @@ pub fn check_cluster(v: &serde_json::Value) {
     assert_eq!(others, replicas() - 1, "replicas: {v}");
 }
 
+/// The bytes of standard base64 (`b64`'s inverse); panics on bad input.
+pub fn unb64(text: &str) -> Vec<u8> {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let sextet = |c: u8| T.iter().position(|&t| t == c).expect("base64") as u32;
+    let mut out = Vec::new();
+    for chunk in text.trim_end_matches('=').as_bytes().chunks(4) {
+        let bits = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, &c)| acc | sextet(c) << (18 - 6 * i));
+        out.extend(&bits.to_be_bytes()[1..chunk.len()]);
+    }
+    out
+}
+
 /// Standard base64 with padding, as Go's encoding/json writes []byte.
 pub fn b64(data: &[u8]) -> String {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
