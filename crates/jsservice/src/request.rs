@@ -390,6 +390,16 @@ fn classify_api(
                 },
             )
         }
+        ["CONSUMER", "UNPIN", name, consumer] => {
+            let req = unpin_request(body).map_err(|e| (Kind::ConsumerUnpin, e))?;
+            change(
+                name,
+                Op::UnpinConsumer {
+                    name: consumer.to_string(),
+                    group: req.group,
+                },
+            )
+        }
         // Parsed once the consumer is known to exist: nats-server has no
         // subscription for one that does not (`stream_api::admit`).
         ["CONSUMER", "MSG", "NEXT", name, consumer] => change(
@@ -477,7 +487,7 @@ pub fn stream_of(subject: &str) -> Option<(&str, Kind)> {
     let name = match tokens.as_slice() {
         ["STREAM", "INFO" | "PURGE", s] | ["STREAM", "MSG", "GET" | "DELETE", s] => s,
         ["STREAM", "LEADER", "STEPDOWN", s] => s,
-        ["CONSUMER", "INFO" | "DELETE" | "PAUSE", s, _] => s,
+        ["CONSUMER", "INFO" | "DELETE" | "PAUSE" | "UNPIN", s, _] => s,
         ["CONSUMER", "NAMES" | "LIST", s] => s,
         ["CONSUMER", "LEADER", "STEPDOWN", s, _] => s,
         _ => return None,
@@ -526,6 +536,30 @@ pub fn is_empty_request(body: &[u8]) -> bool {
         serde_json::from_slice::<serde_json::Value>(body),
         Ok(serde_json::Value::Object(m)) if m.is_empty()
     )
+}
+
+#[derive(Deserialize, Default)]
+struct UnpinRequest {
+    #[serde(default)]
+    group: String,
+}
+
+/// `CONSUMER.UNPIN`'s body, checked as nats-server checks it: plain
+/// `json.Unmarshal` (so an empty body is an error), a group, a valid name.
+fn unpin_request(body: &[u8]) -> Result<UnpinRequest, ApiError> {
+    let req: UnpinRequest = gojson::decode(
+        body,
+        &api::go_types::CONSUMER_UNPIN_REQUEST,
+        gojson::Mode::Unmarshal,
+    )
+    .map_err(|e| E::INVALID_JSON.with("err", e))?;
+    if req.group.is_empty() {
+        return Err(E::INVALID_JSON.with("err", "consumer group not specified"));
+    }
+    if !jetstream::consumer::valid_group_name(&req.group) {
+        return Err(E::CONSUMER_INVALID_GROUP_NAME.err());
+    }
+    Ok(req)
 }
 
 #[derive(Deserialize, Default)]
@@ -736,6 +770,7 @@ fn endpoint(tokens: &[&str]) -> Option<Kind> {
         ["CONSUMER", "NAMES", _] => Kind::ConsumerNames,
         ["CONSUMER", "LIST", _] => Kind::ConsumerList,
         ["CONSUMER", "PAUSE", _, _] => Kind::ConsumerPause,
+        ["CONSUMER", "UNPIN", _, _] => Kind::ConsumerUnpin,
         ["STREAM", "LEADER", "STEPDOWN", _] => Kind::StreamLeaderStepdown,
         ["CONSUMER", "LEADER", "STEPDOWN", _, _] => Kind::ConsumerLeaderStepdown,
         ["STREAM", "PEER", "REMOVE", _] => Kind::StreamRemovePeer,

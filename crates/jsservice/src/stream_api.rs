@@ -101,6 +101,7 @@ fn change_kind(op: &Op) -> Kind {
         Op::ConsumerCreate { .. } => Kind::ConsumerCreate,
         Op::DeleteConsumer { .. } => Kind::ConsumerDelete,
         Op::PauseConsumer { .. } => Kind::ConsumerPause,
+        Op::UnpinConsumer { .. } => Kind::ConsumerUnpin,
         _ => Kind::System,
     }
 }

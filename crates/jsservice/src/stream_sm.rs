@@ -162,6 +162,11 @@ pub enum Op {
         name: String,
         until: Option<i64>,
     },
+    /// `CONSUMER.UNPIN`: a priority group's pinned client loses its pin.
+    UnpinConsumer {
+        name: String,
+        group: String,
+    },
     /// Changes nothing: a leader's mark in the log, so what it answers
     /// once the mark is applied sees everything proposed before it (reads
     /// that must see the writes ahead of them).
@@ -437,6 +442,11 @@ fn encode_op(b: &mut BytesMut, op: &Op) {
             b.put_u64_le(*peer);
             b.put_u64_le(*token);
         }
+        Op::UnpinConsumer { name, group } => {
+            b.put_u8(17);
+            put_bytes(b, name.as_bytes());
+            put_bytes(b, group.as_bytes());
+        }
     }
 }
 
@@ -587,6 +597,10 @@ fn decode_op(b: &mut &[u8], owner: Option<&Bytes>, depth: u8) -> Result<Op, Deco
                 token: b.get_u64_le(),
             }
         }
+        17 => Op::UnpinConsumer {
+            name: get_string(b)?,
+            group: get_string(b)?,
+        },
         11 if depth == 0 => Op::Replied {
             reply: get_string(b)?,
             op: Box::new(decode_op(b, owner, depth + 1)?),
@@ -610,6 +624,7 @@ pub enum Outcome {
     ConsumerCreated(Result<ConsumerInfo, ApiError>),
     /// A consumer pause or resume: the consumer after it.
     ConsumerPaused(Result<ConsumerInfo, ApiError>),
+    ConsumerUnpinned(Result<(), ApiError>),
     /// A purge: how many messages went.
     Purged(Result<u64, ApiError>),
     /// A message delete.
@@ -623,7 +638,10 @@ pub enum Outcome {
     /// A new configuration.
     Configured(Result<(), ApiError>),
     /// A leader's mark (`Op::Barrier`).
-    Barrier { peer: u64, token: u64 },
+    Barrier {
+        peer: u64,
+        token: u64,
+    },
 }
 
 /// What an ack's requester hears.
@@ -1091,6 +1109,9 @@ impl StreamMachine {
             }
             Op::PauseConsumer { name, until } => {
                 Outcome::ConsumerPaused(self.stream.pause_consumer(&name, until, now))
+            }
+            Op::UnpinConsumer { name, group } => {
+                Outcome::ConsumerUnpinned(self.stream.unpin_consumer(&name, &group))
             }
             Op::Barrier { peer, token } => Outcome::Barrier { peer, token },
             // Nested replies are refused when decoding.

@@ -13,7 +13,7 @@ use async_nats::jetstream::{self, consumer};
 use bytes::Bytes;
 use consumer_util::*;
 use futures::StreamExt;
-use serde_json::json;
+use serde_json::{json, Value};
 
 async fn setup() -> (common::JsServer, async_nats::Client) {
     let s = common::js_server();
@@ -848,4 +848,184 @@ async fn a_pull_whose_requester_left_takes_no_message() {
     let m = recv(&mut sub).await;
     assert_eq!(ack_info(&m).sseq, 1, "{}", describe(&m));
     assert_eq!(ack_info(&m).dc, 1, "{}", describe(&m));
+}
+
+#[tokio::test]
+async fn priority_group_configs_nats_server_refuses() {
+    let (_s, c) = setup().await;
+    let pull = |extra: Value| {
+        let mut cfg = json!({"durable_name": "p", "ack_policy": "explicit"});
+        cfg.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        cfg
+    };
+    let table = [
+        (json!({"priority_policy": "overflow"}), (10159, "Setting PriorityPolicy requires at least one PriorityGroup to be set")),
+        (json!({"priority_groups": ["A"]}), (10196, "consumer can not have priority groups when policy is none")),
+        (json!({"priority_timeout": 1_000_000_000}), (10197, "PinnedTTL cannot be set when PriorityPolicy is none")),
+        (json!({"priority_policy": "pinned_client", "priority_groups": [""]}), (10161, "Group name cannot be an empty string")),
+        (
+            json!({"priority_policy": "prioritized", "priority_groups": ["much-too-long-group-name"]}),
+            (10162, "Valid priority group name must match A-Z, a-z, 0-9, -_/=)+ and may not exceed 16 characters"),
+        ),
+        (
+            json!({"priority_policy": "overflow", "priority_groups": ["A"], "deliver_subject": "push.here"}),
+            (10178, "priority groups can not be used with push consumers"),
+        ),
+    ];
+    for (extra, (err_code, description)) in table {
+        let v = create(&c, "S", "p", pull(extra.clone())).await;
+        assert_err(&v, 400, err_code, description);
+    }
+}
+
+#[tokio::test]
+async fn overflow_pulls_wait_for_enough_pending() {
+    let (_s, c) = setup().await;
+    publish_n(&c, "s.a", 5).await;
+    let cfg = json!({"durable_name": "o", "ack_policy": "explicit",
+        "priority_policy": "overflow", "priority_groups": ["A"]});
+    create_ok(&c, "S", "o", cfg).await;
+    // Requests that break the group's rules are refused.
+    let refusals = [
+        (json!({"batch": 1}), "Bad Request - Priority Group missing"),
+        (
+            json!({"batch": 1, "group": "B"}),
+            "Bad Request - Invalid Priority Group",
+        ),
+        (
+            json!({"batch": 1, "group": "A", "id": "x"}),
+            "Bad Request - Not a Pinned Client Priority consumer",
+        ),
+        (
+            json!({"batch": 1, "group": "A", "priority": 10}),
+            "Bad Request - Priority must be between 0 and 9",
+        ),
+    ];
+    for (body, description) in refusals {
+        let mut sub = pull(&c, "S", "o", body).await;
+        assert_status(&recv(&mut sub).await, 400, description);
+    }
+    // Five pending: a pull that wants ten waits; one without limits does not.
+    let mut patient = pull(
+        &c,
+        "S",
+        "o",
+        json!({"batch": 10, "group": "A", "min_pending": 10, "expires": 3_000_000_000u64}),
+    )
+    .await;
+    assert_quiet(&mut patient, Duration::from_millis(500)).await;
+    let mut eager = pull(&c, "S", "o", json!({"batch": 1, "group": "A"})).await;
+    assert_eq!(ack_info(&recv(&mut eager).await).sseq, 1);
+    assert_quiet(&mut patient, Duration::from_millis(200)).await;
+    // Ten more pending: the patient one is served.
+    publish_n(&c, "s.a", 10).await;
+    let m = recv(&mut patient).await;
+    assert_eq!(ack_info(&m).sseq, 2, "{}", describe(&m));
+}
+
+#[tokio::test]
+async fn prioritized_pulls_serve_the_most_urgent_first() {
+    let (_s, c) = setup().await;
+    let cfg = json!({"durable_name": "p", "ack_policy": "explicit",
+        "priority_policy": "prioritized", "priority_groups": ["A"]});
+    create_ok(&c, "S", "p", cfg).await;
+    let expires = 5_000_000_000u64;
+    let mut low = pull(
+        &c,
+        "S",
+        "p",
+        json!({"batch": 5, "group": "A", "priority": 5, "expires": expires}),
+    )
+    .await;
+    let mut high = pull(
+        &c,
+        "S",
+        "p",
+        json!({"batch": 2, "group": "A", "priority": 1, "expires": expires}),
+    )
+    .await;
+    publish_n(&c, "s.a", 3).await;
+    // The urgent request takes what it asked for; then the other.
+    assert_eq!(ack_info(&recv(&mut high).await).sseq, 1);
+    assert_eq!(ack_info(&recv(&mut high).await).sseq, 2);
+    assert_eq!(ack_info(&recv(&mut low).await).sseq, 3);
+}
+
+#[tokio::test]
+async fn a_pinned_client_gets_everything_until_unpinned() {
+    let (_s, c) = setup().await;
+    let cfg = json!({"durable_name": "pin", "ack_policy": "explicit",
+        "priority_policy": "pinned_client", "priority_groups": ["A"]});
+    create_ok(&c, "S", "pin", cfg).await;
+    let state = info(&c, "S", "pin").await;
+    assert_eq!(
+        state["priority_groups"],
+        json!([{"group": "A", "pinned_ts": "0001-01-01T00:00:00Z"}]),
+        "{state}"
+    );
+    let expires = 5_000_000_000u64;
+    let mut first = pull(
+        &c,
+        "S",
+        "pin",
+        json!({"batch": 1, "group": "A", "expires": expires}),
+    )
+    .await;
+    let mut standby = pull(
+        &c,
+        "S",
+        "pin",
+        json!({"batch": 5, "group": "A", "expires": expires}),
+    )
+    .await;
+    publish_n(&c, "s.a", 2).await;
+    // The first request is pinned: its delivery carries the pin id.
+    let m = recv(&mut first).await;
+    let id = header(&m, "Nats-Pin-Id").expect("a pin id").to_string();
+    assert_eq!(id.len(), 22, "{}", describe(&m));
+    let state = info(&c, "S", "pin").await;
+    assert_eq!(
+        state["priority_groups"][0]["pinned_client_id"],
+        id.as_str(),
+        "{state}"
+    );
+    // The standby waits; a request with another id is refused; the pinned
+    // client's next request takes the next message.
+    assert_quiet(&mut standby, Duration::from_millis(300)).await;
+    let mut stale = pull(
+        &c,
+        "S",
+        "pin",
+        json!({"batch": 1, "group": "A", "id": "stale"}),
+    )
+    .await;
+    assert_status(&recv(&mut stale).await, 423, "Nats-Pin-Id mismatch");
+    let mut again = pull(
+        &c,
+        "S",
+        "pin",
+        json!({"batch": 1, "group": "A", "id": id, "expires": expires}),
+    )
+    .await;
+    let m = recv(&mut again).await;
+    assert_eq!(ack_info(&m).sseq, 2, "{}", describe(&m));
+    // Unpinned: the standby is pinned with a new id at the next message.
+    let unpinned = api(&c, "$JS.API.CONSUMER.UNPIN.S.pin", r#"{"group":"A"}"#).await;
+    assert_eq!(
+        unpinned,
+        json!({"type": "io.nats.jetstream.api.v1.consumer_unpin_response"})
+    );
+    let wrong = api(&c, "$JS.API.CONSUMER.UNPIN.S.pin", r#"{"group":"B"}"#).await;
+    assert_err(
+        &wrong,
+        400,
+        10160,
+        "Provided priority group does not exist for this consumer",
+    );
+    publish_n(&c, "s.a", 1).await;
+    let m = recv(&mut standby).await;
+    let new_id = header(&m, "Nats-Pin-Id").expect("a pin id");
+    assert_ne!(new_id, id, "{}", describe(&m));
 }

@@ -351,6 +351,19 @@ pub struct ConsumerInfo {
     pub pause_remaining: i64,
     #[serde(serialize_with = "ser_time")]
     pub ts: i64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub priority_groups: Vec<PriorityGroupState>,
+}
+
+/// A priority group's state in consumer info: who is pinned, since when
+/// (Go's zero time when nobody is).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PriorityGroupState {
+    pub group: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub pinned_client_id: String,
+    #[serde(serialize_with = "ser_time")]
+    pub pinned_ts: i64,
 }
 
 /// A pull request body. Parsed leniently, as nats-server does: unknown
@@ -377,6 +390,10 @@ pub struct PullRequest {
     pub id: String,
     #[serde(default, deserialize_with = "nullable::default")]
     pub priority: i64,
+    /// Whether the body was a JSON request (only those are checked
+    /// against the consumer's priority groups, as nats-server checks).
+    #[serde(skip)]
+    pub formal: bool,
 }
 
 impl PullRequest {
@@ -393,11 +410,15 @@ impl PullRequest {
         }
         if trimmed.starts_with('{') {
             // Go's error texts: nats-server sends them back in the 400.
-            return gojson::decode(
+            let decoded: Result<Self, String> = gojson::decode(
                 trimmed.as_bytes(),
                 &go_types::PULL_REQUEST,
                 gojson::Mode::Unmarshal,
             );
+            return decoded.map(|req| PullRequest {
+                formal: true,
+                ..req
+            });
         }
         Ok(PullRequest {
             batch: trimmed.parse().unwrap_or(1),

@@ -201,6 +201,11 @@ pub static CONSUMERS_REQUEST: Schema = Schema {
     fields: &[("offset", INT)],
 };
 
+pub static CONSUMER_UNPIN_REQUEST: Schema = Schema {
+    go_name: "server.JSApiConsumerUnpinRequest",
+    fields: &[("group", Ty::Str)],
+};
+
 pub static CONSUMER_PAUSE_REQUEST: Schema = Schema {
     go_name: "server.JSApiConsumerPauseRequest",
     fields: &[("pause_until", Ty::Time)],

@@ -270,13 +270,43 @@ pub fn check(cfg: &ConsumerConfig, stream: &StreamConfig) -> Result<(), ApiError
     if meta > MAX_METADATA {
         return Err(E::CONSUMER_METADATA_LENGTH.with("limit", "128KB"));
     }
-    if cfg.priority_policy != PriorityPolicy::None {
-        return Err(invalid("priority groups are not supported by this server"));
+    check_priority(cfg)
+}
+
+/// nats-server's checks of `priority_policy` and `priority_groups`.
+fn check_priority(cfg: &ConsumerConfig) -> Result<(), ApiError> {
+    if cfg.priority_policy == PriorityPolicy::None {
+        if !cfg.priority_groups.is_empty() {
+            return Err(E::CONSUMER_PRIORITY_GROUP_WITH_POLICY_NONE.err());
+        }
+        if cfg.priority_timeout > 0 {
+            return Err(E::CONSUMER_PINNED_TTL_WITHOUT_PRIORITY_POLICY_NONE.err());
+        }
+        return Ok(());
     }
-    if !cfg.priority_groups.is_empty() {
-        return Err(E::CONSUMER_PRIORITY_GROUP_WITH_POLICY_NONE.err());
+    if !cfg.deliver_subject.is_empty() {
+        return Err(E::CONSUMER_PUSH_WITH_PRIORITY_GROUP.err());
+    }
+    if cfg.priority_groups.is_empty() {
+        return Err(E::CONSUMER_PRIORITY_POLICY_WITHOUT_GROUP.err());
+    }
+    for group in &cfg.priority_groups {
+        if group.is_empty() {
+            return Err(E::CONSUMER_EMPTY_GROUP_NAME.err());
+        }
+        if !valid_group_name(group) {
+            return Err(E::CONSUMER_INVALID_GROUP_NAME.err());
+        }
     }
     Ok(())
+}
+
+/// `^[a-zA-Z0-9/_=-]{1,16}$`, nats-server's `validGroupName`.
+pub fn valid_group_name(group: &str) -> bool {
+    (1..=16).contains(&group.len())
+        && group
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/_=-".contains(&b))
 }
 
 fn check_start(cfg: &ConsumerConfig) -> Result<(), ApiError> {

@@ -13,6 +13,7 @@
 //!   `next_sseq` (plus the unsent part of a last-per-subject start).
 
 mod config;
+mod priority;
 pub mod state;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -22,17 +23,21 @@ use store::{Filter, MsgStore, StoredMsg};
 
 pub use config::{
     check as check_config, check_update as check_config_update, defaults as apply_defaults,
-    prepare_create, stamp_ephemeral, stamp_required_level,
+    prepare_create, stamp_ephemeral, stamp_required_level, valid_group_name,
 };
 pub use state::ConsumerState;
 
 use crate::api::{
-    AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, PullRequest, ReplayPolicy, SequenceInfo,
+    AckPolicy, ApiError, ConsumerConfig, ConsumerInfo, DeliverPolicy, PriorityGroupState,
+    PriorityPolicy, PullRequest, ReplayPolicy, SequenceInfo, E,
 };
 use crate::headers;
 use crate::output::{OutMsg, Output};
+use priority::{Ask, Pin, Verdict};
 
 const MS: i64 = 1_000_000;
+/// The header that tells a pinned client its pin.
+const PIN_ID: &str = "Nats-Pin-Id";
 /// Flow-control window bounds, as nats-server.
 const FC_MAX_WINDOW: u64 = 32 * 1024 * 1024;
 const FC_START_WINDOW: u64 = FC_MAX_WINDOW / 16;
@@ -58,6 +63,9 @@ struct Waiting {
     heartbeat: i64,
     next_heartbeat: Option<i64>,
     delivered: u64,
+    /// Its priority group fields.
+    #[serde(default)]
+    ask: Ask,
 }
 
 /// What an acknowledgement changed.
@@ -126,6 +134,11 @@ struct Runtime {
     replay_until: u64,
     /// When a pause ends, so the driver wakes the consumer then.
     pause_wake: Option<i64>,
+    /// `pinned_client`: the current pin, and how many were handed out.
+    #[serde(default)]
+    pin: Option<Pin>,
+    #[serde(default)]
+    pins_issued: u64,
 }
 
 impl Consumer {
@@ -261,6 +274,8 @@ impl Consumer {
                 replay_prev: None,
                 replay_until: store.state().last_seq,
                 pause_wake: config.pause_until,
+                pin: None,
+                pins_issued: 0,
             },
             dirty: true,
             config,
@@ -642,16 +657,20 @@ impl Consumer {
                 + reply.len()
                 + hdrs.as_ref().map_or(0, |h| h.len())
                 + payload.len()) as i64;
-            let target = if self.is_push() {
-                self.config.deliver_subject.clone()
+            let (target, pin) = if self.is_push() {
+                (self.config.deliver_subject.clone(), None)
             } else {
-                match self.take_request(size, now, out) {
-                    Some(r) => r,
+                match self.take_request(size, redelivery, now, out) {
+                    Some(taken) => taken,
                     None => {
                         self.unpop(&m, redelivery);
                         break;
                     }
                 }
+            };
+            let hdrs = match pin {
+                Some(id) => Some(headers::append(hdrs.as_deref(), &[(PIN_ID, &id)])),
+                None => hdrs,
             };
             let (dc, dseq) = self.record_delivery(&m, redelivery, now);
             debug_assert_eq!(
@@ -724,11 +743,42 @@ impl Consumer {
         false
     }
 
-    /// The pull request that takes a message of `size` bytes: requests that
-    /// cannot (byte limit) are ended with a 409, and the chosen one goes to
-    /// the back of the queue so requests share deliveries.
-    fn take_request(&mut self, size: i64, now: i64, out: &mut Vec<Output>) -> Option<String> {
+    /// The pull request that takes a message of `size` bytes, and the pin
+    /// id the delivery carries (`pinned_client`). Requests that cannot take
+    /// it (byte limit) are ended with a 409, those holding a stale pin with
+    /// a 423; those the priority policy holds back stay. The chosen one
+    /// goes behind the others of its priority so requests share
+    /// deliveries.
+    fn take_request(
+        &mut self,
+        size: i64,
+        redelivery: bool,
+        now: i64,
+        out: &mut Vec<Output>,
+    ) -> Option<(String, Option<String>)> {
+        let policy = self.config.priority_policy;
+        // The message at hand counts as pending, as nats-server counts it.
+        let pending = self.rt.num_pending + u64::from(redelivery);
+        let mut cycled = 0;
         while let Some(mut w) = self.rt.waiting.pop_front() {
+            let pin = self.rt.pin.as_ref();
+            let pinned =
+                match priority::verdict(&w.ask, policy, pin, pending, self.rt.pending.len()) {
+                    Verdict::Take { pinned } => pinned,
+                    Verdict::WrongPin => {
+                        let pend = pending_headers(w.batch, w.bytes_left.unwrap_or(0));
+                        status(out, &w.reply, 423, "Nats-Wrong-Pin-Id", &pend);
+                        continue;
+                    }
+                    Verdict::Skip => {
+                        self.rt.waiting.push_back(w);
+                        cycled += 1;
+                        if cycled >= self.rt.waiting.len() {
+                            return None;
+                        }
+                        continue;
+                    }
+                };
             if let Some(left) = w.bytes_left {
                 if size > left {
                     let pend = pending_headers(w.batch, left);
@@ -737,16 +787,35 @@ impl Consumer {
                 }
                 w.bytes_left = Some(left - size);
             }
+            if pinned {
+                let id = priority::pin_id(&self.name, self.rt.pins_issued, now);
+                self.rt.pins_issued += 1;
+                self.rt.pin = Some(Pin {
+                    id: id.clone(),
+                    since: now,
+                    deadline: now + self.config.priority_timeout,
+                });
+                w.ask.pin = id;
+            }
             w.batch -= 1;
             w.delivered += 1;
             if w.heartbeat > 0 {
                 w.next_heartbeat = Some(now + w.heartbeat);
             }
             let reply = w.reply.clone();
-            self.rt.waiting.push_back(w);
-            return Some(reply);
+            let pin = (policy == PriorityPolicy::PinnedClient).then(|| w.ask.pin.clone());
+            self.wait(w);
+            return Some((reply, pin));
         }
         None
+    }
+
+    /// Queues a request: behind every request of its priority or a more
+    /// urgent one under `prioritized`, else at the back.
+    fn wait(&mut self, w: Waiting) {
+        let policy = self.config.priority_policy;
+        let at = priority::insert_at(&self.rt.waiting, policy, |q| q.ask.priority, w.ask.priority);
+        self.rt.waiting.insert(at, w);
     }
 
     /// Removes requests that got all they asked for. One that ran out of
@@ -906,6 +975,25 @@ impl Consumer {
             );
             return Vec::new();
         }
+        let groups = &self.config.priority_groups;
+        match priority::check_pull(
+            &req,
+            self.config.priority_policy,
+            groups,
+            self.rt.pin.as_ref(),
+        ) {
+            Err((code, description)) => {
+                status(out, reply, code, description, &[]);
+                return Vec::new();
+            }
+            // The pinned client pulled again: its pin lasts longer.
+            Ok(true) => {
+                if let Some(pin) = self.rt.pin.as_mut() {
+                    pin.deadline = now + self.config.priority_timeout;
+                }
+            }
+            Ok(false) => {}
+        }
         if req.no_wait {
             // nats-server counts what is left to deliver (redeliveries
             // included) against what waiting requests already asked for.
@@ -932,7 +1020,8 @@ impl Consumer {
                 return Vec::new();
             }
         }
-        self.rt.waiting.push_back(Waiting {
+        self.wait(Waiting {
+            ask: Ask::of(&req),
             reply: reply.to_string(),
             batch,
             bytes_left: (req.max_bytes > 0).then_some(req.max_bytes),
@@ -1098,6 +1187,10 @@ impl Consumer {
         if self.rt.pause_wake.is_some_and(|u| now >= u) {
             self.rt.pause_wake = None;
         }
+        // A pinned client that stopped pulling loses its pin.
+        if self.rt.pin.as_ref().is_some_and(|pin| now >= pin.deadline) {
+            self.rt.pin = None;
+        }
         // Redelivery of what waited too long for an ack.
         let mut expired: Vec<u64> = self
             .rt
@@ -1238,6 +1331,9 @@ impl Consumer {
         if let Some(u) = self.rt.pause_wake {
             at(u);
         }
+        if let Some(pin) = &self.rt.pin {
+            at(pin.deadline);
+        }
         if self.config.inactive_threshold > 0 {
             let base = self.rt.inactive_since.unwrap_or(self.rt.last_activity);
             at(base + self.inactive_after());
@@ -1298,7 +1394,31 @@ impl Consumer {
             paused: self.config.pause_until.is_some_and(|u| now < u),
             pause_remaining: self.config.pause_until.map_or(0, |u| (u - now).max(0)),
             ts: now,
+            priority_groups: self.priority_state(),
         }
+    }
+
+    /// The first priority group's state, as nats-server reports it.
+    fn priority_state(&self) -> Vec<PriorityGroupState> {
+        let Some(group) = self.config.priority_groups.first() else {
+            return Vec::new();
+        };
+        let pin = self.rt.pin.as_ref();
+        vec![PriorityGroupState {
+            group: group.clone(),
+            pinned_client_id: pin.map(|p| p.id.clone()).unwrap_or_default(),
+            pinned_ts: pin.map_or(0, |p| p.since),
+        }]
+    }
+
+    /// `CONSUMER.UNPIN`: the pinned client loses its pin; the next
+    /// delivery pins another.
+    pub fn unpin(&mut self, group: &str) -> Result<(), ApiError> {
+        if !self.config.priority_groups.iter().any(|g| g == group) {
+            return Err(E::CONSUMER_INVALID_PRIORITY_GROUP.err());
+        }
+        self.rt.pin = None;
+        Ok(())
     }
 }
 

@@ -1514,6 +1514,18 @@ impl Stream {
         Ok(c.info(now))
     }
 
+    /// `CONSUMER.UNPIN`: the consumer's pinned client loses its pin; the
+    /// next delivery pins another.
+    pub fn unpin_consumer(&mut self, name: &str, group: &str) -> Result<(), ApiError> {
+        let c = self
+            .consumers
+            .get_mut(name)
+            .ok_or_else(|| E::CONSUMER_NOT_FOUND.err())?;
+        c.unpin(group)?;
+        self.pump_due = true;
+        Ok(())
+    }
+
     pub fn flow_control_reply(&mut self, name: &str, subject: &str) {
         if let Some(c) = self.consumers.get_mut(name) {
             c.flow_control_reply(subject);

@@ -1095,6 +1095,7 @@ fn api_subjects(name: &str) -> Vec<String> {
         "CONSUMER.MSG.NEXT.{}.*",
         "CONSUMER.LEADER.STEPDOWN.{}.*",
         "CONSUMER.PAUSE.{}.*",
+        "CONSUMER.UNPIN.{}.*",
     ]
     .iter()
     .map(|t| format!("$JS.API.{}", t.replace("{}", name)))
