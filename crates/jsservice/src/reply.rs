@@ -36,6 +36,7 @@ pub enum Kind {
     ConsumerList,
     ConsumerPause,
     ConsumerUnpin,
+    ConsumerReset,
     MetaLeaderStepdown,
     MetaServerRemove,
     StreamLeaderStepdown,
@@ -64,6 +65,7 @@ impl Kind {
             Kind::ConsumerList => "consumer_list_response",
             Kind::ConsumerPause => "consumer_pause_response",
             Kind::ConsumerUnpin => "consumer_unpin_response",
+            Kind::ConsumerReset => "consumer_reset_response",
             Kind::MetaLeaderStepdown => "meta_leader_stepdown_response",
             Kind::MetaServerRemove => "meta_server_remove_response",
             Kind::StreamLeaderStepdown => "stream_leader_stepdown_response",
@@ -81,6 +83,20 @@ struct Envelope<'a, B: Serialize> {
     error: Option<&'a ApiError>,
     #[serde(flatten)]
     body: B,
+}
+
+/// `CONSUMER.RESET`'s answer: the consumer's info, then where it starts.
+#[derive(Serialize)]
+struct Reset<'a> {
+    #[serde(flatten)]
+    info: &'a ConsumerInfo,
+    #[serde(flatten)]
+    reset_seq: ResetSeq,
+}
+
+#[derive(Serialize)]
+struct ResetSeq {
+    reset_seq: u64,
 }
 
 /// `total`, `offset` and `limit` of paged responses.
@@ -180,6 +196,7 @@ pub fn error(kind: Kind, e: &ApiError) -> Bytes {
             encode(kind, Some(e), &zero(Consumers { consumers: none }))
         }
         Kind::StreamPurge => encode(kind, Some(e), &Purged::default()),
+        Kind::ConsumerReset => encode(kind, Some(e), &ResetSeq { reset_seq: 0 }),
         Kind::ConsumerPause => encode(
             kind,
             Some(e),
@@ -417,6 +434,18 @@ pub fn answers(
             },
         )),
         Outcome::ConsumerPaused(Err(e)) => Some(Answer::refused(to, Kind::ConsumerPause, &e)),
+        Outcome::ConsumerReset(Ok((mut info, seq))) => {
+            if let Some(c) = cluster() {
+                info.cluster = Some(c);
+            }
+            stamp_consumer(&mut info);
+            let body = Reset {
+                info: &info,
+                reset_seq: ResetSeq { reset_seq: seq },
+            };
+            Some(Answer::ok(to, Kind::ConsumerReset, &body))
+        }
+        Outcome::ConsumerReset(Err(e)) => Some(Answer::refused(to, Kind::ConsumerReset, &e)),
         Outcome::ConsumerUnpinned(Ok(())) => Some(Answer::ok(to, Kind::ConsumerUnpin, &Empty {})),
         Outcome::ConsumerUnpinned(Err(e)) => Some(Answer::refused(to, Kind::ConsumerUnpin, &e)),
         Outcome::Purged(Ok(purged)) => Some(Answer::ok(

@@ -390,6 +390,16 @@ fn classify_api(
                 },
             )
         }
+        ["CONSUMER", "RESET", name, consumer] => {
+            let req = reset_request(body).map_err(|e| (Kind::ConsumerReset, e))?;
+            change(
+                name,
+                Op::ResetConsumer {
+                    name: consumer.to_string(),
+                    seq: req.seq,
+                },
+            )
+        }
         ["CONSUMER", "UNPIN", name, consumer] => {
             let req = unpin_request(body).map_err(|e| (Kind::ConsumerUnpin, e))?;
             change(
@@ -536,6 +546,26 @@ pub fn is_empty_request(body: &[u8]) -> bool {
         serde_json::from_slice::<serde_json::Value>(body),
         Ok(serde_json::Value::Object(m)) if m.is_empty()
     )
+}
+
+#[derive(Deserialize, Default)]
+struct ResetRequest {
+    #[serde(default)]
+    seq: u64,
+}
+
+/// `CONSUMER.RESET`'s body: nothing (back to the ack floor), or plain
+/// `json.Unmarshal` of `{"seq": n}`.
+fn reset_request(body: &[u8]) -> Result<ResetRequest, ApiError> {
+    if body.is_empty() {
+        return Ok(ResetRequest::default());
+    }
+    gojson::decode(
+        body,
+        &api::go_types::CONSUMER_RESET_REQUEST,
+        gojson::Mode::Unmarshal,
+    )
+    .map_err(|e| E::INVALID_JSON.with("err", e))
 }
 
 #[derive(Deserialize, Default)]
@@ -771,6 +801,7 @@ fn endpoint(tokens: &[&str]) -> Option<Kind> {
         ["CONSUMER", "LIST", _] => Kind::ConsumerList,
         ["CONSUMER", "PAUSE", _, _] => Kind::ConsumerPause,
         ["CONSUMER", "UNPIN", _, _] => Kind::ConsumerUnpin,
+        ["CONSUMER", "RESET", _, _] => Kind::ConsumerReset,
         ["STREAM", "LEADER", "STEPDOWN", _] => Kind::StreamLeaderStepdown,
         ["CONSUMER", "LEADER", "STEPDOWN", _, _] => Kind::ConsumerLeaderStepdown,
         ["STREAM", "PEER", "REMOVE", _] => Kind::StreamRemovePeer,

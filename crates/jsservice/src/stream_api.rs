@@ -53,6 +53,11 @@ pub fn admit(stream: &Stream, reply: Option<&str>, op: Op) -> Admitted {
         // body: the state machine says so, so a cluster's leader can
         // propose a pull as it comes).
         Op::Pull { .. } | Op::FlowControl { .. } => return Admitted::Input(op),
+        // nats-server answers a reset only from the consumer itself: for
+        // one that does not exist, nothing answers.
+        Op::ResetConsumer { name, .. } if stream.consumer(name).is_none() => {
+            return Admitted::Nothing;
+        }
         _ => {}
     }
     Admitted::Input(op.replied(reply))
@@ -76,6 +81,7 @@ pub fn missing(stream: &str, reply: Option<&str>, request: &StreamRequest) -> Op
             Some(Answer::no_responders(to, &next_subject(stream, consumer)))
         }
         StreamRequest::Change(Op::Ack { .. }) => Some(Answer::status(to, 503, "")),
+        StreamRequest::Change(Op::ResetConsumer { .. }) => None,
         StreamRequest::Change(Op::FlowControl { .. }) => None,
         StreamRequest::Read(read) => not_found(match read {
             Read::Info { .. } => Kind::StreamInfo,
@@ -102,6 +108,7 @@ fn change_kind(op: &Op) -> Kind {
         Op::DeleteConsumer { .. } => Kind::ConsumerDelete,
         Op::PauseConsumer { .. } => Kind::ConsumerPause,
         Op::UnpinConsumer { .. } => Kind::ConsumerUnpin,
+        Op::ResetConsumer { .. } => Kind::ConsumerReset,
         _ => Kind::System,
     }
 }

@@ -162,6 +162,12 @@ pub enum Op {
         name: String,
         until: Option<i64>,
     },
+    /// `CONSUMER.RESET`: a consumer starts again from `seq` (0: its ack
+    /// floor).
+    ResetConsumer {
+        name: String,
+        seq: u64,
+    },
     /// `CONSUMER.UNPIN`: a priority group's pinned client loses its pin.
     UnpinConsumer {
         name: String,
@@ -442,6 +448,11 @@ fn encode_op(b: &mut BytesMut, op: &Op) {
             b.put_u64_le(*peer);
             b.put_u64_le(*token);
         }
+        Op::ResetConsumer { name, seq } => {
+            b.put_u8(18);
+            put_bytes(b, name.as_bytes());
+            b.put_u64_le(*seq);
+        }
         Op::UnpinConsumer { name, group } => {
             b.put_u8(17);
             put_bytes(b, name.as_bytes());
@@ -597,6 +608,16 @@ fn decode_op(b: &mut &[u8], owner: Option<&Bytes>, depth: u8) -> Result<Op, Deco
                 token: b.get_u64_le(),
             }
         }
+        18 => {
+            let name = get_string(b)?;
+            if b.remaining() < 8 {
+                return Err(DecodeError::Short);
+            }
+            Op::ResetConsumer {
+                name,
+                seq: b.get_u64_le(),
+            }
+        }
         17 => Op::UnpinConsumer {
             name: get_string(b)?,
             group: get_string(b)?,
@@ -625,6 +646,7 @@ pub enum Outcome {
     /// A consumer pause or resume: the consumer after it.
     ConsumerPaused(Result<ConsumerInfo, ApiError>),
     ConsumerUnpinned(Result<(), ApiError>),
+    ConsumerReset(Result<(ConsumerInfo, u64), ApiError>),
     /// A purge: how many messages went.
     Purged(Result<u64, ApiError>),
     /// A message delete.
@@ -1109,6 +1131,9 @@ impl StreamMachine {
             }
             Op::PauseConsumer { name, until } => {
                 Outcome::ConsumerPaused(self.stream.pause_consumer(&name, until, now))
+            }
+            Op::ResetConsumer { name, seq } => {
+                Outcome::ConsumerReset(self.stream.reset_consumer(&name, seq, now))
             }
             Op::UnpinConsumer { name, group } => {
                 Outcome::ConsumerUnpinned(self.stream.unpin_consumer(&name, &group))

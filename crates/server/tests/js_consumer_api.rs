@@ -1578,3 +1578,91 @@ async fn durable_state_survives_a_restart() {
     let a = ack_info(&m);
     assert_eq!((a.sseq, a.dseq), (4, 4));
 }
+
+#[tokio::test]
+async fn reset_moves_a_consumer_and_forgets_what_was_pending() {
+    let s = common::js_server();
+    let c = s.client().await;
+    stream_s(&c).await;
+    publish_n(&c, "s.a", 5).await;
+    create_ok(
+        &c,
+        "S",
+        "c",
+        json!({"durable_name": "c", "ack_policy": "explicit"}),
+    )
+    .await;
+    let mut sub = pull(&c, "S", "c", json!({"batch": 2})).await;
+    let first = recv(&mut sub).await;
+    recv(&mut sub).await;
+    ack_sync(&c, &first, "+ACK").await;
+    // (body, the reset_seq, delivered and ack floor stream sequences)
+    let table: [(&str, u64, u64); 3] = [(r#"{"seq":4}"#, 4, 3), ("", 4, 3), (r#"{"seq":2}"#, 2, 1)];
+    for (body, reset_seq, floor) in table {
+        let v = api(&c, "$JS.API.CONSUMER.RESET.S.c", body.to_string()).await;
+        assert_eq!(
+            v["type"], "io.nats.jetstream.api.v1.consumer_reset_response",
+            "{v}"
+        );
+        assert_eq!(v["reset_seq"], reset_seq, "{body}: {v}");
+        assert_eq!(v["name"], "c", "{v}");
+        assert_eq!(v["delivered"]["stream_seq"], floor, "{body}: {v}");
+        assert_eq!(v["ack_floor"]["stream_seq"], floor, "{body}: {v}");
+        assert_eq!(v["num_ack_pending"], 0, "{body}: {v}");
+        assert_eq!(v["num_pending"], 5 - floor, "{body}: {v}");
+    }
+    // Delivery starts again where it was reset to, as a first delivery.
+    let mut sub = pull(&c, "S", "c", json!({"batch": 1})).await;
+    let m = recv(&mut sub).await;
+    assert_eq!(
+        (ack_info(&m).sseq, ack_info(&m).dc, ack_info(&m).dseq),
+        (2, 1, 1),
+        "{}",
+        describe(&m)
+    );
+
+    // Refusals: below a configured start, a policy that names no start,
+    // bad JSON, a consumer that does not exist.
+    let by_seq =
+        json!({"durable_name": "from3", "deliver_policy": "by_start_sequence", "opt_start_seq": 3});
+    create_ok(&c, "S", "from3", by_seq).await;
+    create_ok(
+        &c,
+        "S",
+        "last",
+        json!({"durable_name": "last", "deliver_policy": "last"}),
+    )
+    .await;
+    let refusals = [
+        (
+            "from3",
+            r#"{"seq":1}"#,
+            (400, 10204, "invalid reset: below start seq"),
+        ),
+        (
+            "last",
+            r#"{"seq":1}"#,
+            (400, 10204, "invalid reset: not allowed"),
+        ),
+    ];
+    for (consumer, body, (code, err_code, description)) in refusals {
+        let v = api(
+            &c,
+            &format!("$JS.API.CONSUMER.RESET.S.{consumer}"),
+            body.to_string(),
+        )
+        .await;
+        assert_err(&v, code, err_code, description);
+        assert_eq!(v["reset_seq"], 0, "{v}");
+    }
+    let v = api(&c, "$JS.API.CONSUMER.RESET.S.from3", "{".to_string()).await;
+    assert_eq!(v["error"]["err_code"], 10025, "{v}");
+    // As in nats-server, only the consumer answers: for one that does not
+    // exist the request times out.
+    let missing = tokio::time::timeout(
+        Duration::from_millis(500),
+        c.request("$JS.API.CONSUMER.RESET.S.nobody", Bytes::new()),
+    )
+    .await;
+    assert!(missing.is_err(), "{missing:?}");
+}

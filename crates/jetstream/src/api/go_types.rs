@@ -201,6 +201,11 @@ pub static CONSUMERS_REQUEST: Schema = Schema {
     fields: &[("offset", INT)],
 };
 
+pub static CONSUMER_RESET_REQUEST: Schema = Schema {
+    go_name: "server.JSApiConsumerResetRequest",
+    fields: &[("seq", UINT64)],
+};
+
 pub static CONSUMER_UNPIN_REQUEST: Schema = Schema {
     go_name: "server.JSApiConsumerUnpinRequest",
     fields: &[("group", Ty::Str)],

@@ -1411,6 +1411,48 @@ impl Consumer {
         }]
     }
 
+    /// `CONSUMER.RESET`: starts delivering again from `seq` (0: just past
+    /// the ack floor), forgetting what is pending and redelivered, as
+    /// nats-server's `resetStartingSeq` does. A reset may not go below a
+    /// configured start; only `all`, `by_start_sequence` and
+    /// `by_start_time` consumers may name a sequence. Returns it.
+    pub fn reset(&mut self, seq: u64, store: &dyn MsgStore) -> Result<u64, ApiError> {
+        let invalid = |why: &str| E::CONSUMER_INVALID_RESET.with("err", why);
+        let seq = match (seq, self.config.deliver_policy) {
+            (0, _) => self.rt.floor_sseq + 1,
+            (seq, DeliverPolicy::All) => seq,
+            (seq, DeliverPolicy::ByStartSequence) if seq < self.config.opt_start_seq => {
+                return Err(invalid("below start seq"))
+            }
+            (seq, DeliverPolicy::ByStartSequence) => seq,
+            (seq, DeliverPolicy::ByStartTime) => {
+                if seq < store.seq_for_time(self.config.opt_start_time.unwrap_or(0)) {
+                    return Err(invalid("below start time"));
+                }
+                seq
+            }
+            _ => return Err(invalid("not allowed")),
+        }
+        .max(1);
+        let rt = &mut self.rt;
+        rt.pending.clear();
+        rt.rdc.clear();
+        rt.redeliver.clear();
+        rt.queued.clear();
+        rt.lps.clear();
+        rt.lps_resume = 0;
+        rt.next_sseq = seq;
+        rt.dseq = 0;
+        rt.delivered_sseq = seq - 1;
+        rt.floor_dseq = 0;
+        rt.floor_sseq = seq - 1;
+        rt.last_delivered = None;
+        rt.last_ack = None;
+        self.recount(store);
+        self.dirty = true;
+        Ok(seq)
+    }
+
     /// `CONSUMER.UNPIN`: the pinned client loses its pin; the next
     /// delivery pins another.
     pub fn unpin(&mut self, group: &str) -> Result<(), ApiError> {

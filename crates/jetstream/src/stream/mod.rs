@@ -1514,6 +1514,28 @@ impl Stream {
         Ok(c.info(now))
     }
 
+    /// `CONSUMER.RESET`: the consumer starts again from `seq` (0: its ack
+    /// floor); an interest stream drops what nobody needs any more.
+    /// Returns the consumer's info and the sequence it starts from.
+    pub fn reset_consumer(
+        &mut self,
+        name: &str,
+        seq: u64,
+        now: i64,
+    ) -> Result<(ConsumerInfo, u64), ApiError> {
+        let c = self
+            .consumers
+            .get_mut(name)
+            .ok_or_else(|| E::CONSUMER_NOT_FOUND.err())?;
+        let seq = c.reset(seq, self.store.as_ref())?;
+        let info = c.info(now);
+        if self.config.retention != Retention::Limits {
+            self.reconcile()?;
+        }
+        self.pump_due = true;
+        Ok((info, seq))
+    }
+
     /// `CONSUMER.UNPIN`: the consumer's pinned client loses its pin; the
     /// next delivery pins another.
     pub fn unpin_consumer(&mut self, name: &str, group: &str) -> Result<(), ApiError> {

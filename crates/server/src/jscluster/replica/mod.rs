@@ -1096,6 +1096,7 @@ fn api_subjects(name: &str) -> Vec<String> {
         "CONSUMER.LEADER.STEPDOWN.{}.*",
         "CONSUMER.PAUSE.{}.*",
         "CONSUMER.UNPIN.{}.*",
+        "CONSUMER.RESET.{}.*",
     ]
     .iter()
     .map(|t| format!("$JS.API.{}", t.replace("{}", name)))
