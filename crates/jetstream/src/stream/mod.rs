@@ -17,6 +17,7 @@
 pub mod config;
 pub mod counter;
 mod dedupe;
+mod publish;
 mod sourcing;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,9 +27,9 @@ use bytes::Bytes;
 use store::{Filter, MsgStore, Purge, StoreError, StoredMsg};
 
 use crate::api::{
-    self, ApiError, ConsumerAction, ConsumerConfig, ConsumerInfo, CreateConsumerRequest, Discard,
-    LostData, MsgGetRequest, PullRequest, PurgeRequest, Retention, Storage, StoredMessage,
-    StreamConfig, StreamInfo, StreamState, E,
+    self, ApiError, ConsumerAction, ConsumerConfig, ConsumerInfo, CreateConsumerRequest, LostData,
+    MsgGetRequest, PullRequest, PurgeRequest, Retention, Storage, StoredMessage, StreamConfig,
+    StreamInfo, StreamState, E,
 };
 use crate::consumer::{self, Consumer, ConsumerState};
 use crate::headers;
@@ -291,217 +292,13 @@ impl Stream {
         now: i64,
         sourced: bool,
     ) -> Result<PubAck, ApiError> {
-        let mapped;
-        let transform = if sourced {
-            None
-        } else {
-            self.input_transform.as_ref()
-        };
-        let subject = match transform {
-            Some(t) => match t.apply(msg.subject) {
-                Some(s) => {
-                    mapped = s;
-                    mapped.as_str()
-                }
-                None => msg.subject,
-            },
-            None => msg.subject,
-        };
-        if self.config.sealed {
-            return Err(E::STREAM_SEALED.err());
+        if self.config.duplicate_window > 0 {
+            self.dedupe.expire(now - self.config.duplicate_window);
         }
-        // Headers a server adds in transit are not stored.
-        let hdrs: Option<Bytes> = match msg.headers {
-            Some(h) if headers::get(h, headers::REQUEST_INFO).is_some() => {
-                headers::without(h, &[headers::REQUEST_INFO])
-            }
-            Some(h) => Some(Bytes::copy_from_slice(h)),
-            None => None,
-        };
-        let h = hdrs.as_deref();
-        let mut msg_id = None;
-        let mut rollup = None;
-        let mut ttl = 0i64;
-        let mut incr = None;
-        if let Some(h) = h {
-            if let Some(text) = headers::get(h, headers::INCR) {
-                let value =
-                    counter::parse_incr(text).ok_or_else(|| E::MESSAGE_INCR_INVALID.err())?;
-                // What a source brings is stored as it came (or counted,
-                // in a counter stream).
-                if !sourced {
-                    counter::check_publish(self.config.allow_msg_counter, h, msg.payload)?;
-                }
-                incr = Some(value);
-            }
-            if let Some(exp) = expectation(h, headers::EXPECTED_STREAM) {
-                if exp != self.config.name {
-                    return Err(E::STREAM_NOT_MATCH.err());
-                }
-            }
-            let ttl_text = headers::get(h, headers::TTL);
-            if let Some(v) = ttl_text {
-                if let Ok(t) = parse_ttl(v) {
-                    if !self.config.allow_msg_ttl {
-                        return Err(E::MESSAGE_TTL_DISABLED.err());
-                    }
-                    ttl = t;
-                }
-            }
-            let subj_seq = expectation(h, headers::EXPECTED_LAST_SUBJ_SEQ);
-            let subj_seq_subj = expectation(h, headers::EXPECTED_LAST_SUBJ_SEQ_SUBJ);
-            if let Some(v) = subj_seq {
-                let want = headers::parse_u64(v);
-                let on = subj_seq_subj.unwrap_or(subject);
-                let found = if subjects::is_literal(on.as_bytes()) {
-                    self.store.subject_state(on).map_or(0, |s| s.last)
-                } else {
-                    self.store
-                        .last_matching(&Filter::one(on))
-                        .map_err(store_err)?
-                        .map_or(0, |m| m.seq)
-                };
-                if want != Some(found) {
-                    return Err(E::STREAM_WRONG_LAST_SEQUENCE.with("seq", found));
-                }
-            } else if subj_seq_subj.is_some() {
-                return Err(E::STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID.err());
-            }
-            if let Some(v) = expectation(h, headers::EXPECTED_LAST_SEQ) {
-                let last = self.store.state().last_seq;
-                if headers::parse_u64(v) != Some(last) {
-                    return Err(E::STREAM_WRONG_LAST_SEQUENCE.with("seq", last));
-                }
-            }
-            if headers::has_prefix(h, headers::SCHEDULE_PREFIX)
-                || headers::get(h, "Nats-Scheduler").is_some()
-            {
-                return Err(E::MESSAGE_SCHEDULES_DISABLED.err());
-            }
-            if !sourced
-                && headers::get(h, headers::STREAM_SOURCE).is_some()
-                && self.sources.is_empty()
-            {
-                return Err(E::MESSAGE_SOURCE_HDR_NOT_ALLOWED.err());
-            }
-            msg_id = headers::get(h, headers::MSG_ID).filter(|id| !id.is_empty());
-            if let Some(id) = msg_id {
-                if self.config.duplicate_window > 0 {
-                    self.dedupe.expire(now - self.config.duplicate_window);
-                    if let Some(seq) = self.dedupe.get(id) {
-                        return Ok(PubAck::Duplicate(seq));
-                    }
-                }
-            }
-            if let Some(want) = expectation(h, headers::EXPECTED_LAST_MSG_ID) {
-                if want != self.last_msg_id {
-                    return Err(E::STREAM_WRONG_LAST_MSG_ID.with("id", &self.last_msg_id));
-                }
-            }
-            if let Some(v) = headers::get(h, headers::ROLLUP) {
-                if !self.config.allow_rollup_hdrs || self.config.deny_purge {
-                    return Err(E::STREAM_ROLLUP_FAILED.with("err", "rollup not permitted"));
-                }
-                match v.to_ascii_lowercase().as_str() {
-                    "sub" => rollup = Some(false),
-                    "all" => rollup = Some(true),
-                    _ => {
-                        return Err(E::STREAM_ROLLUP_FAILED
-                            .with("err", format!("rollup value invalid: {v:?}")))
-                    }
-                }
-            }
-            if let Some(v) = ttl_text {
-                if parse_ttl(v).is_err() {
-                    return Err(E::MESSAGE_TTL_INVALID.err());
-                }
-            }
+        match self.check(msg, sourced, None)? {
+            Ok(checked) => self.store_checked(checked, now),
+            Err(seq) => Ok(PubAck::Duplicate(seq)),
         }
-        if incr.is_none() && self.config.allow_msg_counter {
-            return Err(E::MESSAGE_INCR_MISSING.err());
-        }
-        let counted = match (incr, self.config.allow_msg_counter, h) {
-            (Some(incr), true, Some(h)) => {
-                let last = self
-                    .store
-                    .last_matching(&Filter::one(subject))
-                    .map_err(store_err)?;
-                let last = last
-                    .as_ref()
-                    .map(|m| (m.headers.as_deref(), &m.payload[..]));
-                Some(counter::count(last, h, msg.payload, incr, subject)?)
-            }
-            _ => None,
-        };
-        let (h, payload) = match &counted {
-            Some(c) => (Some(&c.headers[..]), &c.payload[..]),
-            None => (h, msg.payload),
-        };
-        let hlen = h.map_or(0, |h| h.len());
-        if self.config.max_msg_size >= 0 {
-            let max = self.config.max_msg_size as usize;
-            if hlen > max || payload.len() > max - hlen {
-                return Err(E::STREAM_MESSAGE_EXCEEDS_MAXIMUM.err());
-            }
-        }
-        if hlen > MAX_HEADER {
-            return Err(E::STREAM_HEADER_EXCEEDS_MAXIMUM.err());
-        }
-        // With subject delete markers, a message must outlive the marker
-        // TTL, or a marker could be missed; one message per subject is
-        // the exception. nats-server rewrites the header in whole seconds.
-        let raised;
-        let marker_ttl = self.config.subject_delete_marker_ttl;
-        let h = if ttl > 0
-            && marker_ttl > 0
-            && self.config.max_msgs_per_subject != 1
-            && ttl / SEC < marker_ttl / SEC
-        {
-            let secs = marker_ttl / SEC;
-            ttl = secs * SEC;
-            let kept = h.and_then(|h| headers::without(h, &[headers::TTL]));
-            raised = headers::append(kept.as_deref(), &[(headers::TTL, &secs.to_string())]);
-            Some(&raised[..])
-        } else {
-            h
-        };
-        if self.config.retention == Retention::Interest
-            && !self.consumers.values().any(|c| c.filter().matches(subject))
-        {
-            // Nobody is interested: the sequence is used, nothing is stored.
-            let seq = self.store.skip(now).map_err(store_err)?;
-            self.remember_id(msg_id, seq, now);
-            return Ok(PubAck::Stored(seq));
-        }
-        self.check_discard_new(subject, h, payload, rollup.is_some())?;
-        let seq = self
-            .store
-            .store(subject, h, payload, now)
-            .map_err(store_err)?;
-        self.remember_id(msg_id, seq, now);
-        if ttl > 0 {
-            self.ttl.insert((now + ttl, seq));
-        } else if ttl == -1 {
-            self.never.insert(seq);
-        }
-        for c in self.consumers.values_mut() {
-            c.on_stored(seq, subject);
-        }
-        self.pump_due = true;
-        if let Some(all) = rollup {
-            let filter = (!all).then(|| subject.to_string());
-            self.purge_inner(&Purge {
-                filter,
-                keep: Some(1),
-                seq: None,
-            })?;
-        }
-        self.enforce_limits(subject)?;
-        self.republish(seq, subject, h, payload, now);
-        Ok(match counted {
-            Some(c) => PubAck::Counted(seq, c.value),
-            None => PubAck::Stored(seq),
-        })
     }
 
     fn remember_id(&mut self, id: Option<&str>, seq: u64, now: i64) {
@@ -513,50 +310,6 @@ impl Stream {
         }
     }
 
-    fn check_discard_new(
-        &self,
-        subject: &str,
-        h: Option<&[u8]>,
-        payload: &[u8],
-        rollup: bool,
-    ) -> Result<(), ApiError> {
-        if self.config.discard != Discard::New {
-            return Ok(());
-        }
-        let cfg = &self.config;
-        let st = self.store.state();
-        let subj = if cfg.max_msgs_per_subject > 0 {
-            self.store.subject_state(subject)
-        } else {
-            None
-        };
-        let at_subject_limit = subj.is_some_and(|s| s.msgs as i64 >= cfg.max_msgs_per_subject);
-        if at_subject_limit && cfg.discard_new_per_subject && !rollup {
-            return Err(E::STREAM_STORE_FAILED.with("err", "maximum messages per subject exceeded"));
-        }
-        if cfg.max_msgs > 0 && st.msgs as i64 >= cfg.max_msgs && !at_subject_limit {
-            return Err(E::STREAM_STORE_FAILED.with("err", "maximum messages exceeded"));
-        }
-        if cfg.max_bytes > 0 {
-            let size = self.store.msg_size(subject, h, payload);
-            if st.bytes + size > cfg.max_bytes as u64 {
-                let replaces_bigger = at_subject_limit
-                    && subj
-                        .and_then(|s| self.store.get(s.first).ok().flatten())
-                        .is_some_and(|m| {
-                            self.store
-                                .msg_size(&m.subject, m.headers.as_deref(), &m.payload)
-                                >= size
-                        });
-                if !replaces_bigger {
-                    return Err(E::STREAM_STORE_FAILED.with("err", "maximum bytes exceeded"));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Removes one message and tells consumers.
     fn remove(&mut self, seq: u64, erase: bool) -> Result<bool, ApiError> {
         let subject = match self.store.get(seq).map_err(store_err)? {
             Some(m) => m.subject,
