@@ -820,6 +820,12 @@ impl StreamMachine {
             b,
             &serde_json::to_vec(&self.stream.dedupe_entries()).expect("ids serialize"),
         );
+        // Atomic batches being staged, when there are any: a replica
+        // restored from this commits them as the others do.
+        let batches = self.stream.batches();
+        if !batches.is_empty() {
+            put_bytes(b, &serde_json::to_vec(batches).expect("batches serialize"));
+        }
     }
 
     /// A replica rebuilt from [`StreamMachine::snapshot`] bytes, over
@@ -936,6 +942,11 @@ impl StreamMachine {
             let ids: Vec<(i64, String, u64)> =
                 serde_json::from_slice(&get_bytes(&mut b)?).map_err(|_| DecodeError::Kind(0))?;
             stream.restore_dedupe(ids);
+        }
+        if b.has_remaining() {
+            let batches =
+                serde_json::from_slice(&get_bytes(&mut b)?).map_err(|_| DecodeError::Kind(0))?;
+            stream.restore_batches(batches);
         }
         let _ = stream.take_outputs();
         Ok(StreamMachine {

@@ -1582,3 +1582,183 @@ async fn a_counter_sourced_into_another_adds_what_its_origin_moved() {
         "{hdrs:?}"
     );
 }
+
+fn batched(stream: &str, seq: u64, batch: &str, count: u64) -> String {
+    format!(r#"{{"stream":"{stream}","seq":{seq},"batch":"{batch}","count":{count}}}"#)
+}
+
+/// A batch message's headers: its id, its sequence, a commit and more.
+fn in_batch<'a>(id: &'a str, seq: &'a str, more: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut h = vec![("Nats-Batch-Id", id), ("Nats-Batch-Sequence", seq)];
+    h.extend_from_slice(more);
+    h
+}
+
+#[tokio::test]
+async fn an_atomic_batch_is_stored_whole_or_not_at_all() {
+    let s = common::js_server();
+    let c = s.client().await;
+    let info = create(
+        &c,
+        "A",
+        json!({"name": "A", "subjects": ["a.>"], "allow_atomic": true}),
+    )
+    .await;
+    assert_eq!(info["config"]["allow_atomic"], true, "{info}");
+    assert_eq!(info["config"]["metadata"]["_nats.req.level"], "2", "{info}");
+    create(&c, "PLAIN", json!({"name": "PLAIN", "subjects": ["plain"]})).await;
+    let commit = ("Nats-Batch-Commit", "1");
+    let long_id = "x".repeat(65);
+    // (subject, headers, the reply expected: "" for a staged message)
+    let steps: Vec<(&str, Vec<(&str, &str)>, String)> = vec![
+        ("a.1", in_batch("one", "1", &[]), String::new()),
+        ("a.2", in_batch("one", "2", &[]), String::new()),
+        (
+            "a.3",
+            in_batch("one", "3", &[commit]),
+            batched("A", 3, "one", 3),
+        ),
+        // Ended by a marker that is not stored: two messages.
+        ("a.4", in_batch("two", "1", &[]), String::new()),
+        ("a.5", in_batch("two", "2", &[]), String::new()),
+        (
+            "a.x",
+            in_batch("two", "3", &[("Nats-Batch-Commit", "eob")]),
+            batched("A", 5, "two", 2),
+        ),
+        // A failed expectation refuses the whole batch.
+        ("a.6", in_batch("three", "1", &[]), String::new()),
+        (
+            "a.7",
+            in_batch(
+                "three",
+                "2",
+                &[commit, ("Nats-Expected-Last-Subject-Sequence", "9")],
+            ),
+            err_ack("A", 400, 10071, "wrong last sequence: 0"),
+        ),
+        // So is one that expects a subject the batch already wrote.
+        ("a.8", in_batch("four", "1", &[]), String::new()),
+        (
+            "a.9",
+            in_batch(
+                "four",
+                "2",
+                &[
+                    commit,
+                    ("Nats-Expected-Last-Subject-Sequence", "0"),
+                    ("Nats-Expected-Last-Subject-Sequence-Subject", "a.8"),
+                ],
+            ),
+            err_ack("A", 400, 10164, "wrong last sequence"),
+        ),
+        // Gaps, unknown batches, bad commits, long ids, missing sequences.
+        ("a.1", in_batch("five", "1", &[]), String::new()),
+        (
+            "a.1",
+            in_batch("five", "3", &[]),
+            err_ack("A", 400, 10176, "atomic publish batch is incomplete"),
+        ),
+        (
+            "a.1",
+            in_batch("five", "2", &[]),
+            err_ack("A", 400, 10176, "atomic publish batch is incomplete"),
+        ),
+        (
+            "a.1",
+            in_batch("six", "1", &[("Nats-Batch-Commit", "yes")]),
+            err_ack("A", 400, 10200, "atomic publish batch commit is invalid"),
+        ),
+        (
+            "a.1",
+            in_batch(&long_id, "1", &[]),
+            err_ack("A", 400, 10179, "atomic publish batch ID is invalid"),
+        ),
+        (
+            "a.1",
+            vec![("Nats-Batch-Id", "seven")],
+            err_ack("A", 400, 10175, "atomic publish sequence is missing"),
+        ),
+        // Headers a batch cannot take; ids repeated within it.
+        (
+            "a.1",
+            in_batch("eight", "1", &[commit, ("Nats-Expected-Last-Msg-Id", "m")]),
+            err_ack(
+                "A",
+                400,
+                10177,
+                "atomic publish unsupported header used: Nats-Expected-Last-Msg-Id",
+            ),
+        ),
+        (
+            "a.1",
+            in_batch("nine", "1", &[("Nats-Msg-Id", "m")]),
+            String::new(),
+        ),
+        (
+            "a.2",
+            in_batch("nine", "2", &[commit, ("Nats-Msg-Id", "m")]),
+            err_ack(
+                "A",
+                400,
+                10201,
+                "atomic publish batch contains duplicate message id",
+            ),
+        ),
+        (
+            "plain",
+            in_batch("ten", "1", &[commit]),
+            err_ack("PLAIN", 400, 10174, "atomic publish is disabled"),
+        ),
+    ];
+    for (i, (subject, headers, want)) in steps.iter().enumerate() {
+        let got = pubt(&c, subject, headers, b"x").await;
+        match want.is_empty() {
+            true => assert_eq!(got, "", "step {i} {subject} {headers:?}"),
+            false => assert_ack(&got, want, &format!("step {i} {subject} {headers:?}")),
+        }
+    }
+    // Only the two committed batches are stored, and the marker's batch
+    // says on its last message that it committed.
+    let st = state(&c, "A", "").await;
+    assert_eq!(
+        (st["messages"].clone(), st["last_seq"].clone()),
+        (json!(5), json!(5)),
+        "{st}"
+    );
+    let last = api(&c, "$JS.API.STREAM.MSG.GET.A", r#"{"seq":5}"#).await;
+    let hdrs = String::from_utf8(common::unb64(last["message"]["hdrs"].as_str().unwrap())).unwrap();
+    assert!(hdrs.contains("Nats-Batch-Commit: 1\r\n"), "{hdrs:?}");
+}
+
+#[tokio::test]
+async fn counters_count_through_an_atomic_batch() {
+    let s = common::js_server();
+    let c = s.client().await;
+    let cfg = json!({"name": "AC", "subjects": ["ac.>"], "allow_atomic": true, "allow_msg_counter": true});
+    create(&c, "AC", cfg).await;
+    let incr = ("Nats-Incr", "+2");
+    assert_eq!(
+        pubt(&c, "ac.n", &in_batch("b", "1", &[incr]), b"").await,
+        ""
+    );
+    let ack = pubt(
+        &c,
+        "ac.n",
+        &in_batch("b", "2", &[incr, ("Nats-Batch-Commit", "1")]),
+        b"",
+    )
+    .await;
+    assert_ack(&ack, &batched("AC", 2, "b", 2), "commit");
+    let last = api(
+        &c,
+        "$JS.API.STREAM.MSG.GET.AC",
+        r#"{"last_by_subj":"ac.n"}"#,
+    )
+    .await;
+    assert_eq!(
+        common::unb64(last["message"]["data"].as_str().unwrap()),
+        br#"{"val":"4"}"#,
+        "{last}"
+    );
+}

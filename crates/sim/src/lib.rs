@@ -1756,7 +1756,8 @@ fn acked_seq(ack: &jetstream::stream::PubAck) -> Option<u64> {
     match ack {
         jetstream::stream::PubAck::Stored(seq)
         | jetstream::stream::PubAck::Counted(seq, _)
-        | jetstream::stream::PubAck::Duplicate(seq) => Some(*seq).filter(|&s| s > 0),
-        jetstream::stream::PubAck::Error(_) => None,
+        | jetstream::stream::PubAck::Duplicate(seq)
+        | jetstream::stream::PubAck::Batched { seq, .. } => Some(*seq).filter(|&s| s > 0),
+        jetstream::stream::PubAck::Error(_) | jetstream::stream::PubAck::Staged => None,
     }
 }

@@ -185,7 +185,6 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
     // Features of later API levels that flotilla does not have: refused
     // with a clear error rather than silently ignored.
     for (on, what) in [
-        (cfg.allow_atomic, "atomic batch publish"),
         (cfg.allow_msg_schedules, "message schedules"),
         (cfg.allow_batched, "batched publish"),
     ] {
@@ -207,6 +206,9 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         }
         if cfg.allow_msg_counter {
             return Err(E::MIRROR_WITH_COUNTERS.err());
+        }
+        if cfg.allow_atomic {
+            return Err(E::MIRROR_WITH_ATOMIC_PUBLISH.err());
         }
         if !m.filter_subject.is_empty() && !m.subject_transforms.is_empty() {
             return Err(E::MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED.err());
@@ -372,7 +374,7 @@ pub const ASYNC_PERSIST: &str = "async";
 
 /// The minimum API level a config needs, stored as `_nats.req.level`.
 pub fn required_level(cfg: &StreamConfig) -> i64 {
-    if cfg.persist_mode == ASYNC_PERSIST || cfg.allow_msg_counter {
+    if cfg.persist_mode == ASYNC_PERSIST || cfg.allow_msg_counter || cfg.allow_atomic {
         return 2;
     }
     i64::from(cfg.allow_msg_ttl || cfg.subject_delete_marker_ttl > 0)

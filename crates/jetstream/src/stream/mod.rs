@@ -14,6 +14,7 @@
 //!   exactly when no consumer needs it; every replica applying the same
 //!   inputs removes the same messages.
 
+pub mod batch;
 pub mod config;
 pub mod counter;
 mod dedupe;
@@ -50,6 +51,14 @@ pub enum PubAck {
     Stored(u64),
     /// Stored in a counter stream: the counter's value after it.
     Counted(u64, String),
+    /// Staged in an atomic batch: an empty reply.
+    Staged,
+    /// An atomic batch stored: its last sequence, id and size.
+    Batched {
+        seq: u64,
+        batch: String,
+        count: u64,
+    },
     Duplicate(u64),
     Error(ApiError),
 }
@@ -60,6 +69,12 @@ impl PubAck {
         let name = String::from_utf8(crate::api::gojson::to_vec(stream)).expect("JSON is UTF-8");
         let s = match self {
             PubAck::Stored(seq) => format!("{{\"stream\":{name},\"seq\":{seq}}}"),
+            PubAck::Staged => String::new(),
+            PubAck::Batched { seq, batch, count } => {
+                let batch =
+                    String::from_utf8(crate::api::gojson::to_vec(batch)).expect("JSON is UTF-8");
+                format!("{{\"stream\":{name},\"seq\":{seq},\"batch\":{batch},\"count\":{count}}}")
+            }
             PubAck::Counted(seq, value) => {
                 format!("{{\"stream\":{name},\"seq\":{seq},\"val\":\"{value}\"}}")
             }
@@ -114,6 +129,8 @@ pub struct Stream {
     config_changed: bool,
     /// Mirror and sources, by key.
     sources: BTreeMap<String, sourcing::Source>,
+    /// Atomic batches being staged.
+    batches: batch::Batches,
 }
 
 fn store_err(e: StoreError) -> ApiError {
@@ -171,6 +188,7 @@ impl Stream {
             consumers_changed: false,
             config_changed: true,
             sources: BTreeMap::new(),
+            batches: batch::Batches::default(),
         };
         s.compile_transforms();
         s.rebuild_sources();
@@ -260,6 +278,13 @@ impl Stream {
 
     /// Stores a published message, or says why not.
     pub fn publish(&mut self, msg: Incoming<'_>, now: i64) -> PubAck {
+        let batch_id = msg
+            .headers
+            .and_then(|h| headers::get(h, batch::BATCH_ID))
+            .filter(|id| !id.is_empty());
+        if let Some(id) = batch_id {
+            return self.batch_publish(&id.to_string(), msg, now);
+        }
         match self.try_publish(msg, now, false) {
             Ok(ack) => ack,
             Err(e) => PubAck::Error(e),
@@ -417,6 +442,9 @@ impl Stream {
                 .iter()
                 .map(|(name, c)| (name.as_str(), &c.config)),
         )?;
+        if !config.allow_atomic {
+            self.batches.clear();
+        }
         let to_interest =
             self.config.retention == Retention::Limits && config.retention != Retention::Limits;
         self.config = config;
@@ -800,6 +828,7 @@ impl Stream {
     /// Expiry by age and per-message TTL, then consumer timers. Call with
     /// the current time whenever `next_deadline` has passed.
     pub fn tick(&mut self, now: i64) -> Result<(), ApiError> {
+        self.batches.expire(now);
         if self.config.duplicate_window > 0 {
             self.dedupe.expire(now - self.config.duplicate_window);
         }
@@ -888,6 +917,9 @@ impl Stream {
         }
         if let Some(t) = self.dedupe.oldest() {
             at(t + self.config.duplicate_window);
+        }
+        if let Some(t) = self.batches.next_deadline() {
+            at(t);
         }
         for c in self.consumers.values() {
             if let Some(t) = c.next_deadline() {
@@ -1184,6 +1216,15 @@ impl Stream {
     }
 
     /// The duplicate window: (time, message id, sequence), oldest first.
+    /// The open atomic batches, for a replicated stream's snapshot.
+    pub fn batches(&self) -> &batch::Batches {
+        &self.batches
+    }
+
+    pub fn restore_batches(&mut self, batches: batch::Batches) {
+        self.batches = batches;
+    }
+
     pub fn dedupe_entries(&self) -> Vec<(i64, String, u64)> {
         self.dedupe.entries()
     }

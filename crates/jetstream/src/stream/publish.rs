@@ -104,6 +104,16 @@ impl Stream {
         if let Some(seq) = read.duplicate {
             return Ok(Err(seq));
         }
+        if let (Some(all), Some(diff)) = (read.rollup, batch.as_deref()) {
+            // In a batch a roll-up of the stream comes first, and one of a
+            // subject before the batch writes to it.
+            if all && !diff.first() {
+                return Err(E::STREAM_ROLLUP_FAILED.with("err", "batch rollup all invalid"));
+            }
+            if !all && diff.subjects.contains_key(&subject) {
+                return Err(E::STREAM_ROLLUP_FAILED.with("err", "batch rollup sub invalid"));
+            }
+        }
         if read.incr.is_none() && self.config.allow_msg_counter {
             return Err(E::MESSAGE_INCR_MISSING.err());
         }

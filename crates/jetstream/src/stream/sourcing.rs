@@ -294,9 +294,8 @@ impl Stream {
                 })
             });
             let h: Bytes = headers::append(kept.as_deref(), &[(headers::STREAM_SOURCE, &tag)]);
-            match self.publish_sourced(&subject, &h, m.payload, now) {
-                PubAck::Stored(_) | PubAck::Counted(..) | PubAck::Duplicate(_) => {}
-                PubAck::Error(e) => return Err(e),
+            if let PubAck::Error(e) = self.publish_sourced(&subject, &h, m.payload, now) {
+                return Err(e);
             }
         }
         if let Some(s) = self.sources.get_mut(m.key) {
