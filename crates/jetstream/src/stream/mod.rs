@@ -283,7 +283,7 @@ impl Stream {
             .and_then(|h| headers::get(h, batch::BATCH_ID))
             .filter(|id| !id.is_empty());
         if let Some(id) = batch_id {
-            return self.batch_publish(&id.to_string(), msg, now);
+            return self.batch_publish(id, msg, now);
         }
         match self.try_publish(msg, now, false) {
             Ok(ack) => ack,
