@@ -163,6 +163,11 @@ pub struct Config {
     /// Replicate a limits stream that clients publish to with message
     /// ids, retrying unanswered publishes (to whoever leads then).
     pub publish_ids: bool,
+    /// With `publish_ids`: the stream counts (`allow_msg_counter`) and
+    /// takes atomic batches (`allow_atomic`); the client publishes
+    /// increments, alone or in batches of two or three, and retries them
+    /// (a batch whole) until answered.
+    pub counters: bool,
     /// Replicate the meta state machine: servers register as peers (and
     /// some registrations arrive with a mangled id), streams get assigned.
     pub meta: bool,
@@ -191,6 +196,7 @@ impl Config {
             unsafe_local_acks: false,
             sourced: false,
             publish_ids: false,
+            counters: false,
             meta: false,
         }
     }
@@ -414,6 +420,9 @@ pub struct Sim {
     /// and acknowledged ones (message id -> PubAck sequence).
     id_pending: BTreeMap<u64, u64>,
     id_acked: BTreeMap<String, u64>,
+    /// Counters mode: the batches sent, by their last value, and their
+    /// sizes (a value alone is not here).
+    batch_sizes: BTreeMap<u64, u64>,
     /// Confirmed current reads waiting for their server to apply up to
     /// the read index: (server index, read index).
     reads_waiting: Vec<(usize, u64)>,
@@ -495,6 +504,7 @@ impl Sim {
             wq_consumed: BTreeMap::new(),
             id_pending: BTreeMap::new(),
             id_acked: BTreeMap::new(),
+            batch_sizes: BTreeMap::new(),
             reads_waiting: Vec::new(),
             src_queue: Vec::new(),
             src_acks: BTreeMap::new(),
@@ -1148,9 +1158,24 @@ impl Sim {
             .collect();
         let mut sends = due;
         if self.rng.chance(self.cfg.propose_rate) {
-            sends.push(self.next_value);
-            self.next_value += 1;
-            self.report.proposed += 1;
+            // In counters mode a third of the publishes are batches.
+            let size = match self.cfg.counters && self.rng.below(3) == 0 {
+                true => 2 + self.rng.below(2),
+                false => 1,
+            };
+            let last = self.next_value + size - 1;
+            if size > 1 {
+                self.batch_sizes.insert(last, size);
+            }
+            sends.push(last);
+            self.next_value += size;
+            self.report.proposed += size;
+        }
+        if self.cfg.counters {
+            for v in sends {
+                self.send_counted(v);
+            }
+            return;
         }
         for v in sends {
             let headers = jetstream::headers::build(None, &[("Nats-Msg-Id", &format!("m{v}"))]);
@@ -1164,6 +1189,32 @@ impl Sim {
             self.id_pending.insert(v, self.step);
             self.event(8000 + v);
         }
+    }
+
+    /// Counters mode: the increment of value `v`, or the batch it ends,
+    /// each message with its own id.
+    fn send_counted(&mut self, v: u64) {
+        let size = self.batch_sizes.get(&v).copied().unwrap_or(1);
+        for (k, value) in (v + 1 - size..=v).enumerate() {
+            let id = format!("m{value}");
+            let incr = counter_increment(value);
+            let (batch, seq) = (format!("b{v}"), (k + 1).to_string());
+            let mut pairs = vec![("Nats-Msg-Id", id.as_str()), ("Nats-Incr", incr.as_str())];
+            if size > 1 {
+                pairs.push(("Nats-Batch-Id", &batch));
+                pairs.push(("Nats-Batch-Sequence", &seq));
+                if value == v {
+                    pairs.push(("Nats-Batch-Commit", "1"));
+                }
+            }
+            let _ = self.propose_op(Op::Publish {
+                subject: counter_subject(value),
+                headers: Some(jetstream::headers::build(None, &pairs)),
+                payload: Bytes::new(),
+            });
+        }
+        self.id_pending.insert(v, self.step);
+        self.event(8000 + v);
     }
 
     /// An entry applied to server `i`'s work-queue (or publish-ids)
@@ -1717,15 +1768,27 @@ fn replicated_stream(cfg: &Config, store: Box<dyn store::MsgStore>) -> Option<St
     } else {
         jetstream::api::Retention::Limits
     };
+    let counters = cfg.counters;
     let mut cfg = jetstream::api::StreamConfig {
         name: "WQ".into(),
         subjects: vec!["wq.>".into()],
         retention,
         storage: jetstream::api::Storage::File,
+        allow_msg_counter: counters,
+        allow_atomic: counters,
         ..Default::default()
     };
     jetstream::stream::config::check(&mut cfg, false, false).expect("valid config");
     Some(StreamMachine::new(cfg, 1, store).expect("stream"))
+}
+
+/// Counters mode: the subject value `v` counts on, and by how much.
+pub(crate) fn counter_subject(v: u64) -> String {
+    format!("wq.{}", v % 3)
+}
+
+pub(crate) fn counter_increment(v: u64) -> String {
+    format!("+{}", v % 5 + 1)
 }
 
 /// The stream sequence an ack subject names:

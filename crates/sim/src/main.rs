@@ -26,6 +26,7 @@ enum Mode {
     WorkQueue,
     Sourced,
     PublishIds,
+    Counters,
     Meta,
 }
 
@@ -51,6 +52,11 @@ fn run(
             cfg.publish_ids = true;
             cfg.propose_rate = 400;
         }
+        Mode::Counters => {
+            cfg.publish_ids = true;
+            cfg.counters = true;
+            cfg.propose_rate = 300;
+        }
         Mode::Meta => cfg.meta = true,
     }
     flotilla_sim::Sim::new(cfg).run()
@@ -69,6 +75,8 @@ fn main() {
         Mode::WorkQueue
     } else if args.iter().any(|a| a == "--publish-ids") {
         Mode::PublishIds
+    } else if args.iter().any(|a| a == "--counters") {
+        Mode::Counters
     } else if args.iter().any(|a| a == "--meta") {
         Mode::Meta
     } else {

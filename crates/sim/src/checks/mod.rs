@@ -12,11 +12,14 @@
 //! - `sourced`: a sourced work queue drains into its sourcing stream;
 //! - `pubacks`: every acknowledged publish stored exactly once, at its
 //!   PubAck's sequence;
+//! - `counters`: every counter's stored values add up, batches are
+//!   stored whole, and nothing acknowledged is missing;
 //! - `meta`: the meta state agrees on every server.
 
 use crate::{groups, Sim, Violation};
 
 mod convergence;
+mod counters;
 mod durable;
 mod leaders;
 mod meta;
@@ -58,6 +61,9 @@ impl Sim {
         }
         if self.cfg.publish_ids {
             self.check_pubacks()?;
+        }
+        if self.cfg.counters {
+            self.check_counters()?;
         }
         if self.cfg.meta {
             self.check_meta_converged()?;
