@@ -116,6 +116,15 @@ async fn servers_that_name_only_a_seed_form_a_full_mesh() {
         .map(|s| format!("127.0.0.1:{}", s.port))
         .collect();
     assert_eq!(urls, want);
+    // And /varz says the same (test launchers wait for it).
+    let varz = all[0].json("/varz");
+    let listed: BTreeSet<String> = varz["connect_urls"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no connect_urls: {varz}"))
+        .iter()
+        .map(|u| u.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(listed, want);
 }
 
 #[tokio::test]

@@ -139,6 +139,10 @@ pub struct Varz {
     tls_required: bool,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     tls_verify: bool,
+    /// What clients are told to connect to, once a route is up (test
+    /// launchers read it to tell when a cluster has formed).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    connect_urls: Vec<String>,
     max_connections: usize,
     ping_interval: u128,
     ping_max: u32,
@@ -276,17 +280,19 @@ pub fn varz(server: &Server, services: &super::Services, cpu: &CpuSampler) -> Va
     let out_bytes = s.out_bytes.load(Ordering::Relaxed);
     let slow = s.slow_consumers.load(Ordering::Relaxed);
     let stale = s.stale_connections.load(Ordering::Relaxed);
+    let info = server.info();
     Varz {
         server_id: server.id.clone(),
         server_name: server.name.clone(),
         version: NATS_VERSION,
         proto: 1,
-        go: server.info().go,
+        go: info.go,
         host: opts.host.clone(),
         port: server.client_port.load(Ordering::Relaxed) as u16,
         auth_required: opts.authorization.required(),
         tls_required: opts.tls.is_some(),
         tls_verify: opts.tls.as_ref().is_some_and(|t| t.verify),
+        connect_urls: info.connect_urls,
         max_connections: opts.max_connections,
         ping_interval: opts.ping_interval.as_nanos(),
         ping_max: opts.ping_max,
