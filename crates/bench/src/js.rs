@@ -26,21 +26,32 @@ fn storage(p: &Params) -> stream::StorageType {
 }
 
 async fn fresh_stream(js: &jetstream::Context, p: &Params) -> Result<stream::Stream> {
+    fresh_stream_with(js, p, |_| {}).await
+}
+
+/// A fresh benchmark stream, its config changed by `tweak` first.
+pub(crate) async fn fresh_stream_with(
+    js: &jetstream::Context,
+    p: &Params,
+    tweak: impl FnOnce(&mut stream::Config),
+) -> Result<stream::Stream> {
     let _ = js.delete_stream(STREAM).await;
-    js.create_stream(stream::Config {
+    let mut config = stream::Config {
         name: STREAM.into(),
         subjects: vec!["bench.js.>".into()],
         storage: storage(p),
         num_replicas: p.replicas,
         max_messages: p.max_msgs.map_or(-1, |m| m as i64),
         ..Default::default()
-    })
-    .await
-    .map_err(client("creating the stream"))
+    };
+    tweak(&mut config);
+    js.create_stream(config)
+        .await
+        .map_err(client("creating the stream"))
 }
 
 /// How many messages the stream holds (an error if it is missing).
-async fn stored_messages(js: &jetstream::Context) -> Result<u64> {
+pub(crate) async fn stored_messages(js: &jetstream::Context) -> Result<u64> {
     Ok(js
         .get_stream(STREAM)
         .await
@@ -52,9 +63,24 @@ async fn stored_messages(js: &jetstream::Context) -> Result<u64> {
         .messages)
 }
 
-async fn cleanup_stream(js: &jetstream::Context, p: &Params) {
+pub(crate) async fn cleanup_stream(js: &jetstream::Context, p: &Params) {
     if !p.keep {
         let _ = js.delete_stream(STREAM).await;
+    }
+}
+
+/// A message to publish: subject, headers, body.
+pub(crate) type Outgoing = (async_nats::Subject, async_nats::HeaderMap, Bytes);
+
+/// `p.size` bytes on the benchmark subject.
+fn plain(p: &Params) -> impl Fn(u64) -> Outgoing + Clone + Send + 'static {
+    let payload = Bytes::from(vec![b'j'; p.size]);
+    move |_| {
+        (
+            SUBJECT.into(),
+            async_nats::HeaderMap::new(),
+            payload.clone(),
+        )
     }
 }
 
@@ -67,28 +93,40 @@ async fn publish_acked(
     in_flight: usize,
     progress: &Progress,
 ) -> Result<Vec<Duration>> {
-    let payload = Bytes::from(vec![b'j'; p.size]);
+    publish_each(p, total, in_flight, progress, plain(p)).await
+}
+
+/// As `publish_acked`, the `n`th message of each publisher made by `msg`.
+pub(crate) async fn publish_each(
+    p: &Params,
+    total: u64,
+    in_flight: usize,
+    progress: &Progress,
+    msg: impl Fn(u64) -> Outgoing + Clone + Send + 'static,
+) -> Result<Vec<Duration>> {
     let mut tasks = Vec::new();
     for i in 0..p.pubs {
         let js = jetstream::new(connect(p).await?);
-        let (payload, progress) = (payload.clone(), progress.clone());
+        let (msg, progress) = (msg.clone(), progress.clone());
         let n = share(total, p.pubs, i);
         let in_flight = in_flight.max(1);
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(n as usize);
             let mut pending = FuturesUnordered::new();
-            let subject = async_nats::Subject::from(SUBJECT);
-            for _ in 0..n {
+            for k in 0..n {
                 if pending.len() >= in_flight {
                     let l: Result<Duration> = pending.next().await.expect("pending is not empty");
                     lat.push(l?);
                     progress.add(1);
                 }
                 let t = Instant::now();
-                let ack = js
-                    .publish(subject.clone(), payload.clone())
-                    .await
-                    .map_err(client("publishing"))?;
+                let (subject, headers, payload) = msg(k);
+                // Plain messages as plain PUBs, not HPUBs with no header.
+                let ack = match headers.is_empty() {
+                    true => js.publish(subject, payload).await,
+                    false => js.publish_with_headers(subject, headers, payload).await,
+                }
+                .map_err(client("publishing"))?;
                 pending.push(async move {
                     ack.await.map_err(client("awaiting a PubAck"))?;
                     Ok(t.elapsed())
@@ -147,7 +185,7 @@ pub async fn publish(p: &Params) -> Result<Report> {
 }
 
 /// A fresh stream holding `p.msgs` messages (not timed).
-async fn prefilled(p: &Params, js: &jetstream::Context) -> Result<stream::Stream> {
+pub(crate) async fn prefilled(p: &Params, js: &jetstream::Context) -> Result<stream::Stream> {
     let s = fresh_stream(js, p).await?;
     let fill = Progress::start("prefill", p.msgs, p.progress);
     let done = publish_acked(p, p.msgs, 256, &fill).await;
@@ -157,7 +195,7 @@ async fn prefilled(p: &Params, js: &jetstream::Context) -> Result<stream::Stream
 }
 
 /// Waits until the consumer has every message acknowledged.
-async fn all_acked<T: consumer::IntoConsumerConfig + consumer::FromConsumer>(
+pub(crate) async fn all_acked<T: consumer::IntoConsumerConfig + consumer::FromConsumer>(
     scenario: &'static str,
     c: &mut consumer::Consumer<T>,
     p: &Params,
@@ -183,7 +221,7 @@ async fn all_acked<T: consumer::IntoConsumerConfig + consumer::FromConsumer>(
 
 /// Takes `p.msgs` messages from a consumer and acks each; fails once
 /// nothing arrives for `p.stall`.
-async fn ack_each<S, E>(
+pub(crate) async fn ack_each<S, E>(
     scenario: &'static str,
     msgs: &mut S,
     p: &Params,

@@ -12,6 +12,7 @@ pub mod core;
 pub mod failover;
 pub mod idle;
 pub mod js;
+pub mod js_features;
 pub mod progress;
 pub mod report;
 pub mod streams;
@@ -92,6 +93,8 @@ pub struct Params {
     pub pids: Vec<(String, u32)>,
     /// Connect over TLS, trusting the CA in this PEM file.
     pub tls_ca: Option<std::path::PathBuf>,
+    /// `js-batch`: messages per atomic batch.
+    pub batch: usize,
 }
 
 impl Default for Params {
@@ -115,6 +118,7 @@ impl Default for Params {
             hold: Duration::from_secs(0),
             pids: Vec::new(),
             tls_ca: None,
+            batch: 100,
         }
     }
 }
@@ -143,11 +147,17 @@ pub enum Scenario {
     Failover,
     /// Create `msgs` streams of `replicas` replicas, `in-flight` at a time.
     Streams,
+    /// Counter increments (`Nats-Incr`) with `in-flight` PubAcks outstanding.
+    JsCounter,
+    /// Atomic batches of `batch` messages, one at a time per publisher.
+    JsBatch,
+    /// Pull consumer with a pinned-client priority group, explicit acks.
+    JsPullGroup,
 }
 
 impl Scenario {
     /// Every scenario that one server can run (failover needs a cluster).
-    pub const ONE_SERVER: [Scenario; 8] = [
+    pub const ONE_SERVER: [Scenario; 11] = [
         Scenario::Pubsub,
         Scenario::Queue,
         Scenario::Request,
@@ -156,6 +166,9 @@ impl Scenario {
         Scenario::JsPush,
         Scenario::Kv,
         Scenario::Idle,
+        Scenario::JsCounter,
+        Scenario::JsBatch,
+        Scenario::JsPullGroup,
     ];
 
     pub fn name(self) -> &'static str {
@@ -170,6 +183,9 @@ impl Scenario {
             Scenario::Idle => "idle",
             Scenario::Failover => "failover",
             Scenario::Streams => "streams",
+            Scenario::JsCounter => "js-counter",
+            Scenario::JsBatch => "js-batch",
+            Scenario::JsPullGroup => "js-pull-group",
         }
     }
 }
@@ -186,6 +202,9 @@ pub async fn run(scenario: Scenario, p: &Params) -> Result<Vec<Report>> {
         Scenario::Idle => idle::hold(p).await.map(|r| vec![r]),
         Scenario::Failover => failover::leader_killed(p).await.map(|r| vec![r]),
         Scenario::Streams => streams::create_many(p).await.map(|r| vec![r]),
+        Scenario::JsCounter => js_features::counter(p).await.map(|r| vec![r]),
+        Scenario::JsBatch => js_features::batch(p).await.map(|r| vec![r]),
+        Scenario::JsPullGroup => js_features::pull_group(p).await.map(|r| vec![r]),
     }
 }
 

@@ -76,6 +76,9 @@ struct Args {
     /// Connect over TLS, trusting the CA in this PEM file.
     #[arg(long)]
     tls_ca: Option<std::path::PathBuf>,
+    /// `js-batch`: messages per atomic batch.
+    #[arg(long, default_value_t = 100)]
+    batch: usize,
 }
 
 fn name_pid(s: &str) -> Result<(String, u32), String> {
@@ -109,6 +112,7 @@ async fn main() -> anyhow::Result<()> {
         hold: Duration::from_secs_f64(a.hold),
         pids: a.pids,
         tls_ca: a.tls_ca,
+        batch: a.batch,
     };
     eprintln!("{}", Report::TABLE_HEADER);
     for i in 0..a.runs {

@@ -41,7 +41,10 @@ fn check(scenario: Scenario, p: &Params, reports: &[flotilla_bench::Report]) {
         assert!(r.msgs_per_sec > 0.0 && r.elapsed_s > 0.0, "{}", r.json());
         let back: serde_json::Value = serde_json::from_str(&r.json()).unwrap();
         assert_eq!(back["scenario"], r.scenario);
-        let timed = matches!(scenario, Scenario::Request | Scenario::JsPub | Scenario::Kv);
+        let timed = matches!(
+            scenario,
+            Scenario::Request | Scenario::JsPub | Scenario::Kv | Scenario::JsCounter
+        );
         assert_eq!(r.latency.is_some(), timed, "{}", r.json());
         if let Some(l) = &r.latency {
             assert_eq!(l.samples as u64, p.msgs);
