@@ -162,6 +162,12 @@ pub enum Op {
         name: String,
         until: Option<i64>,
     },
+    /// A consumer's pull requests whose requesters stopped listening (the
+    /// leader saw their reply subjects lose interest): dropped, silently.
+    DropPulls {
+        consumer: String,
+        replies: Vec<String>,
+    },
     /// `CONSUMER.RESET`: a consumer starts again from `seq` (0: its ack
     /// floor).
     ResetConsumer {
@@ -448,6 +454,14 @@ fn encode_op(b: &mut BytesMut, op: &Op) {
             b.put_u64_le(*peer);
             b.put_u64_le(*token);
         }
+        Op::DropPulls { consumer, replies } => {
+            b.put_u8(19);
+            put_bytes(b, consumer.as_bytes());
+            b.put_u32_le(replies.len() as u32);
+            for reply in replies {
+                put_bytes(b, reply.as_bytes());
+            }
+        }
         Op::ResetConsumer { name, seq } => {
             b.put_u8(18);
             put_bytes(b, name.as_bytes());
@@ -607,6 +621,19 @@ fn decode_op(b: &mut &[u8], owner: Option<&Bytes>, depth: u8) -> Result<Op, Deco
                 peer: b.get_u64_le(),
                 token: b.get_u64_le(),
             }
+        }
+        19 => {
+            let consumer = get_string(b)?;
+            if b.remaining() < 4 {
+                return Err(DecodeError::Short);
+            }
+            let n = b.get_u32_le();
+            // Each reply takes at least its length prefix.
+            if n as usize > b.remaining() / 4 {
+                return Err(DecodeError::Short);
+            }
+            let replies = (0..n).map(|_| get_string(b)).collect::<Result<_, _>>()?;
+            Op::DropPulls { consumer, replies }
         }
         18 => {
             let name = get_string(b)?;
@@ -1143,6 +1170,10 @@ impl StreamMachine {
             Op::PauseConsumer { name, until } => {
                 Outcome::ConsumerPaused(self.stream.pause_consumer(&name, until, now))
             }
+            Op::DropPulls { consumer, replies } => {
+                self.stream.drop_pulls(&consumer, &replies);
+                Outcome::None
+            }
             Op::ResetConsumer { name, seq } => {
                 Outcome::ConsumerReset(self.stream.reset_consumer(&name, seq, now))
             }
@@ -1558,6 +1589,27 @@ mod tests {
             Entry {
                 ts: 11,
                 op: sourced(7),
+            },
+            Entry {
+                ts: 12,
+                op: Op::UnpinConsumer {
+                    name: "C".into(),
+                    group: "A".into(),
+                },
+            },
+            Entry {
+                ts: 13,
+                op: Op::ResetConsumer {
+                    name: "C".into(),
+                    seq: 9,
+                },
+            },
+            Entry {
+                ts: 14,
+                op: Op::DropPulls {
+                    consumer: "C".into(),
+                    replies: vec!["_INBOX.a".into(), "_INBOX.b".into()],
+                },
             },
         ];
         for e in &entries {

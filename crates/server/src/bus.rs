@@ -71,18 +71,38 @@ impl Bus {
         if !subject.starts_with(PULL_PREFIX) {
             return true;
         }
-        let Some(reply) = reply.filter(|r| !r.is_empty()) else {
-            return true;
-        };
+        match reply.filter(|r| !r.is_empty()) {
+            Some(reply) => self.has_listener(reply),
+            None => true,
+        }
+    }
+
+    /// Whether anyone (here or over a route) subscribes to `subject` in
+    /// the JetStream account.
+    pub fn has_listener(&self, subject: &[u8]) -> bool {
         // Uncached: reply subjects are mostly used once.
         let found = self
             .server
             .js_account()
             .sublist
             .read()
-            .matches_uncached(reply);
+            .matches_uncached(subject);
         let open = |s: &Arc<Subscription>| !s.is_closed();
         found.psubs.iter().any(open) || found.qsubs.iter().any(|(_, m)| m.iter().any(open))
+    }
+
+    /// A stream's waiting pull requests whose requesters stopped
+    /// listening, as inputs that drop them (one per consumer).
+    pub fn deaf_pulls(&self, stream: &jetstream::stream::Stream) -> Vec<jsservice::stream_sm::Op> {
+        let mut deaf: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for (consumer, reply) in stream.waiting_pulls() {
+            if !self.has_listener(reply.as_bytes()) {
+                deaf.entry(consumer).or_default().push(reply);
+            }
+        }
+        deaf.into_iter()
+            .map(|(consumer, replies)| jsservice::stream_sm::Op::DropPulls { consumer, replies })
+            .collect()
     }
 
     /// This server's name (what one server reports as a stream's leader).

@@ -1029,3 +1029,44 @@ async fn a_pinned_client_gets_everything_until_unpinned() {
     let new_id = header(&m, "Nats-Pin-Id").expect("a pin id");
     assert_ne!(new_id, id, "{}", describe(&m));
 }
+
+#[tokio::test]
+async fn a_waiting_pull_is_dropped_once_its_requester_leaves() {
+    let (_s, c) = setup().await;
+    create_ok(
+        &c,
+        "S",
+        "d",
+        json!({"durable_name": "d", "ack_policy": "explicit"}),
+    )
+    .await;
+    let mut sub = pull(
+        &c,
+        "S",
+        "d",
+        json!({"batch": 1, "expires": 30_000_000_000u64}),
+    )
+    .await;
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            info(&c, "S", "d").await["num_waiting"] == 1
+        })
+        .await
+    );
+    sub.unsubscribe().await.unwrap();
+    c.flush().await.unwrap();
+    // nats-server forgets it when it next looks; flotilla within a second
+    // or so.
+    let forgotten = eventually(Duration::from_secs(5), || async {
+        info(&c, "S", "d").await["num_waiting"] == 0
+    })
+    .await;
+    assert!(forgotten, "{}", info(&c, "S", "d").await);
+    publish_n(&c, "s.a", 1).await;
+    let v = info(&c, "S", "d").await;
+    assert_eq!(
+        (v["num_pending"].clone(), v["num_ack_pending"].clone()),
+        (json!(1), json!(0)),
+        "{v}"
+    );
+}

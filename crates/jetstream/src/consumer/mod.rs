@@ -1453,6 +1453,17 @@ impl Consumer {
         Ok(seq)
     }
 
+    /// The reply subjects of the pull requests waiting.
+    pub fn waiting_replies(&self) -> impl Iterator<Item = &str> {
+        self.rt.waiting.iter().map(|w| w.reply.as_str())
+    }
+
+    /// Forgets the waiting requests to `reply`, silently: nobody listens
+    /// there any more (nats-server drops them so).
+    pub fn drop_waiting(&mut self, reply: &str) {
+        self.rt.waiting.retain(|w| w.reply != reply);
+    }
+
     /// `CONSUMER.UNPIN`: the pinned client loses its pin; the next
     /// delivery pins another.
     pub fn unpin(&mut self, group: &str) -> Result<(), ApiError> {

@@ -1308,6 +1308,34 @@ impl Stream {
         Ok(c.info(now))
     }
 
+    /// Whether any pull request waits.
+    pub fn has_waiting_pulls(&self) -> bool {
+        self.consumers
+            .values()
+            .any(|c| c.waiting_replies().next().is_some())
+    }
+
+    /// Every waiting pull request: (consumer, reply subject).
+    pub fn waiting_pulls(&self) -> Vec<(String, String)> {
+        self.consumers
+            .iter()
+            .flat_map(|(name, c)| {
+                c.waiting_replies()
+                    .map(move |r| (name.clone(), r.to_string()))
+            })
+            .collect()
+    }
+
+    /// Forgets `consumer`'s pull requests waiting on `replies`, whose
+    /// requesters stopped listening.
+    pub fn drop_pulls(&mut self, consumer: &str, replies: &[String]) {
+        if let Some(c) = self.consumers.get_mut(consumer) {
+            for reply in replies {
+                c.drop_waiting(reply);
+            }
+        }
+    }
+
     /// `CONSUMER.RESET`: the consumer starts again from `seq` (0: its ack
     /// floor); an interest stream drops what nobody needs any more.
     /// Returns the consumer's info and the sequence it starts from.

@@ -42,6 +42,9 @@ use crate::bus::Publisher as InternalPublisher;
 
 /// Commands taken into one batch at most.
 const MAX_BATCH: usize = 4096;
+/// How often waiting pull requests are checked for a requester that
+/// stopped listening.
+const PULL_INTEREST_EVERY: Duration = Duration::from_secs(1);
 /// How often a `persist_mode: async` stream syncs on a server that
 /// otherwise syncs always: nats-server's default `sync_interval`.
 const ASYNC_PERSIST_INTERVAL: Duration = Duration::from_secs(120);
@@ -80,6 +83,8 @@ pub(super) struct Actor {
     /// Writes waiting for the next interval sync (`sync_interval`).
     deferred: Vec<SyncHandle>,
     next_interval_sync: Option<Instant>,
+    /// When waiting pull requests were last checked for interest.
+    pulls_checked: Instant,
     poison: Arc<AtomicBool>,
     /// A write failed in this batch (with this error): it cannot be
     /// committed.
@@ -170,6 +175,7 @@ impl Actor {
             handles: Vec::new(),
             deferred: Vec::new(),
             next_interval_sync: None,
+            pulls_checked: Instant::now(),
             poison: Arc::new(AtomicBool::new(false)),
             failed: None,
             clock: 0,
@@ -221,6 +227,9 @@ impl Actor {
         }
         if let Some(s) = self.next_interval_sync {
             at(s);
+        }
+        if self.machine.stream().has_waiting_pulls() {
+            at(self.pulls_checked + PULL_INTEREST_EVERY);
         }
         if let Some(due) = self.sources.next_wake() {
             let wait = due.saturating_sub(mono_ms()).max(1);
@@ -400,6 +409,12 @@ impl Actor {
             .is_some_and(|d| d <= now)
         {
             self.input(Op::Tick);
+        }
+        if self.pulls_checked.elapsed() >= PULL_INTEREST_EVERY {
+            self.pulls_checked = mono;
+            for op in self.js.bus.deaf_pulls(self.machine.stream()) {
+                self.input(op);
+            }
         }
     }
 

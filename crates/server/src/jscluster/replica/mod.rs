@@ -725,6 +725,9 @@ impl Actor {
             self.last_reconcile = Some(Instant::now());
             self.reconcile_config();
             self.reconcile_push(false);
+            for op in self.jc.js.bus.deaf_pulls(self.core.machine().stream()) {
+                self.submit(op);
+            }
         }
     }
 
