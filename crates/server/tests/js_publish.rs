@@ -1610,7 +1610,8 @@ async fn an_atomic_batch_is_stored_whole_or_not_at_all() {
     let commit = ("Nats-Batch-Commit", "1");
     let long_id = "x".repeat(65);
     // (subject, headers, the reply expected: "" for a staged message)
-    let steps: Vec<(&str, Vec<(&str, &str)>, String)> = vec![
+    type Step<'a> = (&'a str, Vec<(&'a str, &'a str)>, String);
+    let steps: Vec<Step> = vec![
         ("a.1", in_batch("one", "1", &[]), String::new()),
         ("a.2", in_batch("one", "2", &[]), String::new()),
         (

@@ -881,7 +881,8 @@ async fn update_refuses_consumer_limits_a_consumer_exceeds() {
     let limits =
         |limits: Value| json!({"name": "L", "subjects": ["l.>"], "consumer_limits": limits});
     // (consumer limits asked for, the error expected; None: taken)
-    let table: [(Value, Option<(u64, u64, &str)>); 4] = [
+    type Row<'a> = (Value, Option<(u64, u64, &'a str)>);
+    let table: [Row; 4] = [
         (
             json!({"max_ack_pending": 10}),
             Some((500, 10069, "change to limits violates consumers: big")),
@@ -943,7 +944,8 @@ async fn persist_mode_async_on_one_replica_file_streams_only() {
     let invalid = |text: &str| Some((500, 10052, text.to_string()));
     let replicated = "async persist mode is not supported on replicated streams";
     // (stream, what it asks for, the persist_mode it gets or the error)
-    let table: [(&str, Value, Result<Option<&str>, (u64, u64, String)>); 5] = [
+    type Row<'a> = (&'a str, Value, Result<Option<&'a str>, (u64, u64, String)>);
+    let table: [Row; 5] = [
         (
             "ASYNC",
             json!({"persist_mode": "async"}),
