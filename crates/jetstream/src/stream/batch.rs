@@ -210,6 +210,7 @@ impl Stream {
             }
         }
         let count = checked.len() as u64;
+        let before = self.store.state().last_seq;
         let mut last = 0;
         for c in checked {
             last = match self.store_checked(c, now)? {
@@ -217,6 +218,9 @@ impl Stream {
                 other => unreachable!("stored: {other:?}"),
             };
         }
+        // Whole and contiguous: the batch took the sequences after the
+        // stream's last, one each.
+        debug_assert_eq!(last, before + count, "batch {id} stored out of line");
         Ok(PubAck::Batched {
             seq: last,
             batch: id.to_string(),
