@@ -1070,3 +1070,42 @@ async fn a_waiting_pull_is_dropped_once_its_requester_leaves() {
         "{v}"
     );
 }
+
+#[tokio::test]
+async fn a_pin_lapses_when_its_client_stops_pulling() {
+    let (_s, c) = setup().await;
+    let cfg = json!({"durable_name": "lapse", "ack_policy": "explicit",
+        "priority_policy": "pinned_client", "priority_groups": ["A"],
+        "priority_timeout": 1_000_000_000u64});
+    create_ok(&c, "S", "lapse", cfg).await;
+    let expires = 10_000_000_000u64;
+    let mut first = pull(
+        &c,
+        "S",
+        "lapse",
+        json!({"batch": 1, "group": "A", "expires": expires}),
+    )
+    .await;
+    publish_n(&c, "s.a", 1).await;
+    let pinned = header(&recv(&mut first).await, "Nats-Pin-Id")
+        .expect("pinned")
+        .to_string();
+    // The pinned client pulls no more; after priority_timeout another
+    // request takes the next message, with a new pin.
+    let mut standby = pull(
+        &c,
+        "S",
+        "lapse",
+        json!({"batch": 1, "group": "A", "expires": expires}),
+    )
+    .await;
+    publish_n(&c, "s.a", 1).await;
+    let m = recv(&mut standby).await;
+    let repinned = header(&m, "Nats-Pin-Id").expect("pinned again");
+    assert_ne!(repinned, pinned, "{}", describe(&m));
+    let state = info(&c, "S", "lapse").await;
+    assert_eq!(
+        state["priority_groups"][0]["pinned_client_id"], repinned,
+        "{state}"
+    );
+}
