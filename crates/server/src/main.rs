@@ -23,6 +23,7 @@ mod route;
 mod server;
 mod signals;
 mod tls;
+mod trace;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -118,4 +118,9 @@ pub struct Message<'a> {
 /// queue.
 pub trait InternalSink: Send + Sync {
     fn deliver(&self, msg: Message<'_>);
+
+    /// The stream this sink stores into, for message traces.
+    fn traced_stream(&self) -> Option<&str> {
+        None
+    }
 }

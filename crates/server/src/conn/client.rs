@@ -829,6 +829,34 @@ impl Conn {
             return;
         }
         self.send_ok();
+        if let Some(asked) = crate::trace::asked(p.headers()) {
+            match asked.dest.clone() {
+                Some(dest) if self.may_publish(dest.as_bytes()) => {
+                    let (client, account) = (&self.client, &self.account.name);
+                    let size = p.message.len();
+                    let trace = crate::trace::Trace::new(
+                        asked,
+                        dest,
+                        crate::trace::CLIENT,
+                        client,
+                        account,
+                        p.subject,
+                        size,
+                    );
+                    self.delivery.trace = Some(trace);
+                }
+                // As nats-server: a destination it may not publish to is a
+                // permissions violation, and the message goes nowhere.
+                Some(dest) => {
+                    self.send_err(&format!("Permissions Violation for Publish to {dest:?}"));
+                    return;
+                }
+                // No valid destination: nothing to trace, and a trace-only
+                // message goes nowhere.
+                None if asked.only => return,
+                None => {}
+            }
+        }
         let sublist = &self.account.sublist;
         let uncached;
         let result = if p.subject.starts_with(b"$JS.ACK.") {
@@ -847,6 +875,10 @@ impl Conn {
             payload: p.payload(),
         };
         let delivered = self.delivery.route(result, msg);
+        if self.delivery.trace.is_some() {
+            let account = self.account.clone();
+            self.delivery.send_trace(&account);
+        }
         if !delivered && self.opts.no_responders {
             if let Some(reply) = p.reply {
                 self.no_responders(p.subject, reply);

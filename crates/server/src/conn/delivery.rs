@@ -49,6 +49,9 @@ pub struct Delivery {
     route_account: Option<Arc<crate::account::Account>>,
     /// Where a routed delivery's reply is put together.
     reply_buf: Vec<u8>,
+    /// The message being routed is traced: where it goes is recorded (and
+    /// with trace only, nothing is delivered).
+    pub trace: Option<crate::trace::Trace>,
 }
 
 impl Delivery {
@@ -67,6 +70,7 @@ impl Delivery {
             route_targets: Vec::new(),
             route_account: None,
             reply_buf: Vec::new(),
+            trace: None,
         }
     }
 
@@ -204,8 +208,13 @@ impl Delivery {
             .expect("route targets name an account");
         for (route, queues) in targets.drain(..) {
             let qs: Vec<&[u8]> = queues.iter().map(|q| &q[..]).collect();
-            let size = msg.headers.map_or(0, |h| h.len()) + msg.payload.len();
-            let headers = msg.headers.filter(|h| !h.is_empty());
+            // A traced message names its hop to the next server.
+            let hopped = self.trace.as_mut().map(|trace| {
+                let hop = trace.goes_over_route(&route);
+                jetstream::headers::set(msg.headers, crate::trace::HOP, &hop)
+            });
+            let headers = hopped.as_deref().or(msg.headers).filter(|h| !h.is_empty());
+            let size = headers.map_or(0, |h| h.len()) + msg.payload.len();
             let (subject, reply) = for_route(&msg, &mut self.reply_buf);
             let pushed = route.out.push(self.max_pending, Some(size), |b| {
                 protocol::route::msg(
@@ -244,6 +253,19 @@ impl Delivery {
         }
         if target.delivery_denied(msg.routed, sub.queue.as_deref()) {
             return false;
+        }
+        if let Some(trace) = self.trace.as_mut() {
+            match &sub.sink {
+                Some(sink) => {
+                    if let Some(stream) = sink.traced_stream() {
+                        trace.went_to_stream(stream, msg.subject);
+                    }
+                }
+                None => trace.went_to_client(sub),
+            }
+            if trace.only {
+                return true;
+            }
         }
         if let Some(sink) = &sub.sink {
             if sub.take_quota() == Quota::Exhausted {
@@ -290,6 +312,25 @@ impl Delivery {
             }
             Push::Closed => false,
         }
+    }
+
+    /// Sends the event of a traced message to its destination, in the
+    /// message's account, as any message is routed.
+    pub fn send_trace(&mut self, account: &crate::account::Account) {
+        let Some(trace) = self.trace.take() else {
+            return;
+        };
+        let dest = trace.dest.clone();
+        let event = trace.event(&self.server);
+        let result = account.sublist.read().matches(dest.as_bytes());
+        let msg = Message {
+            subject: dest.as_bytes(),
+            routed: dest.as_bytes(),
+            reply: None,
+            headers: None,
+            payload: &event,
+        };
+        self.route(&result, msg);
     }
 
     /// Remembers to wake `target`'s writer at the end of the read.

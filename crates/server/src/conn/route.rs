@@ -475,6 +475,8 @@ impl RouteConn {
             return Ok(());
         }
         self.remote = Some((info.server_id.clone(), info.server_name.clone()));
+        // Message traces name a route by its server.
+        self.client.meta.lock().name = info.server_name.clone();
         if let Some(d) = self.dialed.as_ref().filter(|d| d.configured) {
             let id = (info.server_id != self.server.id).then(|| info.server_id.clone());
             self.server.routes.resolve(&d.url, id);
@@ -660,6 +662,26 @@ impl RouteConn {
             headers: m.headers(),
             payload: m.payload(),
         };
+        let traced = crate::trace::asked(msg.headers).and_then(|asked| {
+            let dest = asked.dest.clone()?;
+            let size = m.message.len();
+            let route = &self.client;
+            let trace = crate::trace::Trace::new(
+                asked,
+                dest,
+                crate::trace::ROUTER,
+                route,
+                &account.name,
+                m.subject,
+                size,
+            );
+            Some(trace)
+        });
+        let is_traced = traced.is_some();
+        self.delivery.trace = traced;
         self.delivery.route_from_peer(result, msg, &m.queues);
+        if is_traced {
+            self.delivery.send_trace(&account);
+        }
     }
 }

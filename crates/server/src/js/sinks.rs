@@ -51,6 +51,10 @@ impl InternalSink for StreamSink {
         }
         self.handle.send(Cmd::Publish(inbound(msg)));
     }
+
+    fn traced_stream(&self) -> Option<&str> {
+        Some(&self.handle.name)
+    }
 }
 
 /// `$JS.API.>`: everything goes to the dispatcher task.

@@ -1020,6 +1020,10 @@ impl InternalSink for PublishSink {
         );
         self.jc.node.submit(self.group, entry);
     }
+
+    fn traced_stream(&self) -> Option<&str> {
+        Some(&self.handle.name)
+    }
 }
 
 /// Acks for a stream's consumers (`$JS.ACK.<stream>.<consumer>.…`), and
