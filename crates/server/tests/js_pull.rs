@@ -850,6 +850,22 @@ async fn a_pull_whose_requester_left_takes_no_message() {
     assert_eq!(ack_info(&m).dc, 1, "{}", describe(&m));
 }
 
+/// A pull request in priority group `A` on stream `S`.
+async fn group_pull(
+    c: &async_nats::Client,
+    consumer: &str,
+    batch: u64,
+    expires: u64,
+) -> async_nats::Subscriber {
+    pull(
+        c,
+        "S",
+        consumer,
+        json!({"batch": batch, "group": "A", "expires": expires}),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn priority_group_configs_nats_server_refuses() {
     let (_s, c) = setup().await;
@@ -946,6 +962,10 @@ async fn prioritized_pulls_serve_the_most_urgent_first() {
         json!({"batch": 2, "group": "A", "priority": 1, "expires": expires}),
     )
     .await;
+    let both = eventually(Duration::from_secs(5), || async {
+        info(&c, "S", "p").await["num_waiting"] == 2
+    });
+    assert!(both.await);
     publish_n(&c, "s.a", 3).await;
     // The urgent request takes what it asked for; then the other.
     assert_eq!(ack_info(&recv(&mut high).await).sseq, 1);
@@ -966,20 +986,8 @@ async fn a_pinned_client_gets_everything_until_unpinned() {
         "{state}"
     );
     let expires = 5_000_000_000u64;
-    let mut first = pull(
-        &c,
-        "S",
-        "pin",
-        json!({"batch": 1, "group": "A", "expires": expires}),
-    )
-    .await;
-    let mut standby = pull(
-        &c,
-        "S",
-        "pin",
-        json!({"batch": 5, "group": "A", "expires": expires}),
-    )
-    .await;
+    let mut first = group_pull(&c, "pin", 1, expires).await;
+    let mut standby = group_pull(&c, "pin", 5, expires).await;
     publish_n(&c, "s.a", 2).await;
     // The first request is pinned: its delivery carries the pin id.
     let m = recv(&mut first).await;
@@ -1079,26 +1087,14 @@ async fn a_pin_lapses_when_its_client_stops_pulling() {
         "priority_timeout": 1_000_000_000u64});
     create_ok(&c, "S", "lapse", cfg).await;
     let expires = 10_000_000_000u64;
-    let mut first = pull(
-        &c,
-        "S",
-        "lapse",
-        json!({"batch": 1, "group": "A", "expires": expires}),
-    )
-    .await;
+    let mut first = group_pull(&c, "lapse", 1, expires).await;
     publish_n(&c, "s.a", 1).await;
     let pinned = header(&recv(&mut first).await, "Nats-Pin-Id")
         .expect("pinned")
         .to_string();
     // The pinned client pulls no more; after priority_timeout another
     // request takes the next message, with a new pin.
-    let mut standby = pull(
-        &c,
-        "S",
-        "lapse",
-        json!({"batch": 1, "group": "A", "expires": expires}),
-    )
-    .await;
+    let mut standby = group_pull(&c, "lapse", 1, expires).await;
     publish_n(&c, "s.a", 1).await;
     let m = recv(&mut standby).await;
     let repinned = header(&m, "Nats-Pin-Id").expect("pinned again");
