@@ -657,13 +657,7 @@ async fn create_response_fills_in_defaults() {
     let c = s.client().await;
     stream_s(&c).await;
     // Pull, explicit ack.
-    let v = create_ok(
-        &c,
-        "S",
-        "d",
-        json!({"durable_name": "d", "ack_policy": "explicit"}),
-    )
-    .await;
+    let v = explicit_durable(&c, "S", "d").await;
     let cfg = &v["config"];
     assert_eq!(cfg["deliver_policy"], "all");
     assert_eq!(cfg["ack_policy"], "explicit");
@@ -1534,13 +1528,7 @@ async fn durable_state_survives_a_restart() {
     let c = s.client().await;
     stream_s(&c).await;
     publish_n(&c, "s.a", 5).await;
-    create_ok(
-        &c,
-        "S",
-        "d",
-        json!({"durable_name": "d", "ack_policy": "explicit"}),
-    )
-    .await;
+    explicit_durable(&c, "S", "d").await;
     let mut sub = pull(&c, "S", "d", json!({"batch": 3})).await;
     let msgs = recv_n(&mut sub, 3).await;
     ack_sync(&c, &msgs[0], "+ACK").await;
@@ -1585,13 +1573,7 @@ async fn reset_moves_a_consumer_and_forgets_what_was_pending() {
     let c = s.client().await;
     stream_s(&c).await;
     publish_n(&c, "s.a", 5).await;
-    create_ok(
-        &c,
-        "S",
-        "c",
-        json!({"durable_name": "c", "ack_policy": "explicit"}),
-    )
-    .await;
+    explicit_durable(&c, "S", "c").await;
     let mut sub = pull(&c, "S", "c", json!({"batch": 2})).await;
     let first = recv(&mut sub).await;
     recv(&mut sub).await;

@@ -824,13 +824,7 @@ async fn batch_zero_or_negative_means_one() {
 async fn a_pull_whose_requester_left_takes_no_message() {
     let (_s, c) = setup().await;
     publish_n(&c, "s.a", 1).await;
-    create_ok(
-        &c,
-        "S",
-        "d",
-        json!({"durable_name": "d", "ack_policy": "explicit"}),
-    )
-    .await;
+    explicit_durable(&c, "S", "d").await;
     // The requester unsubscribed before asking (nats.py's
     // test_pull_subscribe_limits): nobody hears the reply, so nats-server
     // drops the request and the message stays pending.
@@ -1041,13 +1035,7 @@ async fn a_pinned_client_gets_everything_until_unpinned() {
 #[tokio::test]
 async fn a_waiting_pull_is_dropped_once_its_requester_leaves() {
     let (_s, c) = setup().await;
-    create_ok(
-        &c,
-        "S",
-        "d",
-        json!({"durable_name": "d", "ack_policy": "explicit"}),
-    )
-    .await;
+    explicit_durable(&c, "S", "d").await;
     let mut sub = pull(
         &c,
         "S",

@@ -66,6 +66,17 @@ pub async fn create(c: &Client, stream: &str, name: &str, cfg: Value) -> Value {
     api_json(c, &subject, json!({"stream_name": stream, "config": cfg})).await
 }
 
+/// A durable pull consumer `name` with explicit acks, asserting success.
+pub async fn explicit_durable(c: &Client, stream: &str, name: &str) -> Value {
+    create_ok(
+        c,
+        stream,
+        name,
+        json!({"durable_name": name, "ack_policy": "explicit"}),
+    )
+    .await
+}
+
 /// `create`, asserting success.
 pub async fn create_ok(c: &Client, stream: &str, name: &str, cfg: Value) -> Value {
     let v = create(c, stream, name, cfg).await;
