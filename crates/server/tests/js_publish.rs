@@ -1680,6 +1680,12 @@ async fn an_atomic_batch_is_stored_whole_or_not_at_all() {
             vec![("Nats-Batch-Id", "seven")],
             err_ack("A", 400, 10175, "atomic publish sequence is missing"),
         ),
+        // A marker at sequence 0 counts as a huge batch, as in nats-server.
+        (
+            "a.1",
+            in_batch("zero", "0", &[("Nats-Batch-Commit", "eob")]),
+            err_ack("A", 400, 10199, "atomic publish batch is too large: 1000"),
+        ),
         // Headers a batch cannot take; ids repeated within it.
         (
             "a.1",

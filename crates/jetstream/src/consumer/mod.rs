@@ -793,7 +793,7 @@ impl Consumer {
                 self.rt.pin = Some(Pin {
                     id: id.clone(),
                     since: now,
-                    deadline: now + self.config.priority_timeout,
+                    deadline: now.saturating_add(self.config.priority_timeout),
                 });
                 w.ask.pin = id;
             }
@@ -989,7 +989,7 @@ impl Consumer {
             // The pinned client pulled again: its pin lasts longer.
             Ok(true) => {
                 if let Some(pin) = self.rt.pin.as_mut() {
-                    pin.deadline = now + self.config.priority_timeout;
+                    pin.deadline = now.saturating_add(self.config.priority_timeout);
                 }
             }
             Ok(false) => {}

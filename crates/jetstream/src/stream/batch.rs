@@ -121,8 +121,9 @@ impl Stream {
             Some("eob") => Some(Commit::EndOfBatch),
             Some(_) => None,
         };
-        // Without the end-of-batch marker.
-        let size = seq - u64::from(commit == Some(Commit::EndOfBatch));
+        // Without the end-of-batch marker (sequence 0 with one wraps, as
+        // nats-server's unsigned arithmetic does, and is too large).
+        let size = seq.wrapping_sub(u64::from(commit == Some(Commit::EndOfBatch)));
         let too_large = || E::ATOMIC_PUBLISH_TOO_LARGE_BATCH.with("size", MAX_SIZE);
         self.batches.expire(now);
         if !self.batches.open.contains_key(id) {
