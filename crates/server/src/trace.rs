@@ -77,7 +77,7 @@ pub fn asked(headers: Option<&[u8]>) -> Option<Asked> {
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(hay, needle).is_some()
 }
 
 /// One traced message on this server: the events so far.
