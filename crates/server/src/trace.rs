@@ -100,8 +100,10 @@ enum Step {
     Js(Stored),
 }
 
+/// What every ingress and egress step starts with: the step, when, and
+/// the connection (kind, id, name).
 #[derive(Serialize)]
-struct Ingress {
+struct Conn {
     #[serde(rename = "type")]
     kind_of: &'static str,
     ts: String,
@@ -109,19 +111,32 @@ struct Ingress {
     cid: u64,
     #[serde(skip_serializing_if = "String::is_empty")]
     name: String,
+}
+
+impl Conn {
+    fn of(kind_of: &'static str, kind: u8, client: &Client) -> Conn {
+        Conn {
+            kind_of,
+            ts: now(),
+            kind,
+            cid: client.cid,
+            name: client.meta.lock().name.clone(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Ingress {
+    #[serde(flatten)]
+    conn: Conn,
     acc: String,
     subj: String,
 }
 
 #[derive(Serialize)]
 struct Egress {
-    #[serde(rename = "type")]
-    kind_of: &'static str,
-    ts: String,
-    kind: u8,
-    cid: u64,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    name: String,
+    #[serde(flatten)]
+    conn: Conn,
     #[serde(skip_serializing_if = "String::is_empty")]
     hop: String,
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -160,11 +175,7 @@ impl Trace {
         msg_size: usize,
     ) -> Trace {
         let ingress = Step::In(Ingress {
-            kind_of: "in",
-            ts: now(),
-            kind,
-            cid: from.cid,
-            name: from.meta.lock().name.clone(),
+            conn: Conn::of("in", kind, from),
             acc: account.to_string(),
             subj: String::from_utf8_lossy(subject).into_owned(),
         });
@@ -184,11 +195,7 @@ impl Trace {
     pub fn went_to_client(&mut self, sub: &Subscription) {
         let client = &sub.client;
         self.events.push(Step::Eg(Egress {
-            kind_of: "eg",
-            ts: now(),
-            kind: CLIENT,
-            cid: client.cid,
-            name: client.meta.lock().name.clone(),
+            conn: Conn::of("eg", CLIENT, client),
             hop: String::new(),
             sub: String::from_utf8_lossy(&sub.subject).into_owned(),
             queue: sub
@@ -218,11 +225,7 @@ impl Trace {
             false => format!("{}.{}", self.hop, self.hops),
         };
         self.events.push(Step::Eg(Egress {
-            kind_of: "eg",
-            ts: now(),
-            kind: ROUTER,
-            cid: route.cid,
-            name: route.meta.lock().name.clone(),
+            conn: Conn::of("eg", ROUTER, route),
             hop: hop.clone(),
             sub: String::new(),
             queue: String::new(),
