@@ -199,3 +199,56 @@ async fn each_server_on_the_way_sends_its_own_event() {
     assert_eq!(delivered[0]["sub"], "far.away", "{second}");
     assert!(!quiet(&mut remote).await);
 }
+
+#[tokio::test]
+async fn a_destination_the_publisher_may_not_use_stops_the_message() {
+    let config = r#"
+authorization {
+  users = [
+    { user: tracer, password: t, permissions: { publish: { allow: ">", deny: "trace.>" } } }
+    { user: watcher, password: w }
+  ]
+}
+"#;
+    let s = common::server().config(config).start();
+    let watcher = async_nats::ConnectOptions::with_user_and_password("watcher".into(), "w".into())
+        .connect(s.url())
+        .await
+        .unwrap();
+    let mut events = watcher.subscribe(DEST).await.unwrap();
+    let mut plain = watcher.subscribe("greet").await.unwrap();
+    watcher.flush().await.unwrap();
+    let (errors_tx, mut errors) = tokio::sync::mpsc::unbounded_channel();
+    let tracer = async_nats::ConnectOptions::with_user_and_password("tracer".into(), "t".into())
+        .event_callback(move |e| {
+            let errors_tx = errors_tx.clone();
+            async move {
+                let _ = errors_tx.send(e.to_string());
+            }
+        })
+        .connect(s.url())
+        .await
+        .unwrap();
+    traced(&tracer, "greet", false).await;
+    // A permissions violation, as nats-server reports it; no event, and
+    // the message itself goes nowhere.
+    let error = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(e) = errors.recv().await {
+            if e.contains("Permissions Violation") {
+                return e;
+            }
+        }
+        String::new()
+    })
+    .await
+    .expect("a permissions violation within 5s");
+    assert!(
+        error.contains("Permissions Violation for Publish"),
+        "{error}"
+    );
+    assert!(quiet(&mut events).await && quiet(&mut plain).await);
+    // Publishing the same message without tracing works.
+    tracer.publish("greet", "plain".into()).await.unwrap();
+    tracer.flush().await.unwrap();
+    assert!(!quiet(&mut plain).await);
+}
