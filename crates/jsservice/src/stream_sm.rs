@@ -849,9 +849,17 @@ impl StreamMachine {
         );
         // Atomic batches being staged, when there are any: a replica
         // restored from this commits them as the others do.
+        // Then, where schedules are allowed, the live schedules: the
+        // messages alone may not say when each is due (a fired copy that
+        // said so may be gone), and every replica must fire alike.
         let batches = self.stream.batches();
-        if !batches.is_empty() {
+        let schedules = self.stream.config.allow_msg_schedules;
+        if !batches.is_empty() || schedules {
             put_bytes(b, &serde_json::to_vec(batches).expect("batches serialize"));
+        }
+        if schedules {
+            let index = self.stream.schedules();
+            put_bytes(b, &serde_json::to_vec(index).expect("schedules serialize"));
         }
     }
 
@@ -974,6 +982,15 @@ impl StreamMachine {
             let batches =
                 serde_json::from_slice(&get_bytes(&mut b)?).map_err(|_| DecodeError::Kind(0))?;
             stream.restore_batches(batches);
+        }
+        if stream.config.allow_msg_schedules {
+            let schedules = match b.has_remaining() {
+                true => {
+                    serde_json::from_slice(&get_bytes(&mut b)?).map_err(|_| DecodeError::Kind(0))?
+                }
+                false => Default::default(),
+            };
+            stream.restore_schedules(schedules);
         }
         let _ = stream.take_outputs();
         Ok(StreamMachine {

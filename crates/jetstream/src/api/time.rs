@@ -26,6 +26,15 @@ pub fn parse(s: &str) -> Option<i64> {
     Some(if n < 0 { 0 } else { n as i64 })
 }
 
+/// RFC 3339 to Unix nanoseconds, before the epoch too; times beyond what
+/// 64 bits of nanoseconds hold (1677 to 2262) are clamped to the ends.
+pub fn parse_signed(s: &str) -> Option<i64> {
+    let n = OffsetDateTime::parse(s, &Rfc3339)
+        .ok()?
+        .unix_timestamp_nanos();
+    Some(n.clamp(i64::MIN.into(), i64::MAX.into()) as i64)
+}
+
 /// Serde helpers for optional timestamps stored as Unix nanoseconds.
 pub mod opt {
     use serde::{Deserialize, Deserializer, Serializer};

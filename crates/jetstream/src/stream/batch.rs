@@ -204,7 +204,7 @@ impl Stream {
                 headers: h,
                 payload: &m.payload,
             };
-            match self.check(incoming, false, Some(&mut diff))? {
+            match self.check(incoming, false, Some(&mut diff), now)? {
                 Ok(c) => checked.push(c),
                 // A batch refuses duplicates when checking.
                 Err(_) => return Err(E::ATOMIC_PUBLISH_CONTAINS_DUPLICATE_MESSAGE.err()),

@@ -184,13 +184,24 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
     }
     // Features of later API levels that flotilla does not have: refused
     // with a clear error rather than silently ignored.
-    for (on, what) in [
-        (cfg.allow_msg_schedules, "message schedules"),
-        (cfg.allow_batched, "batched publish"),
-    ] {
-        if on {
-            return Err(invalid(format!("{what} are not supported by this server")));
+    if cfg.allow_msg_schedules {
+        if cfg.discard == Discard::New {
+            return Err(invalid("message scheduling cannot use discard new"));
         }
+        if !cfg.allow_rollup_hdrs {
+            if is_pedantic {
+                return Err(pedantic(
+                    "message scheduling cannot be set if roll-ups are disabled",
+                ));
+            }
+            cfg.allow_rollup_hdrs = true;
+            cfg.deny_purge = false;
+        }
+    }
+    // Features of later API levels that flotilla does not have: refused
+    // with a clear error rather than silently ignored.
+    if cfg.allow_batched {
+        return Err(invalid("batched publish are not supported by this server"));
     }
     check_persist_mode(cfg)?;
 
@@ -210,6 +221,9 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         if cfg.allow_atomic {
             return Err(E::MIRROR_WITH_ATOMIC_PUBLISH.err());
         }
+        if cfg.allow_msg_schedules {
+            return Err(E::MIRROR_WITH_MSG_SCHEDULES.err());
+        }
         if !m.filter_subject.is_empty() && !m.subject_transforms.is_empty() {
             return Err(E::MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED.err());
         }
@@ -222,6 +236,9 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         if transforms_overlap(&m.subject_transforms) {
             return Err(E::MIRROR_OVERLAPPING_SUBJECT_FILTERS.err());
         }
+    }
+    if !cfg.sources.is_empty() && cfg.allow_msg_schedules {
+        return Err(E::SOURCE_WITH_MSG_SCHEDULES.err());
     }
     let mut seen = Vec::new();
     for s in &cfg.sources {
@@ -374,7 +391,11 @@ pub const ASYNC_PERSIST: &str = "async";
 
 /// The minimum API level a config needs, stored as `_nats.req.level`.
 pub fn required_level(cfg: &StreamConfig) -> i64 {
-    if cfg.persist_mode == ASYNC_PERSIST || cfg.allow_msg_counter || cfg.allow_atomic {
+    if cfg.persist_mode == ASYNC_PERSIST
+        || cfg.allow_msg_counter
+        || cfg.allow_atomic
+        || cfg.allow_msg_schedules
+    {
         return 2;
     }
     i64::from(cfg.allow_msg_ttl || cfg.subject_delete_marker_ttl > 0)
@@ -419,6 +440,9 @@ pub fn check_update(old: &StreamConfig, new: &mut StreamConfig) -> Result<(), Ap
         return Err(invalid(
             "stream configuration update can not change message counter setting",
         ));
+    }
+    if old.allow_msg_schedules && !new.allow_msg_schedules {
+        return Err(invalid("message schedules can not be disabled"));
     }
     if old.persist_mode != new.persist_mode {
         return Err(invalid(

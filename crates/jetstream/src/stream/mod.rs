@@ -17,8 +17,10 @@
 pub mod batch;
 pub mod config;
 pub mod counter;
+mod cron;
 mod dedupe;
 mod publish;
+pub mod schedule;
 mod sourcing;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -131,6 +133,8 @@ pub struct Stream {
     sources: BTreeMap<String, sourcing::Source>,
     /// Atomic batches being staged.
     batches: batch::Batches,
+    /// Live message schedules and when each is due.
+    schedules: schedule::Schedules,
 }
 
 fn store_err(e: StoreError) -> ApiError {
@@ -189,6 +193,7 @@ impl Stream {
             config_changed: true,
             sources: BTreeMap::new(),
             batches: batch::Batches::default(),
+            schedules: schedule::Schedules::default(),
         };
         s.compile_transforms();
         s.rebuild_sources();
@@ -202,13 +207,17 @@ impl Stream {
         let st = s.store.state();
         let window_start = now - s.config.duplicate_window;
         let scan_ttl = s.config.allow_msg_ttl;
-        let mut seq = if scan_ttl {
+        let scan_schedules = s.config.allow_msg_schedules;
+        let mut seq = if scan_ttl || scan_schedules {
             st.first_seq
         } else {
             s.store.seq_for_time(window_start)
         };
         while let Ok(Some(m)) = s.store.next_with_headers(seq) {
             seq = m.seq + 1;
+            if scan_schedules {
+                s.track_schedule(m.seq, &m.subject, m.headers.as_deref(), m.ts);
+            }
             let Some(h) = m.headers.as_deref() else {
                 continue;
             };
@@ -320,7 +329,7 @@ impl Stream {
         if self.config.duplicate_window > 0 {
             self.dedupe.expire(now - self.config.duplicate_window);
         }
-        match self.check(msg, sourced, None)? {
+        match self.check(msg, sourced, None, now)? {
             Ok(checked) => self.store_checked(checked, now),
             Err(seq) => Ok(PubAck::Duplicate(seq)),
         }
@@ -346,6 +355,7 @@ impl Stream {
                 c.on_removed(seq, &subject);
             }
             self.never.remove(&seq);
+            self.schedules.remove_seq(seq);
         }
         Ok(removed)
     }
@@ -829,6 +839,7 @@ impl Stream {
     /// the current time whenever `next_deadline` has passed.
     pub fn tick(&mut self, now: i64) -> Result<(), ApiError> {
         self.batches.expire(now);
+        self.fire_schedules(now);
         if self.config.duplicate_window > 0 {
             self.dedupe.expire(now - self.config.duplicate_window);
         }
@@ -919,6 +930,9 @@ impl Stream {
             at(t + self.config.duplicate_window);
         }
         if let Some(t) = self.batches.next_deadline() {
+            at(t);
+        }
+        if let Some(t) = self.schedules.next_deadline() {
             at(t);
         }
         for c in self.consumers.values() {
@@ -1216,6 +1230,17 @@ impl Stream {
     }
 
     /// The duplicate window: (time, message id, sequence), oldest first.
+    /// The live message schedules, for a replicated stream's snapshot.
+    pub fn schedules(&self) -> &schedule::Schedules {
+        &self.schedules
+    }
+
+    /// Puts back the schedules a snapshot carried (the messages alone
+    /// may not say when each is due).
+    pub fn restore_schedules(&mut self, schedules: schedule::Schedules) {
+        self.schedules = schedules;
+    }
+
     /// The open atomic batches, for a replicated stream's snapshot.
     pub fn batches(&self) -> &batch::Batches {
         &self.batches

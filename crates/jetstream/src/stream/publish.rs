@@ -67,6 +67,8 @@ struct Read {
     ttl: i64,
     /// A duplicate of what is stored at this sequence: nothing else counts.
     duplicate: Option<u64>,
+    /// A schedule that gets `Nats-Rollup: sub`.
+    schedule_rollup: bool,
 }
 
 impl Stream {
@@ -77,6 +79,7 @@ impl Stream {
         msg: super::Incoming<'a>,
         sourced: bool,
         mut batch: Option<&mut BatchDiff>,
+        now: i64,
     ) -> Result<Result<Checked<'a>, u64>, ApiError> {
         let subject = match (sourced, self.input_transform.as_ref()) {
             (false, Some(t)) => t
@@ -95,12 +98,20 @@ impl Stream {
             Some(h) => Some(Bytes::copy_from_slice(h)),
             None => None,
         };
-        let read = match hdrs.as_deref() {
+        let mut read = match hdrs.as_deref() {
             Some(h) => {
-                self.check_headers(h, &subject, msg.payload, sourced, batch.as_deref_mut())?
+                self.check_headers(h, &subject, msg.payload, sourced, batch.as_deref_mut(), now)?
             }
             None => Read::default(),
         };
+        let mut hdrs = hdrs;
+        if read.schedule_rollup {
+            hdrs = Some(headers::append(
+                hdrs.as_deref(),
+                &[(headers::ROLLUP, "sub")],
+            ));
+            read.rollup = Some(false);
+        }
         if let Some(seq) = read.duplicate {
             return Ok(Err(seq));
         }
@@ -153,6 +164,7 @@ impl Stream {
         payload: &[u8],
         sourced: bool,
         mut batch: Option<&mut BatchDiff>,
+        now: i64,
     ) -> Result<Read, ApiError> {
         let mut incr = None;
         if let Some(text) = headers::get(h, headers::INCR) {
@@ -178,11 +190,8 @@ impl Stream {
             ttl = t;
         }
         self.check_expected_sequences(h, subject, batch.as_deref_mut())?;
-        if headers::has_prefix(h, headers::SCHEDULE_PREFIX)
-            || headers::get(h, "Nats-Scheduler").is_some()
-        {
-            return Err(E::MESSAGE_SCHEDULES_DISABLED.err());
-        }
+        // What a source brings was checked where it was published.
+        let schedule_rollup = !sourced && self.check_schedule(h, subject, now)?;
         if !sourced && headers::get(h, headers::STREAM_SOURCE).is_some() && self.sources.is_empty()
         {
             return Err(E::MESSAGE_SOURCE_HDR_NOT_ALLOWED.err());
@@ -211,6 +220,7 @@ impl Stream {
             rollup,
             ttl,
             duplicate: None,
+            schedule_rollup,
         })
     }
 
@@ -465,6 +475,7 @@ impl Stream {
             .store(&subject, h, &payload, now)
             .map_err(store_err)?;
         self.remember_id(msg_id.as_deref(), seq, now);
+        self.track_schedule(seq, &subject, h, now);
         if ttl > 0 {
             self.ttl.insert((now + ttl, seq));
         } else if ttl == -1 {
@@ -482,6 +493,7 @@ impl Stream {
                 seq: None,
             })?;
         }
+        self.end_schedule(h)?;
         self.enforce_limits(&subject)?;
         self.republish(seq, &subject, h, &payload, now);
         Ok(match counted {
