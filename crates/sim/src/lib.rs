@@ -168,6 +168,14 @@ pub struct Config {
     /// increments, alone or in batches of two or three, and retries them
     /// (a batch whole) until answered.
     pub counters: bool,
+    /// With `publish_ids`: the stream takes message schedules
+    /// (`allow_msg_schedules`); the client also publishes schedules, some
+    /// repeating, some firing once, and time passes through `Tick`s in
+    /// the log. Every replica must fire the same copies, a one-shot
+    /// schedule at most once and a repeating one never twice for a time.
+    pub schedules: bool,
+    /// Test-only: the leader applies `Tick`s itself, outside the log.
+    pub unsafe_local_ticks: bool,
     /// Replicate the meta state machine: servers register as peers (and
     /// some registrations arrive with a mangled id), streams get assigned.
     pub meta: bool,
@@ -197,6 +205,8 @@ impl Config {
             sourced: false,
             publish_ids: false,
             counters: false,
+            schedules: false,
+            unsafe_local_ticks: false,
             meta: false,
         }
     }
@@ -232,6 +242,8 @@ pub struct Report {
     /// Steps each group's node spent quiet, summed over servers.
     pub quiet_steps: u64,
     pub leaders: BTreeMap<u64, u64>,
+    /// Schedules mode: copies the schedules fired (on the first replica).
+    pub schedules_fired: u64,
     /// A hash of every event: equal seeds give equal traces.
     pub trace: u64,
 }
@@ -247,7 +259,7 @@ impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "seed {} step {}: {}\nreplay: cargo run -p flotilla-sim --release -- --seed {} (add the run's mode flag: --work-queue, --sourced, --publish-ids or --meta)",
+            "seed {} step {}: {}\nreplay: cargo run -p flotilla-sim --release -- --seed {} (add the run's mode flag: --work-queue, --sourced, --publish-ids, --counters, --schedules or --meta)",
             self.seed, self.step, self.what, self.seed
         )
     }
@@ -423,6 +435,9 @@ pub struct Sim {
     /// Counters mode: the batches sent, by their last value, and their
     /// sizes (a value alone is not here).
     batch_sizes: BTreeMap<u64, u64>,
+    /// Schedules mode: the schedule subjects sent, and whether each
+    /// repeats.
+    schedules_sent: BTreeMap<String, bool>,
     /// Confirmed current reads waiting for their server to apply up to
     /// the read index: (server index, read index).
     reads_waiting: Vec<(usize, u64)>,
@@ -505,6 +520,7 @@ impl Sim {
             id_pending: BTreeMap::new(),
             id_acked: BTreeMap::new(),
             batch_sizes: BTreeMap::new(),
+            schedules_sent: BTreeMap::new(),
             reads_waiting: Vec::new(),
             src_queue: Vec::new(),
             src_acks: BTreeMap::new(),
@@ -926,6 +942,9 @@ impl Sim {
         }
         if self.cfg.publish_ids {
             self.id_client();
+            if self.cfg.schedules {
+                self.schedule_client();
+            }
             return;
         }
         if self.cfg.meta {
@@ -1188,6 +1207,62 @@ impl Sim {
             let _ = sent;
             self.id_pending.insert(v, self.step);
             self.event(8000 + v);
+        }
+    }
+
+    /// Schedules mode: now and then a new schedule (every second, or once
+    /// a little later), and time passing every ten steps.
+    fn schedule_client(&mut self) {
+        if self.step.is_multiple_of(10) {
+            self.tick();
+        }
+        if !self.rng.chance(20) {
+            return;
+        }
+        let repeat = self.rng.below(2) == 0;
+        let subject = format!("wq.sched.{}", self.schedules_sent.len());
+        let pattern = match repeat {
+            true => "@every 1s".to_string(),
+            false => {
+                let at = self.now() + self.rng.below(300) as i64 * 10_000_000;
+                format!("@at {}", jetstream::api::time::rfc3339(at))
+            }
+        };
+        let headers = jetstream::headers::build(
+            None,
+            &[
+                ("Nats-Schedule", &pattern),
+                ("Nats-Schedule-Target", "wq.fired"),
+            ],
+        );
+        self.propose_op(Op::Publish {
+            subject: subject.clone(),
+            headers: Some(headers),
+            payload: Bytes::from_static(b"scheduled"),
+        });
+        self.schedules_sent.insert(subject, repeat);
+    }
+
+    /// Time passes on the stream: through the log, or (unsafely) on the
+    /// leader alone.
+    fn tick(&mut self) {
+        if !self.cfg.unsafe_local_ticks {
+            self.propose_op(Op::Tick);
+            return;
+        }
+        let Some(li) = self.leader_index() else {
+            return;
+        };
+        let e = StreamEntry {
+            ts: self.now(),
+            op: Op::Tick,
+        };
+        let rs = self.servers[li].stores.get_mut(&GROUP);
+        let current = rs
+            .and_then(|rs| rs.replica.as_mut())
+            .filter(|r| r.current().is_some());
+        if let Some(replica) = current {
+            replica.machine_mut().apply_unreplicated(e);
         }
     }
 
@@ -1769,17 +1844,18 @@ fn replicated_stream(cfg: &Config, store: Box<dyn store::MsgStore>) -> Option<St
         jetstream::api::Retention::Limits
     };
     let counters = cfg.counters;
-    let mut cfg = jetstream::api::StreamConfig {
+    let mut stream_cfg = jetstream::api::StreamConfig {
         name: "WQ".into(),
         subjects: vec!["wq.>".into()],
         retention,
         storage: jetstream::api::Storage::File,
         allow_msg_counter: counters,
         allow_atomic: counters,
+        allow_msg_schedules: cfg.schedules,
         ..Default::default()
     };
-    jetstream::stream::config::check(&mut cfg, false, false).expect("valid config");
-    Some(StreamMachine::new(cfg, 1, store).expect("stream"))
+    jetstream::stream::config::check(&mut stream_cfg, false, false).expect("valid config");
+    Some(StreamMachine::new(stream_cfg, 1, store).expect("stream"))
 }
 
 /// Counters mode: the subject value `v` counts on, and by how much.

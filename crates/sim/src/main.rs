@@ -27,6 +27,7 @@ enum Mode {
     Sourced,
     PublishIds,
     Counters,
+    Schedules,
     Meta,
 }
 
@@ -57,6 +58,11 @@ fn run(
             cfg.counters = true;
             cfg.propose_rate = 300;
         }
+        Mode::Schedules => {
+            cfg.publish_ids = true;
+            cfg.schedules = true;
+            cfg.propose_rate = 300;
+        }
         Mode::Meta => cfg.meta = true,
     }
     flotilla_sim::Sim::new(cfg).run()
@@ -77,6 +83,8 @@ fn main() {
         Mode::PublishIds
     } else if args.iter().any(|a| a == "--counters") {
         Mode::Counters
+    } else if args.iter().any(|a| a == "--schedules") {
+        Mode::Schedules
     } else if args.iter().any(|a| a == "--meta") {
         Mode::Meta
     } else {

@@ -25,6 +25,7 @@ mod leaders;
 mod meta;
 mod prefixes;
 mod pubacks;
+mod schedules;
 mod sourced;
 mod values;
 mod work_queue;
@@ -64,6 +65,9 @@ impl Sim {
         }
         if self.cfg.counters {
             self.check_counters()?;
+        }
+        if self.cfg.schedules {
+            self.report.schedules_fired = self.check_schedules()?;
         }
         if self.cfg.meta {
             self.check_meta_converged()?;
