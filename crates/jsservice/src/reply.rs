@@ -414,7 +414,11 @@ pub fn answers(
     let to = to.as_str();
     let answer = match outcome {
         Outcome::None => None,
-        Outcome::Published(_) if stream.config.no_ack => None,
+        Outcome::Published(_) | Outcome::FastBatch(_) if stream.config.no_ack => None,
+        Outcome::FastBatch(bodies) => {
+            out.extend(bodies.into_iter().map(|body| Answer::raw(to, body)));
+            None
+        }
         Outcome::Published(ack) => Some(Answer::puback(to, &stream.config.name, &ack)),
         Outcome::ConsumerCreated(Ok(mut info)) => {
             if let Some(c) = cluster() {

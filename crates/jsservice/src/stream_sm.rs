@@ -16,7 +16,7 @@ use jetstream::api::{
 };
 use jetstream::consumer::state::ConsumerState;
 use jetstream::output::Output;
-use jetstream::stream::{Incoming, PubAck, Stream};
+use jetstream::stream::{fast_batch, Incoming, PubAck, Stream};
 use store::MsgStore;
 
 use crate::catchup::StoreSummary;
@@ -668,6 +668,9 @@ pub enum Outcome {
     /// A publish: its PubAck, encoded only by whoever sends it
     /// (`PubAck::encode`): followers would only throw the JSON away.
     Published(PubAck),
+    /// A message of a fast batch: what its publisher is sent, in order
+    /// (flow acks, gap and error reports, the batch's PubAck).
+    FastBatch(Vec<Bytes>),
     /// A consumer create: the consumer made or updated.
     ConsumerCreated(Result<ConsumerInfo, ApiError>),
     /// A consumer pause or resume: the consumer after it.
@@ -1082,14 +1085,17 @@ impl StreamMachine {
                 subject,
                 headers,
                 payload,
-            } => Outcome::Published(self.stream.publish(
-                Incoming {
+            } => {
+                let msg = Incoming {
                     subject: &subject,
                     headers: headers.as_deref(),
                     payload: &payload,
-                },
-                now,
-            )),
+                };
+                match reply.as_deref().filter(|r| fast_batch::is_fast(r)) {
+                    Some(fast) => Outcome::FastBatch(self.stream.fast_publish(msg, fast, now)),
+                    None => Outcome::Published(self.stream.publish(msg, now)),
+                }
+            }
             Op::CreateConsumer { name, request } => {
                 if let Ok(req) = CreateConsumerRequest::parse(&request) {
                     let _ = self.stream.add_consumer(

@@ -30,10 +30,13 @@ pub const MAX_SIZE: u64 = 1000;
 const MAX_OPEN: usize = 50;
 const IDLE: i64 = 10_000_000_000;
 
-/// The batches open on a stream.
+/// The batches open on a stream: atomic ones being staged, and fast ones
+/// (`fast_batch.rs`) under way.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Batches {
     open: BTreeMap<String, Staged>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(super) fast: BTreeMap<String, super::fast_batch::FastBatch>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,21 +55,30 @@ struct StagedMsg {
 
 impl Batches {
     pub fn is_empty(&self) -> bool {
-        self.open.is_empty()
+        self.open.is_empty() && self.fast.is_empty()
     }
 
     /// Abandons batches idle since before `now - IDLE`.
     pub fn expire(&mut self, now: i64) {
         self.open.retain(|_, b| b.last + IDLE > now);
+        self.fast.retain(|_, b| b.last() + IDLE > now);
     }
 
     /// When the next idle batch is abandoned, for the driver's timer.
     pub fn next_deadline(&self) -> Option<i64> {
-        self.open.values().map(|b| b.last + IDLE).min()
+        let atomic = self.open.values().map(|b| b.last);
+        let fast = self.fast.values().map(|b| b.last());
+        atomic.chain(fast).map(|last| last + IDLE).min()
     }
 
+    /// Drops the atomic batches being staged.
     pub fn clear(&mut self) {
         self.open.clear();
+    }
+
+    /// Drops the fast batches under way.
+    pub fn clear_fast(&mut self) {
+        self.fast.clear();
     }
 }
 

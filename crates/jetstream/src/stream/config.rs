@@ -198,11 +198,6 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
             cfg.deny_purge = false;
         }
     }
-    // Features of later API levels that flotilla does not have: refused
-    // with a clear error rather than silently ignored.
-    if cfg.allow_batched {
-        return Err(invalid("batched publish are not supported by this server"));
-    }
     check_persist_mode(cfg)?;
 
     if let Some(m) = &cfg.mirror {
@@ -220,6 +215,9 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         }
         if cfg.allow_atomic {
             return Err(E::MIRROR_WITH_ATOMIC_PUBLISH.err());
+        }
+        if cfg.allow_batched {
+            return Err(E::MIRROR_WITH_BATCH_PUBLISH.err());
         }
         if cfg.allow_msg_schedules {
             return Err(E::MIRROR_WITH_MSG_SCHEDULES.err());
@@ -391,6 +389,9 @@ pub const ASYNC_PERSIST: &str = "async";
 
 /// The minimum API level a config needs, stored as `_nats.req.level`.
 pub fn required_level(cfg: &StreamConfig) -> i64 {
+    if cfg.allow_batched {
+        return 4;
+    }
     if cfg.persist_mode == ASYNC_PERSIST
         || cfg.allow_msg_counter
         || cfg.allow_atomic

@@ -19,6 +19,7 @@ pub mod config;
 pub mod counter;
 mod cron;
 mod dedupe;
+pub mod fast_batch;
 mod publish;
 pub mod schedule;
 mod sourcing;
@@ -454,6 +455,9 @@ impl Stream {
         )?;
         if !config.allow_atomic {
             self.batches.clear();
+        }
+        if !config.allow_batched {
+            self.batches.clear_fast();
         }
         let to_interest =
             self.config.retention == Retention::Limits && config.retention != Retention::Limits;
