@@ -252,6 +252,11 @@ impl Replica {
             let why = format!("its store failed ({e})");
             return self.halt(why);
         }
+        // A state a damaged store produced (a read failed while applying)
+        // may differ from the other replicas': it answers nobody. The
+        // repair applies the entry again, unanswered; a client's retry
+        // meets the repaired state.
+        let leader = leader && self.machine.stream().store().damage().is_none();
         self.events.push_back(Event::Applied {
             index,
             leader,

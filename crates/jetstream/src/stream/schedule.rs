@@ -292,7 +292,12 @@ impl super::Stream {
         let Some(subject) = self.schedules.subject_at(seq).map(str::to_string) else {
             return;
         };
-        let schedule = self.store.get(seq).ok().flatten();
+        // A read that fails changes nothing here (the store reports the
+        // damage and the replica is repaired); only a schedule that is
+        // gone is forgotten.
+        let Ok(schedule) = self.store.get(seq) else {
+            return;
+        };
         let Some((h, body)) = schedule
             .as_ref()
             .and_then(|m| Some((m.headers.as_ref()?, &m.payload)))
@@ -301,11 +306,10 @@ impl super::Stream {
         };
         let source = headers::get(h, SOURCE).filter(|s| !s.is_empty());
         let source_last = match source {
-            Some(source) => self
-                .store
-                .last_matching(&store::Filter::one(source))
-                .ok()
-                .flatten(),
+            Some(source) => match self.store.last_matching(&store::Filter::one(source)) {
+                Ok(last) => last,
+                Err(_) => return,
+            },
             None => None,
         };
         let source_last = source_last

@@ -60,14 +60,14 @@ impl Sim {
         if self.cfg.sourced {
             self.check_sourced_converged()?;
         }
+        if self.cfg.schedules {
+            self.report.schedules_fired = self.check_schedules()?;
+        }
         if self.cfg.publish_ids {
             self.check_pubacks()?;
         }
         if self.cfg.counters {
             self.check_counters()?;
-        }
-        if self.cfg.schedules {
-            self.report.schedules_fired = self.check_schedules()?;
         }
         if self.cfg.meta {
             self.check_meta_converged()?;
