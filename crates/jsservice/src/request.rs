@@ -229,6 +229,25 @@ enum Classified {
     Ignore,
 }
 
+/// What a flow-control reply says was received: `Nats-Last-Stream` (when
+/// above zero) and `Nats-Last-Consumer` (zero when missing), as
+/// nats-server's `processFlowControl` reads them.
+fn flow_control_last(headers: Option<&[u8]>) -> Option<(u64, u64)> {
+    let h = headers?;
+    let number = |name| {
+        jetstream::headers::get(h, name)
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(0)
+    };
+    let stream_seq = number("Nats-Last-Stream");
+    (stream_seq > 0).then(|| {
+        (
+            stream_seq as u64,
+            number("Nats-Last-Consumer").max(0) as u64,
+        )
+    })
+}
+
 /// `$JS.ACK.<stream>.<consumer>.…` and `$JS.FC.<stream>.<consumer>.…`.
 fn ack(rest: &str, m: &Inbound, flow_control: bool) -> Request {
     let mut tokens = rest.split('.');
@@ -240,6 +259,7 @@ fn ack(rest: &str, m: &Inbound, flow_control: bool) -> Request {
         Op::FlowControl {
             consumer,
             subject: m.subject.clone(),
+            last: flow_control_last(m.headers.as_deref()),
         }
     } else {
         Op::Ack {

@@ -152,10 +152,13 @@ pub enum Op {
         consumer: String,
         active: bool,
     },
-    /// A push consumer's flow-control response arrived.
+    /// A push consumer's flow-control response arrived; `last` is what it
+    /// said was received (`Nats-Last-Stream`, `Nats-Last-Consumer`), which
+    /// acks under the `flow_control` ack policy.
     FlowControl {
         consumer: String,
         subject: String,
+        last: Option<(u64, u64)>,
     },
     /// Pause a consumer until a time (Unix ns), or resume it (None).
     PauseConsumer {
@@ -438,10 +441,19 @@ fn encode_op(b: &mut BytesMut, op: &Op) {
             put_bytes(b, consumer.as_bytes());
             b.put_u8(u8::from(*active));
         }
-        Op::FlowControl { consumer, subject } => {
-            b.put_u8(14);
+        Op::FlowControl {
+            consumer,
+            subject,
+            last,
+        } => {
+            // Code 20 carries what the reply said was received.
+            b.put_u8(if last.is_some() { 20 } else { 14 });
             put_bytes(b, consumer.as_bytes());
             put_bytes(b, subject.as_bytes());
+            if let Some((stream_seq, consumer_seq)) = last {
+                b.put_u64_le(*stream_seq);
+                b.put_u64_le(*consumer_seq);
+            }
         }
         Op::PauseConsumer { name, until } => {
             b.put_u8(15);
@@ -600,7 +612,21 @@ fn decode_op(b: &mut &[u8], owner: Option<&Bytes>, depth: u8) -> Result<Op, Deco
         14 => Op::FlowControl {
             consumer: get_string(b)?,
             subject: get_string(b)?,
+            last: None,
         },
+        20 => {
+            let consumer = get_string(b)?;
+            let subject = get_string(b)?;
+            if b.remaining() < 16 {
+                return Err(DecodeError::Short);
+            }
+            let last = Some((b.get_u64_le(), b.get_u64_le()));
+            Op::FlowControl {
+                consumer,
+                subject,
+                last,
+            }
+        }
         15 => {
             let name = get_string(b)?;
             if b.remaining() < 9 {
@@ -1186,8 +1212,12 @@ impl StreamMachine {
                 self.stream.set_push_interest(&consumer, active, now);
                 Outcome::None
             }
-            Op::FlowControl { consumer, subject } => {
-                self.stream.flow_control_reply(&consumer, &subject);
+            Op::FlowControl {
+                consumer,
+                subject,
+                last,
+            } => {
+                let _ = self.stream.flow_control_reply(&consumer, &subject, last);
                 Outcome::None
             }
             Op::PauseConsumer { name, until } => {
@@ -1618,6 +1648,22 @@ mod tests {
                 op: Op::UnpinConsumer {
                     name: "C".into(),
                     group: "A".into(),
+                },
+            },
+            Entry {
+                ts: 12,
+                op: Op::FlowControl {
+                    consumer: "C".into(),
+                    subject: "$JS.FC.S.C.x".into(),
+                    last: None,
+                },
+            },
+            Entry {
+                ts: 12,
+                op: Op::FlowControl {
+                    consumer: "C".into(),
+                    subject: "$JS.FC.S.C.y".into(),
+                    last: Some((9, 4)),
                 },
             },
             Entry {

@@ -36,7 +36,7 @@ const DELIVER: Ty = policy(&[
     "\"by_start_sequence\"",
     "\"by_start_time\"",
 ]);
-const ACK: Ty = policy(&["\"none\"", "\"all\"", "\"explicit\""]);
+const ACK: Ty = policy(&["\"none\"", "\"all\"", "\"explicit\"", "\"flow_control\""]);
 const REPLAY: Ty = policy(&["\"instant\"", "\"original\""]);
 const PRIORITY: Ty = Ty::Enum {
     accepts: &[

@@ -149,6 +149,30 @@ pub fn stamp_ephemeral(cfg: &mut ConsumerConfig) {
     }
 }
 
+/// The flow-control ack policy acks through a push consumer's flow
+/// control (what a durable source reads through): nats-server's rules.
+fn check_flow_control_acks(cfg: &ConsumerConfig) -> Result<(), ApiError> {
+    if cfg.deliver_subject.is_empty() {
+        return Err(E::CONSUMER_ACK_FC_REQUIRES_PUSH.err());
+    }
+    if !cfg.flow_control {
+        return Err(E::CONSUMER_ACK_FC_REQUIRES_FC.err());
+    }
+    if cfg.idle_heartbeat != SEC {
+        return Err(invalid("flow control ack policy heartbeat needs to be 1s"));
+    }
+    if cfg.max_ack_pending <= 0 {
+        return Err(E::CONSUMER_ACK_FC_REQUIRES_MAX_ACK_PENDING.err());
+    }
+    if cfg.ack_wait != 0 || !cfg.backoff.is_empty() {
+        return Err(E::CONSUMER_ACK_FC_REQUIRES_NO_ACK_WAIT.err());
+    }
+    if cfg.max_deliver > 0 {
+        return Err(E::CONSUMER_ACK_FC_REQUIRES_NO_MAX_DELIVER.err());
+    }
+    Ok(())
+}
+
 /// Checks a (defaulted) config against its stream.
 pub fn check(cfg: &ConsumerConfig, stream: &StreamConfig) -> Result<(), ApiError> {
     if !cfg.name.is_empty() && !valid_name(&cfg.name) {
@@ -174,9 +198,7 @@ pub fn check(cfg: &ConsumerConfig, stream: &StreamConfig) -> Result<(), ApiError
         return Err(E::CONSUMER_ACK_WAIT_NEGATIVE.err());
     }
     if cfg.ack_policy == AckPolicy::FlowControl {
-        return Err(invalid(
-            "flow control ack policy is not supported by this server",
-        ));
+        check_flow_control_acks(cfg)?;
     }
     if !cfg.backoff.is_empty()
         && cfg.max_deliver != -1

@@ -472,6 +472,12 @@ impl Consumer {
         self.rt.push_active
     }
 
+    /// Whether unacked deliveries go out again after a wait: not without
+    /// one (the `flow_control` ack policy), as in nats-server.
+    fn redelivers(&self) -> bool {
+        self.config.ack_wait > 0 || !self.config.backoff.is_empty()
+    }
+
     fn ack_wait(&self, redeliveries: u64) -> i64 {
         if !self.config.backoff.is_empty() {
             let i = (redeliveries as usize).min(self.config.backoff.len() - 1);
@@ -693,22 +699,12 @@ impl Consumer {
                 }
                 if self.config.flow_control {
                     self.rt.pbytes += size as u64;
-                    if self.rt.fc_pending.is_none() && self.rt.pbytes > self.rt.maxpb / 2 {
-                        self.rt.fc_counter += 1;
-                        let reply = format!(
-                            "{}{}",
-                            flow_control_prefix(&self.stream, &self.name),
-                            base62(self.rt.fc_counter)
-                        );
-                        self.rt.fc_pending = Some((reply.clone(), self.rt.pbytes));
-                        status_with_reply(
-                            out,
-                            &target,
-                            Some(reply),
-                            100,
-                            "FlowControl Request",
-                            &[],
-                        );
+                    // Past half the window; or, acking by flow control,
+                    // at the most pending the consumer may have.
+                    let acks_due = self.acks_by_flow_control()
+                        && self.rt.pending.len() as i64 >= self.config.max_ack_pending;
+                    if self.rt.pbytes > self.rt.maxpb / 2 || acks_due {
+                        self.request_flow_control(out);
                     }
                 }
             } else {
@@ -1170,15 +1166,72 @@ impl Consumer {
         }
     }
 
-    /// A reply to a flow-control request.
-    pub fn flow_control_reply(&mut self, subject: &str) {
-        if let Some((fc, size)) = &self.rt.fc_pending {
-            if fc == subject {
-                self.rt.maxpb = (self.rt.maxpb * 2).min(FC_MAX_WINDOW);
-                self.rt.pbytes = self.rt.pbytes.saturating_sub(*size);
-                self.rt.fc_pending = None;
-            }
+    /// Whether this consumer's acks come with its flow-control replies
+    /// (the `flow_control` ack policy) rather than on ack subjects.
+    fn acks_by_flow_control(&self) -> bool {
+        self.config.ack_policy == AckPolicy::FlowControl
+    }
+
+    /// Sends a flow-control request on the deliver subject, unless one is
+    /// out already.
+    fn request_flow_control(&mut self, out: &mut Vec<Output>) {
+        if self.rt.fc_pending.is_some() {
+            return;
         }
+        self.rt.fc_counter += 1;
+        let reply = format!(
+            "{}{}",
+            flow_control_prefix(&self.stream, &self.name),
+            base62(self.rt.fc_counter)
+        );
+        self.rt.fc_pending = Some((reply.clone(), self.rt.pbytes));
+        let target = self.config.deliver_subject.clone();
+        status_with_reply(out, &target, Some(reply), 100, "FlowControl Request", &[]);
+    }
+
+    /// A reply to a flow-control request; `last` is what it said was
+    /// received (`Nats-Last-Stream`, `Nats-Last-Consumer`). Only the
+    /// reply to the request last sent counts. Under the `flow_control`
+    /// ack policy it acks every delivery up to that stream sequence;
+    /// returns the sequences so acked.
+    pub fn flow_control_reply(&mut self, subject: &str, last: Option<(u64, u64)>) -> Vec<u64> {
+        let Some((fc, size)) = &self.rt.fc_pending else {
+            return Vec::new();
+        };
+        if fc != subject {
+            return Vec::new();
+        }
+        self.rt.maxpb = (self.rt.maxpb * 2).min(FC_MAX_WINDOW);
+        self.rt.pbytes = self.rt.pbytes.saturating_sub(*size);
+        self.rt.fc_pending = None;
+        match last {
+            Some((sseq, dseq)) if self.acks_by_flow_control() && sseq > 0 => {
+                self.ack_through(sseq, dseq)
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Acks every delivery up to stream sequence `sseq` (consumer
+    /// sequence `dseq`), as an ack-all does.
+    fn ack_through(&mut self, sseq: u64, dseq: u64) -> Vec<u64> {
+        if sseq <= self.rt.floor_sseq {
+            return Vec::new();
+        }
+        let covered: Vec<u64> = self.rt.pending.range(..=sseq).map(|(&s, _)| s).collect();
+        for s in &covered {
+            self.rt.pending.remove(s);
+            self.rt.queued.remove(s);
+            self.rt.rdc.remove(s);
+        }
+        self.rt
+            .redeliver
+            .retain(|s| self.rt.pending.contains_key(s));
+        self.rt.floor_dseq = self.rt.floor_dseq.max(dseq);
+        self.rt.floor_sseq = self.rt.floor_sseq.max(sseq);
+        self.move_floor();
+        self.dirty = true;
+        covered
     }
 
     /// Timers: redelivery, request expiry, heartbeats. Returns whether the
@@ -1197,7 +1250,8 @@ impl Consumer {
             .pending
             .iter()
             .filter(|(s, p)| {
-                !self.rt.queued.contains(s)
+                self.redelivers()
+                    && !self.rt.queued.contains(s)
                     && now >= p.ts + self.ack_wait(self.rt.rdc.get(s).copied().unwrap_or(0))
             })
             .map(|(&s, _)| s)
@@ -1248,6 +1302,11 @@ impl Consumer {
                         &pairs,
                     );
                     self.rt.heartbeat_at = Some(now + self.config.idle_heartbeat);
+                    // Acking by flow control, a quiet consumer still asks
+                    // for what was received.
+                    if self.acks_by_flow_control() && !self.rt.pending.is_empty() {
+                        self.request_flow_control(out);
+                    }
                 }
             }
         }
@@ -1308,7 +1367,7 @@ impl Consumer {
         let mut d: Option<i64> = None;
         let mut at = |t: i64| d = Some(d.map_or(t, |x| x.min(t)));
         for (s, p) in &self.rt.pending {
-            if !self.rt.queued.contains(s) {
+            if self.redelivers() && !self.rt.queued.contains(s) {
                 at(p.ts + self.ack_wait(self.rt.rdc.get(s).copied().unwrap_or(0)));
             }
         }

@@ -1399,11 +1399,21 @@ impl Stream {
         Ok(())
     }
 
-    pub fn flow_control_reply(&mut self, name: &str, subject: &str) {
-        if let Some(c) = self.consumers.get_mut(name) {
-            c.flow_control_reply(subject);
-            self.pump_due = true;
-        }
+    /// A flow-control reply to consumer `name`; `last` is the stream and
+    /// consumer sequences it says were received (acks, under the
+    /// `flow_control` ack policy).
+    pub fn flow_control_reply(
+        &mut self,
+        name: &str,
+        subject: &str,
+        last: Option<(u64, u64)>,
+    ) -> Result<(), ApiError> {
+        let Some(c) = self.consumers.get_mut(name) else {
+            return Ok(());
+        };
+        let done = c.flow_control_reply(subject, last);
+        self.pump_due = true;
+        self.retire(done)
     }
 
     pub fn set_push_interest(&mut self, name: &str, active: bool, now: i64) {
