@@ -477,6 +477,24 @@ pub fn answers(
         // A copy from a source is acked on the origin once applied here
         // (stored, or already had); one that failed is sent again.
         Outcome::Sourced(Ok(_)) => Some(Answer::raw(to, Bytes::from_static(b"+ACK"))),
+        Outcome::SourceFlowControl(last) => {
+            let headers = last.map(|(stream_seq, consumer_seq)| {
+                jetstream::headers::build(
+                    None,
+                    &[
+                        ("Nats-Last-Stream", &stream_seq.to_string()),
+                        ("Nats-Last-Consumer", &consumer_seq.to_string()),
+                    ],
+                )
+            });
+            Some(Answer::out(OutMsg {
+                subject: to.to_string(),
+                route: None,
+                reply: None,
+                headers,
+                payload: Bytes::new(),
+            }))
+        }
         Outcome::Sourced(Err(_)) => None,
         Outcome::Configured(Ok(())) => {
             let mut info = stream.info(ts, false, "");

@@ -706,14 +706,12 @@ fn stream_config(kind: Kind, name: &str, body: &[u8], mode: Mode) -> Result<Stre
         .mirror
         .iter()
         .chain(cfg.sources.iter())
-        .any(|s| s.external.is_some() || s.consumer.is_some());
+        .any(|s| s.external.is_some());
     if remote {
         return Err((
             kind,
-            E::STREAM_INVALID_CONFIG.with(
-                "err",
-                "external and durable-consumer sources are not supported by this server",
-            ),
+            E::STREAM_INVALID_CONFIG
+                .with("err", "external sources are not supported by this server"),
         ));
     }
     cfg.metadata.insert(

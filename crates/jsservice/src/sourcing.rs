@@ -18,6 +18,20 @@
 //! The consumer starts after the position; it goes away by itself
 //! (`inactive_threshold`) once nobody pulls from it.
 //!
+//! A source that names a durable consumer on the origin (`consumer`, a
+//! push consumer with the `flow_control` ack policy, made by the user)
+//! reads through it instead: the link resets it (`CONSUMER.RESET`, back
+//! to just past its ack floor), takes its deliveries on its deliver
+//! subject, and answers its flow-control requests, which ack (an ack-all,
+//! under that policy). Each delivery is proposed as it comes, to be
+//! stored only right after the one before it (`after`); a flow-control
+//! request is answered through the log too (`Op::SourceFlowControl`),
+//! naming the last copy proposed, so the answer leaves once that copy is
+//! durable and acks it only if it was stored. So the origin's ack floor
+//! never passes a copy that could still be lost, and the position never
+//! skips one. A gap in the consumer sequence, or copies not applied in
+//! time, resets the consumer again.
+//!
 //! Sans-IO: [`Links::follow`] takes the time (milliseconds on any
 //! monotonic clock) and returns the requests to send; what comes back on
 //! the links' inbox goes to [`Links::inbox`].
@@ -67,6 +81,28 @@ struct Link {
     state: State,
     /// When the state was entered (ms).
     since: u64,
+    /// A durable source: the consumer sequence expected next; the last
+    /// copy proposed (origin sequence, when) while the position has not
+    /// reached it; and the last copy proposed since the reset (origin and
+    /// consumer sequences), which a flow-control answer names.
+    expect: u64,
+    in_flight: Option<(u64, u64)>,
+    last: Option<(u64, u64)>,
+}
+
+impl Link {
+    /// A durable source's deliver subject.
+    fn deliver_subject(&self) -> Option<&str> {
+        self.spec.consumer.as_ref().map(|(_, d)| d.as_str())
+    }
+
+    /// Starts over: reset the consumer at the next `follow`.
+    fn start_over(&mut self, now: u64) {
+        self.state = State::Fresh;
+        self.since = now;
+        self.in_flight = None;
+        self.last = None;
+    }
 }
 
 /// The sources of one stream.
@@ -91,6 +127,8 @@ pub enum Inboxed {
     /// A copy to apply: the input, and the ack subject to answer once it
     /// is applied.
     Copy(Op, String),
+    /// An input to apply, answering nobody.
+    Input(Op),
 }
 
 /// A short stable token for a source key (keys hold subjects).
@@ -146,12 +184,18 @@ impl Links {
         let links = &self.links;
         self.asked.retain(|_, k| links.contains_key(k));
         for spec in specs {
-            let consumer = format!("src_{}_{}", self.stream, token(&spec.key));
+            let consumer = match &spec.consumer {
+                Some((name, _)) => name.clone(),
+                None => format!("src_{}_{}", self.stream, token(&spec.key)),
+            };
             let link = self.links.entry(spec.key.clone()).or_insert_with(|| Link {
                 consumer,
                 spec: spec.clone(),
                 state: State::Fresh,
                 since: now,
+                expect: 1,
+                in_flight: None,
+                last: None,
             });
             // The position moves on as copies are applied.
             link.spec = spec.clone();
@@ -172,7 +216,56 @@ impl Links {
         format!("{}.R.{}", self.inbox, self.next)
     }
 
+    /// The deliver subjects of durable sources, for the driver to
+    /// subscribe and route to [`Links::inbox`].
+    pub fn deliver_subjects(&self) -> Vec<String> {
+        self.links
+            .values()
+            .filter_map(|l| l.deliver_subject().map(str::to_string))
+            .collect()
+    }
+
+    /// A durable source's step: reset the consumer when fresh (or asked
+    /// long ago), and see the last copy applied in time or start over.
+    fn step_durable(&mut self, key: &str, now: u64, out: &mut Vec<OutMsg>) {
+        let link = &self.links[key];
+        let due = match link.state {
+            State::Fresh => true,
+            State::Ready { .. } => false,
+            _ => now.saturating_sub(link.since) >= ANSWER_WITHIN_MS,
+        };
+        if due {
+            let reply = self.ask(key);
+            let link = self.links.get_mut(key).expect("listed");
+            link.start_over(now);
+            link.state = State::Looking;
+            // The reset restarts the consumer sequence.
+            link.expect = 1;
+            out.push(request(
+                format!(
+                    "$JS.API.CONSUMER.RESET.{}.{}",
+                    link.spec.origin, link.consumer
+                ),
+                reply,
+                Value::Null,
+            ));
+            return;
+        }
+        let link = self.links.get_mut(key).expect("listed");
+        if let Some((seq, since)) = link.in_flight {
+            if link.spec.position >= seq {
+                link.in_flight = None;
+            } else if now.saturating_sub(since) >= ANSWER_WITHIN_MS {
+                // Refused or lost: the consumer delivers them again.
+                link.start_over(now);
+            }
+        }
+    }
+
     fn step(&mut self, key: &str, now: u64, out: &mut Vec<OutMsg>) {
+        if self.links[key].spec.consumer.is_some() {
+            return self.step_durable(key, now, out);
+        }
         let link = &self.links[key];
         let due = match link.state {
             State::Fresh => true,
@@ -249,9 +342,17 @@ impl Links {
         )
     }
 
-    /// Something arrived on the inbox at `now` (`routed`: the subject it
-    /// was routed on).
+    /// Something arrived on the inbox, or a durable source's deliver
+    /// subject, at `now` (`routed`: the subject it was routed on).
     pub fn inbox(&mut self, routed: &str, m: Inbound, now: u64) -> Inboxed {
+        let durable = self
+            .links
+            .iter()
+            .find(|(_, l)| l.deliver_subject() == Some(routed))
+            .map(|(k, _)| k.clone());
+        if let Some(key) = durable {
+            return self.durable_delivery(&key, m, now);
+        }
         let Some(rest) = routed
             .strip_prefix(self.inbox.as_str())
             .and_then(|r| r.strip_prefix('.'))
@@ -276,6 +377,21 @@ impl Links {
         let Some(link) = self.links.get_mut(key) else {
             return Inboxed::Nothing;
         };
+        if link.spec.consumer.is_some() {
+            // The reset's answer: the consumer, which must ack by flow
+            // control (nats-server's 10217 otherwise).
+            let acks_by_fc = v["config"]["ack_policy"] == "flow_control";
+            match (link.state, code, acks_by_fc) {
+                (State::Looking, None, true) => {
+                    link.state = State::Ready { last_pull: None };
+                }
+                _ => {
+                    link.state = State::Resting;
+                    link.since = now;
+                }
+            }
+            return Inboxed::Nothing;
+        }
         match (link.state, code) {
             (State::Looking | State::Creating, None) => {
                 link.state = State::Ready { last_pull: None };
@@ -319,6 +435,7 @@ impl Links {
             origin_seq: info.stream_seq,
             origin_ts: info.ts,
             pending: info.pending,
+            after: None,
             subject: m.subject,
             headers: m.headers,
             payload: m.payload,
@@ -326,15 +443,110 @@ impl Links {
         Inboxed::Copy(op, ack)
     }
 
+    /// What a durable source's consumer sent: a delivery (copied in
+    /// turn), a flow-control request (answered at once, acking nothing:
+    /// the copies' own acks do), or a status.
+    fn durable_delivery(&mut self, key: &str, m: Inbound, now: u64) -> Inboxed {
+        let link = self.links.get_mut(key).expect("found");
+        // The reset's deliveries may overtake its answer (in a cluster
+        // the consumer delivers as the reset is applied, and the answer
+        // leaves after): taken while it is awaited too.
+        let ready = matches!(link.state, State::Ready { .. });
+        if !ready && link.state != State::Looking {
+            return Inboxed::Nothing;
+        }
+        if let Some(h) = m.headers.as_deref().filter(|h| h.starts_with(b"NATS/1.0 ")) {
+            let text = String::from_utf8_lossy(h);
+            let answer = |to: &str| match link.last {
+                Some((stream_seq, consumer_seq)) => {
+                    let op = Op::SourceFlowControl {
+                        key: key.to_string(),
+                        stream_seq,
+                        consumer_seq,
+                    };
+                    Inboxed::Copy(op, to.to_string())
+                }
+                // Nothing copied since the reset: nothing to ack.
+                None => Inboxed::Send(OutMsg {
+                    subject: to.to_string(),
+                    route: None,
+                    reply: None,
+                    headers: None,
+                    payload: Bytes::new(),
+                }),
+            };
+            if text.starts_with("NATS/1.0 100") {
+                // A heartbeat saying more was delivered than arrived (some
+                // went out before the reset was answered): start over.
+                let delivered = jetstream::headers::get(h, "Nats-Last-Consumer")
+                    .and_then(|v| v.parse::<u64>().ok());
+                if ready && delivered.is_some_and(|d| d >= link.expect) {
+                    link.start_over(now);
+                    return Inboxed::Nothing;
+                }
+                // A flow-control request, or a heartbeat naming a stalled one.
+                if let Some(fc) = m.reply.as_deref().filter(|r| !r.is_empty()) {
+                    return answer(fc);
+                }
+                if let Some(fc) = jetstream::headers::get(h, "Nats-Consumer-Stalled") {
+                    return answer(fc);
+                }
+            } else if text.contains("Consumer Deleted") || text.starts_with("NATS/1.0 503") {
+                link.start_over(now);
+            }
+            return Inboxed::Nothing;
+        }
+        let Some(ack) = m.reply.clone() else {
+            return Inboxed::Nothing;
+        };
+        let Some(info) = ack_info(&ack) else {
+            return Inboxed::Nothing;
+        };
+        if info.consumer_seq < link.expect {
+            return Inboxed::Nothing;
+        }
+        if info.consumer_seq > link.expect {
+            // A delivery missed: the position could skip it.
+            link.start_over(now);
+            return Inboxed::Nothing;
+        }
+        link.expect += 1;
+        // The first copy after a reset follows whatever is stored (one
+        // at or below the position is a duplicate); each later one
+        // follows the copy before it.
+        let after = link.in_flight.map(|(seq, _)| seq);
+        link.in_flight = Some((info.stream_seq, now));
+        link.last = Some((info.stream_seq, info.consumer_seq));
+        let op = Op::Sourced {
+            key: key.to_string(),
+            origin_seq: info.stream_seq,
+            origin_ts: info.ts,
+            pending: info.pending,
+            after,
+            subject: m.subject,
+            headers: m.headers,
+            payload: m.payload,
+        };
+        // Acked by the flow-control answers, not on its ack subject.
+        Inboxed::Input(op)
+    }
+
     /// The earliest time `follow` has something to do, if any link is
     /// waiting.
     pub fn next_wake(&self) -> Option<u64> {
         self.links
             .values()
-            .map(|l| match l.state {
-                State::Ready { last_pull } => last_pull.map_or(l.since, |t| t + PULL_EVERY_MS),
-                State::Fresh => l.since,
-                _ => l.since + ANSWER_WITHIN_MS,
+            .filter_map(|l| match l.state {
+                // A durable source waits for its copy under way, if any
+                // (deliveries wake the driver themselves).
+                State::Ready { .. } if l.spec.consumer.is_some() => {
+                    l.in_flight.map(|(_, since)| since + ANSWER_WITHIN_MS)
+                }
+                State::Ready { last_pull } => {
+                    Some(last_pull.map_or(l.since, |t| t + PULL_EVERY_MS))
+                }
+                State::Fresh => Some(l.since),
+                _ => Some(l.since + ANSWER_WITHIN_MS),
             })
             .min()
     }
@@ -412,6 +624,81 @@ mod tests {
         // No second pull until the first has had its time.
         assert!(links.follow(&[spec("O")], 10_500).is_empty());
         assert_eq!(links.follow(&[spec("O")], 11_004).len(), 1);
+    }
+
+    fn delivery(to: &str, sseq: u64, dseq: u64) -> Inbound {
+        Inbound {
+            subject: to.into(),
+            reply: Some(format!("$JS.ACK.O.c.1.{sseq}.{dseq}.1700000000000000000.0")),
+            headers: None,
+            payload: Bytes::from_static(b"m"),
+        }
+    }
+
+    #[test]
+    fn a_durable_link_resets_copies_in_order_and_answers_flow_control() {
+        let mut durable = spec("O");
+        durable.consumer = Some(("c".into(), "agg.deliver".into()));
+        let mut links = Links::new("S", "_INBOX.s".into());
+        assert_eq!(links.deliver_subjects(), Vec::<String>::new());
+        let out = links.follow(std::slice::from_ref(&durable), 10_000);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].subject, "$JS.API.CONSUMER.RESET.O.c");
+        assert_eq!(links.deliver_subjects(), ["agg.deliver"]);
+        // A delivery may overtake the reset's answer; the first copy
+        // follows whatever is stored.
+        match links.inbox("agg.deliver", delivery("o.a", 5, 1), 10_001) {
+            Inboxed::Input(Op::Sourced {
+                origin_seq: 5,
+                after: None,
+                ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+        let answer_body = r#"{"config":{"ack_policy":"flow_control"}}"#;
+        assert_eq!(
+            links.inbox(&reply_to(&out[0]), answer(answer_body), 10_002),
+            Inboxed::Nothing
+        );
+        // Each later copy follows the one before it.
+        match links.inbox("agg.deliver", delivery("o.a", 7, 2), 10_003) {
+            Inboxed::Input(Op::Sourced {
+                origin_seq: 7,
+                after: Some(5),
+                ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+        // Flow control is answered through the log, naming the last copy.
+        let fc = Inbound {
+            subject: "agg.deliver".into(),
+            reply: Some("$JS.FC.O.c.x".into()),
+            headers: Some(Bytes::from_static(
+                b"NATS/1.0 100 FlowControl Request\r\n\r\n",
+            )),
+            payload: Bytes::new(),
+        };
+        match links.inbox("agg.deliver", fc, 10_004) {
+            Inboxed::Copy(
+                Op::SourceFlowControl {
+                    stream_seq: 7,
+                    consumer_seq: 2,
+                    ..
+                },
+                to,
+            ) => {
+                assert_eq!(to, "$JS.FC.O.c.x");
+            }
+            other => panic!("{other:?}"),
+        }
+        // A delivery missed: start over with another reset.
+        assert_eq!(
+            links.inbox("agg.deliver", delivery("o.a", 9, 4), 10_005),
+            Inboxed::Nothing
+        );
+        let out = links.follow(&[durable], 10_006);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].subject, "$JS.API.CONSUMER.RESET.O.c");
     }
 
     #[test]

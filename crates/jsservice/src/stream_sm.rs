@@ -117,6 +117,10 @@ pub enum Op {
         origin_seq: u64,
         origin_ts: i64,
         pending: u64,
+        /// Stored only if the source's position is this (the copy before
+        /// it was stored): a durable source's copies are proposed without
+        /// waiting for each other.
+        after: Option<u64>,
         subject: String,
         headers: Option<Bytes>,
         payload: Bytes,
@@ -170,6 +174,16 @@ pub enum Op {
     DropPulls {
         consumer: String,
         replies: Vec<String>,
+    },
+    /// A durable source's answer to its origin consumer's flow-control
+    /// request, replied to the request: the last copy proposed (origin
+    /// and consumer sequences), which the answer acks if it was stored.
+    /// Through the log, so the answer leaves once the copies before it
+    /// are durable.
+    SourceFlowControl {
+        key: String,
+        stream_seq: u64,
+        consumer_seq: u64,
     },
     /// `CONSUMER.RESET`: a consumer starts again from `seq` (0: its ack
     /// floor).
@@ -402,15 +416,20 @@ fn encode_op(b: &mut BytesMut, op: &Op) {
             origin_seq,
             origin_ts,
             pending,
+            after,
             subject,
             headers,
             payload,
         } => {
-            b.put_u8(9);
+            // Code 21 carries the position the copy must follow.
+            b.put_u8(if after.is_some() { 21 } else { 9 });
             put_bytes(b, key.as_bytes());
             b.put_u64_le(*origin_seq);
             b.put_i64_le(*origin_ts);
             b.put_u64_le(*pending);
+            if let Some(after) = after {
+                b.put_u64_le(*after);
+            }
             put_msg(b, subject, headers.as_deref(), payload);
         }
         Op::ConsumerCreate {
@@ -465,6 +484,16 @@ fn encode_op(b: &mut BytesMut, op: &Op) {
             b.put_u8(16);
             b.put_u64_le(*peer);
             b.put_u64_le(*token);
+        }
+        Op::SourceFlowControl {
+            key,
+            stream_seq,
+            consumer_seq,
+        } => {
+            b.put_u8(22);
+            put_bytes(b, key.as_bytes());
+            b.put_u64_le(*stream_seq);
+            b.put_u64_le(*consumer_seq);
         }
         Op::DropPulls { consumer, replies } => {
             b.put_u8(19);
@@ -561,20 +590,23 @@ fn decode_op(b: &mut &[u8], owner: Option<&Bytes>, depth: u8) -> Result<Op, Deco
         8 => Op::DeleteConsumer {
             name: get_string(b)?,
         },
-        9 => {
+        code @ (9 | 21) => {
             let key = get_string(b)?;
-            if b.remaining() < 24 {
+            let need = if code == 21 { 32 } else { 24 };
+            if b.remaining() < need {
                 return Err(DecodeError::Short);
             }
             let origin_seq = b.get_u64_le();
             let origin_ts = b.get_i64_le();
             let pending = b.get_u64_le();
+            let after = (code == 21).then(|| b.get_u64_le());
             let (subject, headers, payload) = get_msg_in(b, owner)?;
             Op::Sourced {
                 key,
                 origin_seq,
                 origin_ts,
                 pending,
+                after,
                 subject,
                 headers,
                 payload,
@@ -661,6 +693,17 @@ fn decode_op(b: &mut &[u8], owner: Option<&Bytes>, depth: u8) -> Result<Op, Deco
             let replies = (0..n).map(|_| get_string(b)).collect::<Result<_, _>>()?;
             Op::DropPulls { consumer, replies }
         }
+        22 => {
+            let key = get_string(b)?;
+            if b.remaining() < 16 {
+                return Err(DecodeError::Short);
+            }
+            Op::SourceFlowControl {
+                key,
+                stream_seq: b.get_u64_le(),
+                consumer_seq: b.get_u64_le(),
+            }
+        }
         18 => {
             let name = get_string(b)?;
             if b.remaining() < 8 {
@@ -694,6 +737,9 @@ pub enum Outcome {
     /// A publish: its PubAck, encoded only by whoever sends it
     /// (`PubAck::encode`): followers would only throw the JSON away.
     Published(PubAck),
+    /// A durable source's flow-control answer: the copy it acks (origin
+    /// and consumer sequences), if it was stored.
+    SourceFlowControl(Option<(u64, u64)>),
     /// A message of a fast batch: what its publisher is sent, in order
     /// (flow acks, gap and error reports, the batch's PubAck).
     FastBatch(Vec<Bytes>),
@@ -1166,6 +1212,7 @@ impl StreamMachine {
                 origin_seq,
                 origin_ts,
                 pending,
+                after,
                 subject,
                 headers,
                 payload,
@@ -1175,6 +1222,7 @@ impl StreamMachine {
                     origin_seq,
                     origin_ts,
                     pending,
+                    after,
                     subject: &subject,
                     headers: headers.as_deref(),
                     payload: &payload,
@@ -1226,6 +1274,18 @@ impl StreamMachine {
             Op::DropPulls { consumer, replies } => {
                 self.stream.drop_pulls(&consumer, &replies);
                 Outcome::None
+            }
+            Op::SourceFlowControl {
+                key,
+                stream_seq,
+                consumer_seq,
+            } => {
+                let stored = self
+                    .stream
+                    .source_positions()
+                    .get(&key)
+                    .is_some_and(|&position| position >= stream_seq);
+                Outcome::SourceFlowControl(stored.then_some((stream_seq, consumer_seq)))
             }
             Op::ResetConsumer { name, seq } => {
                 Outcome::ConsumerReset(self.stream.reset_consumer(&name, seq, now))
@@ -1522,6 +1582,7 @@ mod tests {
             origin_seq: seq,
             origin_ts: seq as i64,
             pending: 0,
+            after: seq.is_multiple_of(2).then(|| seq - 1),
             subject: format!("wq.{seq}"),
             headers: None,
             payload: Bytes::from(format!("m{seq}")),

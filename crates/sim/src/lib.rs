@@ -1396,6 +1396,7 @@ impl Sim {
                 origin_seq: seq,
                 origin_ts: ts as i64,
                 pending,
+                after: None,
                 subject: m.subject,
                 headers: m.headers,
                 payload: m.payload,

@@ -1506,6 +1506,10 @@ impl Consumer {
         rt.floor_dseq = 0;
         rt.floor_sseq = seq - 1;
         rt.last_delivered = None;
+        // Deliveries before the reset no longer count against flow
+        // control, and a request about them goes unanswered.
+        rt.fc_pending = None;
+        rt.pbytes = 0;
         rt.last_ack = None;
         self.recount(store);
         self.dirty = true;

@@ -222,6 +222,9 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         if cfg.allow_msg_schedules {
             return Err(E::MIRROR_WITH_MSG_SCHEDULES.err());
         }
+        if m.consumer.is_some() && !durable_consumer_ok(m) {
+            return Err(E::MIRROR_DURABLE_CONSUMER_CFG_INVALID.err());
+        }
         if !m.filter_subject.is_empty() && !m.subject_transforms.is_empty() {
             return Err(E::MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED.err());
         }
@@ -239,6 +242,7 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         return Err(E::SOURCE_WITH_MSG_SCHEDULES.err());
     }
     let mut seen = Vec::new();
+    let mut consumers = Vec::new();
     for s in &cfg.sources {
         if s.external.is_none() && !valid_name(&s.name) {
             return Err(E::SOURCE_INVALID_STREAM_NAME.err());
@@ -248,6 +252,17 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         }
         if transforms_overlap(&s.subject_transforms) {
             return Err(E::SOURCE_OVERLAPPING_SUBJECT_FILTERS.err());
+        }
+        if let Some(c) = &s.consumer {
+            if !durable_consumer_ok(s) {
+                return Err(E::SOURCE_DURABLE_CONSUMER_CFG_INVALID.err());
+            }
+            // One durable consumer serves one source.
+            let cname = (s.name.clone(), c.name.clone());
+            if consumers.contains(&cname) {
+                return Err(E::SOURCE_DURABLE_CONSUMER_DUPLICATE_DETECTED.err());
+            }
+            consumers.push(cname);
         }
         let key = (
             s.name.clone(),
@@ -354,6 +369,20 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         return Err(E::STREAM_REPLICAS_NOT_SUPPORTED.err());
     }
     Ok(())
+}
+
+/// A mirror's or source's durable consumer: a valid name, a literal
+/// deliver subject, and no start or filter of its own (the consumer has
+/// them).
+fn durable_consumer_ok(s: &crate::api::StreamSource) -> bool {
+    let Some(c) = &s.consumer else {
+        return true;
+    };
+    valid_name(&c.name)
+        && subjects::is_valid_literal_subject(c.deliver_subject.as_bytes())
+        && s.opt_start_seq == 0
+        && s.opt_start_time.is_none()
+        && s.filter_subject.is_empty()
 }
 
 /// `persist_mode`: `default` (stored as unset, as nats-server stores it)

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 
 use super::{store_err, PubAck, Stream};
-use crate::api::{ApiError, StreamSource, StreamSourceInfo};
+use crate::api::{ApiError, StreamSource, StreamSourceInfo, E};
 use crate::headers;
 use crate::transform::Transform;
 
@@ -37,6 +37,9 @@ pub struct Source {
     transforms: Vec<(String, Option<Transform>)>,
     opt_start_seq: u64,
     opt_start_time: Option<i64>,
+    /// A durable consumer on the origin to read through: name and
+    /// deliver subject.
+    consumer: Option<(String, String)>,
     /// The name, filter and destination that tag sourced messages.
     tag: (String, String, String),
     pub position: u64,
@@ -54,6 +57,11 @@ pub struct SourceSpec {
     /// Deliver from this origin sequence (0: per `start_time`, or all).
     pub start_seq: u64,
     pub start_time: Option<i64>,
+    /// The last origin sequence copied.
+    pub position: u64,
+    /// Read through this durable push consumer on the origin (name,
+    /// deliver subject), which acks by flow control.
+    pub consumer: Option<(String, String)>,
 }
 
 /// A message a source's consumer delivered.
@@ -64,6 +72,8 @@ pub struct Sourced<'a> {
     pub origin_ts: i64,
     /// Messages left on the origin after this one (the lag).
     pub pending: u64,
+    /// Store only if the position is this (the copy before was stored).
+    pub after: Option<u64>,
     pub subject: &'a str,
     pub headers: Option<&'a [u8]>,
     pub payload: &'a [u8],
@@ -124,6 +134,10 @@ fn source_from(s: &StreamSource, mirror: bool) -> Source {
         transforms,
         opt_start_seq: s.opt_start_seq,
         opt_start_time: s.opt_start_time,
+        consumer: s
+            .consumer
+            .as_ref()
+            .map(|c| (c.name.clone(), c.deliver_subject.clone())),
         tag: key_of(s).1,
         position: 0,
         lag: 0,
@@ -153,6 +167,8 @@ impl Source {
             filter_subjects,
             start_seq,
             start_time,
+            position: self.position,
+            consumer: self.consumer.clone(),
         }
     }
 
@@ -278,6 +294,11 @@ impl Stream {
         src.lag = m.pending;
         if m.origin_seq <= src.position {
             return Ok(false);
+        }
+        if m.after.is_some_and(|after| after != src.position) {
+            // The copy before this one was not stored: storing this one
+            // would skip it. Not acked; the source starts over.
+            return Err(E::SOURCE_CONSUMER_SETUP_FAILED.with("err", "copy out of order"));
         }
         if src.mirror {
             self.mirror_store(m)?;

@@ -265,6 +265,7 @@ impl Actor {
                 Inboxed::Nothing => {}
                 Inboxed::Send(m) => self.items.push(Item::Answer(Answer::out(m))),
                 Inboxed::Copy(op, ack) => self.input(op.replied(Some(&ack))),
+                Inboxed::Input(op) => self.input(op),
             },
         }
     }

@@ -177,7 +177,18 @@ pub fn subscribe_inbox(
     inbox: &str,
     clustered: bool,
 ) -> Result<Arc<Subscription>, subjects::SublistError> {
-    let subject = format!("{inbox}.>");
+    subscribe_routed(js, handle, &format!("{inbox}.>"), clustered)
+}
+
+/// `subject` to the stream's actor as inbox traffic, routed on it (a
+/// durable source's deliver subject).
+pub fn subscribe_routed(
+    js: &JetStream,
+    handle: &Arc<StreamHandle>,
+    subject: &str,
+    clustered: bool,
+) -> Result<Arc<Subscription>, subjects::SublistError> {
+    let subject = subject.to_string();
     let sink = Arc::new(InboxSink {
         handle: handle.clone(),
     });

@@ -301,6 +301,8 @@ impl PushWatch {
 pub struct SourceLinks {
     links: Links,
     inbox: Option<Arc<Subscription>>,
+    /// Durable sources' deliver subjects, subscribed.
+    delivers: BTreeMap<String, Arc<Subscription>>,
     /// In a cluster the inbox is advertised to routes: an origin may be
     /// led elsewhere.
     clustered: bool,
@@ -311,6 +313,7 @@ impl SourceLinks {
         SourceLinks {
             links: Links::new(stream, sinks::source_inbox()),
             inbox: None,
+            delivers: BTreeMap::new(),
             clustered,
         }
     }
@@ -338,7 +341,36 @@ impl SourceLinks {
         if specs.is_empty() && self.links.is_empty() {
             return Vec::new();
         }
-        self.links.follow(&specs, mono_ms())
+        let requests = self.links.follow(&specs, mono_ms());
+        self.follow_delivers(js, handle);
+        requests
+    }
+
+    /// Keeps one subscription per durable source's deliver subject.
+    fn follow_delivers(&mut self, js: &JetStream, handle: &Arc<StreamHandle>) {
+        let wanted = self.links.deliver_subjects();
+        let gone: Vec<String> = self
+            .delivers
+            .keys()
+            .filter(|s| !wanted.contains(s))
+            .cloned()
+            .collect();
+        for subject in gone {
+            if let Some(sub) = self.delivers.remove(&subject) {
+                js.bus.unsubscribe(&sub);
+            }
+        }
+        for subject in wanted {
+            if self.delivers.contains_key(&subject) {
+                continue;
+            }
+            match sinks::subscribe_routed(js, handle, &subject, self.clustered) {
+                Ok(sub) => {
+                    self.delivers.insert(subject, sub);
+                }
+                Err(e) => error!("Stream '{}': source deliver subject: {e}", handle.name),
+            }
+        }
     }
 
     /// Something arrived on the inbox.
@@ -354,6 +386,9 @@ impl SourceLinks {
     /// Lets go of the inbox.
     pub fn close(&mut self, js: &JetStream) {
         if let Some(sub) = self.inbox.take() {
+            js.bus.unsubscribe(&sub);
+        }
+        for (_, sub) in std::mem::take(&mut self.delivers) {
             js.bus.unsubscribe(&sub);
         }
     }

@@ -821,6 +821,7 @@ impl Actor {
                 self.publisher.publish_out(&m);
             }
             Inboxed::Copy(op, ack) => self.submit(op.replied(Some(&ack))),
+            Inboxed::Input(op) => self.submit(op),
         }
     }
 
