@@ -77,6 +77,7 @@ async fn flow_control_ack_configs_nats_server_refuses() {
     assert_eq!(cfg["idle_heartbeat"], 1_000_000_000u64, "{r}");
     assert_eq!(cfg["ack_wait"], Value::Null, "{r}");
     assert_eq!(cfg["max_deliver"], -1, "{r}");
+    assert_eq!(cfg["metadata"]["_nats.req.level"], "4", "{r}");
 }
 
 /// The next message on the deliver subject other than an idle heartbeat.

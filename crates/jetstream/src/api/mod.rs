@@ -21,5 +21,8 @@ pub use stream::*;
 pub const TYPE_PREFIX: &str = "io.nats.jetstream.api.v1.";
 
 /// The JetStream API level this server implements, reported in account
-/// info and stream metadata.
-pub const API_LEVEL: i64 = 1;
+/// info and stream metadata: everything through level 4 (nats-server
+/// 2.14: fast batches, durable sources, the flow-control ack policy,
+/// consumer reset). nats-server 2.15 reports 5, which adds detecting an
+/// origin stream that was deleted and made again under a source.
+pub const API_LEVEL: i64 = 4;

@@ -22,10 +22,10 @@ fn invalid(msg: impl std::fmt::Display) -> ApiError {
     E::STREAM_INVALID_CONFIG.with("err", msg)
 }
 
-/// Records the API level a consumer config needs (pausing and priority
-/// groups came with level 1), as nats-server does in its metadata.
+/// Records the API level a consumer config needs ([`required_level`]),
+/// as nats-server does in its metadata.
 pub fn stamp_required_level(cfg: &mut ConsumerConfig) {
-    let level = i64::from(cfg.pause_until.is_some() || !cfg.priority_groups.is_empty());
+    let level = required_level(cfg);
     cfg.metadata
         .insert("_nats.req.level".into(), level.to_string());
 }
@@ -82,9 +82,12 @@ pub fn prepare_create(
     Ok(())
 }
 
-/// The API level a consumer config needs (`_nats.req.level`): 1 for a
-/// pause or priority groups.
+/// The API level a consumer config needs (`_nats.req.level`): 4 for the
+/// flow-control ack policy, 1 for a pause or priority groups.
 pub fn required_level(cfg: &ConsumerConfig) -> i64 {
+    if cfg.ack_policy == AckPolicy::FlowControl {
+        return 4;
+    }
     let paused = cfg.pause_until.is_some_and(|u| u != 0);
     let priority = cfg.priority_policy != PriorityPolicy::None
         || cfg.priority_timeout != 0
