@@ -227,3 +227,52 @@ async fn fast_batches_are_switched_on_and_off_by_updates() {
     let got: Value = serde_json::from_slice(&got.payload).unwrap();
     assert_eq!(got, refused("U", 400, 10205, "batch publish is disabled"));
 }
+
+async fn next_answer(inbox: &mut async_nats::Subscriber) -> Value {
+    let got = tokio::time::timeout(Duration::from_secs(5), inbox.next())
+        .await
+        .expect("an answer within 5s")
+        .unwrap();
+    serde_json::from_slice(&got.payload).unwrap()
+}
+
+/// A batch's progress is stream state: in a cluster, the next leader
+/// carries a batch on (gaps allowed) and commits it where it ends.
+#[tokio::test]
+async fn a_batch_carries_on_after_a_leader_change() {
+    if common::replicas() < 3 {
+        return;
+    }
+    let s = common::js_server();
+    let c = s.client().await;
+    let fb = json!({"name": "FB", "subjects": ["fb.>"], "allow_batched": true});
+    common::create_stream(&c, "FB", fb).await;
+    let mut inbox = c.subscribe("fbi.>").await.unwrap();
+    common::sync(&c).await;
+    c.publish_with_reply("fb.a", "fbi.x.lc.10.ok.1.0.$FI", "m1".into())
+        .await
+        .unwrap();
+    assert_eq!(next_answer(&mut inbox).await, flow(0, 10));
+    let before = common::api(&c, "$JS.API.STREAM.INFO.FB", "").await;
+    let old = before["cluster"]["leader"].clone();
+    let r = common::api(&c, "$JS.API.STREAM.LEADER.STEPDOWN.FB", "").await;
+    assert_eq!(r["success"], true, "{r}");
+    // Until the new leader serves, a publish may find nobody: wait for it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let info = common::api(&c, "$JS.API.STREAM.INFO.FB", "").await;
+        let leader = &info["cluster"]["leader"];
+        if !leader.is_null() && *leader != old {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no new leader: {info}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    c.publish_with_reply("fb.a", "fbi.x.lc.10.ok.2.2.$FI", "m2".into())
+        .await
+        .unwrap();
+    assert_eq!(next_answer(&mut inbox).await, done(2, "lc", 2));
+}
