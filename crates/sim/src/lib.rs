@@ -1067,23 +1067,12 @@ impl Sim {
         // Ack what was delivered.
         for subject in std::mem::take(&mut self.wq_delivered) {
             if self.cfg.unsafe_local_acks {
-                let Some(li) = self.leader_index() else {
-                    continue;
+                let ack = Op::Ack {
+                    consumer: "C".into(),
+                    subject: subject.clone(),
+                    body: Bytes::from_static(b"+ACK"),
                 };
-                let e = StreamEntry {
-                    ts: self.now(),
-                    op: Op::Ack {
-                        consumer: "C".into(),
-                        subject: subject.clone(),
-                        body: Bytes::from_static(b"+ACK"),
-                    },
-                };
-                let rs = self.servers[li].stores.get_mut(&GROUP);
-                let current = rs
-                    .and_then(|rs| rs.replica.as_mut())
-                    .filter(|r| r.current().is_some());
-                if let Some(replica) = current {
-                    replica.machine_mut().apply_unreplicated(e);
+                if self.apply_on_leader_alone(ack) {
                     if let Some(seq) = ack_stream_seq(&subject) {
                         self.wq_consumed.insert(seq, 0);
                     }
@@ -1250,19 +1239,26 @@ impl Sim {
             self.propose_op(Op::Tick);
             return;
         }
+        self.apply_on_leader_alone(Op::Tick);
+    }
+
+    /// Test-only faults: the leader applies `op` itself, outside the log.
+    /// Whether it did (there is a leader, and it is not fetching).
+    fn apply_on_leader_alone(&mut self, op: Op) -> bool {
         let Some(li) = self.leader_index() else {
-            return;
+            return false;
         };
-        let e = StreamEntry {
-            ts: self.now(),
-            op: Op::Tick,
-        };
+        let e = StreamEntry { ts: self.now(), op };
         let rs = self.servers[li].stores.get_mut(&GROUP);
         let current = rs
             .and_then(|rs| rs.replica.as_mut())
             .filter(|r| r.current().is_some());
-        if let Some(replica) = current {
-            replica.machine_mut().apply_unreplicated(e);
+        match current {
+            Some(replica) => {
+                replica.machine_mut().apply_unreplicated(e);
+                true
+            }
+            None => false,
         }
     }
 

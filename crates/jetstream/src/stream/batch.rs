@@ -102,12 +102,9 @@ impl Stream {
         }
     }
 
-    fn try_batch_publish(
-        &mut self,
-        id: &str,
-        msg: Incoming<'_>,
-        now: i64,
-    ) -> Result<PubAck, ApiError> {
+    /// What nats-server checks of any batch message (atomic or fast)
+    /// before its batch: a sealed stream, and the message's size.
+    pub(super) fn check_batch_message(&self, msg: Incoming<'_>) -> Result<(), ApiError> {
         let h = msg.headers.unwrap_or_default();
         if self.config.sealed {
             return Err(E::STREAM_SEALED.err());
@@ -118,6 +115,17 @@ impl Stream {
                 return Err(E::STREAM_MESSAGE_EXCEEDS_MAXIMUM.err());
             }
         }
+        Ok(())
+    }
+
+    fn try_batch_publish(
+        &mut self,
+        id: &str,
+        msg: Incoming<'_>,
+        now: i64,
+    ) -> Result<PubAck, ApiError> {
+        let h = msg.headers.unwrap_or_default();
+        self.check_batch_message(msg)?;
         if !self.config.allow_atomic {
             return Err(E::ATOMIC_PUBLISH_DISABLED.err());
         }

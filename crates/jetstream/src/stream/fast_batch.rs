@@ -198,15 +198,7 @@ impl Stream {
         now: i64,
     ) -> Result<Vec<Bytes>, ApiError> {
         let h = msg.headers.unwrap_or_default();
-        if self.config.sealed {
-            return Err(E::STREAM_SEALED.err());
-        }
-        if self.config.max_msg_size >= 0 {
-            let max = self.config.max_msg_size as usize;
-            if h.len() > max || msg.payload.len() > max - h.len() {
-                return Err(E::STREAM_MESSAGE_EXCEEDS_MAXIMUM.err());
-            }
-        }
+        self.check_batch_message(msg)?;
         if !self.config.allow_batched {
             return Err(E::BATCH_PUBLISH_DISABLED.err());
         }
