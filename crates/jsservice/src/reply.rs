@@ -302,6 +302,17 @@ impl Answer {
         }
     }
 
+    /// The answer with the stream's identity in a `Nats-Stream-Identity`
+    /// header (API level 5).
+    pub fn with_identity(mut self, stream: &jetstream::stream::Stream) -> Answer {
+        let identity = api::stream_identity(stream.created);
+        self.msg.headers = Some(jetstream::headers::build(
+            None,
+            &[("Nats-Stream-Identity", &identity)],
+        ));
+        self
+    }
+
     /// A body sent as it is to `to`, not counted.
     pub fn raw(to: &str, body: Bytes) -> Answer {
         Answer::to(to, body, What::Out)
@@ -425,7 +436,12 @@ pub fn answers(
                 info.cluster = Some(c);
             }
             stamp_consumer(&mut info);
-            Some(Answer::ok(to, Kind::ConsumerCreate, &info))
+            let answer = Answer::ok(to, Kind::ConsumerCreate, &info);
+            // A direct consumer (a source's) learns whose stream it reads.
+            Some(match info.config.direct {
+                true => answer.with_identity(stream),
+                false => answer,
+            })
         }
         Outcome::ConsumerCreated(Err(e)) => Some(Answer::refused(to, Kind::ConsumerCreate, &e)),
         Outcome::ConsumerPaused(Ok(info)) => Some(Answer::ok(
@@ -438,7 +454,7 @@ pub fn answers(
             },
         )),
         Outcome::ConsumerPaused(Err(e)) => Some(Answer::refused(to, Kind::ConsumerPause, &e)),
-        Outcome::ConsumerReset(Ok((mut info, seq))) => {
+        Outcome::ConsumerReset(Ok((mut info, seq)), identity) => {
             if let Some(c) = cluster() {
                 info.cluster = Some(c);
             }
@@ -447,9 +463,13 @@ pub fn answers(
                 info: &info,
                 reset_seq: ResetSeq { reset_seq: seq },
             };
-            Some(Answer::ok(to, Kind::ConsumerReset, &body))
+            let answer = Answer::ok(to, Kind::ConsumerReset, &body);
+            Some(match identity {
+                Some(_) => answer.with_identity(stream),
+                None => answer,
+            })
         }
-        Outcome::ConsumerReset(Err(e)) => Some(Answer::refused(to, Kind::ConsumerReset, &e)),
+        Outcome::ConsumerReset(Err(e), _) => Some(Answer::refused(to, Kind::ConsumerReset, &e)),
         Outcome::ConsumerUnpinned(Ok(())) => Some(Answer::ok(to, Kind::ConsumerUnpin, &Empty {})),
         Outcome::ConsumerUnpinned(Err(e)) => Some(Answer::refused(to, Kind::ConsumerUnpin, &e)),
         Outcome::Purged(Ok(purged)) => Some(Answer::ok(

@@ -365,13 +365,23 @@ fn classify_api(
         ["CONSUMER", "CREATE", name, rest @ ..] => {
             let subject_name = rest.first().map(|s| s.to_string());
             let filter = (rest.len() > 1).then(|| rest[1..].join("."));
-            let op = consumer_create(name, subject_name, filter, false, body, new_name)?;
+            let identity = stream_identity(m);
+            let op = consumer_create(name, subject_name, filter, false, body, identity, new_name)?;
             change(name, op)
         }
         // nats-server subscribes to `DURABLE.CREATE.*.*` only: other
         // token counts get no answer.
         ["CONSUMER", "DURABLE", "CREATE", name, durable] => {
-            let op = consumer_create(name, Some(durable.to_string()), None, true, body, new_name)?;
+            let identity = stream_identity(m);
+            let op = consumer_create(
+                name,
+                Some(durable.to_string()),
+                None,
+                true,
+                body,
+                identity,
+                new_name,
+            )?;
             change(name, op)
         }
         ["CONSUMER", "DURABLE", "CREATE", ..] | ["CONSUMER", "CREATE"] => Ok(Classified::Ignore),
@@ -417,6 +427,7 @@ fn classify_api(
                 Op::ResetConsumer {
                     name: consumer.to_string(),
                     seq: req.seq,
+                    identity: stream_identity(m).is_some(),
                 },
             )
         }
@@ -730,6 +741,7 @@ fn consumer_create(
     filter: Option<String>,
     durable_api: bool,
     body: &Bytes,
+    identity: Option<String>,
     new_name: &mut dyn FnMut() -> String,
 ) -> Result<Op, Refusal> {
     let kind = Kind::ConsumerCreate;
@@ -751,7 +763,14 @@ fn consumer_create(
         filter,
         durable_api,
         generated: new_name(),
+        identity,
     })
+}
+
+/// The stream identity a request names (`Nats-Stream-Identity`).
+fn stream_identity(m: &Inbound) -> Option<String> {
+    let h = m.headers.as_deref()?;
+    jetstream::headers::get(h, "Nats-Stream-Identity").map(str::to_string)
 }
 
 /// Whether this server has the API level a request requires

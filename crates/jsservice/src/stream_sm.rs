@@ -135,6 +135,10 @@ pub enum Op {
         filter: Option<String>,
         durable_api: bool,
         generated: String,
+        /// The stream identity the request expects
+        /// (`Nats-Stream-Identity`): a `direct` consumer's create is
+        /// refused on a mismatch (the stream was made again).
+        identity: Option<String>,
     },
     /// An input whose result goes back to a requester: the leader sends
     /// the result of `op` to `reply` (a PubAck, an API response, a
@@ -190,6 +194,8 @@ pub enum Op {
     ResetConsumer {
         name: String,
         seq: u64,
+        /// The request asked for the stream's identity in the answer.
+        identity: bool,
     },
     /// `CONSUMER.UNPIN`: a priority group's pinned client loses its pin.
     UnpinConsumer {
@@ -438,13 +444,18 @@ fn encode_op(b: &mut BytesMut, op: &Op) {
             filter,
             durable_api,
             generated,
+            identity,
         } => {
-            b.put_u8(10);
+            // Code 23 carries the identity expected.
+            b.put_u8(if identity.is_some() { 23 } else { 10 });
             put_bytes(b, request);
             put_opt(b, subject_name);
             put_opt(b, filter);
             b.put_u8(u8::from(*durable_api));
             put_bytes(b, generated.as_bytes());
+            if let Some(identity) = identity {
+                put_bytes(b, identity.as_bytes());
+            }
         }
         Op::Replied { reply, op } => {
             b.put_u8(11);
@@ -503,8 +514,13 @@ fn encode_op(b: &mut BytesMut, op: &Op) {
                 put_bytes(b, reply.as_bytes());
             }
         }
-        Op::ResetConsumer { name, seq } => {
-            b.put_u8(18);
+        Op::ResetConsumer {
+            name,
+            seq,
+            identity,
+        } => {
+            // Code 24 asks for the stream's identity in the answer.
+            b.put_u8(if *identity { 24 } else { 18 });
             put_bytes(b, name.as_bytes());
             b.put_u64_le(*seq);
         }
@@ -612,7 +628,7 @@ fn decode_op(b: &mut &[u8], owner: Option<&Bytes>, depth: u8) -> Result<Op, Deco
                 payload,
             }
         }
-        10 => {
+        code @ (10 | 23) => {
             let request = get_bytes(b)?;
             let subject_name = get_opt(b)?;
             let filter = get_opt(b)?;
@@ -620,12 +636,18 @@ fn decode_op(b: &mut &[u8], owner: Option<&Bytes>, depth: u8) -> Result<Op, Deco
                 return Err(DecodeError::Short);
             }
             let durable_api = b.get_u8() != 0;
+            let generated = get_string(b)?;
+            let identity = match code {
+                23 => Some(get_string(b)?),
+                _ => None,
+            };
             Op::ConsumerCreate {
                 request,
                 subject_name,
                 filter,
                 durable_api,
-                generated: get_string(b)?,
+                generated,
+                identity,
             }
         }
         12 => Op::UpdateConfig {
@@ -704,7 +726,7 @@ fn decode_op(b: &mut &[u8], owner: Option<&Bytes>, depth: u8) -> Result<Op, Deco
                 consumer_seq: b.get_u64_le(),
             }
         }
-        18 => {
+        code @ (18 | 24) => {
             let name = get_string(b)?;
             if b.remaining() < 8 {
                 return Err(DecodeError::Short);
@@ -712,6 +734,7 @@ fn decode_op(b: &mut &[u8], owner: Option<&Bytes>, depth: u8) -> Result<Op, Deco
             Op::ResetConsumer {
                 name,
                 seq: b.get_u64_le(),
+                identity: code == 24,
             }
         }
         17 => Op::UnpinConsumer {
@@ -748,7 +771,9 @@ pub enum Outcome {
     /// A consumer pause or resume: the consumer after it.
     ConsumerPaused(Result<ConsumerInfo, ApiError>),
     ConsumerUnpinned(Result<(), ApiError>),
-    ConsumerReset(Result<(ConsumerInfo, u64), ApiError>),
+    /// A consumer reset: the consumer and where it starts, and the
+    /// stream's identity when the request asked for it.
+    ConsumerReset(Result<(ConsumerInfo, u64), ApiError>, Option<String>),
     /// A purge: how many messages went.
     Purged(Result<u64, ApiError>),
     /// A message delete.
@@ -1235,10 +1260,19 @@ impl StreamMachine {
                 filter,
                 durable_api,
                 generated,
+                identity,
             } => {
+                let ours = jetstream::api::stream_identity(self.stream.created);
                 let created = CreateConsumerRequest::parse(&request)
                     .map_err(|e| jetstream::api::E::INVALID_JSON.with("err", e))
                     .and_then(|mut req| {
+                        // A direct consumer's create names the stream it
+                        // expects: one made again since is refused.
+                        let expected = identity.filter(|_| req.config.direct);
+                        if expected.is_some_and(|id| id != ours) {
+                            let e = jetstream::api::E::CONSUMER_STREAM_IDENTITY_MISMATCH;
+                            return Err(e.with("msg", &ours));
+                        }
                         jetstream::consumer::stamp_required_level(&mut req.config);
                         self.stream.add_consumer(
                             req,
@@ -1287,8 +1321,14 @@ impl StreamMachine {
                     .is_some_and(|&position| position >= stream_seq);
                 Outcome::SourceFlowControl(stored.then_some((stream_seq, consumer_seq)))
             }
-            Op::ResetConsumer { name, seq } => {
-                Outcome::ConsumerReset(self.stream.reset_consumer(&name, seq, now))
+            Op::ResetConsumer {
+                name,
+                seq,
+                identity,
+            } => {
+                let identity =
+                    identity.then(|| jetstream::api::stream_identity(self.stream.created));
+                Outcome::ConsumerReset(self.stream.reset_consumer(&name, seq, now), identity)
             }
             Op::UnpinConsumer { name, group } => {
                 Outcome::ConsumerUnpinned(self.stream.unpin_consumer(&name, &group))
@@ -1732,6 +1772,26 @@ mod tests {
                 op: Op::ResetConsumer {
                     name: "C".into(),
                     seq: 9,
+                    identity: false,
+                },
+            },
+            Entry {
+                ts: 13,
+                op: Op::ResetConsumer {
+                    name: "C".into(),
+                    seq: 0,
+                    identity: true,
+                },
+            },
+            Entry {
+                ts: 13,
+                op: Op::ConsumerCreate {
+                    request: Bytes::from_static(b"{}"),
+                    subject_name: Some("C".into()),
+                    filter: None,
+                    durable_api: false,
+                    generated: "G".into(),
+                    identity: Some("abcdefgh".into()),
                 },
             },
             Entry {

@@ -631,13 +631,7 @@ pub fn stream_group_name(group: u64, cfg: &jetstream::api::StreamConfig) -> Stri
 /// nats-server's 8-character id for a server in Raft monitoring: the
 /// first 8 bytes of SHA-256 of its name, each mapped into [0-9A-Za-z].
 pub fn peer_hash(name: &str) -> String {
-    use sha2::Digest;
-    const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    let sum = sha2::Sha256::digest(name.as_bytes());
-    sum[..8]
-        .iter()
-        .map(|b| DIGITS[(*b % 62) as usize] as char)
-        .collect()
+    jetstream::api::go_hash(name)
 }
 
 impl JsCluster {
