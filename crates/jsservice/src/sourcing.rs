@@ -88,6 +88,10 @@ struct Link {
     expect: u64,
     in_flight: Option<(u64, u64)>,
     last: Option<(u64, u64)>,
+    /// The origin's stream identity, as its consumer create said
+    /// (`Nats-Stream-Identity`): a later create names it, so an origin
+    /// made again is told apart.
+    identity: Option<String>,
 }
 
 impl Link {
@@ -130,6 +134,8 @@ pub enum Inboxed {
     /// An input to apply, answering nobody.
     Input(Op),
 }
+
+const IDENTITY: &str = "Nats-Stream-Identity";
 
 /// A short stable token for a source key (keys hold subjects).
 fn token(key: &str) -> String {
@@ -196,6 +202,7 @@ impl Links {
                 expect: 1,
                 in_flight: None,
                 last: None,
+                identity: None,
             });
             // The position moves on as copies are applied.
             link.spec = spec.clone();
@@ -335,11 +342,15 @@ impl Links {
         if !spec.filter_subjects.is_empty() {
             config["filter_subjects"] = json!(spec.filter_subjects);
         }
-        request(
+        let mut create = request(
             format!("$JS.API.CONSUMER.CREATE.{}.{}", spec.origin, link.consumer),
             reply,
             json!({"stream_name": spec.origin, "config": config}),
-        )
+        );
+        if let Some(identity) = &link.identity {
+            create.headers = Some(jetstream::headers::build(None, &[(IDENTITY, identity)]));
+        }
+        create
     }
 
     /// Something arrived on the inbox, or a durable source's deliver
@@ -364,15 +375,15 @@ impl Links {
                 let Some(key) = n.parse().ok().and_then(|n: u64| self.asked.remove(&n)) else {
                     return Inboxed::Nothing;
                 };
-                self.answered(&key, &m.payload, now)
+                self.answered(&key, &m, now)
             }
             Some(("S", source)) => self.copy(source, m, now),
             _ => Inboxed::Nothing,
         }
     }
 
-    fn answered(&mut self, key: &str, body: &[u8], now: u64) -> Inboxed {
-        let v: Value = serde_json::from_slice(body).unwrap_or_default();
+    fn answered(&mut self, key: &str, m: &Inbound, now: u64) -> Inboxed {
+        let v: Value = serde_json::from_slice(&m.payload).unwrap_or_default();
         let code = v["error"]["err_code"].as_u64();
         let Some(link) = self.links.get_mut(key) else {
             return Inboxed::Nothing;
@@ -394,9 +405,27 @@ impl Links {
         }
         match (link.state, code) {
             (State::Looking | State::Creating, None) => {
+                if link.state == State::Creating {
+                    link.identity = m
+                        .headers
+                        .as_deref()
+                        .and_then(|h| jetstream::headers::get(h, IDENTITY))
+                        .map(str::to_string);
+                }
                 link.state = State::Ready { last_pull: None };
                 // The first pull goes out with the next `follow`.
                 Inboxed::Nothing
+            }
+            // The origin was made again since: the source starts over, and
+            // its consumer is made anew.
+            (State::Creating, Some(10225)) => {
+                link.identity = None;
+                // Asked again once the reset is applied.
+                link.state = State::Resting;
+                link.since = now;
+                Inboxed::Input(Op::ResetSource {
+                    key: key.to_string(),
+                })
             }
             // Consumer not found: make it.
             (State::Looking, Some(10014)) => Inboxed::Send(self.create(key, now)),

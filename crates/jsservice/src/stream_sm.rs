@@ -189,6 +189,11 @@ pub enum Op {
         stream_seq: u64,
         consumer_seq: u64,
     },
+    /// A source's origin was deleted and made again (its identity
+    /// changed): the source starts over.
+    ResetSource {
+        key: String,
+    },
     /// `CONSUMER.RESET`: a consumer starts again from `seq` (0: its ack
     /// floor).
     ResetConsumer {
@@ -506,6 +511,10 @@ fn encode_op(b: &mut BytesMut, op: &Op) {
             b.put_u64_le(*stream_seq);
             b.put_u64_le(*consumer_seq);
         }
+        Op::ResetSource { key } => {
+            b.put_u8(25);
+            put_bytes(b, key.as_bytes());
+        }
         Op::DropPulls { consumer, replies } => {
             b.put_u8(19);
             put_bytes(b, consumer.as_bytes());
@@ -715,6 +724,9 @@ fn decode_op(b: &mut &[u8], owner: Option<&Bytes>, depth: u8) -> Result<Op, Deco
             let replies = (0..n).map(|_| get_string(b)).collect::<Result<_, _>>()?;
             Op::DropPulls { consumer, replies }
         }
+        25 => Op::ResetSource {
+            key: get_string(b)?,
+        },
         22 => {
             let key = get_string(b)?;
             if b.remaining() < 16 {
@@ -1309,6 +1321,10 @@ impl StreamMachine {
                 self.stream.drop_pulls(&consumer, &replies);
                 Outcome::None
             }
+            Op::ResetSource { key } => {
+                self.stream.reset_source(&key);
+                Outcome::None
+            }
             Op::SourceFlowControl {
                 key,
                 stream_seq,
@@ -1781,6 +1797,12 @@ mod tests {
                     name: "C".into(),
                     seq: 0,
                     identity: true,
+                },
+            },
+            Entry {
+                ts: 13,
+                op: Op::ResetSource {
+                    key: "O > >".into(),
                 },
             },
             Entry {

@@ -226,6 +226,18 @@ impl Stream {
         self.sources.iter().map(|(k, s)| s.spec(k)).collect()
     }
 
+    /// A source's origin was made again (its stream identity changed):
+    /// the source starts over from where its config says. Not a mirror,
+    /// whose sequences are the origin's.
+    pub fn reset_source(&mut self, key: &str) {
+        if key == MIRROR {
+            return;
+        }
+        if let Some(s) = self.sources.get_mut(key) {
+            s.position = 0;
+        }
+    }
+
     /// Each source's position, for the driver to journal.
     pub fn source_positions(&self) -> BTreeMap<String, u64> {
         self.sources
