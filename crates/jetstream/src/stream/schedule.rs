@@ -258,7 +258,10 @@ impl super::Stream {
     /// A stored message with `Nats-Schedule-Next: purge` ends the schedule
     /// its `Nats-Scheduler` names: the schedule's subject is purged.
     pub(super) fn end_schedule(&mut self, h: Option<&[u8]>) -> Result<(), ApiError> {
-        let Some(h) = h else {
+        // Only a stream with schedules, or one that copies another's,
+        // can hold such a message (elsewhere a publish of one is refused).
+        let can_hold = self.config.allow_msg_schedules || !self.sources.is_empty();
+        let Some(h) = h.filter(|_| can_hold) else {
             return Ok(());
         };
         if headers::get(h, NEXT) != Some(PURGE) {
@@ -340,6 +343,11 @@ impl super::Stream {
         subject: &str,
         now: i64,
     ) -> Result<bool, ApiError> {
+        // Every header read below starts so (`Nats-Scheduler` too): one
+        // pass over a publish's headers when it has none of them.
+        if !headers::has_prefix(h, SCHEDULE) {
+            return Ok(false);
+        }
         let allowed = self.config.allow_msg_schedules;
         let disabled = || E::MESSAGE_SCHEDULES_DISABLED.err();
         let mut add_rollup = false;
