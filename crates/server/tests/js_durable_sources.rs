@@ -11,26 +11,12 @@ use std::time::{Duration, Instant};
 use common::api;
 use serde_json::{json, Value};
 
+const WAIT: Duration = Duration::from_secs(15);
+
 async fn messages(c: &async_nats::Client, stream: &str) -> u64 {
     common::stream_state(c, stream, "").await["messages"]
         .as_u64()
         .unwrap_or(0)
-}
-
-async fn wait_messages(c: &async_nats::Client, stream: &str, want: u64) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let got = messages(c, stream).await;
-        if got == want {
-            return;
-        }
-        if Instant::now() >= deadline {
-            let origin = api(c, "$JS.API.CONSUMER.INFO.ORIGIN.agg-consumer", "").await;
-            let info = api(c, &format!("$JS.API.STREAM.INFO.{stream}"), "").await;
-            panic!("{stream} has {got} messages, not {want}\n{info}\n{origin}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 async fn publish(c: &async_nats::Client, n: std::ops::RangeInclusive<u32>) {
@@ -126,9 +112,9 @@ async fn a_source_copies_through_a_durable_consumer_and_acks_what_it_stored() {
     let source = json!({"name": "agg-consumer", "deliver_subject": "agg.deliver"});
     let info = common::create_stream(&c, "AGG", agg(source.clone())).await;
     assert_eq!(info["config"]["sources"][0]["consumer"], source, "{info}");
-    wait_messages(&c, "AGG", 3).await;
+    common::wait_messages(&c, "AGG", 3, WAIT).await;
     publish(&c, 4..=12).await;
-    wait_messages(&c, "AGG", 12).await;
+    common::wait_messages(&c, "AGG", 12, WAIT).await;
     // The origin's consumer is acked up to what was copied.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -145,7 +131,7 @@ async fn a_source_copies_through_a_durable_consumer_and_acks_what_it_stored() {
     s.restart();
     let c = s.client().await;
     publish(&c, 13..=15).await;
-    wait_messages(&c, "AGG", 15).await;
+    common::wait_messages(&c, "AGG", 15, WAIT).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(messages(&c, "AGG").await, 15);
     let last = api(

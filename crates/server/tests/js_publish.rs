@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, context::PublishErrorKind, message::PublishMessage as Publish};
-use common::{api, js_publish_text as pubt};
+use common::{api, js_publish_text as pubt, wait_messages};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
@@ -46,22 +46,6 @@ fn assert_ack(got: &str, want: &str, ctx: &str) {
     let g: Value = serde_json::from_str(got).unwrap_or_else(|e| panic!("{ctx}: ack {got:?}: {e}"));
     let w: Value = serde_json::from_str(want).unwrap();
     assert_eq!(g, w, "{ctx}: got {got}");
-}
-
-/// Polls the stream's message count until `want`, up to `limit`.
-async fn wait_messages(c: &async_nats::Client, name: &str, want: u64, limit: Duration) -> Value {
-    let deadline = Instant::now() + limit;
-    loop {
-        let st = state(c, name, "").await;
-        if st["messages"] == want {
-            return st;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name}: messages never reached {want}: {st}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@ mod common;
 use serde_json::{json, Value};
 
 const IDENTITY: &str = "Nats-Stream-Identity";
+const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 async fn create_direct(c: &async_nats::Client, identity: Option<&str>) -> (Value, Option<String>) {
     let body = json!({"stream_name": "S", "config": {
@@ -64,27 +65,6 @@ async fn a_stream_made_again_is_told_apart() {
     assert_eq!((code, err_code), (400, 10225), "{r}");
 }
 
-async fn messages(c: &async_nats::Client, stream: &str) -> u64 {
-    common::stream_state(c, stream, "").await["messages"]
-        .as_u64()
-        .unwrap_or(0)
-}
-
-async fn wait_messages(c: &async_nats::Client, stream: &str, want: u64) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let got = messages(c, stream).await;
-        if got == want {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{stream} has {got} messages, not {want}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-}
-
 /// A source whose origin is deleted and made again copies the new
 /// origin's messages from its start, not from the old position.
 #[tokio::test]
@@ -102,12 +82,12 @@ async fn a_source_starts_over_when_its_origin_is_made_again() {
         json!({"name": "AGG", "sources": [{"name": "O"}]}),
     )
     .await;
-    wait_messages(&c, "AGG", 5).await;
+    common::wait_messages(&c, "AGG", 5, WAIT).await;
     let r = common::api(&c, "$JS.API.STREAM.DELETE.O", "").await;
     assert_eq!(r["success"], true, "{r}");
     common::create_stream(&c, "O", origin).await;
     for i in 0..3 {
         common::js_publish_text(&c, "o.a", &[], format!("new{i}").as_bytes()).await;
     }
-    wait_messages(&c, "AGG", 8).await;
+    common::wait_messages(&c, "AGG", 8, WAIT).await;
 }

@@ -1084,6 +1084,28 @@ pub async fn stream_state(c: &async_nats::Client, name: &str, body: &str) -> ser
     st
 }
 
+/// Polls the stream's message count until `want`, up to `limit`; the
+/// state it reached.
+pub async fn wait_messages(
+    c: &async_nats::Client,
+    name: &str,
+    want: u64,
+    limit: Duration,
+) -> serde_json::Value {
+    let deadline = Instant::now() + limit;
+    loop {
+        let st = stream_state(c, name, "").await;
+        if st["messages"] == want {
+            return st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}: messages never reached {want}: {st}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 /// Polls `ok` until it holds, failing the test after `timeout`.
 pub fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
