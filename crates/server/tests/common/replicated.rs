@@ -292,12 +292,42 @@ pub async fn stream_leaders_ready(c: &async_nats::Client) {
         .await;
         if let Ok(Ok(m)) = r {
             let v: Value = serde_json::from_slice(&m.payload).unwrap_or_default();
-            let listed = v["streams"].as_array().map_or(0, Vec::len) as u64;
-            if v["total"].as_u64() == Some(listed) {
+            let streams = v["streams"].as_array().cloned().unwrap_or_default();
+            if v["total"].as_u64() == Some(streams.len() as u64) {
+                for info in &streams {
+                    stream_reachable(c, &info["config"], deadline).await;
+                }
                 return;
             }
         }
         assert!(Instant::now() < deadline, "streams without a leader");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A publish to the stream's first subject reaches its leader from `c`'s
+/// server: the leader's interest travels over its own route, so it can
+/// arrive after the list that named the leader. The probe names another
+/// stream in `Nats-Expected-Stream`, so the stream refuses it unstored.
+async fn stream_reachable(c: &async_nats::Client, config: &Value, deadline: Instant) {
+    let Some(first) = config["subjects"][0].as_str() else {
+        return;
+    };
+    let literal: Vec<&str> = first
+        .split('.')
+        .map(|t| if t == "*" || t == ">" { "x" } else { t })
+        .collect();
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Expected-Stream", "no stream has this name");
+    loop {
+        let probe = c.request_with_headers(literal.join("."), headers.clone(), "".into());
+        if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(2), probe).await {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no route to the leader of {config}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
