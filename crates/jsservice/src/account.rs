@@ -32,11 +32,13 @@ pub trait Streams {
     fn configs(&self) -> BTreeMap<String, StreamConfig>;
 }
 
-/// The server's storage limits, in bytes (0 or less: none).
+/// The server's storage limits, in bytes (0 or less: none), and the
+/// account's (`jetstream {}` in its block; -1: none).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Limits {
     pub max_memory: i64,
     pub max_store: i64,
+    pub account: AccountLimits,
 }
 
 /// What the driver carries out after [`decide`].
@@ -93,16 +95,22 @@ fn decide_inner(
     Ok(match request {
         AccountRequest::Info => Decision::Info,
         AccountRequest::Create { name, config } => {
+            check_max_bytes(&limits.account, &config)?;
             if let Some(existing) = configs.get(&name) {
                 if existing != config.as_ref() {
                     return Err(E::STREAM_NAME_EXIST.err());
                 }
                 return Ok(Decision::Exists(name));
             }
+            let max_streams = limits.account.max_streams;
+            if max_streams > 0 && configs.len() as i64 >= max_streams {
+                return Err(E::MAXIMUM_STREAMS_LIMIT.err());
+            }
             check_others(&configs, limits, mode, &config)?;
             Decision::Create(config)
         }
         AccountRequest::Update { name, mut config } => {
+            check_max_bytes(&limits.account, &config)?;
             let current = configs
                 .get(&name)
                 .ok_or_else(|| E::STREAM_NOT_FOUND.err())?;
@@ -148,10 +156,69 @@ fn decide_inner(
     })
 }
 
+/// The account's rules for a stream's `max_bytes` (nats-server's
+/// `checkStreamCfg`): required, and at most a limit per storage type.
+fn check_max_bytes(
+    account: &AccountLimits,
+    config: &StreamConfig,
+) -> Result<(), jetstream::api::ApiError> {
+    let limit = match config.storage {
+        Storage::Memory => account.memory_max_stream_bytes,
+        Storage::File => account.storage_max_stream_bytes,
+    };
+    if account.max_bytes_required && config.max_bytes <= 0 {
+        return Err(E::STREAM_MAX_BYTES_REQUIRED.err());
+    }
+    if limit > 0 && config.max_bytes > limit {
+        return Err(E::STREAM_MAX_STREAM_BYTES_EXCEEDED.err());
+    }
+    Ok(())
+}
+
+/// Bytes a stream's `max_bytes` holds of the account's limits: every
+/// replica's (nats-server's untiered `accountReservation`).
+fn account_reservation(config: &StreamConfig) -> i64 {
+    match config.max_bytes {
+        b if b <= 0 => 0,
+        b => b.saturating_mul(config.num_replicas.max(1)),
+    }
+}
+
+/// nats-server's `checkLimits` against the account: a stream may not
+/// allow more consumers than the account, nor reserve past the account's
+/// storage (a stream without `max_bytes` counts one byte).
+fn check_account(
+    others: &[&StreamConfig],
+    account: &AccountLimits,
+    config: &StreamConfig,
+) -> Result<(), jetstream::api::ApiError> {
+    let max_consumers = account.max_consumers;
+    if config.max_consumers > 0 && max_consumers > 0 && config.max_consumers > max_consumers {
+        return Err(E::MAXIMUM_CONSUMERS_LIMIT.err());
+    }
+    let (limit, err) = match config.storage {
+        Storage::Memory => (account.max_memory, E::MEMORY_RESOURCES_EXCEEDED),
+        Storage::File => (account.max_storage, E::STORAGE_RESOURCES_EXCEEDED),
+    };
+    let reserved: i64 = others
+        .iter()
+        .filter(|c| c.storage == config.storage)
+        .map(|c| account_reservation(c))
+        .sum();
+    let asked = match config.max_bytes {
+        b if b <= 0 => config.num_replicas.max(1),
+        _ => account_reservation(config),
+    };
+    if limit >= 0 && (reserved > limit || asked > limit - reserved) {
+        return Err(err.err());
+    }
+    Ok(())
+}
+
 /// The checks against every other stream: subjects that could capture
-/// the same messages, and reservations past the server's limits (which a
-/// cluster's meta leader finds while placing the stream: no server has
-/// the room).
+/// the same messages, the account's limits, and reservations past the
+/// server's limits (which a cluster's meta leader finds while placing the
+/// stream: no server has the room).
 fn check_others(
     configs: &BTreeMap<String, StreamConfig>,
     limits: Limits,
@@ -170,6 +237,8 @@ fn check_others(
     if overlaps {
         return Err(E::STREAM_SUBJECT_OVERLAP.err());
     }
+    let other_configs: Vec<&StreamConfig> = others.clone().map(|(_, c)| c).collect();
+    check_account(&other_configs, &limits.account, config)?;
     let (limit, err) = match config.storage {
         Storage::Memory => (limits.max_memory, E::MEMORY_RESOURCES_EXCEEDED),
         Storage::File => (limits.max_store, E::STORAGE_RESOURCES_EXCEEDED),
@@ -260,8 +329,15 @@ pub struct Usage {
     pub errors: u64,
 }
 
-/// The answer to `$JS.API.INFO`.
-pub fn info(to: &str, streams: &dyn Streams, usage: Usage) -> Answer {
+/// The answer to `$JS.API.INFO`: `usage`, the account's `limits`, and
+/// the server's JetStream `domain`.
+pub fn info(
+    to: &str,
+    streams: &dyn Streams,
+    usage: Usage,
+    limits: AccountLimits,
+    domain: Option<&str>,
+) -> Answer {
     let (reserved_memory, reserved_storage) = reserved(&streams.configs());
     let info = AccountInfo {
         memory: usage.memory,
@@ -270,7 +346,8 @@ pub fn info(to: &str, streams: &dyn Streams, usage: Usage) -> Answer {
         reserved_storage,
         streams: usage.streams,
         consumers: usage.consumers,
-        limits: AccountLimits::default(),
+        limits,
+        domain: domain.map(str::to_string),
         api: ApiStats {
             level: API_LEVEL,
             total: usage.total,
@@ -328,6 +405,7 @@ mod tests {
         let limits = Limits {
             max_memory: 0,
             max_store: 1000,
+            account: AccountLimits::default(),
         };
         // Overlapping subjects (10065), a name taken with another config
         // (10058), reservations past the limit (10047).

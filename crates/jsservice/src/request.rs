@@ -764,6 +764,7 @@ fn consumer_create(
         durable_api,
         generated: new_name(),
         identity,
+        limits: Default::default(),
     })
 }
 

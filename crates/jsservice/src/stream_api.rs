@@ -4,7 +4,7 @@
 //! the stream is not there. One server runs these on the stream it owns;
 //! a cluster on its leader's replica, before proposing.
 
-use jetstream::api::{ApiError, ClusterInfo, MsgGetRequest, E};
+use jetstream::api::{AccountLimits, ApiError, ClusterInfo, MsgGetRequest, E};
 use jetstream::output::OutMsg;
 use jetstream::stream::Stream;
 use serde::Deserialize;
@@ -32,8 +32,17 @@ pub enum Admitted {
 
 /// Lets a change to `stream` in: the checks nats-server makes against
 /// the stream before it applies (or proposes) one. The input returned
-/// carries `reply` when its result goes back to a requester.
-pub fn admit(stream: &Stream, reply: Option<&str>, op: Op) -> Admitted {
+/// carries `reply` when its result goes back to a requester, and a
+/// consumer create the `account`'s limits on consumers.
+pub fn admit(
+    stream: &Stream,
+    account: &AccountLimits,
+    reply: Option<&str>,
+    mut op: Op,
+) -> Admitted {
+    if let Op::ConsumerCreate { limits, .. } = &mut op {
+        *limits = account.consumers();
+    }
     let refused = |kind: Kind, e: ApiError| match reply {
         Some(to) => Admitted::Answer(Answer::refused(to, kind, &e)),
         None => Admitted::Nothing,

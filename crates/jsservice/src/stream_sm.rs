@@ -15,6 +15,7 @@ use jetstream::api::{
     ApiError, ConsumerConfig, ConsumerInfo, CreateConsumerRequest, PullRequest, StreamConfig,
 };
 use jetstream::consumer::state::ConsumerState;
+use jetstream::consumer::AccountConsumerLimits;
 use jetstream::output::Output;
 use jetstream::stream::{fast_batch, Incoming, PubAck, Stream};
 use store::MsgStore;
@@ -139,6 +140,9 @@ pub enum Op {
         /// (`Nats-Stream-Identity`): a `direct` consumer's create is
         /// refused on a mismatch (the stream was made again).
         identity: Option<String>,
+        /// The account's consumer limits, as the leader's config has them
+        /// (`stream_api::admit`).
+        limits: AccountConsumerLimits,
     },
     /// An input whose result goes back to a requester: the leader sends
     /// the result of `op` to `reply` (a PubAck, an API response, a
@@ -450,16 +454,29 @@ fn encode_op(b: &mut BytesMut, op: &Op) {
             durable_api,
             generated,
             identity,
+            limits,
         } => {
-            // Code 23 carries the identity expected.
-            b.put_u8(if identity.is_some() { 23 } else { 10 });
+            // Code 23 carries the identity expected; code 26 the account's
+            // limits, and the identity if any.
+            let code = match (limits.is_none(), identity.is_some()) {
+                (false, _) => 26,
+                (true, true) => 23,
+                (true, false) => 10,
+            };
+            b.put_u8(code);
             put_bytes(b, request);
             put_opt(b, subject_name);
             put_opt(b, filter);
             b.put_u8(u8::from(*durable_api));
             put_bytes(b, generated.as_bytes());
-            if let Some(identity) = identity {
-                put_bytes(b, identity.as_bytes());
+            match code {
+                23 => put_bytes(b, identity.as_deref().unwrap_or_default().as_bytes()),
+                26 => {
+                    put_opt(b, identity);
+                    b.put_i64_le(limits.max_consumers);
+                    b.put_i64_le(limits.max_ack_pending);
+                }
+                _ => {}
             }
         }
         Op::Replied { reply, op } => {
@@ -637,7 +654,7 @@ fn decode_op(b: &mut &[u8], owner: Option<&Bytes>, depth: u8) -> Result<Op, Deco
                 payload,
             }
         }
-        code @ (10 | 23) => {
+        code @ (10 | 23 | 26) => {
             let request = get_bytes(b)?;
             let subject_name = get_opt(b)?;
             let filter = get_opt(b)?;
@@ -646,8 +663,18 @@ fn decode_op(b: &mut &[u8], owner: Option<&Bytes>, depth: u8) -> Result<Op, Deco
             }
             let durable_api = b.get_u8() != 0;
             let generated = get_string(b)?;
+            let mut limits = AccountConsumerLimits::default();
             let identity = match code {
                 23 => Some(get_string(b)?),
+                26 => {
+                    let identity = get_opt(b)?;
+                    if b.remaining() < 16 {
+                        return Err(DecodeError::Short);
+                    }
+                    limits.max_consumers = b.get_i64_le();
+                    limits.max_ack_pending = b.get_i64_le();
+                    identity
+                }
                 _ => None,
             };
             Op::ConsumerCreate {
@@ -657,6 +684,7 @@ fn decode_op(b: &mut &[u8], owner: Option<&Bytes>, depth: u8) -> Result<Op, Deco
                 durable_api,
                 generated,
                 identity,
+                limits,
             }
         }
         12 => Op::UpdateConfig {
@@ -1207,12 +1235,15 @@ impl StreamMachine {
             }
             Op::CreateConsumer { name, request } => {
                 if let Ok(req) = CreateConsumerRequest::parse(&request) {
+                    let via = jetstream::consumer::Via {
+                        name: Some(&name),
+                        ..Default::default()
+                    };
                     let _ = self.stream.add_consumer(
                         req,
-                        Some(&name),
-                        None,
-                        false,
+                        via,
                         || name.clone(),
+                        AccountConsumerLimits::default(),
                         now,
                     );
                 }
@@ -1273,6 +1304,7 @@ impl StreamMachine {
                 durable_api,
                 generated,
                 identity,
+                limits,
             } => {
                 let ours = jetstream::api::stream_identity(self.stream.created);
                 let created = CreateConsumerRequest::parse(&request)
@@ -1286,14 +1318,13 @@ impl StreamMachine {
                             return Err(e.with("msg", &ours));
                         }
                         jetstream::consumer::stamp_required_level(&mut req.config);
-                        self.stream.add_consumer(
-                            req,
-                            subject_name.as_deref(),
-                            filter.as_deref(),
+                        let via = jetstream::consumer::Via {
+                            name: subject_name.as_deref(),
+                            filter: filter.as_deref(),
                             durable_api,
-                            || generated,
-                            now,
-                        )
+                        };
+                        self.stream
+                            .add_consumer(req, via, || generated, limits, now)
                     });
                 Outcome::ConsumerCreated(created)
             }
@@ -1814,6 +1845,22 @@ mod tests {
                     durable_api: false,
                     generated: "G".into(),
                     identity: Some("abcdefgh".into()),
+                    limits: AccountConsumerLimits::default(),
+                },
+            },
+            Entry {
+                ts: 13,
+                op: Op::ConsumerCreate {
+                    request: Bytes::from_static(b"{}"),
+                    subject_name: None,
+                    filter: Some("f".into()),
+                    durable_api: true,
+                    generated: "G".into(),
+                    identity: None,
+                    limits: AccountConsumerLimits {
+                        max_consumers: 3,
+                        max_ack_pending: 100,
+                    },
                 },
             },
             Entry {

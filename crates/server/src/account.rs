@@ -26,7 +26,22 @@ pub struct Account {
     pub sublist: RwLock<Sublist<Arc<Subscription>>>,
     /// Client connections in it now.
     conns: AtomicI64,
+    /// `$JS.<domain>.API.`, when JetStream serves this account for a
+    /// domain: publishes there are mapped onto the API ([`Account::map`]).
+    domain_api: std::sync::OnceLock<Vec<u8>>,
 }
+
+/// What nats-server's `generateJSMappingTable` maps under
+/// `$JS.<domain>.API.`: these API prefixes onto `$JS.API.`, and `$KV.`
+/// and `$OBJ.` onto themselves.
+const DOMAIN_API: [&[u8]; 6] = [
+    b"STREAM.",
+    b"CONSUMER.",
+    b"DIRECT.",
+    b"META.",
+    b"SERVER.",
+    b"ACCOUNT.",
+];
 
 impl Account {
     fn new(name: &str) -> Arc<Account> {
@@ -34,7 +49,29 @@ impl Account {
             name: name.to_string(),
             sublist: RwLock::new(Sublist::new()),
             conns: AtomicI64::new(0),
+            domain_api: std::sync::OnceLock::new(),
         })
+    }
+
+    /// JetStream serves this account for `domain`.
+    pub fn set_js_domain(&self, domain: &str) {
+        let _ = self
+            .domain_api
+            .set(format!("$JS.{domain}.API.").into_bytes());
+    }
+
+    /// The subject a client's publish to `subject` goes to, when the
+    /// account maps it elsewhere (the JetStream domain's API).
+    pub fn map(&self, subject: &[u8]) -> Option<Vec<u8>> {
+        let rest = subject.strip_prefix(self.domain_api.get()?.as_slice())?;
+        if rest.starts_with(b"$KV.") || rest.starts_with(b"$OBJ.") {
+            return Some(rest.to_vec());
+        }
+        let api = rest == b"INFO"
+            || DOMAIN_API
+                .iter()
+                .any(|p| rest.starts_with(p) && rest.len() > p.len());
+        api.then(|| [&b"$JS.API."[..], rest].concat())
     }
 
     /// Counts one more client connection in, unless `limit` (-1: none)
@@ -116,5 +153,50 @@ impl Accounts {
 impl Default for Accounts {
     fn default() -> Self {
         Accounts::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_domain_api_maps_as_nats_server_does() {
+        let account = Account::new("A");
+        assert_eq!(account.map(b"$JS.hub.API.INFO"), None, "no domain yet");
+        account.set_js_domain("hub");
+        let mapped = |s: &str| {
+            account
+                .map(s.as_bytes())
+                .map(|m| String::from_utf8(m).unwrap())
+        };
+        for (from, to) in [
+            ("$JS.hub.API.INFO", Some("$JS.API.INFO")),
+            ("$JS.hub.API.STREAM.INFO.S", Some("$JS.API.STREAM.INFO.S")),
+            (
+                "$JS.hub.API.CONSUMER.MSG.NEXT.S.C",
+                Some("$JS.API.CONSUMER.MSG.NEXT.S.C"),
+            ),
+            ("$JS.hub.API.DIRECT.GET.S", Some("$JS.API.DIRECT.GET.S")),
+            (
+                "$JS.hub.API.META.LEADER.STEPDOWN",
+                Some("$JS.API.META.LEADER.STEPDOWN"),
+            ),
+            ("$JS.hub.API.SERVER.REMOVE", Some("$JS.API.SERVER.REMOVE")),
+            (
+                "$JS.hub.API.ACCOUNT.PURGE.A",
+                Some("$JS.API.ACCOUNT.PURGE.A"),
+            ),
+            ("$JS.hub.API.$KV.b.k", Some("$KV.b.k")),
+            ("$JS.hub.API.$OBJ.b.c", Some("$OBJ.b.c")),
+            ("$JS.hub.API.INFO.x", None),
+            ("$JS.hub.API.STREAM", None),
+            ("$JS.hub.API.OTHER.x", None),
+            ("$JS.other.API.INFO", None),
+            ("$JS.API.INFO", None),
+            ("plain", None),
+        ] {
+            assert_eq!(mapped(from).as_deref(), to, "{from}");
+        }
     }
 }

@@ -674,8 +674,9 @@ fn authorization(m: &Map, at: &Entry, o: &mut Options, r: &mut Report) {
 
 /// `accounts`: a list of names, or a map of each account's block with
 /// its `users` and `default_permissions` (nats-server's `parseAccounts`).
-/// What else an account block may hold (imports, exports, JetStream,
-/// mappings, limits) flotilla does not implement, and refuses.
+/// What else an account block may hold (imports, exports, mappings,
+/// limits) flotilla does not implement, and refuses; its `jetstream`
+/// enables JetStream there, with limits.
 fn accounts(e: &Entry, o: &mut Options, r: &mut Report) {
     let named = |name: &str, at: &Item, o: &mut Options, r: &mut Report| {
         if name == crate::account::GLOBAL {
@@ -737,8 +738,9 @@ fn account_block(name: &str, block: &Map, o: &mut Options, r: &mut Report) {
                 users(e, &mut o.authorization, r);
             }
             "default_permissions" => defaults = permissions::permissions(r, e),
-            "nkey" | "imports" | "exports" | "jetstream" | "mappings" | "maps" | "limits"
-            | "msg_trace" | "trace_dest" => r.error_at(
+            "jetstream" => account_jetstream(name, e, o, r),
+            "nkey" | "imports" | "exports" | "mappings" | "maps" | "limits" | "msg_trace"
+            | "trace_dest" => r.error_at(
                 e,
                 format!("\"{}\" in an account is not supported by flotilla", e.key),
             ),
@@ -844,6 +846,66 @@ fn user_entry(item: &Item, a: &mut Authorization, r: &mut Report) {
     }
 }
 
+/// An account's `jetstream`: `true`, `enabled`, or a map of its limits
+/// (nats-server's `parseJetStreamForAccount`; unset limits are -1).
+fn account_jetstream(name: &str, e: &Entry, o: &mut Options, r: &mut Report) {
+    let mut limits = jetstream::api::AccountLimits::default();
+    let enabled = match &e.item.value {
+        Value::Bool(b) => *b,
+        Value::String(s) => match s.to_ascii_lowercase().as_str() {
+            "enabled" | "enable" => true,
+            "disabled" | "disable" => false,
+            _ => {
+                let msg = format!("Expected 'enabled' or 'disabled' for string value, got '{s}'");
+                return r.error(&e.item, msg);
+            }
+        },
+        Value::Map(m) => {
+            for le in &m.entries {
+                account_limit(le, &mut limits, r);
+            }
+            true
+        }
+        other => {
+            let msg = format!(
+                "Expected map, bool or string to define JetStream, got {}",
+                other.type_name()
+            );
+            return r.error(&e.item, msg);
+        }
+    };
+    match enabled {
+        true => o.account_jetstream.insert(name.to_string(), limits),
+        false => o.account_jetstream.remove(name),
+    };
+}
+
+/// One limit of an account's `jetstream` map.
+fn account_limit(e: &Entry, limits: &mut jetstream::api::AccountLimits, r: &mut Report) {
+    let field = match e.key.to_ascii_lowercase().as_str() {
+        "max_memory" | "max_mem" | "mem" | "memory" => &mut limits.max_memory,
+        "max_store" | "max_file" | "max_disk" | "store" | "disk" => &mut limits.max_storage,
+        "max_streams" | "streams" => &mut limits.max_streams,
+        "max_consumers" | "consumers" => &mut limits.max_consumers,
+        "mem_max_stream_bytes" | "memory_max_stream_bytes" => &mut limits.memory_max_stream_bytes,
+        "disk_max_stream_bytes" | "store_max_stream_bytes" => &mut limits.storage_max_stream_bytes,
+        "max_ack_pending" => &mut limits.max_ack_pending,
+        "max_bytes_required" | "max_stream_bytes" | "max_bytes" => {
+            if let Some(b) = boolean(r, e) {
+                limits.max_bytes_required = b;
+            }
+            return;
+        }
+        "cluster_traffic" => {
+            return r.error_at(e, "\"cluster_traffic\" is not supported by flotilla");
+        }
+        _ => return r.unknown(e),
+    };
+    if let Some(v) = int(r, e) {
+        *field = v;
+    }
+}
+
 fn jetstream(e: &Entry, o: &mut Options, r: &mut Report) {
     match &e.item.value {
         Value::Bool(b) => o.jetstream.enabled = *b,
@@ -876,6 +938,7 @@ fn jetstream(e: &Entry, o: &mut Options, r: &mut Report) {
                         o.jetstream.max_memory = int(r, je);
                     }
                     "max_file_store" | "max_file" => o.jetstream.max_file = int(r, je),
+                    "domain" => o.jetstream.domain = string(r, je).filter(|d| !d.is_empty()),
                     "sync_interval" | "sync" => match &je.item.value {
                         Value::String(v) if v.eq_ignore_ascii_case("always") => {
                             o.jetstream.sync_interval = None;

@@ -202,7 +202,12 @@ fn js_clustered(opts: &Options) -> bool {
 
 fn js_settings(opts: &Options) -> js::Settings {
     let j = &opts.jetstream;
+    // Validated: names one account, or none (`$G`).
+    let (account, account_limits) = opts.jetstream_account().unwrap_or_default();
     js::Settings {
+        account,
+        account_limits,
+        domain: j.domain.clone(),
         store_dir: j
             .store_dir
             .clone()

@@ -125,6 +125,9 @@ pub struct JetStreamOptions {
     /// `sync_interval`: `None` (or `always`) syncs before every ack;
     /// a duration syncs on that period and acks before.
     pub sync_interval: Option<Duration>,
+    /// `domain`: the JetStream domain this server's JetStream answers
+    /// for, also as `$JS.<domain>.API`.
+    pub domain: Option<String>,
 }
 
 /// nats-server's `TLS_TIMEOUT`: how long a TLS handshake may take.
@@ -243,6 +246,9 @@ pub struct Options {
     /// The accounts `accounts {}` names, besides `$G`; their users are in
     /// `authorization`, each naming its account.
     pub accounts: Vec<String>,
+    /// The accounts whose block enables JetStream (`jetstream: enabled`,
+    /// or a map of limits), with their limits (-1: none).
+    pub account_jetstream: std::collections::BTreeMap<String, jetstream::api::AccountLimits>,
     pub debug: bool,
     pub trace: bool,
     pub logtime: bool,
@@ -277,6 +283,7 @@ impl Default for Options {
             write_deadline: Duration::from_secs(10),
             authorization: Authorization::default(),
             accounts: Vec::new(),
+            account_jetstream: Default::default(),
             debug: false,
             trace: false,
             logtime: true,
@@ -375,10 +382,11 @@ impl Options {
         if let Some(op) = &self.authorization.operator {
             self.check_operator_mode(op)?;
         }
-        if !self.accounts.is_empty() && self.jetstream.enabled {
-            // nats-server would serve JetStream only to accounts with a
-            // `jetstream` block, which flotilla does not implement yet.
-            return Err("JetStream with accounts is not supported by flotilla yet".into());
+        if self.jetstream.enabled {
+            self.jetstream_account()?;
+        }
+        if let Some(domain) = &self.jetstream.domain {
+            check_domain(domain)?;
         }
         if let Some(tls) = &self.cluster.tls {
             crate::tls::RouteTls::new(tls)?;
@@ -387,7 +395,47 @@ impl Options {
     }
 }
 
+/// nats-server's checks of `jetstream { domain }`.
+fn check_domain(domain: &str) -> Result<(), String> {
+    let api = format!("$JS.{domain}.API.>");
+    if !subjects::is_valid_subject(api.as_bytes()) {
+        return Err(format!(
+            "invalid domain name: derived {api:?} is not a valid subject"
+        ));
+    }
+    if domain.contains(['.', '*', '>']) {
+        return Err("invalid domain name: may not contain ., * or >".into());
+    }
+    Ok(())
+}
+
 impl Options {
+    /// The account JetStream serves, with its limits. Without `accounts`,
+    /// `$G`, unlimited. With them, nats-server serves JetStream in every
+    /// account whose block enables it and in no other; flotilla serves
+    /// one account, so a config must enable exactly one.
+    pub fn jetstream_account(&self) -> Result<(String, jetstream::api::AccountLimits), String> {
+        if self.accounts.is_empty() {
+            return Ok((crate::account::GLOBAL.to_string(), Default::default()));
+        }
+        let mut enabled = self.account_jetstream.iter();
+        match (enabled.next(), enabled.next()) {
+            (Some((name, limits)), None) => Ok((name.clone(), *limits)),
+            (None, _) => Err("JetStream is enabled but no account enables it: with \
+                 accounts, JetStream serves only an account whose block has \
+                 `jetstream: enabled` (or its limits)"
+                .into()),
+            (Some(_), Some(_)) => Err(format!(
+                "flotilla serves JetStream in one account; the config enables it in {}",
+                self.account_jetstream
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+
     /// nats-server's `validateTrustedOperators`, and what flotilla does
     /// not implement in operator mode.
     fn check_operator_mode(&self, op: &OperatorOptions) -> Result<(), String> {

@@ -44,6 +44,9 @@ pub struct Server {
     opts: RwLock<Arc<Options>>,
     /// Every account, each with its trie of subscriptions.
     pub accounts: crate::account::Accounts,
+    /// The account JetStream serves (`$G`, or the one whose block
+    /// enables it), fixed at start.
+    js_account: Arc<crate::account::Account>,
     /// Told of every insert into and removal from `sublist`.
     pub interest: Arc<crate::interest::InterestWatch>,
     pub clients: Mutex<BTreeMap<u64, Arc<Client>>>,
@@ -113,11 +116,21 @@ impl Server {
         let name = opts.server_name.clone().unwrap_or_else(|| id.clone());
         let now = SystemTime::now();
         let opts_cluster_name = opts.cluster.name.clone();
+        let accounts = crate::account::Accounts::new();
+        // Validated options name one account, or none (`$G`).
+        let js_account = match opts.jetstream_account() {
+            Ok((name, _)) => accounts.ensure(&name),
+            Err(_) => accounts.global().clone(),
+        };
+        if let Some(domain) = opts.jetstream.domain.as_deref() {
+            js_account.set_js_domain(domain);
+        }
         Arc::new(Server {
             id,
             name,
             opts: RwLock::new(Arc::new(opts)),
-            accounts: crate::account::Accounts::new(),
+            accounts,
+            js_account,
             interest: Arc::default(),
             clients: Mutex::new(BTreeMap::new()),
             on_close: std::sync::OnceLock::new(),
@@ -296,10 +309,10 @@ impl Server {
         }
     }
 
-    /// The account JetStream and the server's other services serve:
-    /// `$G`.
+    /// The account JetStream serves: `$G`, or the one account whose
+    /// block enables JetStream.
     pub fn js_account(&self) -> &Arc<crate::account::Account> {
-        self.accounts.global()
+        &self.js_account
     }
 
     /// Subscribes the server itself: messages matching `subject` go to

@@ -252,8 +252,8 @@ fn account_errors() {
             "Can not have a single user/pass and accounts",
         ),
         (
-            "accounts { A: { jetstream: enabled } }\n",
-            "\"jetstream\" in an account is not supported by flotilla",
+            "accounts { A: { jetstream: sometimes } }\n",
+            "Expected 'enabled' or 'disabled' for string value, got 'sometimes'",
         ),
         (
             "accounts { A: { imports: [] } }\n",
@@ -262,7 +262,7 @@ fn account_errors() {
         ("accounts { A: { userz: [] } }\n", "unknown field \"userz\""),
         (
             "jetstream: enabled\naccounts { A: {} }\n",
-            "JetStream with accounts is not supported by flotilla yet",
+            "JetStream is enabled but no account enables it",
         ),
         (
             "accounts { A: { users: [{user: u}] } }\nno_auth_user: v\n",

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct AccountLimits {
     pub max_memory: i64,
     pub max_storage: i64,
@@ -31,6 +31,16 @@ impl Default for AccountLimits {
     }
 }
 
+impl AccountLimits {
+    /// What a consumer create must meet.
+    pub fn consumers(&self) -> crate::consumer::AccountConsumerLimits {
+        crate::consumer::AccountConsumerLimits {
+            max_consumers: self.max_consumers,
+            max_ack_pending: self.max_ack_pending,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct ApiStats {
     pub level: i64,
@@ -47,5 +57,7 @@ pub struct AccountInfo {
     pub streams: u64,
     pub consumers: u64,
     pub limits: AccountLimits,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
     pub api: ApiStats,
 }

@@ -18,6 +18,52 @@ pub const EPHEMERAL_INACTIVE: i64 = 5 * SEC;
 const MAX_DESCRIPTION: usize = 4096;
 const MAX_METADATA: usize = 128 * 1024;
 
+/// The subject a consumer create came on: the name and filter it gave,
+/// and whether it was the durable endpoint.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Via<'a> {
+    pub name: Option<&'a str>,
+    pub filter: Option<&'a str>,
+    pub durable_api: bool,
+}
+
+/// The account's limits on consumers (`jetstream { max_consumers,
+/// max_ack_pending }` in its block; 0 or less: none). The leader puts
+/// them in a consumer create, so every replica decides with the same.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AccountConsumerLimits {
+    /// Consumers a stream may have, when its own `max_consumers` is
+    /// larger or unset.
+    pub max_consumers: i64,
+    /// The default `max_ack_pending`, when lower than nats-server's
+    /// 1000, and the most a consumer may ask for.
+    pub max_ack_pending: i64,
+}
+
+impl AccountConsumerLimits {
+    pub fn is_none(&self) -> bool {
+        self.max_consumers <= 0 && self.max_ack_pending <= 0
+    }
+
+    /// How many consumers a stream of `stream` may have (0: any).
+    pub fn max_consumers(&self, stream: &StreamConfig) -> i64 {
+        let own = stream.max_consumers;
+        match self.max_consumers {
+            a if a > 0 && (own <= 0 || a < own) => a,
+            _ => own.max(0),
+        }
+    }
+
+    /// nats-server's `checkConsumerCfg` against the account's limit.
+    pub fn check(&self, cfg: &ConsumerConfig) -> Result<(), ApiError> {
+        let limit = self.max_ack_pending;
+        if limit > 0 && cfg.max_ack_pending > limit {
+            return Err(E::CONSUMER_MAX_PENDING_ACK_EXCESS.with("limit", limit));
+        }
+        Ok(())
+    }
+}
+
 fn invalid(msg: impl std::fmt::Display) -> ApiError {
     E::STREAM_INVALID_CONFIG.with("err", msg)
 }
@@ -96,7 +142,7 @@ pub fn required_level(cfg: &ConsumerConfig) -> i64 {
 }
 
 /// Fills in what the config leaves out, as nats-server does.
-pub fn defaults(cfg: &mut ConsumerConfig, stream: &StreamConfig) {
+pub fn defaults(cfg: &mut ConsumerConfig, stream: &StreamConfig, account: AccountConsumerLimits) {
     if cfg.max_deliver == 0 || cfg.max_deliver < -1 {
         cfg.max_deliver = -1;
     }
@@ -132,7 +178,10 @@ pub fn defaults(cfg: &mut ConsumerConfig, stream: &StreamConfig) {
         cfg.inactive_threshold = stream.consumer_limits.inactive_threshold;
     }
     if cfg.max_ack_pending == 0 && cfg.ack_policy != AckPolicy::None {
-        cfg.max_ack_pending = DEFAULT_MAX_ACK_PENDING;
+        cfg.max_ack_pending = match account.max_ack_pending {
+            a if a > 0 => a.min(DEFAULT_MAX_ACK_PENDING),
+            _ => DEFAULT_MAX_ACK_PENDING,
+        };
     }
     if cfg.priority_policy == PriorityPolicy::PinnedClient && cfg.priority_timeout == 0 {
         cfg.priority_timeout = 120 * SEC;

@@ -23,7 +23,8 @@ use store::{Filter, MsgStore, StoredMsg};
 
 pub use config::{
     check as check_config, check_update as check_config_update, defaults as apply_defaults,
-    prepare_create, stamp_ephemeral, stamp_required_level, valid_group_name,
+    prepare_create, stamp_ephemeral, stamp_required_level, valid_group_name, AccountConsumerLimits,
+    Via,
 };
 pub use state::ConsumerState;
 

@@ -1067,18 +1067,18 @@ impl Stream {
         self.consumers.values().filter(|c| !c.config.direct).count()
     }
 
-    /// Creates (or updates) a consumer from an API request. `name` and
-    /// `filter` come from the request subject when given there.
+    /// Creates (or updates) a consumer from an API request, asked `via`
+    /// a subject that may name it and its filter, within the `account`'s
+    /// limits.
     pub fn add_consumer(
         &mut self,
         mut req: CreateConsumerRequest,
-        subject_name: Option<&str>,
-        subject_filter: Option<&str>,
-        durable_api: bool,
+        via: consumer::Via<'_>,
         generated_name: impl FnOnce() -> String,
+        account: consumer::AccountConsumerLimits,
         now: i64,
     ) -> Result<ConsumerInfo, ApiError> {
-        consumer::prepare_create(&mut req, subject_name, subject_filter, durable_api)?;
+        consumer::prepare_create(&mut req, via.name, via.filter, via.durable_api)?;
         let cfg = &mut req.config;
         let name = if !cfg.durable_name.is_empty() {
             cfg.durable_name.clone()
@@ -1090,8 +1090,9 @@ impl Stream {
                 cfg.pause_until = existing.config.pause_until;
             }
         }
-        consumer::apply_defaults(cfg, &self.config);
+        consumer::apply_defaults(cfg, &self.config, account);
         consumer::check_config(cfg, &self.config)?;
+        account.check(cfg)?;
         if self.consumers.contains_key(&name) {
             let mut requested = cfg.clone();
             requested.name = name.clone();
@@ -1131,8 +1132,9 @@ impl Stream {
         if req.action == ConsumerAction::Update {
             return Err(E::CONSUMER_DOES_NOT_EXIST.err());
         }
-        let public = self.consumers.values().filter(|c| !c.config.direct).count() as i64;
-        if !cfg.direct && self.config.max_consumers > 0 && public >= self.config.max_consumers {
+        let public = self.consumer_count() as i64;
+        let max_consumers = account.max_consumers(&self.config);
+        if !cfg.direct && max_consumers > 0 && public >= max_consumers {
             return Err(E::MAXIMUM_CONSUMERS_LIMIT.err());
         }
         if self.config.retention == Retention::WorkQueue {

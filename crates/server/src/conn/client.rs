@@ -857,19 +857,21 @@ impl Conn {
                 None => {}
             }
         }
+        let mapped = self.account.map(p.subject);
+        let subject = mapped.as_deref().unwrap_or(p.subject);
         let sublist = &self.account.sublist;
         let uncached;
-        let result = if p.subject.starts_with(b"$JS.ACK.") {
+        let result = if subject.starts_with(b"$JS.ACK.") {
             // Unique per message: caching it would only evict others.
-            uncached = sublist.read().matches_uncached(p.subject);
+            uncached = sublist.read().matches_uncached(subject);
             &*uncached
         } else {
             self.cache
-                .get_or_insert(p.subject, || sublist.read().matches(p.subject))
+                .get_or_insert(subject, || sublist.read().matches(subject))
         };
         let msg = Message {
-            subject: p.subject,
-            routed: p.subject,
+            subject,
+            routed: subject,
             reply: p.reply,
             headers: p.headers(),
             payload: p.payload(),
@@ -881,7 +883,7 @@ impl Conn {
         }
         if !delivered && self.opts.no_responders {
             if let Some(reply) = p.reply {
-                self.no_responders(p.subject, reply);
+                self.no_responders(subject, reply);
             }
         }
     }

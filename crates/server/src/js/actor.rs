@@ -299,9 +299,9 @@ impl Actor {
 
     fn publish(&mut self, m: Inbound) {
         let size = m.subject.len() + m.headers.as_ref().map_or(0, |h| h.len()) + m.payload.len();
-        if self.js.would_exceed(self.handle.storage, size as u64) {
+        if let Some(e) = self.js.would_exceed(&self.handle, size as u64) {
             if let Some(reply) = m.reply {
-                let ack = PubAck::Error(E::INSUFFICIENT_RESOURCES.err());
+                let ack = PubAck::Error(e);
                 let answer = Answer::puback(&reply, &self.handle.name, &ack);
                 self.items.push(Item::Answer(answer));
             }
@@ -325,7 +325,12 @@ impl Actor {
                 self.items.extend(answers.into_iter().map(Item::Answer));
             }
             StreamRequest::Change(op) => {
-                match stream_api::admit(self.machine.stream(), reply.as_deref(), op) {
+                match stream_api::admit(
+                    self.machine.stream(),
+                    &self.js.account_limits,
+                    reply.as_deref(),
+                    op,
+                ) {
                     Admitted::Answer(a) => self.items.push(Item::Answer(a)),
                     Admitted::Input(op) => self.input(op),
                     Admitted::Nothing => {}

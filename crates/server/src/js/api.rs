@@ -114,7 +114,13 @@ impl Dispatcher {
                 }
                 account::list(&to, total, offset, infos)
             }
-            Decision::Info => account::info(&to, self.js.as_ref(), self.usage()),
+            Decision::Info => account::info(
+                &to,
+                self.js.as_ref(),
+                self.usage(),
+                self.js.account_limits,
+                self.js.domain.as_deref(),
+            ),
             // Refused by the classifier on one server.
             Decision::PeerRemove { .. } => return,
         };

@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use jetstream::api::{ApiError, Storage, StreamConfig, StreamInfo, E};
+use jetstream::api::{AccountLimits, ApiError, Storage, StreamConfig, StreamInfo, E};
 use jetstream::output::OutMsg;
 use jsservice::account::{self, Limits};
 use jsservice::reply::Count;
@@ -59,6 +59,11 @@ pub enum SyncPolicy {
 pub struct JetStream {
     pub bus: Bus,
     pub store_dir: PathBuf,
+    /// The account JetStream serves, and its limits.
+    pub account: String,
+    pub account_limits: AccountLimits,
+    /// `jetstream { domain }`.
+    pub domain: Option<String>,
     root: PathBuf,
     /// One server's group commit (a cluster's replicas are durable
     /// through their Raft logs).
@@ -149,6 +154,11 @@ pub struct Settings {
     pub sync: SyncPolicy,
     /// In a cluster: no local streams, no API of its own.
     pub clustered: bool,
+    /// The account JetStream serves (its store is
+    /// `<store_dir>/jetstream/<account>`), and its limits.
+    pub account: String,
+    pub account_limits: AccountLimits,
+    pub domain: Option<String>,
 }
 
 /// Store files kept open at most, however many streams there are.
@@ -205,7 +215,7 @@ impl JetStream {
     /// serving the API.
     pub fn start(bus: Bus, settings: Settings) -> anyhow::Result<Arc<JetStream>> {
         use anyhow::Context;
-        let root = persist::streams_root(&settings.store_dir);
+        let root = persist::streams_root(&settings.store_dir, &settings.account);
         std::fs::create_dir_all(&root)
             .with_context(|| format!("could not create the store directory {}", root.display()))?;
         // The chain of directories must survive a crash too.
@@ -223,6 +233,9 @@ impl JetStream {
         let js = Arc::new(JetStream {
             bus,
             store_dir: settings.store_dir.clone(),
+            account: settings.account.clone(),
+            account_limits: settings.account_limits,
+            domain: settings.domain.clone(),
             root,
             committer: std::sync::OnceLock::new(),
             streams: RwLock::new(BTreeMap::new()),
@@ -296,7 +309,11 @@ impl JetStream {
                     for note in &loaded.notes {
                         warn!("Stream '{name}': {note}");
                     }
-                    info!("  Restored {} messages for stream '$G > {name}'", st.msgs);
+                    info!(
+                        "  Restored {} messages for stream {}",
+                        st.msgs,
+                        self.label(&name)
+                    );
                     if let Err(e) = self.launch(loaded) {
                         error!("Stream '{name}' could not be started: {e}");
                     }
@@ -347,6 +364,11 @@ impl JetStream {
         }
     }
 
+    /// How logs name a stream: `'<account> > <stream>'`.
+    pub fn label(&self, name: &str) -> String {
+        format!("'{} > {name}'", self.account)
+    }
+
     pub fn stream(&self, name: &str) -> Option<Arc<StreamHandle>> {
         self.streams.read().get(name).cloned()
     }
@@ -359,11 +381,13 @@ impl JetStream {
         self.root.join(name)
     }
 
-    /// The server's storage limits, for the account's checks.
+    /// The server's storage limits and the account's, for the account's
+    /// checks.
     pub fn limits(&self) -> Limits {
         Limits {
             max_memory: self.max_memory,
             max_store: self.max_store,
+            account: self.account_limits,
         }
     }
 
@@ -388,13 +412,32 @@ impl JetStream {
         };
     }
 
-    /// Whether storing `size` more bytes would pass the server's limit.
-    pub fn would_exceed(&self, storage: Storage, size: u64) -> bool {
-        let (used, limit) = match storage {
-            Storage::Memory => (&self.memory_used, self.max_memory),
-            Storage::File => (&self.store_used, self.max_store),
+    /// Why a publish of `size` bytes to `stream` may not be stored: it
+    /// would pass the server's limit (10023), or the account's (10002;
+    /// nats-server counts every replica, and here the account's usage is
+    /// this server's).
+    pub fn would_exceed(&self, stream: &StreamHandle, size: u64) -> Option<ApiError> {
+        let (used, limit, account) = match stream.storage {
+            Storage::Memory => (
+                &self.memory_used,
+                self.max_memory,
+                self.account_limits.max_memory,
+            ),
+            Storage::File => (
+                &self.store_used,
+                self.max_store,
+                self.account_limits.max_storage,
+            ),
         };
-        limit > 0 && used.load(Ordering::Relaxed) + size as i64 > limit
+        let after = used.load(Ordering::Relaxed) + size as i64;
+        if limit > 0 && after > limit {
+            return Some(E::INSUFFICIENT_RESOURCES.err());
+        }
+        if account < 0 {
+            return None;
+        }
+        let replicas = stream.config.read().num_replicas.max(1);
+        (after.saturating_mul(replicas) > account).then(|| E::ACCOUNT_RESOURCES_EXCEEDED.err())
     }
 
     pub fn usage(&self) -> (u64, u64) {
@@ -576,6 +619,9 @@ mod tests {
                 max_store: 0,
                 sync: SyncPolicy::Always,
                 clustered: false,
+                account: crate::account::GLOBAL.into(),
+                account_limits: Default::default(),
+                domain: None,
             },
         )
         .unwrap();

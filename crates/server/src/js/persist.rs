@@ -22,8 +22,8 @@ use store::{Dir, FileStore, FileStoreConfig, FsDir, Journal, MemStore, MsgStore,
 /// A journal is compacted into one snapshot once it grows past this.
 const COMPACT_AT: u64 = 4 * 1024 * 1024;
 
-pub fn streams_root(store_dir: &Path) -> PathBuf {
-    store_dir.join("jetstream").join("$G").join("streams")
+pub fn streams_root(store_dir: &Path, account: &str) -> PathBuf {
+    store_dir.join("jetstream").join(account).join("streams")
 }
 
 #[derive(Serialize, Deserialize)]

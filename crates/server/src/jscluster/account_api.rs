@@ -377,7 +377,13 @@ impl Api {
             }
             Decision::Info => {
                 let meta = self.jc.meta.lock().clone();
-                account::info(to, &meta, self.usage(&meta))
+                account::info(
+                    to,
+                    &meta,
+                    self.usage(&meta),
+                    self.js.account_limits,
+                    self.js.domain.as_deref(),
+                )
             }
             Decision::PeerRemove { name, peer } => match self.peer_remove(&name, &peer) {
                 Ok(()) => Answer::ok(to, kind, &jsservice::reply::Success { success: true }),

@@ -119,8 +119,8 @@ impl Applier {
                 } else if was && !is {
                     if let Some(r) = self.replicas.lock().get_mut(&after.group) {
                         info!(
-                            "JetStream cluster stream '$G > {}' moving off this server",
-                            r.name
+                            "JetStream cluster stream {} moving off this server",
+                            self.js.label(&r.name)
                         );
                         r.leaving = Some(Instant::now());
                     }
@@ -152,8 +152,10 @@ impl Applier {
             let _ = engine.campaign(a.group);
         }
         info!(
-            "JetStream cluster stream '$G > {}' on raft group {} with peers {:x?}",
-            a.name, a.group, a.peers
+            "JetStream cluster stream {} on raft group {} with peers {:x?}",
+            self.js.label(&a.name),
+            a.group,
+            a.peers
         );
         let (opened, file) = opened;
         if matches!(opened, Opened::Fetch { .. }) {
@@ -229,9 +231,12 @@ impl Applier {
         }
         let file = match cfg.storage {
             Storage::Memory => Ok(None),
-            Storage::File => {
-                ReplicaStore::new(storage::replica_dir(&self.js.store_dir, a.group)).map(Some)
-            }
+            Storage::File => ReplicaStore::new(storage::replica_dir(
+                &self.js.store_dir,
+                &self.js.account,
+                a.group,
+            ))
+            .map(Some),
         };
         let stored = engine.snapshot(a.group).filter(|(_, d)| !d.is_empty());
         let opened = file.and_then(|file| {
@@ -249,7 +254,10 @@ impl Applier {
 
     fn stop(&mut self, engine: &mut Engine, group: u64) {
         if let Some(r) = self.replicas.lock().remove(&group) {
-            info!("JetStream cluster stream '$G > {}' removed", r.name);
+            info!(
+                "JetStream cluster stream {} removed",
+                self.js.label(&r.name)
+            );
             r.handle.send(Cmd::Raft(RaftEvent::Stop));
             self.js.unregister(&r.handle);
         }

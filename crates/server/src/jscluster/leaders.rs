@@ -144,8 +144,8 @@ impl Leaders {
         let Some((kind, id)) = change else { return };
         self.last_reconcile.insert(group, Instant::now());
         info!(
-            "JetStream cluster stream '$G > {}': {} peer {}",
-            a.name,
+            "JetStream cluster stream {}: {} peer {}",
+            self.jc.js.label(&a.name),
             if kind == ConfChangeType::AddNode {
                 "adding"
             } else {
@@ -199,8 +199,8 @@ impl Leaders {
                 }
                 if let Some(r) = reps.remove(&group) {
                     info!(
-                        "JetStream cluster stream '$G > {}' left this server",
-                        r.name
+                        "JetStream cluster stream {} left this server",
+                        js.label(&r.name)
                     );
                     r.handle.send(Cmd::Raft(RaftEvent::Stop));
                     js.unregister(&r.handle);

@@ -293,9 +293,9 @@ impl JsCluster {
     /// (`storage::sweep_orphans`), on the engine's thread.
     fn sweep_orphans(&self) {
         let (meta, replicas) = (self.meta.clone(), self.replicas.clone());
-        let store_dir = self.js.store_dir.clone();
+        let root = storage::replicas_root(&self.js.store_dir, &self.js.account);
         let _ = self.node.call(move |e| {
-            storage::sweep_orphans(e, &meta.lock(), &replicas, &store_dir);
+            storage::sweep_orphans(e, &meta.lock(), &replicas, &root);
         });
     }
 
@@ -509,8 +509,8 @@ impl JsCluster {
                 let mut peers = a.peers.clone();
                 peers.extend(spare.into_iter().take(want - a.peers.len()));
                 info!(
-                    "JetStream cluster stream '$G > {}' is short of replicas: adding peers",
-                    a.name
+                    "JetStream cluster stream {} is short of replicas: adding peers",
+                    self.js.label(&a.name)
                 );
                 Some(MetaOp::UpdateStream {
                     name: a.name.clone(),
@@ -611,9 +611,6 @@ fn routed_peers(server: &Server) -> Vec<RoutedPeer> {
         })
         .collect()
 }
-
-/// The account every stream belongs to.
-pub const GLOBAL_ACCOUNT: &str = "$G";
 
 /// nats-server's shape of a stream group's name.
 pub fn stream_group_name(group: u64, cfg: &jetstream::api::StreamConfig) -> String {

@@ -1,7 +1,7 @@
 //! Where a stream replica keeps its messages, and how it comes back.
 //!
 //! A replica of a `storage: file` stream keeps them in a `FileStore` in
-//! `<store_dir>/jetstream/$G/replicas/<group>/`; its Raft log's snapshots
+//! `<store_dir>/jetstream/<account>/replicas/<group>/`; its Raft log's snapshots
 //! carry the stream's state, not its messages
 //! (`StreamMachine::snapshot_state`), and the store is marked at each
 //! snapshot's index (`MsgStore::mark`), so a restart opens it at exactly
@@ -29,12 +29,12 @@ use store::{Dir, FileStore, FileStoreConfig, FsDir, MsgStore, StoreError};
 use tracing::warn;
 
 /// A replica's store directory.
-pub fn replica_dir(store_dir: &Path, group: u64) -> PathBuf {
-    replicas_root(store_dir).join(format!("{group:016x}"))
+pub fn replica_dir(store_dir: &Path, account: &str, group: u64) -> PathBuf {
+    replicas_root(store_dir, account).join(format!("{group:016x}"))
 }
 
-fn replicas_root(store_dir: &Path) -> PathBuf {
-    store_dir.join("jetstream").join("$G").join("replicas")
+pub fn replicas_root(store_dir: &Path, account: &str) -> PathBuf {
+    store_dir.join("jetstream").join(account).join("replicas")
 }
 
 /// Removes what this server keeps of streams that no longer want it, as
@@ -49,7 +49,7 @@ fn replicas_root(store_dir: &Path) -> PathBuf {
 /// behind the leader's deletes nothing wrongly: a group id is never
 /// handed out again, so a deleted stream's group stays deleted; and a
 /// directory with no log never held more than its log did.
-pub fn sweep_orphans(engine: &mut Engine, meta: &Meta, running: &Replicas, store_dir: &Path) {
+pub fn sweep_orphans(engine: &mut Engine, meta: &Meta, running: &Replicas, root: &Path) {
     for group in engine.idle_logs() {
         if meta.group_deleted(group) {
             warn!(
@@ -60,7 +60,7 @@ pub fn sweep_orphans(engine: &mut Engine, meta: &Meta, running: &Replicas, store
             }
         }
     }
-    let Ok(dirs) = std::fs::read_dir(replicas_root(store_dir)) else {
+    let Ok(dirs) = std::fs::read_dir(root) else {
         return;
     };
     let me = engine.id();

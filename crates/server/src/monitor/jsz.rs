@@ -16,7 +16,6 @@ use crate::js::{JetStream, SyncPolicy};
 use crate::server::Server;
 
 /// The global account, the only one flotilla has.
-const ACCOUNT: &str = "$G";
 
 #[derive(Serialize, Default)]
 pub struct ApiStats {
@@ -56,6 +55,8 @@ pub struct Config {
     sync_interval: u128,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     sync_always: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    domain: Option<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     compress_ok: bool,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -88,6 +89,7 @@ fn config(js: &JetStream) -> Config {
         store_dir: js.store_dir.join("jetstream").display().to_string(),
         sync_interval,
         sync_always,
+        domain: js.domain.clone(),
         compress_ok: false,
         strict: true,
     }
@@ -210,8 +212,8 @@ fn meta_cluster(server: &Server, services: &super::Services) -> Option<MetaClust
 
 #[derive(Serialize)]
 struct AccountDetail {
-    name: &'static str,
-    id: &'static str,
+    name: String,
+    id: String,
     #[serde(flatten)]
     stats: Stats,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -296,13 +298,13 @@ pub async fn jsz(
         account_details: Vec::new(),
         total: 1,
     };
-    let wanted = acc == ACCOUNT || (acc.is_empty() && accounts_opt && offset == 0 && limit > 0);
+    let wanted = acc == js.account || (acc.is_empty() && accounts_opt && offset == 0 && limit > 0);
     if wanted {
         let (memory, storage) = js.usage();
         let (reserved_memory, reserved_storage) = js.reserved_totals();
         let mut detail = AccountDetail {
-            name: ACCOUNT,
-            id: ACCOUNT,
+            name: js.account.clone(),
+            id: js.account.clone(),
             stats: Stats {
                 memory,
                 storage,

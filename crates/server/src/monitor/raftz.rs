@@ -66,7 +66,7 @@ pub fn raftz(
         let (account, name) = if g.group == jsservice::meta_sm::META_GROUP {
             (SYSTEM_ACCOUNT, META_NAME.to_string())
         } else if let Some(n) = names.get(&g.group) {
-            (crate::jscluster::GLOBAL_ACCOUNT, n.clone())
+            (jc.js.account.as_str(), n.clone())
         } else {
             continue;
         };

@@ -118,9 +118,14 @@ pub fn js_server_with(settings: &str) -> JsServer {
         "" => String::new(),
         s => format!("jetstream {{ {s} }}\n"),
     };
+    js_server_configured(&config)
+}
+
+/// As `js_server`, with `config` in every server's config file.
+pub fn js_server_configured(config: &str) -> JsServer {
     let servers = match clustered() {
-        false => vec![server().js().config(&config).start()],
-        true => replicated::cluster_configured(3, &config),
+        false => vec![server().js().config(config).start()],
+        true => replicated::cluster_configured(3, config),
     };
     JsServer { servers }
 }

@@ -325,8 +325,8 @@ impl Actor {
             Cmd::Raft(RaftEvent::Assigned { config, reply }) => {
                 if self.serving.is_some() {
                     info!(
-                        "JetStream cluster stream '$G > {}': applying its new config",
-                        self.handle.name
+                        "JetStream cluster stream {}: applying its new config",
+                        self.js.label(&self.handle.name)
                     );
                     let reply = Some(reply.as_str()).filter(|r| !r.is_empty());
                     let config = Bytes::from(config.into_bytes());
@@ -402,8 +402,8 @@ impl Actor {
                     took,
                 } => {
                     info!(
-                        "JetStream cluster stream '$G > {}' caught up to index {index} from the leader: {messages} messages fetched in {:.1?}",
-                        self.handle.name,
+                        "JetStream cluster stream {} caught up to index {index} from the leader: {messages} messages fetched in {:.1?}",
+                        self.js.label(&self.handle.name),
                         Duration::from_millis(took)
                     );
                     self.record_usage();
@@ -923,7 +923,12 @@ impl Actor {
         if once && self.proposed.contains(to) {
             return;
         }
-        let op = match stream_api::admit(self.core.machine().stream(), Some(to), op) {
+        let op = match stream_api::admit(
+            self.core.machine().stream(),
+            &self.js.account_limits,
+            Some(to),
+            op,
+        ) {
             Admitted::Answer(a) => return self.send(a),
             Admitted::Nothing => return,
             Admitted::Input(op) => op,
@@ -1003,9 +1008,9 @@ impl InternalSink for PublishSink {
             .filter(|r| !r.is_empty())
             .map(String::from_utf8_lossy);
         let size = msg.subject.len() + msg.headers.map_or(0, <[u8]>::len) + msg.payload.len();
-        if self.js.would_exceed(self.handle.storage, size as u64) {
+        if let Some(e) = self.js.would_exceed(&self.handle, size as u64) {
             if let Some(reply) = reply {
-                let ack = PubAck::Error(E::INSUFFICIENT_RESOURCES.err());
+                let ack = PubAck::Error(e);
                 self.js
                     .bounce(Answer::puback(&reply, &self.handle.name, &ack).msg);
             }

@@ -39,8 +39,8 @@ impl Actor {
         if !std::mem::replace(&mut self.repairing, true) {
             self.js.damage_found.fetch_add(1, Ordering::Relaxed);
             error!(
-                "JetStream cluster stream '$G > {}': a read found its store damaged ({why}); fetching it again from the leader",
-                self.handle.name
+                "JetStream cluster stream {}: a read found its store damaged ({why}); fetching it again from the leader",
+                self.js.label(&self.handle.name)
             );
         }
         let log = self.log_since_snapshot();
@@ -53,8 +53,8 @@ impl Actor {
         self.repairing = false;
         self.js.damage_repaired.fetch_add(1, Ordering::Relaxed);
         info!(
-            "JetStream cluster stream '$G > {}': its damaged store is repaired",
-            self.handle.name
+            "JetStream cluster stream {}: its damaged store is repaired",
+            self.js.label(&self.handle.name)
         );
     }
 
