@@ -159,6 +159,19 @@ struct Group {
     quiet: bool,
     /// Leader only: ticks in a row it had nothing to do.
     idle_ticks: usize,
+    /// A log write failed (a full disk) for the Ready of this number: it
+    /// was advanced, so raft-rs's bookkeeping goes on, but it is not
+    /// durable. The log keeps what it owes; the next Ready's sync covers
+    /// it, or, with none, the first poll after a tick asks again.
+    /// Meanwhile the node neither campaigns nor goes quiet.
+    unsynced: Option<Unsynced>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Unsynced {
+    number: u64,
+    /// A tick has passed since the last try.
+    retry_due: bool,
 }
 
 /// A Ready whose writes wait for the sync of `epoch`, with the messages
@@ -354,6 +367,7 @@ impl Engine {
                 snapshot_ticks: BTreeMap::new(),
                 quiet: false,
                 idle_ticks: 0,
+                unsynced: None,
             },
         );
         for &peer in voters.iter().chain(join).filter(|&&p| p != self.id) {
@@ -678,7 +692,13 @@ impl Engine {
                 continue;
             }
             // Judged before the tick, whose heartbeats are work to do.
-            let idle = self.quiesce && gid & SHADOW == 0 && quiet::leader_idle(&g.raw, &self.peers);
+            if let Some(owed) = &mut g.unsynced {
+                owed.retry_due = true;
+            }
+            let idle = self.quiesce
+                && gid & SHADOW == 0
+                && g.unsynced.is_none()
+                && quiet::leader_idle(&g.raw, &self.peers);
             g.idle_ticks = if idle { g.idle_ticks + 1 } else { 0 };
             self.activity += 1;
             if g.idle_ticks < quiet::QUIET_AFTER {
@@ -745,7 +765,7 @@ impl Engine {
                 }
                 continue;
             }
-            let sound = g.waiting.is_empty() && !g.raw.store().is_damaged();
+            let sound = g.waiting.is_empty() && g.unsynced.is_none() && !g.raw.store().is_damaged();
             if !g.quiet && sound && quiet::follower_agrees(&g.raw, peer, &notice) {
                 self.activity += 1;
                 g.quiet = true;
@@ -1032,9 +1052,13 @@ impl Engine {
             }
             if g.quiet {
                 debug_assert!(!g.raw.has_ready(), "a quiet group has nothing to do");
+                debug_assert!(g.unsynced.is_none(), "a quiet group owes no sync");
                 continue;
             }
             if !g.raw.has_ready() {
+                if g.unsynced.is_some_and(|u| u.retry_due) {
+                    self.write_failures += retry_sync(g, epoch, &mut out);
+                }
                 continue;
             }
             self.activity += 1;
@@ -1071,18 +1095,34 @@ impl Engine {
                 let hs = hs.clone();
                 g.raw.mut_store().set_hard_state(&hs);
             }
+            let number = rd.number();
             let handle = match g.raw.mut_store().sync_handle() {
                 Ok(h) => h,
                 Err(_) => {
-                    // Not advanced: raft-rs hands the same entries out
-                    // again, and the log still owes their sync. What
-                    // depended on them (a vote, an acknowledgement) is
-                    // dropped, never sent unsynced; its sender asks again.
+                    // Advanced all the same, or raft-rs's next Ready
+                    // would still see the state before this one (a new
+                    // leader's first Ready failing would trip its check
+                    // that a new leader has nothing unpersisted). Not
+                    // durable: the log still owes the sync. What depended
+                    // on it (a vote, an acknowledgement) is dropped, never
+                    // sent unsynced; its sender asks again.
                     self.write_failures += 1;
+                    drop(rd.take_persisted_messages());
+                    g.raw.advance_append_async(rd);
+                    g.unsynced = Some(Unsynced {
+                        number,
+                        retry_due: false,
+                    });
                     continue;
                 }
             };
-            let number = rd.number();
+            // A write that succeeds carries whatever an earlier failed one
+            // left owed (the log keeps it queued).
+            debug_assert!(
+                g.unsynced.is_none() || handle.is_some(),
+                "a sync owed is asked for again"
+            );
+            g.unsynced = None;
             let messages = rd.take_persisted_messages();
             g.raw.advance_append_async(rd);
             advance_apply(g);
@@ -1143,6 +1183,33 @@ impl Engine {
     }
 }
 
+/// Asks again for the sync a failed write left owed (`Group::unsynced`),
+/// with no new Ready to carry it; returns the failures (0 or 1).
+fn retry_sync(g: &mut Group, epoch: u64, out: &mut Output) -> u64 {
+    let Some(owed) = g.unsynced else { return 0 };
+    match g.raw.mut_store().sync_handle() {
+        Ok(handle) => {
+            // The log owes a sync until one succeeds: it hands one out.
+            debug_assert!(handle.is_some(), "a sync owed is asked for again");
+            out.sync.extend(handle);
+            g.waiting.push_back(Waiting {
+                epoch,
+                number: owed.number,
+                messages: Vec::new(),
+            });
+            g.unsynced = None;
+            0
+        }
+        Err(_) => {
+            g.unsynced = Some(Unsynced {
+                retry_due: false,
+                ..owed
+            });
+            1
+        }
+    }
+}
+
 /// One tick of one group's node (see [`Engine::tick`]).
 fn tick_group(g: &mut Group, rng: &mut Rng) {
     let leader = g.raw.raft.state == StateRole::Leader;
@@ -1172,7 +1239,7 @@ fn tick_group(g: &mut Group, rng: &mut Rng) {
     // away (a fatal error), and a sole voter would lead with entries not
     // yet durable (an assertion). It waits at most for the sync in
     // flight.
-    if !leader && !g.waiting.is_empty() {
+    if !leader && (!g.waiting.is_empty() || g.unsynced.is_some()) {
         return;
     }
     g.raw.tick();
@@ -1335,6 +1402,8 @@ mod tests {
         dirs: Vec<MemDir>,
         applied: Vec<Vec<Committed>>,
         reads: Vec<Vec<(u64, Vec<u8>, u64)>>,
+        /// Refuse the sync handle of this node's first poll as a leader.
+        fail_first_lead: Option<usize>,
     }
 
     impl Trio {
@@ -1352,6 +1421,7 @@ mod tests {
                 dirs,
                 applied: vec![Vec::new(); 3],
                 reads: vec![Vec::new(); 3],
+                fail_first_lead: None,
             }
         }
 
@@ -1361,6 +1431,10 @@ mod tests {
                 let mut moved = false;
                 let mut wire: Vec<(u64, u64, Vec<u8>)> = Vec::new();
                 for (i, n) in self.nodes.iter_mut().enumerate() {
+                    if self.fail_first_lead == Some(i) && n.is_leader(7) {
+                        self.dirs[i].refuse_handles(1);
+                        self.fail_first_lead = None;
+                    }
                     let mut out = n.poll();
                     for g in std::mem::take(&mut out.snapshot_wanted) {
                         // The test's state machine is the applied list.
@@ -2109,6 +2183,7 @@ mod tests {
             dirs,
             applied: vec![Vec::new(); 3],
             reads: vec![Vec::new(); 3],
+            fail_first_lead: None,
         };
         t.tick(60);
         let leaders = (0..300u64)
@@ -2185,9 +2260,67 @@ mod tests {
         assert_eq!(tail, want);
     }
 
+    /// A new leader whose first Ready (its empty entry of the new term)
+    /// cannot be written goes on leading: raft-rs would check, at its next
+    /// Ready, that a new leader has nothing unpersisted, had that Ready
+    /// been dropped instead of advanced.
+    #[test]
+    fn a_new_leader_whose_first_write_fails_goes_on() {
+        let mut t = Trio::new(12);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        let f = (l + 1) % 3;
+        t.fail_first_lead = Some(f);
+        t.nodes[l].transfer_leader(7, f as u64 + 1).unwrap();
+        t.tick(10);
+        assert_eq!(t.leader(), Some(f));
+        assert!(t.fail_first_lead.is_none(), "its first Ready was refused");
+        assert_eq!(t.nodes[f].write_failures, 1);
+        t.nodes[f].propose(7, b"after".to_vec()).unwrap();
+        t.tick(5);
+        for applied in &t.applied {
+            assert!(applied.iter().any(|c| &c.data[..] == b"after"));
+        }
+    }
+
+    /// A sole voter's write that fails, with nothing proposed after it,
+    /// is asked for again after a tick: the entry commits once there is
+    /// space, with no other Ready to carry its sync.
+    #[test]
+    fn a_failed_write_is_retried_without_a_new_ready() {
+        let dir = MemDir::new();
+        let mut n = Engine::new(1, Arc::new(dir.clone()), 3);
+        n.create_group(9, &[1]).unwrap();
+        let mut applied = Vec::new();
+        let mut run = |n: &mut Engine, ticks: usize| {
+            for _ in 0..ticks {
+                n.tick();
+                let out = persist(n);
+                for h in out.sync {
+                    h.sync().unwrap();
+                }
+                applied.extend(persist(n).committed);
+                applied.extend(out.committed);
+            }
+        };
+        run(&mut n, 40);
+        assert!(n.is_leader(9));
+        dir.set_space(Some(0));
+        n.propose(9, b"x".to_vec()).unwrap();
+        run(&mut n, 3);
+        assert!(n.write_failures > 0);
+        dir.set_space(None);
+        run(&mut n, 3);
+        assert!(
+            applied.iter().any(|c| &c.data[..] == b"x"),
+            "committed once written"
+        );
+    }
+
     /// A vote whose log write could not get a sync handle (the file would
-    /// not reopen) is not sent, and the next poll asks for the sync again,
-    /// though raft-rs's hard state, already recorded, appends nothing new.
+    /// not reopen) is not sent, and the first poll after a tick asks for
+    /// the sync again, though raft-rs's hard state, already recorded,
+    /// appends nothing new.
     #[test]
     fn a_vote_waits_for_a_sync_that_failed_once() {
         let mut t = Trio::new(6);
@@ -2201,6 +2334,11 @@ mod tests {
             out.sync.is_empty() && out.frames.is_empty(),
             "nothing leaves"
         );
+        assert!(
+            t.nodes[f].poll().sync.is_empty(),
+            "asked again after a tick"
+        );
+        t.nodes[f].tick();
         let mut out = t.nodes[f].poll();
         assert!(out.frames.is_empty(), "the vote waits for its sync");
         let epoch = out.epoch.expect("the sync is asked for again");
