@@ -259,7 +259,8 @@ fn meta_health(server: &Server, services: &Services) -> Option<String> {
         let g = status.groups.iter().find(|g| g.group == group);
         if let Some(why) = stream_health(jc, g, replicas) {
             return Some(format!(
-                "JetStream stream '$G > {name}' is not current: {why}"
+                "JetStream stream {} is not current: {why}",
+                jc.js.label(&name)
             ));
         }
     }

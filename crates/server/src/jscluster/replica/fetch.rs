@@ -54,8 +54,8 @@ impl Actor {
     pub(super) fn fetch_begun(&mut self, index: u64) {
         self.fetch_ended();
         info!(
-            "JetStream cluster stream '$G > {}' fetching its messages up to index {index} from the leader",
-            self.handle.name
+            "JetStream cluster stream {} fetching its messages up to index {index} from the leader",
+            self.js.label(&self.handle.name)
         );
         let sink: Arc<dyn InternalSink> = Arc::new(FetchSink {
             handle: self.handle.clone(),

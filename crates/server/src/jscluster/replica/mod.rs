@@ -425,8 +425,8 @@ impl Actor {
                 }
                 Event::Restored { index } => {
                     info!(
-                        "JetStream cluster stream '$G > {}' caught up from the leader's snapshot at index {index}",
-                        self.handle.name
+                        "JetStream cluster stream {} caught up from the leader's snapshot at index {index}",
+                        self.js.label(&self.handle.name)
                     );
                     self.record_usage();
                 }
@@ -436,8 +436,8 @@ impl Actor {
                 }
                 Event::Note(what) => {
                     warn!(
-                        "JetStream cluster stream '$G > {}': {what}",
-                        self.handle.name
+                        "JetStream cluster stream {}: {what}",
+                        self.js.label(&self.handle.name)
                     )
                 }
                 Event::Halted(why) => self.halted(&why),
@@ -478,8 +478,8 @@ impl Actor {
     /// its node is removed (its log and store stay for a restart).
     fn halted(&mut self, why: &str) {
         error!(
-            "JetStream cluster stream '$G > {}': {why}; this replica stops",
-            self.handle.name
+            "JetStream cluster stream {}: {why}; this replica stops",
+            self.js.label(&self.handle.name)
         );
         self.unserve();
         let group = self.group;
@@ -538,8 +538,8 @@ impl Actor {
             return;
         }
         info!(
-            "JetStream cluster new stream leader for '$G > {}'",
-            self.handle.name
+            "JetStream cluster new stream leader for {}",
+            self.js.label(&self.handle.name)
         );
         let subjects = self.core.machine().stream().config.subjects.clone();
         let subjects = self.subscribe_subjects(&subjects);
@@ -768,8 +768,8 @@ impl Actor {
             self.config_proposed = Some(Instant::now());
             let config = config.clone();
             info!(
-                "JetStream cluster stream '$G > {}': applying its new config",
-                self.handle.name
+                "JetStream cluster stream {}: applying its new config",
+                self.js.label(&self.handle.name)
             );
             let config = Bytes::from(config.into_bytes());
             self.submit(Op::UpdateConfig { config });
