@@ -245,18 +245,13 @@ impl Replica {
         self.machine.stream_mut().store_mut().applying(index);
         let applied = self.machine.apply(index, &entry);
         debug_assert_eq!(self.machine.applied(), index, "applied in log order");
-        if let Some(e) = self.machine.stream().store().failed() {
-            // Memory is ahead of the store: going on would diverge from
-            // the other replicas. A restart replays the log over the store
-            // as it was marked.
-            let why = format!("its store failed ({e})");
-            return self.halt(why);
-        }
         // A state a damaged store produced (a read failed while applying)
-        // may differ from the other replicas': it answers nobody. The
-        // repair applies the entry again, unanswered; a client's retry
-        // meets the repaired state.
-        let leader = leader && self.machine.stream().store().damage().is_none();
+        // may differ from the other replicas': it answers nobody. So does
+        // one whose store failed a write (a full disk), memory ahead of
+        // storage. Either is repaired ([`Replica::damage`]): the repair
+        // applies the entry again, unanswered; a client's retry meets the
+        // repaired state.
+        let leader = leader && !self.store_unsound();
         self.events.push_back(Event::Applied {
             index,
             leader,
@@ -282,8 +277,7 @@ impl Replica {
         // Nor of a state a damaged store produced (a read failed while it
         // was applied): a repair opens the store again at the log's
         // snapshot, which must predate the damage. Owed until then.
-        let damaged = self.machine.stream().store().damage().is_some();
-        if self.fetching.is_some() || damaged {
+        if self.fetching.is_some() || self.store_unsound() {
             self.snapshot_owed = true;
             return;
         }
@@ -419,11 +413,25 @@ impl Replica {
 
     /// What a read found damaged in the store, if a repair is due: not
     /// while fetching (a fetch's store is checked whole when it is done).
+    /// A store that failed a write (a full disk) counts too: memory is
+    /// ahead of storage, so it is opened again and the log applied over
+    /// it, as a restart would; while writes still fail, the repair meets
+    /// the failure again and is tried again later.
     pub fn damage(&self) -> Option<String> {
         if self.stopped || self.fetching.is_some() {
             return None;
         }
-        self.machine.stream().store().damage()
+        let store = self.machine.stream().store();
+        store
+            .damage()
+            .or_else(|| store.failed().map(|e| format!("a write failed: {e}")))
+    }
+
+    /// Whether the store's state may differ from the other replicas': a
+    /// read found damage, or a write failed.
+    fn store_unsound(&self) -> bool {
+        let store = self.machine.stream().store();
+        store.damage().is_some() || store.failed().is_some()
     }
 
     /// Repairs a store a read found damaged, as a restart would: the
@@ -456,7 +464,12 @@ impl Replica {
             self.handle_committed(index, data, false, t);
         }
         if self.stopped {
-            // Halted on the way (its store failed): nothing is repaired.
+            return;
+        }
+        if self.store_unsound() {
+            // Its store failed again on the way (still no space): tried
+            // again after the next command.
+            self.events.push_back(Event::Hold(false));
             return;
         }
         match self.fetching.is_some() {
@@ -690,6 +703,41 @@ mod tests {
             }
         }
         out
+    }
+
+    /// A write that fails (a full disk) does not stop the replica: it
+    /// goes on applying, answers nobody, takes no snapshot, and reports
+    /// its store for repair.
+    #[test]
+    fn a_failed_write_makes_the_store_unsound_not_the_replica_stop() {
+        let dir = MemDir::new();
+        let home = Empty(dir.clone());
+        let machine = StreamMachine::new(config(), 0, home.empty(&config()).unwrap()).unwrap();
+        let t = Clock { now: 0, wall: 1 };
+        let mut r = Replica::new((machine, 0, None), Box::new(home), TIMING, t);
+        r.handle_committed(1, publish(1), true, t);
+        assert!(r.damage().is_none());
+        dir.set_space(Some(0));
+        for index in 2..=80 {
+            r.handle_committed(index, publish(index as i64), true, t);
+        }
+        assert!(!r.is_stopped(), "a full disk does not stop it");
+        let why = r.damage().expect("reported for repair");
+        assert!(why.starts_with("a write failed"), "{why}");
+        let mut answered = Vec::new();
+        while let Some(event) = r.poll_event() {
+            if let Event::Applied { index, leader, .. } = event {
+                answered.extend(leader.then_some(index));
+            }
+        }
+        assert!(answered.len() < 80, "{answered:?}");
+        assert!(
+            answered.windows(2).all(|w| w[1] == w[0] + 1),
+            "answers stop at the failure"
+        );
+        r.handle_take_snapshot(80, 0, t);
+        assert!(snapshots(&mut r).is_empty(), "owed while unsound");
+        assert_eq!(r.machine().applied(), 80);
     }
 
     /// A repair opens the store again at the log's snapshot, so no

@@ -1,5 +1,6 @@
 //! A replica whose store a read found damaged (`MsgStore::damage`: a
-//! record that failed its checksum, or no longer reads back) repairs it
+//! record that failed its checksum, or no longer reads back), or whose
+//! store failed a write (`MsgStore::failed`: a full disk), repairs it
 //! while the server runs, as a restart would (`jsservice::replica`
 //! decides how): its store is opened again at its log's snapshot, what
 //! that lacks is fetched from the leader, and the log's entries since the
@@ -38,8 +39,14 @@ impl Actor {
         // what was applied is tried again after the next command.
         if !std::mem::replace(&mut self.repairing, true) {
             self.js.damage_found.fetch_add(1, Ordering::Relaxed);
+            let what = match why.starts_with("a write failed") {
+                true => format!("{why}; opening its store again over its log once writes succeed"),
+                false => format!(
+                    "a read found its store damaged ({why}); fetching it again from the leader"
+                ),
+            };
             error!(
-                "JetStream cluster stream {}: a read found its store damaged ({why}); fetching it again from the leader",
+                "JetStream cluster stream {}: {what}",
                 self.js.label(&self.handle.name)
             );
         }
