@@ -1784,18 +1784,15 @@ async fn apply_goes_on_while_another_stream_is_read() {
         let big = common::replicated::leader_of(&c, "BIG").await;
         common::replicated::lead_on(&c, "W", &big).await;
     }
-    // Publishes to W one at a time, alone and then while BIG is read.
-    let mut base = Vec::new();
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(2) {
-        let s0 = Instant::now();
-        js.publish("w", "y".into()).await.unwrap().await.unwrap();
-        base.push(s0.elapsed());
-    }
+    // Publishes to W one at a time while BIG is read: some must be
+    // acknowledged inside a read, between its request and its answer (a
+    // reader that held up every stream's apply would let none finish
+    // there). An order of events, not a rate.
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let reads: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let reads: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::default();
+    // One reader, so a read's interval is never covered by another's.
     let mut readers = Vec::new();
-    for k in 0..2 {
+    for k in 0..1 {
         let (c, reads, done) = (c.clone(), reads.clone(), done.clone());
         readers.push(tokio::spawn(async move {
             let mut n = k;
@@ -1808,7 +1805,7 @@ async fn apply_goes_on_while_another_stream_is_read() {
                     )
                     .await
                     .unwrap();
-                reads.lock().unwrap().push(start.elapsed());
+                reads.lock().unwrap().push((start, Instant::now()));
                 // Not parsed: this test's own tasks must not be the ones
                 // held up.
                 let head = String::from_utf8_lossy(&m.payload[..100]).into_owned();
@@ -1825,36 +1822,27 @@ async fn apply_goes_on_while_another_stream_is_read() {
             }
         }));
     }
-    let mut busy = Vec::new();
+    let mut acked = Vec::new();
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(3) {
-        let s0 = Instant::now();
         js.publish("w", "y".into()).await.unwrap().await.unwrap();
-        busy.push(s0.elapsed());
+        acked.push(Instant::now());
     }
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     for r in readers {
         r.await.unwrap();
     }
-    base.sort();
-    busy.sort();
     let reads = reads.lock().unwrap().clone();
+    let inside = acked
+        .iter()
+        .filter(|at| reads.iter().any(|(from, to)| from < *at && *at < to))
+        .count();
     let report = format!(
-        "alone: {} in 2 s, p50 {:?}, max {:?}; while read: {} in 3 s, p50 {:?}, p99 {:?}, max {:?}; {} reads, the longest {:?}",
-        base.len(),
-        base[base.len() / 2],
-        base.last().unwrap(),
-        busy.len(),
-        busy[busy.len() / 2],
-        busy[busy.len() * 99 / 100],
-        busy.last().unwrap(),
-        reads.len(),
-        reads.iter().max().unwrap(),
+        "{} publishes acked, {inside} of them inside one of {} reads",
+        acked.len(),
+        reads.len()
     );
     eprintln!("{report}");
     assert!(reads.len() >= 2, "{report}");
-    // Relative, not absolute: the publishes keep at least half their
-    // rate (a reader that held every stream's apply cut it to a quarter
-    // on this machine, its p99 wait from 9 ms to 97 ms).
-    assert!(busy.len() * 2 * 2 >= base.len() * 3, "{report}");
+    assert!(inside > 0, "{report}");
 }
