@@ -218,6 +218,26 @@ impl LossyFs {
         f(overlay, file).map_err(Errno::from)
     }
 
+    /// Removes `name` from the directory with `how` (durable at once),
+    /// and forgets it and whatever was unsynced in it.
+    fn remove(
+        &self,
+        parent: INodeNo,
+        name: &OsStr,
+        how: fn(PathBuf) -> io::Result<()>,
+        reply: ReplyEmpty,
+    ) {
+        let result = self.child(parent, name).and_then(|rel| {
+            how(self.real(&rel)).map_err(Errno::from)?;
+            self.state.lock().forget_tree(&rel);
+            Ok(())
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn open_handle(&self, ino: u64, file: File) -> FileHandle {
         let mut state = self.state.lock();
         state.next_fh += 1;
@@ -347,27 +367,11 @@ impl Filesystem for LossyFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let result = self.child(parent, name).and_then(|rel| {
-            std::fs::remove_file(self.real(&rel)).map_err(Errno::from)?;
-            self.state.lock().forget_tree(&rel);
-            Ok(())
-        });
-        match result {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        self.remove(parent, name, std::fs::remove_file, reply);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let result = self.child(parent, name).and_then(|rel| {
-            std::fs::remove_dir(self.real(&rel)).map_err(Errno::from)?;
-            self.state.lock().forget_tree(&rel);
-            Ok(())
-        });
-        match result {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        self.remove(parent, name, std::fs::remove_dir, reply);
     }
 
     fn rename(
