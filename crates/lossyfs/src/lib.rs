@@ -65,15 +65,18 @@ impl State {
         ino
     }
 
-    /// `path` and everything under it no longer exist.
-    fn forget_tree(&mut self, path: &Path) {
-        let gone: Vec<(PathBuf, u64)> = self
-            .inodes
+    /// `path` and everything known under it, with their inodes.
+    fn tree(&self, path: &Path) -> Vec<(PathBuf, u64)> {
+        self.inodes
             .range(path.to_path_buf()..)
             .take_while(|(p, _)| p.starts_with(path))
             .map(|(p, &i)| (p.clone(), i))
-            .collect();
-        for (p, ino) in gone {
+            .collect()
+    }
+
+    /// `path` and everything under it no longer exist.
+    fn forget_tree(&mut self, path: &Path) {
+        for (p, ino) in self.tree(path) {
             self.inodes.remove(&p);
             self.paths.remove(&ino);
             self.overlays.remove(&ino);
@@ -83,13 +86,7 @@ impl State {
     /// `from` and everything under it are now at `to`.
     fn move_tree(&mut self, from: &Path, to: &Path) {
         self.forget_tree(to);
-        let moved: Vec<(PathBuf, u64)> = self
-            .inodes
-            .range(from.to_path_buf()..)
-            .take_while(|(p, _)| p.starts_with(from))
-            .map(|(p, &i)| (p.clone(), i))
-            .collect();
-        for (p, ino) in moved {
+        for (p, ino) in self.tree(from) {
             let rest = p.strip_prefix(from).expect("under from");
             let new = if rest.as_os_str().is_empty() {
                 to.to_path_buf()

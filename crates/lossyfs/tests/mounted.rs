@@ -103,7 +103,17 @@ fn a_rename_is_durable_and_the_unsynced_data_behind_it_is_not() {
     std::fs::rename(fx.at("tmp2"), fx.at("meta")).unwrap();
     fx.fs.control.drop_unsynced();
     assert_eq!(std::fs::read(fx.at("meta")).unwrap(), b"config");
-    std::fs::create_dir(fx.at("d")).unwrap();
+    // A directory renamed takes its files, unsynced data and all.
+    std::fs::create_dir(fx.at("old")).unwrap();
+    let f = open(&fx.at("old/f"));
+    f.write_all_at(b"kept", 0).unwrap();
+    f.sync_all().unwrap();
+    f.write_all_at(b"lost", 4).unwrap();
+    std::fs::rename(fx.at("old"), fx.at("d")).unwrap();
+    assert_eq!(std::fs::read(fx.at("d/f")).unwrap(), b"keptlost");
+    fx.fs.control.drop_unsynced();
+    assert_eq!(std::fs::read(fx.at("d/f")).unwrap(), b"kept");
+    std::fs::remove_file(fx.at("d/f")).unwrap();
     std::fs::remove_file(fx.at("meta")).unwrap();
     let names: Vec<String> = std::fs::read_dir(fx.mount.path())
         .unwrap()
