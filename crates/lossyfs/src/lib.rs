@@ -235,12 +235,23 @@ impl LossyFs {
         }
     }
 
-    fn open_handle(&self, ino: u64, file: File) -> FileHandle {
-        let mut state = self.state.lock();
-        state.next_fh += 1;
-        let fh = state.next_fh;
-        state.handles.insert(fh, (ino, Arc::new(file)));
-        FileHandle(fh)
+    /// A handle on `file`, inode `ino`, opened with `flags`: `O_TRUNC`
+    /// empties it, unsynced like any write.
+    fn open_handle(&self, ino: u64, file: File, flags: i32) -> Result<FileHandle, Errno> {
+        let fh = {
+            let mut state = self.state.lock();
+            state.next_fh += 1;
+            let fh = FileHandle(state.next_fh);
+            state.handles.insert(fh.0, (ino, Arc::new(file)));
+            fh
+        };
+        if flags & libc::O_TRUNC != 0 {
+            self.with_overlay(fh, |o, _| {
+                o.set_size(0);
+                Ok(())
+            })?;
+        }
+        Ok(fh)
     }
 }
 
@@ -400,14 +411,7 @@ impl Filesystem for LossyFs {
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let result = self.rel(ino).and_then(|rel| {
             let file = open_backing(&self.real(&rel), flags.0).map_err(Errno::from)?;
-            let fh = self.open_handle(ino.0, file);
-            if flags.0 & libc::O_TRUNC != 0 {
-                self.with_overlay(fh, |o, _| {
-                    o.set_size(0);
-                    Ok(())
-                })?;
-            }
-            Ok(fh)
+            self.open_handle(ino.0, file, flags.0)
         });
         match result {
             Ok(fh) => reply.opened(fh, FopenFlags::FOPEN_DIRECT_IO),
@@ -597,13 +601,7 @@ impl Filesystem for LossyFs {
                 .open(self.real(&rel))
                 .map_err(Errno::from)?;
             let attr = self.attr(&rel)?;
-            let fh = self.open_handle(attr.ino.0, file);
-            if flags & libc::O_TRUNC != 0 {
-                self.with_overlay(fh, |o, _| {
-                    o.set_size(0);
-                    Ok(())
-                })?;
-            }
+            let fh = self.open_handle(attr.ino.0, file, flags)?;
             Ok((self.attr(&rel)?, fh))
         });
         match result {

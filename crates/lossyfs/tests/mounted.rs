@@ -80,6 +80,11 @@ fn unsynced_writes_are_dropped_and_synced_ones_kept() {
     f.set_len(10).unwrap();
     fx.fs.control.drop_unsynced();
     assert_eq!(std::fs::metadata(fx.at("a")).unwrap().len(), 7);
+    // So is an open with O_TRUNC.
+    drop(File::create(fx.at("a")).unwrap());
+    assert_eq!(std::fs::read(fx.at("a")).unwrap(), b"");
+    fx.fs.control.drop_unsynced();
+    assert_eq!(std::fs::read(fx.at("a")).unwrap(), b"durable");
 }
 
 /// A file written, renamed over another and never synced comes back
