@@ -136,10 +136,6 @@ impl Node {
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.as_mut()?.try_wait().ok().flatten()
     }
-
-    pub fn log_path(&self) -> &Path {
-        &self.log
-    }
 }
 
 impl Drop for Node {
