@@ -426,8 +426,8 @@ fn a_corrupt_raft_frame_is_counted_in_monitoring() {
     assert!(agreed(&[&a, &b, &c], 3).is_some());
 }
 
-/// A damaged peer identity stops the server with a clear error; it never
-/// starts as a new peer on its own.
+/// A damaged peer identity (no good copy beside it) stops the server with
+/// a clear error; it never starts as a new peer on its own.
 #[test]
 fn a_damaged_identity_is_an_error_at_start() {
     let dir = tempfile::tempdir().unwrap();
@@ -443,7 +443,7 @@ fn a_damaged_identity_is_an_error_at_start() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("peer identity file peer.id is damaged")
+        err.contains("peer identity is damaged")
             && err.contains("refusing to start as a new peer"),
         "{err}"
     );
