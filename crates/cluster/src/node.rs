@@ -176,7 +176,7 @@ enum Input {
     },
     /// The sync thread ran every handle up to this epoch.
     Synced(u64),
-    /// A sync failed (the sync thread logged why and ended).
+    /// A sync failed (the sync thread logged why and goes on).
     SyncFailed,
     /// The rewrite thread wrote a group's new log file.
     Rewritten(u64, Rewritten),
@@ -312,8 +312,8 @@ impl Drop for Node {
 }
 
 /// Runs sync handles queued by the engine's thread: all that are waiting
-/// as one round, then reports the last epoch done. Ends when the engine's
-/// thread drops its sender, or after a failure (reported).
+/// as one round, then reports the last epoch done, or that the round
+/// failed. Ends when the engine's thread drops its sender.
 fn syncer(
     id: u64,
     rx: std::sync::mpsc::Receiver<(u64, Vec<SyncHandle>)>,
@@ -326,15 +326,27 @@ fn syncer(
         }
         let mut round = SyncRound::default();
         let mut last = 0;
+        let mut failed = None;
         for (epoch, handles) in batch {
             for h in handles {
                 if let Err(e) = round.sync(h) {
-                    error!("raft log sync failed on server {id}: {e}; stopping this node");
-                    let _ = report.send(Input::SyncFailed);
-                    return;
+                    failed = Some(e);
+                    break;
                 }
             }
+            if failed.is_some() {
+                break;
+            }
             last = epoch;
+        }
+        if let Some(e) = failed {
+            // The rest of the round is not run: the engine rewrites every
+            // log that waited on it (`Engine::sync_failed`).
+            error!("raft log sync failed on server {id}: {e}; rewriting its logs until one takes");
+            if report.send(Input::SyncFailed).is_err() {
+                return;
+            }
+            continue;
         }
         if report.send(Input::Synced(last)).is_err() {
             return;
@@ -483,7 +495,7 @@ fn run(
                     asked.remove(&group);
                     compact(&mut engine, &to_rewrite, group, index, data);
                 }
-                Input::SyncFailed => break 'run,
+                Input::SyncFailed => engine.sync_failed(),
                 Input::Stop => break 'run,
             }
         }

@@ -172,6 +172,9 @@ struct Unsynced {
     number: u64,
     /// A tick has passed since the last try.
     retry_due: bool,
+    /// A sync handed out failed ([`Engine::sync_failed`]): the log is
+    /// rewritten whole before anything of the group counts as durable.
+    rewrite: bool,
 }
 
 /// A Ready whose writes wait for the sync of `epoch`, with the messages
@@ -1055,8 +1058,11 @@ impl Engine {
                 debug_assert!(g.unsynced.is_none(), "a quiet group owes no sync");
                 continue;
             }
+            if g.unsynced.is_some_and(|u| u.rewrite && u.retry_due) {
+                self.write_failures += rewrite_log(g, gid, self.id, chunk, &mut out);
+            }
             if !g.raw.has_ready() {
-                if g.unsynced.is_some_and(|u| u.retry_due) {
+                if g.unsynced.is_some_and(|u| u.retry_due && !u.rewrite) {
                     self.write_failures += retry_sync(g, epoch, &mut out);
                 }
                 continue;
@@ -1112,17 +1118,22 @@ impl Engine {
                     g.unsynced = Some(Unsynced {
                         number,
                         retry_due: false,
+                        rewrite: g.unsynced.is_some_and(|u| u.rewrite),
                     });
                     continue;
                 }
             };
             // A write that succeeds carries whatever an earlier failed one
-            // left owed (the log keeps it queued).
+            // left owed (the log keeps it queued); after a failed sync,
+            // only the rewrite does.
+            let rewrite = g.unsynced.is_some_and(|u| u.rewrite);
             debug_assert!(
-                g.unsynced.is_none() || handle.is_some(),
+                g.unsynced.is_none() || rewrite || handle.is_some(),
                 "a sync owed is asked for again"
             );
-            g.unsynced = None;
+            if !rewrite {
+                g.unsynced = None;
+            }
             let messages = rd.take_persisted_messages();
             g.raw.advance_append_async(rd);
             advance_apply(g);
@@ -1133,7 +1144,8 @@ impl Engine {
                 }
                 // Nothing of its own to sync, but its messages (an
                 // acknowledgement of earlier entries) wait for whatever
-                // of the group is still syncing.
+                // of the group is still syncing, or for the rewrite.
+                None if rewrite => Some(u64::MAX),
                 None => g.waiting.back().map(|w| w.epoch),
             };
             match waits_for {
@@ -1158,6 +1170,29 @@ impl Engine {
         out
     }
 
+    /// Call when a sync handle failed (the disk refused it: full, or an
+    /// I/O error). Which group's it was is not known, so every group with
+    /// writes waiting for a sync owes them again: what waited (votes,
+    /// acknowledgements) is dropped, never sent, and each such log is
+    /// rewritten whole after a tick, and again after each tick until a
+    /// rewrite succeeds ([`rewrite_log`]). Until then the group neither
+    /// campaigns nor goes quiet, and later syncs release nothing of it.
+    pub fn sync_failed(&mut self) {
+        for g in self.groups.values_mut() {
+            let Some(last) = g.waiting.back().map(|w| w.number) else {
+                continue;
+            };
+            g.waiting.clear();
+            let number = g.unsynced.map_or(last, |u| u.number.max(last));
+            g.unsynced = Some(Unsynced {
+                number,
+                retry_due: false,
+                rewrite: true,
+            });
+            self.write_failures += 1;
+        }
+    }
+
     /// Call once every sync handle of `epoch` and of every epoch before
     /// it has run: the frames that waited for those writes. What they made
     /// committable comes out of the next [`Engine::poll`].
@@ -1167,6 +1202,11 @@ impl Engine {
         let mut out = Output::default();
         let chunk = self.chunk_size;
         for (&gid, g) in self.groups.iter_mut() {
+            if g.unsynced.is_some_and(|u| u.rewrite) {
+                // Its syncs since the failure prove nothing: the rewrite
+                // releases what waits.
+                continue;
+            }
             let mut last = None;
             while g.waiting.front().is_some_and(|w| w.epoch <= epoch) {
                 let w = g.waiting.pop_front().expect("checked");
@@ -1183,6 +1223,37 @@ impl Engine {
     }
 }
 
+/// Makes a group's log durable again after a sync of it failed
+/// ([`Engine::sync_failed`]): the whole log, rewritten from memory to a
+/// new file that is synced and renamed over the old one. A second fsync
+/// of the old file is not trusted: after a failed one the kernel may have
+/// dropped the dirty pages and report the next one clean. On success what
+/// waited (frames, raft-rs's persisted mark) goes; returns the failures
+/// (0 or 1).
+fn rewrite_log(g: &mut Group, gid: u64, me: u64, chunk: usize, out: &mut Output) -> u64 {
+    let Some(owed) = g.unsynced.filter(|u| u.rewrite) else {
+        return 0;
+    };
+    if g.raw.mut_store().rewrite_durably().is_err() {
+        g.unsynced = Some(Unsynced {
+            retry_due: false,
+            ..owed
+        });
+        return 1;
+    }
+    let mut number = owed.number;
+    for w in g.waiting.drain(..) {
+        push_frames(out, gid, me, chunk, w.messages);
+        number = number.max(w.number);
+    }
+    g.unsynced = None;
+    if number > 0 {
+        g.raw.on_persist_ready(number);
+    }
+    advance_apply(g);
+    0
+}
+
 /// Asks again for the sync a failed write left owed (`Group::unsynced`),
 /// with no new Ready to carry it; returns the failures (0 or 1).
 fn retry_sync(g: &mut Group, epoch: u64, out: &mut Output) -> u64 {
@@ -1197,6 +1268,7 @@ fn retry_sync(g: &mut Group, epoch: u64, out: &mut Output) -> u64 {
                 number: owed.number,
                 messages: Vec::new(),
             });
+            debug_assert!(!owed.rewrite, "a failed sync is made good by a rewrite");
             g.unsynced = None;
             0
         }
@@ -2314,6 +2386,71 @@ mod tests {
         assert!(
             applied.iter().any(|c| &c.data[..] == b"x"),
             "committed once written"
+        );
+    }
+
+    /// A sync that fails (a full disk refusing the flush) is not trusted
+    /// to be made good by the next fsync: nothing of it counts as durable,
+    /// the log is rewritten whole once the disk takes writes again, and
+    /// only then does the entry commit, durably. Before the fix the node
+    /// driver stopped the whole node.
+    #[test]
+    fn a_failed_sync_is_made_good_by_a_rewrite() {
+        let dir = MemDir::new();
+        let mut n = Engine::new(1, Arc::new(dir.clone()), 3);
+        n.create_group(9, &[1]).unwrap();
+        let mut applied = Vec::new();
+        // Ticks, polls, runs the syncs (or fails them all).
+        fn run(n: &mut Engine, applied: &mut Vec<Committed>, ticks: usize, fail: bool) {
+            for _ in 0..ticks {
+                n.tick();
+                let out = n.poll();
+                applied.extend(out.committed);
+                if let Some(epoch) = out.epoch {
+                    let mut ok = true;
+                    for h in out.sync {
+                        ok &= !fail && h.sync().is_ok();
+                    }
+                    match ok {
+                        true => applied.extend(n.synced(epoch).committed),
+                        false => n.sync_failed(),
+                    }
+                }
+                applied.extend(n.poll().committed);
+            }
+        }
+        run(&mut n, &mut applied, 40, false);
+        assert!(n.is_leader(9));
+        dir.fail_syncs(true);
+        n.propose(9, b"x".to_vec()).unwrap();
+        run(&mut n, &mut applied, 5, true);
+        assert!(n.write_failures > 0);
+        assert!(
+            !applied.iter().any(|c| &c.data[..] == b"x"),
+            "nothing commits on a failed sync"
+        );
+        // Syncs succeed again (the rewrite's own included).
+        dir.fail_syncs(false);
+        run(&mut n, &mut applied, 3, false);
+        assert!(
+            applied.iter().any(|c| &c.data[..] == b"x"),
+            "committed once rewritten"
+        );
+        // Durable: what a crash leaves holds it.
+        dir.crash(0);
+        let mut again = Engine::new(1, Arc::new(dir.clone()), 3);
+        again.create_group(9, &[1]).unwrap();
+        let log = &again.groups[&9].raw.raft.raft_log;
+        let entries = log
+            .entries(
+                log.first_index(),
+                None,
+                raft::GetEntriesContext::empty(false),
+            )
+            .unwrap();
+        assert!(
+            entries.iter().any(|e| &e.data[..] == b"x"),
+            "the entry survived a crash"
         );
     }
 

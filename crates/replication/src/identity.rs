@@ -116,7 +116,10 @@ pub fn load_or_create(
 }
 
 /// One copy: `None` if it was never written.
-fn read(dir: &dyn Dir, file: &str) -> Result<Option<Result<Identity, IdentityError>>, IdentityError> {
+fn read(
+    dir: &dyn Dir,
+    file: &str,
+) -> Result<Option<Result<Identity, IdentityError>>, IdentityError> {
     match dir.read_all(file) {
         Ok(data) => Ok(Some(Identity::decode(&data))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),

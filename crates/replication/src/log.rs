@@ -448,6 +448,14 @@ impl LogStore {
         Ok(())
     }
 
+    /// Replaces the journal with the live state (every entry, the hard
+    /// state, the snapshot), durably, on this thread: after a sync of the
+    /// journal failed, this makes what it holds durable without trusting
+    /// the failed file. A compaction rewrite in flight is abandoned.
+    pub fn rewrite_durably(&mut self) -> Result<(), LogError> {
+        self.rewrite()
+    }
+
     /// Writes what was queued; the handle makes it durable.
     pub fn sync_handle(&mut self) -> Result<Option<SyncHandle>, LogError> {
         Ok(self.journal.sync_handle()?)

@@ -327,6 +327,10 @@ struct MemFile {
     data: Vec<u8>,
     /// What survives a crash: the contents as of the last sync.
     durable: Option<Vec<u8>>,
+    /// A sync of it failed: as Linux may after a write-back error, the
+    /// pages it held are clean but not on disk, and no later sync of this
+    /// file makes anything more durable. A new file (a rewrite) is sound.
+    poisoned: bool,
 }
 
 #[derive(Default)]
@@ -422,7 +426,9 @@ impl MemDir {
         self.with(|s| s.refused_handles = n);
     }
 
-    /// From now on, syncs fail (or succeed again) and make nothing durable.
+    /// From now on, syncs fail (or succeed again) and make nothing durable;
+    /// a file whose sync failed never becomes more durable (see
+    /// `MemFile::poisoned`).
     pub fn fail_syncs(&self, fail: bool) {
         self.with(|s| s.syncs_fail = fail);
     }
@@ -539,11 +545,15 @@ impl Dir for MemDir {
         let name = name.to_string();
         Ok(SyncHandle::new(move || {
             me.with(|s| {
-                if s.syncs_fail {
-                    return Err(io::Error::other("input/output error"));
-                }
+                let fail = s.syncs_fail;
                 if let Some(f) = s.files.get_mut(&name) {
-                    f.durable = Some(f.data.clone());
+                    f.poisoned |= fail;
+                    if !f.poisoned {
+                        f.durable = Some(f.data.clone());
+                    }
+                }
+                if fail {
+                    return Err(io::Error::other("input/output error"));
                 }
                 Ok(())
             })
