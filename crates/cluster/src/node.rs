@@ -319,6 +319,8 @@ fn syncer(
     rx: std::sync::mpsc::Receiver<(u64, Vec<SyncHandle>)>,
     report: std::sync::mpsc::Sender<Input>,
 ) {
+    let mut failures = 0u64;
+    let mut logged: Option<Instant> = None;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while let Ok(more) = rx.try_recv() {
@@ -341,8 +343,16 @@ fn syncer(
         }
         if let Some(e) = failed {
             // The rest of the round is not run: the engine rewrites every
-            // log that waited on it (`Engine::sync_failed`).
-            error!("raft log sync failed on server {id}: {e}; rewriting its logs until one takes");
+            // log that waited on it (`Engine::sync_failed`). A full disk
+            // fails every round: logged once every ten seconds.
+            failures += 1;
+            if logged.is_none_or(|at: Instant| at.elapsed() >= Duration::from_secs(10)) {
+                error!(
+                    "raft log sync failed on server {id} ({failures} so far): {e}; \
+                     rewriting its logs until one takes"
+                );
+                logged = Some(Instant::now());
+            }
             if report.send(Input::SyncFailed).is_err() {
                 return;
             }
