@@ -443,8 +443,7 @@ fn a_damaged_identity_is_an_error_at_start() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("peer identity is damaged")
-            && err.contains("refusing to start as a new peer"),
+        err.contains("peer identity is damaged") && err.contains("refusing to start as a new peer"),
         "{err}"
     );
     // The file is left as it was, for an operator to look at.
