@@ -39,6 +39,17 @@ pub enum Anomaly {
     Resurrected { seq: u64 },
     /// Replicas hold different messages.
     Diverged { server: String, other: String },
+    /// A consumed work-queue message is still in (a replica of) the
+    /// work queue: its delete was lost.
+    ConsumedStillQueued {
+        server: String,
+        id: String,
+        seq: u64,
+    },
+    /// A key's compare-and-set history has no linearization.
+    NotLinearizable { key: String },
+    /// The linearizability search gave up on a key.
+    Undecided { key: String },
     /// A server exited on its own.
     Crashed { server: String, how: String },
     /// The cluster did not serve again after the faults stopped.
@@ -53,27 +64,26 @@ impl Anomaly {
             Anomaly::ConflictingAcks { .. } => "two acks at one sequence",
             Anomaly::Resurrected { .. } => "confirmed ack delivered again",
             Anomaly::Diverged { .. } => "replicas diverge",
+            Anomaly::ConsumedStillQueued { .. } => "consumed work-queue message still queued",
+            Anomaly::NotLinearizable { .. } => "compare-and-set not linearizable",
+            Anomaly::Undecided { .. } => "linearizability undecided",
             Anomaly::Crashed { .. } => "server crashed",
             Anomaly::NoRecovery => "no recovery",
         }
     }
 }
 
+/// One replica's contents: sequence → payload (the publish's id).
+pub type Replicas = [(String, BTreeMap<u64, String>)];
+
 /// Judges `history` against `replicas`: each server's stream contents
 /// (sequence → payload, which is the publish's id).
-pub fn check(history: &[Event], replicas: &[(String, BTreeMap<u64, String>)]) -> Vec<Anomaly> {
+pub fn check(history: &[Event], replicas: &Replicas) -> Vec<Anomaly> {
     let mut out = Vec::new();
-    let mut acked: BTreeMap<u64, &str> = BTreeMap::new();
+    let acked = acked(history, &mut out);
     let mut confirmed = std::collections::BTreeSet::new();
     for event in history {
         match event {
-            Event::Acked { id, seq } => {
-                if let Some(other) = acked.insert(*seq, id) {
-                    if other != id {
-                        out.push(Anomaly::ConflictingAcks { seq: *seq });
-                    }
-                }
-            }
             Event::Delivered { seq } if confirmed.contains(seq) => {
                 out.push(Anomaly::Resurrected { seq: *seq });
             }
@@ -93,6 +103,75 @@ pub fn check(history: &[Event], replicas: &[(String, BTreeMap<u64, String>)]) ->
                 });
             }
         }
+    }
+    out.extend(duplicates(replicas));
+    out.extend(divergence(replicas));
+    out
+}
+
+/// Judges a work queue that a second stream sources (and so consumes):
+/// every acknowledged publish is in the archive, once, or
+/// still queued (not both: what the archive took, the queue deleted).
+pub fn check_work(history: &[Event], queue: &Replicas, archive: &Replicas) -> Vec<Anomaly> {
+    let mut out = Vec::new();
+    let acked = acked(history, &mut out);
+    let archived = |contents: &BTreeMap<u64, String>, id: &str| contents.values().any(|v| v == id);
+    for (&seq, &id) in &acked {
+        let queued = !queue.is_empty()
+            && queue
+                .iter()
+                .all(|(_, contents)| contents.get(&seq).map(String::as_str) == Some(id));
+        for (server, contents) in archive {
+            if !archived(contents, id) && !queued {
+                out.push(Anomaly::Lost {
+                    server: server.clone(),
+                    id: id.to_string(),
+                    seq,
+                });
+            }
+        }
+    }
+    let in_archive: std::collections::BTreeSet<&str> = archive
+        .iter()
+        .flat_map(|(_, contents)| contents.values().map(String::as_str))
+        .collect();
+    for (server, contents) in queue {
+        for (&seq, id) in contents {
+            if in_archive.contains(id.as_str()) {
+                out.push(Anomaly::ConsumedStillQueued {
+                    server: server.clone(),
+                    id: id.clone(),
+                    seq,
+                });
+            }
+        }
+    }
+    out.extend(duplicates(archive));
+    out.extend(divergence(queue));
+    out.extend(divergence(archive));
+    out
+}
+
+/// The acknowledged publishes by sequence; two ids at one sequence are
+/// an anomaly.
+fn acked<'a>(history: &'a [Event], out: &mut Vec<Anomaly>) -> BTreeMap<u64, &'a str> {
+    let mut acked: BTreeMap<u64, &str> = BTreeMap::new();
+    for event in history {
+        if let Event::Acked { id, seq } = event {
+            if let Some(other) = acked.insert(*seq, id) {
+                if other != id {
+                    out.push(Anomaly::ConflictingAcks { seq: *seq });
+                }
+            }
+        }
+    }
+    acked
+}
+
+/// One id stored at two sequences of one replica.
+fn duplicates(replicas: &Replicas) -> Vec<Anomaly> {
+    let mut out = Vec::new();
+    for (server, contents) in replicas {
         let mut seen: BTreeMap<&str, u64> = BTreeMap::new();
         for (&seq, id) in contents {
             if let Some(first) = seen.insert(id, seq) {
@@ -104,17 +183,34 @@ pub fn check(history: &[Event], replicas: &[(String, BTreeMap<u64, String>)]) ->
             }
         }
     }
-    if let Some((first, reference)) = replicas.first() {
-        for (server, contents) in &replicas[1..] {
-            if contents != reference {
-                out.push(Anomaly::Diverged {
-                    server: server.clone(),
-                    other: first.clone(),
-                });
-            }
-        }
-    }
     out
+}
+
+fn divergence(replicas: &Replicas) -> Vec<Anomaly> {
+    let Some((first, reference)) = replicas.first() else {
+        return Vec::new();
+    };
+    replicas[1..]
+        .iter()
+        .filter(|(_, contents)| contents != reference)
+        .map(|(server, _)| Anomaly::Diverged {
+            server: server.clone(),
+            other: first.clone(),
+        })
+        .collect()
+}
+
+/// The compare-and-set writes, judged key by key.
+pub fn check_kv(ops: &[crate::linear::Op]) -> Vec<Anomaly> {
+    use crate::linear::Verdict;
+    crate::linear::check(ops)
+        .into_iter()
+        .filter_map(|(key, verdict)| match verdict {
+            Verdict::Linearizable => None,
+            Verdict::NotLinearizable => Some(Anomaly::NotLinearizable { key }),
+            Verdict::Undecided => Some(Anomaly::Undecided { key }),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -178,6 +274,72 @@ mod tests {
             "confirmed ack delivered again",
             "lost acknowledged publish",
             "duplicated message",
+            "replicas diverge",
+        ] {
+            assert!(kinds.contains(&kind), "{kind} not found in {kinds:?}");
+        }
+    }
+
+    #[test]
+    fn a_work_queue_drained_into_its_archive_is_clean() {
+        let history = vec![
+            Event::Acked {
+                id: "a".into(),
+                seq: 1,
+            },
+            Event::Acked {
+                id: "b".into(),
+                seq: 2,
+            },
+            Event::Acked {
+                id: "c".into(),
+                seq: 3,
+            },
+            Event::Unacked { id: "d".into() },
+        ];
+        // "c" not archived yet, still queued everywhere.
+        let queue = vec![
+            ("S0".into(), stored(&[(3, "c")])),
+            ("S1".into(), stored(&[(3, "c")])),
+        ];
+        let archive = vec![
+            ("S0".into(), stored(&[(1, "a"), (2, "b"), (3, "d")])),
+            ("S1".into(), stored(&[(1, "a"), (2, "b"), (3, "d")])),
+        ];
+        assert_eq!(check_work(&history, &queue, &archive), vec![]);
+    }
+
+    #[test]
+    fn work_queue_anomalies_are_found() {
+        let history = vec![
+            Event::Acked {
+                id: "a".into(),
+                seq: 1,
+            },
+            Event::Acked {
+                id: "b".into(),
+                seq: 2,
+            },
+            Event::Acked {
+                id: "c".into(),
+                seq: 3,
+            },
+        ];
+        // "a" archived and still queued on S1; "b" archived twice; "c"
+        // nowhere.
+        let queue = vec![
+            ("S0".into(), stored(&[])),
+            ("S1".into(), stored(&[(1, "a")])),
+        ];
+        let archive = vec![("S0".into(), stored(&[(1, "a"), (2, "b"), (3, "b")]))];
+        let kinds: Vec<&str> = check_work(&history, &queue, &archive)
+            .iter()
+            .map(Anomaly::kind)
+            .collect();
+        for kind in [
+            "consumed work-queue message still queued",
+            "duplicated message",
+            "lost acknowledged publish",
             "replicas diverge",
         ] {
             assert!(kinds.contains(&kind), "{kind} not found in {kinds:?}");

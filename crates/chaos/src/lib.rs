@@ -1,66 +1,42 @@
 //! flotilla-chaos: a seeded fault campaign on real server processes
 //! (issue 20). It starts a cluster of any binary that takes nats-server's
 //! config (flotilla, or nats-server itself), runs a workload of
-//! async-nats clients against one replicated stream while a seeded
-//! nemesis injects faults, then heals the cluster, reads what every
-//! replica holds, and checks the recorded history ([`check`]).
+//! async-nats clients while a seeded nemesis injects faults, then heals
+//! the cluster, reads what every replica holds, and checks the recorded
+//! history ([`check`], [`linear`]).
 //!
-//! Workload: publishers with message ids that retry until acknowledged
-//! (or give up), and a pull consumer that double-acks every message.
-//! Faults: SIGKILL and restart, SIGSTOP/SIGCONT, and power loss of one
-//! server or of all (SIGKILL, then every write not yet fsynced dropped
-//! by the server's lossyfs). The fault schedule is a function of the
-//! seed; the workload's timing is not, so a seed replays its faults.
+//! Workload ([`workload`]): publishers with message ids that retry until
+//! acknowledged, a pull consumer that double-acks every message, a work
+//! queue that a second stream sources (and so consumes), and
+//! compare-and-set writers on a key-value bucket. Faults ([`nemesis`]):
+//! kills, pauses, power loss of one, a minority or all (lossyfs), network
+//! partitions (namespaces and nftables), leader stepdowns, rolling
+//! restarts, a server removed and re-added with a wiped store, bytes
+//! flipped in a stopped minority's files, a full disk. The fault schedule
+//! is a function of the seed; the workload's timing is not, so a seed
+//! replays its faults.
 
 pub mod check;
+pub mod linear;
+pub mod nemesis;
+pub mod net;
+pub mod replicas;
 pub mod servers;
+pub mod workload;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::{self, consumer, stream};
-use futures::StreamExt;
+use async_nats::jetstream::{self, consumer, kv, stream};
 
 use check::{Anomaly, Event};
-use servers::Node;
-
-/// A class of fault.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Fault {
-    /// SIGKILL one server, restart it a moment later.
-    Kill,
-    /// SIGSTOP one server, SIGCONT it a moment later.
-    Pause,
-    /// Power loss on one server: SIGKILL, drop its unsynced writes,
-    /// restart.
-    Power,
-    /// Power loss on every server at once.
-    PowerAll,
-}
-
-impl Fault {
-    pub const ALL: [Fault; 4] = [Fault::Kill, Fault::Pause, Fault::Power, Fault::PowerAll];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Fault::Kill => "kill",
-            Fault::Pause => "pause",
-            Fault::Power => "power",
-            Fault::PowerAll => "power-all",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Fault> {
-        Fault::ALL.into_iter().find(|f| f.name() == name)
-    }
-
-    fn needs_lossyfs(self) -> bool {
-        matches!(self, Fault::Power | Fault::PowerAll)
-    }
-}
+pub use nemesis::Fault;
+use replicas::Reader;
+use servers::{Disks, Node};
+use workload::{Recorder, Target};
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -72,6 +48,9 @@ pub struct Config {
     pub faults: Vec<Fault>,
     /// Keep the servers' directories (logs, stores) even when clean.
     pub keep: bool,
+    /// `sync_interval: always` in each server's `jetstream` block (for
+    /// nats-server, which otherwise syncs every two minutes).
+    pub sync_always: bool,
 }
 
 /// What a campaign did and found.
@@ -81,7 +60,20 @@ pub struct Report {
     pub unacked: usize,
     pub delivered: usize,
     pub confirmed: usize,
+    /// Work-queue publishes acknowledged, and messages the archive holds.
+    pub work_acked: usize,
+    pub archived: usize,
+    /// Compare-and-set writes: written, refused, unknown.
+    pub kv: (usize, usize, usize),
     pub faults: BTreeMap<&'static str, usize>,
+    /// Servers that refused to start on damage they could not repair,
+    /// and were replaced (removed, wiped, re-added) as their error says.
+    pub halts: usize,
+    /// Fault classes asked for that this machine cannot make, and why.
+    pub left_out: Vec<(&'static str, String)>,
+    /// Stretches of more than a second without an acknowledged publish
+    /// to the main stream while the faults ran: how many, the longest.
+    pub gaps: (usize, Duration),
     pub anomalies: Vec<Anomaly>,
     /// From the end of the faults to the first acknowledged publish.
     pub recovery: Option<Duration>,
@@ -92,9 +84,21 @@ pub struct Report {
 impl Report {
     pub fn summary(&self) -> String {
         let mut s = format!(
-            "operations: {} publishes acked, {} unacknowledged, {} deliveries, {} acks confirmed\n",
-            self.acked, self.unacked, self.delivered, self.confirmed
+            "operations: {} publishes acked, {} unacknowledged, {} deliveries, {} acks confirmed; \
+             work queue {} acked, {} archived; compare-and-set {} written, {} refused, {} unknown\n",
+            self.acked,
+            self.unacked,
+            self.delivered,
+            self.confirmed,
+            self.work_acked,
+            self.archived,
+            self.kv.0,
+            self.kv.1,
+            self.kv.2
         );
+        for (fault, why) in &self.left_out {
+            s += &format!("left out: {fault}: {why}\n");
+        }
         let faults: Vec<String> = self
             .faults
             .iter()
@@ -110,6 +114,17 @@ impl Report {
             }
             None => s += "recovery: none\n",
         }
+        if self.halts > 0 {
+            s += &format!(
+                "halted on damage and replaced: {} (an operator's step)\n",
+                self.halts
+            );
+        }
+        s += &format!(
+            "service gaps over 1 s: {}, longest {:.1} s\n",
+            self.gaps.0,
+            self.gaps.1.as_secs_f64()
+        );
         let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
         for a in &self.anomalies {
             *kinds.entry(a.kind()).or_default() += 1;
@@ -130,66 +145,76 @@ impl Report {
     }
 }
 
-const STREAM: &str = "CHAOS";
-
-type History = Arc<Mutex<Vec<Event>>>;
-
-fn record(history: &History, event: Event) {
-    history.lock().expect("history").push(event);
-}
+/// The main stream: publishes with ids, and a double-acking consumer.
+pub const STREAM: &str = "CHAOS";
+/// The work queue, and the stream that sources it (and so consumes it).
+pub const WORK: &str = "WORK";
+pub const ARCHIVE: &str = "ARCHIVE";
+/// The key-value bucket of the compare-and-set writers.
+pub const BUCKET: &str = "chaos";
 
 /// Runs one campaign.
 pub async fn run(cfg: &Config) -> std::io::Result<Report> {
+    let mut report = Report::default();
+    let mut cfg = cfg.clone();
+    cfg.faults
+        .retain(|&fault| match nemesis::unsupported(fault) {
+            None => true,
+            Some(why) => {
+                eprintln!("chaos: {} left out: {why}", fault.name());
+                report.left_out.push((fault.name(), why));
+                false
+            }
+        });
     let dir = tempfile::Builder::new()
         .prefix("flotilla-chaos-")
         .tempdir()?;
-    let power = cfg.faults.iter().any(|f| f.needs_lossyfs());
-    let ports = servers::free_ports(cfg.servers);
-    let routes = servers::free_ports(cfg.servers);
+    let net = match cfg.faults.iter().any(|f| f.needs_netns()) {
+        true => Some(net::Net::create(cfg.servers)?),
+        false => None,
+    };
+    let places = match &net {
+        Some(net) => (0..cfg.servers)
+            .map(|i| servers::Place {
+                host: net.host(i),
+                port: 4222,
+                route_port: 6222,
+                netns: Some(net.namespace(i)),
+            })
+            .collect(),
+        None => servers::loopback(cfg.servers),
+    };
+    let disks = Disks {
+        lossy: cfg.faults.iter().any(|f| f.needs_lossyfs()),
+        small: cfg.faults.iter().any(|f| f.needs_small_disk()),
+        sync_always: cfg.sync_always,
+    };
     let mut nodes = Vec::new();
     for i in 0..cfg.servers {
-        nodes.push(Node::start(
-            &cfg.target,
-            dir.path(),
-            i,
-            &ports,
-            &routes,
-            power,
-        )?);
+        nodes.push(Node::start(&cfg.target, dir.path(), i, &places, disks)?);
     }
     for n in &nodes {
-        servers::wait_listening(n.port, Duration::from_secs(20));
+        servers::wait_listening(&n.host, n.port, Duration::from_secs(20));
     }
     let urls: Vec<String> = nodes.iter().map(Node::url).collect();
     let client = connect(&urls).await?;
     let js = jetstream::new(client.clone());
-    setup(&js, cfg.servers.min(3)).await?;
+    let bucket = setup(&js, cfg.servers.min(3)).await?;
 
-    let history: History = Arc::default();
+    let recorder = Recorder::new();
     let stop = Arc::new(AtomicBool::new(false));
-    let mut workers = Vec::new();
-    for p in 0..2 {
-        let (js, history, stop) = (js.clone(), history.clone(), stop.clone());
-        workers.push(tokio::spawn(publisher(js, p, history, stop)));
+    let workers = start_workload(&cfg, &js, &bucket, &recorder, &stop);
+    {
+        let mut cluster = nemesis::Cluster {
+            nodes: &mut nodes,
+            net: net.as_ref(),
+            client: &client,
+        };
+        nemesis::run(&cfg, &mut cluster, &mut report).await;
     }
-    workers.push(tokio::spawn(consumer(
-        js.clone(),
-        history.clone(),
-        stop.clone(),
-    )));
-
-    let mut report = Report::default();
-    nemesis(cfg, &mut nodes, &mut report).await;
-    // Heal: every server running again, none paused.
-    for n in nodes.iter_mut() {
-        if n.stopped {
-            n.signal(libc::SIGCONT);
-            n.stopped = false;
-        }
-        if !n.running() {
-            n.restart()?;
-        }
-    }
+    let faults_ended = recorder.elapsed();
+    eprintln!("chaos: faults over; healing, then stopping the workload");
+    heal(&mut nodes, net.as_ref())?;
     let healed = Instant::now();
     stop.store(true, Ordering::Relaxed);
     for w in workers {
@@ -201,8 +226,12 @@ pub async fn run(cfg: &Config) -> std::io::Result<Report> {
     if report.recovery.is_none() {
         report.anomalies.push(Anomaly::NoRecovery);
     }
-    drain(&js, &history).await;
-    let replicas = read_replicas(&client, &nodes).await;
+    eprintln!("chaos: draining the consumer and the work queue");
+    drain(&js, &recorder).await;
+    settle_work(&client).await;
+    eprintln!("chaos: reading every replica");
+    let main = replicas::read(&client, STREAM, Reader::Consumer).await;
+    let (queue, archive) = read_work(&client, &recorder).await;
     for n in nodes.iter_mut() {
         if let Some(status) = n.exited() {
             report.anomalies.push(Anomaly::Crashed {
@@ -211,9 +240,97 @@ pub async fn run(cfg: &Config) -> std::io::Result<Report> {
             });
         }
     }
-    let history = history.lock().expect("history").clone();
-    report.anomalies.extend(check::check(&history, &replicas));
-    for e in &history {
+    let histories = recorder.take();
+    report
+        .anomalies
+        .extend(check::check(&histories.main, &main));
+    report
+        .anomalies
+        .extend(check::check_work(&histories.work, &queue, &archive));
+    report.anomalies.extend(check::check_kv(&histories.kv));
+    count(&mut report, &histories, &archive, faults_ended);
+    // Every server gone before any filesystem goes: a server in a network
+    // namespace holds a copy of every mount, and a FUSE filesystem ends
+    // only when the last copy does.
+    for n in nodes.iter_mut() {
+        n.kill();
+    }
+    drop(nodes);
+    drop(net);
+    if cfg.keep || !report.anomalies.is_empty() {
+        let kept = dir.keep();
+        let history = format!("{histories:#?}");
+        let _ = std::fs::write(kept.join("history.txt"), history);
+        report.kept = Some(kept);
+    }
+    Ok(report)
+}
+
+fn start_workload(
+    cfg: &Config,
+    js: &jetstream::Context,
+    bucket: &kv::Store,
+    recorder: &Recorder,
+    stop: &Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut workers = Vec::new();
+    let publishers = [
+        ("chaos.0", "p0-", Target::Main),
+        ("chaos.1", "p1-", Target::Main),
+        ("work.0", "w-", Target::Work),
+    ];
+    for (subject, prefix, target) in publishers {
+        workers.push(tokio::spawn(workload::publisher(
+            js.clone(),
+            subject.into(),
+            prefix.into(),
+            target,
+            recorder.clone(),
+            stop.clone(),
+        )));
+    }
+    workers.push(tokio::spawn(workload::consumer(
+        js.clone(),
+        recorder.clone(),
+        stop.clone(),
+    )));
+    for n in 0..3 {
+        workers.push(tokio::spawn(workload::kv_writer(
+            bucket.clone(),
+            n,
+            cfg.seed,
+            recorder.clone(),
+            stop.clone(),
+        )));
+    }
+    workers
+}
+
+/// Every server running again, none paused, deaf or short of disk.
+fn heal(nodes: &mut [Node], net: Option<&net::Net>) -> std::io::Result<()> {
+    if let Some(net) = net {
+        net.heal();
+    }
+    for n in nodes.iter_mut() {
+        n.free_disk();
+        if n.stopped {
+            n.signal(libc::SIGCONT);
+            n.stopped = false;
+        }
+        if !n.running() {
+            n.restart()?;
+        }
+    }
+    Ok(())
+}
+
+fn count(
+    report: &mut Report,
+    histories: &workload::Histories,
+    archive: &[(String, replicas::Contents)],
+    faults_ended: Duration,
+) {
+    for e in &histories.main {
         match e {
             Event::Acked { .. } => report.acked += 1,
             Event::Unacked { .. } => report.unacked += 1,
@@ -221,11 +338,30 @@ pub async fn run(cfg: &Config) -> std::io::Result<Report> {
             Event::Confirmed { .. } => report.confirmed += 1,
         }
     }
-    drop(nodes);
-    if cfg.keep || !report.anomalies.is_empty() {
-        report.kept = Some(dir.keep());
+    report.work_acked = histories
+        .work
+        .iter()
+        .filter(|e| matches!(e, Event::Acked { .. }))
+        .count();
+    report.archived = archive.first().map_or(0, |(_, c)| c.len());
+    for op in &histories.kv {
+        match op.outcome {
+            linear::Outcome::Written => report.kv.0 += 1,
+            linear::Outcome::Refused => report.kv.1 += 1,
+            linear::Outcome::Unknown => report.kv.2 += 1,
+        }
     }
-    Ok(report)
+    let mut acked_at = histories.acked_at.clone();
+    acked_at.sort();
+    let mut previous = Duration::ZERO;
+    for at in acked_at.into_iter().chain([faults_ended]) {
+        let gap = at.saturating_sub(previous);
+        if gap > Duration::from_secs(1) && previous <= faults_ended {
+            report.gaps.0 += 1;
+            report.gaps.1 = report.gaps.1.max(gap);
+        }
+        previous = at;
+    }
 }
 
 async fn connect(urls: &[String]) -> std::io::Result<async_nats::Client> {
@@ -241,179 +377,84 @@ async fn connect(urls: &[String]) -> std::io::Result<async_nats::Client> {
         .map_err(std::io::Error::other)
 }
 
-/// The stream and its durable consumer, asked until the cluster answers.
-async fn setup(js: &jetstream::Context, replicas: usize) -> std::io::Result<()> {
+type SetupError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The streams, consumers and bucket, asked until the cluster answers.
+async fn setup(js: &jetstream::Context, replicas: usize) -> std::io::Result<kv::Store> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let made = async {
-            let st = js
-                .get_or_create_stream(stream::Config {
-                    name: STREAM.into(),
-                    subjects: vec!["chaos.>".into()],
-                    num_replicas: replicas,
-                    ..Default::default()
-                })
-                .await?;
-            st.get_or_create_consumer(
-                "C",
-                consumer::pull::Config {
-                    durable_name: Some("C".into()),
-                    ack_policy: consumer::AckPolicy::Explicit,
-                    ack_wait: Duration::from_secs(5),
-                    ..Default::default()
-                },
-            )
-            .await?;
-            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
-        };
-        match made.await {
-            Ok(()) => return Ok(()),
+        match try_setup(js, replicas).await {
+            Ok(bucket) => return Ok(bucket),
             Err(e) if Instant::now() > deadline => {
-                return Err(std::io::Error::other(format!("no stream: {e}")))
+                return Err(std::io::Error::other(format!("setup: {e}")))
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
         }
     }
 }
 
-/// Publishes ids `p<n>-<i>` one at a time, each retried (same id, so
-/// the duplicate window keeps one) until acknowledged or 30 s pass.
-async fn publisher(js: jetstream::Context, n: usize, history: History, stop: Arc<AtomicBool>) {
-    let mut i = 0u64;
-    while !stop.load(Ordering::Relaxed) {
-        let id = format!("p{n}-{i}");
-        i += 1;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let event = loop {
-            let mut headers = async_nats::HeaderMap::new();
-            headers.insert("Nats-Msg-Id", id.as_str());
-            let sent = js
-                .publish_with_headers(format!("chaos.{n}"), headers, id.clone().into())
-                .await;
-            if let Ok(ack) = sent {
-                if let Ok(Ok(ack)) = tokio::time::timeout(Duration::from_secs(5), ack).await {
-                    break Event::Acked {
-                        id: id.clone(),
-                        seq: ack.sequence,
-                    };
-                }
-            }
-            if Instant::now() > deadline || stop.load(Ordering::Relaxed) {
-                break Event::Unacked { id: id.clone() };
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        record(&history, event);
-    }
+async fn try_setup(js: &jetstream::Context, replicas: usize) -> Result<kv::Store, SetupError> {
+    let main = js
+        .get_or_create_stream(stream::Config {
+            name: STREAM.into(),
+            subjects: vec!["chaos.>".into()],
+            num_replicas: replicas,
+            ..Default::default()
+        })
+        .await?;
+    main.get_or_create_consumer(
+        "C",
+        consumer::pull::Config {
+            durable_name: Some("C".into()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            ack_wait: Duration::from_secs(5),
+            ..Default::default()
+        },
+    )
+    .await?;
+    js.get_or_create_stream(stream::Config {
+        name: WORK.into(),
+        subjects: vec!["work.>".into()],
+        retention: stream::RetentionPolicy::WorkQueue,
+        num_replicas: replicas,
+        ..Default::default()
+    })
+    .await?;
+    // Sourcing a work queue consumes it: what the archive stored, the
+    // work queue deletes.
+    let body = serde_json::json!({
+        "name": ARCHIVE,
+        "num_replicas": replicas,
+        "sources": [{"name": WORK}],
+    });
+    api(js, &format!("$JS.API.STREAM.CREATE.{ARCHIVE}"), body).await?;
+    let bucket = js
+        .create_key_value(kv::Config {
+            bucket: BUCKET.into(),
+            history: 1,
+            num_replicas: replicas,
+            ..Default::default()
+        })
+        .await?;
+    Ok(bucket)
 }
 
-/// Pulls and double-acks until told to stop.
-async fn consumer(js: jetstream::Context, history: History, stop: Arc<AtomicBool>) {
-    while !stop.load(Ordering::Relaxed) {
-        if pull_once(&js, &history).await.is_none() {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-}
-
-/// One fetch of up to 20, each double-acked; how many came, if the
-/// consumer answered.
-async fn pull_once(js: &jetstream::Context, history: &History) -> Option<usize> {
-    let get = async {
-        let st = js.get_stream(STREAM).await.ok()?;
-        let c: consumer::PullConsumer = st.get_consumer("C").await.ok()?;
-        c.fetch()
-            .max_messages(20)
-            .expires(Duration::from_secs(1))
-            .messages()
-            .await
-            .ok()
-    };
-    let mut batch = tokio::time::timeout(Duration::from_secs(5), get)
-        .await
-        .ok()??;
-    let mut n = 0;
-    while let Ok(Some(Ok(m))) = tokio::time::timeout(Duration::from_secs(3), batch.next()).await {
-        let Ok(info) = m.info() else { continue };
-        let seq = info.stream_sequence;
-        record(history, Event::Delivered { seq });
-        n += 1;
-        if double_ack(js, &m).await {
-            record(history, Event::Confirmed { seq });
-        }
-    }
-    Some(n)
-}
-
-/// Acks `m` and waits for the server to confirm it. Not async-nats's
-/// `double_ack`: that takes any reply for a confirmation, a 503 "no
-/// responders" status too (nobody listened for the ack: it was not
-/// taken), which would count an ack that no server holds.
-async fn double_ack(js: &jetstream::Context, m: &jetstream::Message) -> bool {
-    let Some(reply) = m.reply.clone() else {
-        return false;
-    };
+/// A JetStream API request whose answer must not be an error (or say
+/// that what it makes is there already).
+async fn api(
+    js: &jetstream::Context,
+    subject: &str,
+    body: serde_json::Value,
+) -> Result<(), SetupError> {
     let client = js.client();
-    let asked = client.request(reply, "+ACK".into());
-    match tokio::time::timeout(Duration::from_secs(3), asked).await {
-        Ok(Ok(answer)) => answer.status.is_none(),
-        _ => false,
-    }
-}
-
-/// The seeded fault schedule, for `cfg.duration`.
-async fn nemesis(cfg: &Config, nodes: &mut [Node], report: &mut Report) {
-    let mut rng = fastrand::Rng::with_seed(cfg.seed);
-    let end = Instant::now() + cfg.duration;
-    let pause = |rng: &mut fastrand::Rng, lo: u64, hi: u64| Duration::from_millis(rng.u64(lo..hi));
-    while Instant::now() < end && !cfg.faults.is_empty() {
-        tokio::time::sleep(pause(&mut rng, 1_000, 4_000)).await;
-        let fault = cfg.faults[rng.usize(..cfg.faults.len())];
-        let i = rng.usize(..nodes.len());
-        let hold = pause(&mut rng, 500, 3_000);
-        *report.faults.entry(fault.name()).or_default() += 1;
-        eprintln!(
-            "chaos: {:>5.1}s {} {}",
-            cfg.duration
-                .saturating_sub(end.saturating_duration_since(Instant::now()))
-                .as_secs_f64(),
-            fault.name(),
-            if fault == Fault::PowerAll {
-                "all".into()
-            } else {
-                nodes[i].name.clone()
-            }
-        );
-        match fault {
-            Fault::Kill => {
-                nodes[i].kill();
-                tokio::time::sleep(hold).await;
-                let _ = nodes[i].restart();
-            }
-            Fault::Pause => {
-                nodes[i].signal(libc::SIGSTOP);
-                nodes[i].stopped = true;
-                tokio::time::sleep(hold).await;
-                nodes[i].signal(libc::SIGCONT);
-                nodes[i].stopped = false;
-            }
-            Fault::Power => power_cut(&mut nodes[i..=i], hold).await,
-            Fault::PowerAll => power_cut(nodes, hold).await,
-        }
-    }
-}
-
-/// SIGKILL, then drop what each disk did not sync, then restart.
-async fn power_cut(nodes: &mut [Node], hold: Duration) {
-    for n in nodes.iter_mut() {
-        n.kill();
-        if let Some(disk) = &n.disk {
-            disk.control.drop_unsynced();
-        }
-    }
-    tokio::time::sleep(hold).await;
-    for n in nodes.iter_mut() {
-        let _ = n.restart();
+    let asked = client.request(subject.to_string(), body.to_string().into());
+    let m = tokio::time::timeout(Duration::from_secs(5), asked).await??;
+    let answer: serde_json::Value = serde_json::from_slice(&m.payload)?;
+    match answer["error"]["err_code"].as_u64() {
+        None => Ok(()),
+        // Already there, as asked (a retried setup).
+        Some(10058 | 10148) => Ok(()),
+        Some(_) => Err(answer.to_string().into()),
     }
 }
 
@@ -432,102 +473,49 @@ async fn probe(js: &jetstream::Context, limit: Duration) -> bool {
 }
 
 /// Takes what is left, so a confirmed ack delivered again shows.
-async fn drain(js: &jetstream::Context, history: &History) {
+/// Gives up after two minutes (acks never confirmed come back forever).
+async fn drain(js: &jetstream::Context, recorder: &Recorder) {
+    let deadline = Instant::now() + Duration::from_secs(120);
     let mut empty = 0;
-    while empty < 3 {
-        match pull_once(js, history).await {
+    while empty < 3 && Instant::now() < deadline {
+        match workload::pull_once(js, recorder).await {
             Some(0) | None => empty += 1,
             Some(_) => empty = 0,
         }
     }
 }
 
-/// Each server's copy of the stream: leadership moved to it, then read
-/// whole (sequence → payload).
-async fn read_replicas(
+/// The archive's replicas, then the work queue's. Read in that order, a
+/// message the archive holds must be gone from the queue; one that is
+/// not may still be on its way (its ack in flight, or lost and about to
+/// be redelivered and acked again): the queue is read again after a
+/// while before it counts.
+async fn read_work(
     client: &async_nats::Client,
-    nodes: &[Node],
-) -> Vec<(String, BTreeMap<u64, String>)> {
-    let mut out = Vec::new();
-    for n in nodes.iter().take(3) {
-        if lead_on(client, &n.name).await {
-            out.push((n.name.clone(), contents(client).await));
-        }
+    recorder: &Recorder,
+) -> (
+    Vec<(String, replicas::Contents)>,
+    Vec<(String, replicas::Contents)>,
+) {
+    let archive = replicas::read(client, ARCHIVE, Reader::Consumer).await;
+    let mut queue = replicas::read(client, WORK, Reader::MsgGet).await;
+    let work = recorder.take().work;
+    if !check::check_work(&work, &queue, &archive).is_empty() {
+        tokio::time::sleep(Duration::from_secs(15)).await;
+        queue = replicas::read(client, WORK, Reader::MsgGet).await;
     }
-    out
+    (queue, archive)
 }
 
-async fn stream_info(client: &async_nats::Client) -> Option<serde_json::Value> {
-    let subject = format!("$JS.API.STREAM.INFO.{STREAM}");
-    let m = tokio::time::timeout(Duration::from_secs(5), client.request(subject, "".into()))
-        .await
-        .ok()?
-        .ok()?;
-    serde_json::from_slice(&m.payload).ok()
-}
-
-async fn lead_on(client: &async_nats::Client, name: &str) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(30);
+/// Waits (up to a minute) for the archive to take everything queued.
+async fn settle_work(client: &async_nats::Client) {
+    let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
-        if let Some(info) = stream_info(client).await {
-            if info["cluster"]["leader"] == name {
-                return true;
+        if let Some(info) = replicas::info(client, WORK).await {
+            if info["state"]["messages"] == 0 {
+                return;
             }
         }
-        let body = serde_json::json!({"placement": {"preferred": name}}).to_string();
-        let subject = format!("$JS.API.STREAM.LEADER.STEPDOWN.{STREAM}");
-        let _ = tokio::time::timeout(Duration::from_secs(5), client.request(subject, body.into()))
-            .await;
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    false
-}
-
-/// The stream as its leader serves it, read by an ephemeral consumer
-/// that takes no acks.
-async fn contents(client: &async_nats::Client) -> BTreeMap<u64, String> {
-    let mut out = BTreeMap::new();
-    let Some(info) = stream_info(client).await else {
-        return out;
-    };
-    let total = info["state"]["messages"].as_u64().unwrap_or(0);
-    let js = jetstream::new(client.clone());
-    let Ok(st) = js.get_stream(STREAM).await else {
-        return out;
-    };
-    let Ok(reader) = st
-        .create_consumer(consumer::pull::Config {
-            ack_policy: consumer::AckPolicy::None,
-            inactive_threshold: Duration::from_secs(30),
-            ..Default::default()
-        })
-        .await
-    else {
-        return out;
-    };
-    let mut read = 0u64;
-    let mut idle = 0;
-    while read < total && idle < 3 {
-        let Ok(mut batch) = reader
-            .fetch()
-            .max_messages(1000)
-            .expires(Duration::from_secs(2))
-            .messages()
-            .await
-        else {
-            idle += 1;
-            continue;
-        };
-        let before = read;
-        while let Some(Ok(m)) = batch.next().await {
-            read += 1;
-            let Ok(meta) = m.info() else { continue };
-            let id = String::from_utf8_lossy(&m.payload).into_owned();
-            if id != "probe" {
-                out.insert(meta.stream_sequence, id);
-            }
-        }
-        idle = if read == before { idle + 1 } else { 0 };
-    }
-    out
 }

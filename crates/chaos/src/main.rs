@@ -1,5 +1,5 @@
 //! `flotilla-chaos --target PATH [--servers 3|5] [--seed N] [--duration SECS]
-//! [--faults kill,pause,power,power-all] [--keep]`: one campaign (see the
+//! [--faults LIST] [--keep] [--sync-always]`: one campaign (see the
 //! library). Prints the faults as they come, then a summary; exits 1 on
 //! any anomaly, keeping the servers' logs and stores, and the seed
 //! replays the same faults.
@@ -13,8 +13,10 @@ fn usage(why: &str) -> ! {
     eprintln!("flotilla-chaos: {why}");
     eprintln!(
         "usage: flotilla-chaos --target PATH [--servers 3|5] [--seed N] [--duration SECS] \
-         [--faults kill,pause,power,power-all] [--keep]"
+         [--faults LIST] [--keep] [--sync-always]"
     );
+    let names: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
+    eprintln!("faults (default: all): {}", names.join(","));
     std::process::exit(2);
 }
 
@@ -26,6 +28,7 @@ fn parse() -> Config {
         duration: Duration::from_secs(60),
         faults: Fault::ALL.to_vec(),
         keep: false,
+        sync_always: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -59,6 +62,7 @@ fn parse() -> Config {
                     .collect();
             }
             "--keep" => cfg.keep = true,
+            "--sync-always" => cfg.sync_always = true,
             other => usage(&format!("unknown argument {other:?}")),
         }
     }

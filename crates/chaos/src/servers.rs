@@ -1,7 +1,9 @@
 //! The servers under test: real processes of any binary that takes
-//! nats-server's flags and config, on loopback, each with its store on
-//! its own lossyfs mount (when power loss is among the faults) so a power
-//! cut can drop what it did not sync.
+//! nats-server's flags and config, each in its own network namespace
+//! ([`crate::net`]) or on loopback, with its store on its own lossyfs
+//! mount (when power loss is among the faults) so a power cut can drop
+//! what it did not sync, on a small tmpfs of its own (when a full disk
+//! is) so it can be filled.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -9,14 +11,73 @@ use std::time::{Duration, Instant};
 
 pub struct Node {
     pub name: String,
+    /// Where clients and routes reach it.
+    pub host: String,
     pub port: u16,
+    /// Its network namespace, when it has one.
+    netns: Option<String>,
     config: PathBuf,
     log: PathBuf,
     target: PathBuf,
+    /// JetStream's `store_dir`.
+    pub store: PathBuf,
+    /// A file on the store's filesystem (not in the store) that a full
+    /// disk fills it with.
+    filler: PathBuf,
     child: Option<Child>,
     /// The power-loss filesystem under its store, if any.
     pub disk: Option<lossyfs::Mounted>,
+    /// The small filesystem under both, if any: unmounted after `disk`.
+    small: Option<Tmpfs>,
     pub stopped: bool,
+}
+
+/// Where one server listens.
+#[derive(Debug, Clone)]
+pub struct Place {
+    pub host: String,
+    pub port: u16,
+    pub route_port: u16,
+    pub netns: Option<String>,
+}
+
+/// How each server's store is kept.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Disks {
+    /// On lossyfs, so a power cut can drop what was not synced.
+    pub lossy: bool,
+    /// On a small filesystem of its own (a tmpfs), so it can be filled.
+    pub small: bool,
+    /// Every write synced (`sync_interval: always`).
+    pub sync_always: bool,
+}
+
+/// The size of the filesystem a full disk fills.
+const SMALL_DISK: &str = "1g";
+
+/// A tmpfs mounted for one server, unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path) -> std::io::Result<Tmpfs> {
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={SMALL_DISK}"), "tmpfs"])
+            .arg(at)
+            .output()?;
+        if !out.status.success() {
+            return Err(std::io::Error::other(format!(
+                "mount tmpfs: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(Tmpfs(at.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).output();
+    }
 }
 
 /// Ports nobody listens on now (each bound once, then released).
@@ -30,53 +91,86 @@ pub fn free_ports(n: usize) -> Vec<u16> {
         .collect()
 }
 
+/// Places on loopback, on free ports.
+pub fn loopback(n: usize) -> Vec<Place> {
+    let ports = free_ports(n);
+    let routes = free_ports(n);
+    (0..n)
+        .map(|i| Place {
+            host: "127.0.0.1".into(),
+            port: ports[i],
+            route_port: routes[i],
+            netns: None,
+        })
+        .collect()
+}
+
 impl Node {
     /// Writes server `i`'s config in `dir` and starts it.
     pub fn start(
         target: &Path,
         dir: &Path,
         i: usize,
-        ports: &[u16],
-        routes: &[u16],
-        power: bool,
+        places: &[Place],
+        disks: Disks,
     ) -> std::io::Result<Node> {
         let name = format!("S{i}");
         let home = dir.join(&name);
-        let store = home.join("store");
-        std::fs::create_dir_all(&store)?;
-        let disk = match power {
-            true => {
-                let backing = home.join("disk");
-                std::fs::create_dir_all(&backing)?;
-                Some(lossyfs::mount(&backing, &store)?)
-            }
+        let fs = home.join("fs");
+        std::fs::create_dir_all(&fs)?;
+        let small = match disks.small {
+            true => Some(Tmpfs::mount(&fs)?),
             false => None,
         };
-        let route_urls: Vec<String> = routes
+        let backing = fs.join("store");
+        std::fs::create_dir_all(&backing)?;
+        let (store, disk) = match disks.lossy {
+            true => {
+                let store = home.join("store");
+                std::fs::create_dir_all(&store)?;
+                let disk = lossyfs::mount(&backing, &store)?;
+                (store, Some(disk))
+            }
+            false => (backing, None),
+        };
+        let place = &places[i];
+        let route_urls: Vec<String> = places
             .iter()
-            .map(|p| format!("\"nats-route://127.0.0.1:{p}\""))
+            .map(|p| format!("\"nats-route://{}:{}\"", p.host, p.route_port))
             .collect();
         let config = home.join("server.conf");
         std::fs::write(
             &config,
             format!(
-                "server_name: {name}\nlisten: \"127.0.0.1:{}\"\n\
-                 jetstream {{ store_dir: \"{}\" }}\n\
-                 cluster {{ name: chaos, listen: \"127.0.0.1:{}\", routes: [{}] }}\n",
-                ports[i],
+                "server_name: {name}\nlisten: \"{}:{}\"\n\
+                 jetstream {{ store_dir: \"{}\"{} }}\n\
+                 cluster {{ name: chaos, listen: \"{}:{}\", routes: [{}] }}\n",
+                place.host,
+                place.port,
                 store.display(),
-                routes[i],
+                if disks.sync_always {
+                    ", sync_interval: always"
+                } else {
+                    ""
+                },
+                place.host,
+                place.route_port,
                 route_urls.join(", ")
             ),
         )?;
         let mut node = Node {
             name,
-            port: ports[i],
+            host: place.host.clone(),
+            port: place.port,
+            netns: place.netns.clone(),
             config,
             log: home.join("server.log"),
             target: target.to_path_buf(),
+            store,
+            filler: fs.join("filler"),
             child: None,
             disk,
+            small,
             stopped: false,
         };
         node.spawn()?;
@@ -88,7 +182,16 @@ impl Node {
             .create(true)
             .append(true)
             .open(&self.log)?;
-        let child = Command::new(&self.target)
+        let mut command = match &self.netns {
+            // `ip netns exec` execs the target: the child is the server.
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(&self.target);
+                c
+            }
+            None => Command::new(&self.target),
+        };
+        let child = command
             .arg("-c")
             .arg(&self.config)
             .stdout(Stdio::from(log.try_clone()?))
@@ -100,7 +203,7 @@ impl Node {
     }
 
     pub fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
+        format!("nats://{}:{}", self.host, self.port)
     }
 
     pub fn pid(&self) -> Option<i32> {
@@ -121,6 +224,72 @@ impl Node {
             let _ = child.wait();
         }
         self.stopped = false;
+    }
+
+    /// Empties its store (the server must be stopped).
+    pub fn wipe(&mut self) -> std::io::Result<()> {
+        for entry in std::fs::read_dir(&self.store)? {
+            let path = entry?.path();
+            match path.is_dir() {
+                true => std::fs::remove_dir_all(&path)?,
+                false => std::fs::remove_file(&path)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Damages bytes in up to three of its store's files (the server must
+    /// be stopped): each gets a few bytes flipped, synced. Returns what
+    /// it damaged.
+    pub fn damage(&mut self, rng: &mut fastrand::Rng) -> std::io::Result<Vec<String>> {
+        use std::os::unix::fs::FileExt;
+        let mut files = Vec::new();
+        list_files(&self.store, &mut files)?;
+        files.retain(|(_, len)| *len > 0);
+        let mut damaged = Vec::new();
+        for _ in 0..3.min(files.len()) {
+            let (path, len) = files.swap_remove(rng.usize(..files.len()));
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)?;
+            for _ in 0..rng.usize(1..=8) {
+                let at = rng.u64(..len);
+                let mut byte = [0u8];
+                file.read_exact_at(&mut byte, at)?;
+                byte[0] ^= rng.u8(1..);
+                file.write_all_at(&byte, at)?;
+            }
+            file.sync_all()?;
+            let shown = path.strip_prefix(&self.store).unwrap_or(&path);
+            damaged.push(shown.display().to_string());
+        }
+        Ok(damaged)
+    }
+
+    /// Fills its store's filesystem: what is left of it goes to a filler
+    /// file. Returns the bytes it took.
+    pub fn fill_disk(&self) -> std::io::Result<u64> {
+        use std::io::Write;
+        let mut file = std::fs::File::create(&self.filler)?;
+        let chunk = vec![0u8; 1 << 20];
+        let mut taken = 0u64;
+        loop {
+            match file.write(&chunk) {
+                Ok(0) => break,
+                Ok(n) => taken += n as u64,
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        // Past a full page cache: ENOSPC from the sync is the disk full too.
+        let _ = file.sync_all();
+        Ok(taken)
+    }
+
+    /// Gives back what [`Node::fill_disk`] took.
+    pub fn free_disk(&self) {
+        let _ = std::fs::remove_file(&self.filler);
     }
 
     pub fn restart(&mut self) -> std::io::Result<()> {
@@ -144,14 +313,31 @@ impl Drop for Node {
             self.signal(libc::SIGCONT);
         }
         self.kill();
+        // The power-loss filesystem first, then the tmpfs under it.
+        drop(self.disk.take());
+        drop(self.small.take());
     }
 }
 
-/// Waits until a TCP connection to `port` succeeds.
-pub fn wait_listening(port: u16, limit: Duration) -> bool {
+/// Every regular file under `dir`, with its length.
+fn list_files(dir: &Path, out: &mut Vec<(PathBuf, u64)>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if meta.is_dir() {
+            list_files(&entry.path(), out)?;
+        } else if meta.is_file() {
+            out.push((entry.path(), meta.len()));
+        }
+    }
+    Ok(())
+}
+
+/// Waits until a TCP connection to `host:port` succeeds.
+pub fn wait_listening(host: &str, port: u16, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        if std::net::TcpStream::connect((host, port)).is_ok() {
             return true;
         }
         std::thread::sleep(Duration::from_millis(20));

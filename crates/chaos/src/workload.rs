@@ -1,0 +1,250 @@
+//! The clients of a campaign, each recording what it saw into the shared
+//! [`Histories`]: publishers with message ids that retry until
+//! acknowledged, a pull consumer that double-acks, and key-value
+//! compare-and-set writers.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer, kv};
+use futures::StreamExt;
+
+use crate::check::Event;
+use crate::linear;
+
+/// Everything the workload saw.
+#[derive(Debug, Default, Clone)]
+pub struct Histories {
+    /// Publishes to, and deliveries from, the main stream.
+    pub main: Vec<Event>,
+    /// Publishes to the work queue.
+    pub work: Vec<Event>,
+    /// Compare-and-set writes on the bucket.
+    pub kv: Vec<linear::Op>,
+    /// When each publish to the main stream was acknowledged, since the
+    /// campaign began: the service gaps are between them.
+    pub acked_at: Vec<Duration>,
+}
+
+/// The histories, and when the campaign began.
+#[derive(Clone)]
+pub struct Recorder {
+    histories: Arc<Mutex<Histories>>,
+    began: Instant,
+}
+
+impl Recorder {
+    pub fn new() -> Recorder {
+        Recorder {
+            histories: Arc::default(),
+            began: Instant::now(),
+        }
+    }
+
+    fn record(&self, f: impl FnOnce(&mut Histories)) {
+        f(&mut self.histories.lock().expect("histories"));
+    }
+
+    /// Since the campaign began.
+    pub fn elapsed(&self) -> Duration {
+        self.began.elapsed()
+    }
+
+    fn now(&self) -> u64 {
+        self.began.elapsed().as_nanos() as u64
+    }
+
+    pub fn take(&self) -> Histories {
+        self.histories.lock().expect("histories").clone()
+    }
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder::new()
+    }
+}
+
+/// Which stream a publisher writes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Main,
+    Work,
+}
+
+/// Between two publishes to the work queue.
+const WORK_PACE: Duration = Duration::from_millis(100);
+
+/// Publishes ids `<prefix><i>` to `subject` one at a time, each retried
+/// (same id, so the duplicate window keeps one) until acknowledged or
+/// 30 s pass.
+pub async fn publisher(
+    js: jetstream::Context,
+    subject: String,
+    prefix: String,
+    target: Target,
+    recorder: Recorder,
+    stop: Arc<AtomicBool>,
+) {
+    let mut i = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let id = format!("{prefix}{i}");
+        i += 1;
+        let event = publish_until_acked(&js, &subject, &id, &stop).await;
+        if target == Target::Work {
+            // The archive copies one message at a time: a pace it keeps.
+            tokio::time::sleep(WORK_PACE).await;
+        }
+        recorder.record(|h| {
+            if let (Event::Acked { .. }, Target::Main) = (&event, target) {
+                h.acked_at.push(recorder.began.elapsed());
+            }
+            match target {
+                Target::Main => h.main.push(event),
+                Target::Work => h.work.push(event),
+            }
+        });
+    }
+}
+
+async fn publish_until_acked(
+    js: &jetstream::Context,
+    subject: &str,
+    id: &str,
+    stop: &AtomicBool,
+) -> Event {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", id);
+        let sent = js.publish_with_headers(subject.to_string(), headers, id.to_string().into());
+        if let Ok(Ok(ack)) = tokio::time::timeout(Duration::from_secs(5), sent).await {
+            if let Ok(Ok(ack)) = tokio::time::timeout(Duration::from_secs(5), ack).await {
+                return Event::Acked {
+                    id: id.to_string(),
+                    seq: ack.sequence,
+                };
+            }
+        }
+        if Instant::now() > deadline || stop.load(Ordering::Relaxed) {
+            return Event::Unacked { id: id.to_string() };
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Pulls from the main stream's consumer `C` and double-acks until told
+/// to stop.
+pub async fn consumer(js: jetstream::Context, recorder: Recorder, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        if pull_once(&js, &recorder).await.is_none() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// One fetch of up to 20, each double-acked; how many came, if the
+/// consumer answered.
+pub async fn pull_once(js: &jetstream::Context, recorder: &Recorder) -> Option<usize> {
+    let get = async {
+        let st = js.get_stream(crate::STREAM).await.ok()?;
+        let c: consumer::PullConsumer = st.get_consumer("C").await.ok()?;
+        c.fetch()
+            .max_messages(20)
+            .expires(Duration::from_secs(1))
+            .messages()
+            .await
+            .ok()
+    };
+    let mut batch = tokio::time::timeout(Duration::from_secs(5), get)
+        .await
+        .ok()??;
+    let mut n = 0;
+    while let Ok(Some(Ok(m))) = tokio::time::timeout(Duration::from_secs(3), batch.next()).await {
+        let Ok(info) = m.info() else { continue };
+        let seq = info.stream_sequence;
+        recorder.record(|h| h.main.push(Event::Delivered { seq }));
+        n += 1;
+        if double_ack(js, &m).await {
+            recorder.record(|h| h.main.push(Event::Confirmed { seq }));
+        }
+    }
+    Some(n)
+}
+
+/// Acks `m` and waits for the server to confirm it. Not async-nats's
+/// `double_ack`: that takes any reply for a confirmation, a 503 "no
+/// responders" status too (nobody listened for the ack: it was not
+/// taken), which would count an ack that no server holds.
+async fn double_ack(js: &jetstream::Context, m: &jetstream::Message) -> bool {
+    let Some(reply) = m.reply.clone() else {
+        return false;
+    };
+    let client = js.client();
+    let asked = client.request(reply, "+ACK".into());
+    match tokio::time::timeout(Duration::from_secs(3), asked).await {
+        Ok(Ok(answer)) => answer.status.is_none(),
+        _ => false,
+    }
+}
+
+/// The keys the compare-and-set writers share.
+pub const KEYS: [&str; 3] = ["k0", "k1", "k2"];
+
+/// Reads a key, then writes a new value over what it read (or creates
+/// it), again and again: writer `n` writes values `w<n>-<i>`, never the
+/// same twice. The read may be stale (a direct get a follower answers);
+/// the write is judged by the server, and its outcome recorded.
+pub async fn kv_writer(
+    bucket: kv::Store,
+    n: usize,
+    seed: u64,
+    recorder: Recorder,
+    stop: Arc<AtomicBool>,
+) {
+    let mut rng = fastrand::Rng::with_seed(seed ^ n as u64);
+    let mut i = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let key = KEYS[rng.usize(..KEYS.len())];
+        let read = tokio::time::timeout(Duration::from_secs(3), bucket.entry(key)).await;
+        let (from, revision) = match read {
+            Ok(Ok(Some(entry))) => (
+                Some(String::from_utf8_lossy(&entry.value).into_owned()),
+                entry.revision,
+            ),
+            Ok(Ok(None)) => (None, 0),
+            _ => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let to = format!("w{n}-{i}");
+        i += 1;
+        let call = recorder.now();
+        // Revision 0: the key must not exist (a create that never reads
+        // back, unlike `Store::create`).
+        let written = bucket.update(key, to.clone().into(), revision);
+        let outcome = match tokio::time::timeout(Duration::from_secs(5), written).await {
+            Ok(Ok(_)) => linear::Outcome::Written,
+            Ok(Err(e)) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                linear::Outcome::Refused
+            }
+            _ => linear::Outcome::Unknown,
+        };
+        let ret = (outcome != linear::Outcome::Unknown).then(|| recorder.now());
+        recorder.record(|h| {
+            h.kv.push(linear::Op {
+                key: key.to_string(),
+                from,
+                to,
+                call,
+                ret,
+                outcome,
+            })
+        });
+        if outcome == linear::Outcome::Unknown {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
