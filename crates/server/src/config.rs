@@ -5,8 +5,11 @@
 //! Deliberate differences from nats-server, for safety:
 //! - an unknown key is a warning, not an error (as the issue asks), but a
 //!   known nats-server key that flotilla does not implement and that
-//!   changes security or routing (`accounts`, `leafnodes`, ...) is an error, so
+//!   changes security or routing (`leafnodes`, `trusted`, ...) is an error, so
 //!   nobody believes a protection is on when it is not;
+//! - a block for a whole feature flotilla lacks (`gateway`, `mqtt`) is
+//!   ignored with a warning, and `/varz` lists it under `ignored_config`,
+//!   so that an existing config still starts;
 //! - a duration written bare with a size-like suffix (`ping_interval: 2m`)
 //!   means two minutes; nats-server reads it as 2,000,000 seconds.
 
@@ -25,14 +28,20 @@ mod tls;
 const UNSUPPORTED: &[&str] = &[
     "leafnodes",
     "leaf",
-    "gateway",
     "websocket",
     "ws",
-    "mqtt",
     "trusted",
     "trusted_keys",
     "mappings",
     "nkeys",
+];
+
+/// Features flotilla lacks whose blocks it ignores, with a warning: a
+/// server without them only lacks what they would connect, and nothing
+/// it does serve is less protected. Each is (key, what is off).
+const IGNORED: &[(&str, &str)] = &[
+    ("gateway", "no gateway connections are made or accepted"),
+    ("mqtt", "no MQTT clients are accepted"),
 ];
 
 /// Reads a config file into options. `Err` lists every error found, one
@@ -431,6 +440,7 @@ fn apply(m: &Map, o: &mut Options, r: &mut Report) {
                     cluster(m, o, r);
                 }
             }
+            k if IGNORED.iter().any(|(key, _)| *key == k) => ignore(e, o, r),
             k if UNSUPPORTED.contains(&k) => {
                 r.error_at(e, format!("\"{}\" is not supported by flotilla", e.key));
             }
@@ -579,6 +589,22 @@ fn resolver_preload(e: &Entry, o: &mut Options, r: &mut Report) {
 }
 
 /// nats-server's `validateNoAuthUser`: the user must be configured.
+/// A block for a feature flotilla lacks: a warning saying what is off,
+/// and a note for `/varz`.
+fn ignore(e: &Entry, o: &mut Options, r: &mut Report) {
+    let (key, off) = IGNORED
+        .iter()
+        .find(|(key, _)| *key == e.key.as_str())
+        .expect("called for an ignored key");
+    r.warnings.push(format!(
+        "{}: \"{key}\" is not supported by flotilla and is ignored: {off}",
+        e.key_pos
+    ));
+    if !o.ignored_config.iter().any(|k| k == key) {
+        o.ignored_config.push(key.to_string());
+    }
+}
+
 fn check_no_auth_user(user: &str, at: &Entry, o: &Options, r: &mut Report) {
     let a = &o.authorization;
     if a.users.is_empty() && a.nkeys.is_empty() {

@@ -255,6 +255,9 @@ pub struct Options {
     pub logfile: Option<PathBuf>,
     pub pid_file: Option<PathBuf>,
     pub ports_file_dir: Option<PathBuf>,
+    /// Config blocks for features flotilla lacks, ignored with a warning
+    /// (`gateway`, `mqtt`); `/varz` lists them.
+    pub ignored_config: Vec<String>,
     pub lame_duck_duration: Duration,
     pub lame_duck_grace_period: Duration,
     pub jetstream: JetStreamOptions,
@@ -290,6 +293,7 @@ impl Default for Options {
             logfile: None,
             pid_file: None,
             ports_file_dir: None,
+            ignored_config: Vec::new(),
             lame_duck_duration: Duration::from_secs(120),
             lame_duck_grace_period: Duration::from_secs(10),
             jetstream: JetStreamOptions::default(),

@@ -228,9 +228,38 @@ fn value_errors() {
         "invalid lame_duck_duration of 10s, minimum is 30 seconds",
     );
     fails_with(
-        "gateway { port: 7222 }\n",
-        "test.conf:1:1: \"gateway\" is not supported by flotilla",
+        "trusted: \"ABC\"\n",
+        "test.conf:1:1: \"trusted\" is not supported by flotilla",
     );
+}
+
+/// A gateway or MQTT block starts the server without that feature: the
+/// log says what is off and /varz lists the block (nats-server would run
+/// it; refusing would stop an existing config from starting).
+#[test]
+fn features_flotilla_lacks_start_the_server_without_them() {
+    let config = "gateway { name: A, port: -1 }\nmqtt { port: -1 }\n";
+    let (code, out) = check(config);
+    assert_eq!(code, 0, "{out}");
+    for want in [
+        "test.conf:1:1: \"gateway\" is not supported by flotilla and is ignored: no gateway connections",
+        "test.conf:2:1: \"mqtt\" is not supported by flotilla and is ignored: no MQTT clients",
+    ] {
+        assert!(out.contains(want), "want: {want}\ngot: {out}");
+    }
+    let server = common::server().config(config).start();
+    assert!(server
+        .log_text()
+        .contains("\"mqtt\" is not supported by flotilla"));
+    let varz = server.json("/varz");
+    assert_eq!(
+        varz["ignored_config"],
+        serde_json::json!(["gateway", "mqtt"])
+    );
+    let mut client = common::Raw::connect(&server.addr());
+    client.send(b"CONNECT {}\r\nPING\r\n");
+    let reply = client.read_until("PONG", std::time::Duration::from_secs(5));
+    assert!(reply.ends_with("PONG"), "{reply}");
 }
 
 #[test]

@@ -164,6 +164,10 @@ pub struct Varz {
     /// when JetStream is clustered: corrupt and foreign frames show here.
     #[serde(skip_serializing_if = "Option::is_none")]
     raft: Option<RaftVarz>,
+    /// Config blocks for features flotilla lacks, which it ignored (not in
+    /// nats-server's /varz): `gateway`, `mqtt`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    ignored_config: Vec<String>,
     tls_timeout: f64,
     write_deadline: u128,
     start: String,
@@ -311,6 +315,7 @@ pub fn varz(server: &Server, services: &super::Services, cpu: &CpuSampler) -> Va
         websocket: Empty {},
         jetstream: super::jsz::varz(services),
         raft: raft_varz(services),
+        ignored_config: opts.ignored_config.clone(),
         tls_timeout: opts
             .tls
             .as_ref()
