@@ -23,13 +23,12 @@ use crate::options::{Authorization, NkeyUser, Options, User};
 
 mod permissions;
 mod tls;
+pub mod websocket;
 
 /// Keys nats-server understands that flotilla refuses to ignore.
 const UNSUPPORTED: &[&str] = &[
     "leafnodes",
     "leaf",
-    "websocket",
-    "ws",
     "trusted",
     "trusted_keys",
     "mappings",
@@ -435,6 +434,7 @@ fn apply(m: &Map, o: &mut Options, r: &mut Report) {
                 }
             }
             "jetstream" => jetstream(e, o, r),
+            "websocket" | "ws" => websocket::websocket(e, o, r),
             "cluster" => {
                 if let Some(m) = map(r, e) {
                     cluster(m, o, r);

@@ -306,6 +306,11 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
         }
     }
 
+    let websocket = match opts.websocket.enabled() {
+        true => Some(bind_websocket(&server).await?),
+        false => None,
+    };
+
     let mut cluster_url = None;
     if opts.cluster.enabled() {
         conn::routes::start(server.clone()).await.with_context(|| {
@@ -335,11 +340,15 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
             port,
             monitoring_url.as_deref(),
             cluster_url.as_deref(),
+            websocket.as_ref().map(|(_, url)| url.as_str()),
         )?),
         None => None,
     };
 
     let accept = tokio::spawn(conn::accept_clients(server.clone(), listener));
+    if let Some((listener, _)) = websocket {
+        tokio::spawn(conn::accept_websocket(server.clone(), listener));
+    }
     info!("Server is ready");
 
     signals::run(server.clone(), cli, log).await;
@@ -357,6 +366,31 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
     Ok(())
 }
 
+/// Binds the WebSocket port and logs it as nats-server does; returns the
+/// listener and its URL for the ports file.
+async fn bind_websocket(server: &Server) -> Result<(tokio::net::TcpListener, String)> {
+    let opts = server.opts();
+    let ws = &opts.websocket;
+    let host = ws
+        .host
+        .clone()
+        .unwrap_or_else(|| options::DEFAULT_HOST.into());
+    let port = u16::try_from(ws.port).unwrap_or(0);
+    let listener = tokio::net::TcpListener::bind((host.as_str(), port))
+        .await
+        .with_context(|| format!("Unable to listen for websocket connections: {host}:{port}"))?;
+    let bound = listener.local_addr()?.port();
+    server
+        .websocket_port
+        .store(u64::from(bound), std::sync::atomic::Ordering::Relaxed);
+    let scheme = if ws.tls.is_some() { "wss" } else { "ws" };
+    info!("Listening for websocket clients on {scheme}://{host}:{bound}");
+    if ws.tls.is_none() {
+        tracing::warn!("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!");
+    }
+    Ok((listener, format!("{scheme}://{}:{bound}", url_host(&host))))
+}
+
 async fn wait_for_clients(server: &Arc<Server>) {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
     while !server.clients.lock().is_empty() && tokio::time::Instant::now() < deadline {
@@ -372,6 +406,7 @@ fn write_ports_file(
     port: u16,
     monitoring: Option<&str>,
     cluster: Option<&str>,
+    websocket: Option<&str>,
 ) -> Result<PathBuf> {
     let exe = std::env::args()
         .next()
@@ -385,6 +420,9 @@ fn write_ports_file(
     }
     if let Some(c) = cluster {
         ports["cluster"] = serde_json::json!([c]);
+    }
+    if let Some(w) = websocket {
+        ports["websocket"] = serde_json::json!([w]);
     }
     std::fs::write(&path, serde_json::to_vec(&ports)?)
         .with_context(|| format!("could not write ports file {}", path.display()))?;

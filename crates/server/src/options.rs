@@ -222,6 +222,46 @@ impl ClusterOptions {
     }
 }
 
+/// `websocket {}`: a second client port that speaks the same protocol
+/// inside WebSocket frames (nats.ws, browsers).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WebsocketOptions {
+    /// Empty: [`DEFAULT_HOST`].
+    pub host: Option<String>,
+    /// -1 picks a free port; 0 turns WebSocket off.
+    pub port: i64,
+    /// `host:port` given to clients instead of the listener's.
+    pub advertise: Option<String>,
+    /// Plain text was asked for explicitly; without it `tls` is required.
+    pub no_tls: bool,
+    pub tls: Option<TlsOptions>,
+    /// An `Origin` must name this server (scheme, host and port).
+    pub same_origin: bool,
+    /// Origins accepted, as (scheme, lowercase host, port); empty: any.
+    pub allowed_origins: Vec<Origin>,
+    /// permessage-deflate, when a client offers it.
+    pub compression: bool,
+    /// How long the HTTP upgrade may take; `None`: nats-server's (none),
+    /// which flotilla bounds by the TLS or auth timeout.
+    pub handshake_timeout: Option<Duration>,
+    /// Extra headers for the 101 response, in config order.
+    pub headers: Vec<(String, String)>,
+}
+
+impl WebsocketOptions {
+    pub fn enabled(&self) -> bool {
+        self.port != 0
+    }
+}
+
+/// An allowed WebSocket origin: what a browser's `Origin` must match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub scheme: String,
+    pub host: String,
+    pub port: u16,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
     pub host: String,
@@ -264,6 +304,7 @@ pub struct Options {
     pub cluster: ClusterOptions,
     /// Client connections must use TLS.
     pub tls: Option<TlsOptions>,
+    pub websocket: WebsocketOptions,
     pub config_file: Option<PathBuf>,
 }
 
@@ -299,6 +340,7 @@ impl Default for Options {
             jetstream: JetStreamOptions::default(),
             cluster: ClusterOptions::default(),
             tls: None,
+            websocket: WebsocketOptions::default(),
             config_file: None,
         }
     }

@@ -61,6 +61,8 @@ pub struct Server {
     pub http_req_stats: Mutex<BTreeMap<String, u64>>,
     /// The client port actually bound (differs from options with `-p -1`).
     pub client_port: AtomicU64,
+    /// The WebSocket listener's port, once bound (0: none).
+    pub websocket_port: AtomicU64,
     pub lame_duck: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
     /// The client listener is told to stop through this (lame duck).
@@ -80,6 +82,7 @@ pub struct Server {
     /// Client TLS, built from `opts.tls` at start and by each reload, and
     /// the same without client certificates, for `https_port`.
     tls: RwLock<Option<Arc<rustls::ServerConfig>>>,
+    websocket_tls: RwLock<Option<Arc<rustls::ServerConfig>>>,
     monitor_tls: RwLock<Option<Arc<rustls::ServerConfig>>>,
     /// Route port TLS, built from `opts.cluster.tls` at start and by each
     /// reload.
@@ -141,6 +144,7 @@ impl Server {
             config_load_time: Mutex::new(now),
             http_req_stats: Mutex::new(BTreeMap::new()),
             client_port: AtomicU64::new(0),
+            websocket_port: AtomicU64::new(0),
             lame_duck: AtomicBool::new(false),
             shutdown_tx: watch::channel(false).0,
             stop_accepting: watch::channel(false).0,
@@ -150,6 +154,7 @@ impl Server {
             on_routes_changed: std::sync::OnceLock::new(),
             hello: Mutex::new(None),
             tls: RwLock::new(None),
+            websocket_tls: RwLock::new(None),
             monitor_tls: RwLock::new(None),
             route_tls: RwLock::new(None),
             trust: RwLock::new(None),
@@ -177,7 +182,12 @@ impl Server {
             Some(o) => Some(Arc::new(crate::tls::RouteTls::new(o)?)),
             None => None,
         };
+        let websocket = match &self.opts().websocket.tls {
+            Some(o) => Some(crate::tls::server_config(o)?),
+            None => None,
+        };
         *self.tls.write() = tls;
+        *self.websocket_tls.write() = websocket;
         *self.monitor_tls.write() = monitor;
         *self.route_tls.write() = route;
         Ok(())
@@ -216,6 +226,11 @@ impl Server {
     /// The client TLS configuration, when TLS is on.
     pub fn tls(&self) -> Option<Arc<rustls::ServerConfig>> {
         self.tls.read().clone()
+    }
+
+    /// The WebSocket listener's TLS configuration (`websocket { tls {} }`).
+    pub fn websocket_tls(&self) -> Option<Arc<rustls::ServerConfig>> {
+        self.websocket_tls.read().clone()
     }
 
     pub fn hello(&self) -> Option<protocol::route::FlotillaHello> {
@@ -417,9 +432,30 @@ impl Server {
 
     /// The INFO for one client: the server's, plus who the client is.
     pub fn client_info(&self, client: &Client) -> ServerInfo {
-        let mut info = self.info();
+        let mut info = if client.websocket {
+            self.websocket_info()
+        } else {
+            self.info()
+        };
         info.client_id = Some(client.cid);
         info.client_ip = Some(client.addr.ip().to_string());
+        info
+    }
+
+    /// INFO for a WebSocket client, as nats-server's: the WebSocket
+    /// listener's host, port and TLS, and no `nats://` URLs to move to.
+    pub fn websocket_info(&self) -> ServerInfo {
+        let opts = self.opts();
+        let ws = &opts.websocket;
+        let mut info = self.info();
+        info.host = ws
+            .host
+            .clone()
+            .unwrap_or_else(|| crate::options::DEFAULT_HOST.into());
+        info.port = self.websocket_port.load(Ordering::Relaxed) as u16;
+        info.tls_required = ws.tls.is_some();
+        info.tls_verify = ws.tls.as_ref().is_some_and(|t| t.verify);
+        info.connect_urls = Vec::new();
         info
     }
 

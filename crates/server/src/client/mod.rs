@@ -102,6 +102,8 @@ pub struct Client {
     /// A route to another server: its subscriptions stand for that
     /// server's interest, and messages to it go out as `RMSG`.
     pub is_route: bool,
+    /// A client that came in over WebSocket (`/connz` type `websocket`).
+    pub websocket: bool,
     pub start: SystemTime,
     pub out: Outbound,
     /// Whether this client accepts `HMSG`; read by publishers.
@@ -153,6 +155,7 @@ impl Client {
             cid,
             addr,
             is_route: false,
+            websocket: false,
             start,
             out: Outbound::new(),
             headers: AtomicBool::new(false),

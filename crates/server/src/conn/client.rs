@@ -65,6 +65,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr,
             nonce,
             cert: None,
             bytes: greeting,
+            websocket: false,
         };
         return run(server, cid, addr, greet, rd, wr).await;
     };
@@ -84,6 +85,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr,
                 nonce,
                 cert,
                 bytes: greeting,
+                websocket: false,
             };
             run(server, cid, addr, greet, rd, wr).await
         }
@@ -109,14 +111,16 @@ async fn silent_for(stream: &TcpStream, fallback: Option<Duration>) -> bool {
 
 /// What a connection starts with: INFO's bytes (unless they went out
 /// before a TLS handshake), its nonce, and its TLS certificate's names.
-struct Greeting {
-    bytes: BytesMut,
-    nonce: Option<String>,
-    cert: Option<CertIdentity>,
+pub(super) struct Greeting {
+    pub bytes: BytesMut,
+    pub nonce: Option<String>,
+    pub cert: Option<CertIdentity>,
+    /// It came in over WebSocket.
+    pub websocket: bool,
 }
 
 /// The connection proper, on whatever stream it has, greeting first.
-async fn run<R, W>(
+pub(super) async fn run<R, W>(
     server: Arc<Server>,
     cid: u64,
     addr: SocketAddr,
@@ -128,7 +132,9 @@ async fn run<R, W>(
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let opts = server.opts();
-    let client = Arc::new(Client::new(cid, addr));
+    let mut client = Client::new(cid, addr);
+    client.websocket = greeting.websocket;
+    let client = Arc::new(client);
     let writer = writer::start(
         server.clone(),
         client.clone(),

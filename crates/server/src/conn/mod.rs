@@ -9,6 +9,7 @@ pub mod client;
 pub mod delivery;
 pub mod route;
 pub mod routes;
+pub mod websocket;
 pub mod writer;
 
 use std::net::SocketAddr;
@@ -28,6 +29,17 @@ pub async fn accept_clients(server: Arc<Server>, listener: TcpListener) {
     accept_until(listener, stop, "Client", |stream, addr| {
         let cid = server.next_cid();
         tokio::spawn(client::serve(server.clone(), stream, addr, cid));
+    })
+    .await;
+}
+
+/// Accepts WebSocket clients on `listener` until the server stops
+/// accepting.
+pub async fn accept_websocket(server: Arc<Server>, listener: TcpListener) {
+    let stop = server.accepting_stopped();
+    accept_until(listener, stop, "Websocket", |stream, addr| {
+        let cid = server.next_cid();
+        tokio::spawn(websocket::serve(server.clone(), stream, addr, cid));
     })
     .await;
 }

@@ -152,7 +152,7 @@ fn snapshot(c: &Client, subs: &[Arc<Subscription>], now: SystemTime, detail: boo
         info: ConnInfo {
             cid: c.cid,
             kind: "Client",
-            conn_type: "nats",
+            conn_type: if c.websocket { "websocket" } else { "nats" },
             ip: c.addr.ip().to_string(),
             port: c.addr.port(),
             start: times.start,

@@ -116,6 +116,62 @@ fn cluster_varz(server: &Server) -> ClusterVarz {
     }
 }
 
+/// `/varz websocket`, as nats-server's `WebsocketOptsVarz`: every field
+/// left out when unset, so `{}` when WebSocket is off.
+#[derive(Serialize, Default)]
+pub struct WebsocketVarz {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    host: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    port: u16,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    advertise: String,
+    /// Nanoseconds, as Go's Duration.
+    #[serde(skip_serializing_if = "is_zero_u128")]
+    handshake_timeout: u128,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    no_tls: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    same_origin: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    allowed_origins: Vec<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    compression: bool,
+}
+
+fn is_zero(v: &u16) -> bool {
+    *v == 0
+}
+
+fn is_zero_u128(v: &u128) -> bool {
+    *v == 0
+}
+
+fn websocket_varz(server: &Server) -> WebsocketVarz {
+    let opts = server.opts();
+    let ws = &opts.websocket;
+    if !ws.enabled() {
+        return WebsocketVarz::default();
+    }
+    WebsocketVarz {
+        host: ws
+            .host
+            .clone()
+            .unwrap_or_else(|| crate::options::DEFAULT_HOST.into()),
+        port: server.websocket_port.load(Ordering::Relaxed) as u16,
+        advertise: ws.advertise.clone().unwrap_or_default(),
+        handshake_timeout: ws.handshake_timeout.map_or(0, |t| t.as_nanos()),
+        no_tls: ws.no_tls,
+        same_origin: ws.same_origin,
+        allowed_origins: ws
+            .allowed_origins
+            .iter()
+            .map(|o| format!("{}://{}:{}", o.scheme, o.host, o.port))
+            .collect(),
+        compression: ws.compression,
+    }
+}
+
 #[derive(Serialize, Default)]
 pub struct KindCounts {
     clients: u64,
@@ -158,7 +214,7 @@ pub struct Varz {
     gateway: Empty,
     leaf: Empty,
     mqtt: Empty,
-    websocket: Empty,
+    websocket: WebsocketVarz,
     jetstream: super::jsz::Varz,
     /// Flotilla's Raft transport counters (not in nats-server's /varz),
     /// when JetStream is clustered: corrupt and foreign frames show here.
@@ -312,7 +368,7 @@ pub fn varz(server: &Server, services: &super::Services, cpu: &CpuSampler) -> Va
         gateway: Empty {},
         leaf: Empty {},
         mqtt: Empty {},
-        websocket: Empty {},
+        websocket: websocket_varz(server),
         jetstream: super::jsz::varz(services),
         raft: raft_varz(services),
         ignored_config: opts.ignored_config.clone(),

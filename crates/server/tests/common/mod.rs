@@ -23,6 +23,8 @@ pub struct Server {
     pub http_port: Option<u16>,
     /// The route port, when clustering is on.
     pub cluster_port: Option<u16>,
+    /// The WebSocket port, when `websocket {}` is on.
+    pub websocket_port: Option<u16>,
     pub log: PathBuf,
 }
 
@@ -268,6 +270,7 @@ impl Builder {
             port: 0,
             http_port: None,
             cluster_port: None,
+            websocket_port: None,
             log,
         };
         s.try_wait_ready()?;
@@ -343,6 +346,7 @@ impl Server {
                 self.port = port_of(ports["nats"][0].as_str().unwrap());
                 self.http_port = ports["monitoring"][0].as_str().map(port_of);
                 self.cluster_port = ports["cluster"][0].as_str().map(port_of);
+                self.websocket_port = ports["websocket"][0].as_str().map(port_of);
                 return Ok(());
             }
             assert!(
