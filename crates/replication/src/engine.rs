@@ -25,7 +25,8 @@
 //!   `create_group` through the one `&mut Engine` (incident 5).
 //! - Nothing from a peer is acted on unless its frame checks out, its
 //!   sender is the connection's peer and the message's `from`, and that
-//!   sender is in the group's committed configuration (incident 3).
+//!   sender is in the group's committed configuration (incident 3), or,
+//!   while the replica's log is damaged, any authenticated peer.
 //! - No vote or append acknowledgement leaves before the log is synced:
 //!   a group's frames that wait for a sync leave in the order they were
 //!   made, after every earlier write of the group is synced.
@@ -921,15 +922,19 @@ impl Engine {
         }
         let cs = g.raw.store().conf_state();
         let unconfigured = cs.voters.is_empty() && cs.learners.is_empty();
+        let damaged = g.raw.store().is_damaged();
+        // A damaged replica hears any peer until a leader repairs it: what
+        // it kept of its configuration may predate the leader's joining,
+        // and it neither votes nor campaigns meanwhile (below).
         let member = cs.voters.contains(&peer)
             || cs.learners.contains(&peer)
-            || (unconfigured && g.join.contains(&peer));
+            || (unconfigured && g.join.contains(&peer))
+            || damaged;
         if msg.from != peer || msg.to != self.id || !member {
             self.refused.foreign += 1;
             return;
         }
         let kind = msg.get_msg_type();
-        let damaged = g.raw.store().is_damaged();
         if damaged
             && matches!(
                 kind,
@@ -2534,6 +2539,41 @@ mod tests {
         for i in 1..=ll.last_index() {
             assert_eq!(lf.term(i).unwrap(), ll.term(i).unwrap(), "index {i}");
         }
+    }
+
+    /// A replica whose log lost its later configurations to damage,
+    /// restarted with the group's founders (as the meta log replays them),
+    /// still hears the leader, a member added since, and is repaired by
+    /// it (it refused that leader as a stranger, and the group, short of
+    /// a third member, stopped for good: the fault campaign, seed 1).
+    #[test]
+    fn a_damaged_replica_takes_a_leader_added_since() {
+        let (mut t, l) = joining_fourth();
+        t.tick(40);
+        let remove = ConfChange {
+            change_type: ConfChangeType::RemoveNode,
+            node_id: 3,
+            ..Default::default()
+        };
+        t.nodes[l].propose_conf_change(7, remove).unwrap();
+        t.tick(20);
+        let leader = t.leader().unwrap();
+        t.nodes[leader].transfer_leader(7, 4).unwrap();
+        t.tick(40);
+        assert_eq!(t.leader(), Some(3), "server 4 leads");
+        // Server 2, a follower, loses all but the start of its log.
+        let f = 1;
+        t.dirs[f].crash(0);
+        let name = log_name(7);
+        t.dirs[f].flip_bit(&name, 16, 1);
+        t.nodes[f] = Engine::new(2, Arc::new(t.dirs[f].clone()), 99);
+        let rec = t.nodes[f].create_group(7, &[1, 2, 3]).unwrap();
+        assert!(rec.damaged, "{rec:?}");
+        t.nodes[3].propose(7, b"after".to_vec()).unwrap();
+        t.tick(60);
+        assert!(!t.nodes[f].is_damaged(7), "repaired by the leader");
+        assert_eq!(t.nodes[f].voters(7).unwrap(), vec![1, 2, 4]);
+        assert!(t.applied[f].iter().any(|c| &c.data[..] == b"after"));
     }
 
     /// A node held back (its application is catching up) neither takes a
