@@ -179,6 +179,7 @@ pub async fn run(cfg: &Config) -> std::io::Result<Report> {
                 host: net.host(i),
                 port: 4222,
                 route_port: 6222,
+                http_port: 8222,
                 netns: Some(net.namespace(i)),
             })
             .collect(),
@@ -249,6 +250,11 @@ pub async fn run(cfg: &Config) -> std::io::Result<Report> {
         .extend(check::check_work(&histories.work, &queue, &archive));
     report.anomalies.extend(check::check_kv(&histories.kv));
     count(&mut report, &histories, &archive, faults_ended);
+    if !report.anomalies.is_empty() {
+        for n in &nodes {
+            n.save_monitoring();
+        }
+    }
     // Every server gone before any filesystem goes: a server in a network
     // namespace holds a copy of every mount, and a FUSE filesystem ends
     // only when the last copy does.

@@ -14,6 +14,9 @@ pub struct Node {
     /// Where clients and routes reach it.
     pub host: String,
     pub port: u16,
+    http_port: u16,
+    /// Its directory: config, log, filesystems.
+    home: PathBuf,
     /// Its network namespace, when it has one.
     netns: Option<String>,
     config: PathBuf,
@@ -38,6 +41,8 @@ pub struct Place {
     pub host: String,
     pub port: u16,
     pub route_port: u16,
+    /// Monitoring, read when a run fails.
+    pub http_port: u16,
     pub netns: Option<String>,
 }
 
@@ -95,11 +100,13 @@ pub fn free_ports(n: usize) -> Vec<u16> {
 pub fn loopback(n: usize) -> Vec<Place> {
     let ports = free_ports(n);
     let routes = free_ports(n);
+    let monitors = free_ports(n);
     (0..n)
         .map(|i| Place {
             host: "127.0.0.1".into(),
             port: ports[i],
             route_port: routes[i],
+            http_port: monitors[i],
             netns: None,
         })
         .collect()
@@ -142,11 +149,13 @@ impl Node {
         std::fs::write(
             &config,
             format!(
-                "server_name: {name}\nlisten: \"{}:{}\"\n\
+                "server_name: {name}\nlisten: \"{}:{}\"\nhttp: \"{}:{}\"\n\
                  jetstream {{ store_dir: \"{}\"{} }}\n\
                  cluster {{ name: chaos, listen: \"{}:{}\", routes: [{}] }}\n",
                 place.host,
                 place.port,
+                place.host,
+                place.http_port,
                 store.display(),
                 if disks.sync_always {
                     ", sync_interval: always"
@@ -162,6 +171,8 @@ impl Node {
             name,
             host: place.host.clone(),
             port: place.port,
+            http_port: place.http_port,
+            home: home.clone(),
             netns: place.netns.clone(),
             config,
             log: home.join("server.log"),
@@ -200,6 +211,23 @@ impl Node {
         self.child = Some(child);
         self.stopped = false;
         Ok(())
+    }
+
+    /// Saves what its monitoring says of JetStream and Raft into its
+    /// directory (`jsz.json`, `raftz.json`), for a failed run's post
+    /// mortem; a server that does not answer leaves an error there.
+    pub fn save_monitoring(&self) {
+        for (path, file) in [
+            (
+                "/jsz?accounts=true&streams=true&consumers=true&config=true&raft=true",
+                "jsz.json",
+            ),
+            ("/raftz", "raftz.json"),
+        ] {
+            let body = http_get(&self.host, self.http_port, path)
+                .unwrap_or_else(|e| format!("no answer: {e}"));
+            let _ = std::fs::write(self.home.join(file), body);
+        }
     }
 
     pub fn url(&self) -> String {
@@ -343,4 +371,17 @@ pub fn wait_listening(host: &str, port: u16, limit: Duration) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     false
+}
+
+/// A monitoring page's body, read over plain HTTP/1.0.
+fn http_get(host: &str, port: u16, path: &str) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect((host, port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n")?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    Ok(text
+        .split_once("\r\n\r\n")
+        .map_or(text.clone(), |(_, body)| body.to_string()))
 }
