@@ -150,6 +150,10 @@ struct Fetching {
     /// When to send the outstanding ask (again), or start over.
     ask_at: Option<u64>,
     started: u64,
+    /// The store was emptied for a fetch that diverged: another
+    /// divergence means the peer no longer holds what the snapshot says,
+    /// and the next try waits.
+    emptied: bool,
 }
 
 pub struct Replica {
@@ -536,6 +540,7 @@ impl Replica {
             waiting: Vec::new(),
             ask_at: None,
             started: t.now,
+            emptied: false,
         });
         self.restart_fetch(t);
     }
@@ -560,13 +565,26 @@ impl Replica {
             Ok(Progress::Wait(_)) => f.ask_at = Some(t.now + self.timing.wait),
             Ok(Progress::Caught(machine)) => self.fetched(*machine, t),
             Err(CatchupError::Diverged(why)) => {
-                self.events.push_back(Event::Note(format!(
-                    "its store is not a prefix of the snapshot ({why}); emptied and fetched whole"
-                )));
+                let again = std::mem::replace(&mut f.emptied, true);
+                let note = match again {
+                    false => format!(
+                        "its store is not a prefix of the snapshot ({why}); emptied and fetched whole"
+                    ),
+                    // The peer answered with what it holds now, short of
+                    // what the snapshot says: at once, it would again.
+                    true => format!(
+                        "a whole fetch does not match the snapshot ({why}); trying again in {} ms",
+                        self.timing.retry
+                    ),
+                };
+                self.events.push_back(Event::Note(note));
                 match self.home.empty(&self.machine.stream().config) {
                     Ok(store) => {
                         f.fetch.replace_store(store);
-                        self.restart_fetch(t);
+                        match again {
+                            false => self.restart_fetch(t),
+                            true => f.ask_at = Some(t.now + self.timing.retry),
+                        }
                     }
                     Err(e) => self.halt(format!("its store could not be emptied ({e})")),
                 }
@@ -703,6 +721,61 @@ mod tests {
             }
         }
         out
+    }
+
+    /// The asks of a fetch, in order.
+    fn asks(r: &mut Replica) -> Vec<Ask> {
+        let mut out = Vec::new();
+        while let Some(event) = r.poll_event() {
+            if let Event::Ask(ask) = event {
+                out.push(ask);
+            }
+        }
+        out
+    }
+
+    /// A peer that answers short of the snapshot (it removed a message
+    /// since, and did not keep it): the store is emptied and fetched
+    /// whole at once, but a whole fetch that still does not match waits
+    /// `retry` before the next, rather than asking again and again (the
+    /// fault campaign saw a replica ask 962 times in five seconds).
+    #[test]
+    fn a_whole_fetch_that_diverges_again_waits() {
+        let source = Empty(MemDir::new());
+        let mut leader = StreamMachine::new(config(), 0, source.empty(&config()).unwrap()).unwrap();
+        leader.apply(1, &publish(1));
+        let state = Bytes::from(leader.snapshot_state(1));
+
+        let home = Empty(MemDir::new());
+        let machine = StreamMachine::new(config(), 0, home.empty(&config()).unwrap()).unwrap();
+        let t = Clock { now: 0, wall: 1 };
+        let mut r = Replica::new((machine, 0, None), Box::new(home), TIMING, t);
+        r.handle_snapshot(1, state, t);
+        let first = asks(&mut r);
+        assert_eq!(first.len(), 1, "{first:?}");
+        // Message 1 is gone from the peer: an empty answer.
+        let short = |ask: &Ask| {
+            Reply::Chunk(crate::catchup::Chunk {
+                from: ask.range.from,
+                next: ask.range.to + 1,
+                msgs: Vec::new(),
+            })
+            .encode()
+        };
+        r.handle_reply(&short(&first[0]), t);
+        let again = asks(&mut r);
+        assert_eq!(again.len(), 1, "emptied and asked again at once");
+        r.handle_reply(&short(&again[0]), t);
+        assert!(
+            asks(&mut r).is_empty(),
+            "no ask right after a second divergence"
+        );
+        assert_eq!(r.poll_timeout(), Some(TIMING.retry));
+        r.handle_timeout(Clock {
+            now: TIMING.retry,
+            wall: 1,
+        });
+        assert_eq!(asks(&mut r).len(), 1, "asked again once the wait is over");
     }
 
     /// A write that fails (a full disk) does not stop the replica: it
