@@ -298,9 +298,13 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// `=`, `:`, or just whitespace between a key and its value.
+    /// `=`, `:`, or just whitespace between a key and its value. Before
+    /// a separator, new lines are whitespace too (nats-server's
+    /// `lexKeyEnd`): a block may open on the line after its key.
     fn key_separator(&mut self) -> Result<(), Error> {
-        self.skip_spaces();
+        while self.peek().is_some_and(|b| is_space(b) || is_newline(b)) {
+            self.bump();
+        }
         if matches!(self.peek(), Some(b'=' | b':')) {
             self.bump();
             self.skip_spaces();

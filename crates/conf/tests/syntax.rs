@@ -273,3 +273,18 @@ mod props {
         }
     }
 }
+
+/// A block may open on the line after its key, as nats.py's test configs
+/// write it; a value after `:` may not (nats-server's lexer alike).
+#[test]
+fn a_block_may_open_on_the_next_line() {
+    let m = parse("websocket\n{\n    port: 8080\n    no_tls: true\n}\n");
+    let Value::Map(ws) = get(&m, "websocket") else {
+        panic!("not a map");
+    };
+    assert!(matches!(get(ws, "port"), Value::Integer(8080)));
+    assert_eq!(
+        err("a:\n{ b: 1 }\n"),
+        "test.conf:1:3: Expected value but found new line"
+    );
+}
