@@ -69,6 +69,11 @@ pub struct Report {
     /// Servers that refused to start on damage they could not repair,
     /// and were replaced (removed, wiped, re-added) as their error says.
     pub halts: usize,
+    /// Damage and membership changes put off because some replica was
+    /// not yet current: each takes a replica out, and with another still
+    /// catching up a group would be left without a healthy majority,
+    /// more than any Raft group can survive.
+    pub deferred: usize,
     /// Fault classes asked for that this machine cannot make, and why.
     pub left_out: Vec<(&'static str, String)>,
     /// Stretches of more than a second without an acknowledged publish
@@ -118,6 +123,12 @@ impl Report {
             s += &format!(
                 "halted on damage and replaced: {} (an operator's step)\n",
                 self.halts
+            );
+        }
+        if self.deferred > 0 {
+            s += &format!(
+                "deferred until every replica was current: {}\n",
+                self.deferred
             );
         }
         s += &format!(

@@ -77,6 +77,11 @@ impl Fault {
         Fault::ALL.into_iter().find(|f| f.name() == name)
     }
 
+    /// Damage and membership changes leave a replica to be rebuilt.
+    pub fn takes_a_replica_out(self) -> bool {
+        matches!(self, Fault::Corrupt | Fault::Membership)
+    }
+
     pub fn needs_lossyfs(self) -> bool {
         matches!(self, Fault::Power | Fault::PowerMinority | Fault::PowerAll)
     }
@@ -133,6 +138,55 @@ pub struct Cluster<'a> {
     pub client: &'a async_nats::Client,
 }
 
+/// How long damage or a membership change waits for every replica to be
+/// current before it is put off.
+const HEALTH_WAIT: Duration = Duration::from_secs(30);
+
+/// Whether every stream has a leader and every replica is current,
+/// within `limit`: what an operator checks before replacing a server.
+async fn healthy(client: &async_nats::Client, limit: Duration) -> bool {
+    let streams = [
+        crate::STREAM.to_string(),
+        crate::WORK.to_string(),
+        crate::ARCHIVE.to_string(),
+        format!("KV_{}", crate::BUCKET),
+    ];
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut all = true;
+        for stream in &streams {
+            let asked = client.request(format!("$JS.API.STREAM.INFO.{stream}"), "".into());
+            let info = match tokio::time::timeout(Duration::from_secs(5), asked).await {
+                Ok(Ok(m)) => serde_json::from_slice::<serde_json::Value>(&m.payload).ok(),
+                _ => None,
+            };
+            all &= info.is_some_and(|info| current(&info));
+        }
+        if all {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// A stream info's cluster: a leader, and every other replica it was
+/// configured with there and current.
+fn current(info: &serde_json::Value) -> bool {
+    let cluster = &info["cluster"];
+    let replicas = cluster["replicas"]
+        .as_array()
+        .map_or(&[][..], |r| r.as_slice());
+    let wanted = info["config"]["num_replicas"].as_u64().unwrap_or(1) as usize;
+    cluster["leader"].as_str().is_some_and(|l| !l.is_empty())
+        && replicas.len() + 1 == wanted
+        && replicas
+            .iter()
+            .all(|r| r["current"] == true && r["offline"] != true)
+}
+
 /// The seeded fault schedule, for `cfg.duration`.
 pub async fn run(cfg: &Config, cluster: &mut Cluster<'_>, report: &mut Report) {
     let mut rng = fastrand::Rng::with_seed(cfg.seed);
@@ -147,6 +201,17 @@ pub async fn run(cfg: &Config, cluster: &mut Cluster<'_>, report: &mut Report) {
             rng.shuffle(&mut round);
         }
         let fault = round.pop().expect("refilled above");
+        if fault.takes_a_replica_out() && !healthy(cluster.client, HEALTH_WAIT).await {
+            // Later in the round, once the cluster has caught up.
+            report.deferred += 1;
+            round.insert(0, fault);
+            eprintln!(
+                "chaos: {:>6.1}s {} deferred: a replica is not current",
+                began.elapsed().as_secs_f64(),
+                fault.name(),
+            );
+            continue;
+        }
         let hold = between(&mut rng, 500, 3_000);
         *report.faults.entry(fault.name()).or_default() += 1;
         let what = inject(fault, cluster, &mut rng, hold, report).await;
