@@ -54,6 +54,9 @@ pub enum Anomaly {
     Crashed { server: String, how: String },
     /// The cluster did not serve again after the faults stopped.
     NoRecovery,
+    /// A replica of a stream could not be read after the faults: it had
+    /// no leader, or would not lead. What it holds goes unchecked.
+    Unread { stream: String, what: String },
 }
 
 impl Anomaly {
@@ -69,6 +72,7 @@ impl Anomaly {
             Anomaly::Undecided { .. } => "linearizability undecided",
             Anomaly::Crashed { .. } => "server crashed",
             Anomaly::NoRecovery => "no recovery",
+            Anomaly::Unread { .. } => "replica not readable",
         }
     }
 }

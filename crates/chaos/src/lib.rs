@@ -242,8 +242,14 @@ pub async fn run(cfg: &Config) -> std::io::Result<Report> {
     drain(&js, &recorder).await;
     settle_work(&client).await;
     eprintln!("chaos: reading every replica");
-    let main = replicas::read(&client, STREAM, Reader::Consumer).await;
-    let (queue, archive) = read_work(&client, &recorder).await;
+    let (main, unread) = replicas::read(&client, STREAM, Reader::Consumer).await;
+    report
+        .anomalies
+        .extend(unread.into_iter().map(|what| Anomaly::Unread {
+            stream: STREAM.into(),
+            what,
+        }));
+    let (queue, archive) = read_work(&client, &recorder, &mut report).await;
     for n in nodes.iter_mut() {
         if let Some(status) = n.exited() {
             report.anomalies.push(Anomaly::Crashed {
@@ -510,16 +516,25 @@ async fn drain(js: &jetstream::Context, recorder: &Recorder) {
 async fn read_work(
     client: &async_nats::Client,
     recorder: &Recorder,
+    report: &mut Report,
 ) -> (
     Vec<(String, replicas::Contents)>,
     Vec<(String, replicas::Contents)>,
 ) {
-    let archive = replicas::read(client, ARCHIVE, Reader::Consumer).await;
-    let mut queue = replicas::read(client, WORK, Reader::MsgGet).await;
+    let (archive, unread_archive) = replicas::read(client, ARCHIVE, Reader::Consumer).await;
+    let (mut queue, mut unread_queue) = replicas::read(client, WORK, Reader::MsgGet).await;
     let work = recorder.take().work;
     if !check::check_work(&work, &queue, &archive).is_empty() {
         tokio::time::sleep(Duration::from_secs(15)).await;
-        queue = replicas::read(client, WORK, Reader::MsgGet).await;
+        (queue, unread_queue) = replicas::read(client, WORK, Reader::MsgGet).await;
+    }
+    for (stream, unread) in [(ARCHIVE, unread_archive), (WORK, unread_queue)] {
+        report
+            .anomalies
+            .extend(unread.into_iter().map(|what| Anomaly::Unread {
+                stream: stream.into(),
+                what,
+            }));
     }
     (queue, archive)
 }

@@ -28,11 +28,18 @@ pub async fn read(
     client: &async_nats::Client,
     stream: &str,
     reader: Reader,
-) -> Vec<(String, Contents)> {
+) -> (Vec<(String, Contents)>, Vec<String>) {
     let mut out = Vec::new();
-    for name in members(client, stream).await {
+    let mut unread = Vec::new();
+    let members = members(client, stream).await;
+    if members.is_empty() {
+        eprintln!("chaos: {stream}: no server answered for it; not read");
+        unread.push("no server answered for it".to_string());
+    }
+    for name in members {
         if !lead_on(client, stream, &name).await {
             eprintln!("chaos: {stream} on {name}: could not make it lead; not read");
+            unread.push(format!("{name} could not be made to lead"));
             continue;
         }
         let read = async {
@@ -46,10 +53,13 @@ pub async fn read(
                 eprintln!("chaos: {stream} on {name}: {} messages", contents.len());
                 out.push((name, contents));
             }
-            Err(_) => eprintln!("chaos: {stream} on {name}: not read in 300 s"),
+            Err(_) => {
+                eprintln!("chaos: {stream} on {name}: not read in 300 s");
+                unread.push(format!("{name} not read in 300 s"));
+            }
         }
     }
-    out
+    (out, unread)
 }
 
 pub async fn info(client: &async_nats::Client, stream: &str) -> Option<serde_json::Value> {
