@@ -160,6 +160,9 @@ struct Group {
     quiet: bool,
     /// Leader only: ticks in a row it had nothing to do.
     idle_ticks: usize,
+    /// Ticks a damaged replica has waited since it last asked its
+    /// members to be caught up ([`ask_to_be_caught_up`]).
+    damaged_ticks: usize,
     /// A log write failed (a full disk) for the Ready of this number: it
     /// was advanced, so raft-rs's bookkeeping goes on, but it is not
     /// durable. The log keeps what it owes; the next Ready's sync covers
@@ -371,6 +374,7 @@ impl Engine {
                 snapshot_ticks: BTreeMap::new(),
                 quiet: false,
                 idle_ticks: 0,
+                damaged_ticks: 0,
                 unsynced: None,
             },
         );
@@ -964,6 +968,10 @@ impl Engine {
         }
         // raft-rs ignores a message that makes no sense for its state.
         let _ = g.raw.step(msg);
+        let last = g.raw.raft.raft_log.last_index();
+        if damaged && kind == MessageType::MsgHeartbeat && leader_commit > last {
+            g.raw.raft.msgs.push(catch_me_up(&g.raw, peer));
+        }
         if damaged && from_leader && leader_commit > 0 {
             // Caught up: this log now holds everything the leader has
             // committed, so its vote is worth something again.
@@ -1287,6 +1295,35 @@ fn retry_sync(g: &mut Group, epoch: u64, out: &mut Output) -> u64 {
     }
 }
 
+/// A rejected append, to `to`: a leader that takes it probes this log
+/// again from what it last matched here, and from there finds what the
+/// log holds now. The leader believes this log holds what it
+/// acknowledged before the damage, and a quiet or idle group sends no
+/// append that would show otherwise. Term 0: raft-rs steps it whatever
+/// the leader's term (what this log kept of its term may be old).
+fn catch_me_up(raw: &RawNode<LogStore>, to: u64) -> Message {
+    let mut reject = Message::default();
+    reject.set_msg_type(MessageType::MsgAppendResponse);
+    reject.to = to;
+    reject.from = raw.raft.id;
+    reject.index = u64::MAX;
+    reject.reject = true;
+    reject.reject_hint = raw.raft.raft_log.last_index();
+    reject
+}
+
+/// A damaged replica, which neither ticks nor campaigns, asks every
+/// member to catch it up; whichever leads does (see [`catch_me_up`]),
+/// and the message wakes the group if it was quiet.
+fn ask_to_be_caught_up(g: &mut Group) {
+    let me = g.raw.raft.id;
+    let voters: Vec<u64> = g.raw.store().conf_state().voters.clone();
+    for to in voters.into_iter().filter(|&v| v != me) {
+        let m = catch_me_up(&g.raw, to);
+        g.raw.raft.msgs.push(m);
+    }
+}
+
 /// One tick of one group's node (see [`Engine::tick`]).
 fn tick_group(g: &mut Group, rng: &mut Rng) {
     let leader = g.raw.raft.state == StateRole::Leader;
@@ -1294,6 +1331,11 @@ fn tick_group(g: &mut Group, rng: &mut Rng) {
         retry_lost_snapshots(g);
     }
     if g.raw.store().is_damaged() && !leader {
+        g.damaged_ticks += 1;
+        if g.damaged_ticks >= ELECTION_TICKS {
+            g.damaged_ticks = 0;
+            ask_to_be_caught_up(g);
+        }
         return;
     }
     if g.held && !leader {
@@ -2574,6 +2616,31 @@ mod tests {
         assert!(!t.nodes[f].is_damaged(7), "repaired by the leader");
         assert_eq!(t.nodes[f].voters(7).unwrap(), vec![1, 2, 4]);
         assert!(t.applied[f].iter().any(|c| &c.data[..] == b"after"));
+    }
+
+    /// A damaged replica of an idle group is repaired too: the leader,
+    /// sending only heartbeats, believes the replica still holds what it
+    /// acknowledged, until the replica's rejection sends it probing (the
+    /// fault campaign's meta group, idle for minutes with a member that
+    /// had lost its log).
+    #[test]
+    fn a_damaged_replica_of_an_idle_group_is_repaired() {
+        let mut t = Trio::new(8);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        for i in 0..10 {
+            t.nodes[l].propose(7, format!("a{i}").into_bytes()).unwrap();
+        }
+        t.tick(10);
+        let f = (l + 1) % 3;
+        t.dirs[f].crash(0);
+        t.dirs[f].flip_bit(&log_name(7), 16, 1);
+        t.nodes[f] = Engine::new(f as u64 + 1, Arc::new(t.dirs[f].clone()), 99);
+        let rec = t.nodes[f].create_group(7, &[1, 2, 3]).unwrap();
+        assert!(rec.damaged, "{rec:?}");
+        t.tick(60);
+        assert_eq!(t.leader(), Some(l));
+        assert!(!t.nodes[f].is_damaged(7), "repaired with nothing proposed");
     }
 
     /// A node held back (its application is catching up) neither takes a
