@@ -26,7 +26,8 @@
 //! - Nothing from a peer is acted on unless its frame checks out, its
 //!   sender is the connection's peer and the message's `from`, and that
 //!   sender is in the group's committed configuration (incident 3), or,
-//!   while the replica's log is damaged, any authenticated peer.
+//!   while the replica has no configuration of its own or its log is
+//!   damaged, any authenticated peer.
 //! - No vote or append acknowledgement leaves before the log is synced:
 //!   a group's frames that wait for a sync leave in the order they were
 //!   made, after every earlier write of the group is synced.
@@ -142,8 +143,10 @@ struct Group {
     /// The last index handed to the application (an entry or an
     /// installed snapshot).
     handed_out: u64,
-    /// For a server joining an existing group: the peers it may hear from
-    /// until it has learnt the group's configuration from the leader.
+    /// For a server joining an existing group: the peers it was told are
+    /// members, whose liveness it tracks until it has learnt the group's
+    /// configuration from the leader (it hears any authenticated peer
+    /// meanwhile: the list may be older than the leader).
     join: Vec<u64>,
     /// Leader only: ticks each follower has spent waiting on a snapshot.
     snapshot_ticks: BTreeMap<u64, usize>,
@@ -402,9 +405,9 @@ impl Engine {
         })
     }
 
-    /// More servers a joining node may hear from before it has a
-    /// configuration (the meta group's leader may be one it did not know
-    /// of when it joined).
+    /// More servers a joining node tracks before it has a configuration
+    /// (the meta group's leader may be one it did not know of when it
+    /// joined).
     pub fn extend_join(&mut self, group: u64, peers: &[u64]) {
         if let Some(g) = self.groups.get_mut(&group) {
             for p in peers {
@@ -927,13 +930,14 @@ impl Engine {
         let cs = g.raw.store().conf_state();
         let unconfigured = cs.voters.is_empty() && cs.learners.is_empty();
         let damaged = g.raw.store().is_damaged();
-        // A damaged replica hears any peer until a leader repairs it: what
-        // it kept of its configuration may predate the leader's joining,
-        // and it neither votes nor campaigns meanwhile (below).
-        let member = cs.voters.contains(&peer)
-            || cs.learners.contains(&peer)
-            || (unconfigured && g.join.contains(&peer))
-            || damaged;
+        // A replica with no configuration of its own yet (joining), or a
+        // damaged one, hears any authenticated peer until a leader gives
+        // it one: the members it was told of may be older than the leader
+        // (a restart replays the meta log from the group's creation), and
+        // it cannot decide an election it is not configured for (nor, if
+        // damaged, vote at all; below).
+        let member =
+            cs.voters.contains(&peer) || cs.learners.contains(&peer) || unconfigured || damaged;
         if msg.from != peer || msg.to != self.id || !member {
             self.refused.foreign += 1;
             return;
@@ -2021,6 +2025,11 @@ mod tests {
     /// (knowing only who its peers are) and proposed as a member by the
     /// leader, whose index is returned. It catches up from a snapshot.
     fn joining_fourth() -> (Trio, usize) {
+        joining_fourth_knowing(&[1, 2, 3])
+    }
+
+    /// [`joining_fourth`], server 4 told `peers` are the group's members.
+    fn joining_fourth_knowing(peers: &[u64]) -> (Trio, usize) {
         let mut t = Trio::new(6);
         t.tick(40);
         let l = t.leader().unwrap();
@@ -2031,7 +2040,7 @@ mod tests {
         t.dirs.push(MemDir::new());
         t.applied.push(Vec::new());
         let mut e = Engine::new(4, Arc::new(t.dirs[3].clone()), 6);
-        e.join_group(7, &[1, 2, 3]).unwrap();
+        e.join_group(7, peers).unwrap();
         t.nodes.push(e);
         let add = ConfChange {
             change_type: ConfChangeType::AddNode,
@@ -2641,6 +2650,18 @@ mod tests {
         t.tick(60);
         assert_eq!(t.leader(), Some(l));
         assert!(!t.nodes[f].is_damaged(7), "repaired with nothing proposed");
+    }
+
+    /// A joining server told of members older than the leader (a meta
+    /// log replayed from the group's creation names its founders) still
+    /// takes the leader's snapshot: it refused the leader as a stranger,
+    /// and never caught up (the fault campaign, seed 1).
+    #[test]
+    fn a_joining_replica_takes_a_leader_it_was_not_told_of() {
+        let (mut t, l) = joining_fourth_knowing(&[9]);
+        t.tick(20);
+        assert_eq!(t.nodes[3].voters(7).unwrap(), vec![1, 2, 3, 4]);
+        assert_eq!(t.nodes[3].applied(7), t.nodes[l].applied(7), "caught up");
     }
 
     /// A node held back (its application is catching up) neither takes a
