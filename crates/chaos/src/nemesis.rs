@@ -138,6 +138,10 @@ pub struct Cluster<'a> {
     pub client: &'a async_nats::Client,
 }
 
+/// The most replicas of one group the campaign damages at once: a
+/// minority of the three every stream has.
+const GROUP_MINORITY: usize = 1;
+
 /// How long damage or a membership change waits for every replica to be
 /// current before it is put off.
 const HEALTH_WAIT: Duration = Duration::from_secs(30);
@@ -294,7 +298,9 @@ async fn inject(
         Fault::Membership => membership(cluster, one, hold).await,
         Fault::Corrupt => {
             let mut damaged = Vec::new();
-            let chosen = pick(rng, n, minority);
+            // A minority of every group, not of the cluster: two of five
+            // servers can be two of a stream's three replicas.
+            let chosen = pick(rng, n, minority.min(GROUP_MINORITY));
             for &i in &chosen {
                 nodes[i].kill();
                 match nodes[i].damage(rng) {
