@@ -46,18 +46,7 @@ const RTT_REFRESH: Duration = Duration::from_secs(3600);
 pub async fn serve(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr, cid: u64) {
     let _ = stream.set_nodelay(true);
     let opts = server.opts();
-    let mut info = server.info();
-    info.client_id = Some(cid);
-    info.client_ip = Some(addr.ip().to_string());
-    if !opts.authorization.nkeys.is_empty() || opts.authorization.operator.is_some() {
-        info.nonce = Some(auth::nonce());
-    }
-    let nonce = info.nonce.clone();
-    let mut greeting = BytesMut::new();
-    encode::info(
-        &mut greeting,
-        &serde_json::to_vec(&info).expect("info serializes"),
-    );
+    let (mut greeting, nonce) = info_for(&server, server.info(), cid, addr);
 
     let (Some(tls), Some(config)) = (&opts.tls, server.tls()) else {
         let (rd, wr) = stream.into_split();
@@ -93,6 +82,29 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr,
         // log says why it was closed.
         Err(reason) => error!("{addr} - cid:{cid} - {reason}"),
     }
+}
+
+/// INFO's bytes for connection `cid` from `addr`, made from `info` (the
+/// client port's, or the WebSocket listener's), with a nonce to sign
+/// when nkey or JWT users may connect; and that nonce.
+pub(super) fn info_for(
+    server: &Server,
+    mut info: protocol::ServerInfo,
+    cid: u64,
+    addr: SocketAddr,
+) -> (BytesMut, Option<String>) {
+    let opts = server.opts();
+    info.client_id = Some(cid);
+    info.client_ip = Some(addr.ip().to_string());
+    if !opts.authorization.nkeys.is_empty() || opts.authorization.operator.is_some() {
+        info.nonce = Some(auth::nonce());
+    }
+    let mut bytes = BytesMut::new();
+    encode::info(
+        &mut bytes,
+        &serde_json::to_vec(&info).expect("info serializes"),
+    );
+    (bytes, info.nonce)
 }
 
 /// Whether a client sends nothing for `fallback` (TLS first with a

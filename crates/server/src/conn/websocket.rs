@@ -21,7 +21,6 @@ use tracing::error;
 use yawc::{Frame, OpCode, Role, WebSocket};
 
 use super::client::{self, Greeting};
-use crate::auth;
 use crate::config::websocket::split_host_port;
 use crate::options::{Origin, WebsocketOptions};
 use crate::server::Server;
@@ -183,20 +182,9 @@ fn is_data(opcode: OpCode) -> bool {
 /// INFO for this client: the WebSocket listener's, sent as the first
 /// frame.
 fn greeting(server: &Server, cid: u64, addr: SocketAddr, cert: Option<CertIdentity>) -> Greeting {
-    let opts = server.opts();
-    let mut info = server.websocket_info();
-    info.client_id = Some(cid);
-    info.client_ip = Some(addr.ip().to_string());
-    if !opts.authorization.nkeys.is_empty() || opts.authorization.operator.is_some() {
-        info.nonce = Some(auth::nonce());
-    }
-    let mut bytes = BytesMut::new();
-    protocol::encode::info(
-        &mut bytes,
-        &serde_json::to_vec(&info).expect("info serializes"),
-    );
+    let (bytes, nonce) = client::info_for(server, server.websocket_info(), cid, addr);
     Greeting {
-        nonce: info.nonce,
+        nonce,
         cert,
         bytes,
         websocket: true,
