@@ -221,6 +221,11 @@ pub fn check_kv(ops: &[crate::linear::Op]) -> Vec<Anomaly> {
 mod tests {
     use super::*;
 
+    /// An acknowledged publish of `id` at `seq`.
+    fn acked(id: &str, seq: u64) -> Event {
+        Event::Acked { id: id.into(), seq }
+    }
+
     fn stored(pairs: &[(u64, &str)]) -> BTreeMap<u64, String> {
         pairs.iter().map(|(s, id)| (*s, id.to_string())).collect()
     }
@@ -228,15 +233,9 @@ mod tests {
     #[test]
     fn a_clean_history_has_no_anomaly() {
         let history = vec![
-            Event::Acked {
-                id: "a".into(),
-                seq: 1,
-            },
+            acked("a", 1),
             Event::Unacked { id: "b".into() },
-            Event::Acked {
-                id: "c".into(),
-                seq: 3,
-            },
+            acked("c", 3),
             Event::Delivered { seq: 1 },
             Event::Confirmed { seq: 1 },
             Event::Delivered { seq: 2 },
@@ -249,18 +248,9 @@ mod tests {
     #[test]
     fn each_anomaly_is_found() {
         let history = vec![
-            Event::Acked {
-                id: "a".into(),
-                seq: 1,
-            },
-            Event::Acked {
-                id: "b".into(),
-                seq: 2,
-            },
-            Event::Acked {
-                id: "x".into(),
-                seq: 2,
-            },
+            acked("a", 1),
+            acked("b", 2),
+            acked("x", 2),
             Event::Delivered { seq: 1 },
             Event::Confirmed { seq: 1 },
             Event::Delivered { seq: 1 },
@@ -287,18 +277,9 @@ mod tests {
     #[test]
     fn a_work_queue_drained_into_its_archive_is_clean() {
         let history = vec![
-            Event::Acked {
-                id: "a".into(),
-                seq: 1,
-            },
-            Event::Acked {
-                id: "b".into(),
-                seq: 2,
-            },
-            Event::Acked {
-                id: "c".into(),
-                seq: 3,
-            },
+            acked("a", 1),
+            acked("b", 2),
+            acked("c", 3),
             Event::Unacked { id: "d".into() },
         ];
         // "c" not archived yet, still queued everywhere.
@@ -315,20 +296,7 @@ mod tests {
 
     #[test]
     fn work_queue_anomalies_are_found() {
-        let history = vec![
-            Event::Acked {
-                id: "a".into(),
-                seq: 1,
-            },
-            Event::Acked {
-                id: "b".into(),
-                seq: 2,
-            },
-            Event::Acked {
-                id: "c".into(),
-                seq: 3,
-            },
-        ];
+        let history = vec![acked("a", 1), acked("b", 2), acked("c", 3)];
         // "a" archived and still queued on S1; "b" archived twice; "c"
         // nowhere.
         let queue = vec![
