@@ -41,7 +41,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use protobuf::Message as _;
 use raft::prelude::{ConfChangeV2, Entry, EntryType, Message, MessageType};
-use raft::{RawNode, StateRole, Storage};
+use raft::{ProgressState, RawNode, StateRole, Storage};
 use store::{Dir, Journal, RewriteJob, Rewritten, Swap, SyncHandle};
 
 use crate::frame::{self, Class, Frame, Rejections};
@@ -970,6 +970,9 @@ impl Engine {
             // it is bounded by what this log holds.
             msg.commit = msg.commit.min(g.raw.raft.raft_log.last_index());
         }
+        if is_catch_me_up(&msg) && rewind_progress(&mut g.raw, peer, msg.reject_hint) {
+            return;
+        }
         // raft-rs ignores a message that makes no sense for its state.
         let _ = g.raw.step(msg);
         let last = g.raw.raft.raft_log.last_index();
@@ -1316,13 +1319,53 @@ fn catch_me_up(raw: &RawNode<LogStore>, to: u64) -> Message {
     reject
 }
 
+/// Whether `msg` is a damaged replica's [`catch_me_up`].
+fn is_catch_me_up(msg: &Message) -> bool {
+    msg.get_msg_type() == MessageType::MsgAppendResponse && msg.reject && msg.index == u64::MAX
+}
+
+/// A leader's side of [`catch_me_up`]: what it believes `peer` matched
+/// goes back to what the replica says it holds (the rejection's hint),
+/// and it probes from just past there. raft-rs alone takes such a
+/// rejection only from a replica it is replicating to; one it is probing
+/// (a replica that took a snapshot of its founding and nothing since)
+/// would be ignored for good, as the replica's answers to its probes
+/// name a match the leader thinks it has already. Lowering `matched`
+/// cannot lower the commit index (raft-rs never moves it back); it only
+/// stops the leader counting entries the replica lost. Returns whether
+/// the message was handled (otherwise raft-rs steps it).
+fn rewind_progress(raw: &mut RawNode<LogStore>, peer: u64, hint: u64) -> bool {
+    if raw.raft.state != StateRole::Leader {
+        return false;
+    }
+    let Some(progress) = raw.raft.mut_prs().get_mut(peer) else {
+        return false;
+    };
+    if progress.state == ProgressState::Snapshot {
+        // A snapshot is on its way; its answer sets the progress.
+        return true;
+    }
+    progress.matched = progress.matched.min(hint);
+    progress.become_probe();
+    debug_assert_eq!(progress.next_idx, progress.matched + 1);
+    raw.raft.send_append(peer);
+    true
+}
+
 /// A damaged replica, which neither ticks nor campaigns, asks every
 /// member to catch it up; whichever leads does (see [`catch_me_up`]),
 /// and the message wakes the group if it was quiet.
 fn ask_to_be_caught_up(g: &mut Group) {
     let me = g.raw.raft.id;
-    let voters: Vec<u64> = g.raw.store().conf_state().voters.clone();
-    for to in voters.into_iter().filter(|&v| v != me) {
+    let configured = &g.raw.store().conf_state().voters;
+    // A log that lost even its configuration asks the peers it was told
+    // of when its group was opened.
+    let members: Vec<u64> = if configured.is_empty() {
+        g.join.clone()
+    } else {
+        configured.clone()
+    };
+    for to in members.into_iter().filter(|&v| v != me) {
         let m = catch_me_up(&g.raw, to);
         g.raw.raft.msgs.push(m);
     }
@@ -1409,7 +1452,7 @@ fn retry_lost_snapshots(g: &mut Group) {
         .raft
         .prs()
         .iter()
-        .filter(|(_, p)| p.state == raft::ProgressState::Snapshot)
+        .filter(|(_, p)| p.state == ProgressState::Snapshot)
         .map(|(&id, _)| id)
         .collect();
     g.snapshot_ticks.retain(|id, _| waiting.contains(id));
@@ -2650,6 +2693,33 @@ mod tests {
         t.tick(60);
         assert_eq!(t.leader(), Some(l));
         assert!(!t.nodes[f].is_damaged(7), "repaired with nothing proposed");
+    }
+
+    /// A damaged replica whose log lost even its configuration (the
+    /// meta group's, reopened with the peers it was told of) is repaired
+    /// while the group is idle: it asks those peers, as it has no members
+    /// of its own to ask (the fault campaign, three servers, seed 1: one
+    /// server's meta state stayed empty for minutes).
+    #[test]
+    fn a_damaged_replica_with_no_configuration_is_repaired() {
+        let mut t = Trio::new(8);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        for i in 0..10 {
+            t.nodes[l].propose(7, format!("a{i}").into_bytes()).unwrap();
+        }
+        t.tick(10);
+        let f = (l + 1) % 3;
+        t.dirs[f].crash(0);
+        t.dirs[f].flip_bit(&log_name(7), 16, 1);
+        t.nodes[f] = Engine::new(f as u64 + 1, Arc::new(t.dirs[f].clone()), 99);
+        let rec = t.nodes[f].join_group(7, &[1, 2, 3]).unwrap();
+        assert!(rec.damaged, "{rec:?}");
+        assert!(t.nodes[f].voters(7).unwrap().is_empty(), "no configuration");
+        t.tick(60);
+        assert_eq!(t.leader(), Some(l));
+        assert!(!t.nodes[f].is_damaged(7), "repaired with nothing proposed");
+        assert_eq!(t.nodes[f].voters(7).unwrap(), vec![1, 2, 3]);
     }
 
     /// A joining server told of members older than the leader (a meta
