@@ -12,6 +12,17 @@
 //! RMSG <account> <subject> [reply | + reply q1 q2.. | | q1 q2..] <size>
 //! HMSG <account> <subject> [same] <header size> <total size>
 //! ```
+//!
+//! A leaf node connection (nats-server's leafnode.go) speaks the same
+//! protocol without the account, which the connection is bound to
+//! ([`Dialect::Leaf`]):
+//!
+//! ```text
+//! LS+ <subject> [<queue> <weight>]
+//! LS- <subject> [<queue>]
+//! LMSG <subject> [reply | + reply q1 q2.. | | q1 q2..] <size>
+//! HMSG <subject> [same] <header size> <total size>
+//! ```
 
 use bytes::{BufMut, BytesMut};
 use memchr::memchr;
@@ -26,6 +37,17 @@ pub const GLOBAL_ACCOUNT: &[u8] = b"$G";
 /// payload limit is generous; it only bounds what one bad peer can make
 /// us buffer.
 pub const MAX_ROUTED_MESSAGE: usize = 64 << 20;
+
+/// Which of the two server-to-server protocols a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// Routes: every interest line and message names its account.
+    Route,
+    /// Leaf nodes: the connection is bound to one account, never named;
+    /// [`RouteOp::Sub`], [`RouteOp::Unsub`] and [`RoutedMsg`] carry an
+    /// empty account.
+    Leaf,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RouteOp<'a> {
@@ -97,6 +119,15 @@ pub fn parse(
     buf: &[u8],
     max_control_line: usize,
 ) -> Result<Option<(RouteOp<'_>, usize)>, RouteParseError> {
+    parse_as(Dialect::Route, buf, max_control_line)
+}
+
+/// [`parse`] for a connection speaking `dialect`.
+pub fn parse_as(
+    dialect: Dialect,
+    buf: &[u8],
+    max_control_line: usize,
+) -> Result<Option<(RouteOp<'_>, usize)>, RouteParseError> {
     let Some(nl) = memchr(b'\n', buf) else {
         return if buf.len() > max_control_line {
             Err(RouteParseError::ControlLine)
@@ -123,9 +154,37 @@ pub fn parse(
         b"INFO" => RouteOp::Info(rest),
         b"CONNECT" => RouteOp::Connect(rest),
         b"RAFT" => RouteOp::Raft(rest),
+        b"RS+" | b"RS-" | b"RMSG" if dialect == Dialect::Leaf => {
+            return Err(RouteParseError::UnknownOp)
+        }
+        b"LS+" | b"LS-" | b"LMSG" if dialect == Dialect::Leaf => {
+            return interest_or_msg(dialect, &upper, rest, buf, used)
+        }
         b"LS+" | b"LS-" | b"A+" | b"A-" => RouteOp::Ignored,
-        b"RS+" => {
-            let a = args(rest);
+        b"RS+" | b"RS-" | b"RMSG" | b"HMSG" => {
+            return interest_or_msg(dialect, &upper, rest, buf, used)
+        }
+        _ => return Err(RouteParseError::UnknownOp),
+    };
+    Ok(Some((op, used)))
+}
+
+/// An interest line or a message, in either dialect: a leaf's lines are
+/// a route's without the account, so the leaf's get an empty one.
+fn interest_or_msg<'a>(
+    dialect: Dialect,
+    verb: &[u8],
+    rest: &'a [u8],
+    buf: &'a [u8],
+    used: usize,
+) -> Result<Option<(RouteOp<'a>, usize)>, RouteParseError> {
+    let mut a = args(rest);
+    if dialect == Dialect::Leaf {
+        a.insert(0, b"");
+    }
+    let op = match verb {
+        b"RS+" | b"LS+" => {
+            let what = if verb[0] == b'R' { "RS+" } else { "LS+" };
             match a.as_slice() {
                 [acc, subj] => RouteOp::Sub {
                     account: acc,
@@ -139,7 +198,7 @@ pub fn parse(
                     queue: Some(q),
                     weight: parse_size(w)
                         .and_then(|w| u32::try_from(w).ok())
-                        .ok_or(RouteParseError::BadArgs("RS+"))?,
+                        .ok_or(RouteParseError::BadArgs(what))?,
                 },
                 // nats-server accepts a queue without a weight as weight 1.
                 [acc, subj, q] => RouteOp::Sub {
@@ -148,10 +207,10 @@ pub fn parse(
                     queue: Some(q),
                     weight: 1,
                 },
-                _ => return Err(RouteParseError::BadArgs("RS+")),
+                _ => return Err(RouteParseError::BadArgs(what)),
             }
         }
-        b"RS-" => match args(rest).as_slice() {
+        b"RS-" | b"LS-" => match a.as_slice() {
             [acc, subj] => RouteOp::Unsub {
                 account: acc,
                 subject: subj,
@@ -162,57 +221,68 @@ pub fn parse(
                 subject: subj,
                 queue: Some(q),
             },
-            _ => return Err(RouteParseError::BadArgs("RS-")),
+            _ if verb[0] == b'R' => return Err(RouteParseError::BadArgs("RS-")),
+            _ => return Err(RouteParseError::BadArgs("LS-")),
         },
-        b"RMSG" | b"HMSG" => {
-            let headers = upper[0] == b'H';
-            let what = if headers { "HMSG" } else { "RMSG" };
-            let a = args(rest);
-            let sizes = if headers { 2 } else { 1 };
-            if a.len() < 2 + sizes {
-                return Err(RouteParseError::BadArgs(what));
-            }
-            let (head, tail) = a.split_at(a.len() - sizes);
-            let total = parse_size(tail[sizes - 1]).ok_or(RouteParseError::BadArgs(what))?;
-            let header_len = if headers {
-                let h = parse_size(tail[0]).ok_or(RouteParseError::BadArgs(what))?;
-                if h > total {
-                    return Err(RouteParseError::BadArgs(what));
-                }
-                Some(h)
-            } else {
-                None
-            };
-            if total > MAX_ROUTED_MESSAGE {
-                return Err(RouteParseError::TooLarge);
-            }
-            let (reply, queues) = match &head[2..] {
-                [] => (None, Vec::new()),
-                [r] => (Some(*r), Vec::new()),
-                [m, r, qs @ ..] if *m == b"+" => (Some(*r), qs.to_vec()),
-                [m, qs @ ..] if *m == b"|" => (None, qs.to_vec()),
-                _ => return Err(RouteParseError::BadArgs(what)),
-            };
-            let need = used + total + 2;
-            if buf.len() < need {
-                return Ok(None);
-            }
-            if &buf[used + total..need] != b"\r\n" {
-                return Err(RouteParseError::BadTrailer);
-            }
-            let msg = RoutedMsg {
-                account: head[0],
-                subject: head[1],
-                reply,
-                queues,
-                header_len,
-                message: &buf[used..used + total],
-            };
-            return Ok(Some((RouteOp::Msg(msg), need)));
-        }
-        _ => return Err(RouteParseError::UnknownOp),
+        _ => return routed_msg(verb, &a, buf, used),
     };
     Ok(Some((op, used)))
+}
+
+/// `RMSG`, `LMSG` or `HMSG`, its arguments (account first) in `a`.
+fn routed_msg<'a>(
+    verb: &[u8],
+    a: &[&'a [u8]],
+    buf: &'a [u8],
+    used: usize,
+) -> Result<Option<(RouteOp<'a>, usize)>, RouteParseError> {
+    let headers = verb[0] == b'H';
+    let what = match verb[0] {
+        b'H' => "HMSG",
+        b'L' => "LMSG",
+        _ => "RMSG",
+    };
+    let sizes = if headers { 2 } else { 1 };
+    if a.len() < 2 + sizes {
+        return Err(RouteParseError::BadArgs(what));
+    }
+    let (head, tail) = a.split_at(a.len() - sizes);
+    let total = parse_size(tail[sizes - 1]).ok_or(RouteParseError::BadArgs(what))?;
+    let header_len = if headers {
+        let h = parse_size(tail[0]).ok_or(RouteParseError::BadArgs(what))?;
+        if h > total {
+            return Err(RouteParseError::BadArgs(what));
+        }
+        Some(h)
+    } else {
+        None
+    };
+    if total > MAX_ROUTED_MESSAGE {
+        return Err(RouteParseError::TooLarge);
+    }
+    let (reply, queues) = match &head[2..] {
+        [] => (None, Vec::new()),
+        [r] => (Some(*r), Vec::new()),
+        [m, r, qs @ ..] if *m == b"+" => (Some(*r), qs.to_vec()),
+        [m, qs @ ..] if *m == b"|" => (None, qs.to_vec()),
+        _ => return Err(RouteParseError::BadArgs(what)),
+    };
+    let need = used + total + 2;
+    if buf.len() < need {
+        return Ok(None);
+    }
+    if &buf[used + total..need] != b"\r\n" {
+        return Err(RouteParseError::BadTrailer);
+    }
+    let msg = RoutedMsg {
+        account: head[0],
+        subject: head[1],
+        reply,
+        queues,
+        header_len,
+        message: &buf[used..used + total],
+    };
+    Ok(Some((RouteOp::Msg(msg), need)))
 }
 
 fn trim(b: &[u8]) -> &[u8] {
@@ -233,11 +303,15 @@ fn args(b: &[u8]) -> Vec<&[u8]> {
         .collect()
 }
 
-/// `RS+ account subject [queue weight]`
-pub fn sub(out: &mut BytesMut, account: &[u8], subject: &[u8], queue: Option<(&[u8], u32)>) {
-    out.put_slice(b"RS+ ");
-    out.put_slice(account);
-    out.put_u8(b' ');
+/// `RS+ account subject [queue weight]`, or with no account (a leaf
+/// connection's) `LS+ subject [queue weight]`.
+pub fn sub(
+    out: &mut BytesMut,
+    account: Option<&[u8]>,
+    subject: &[u8],
+    queue: Option<(&[u8], u32)>,
+) {
+    interest_verb(out, b"RS+ ", b"LS+ ", account);
     out.put_slice(subject);
     if let Some((q, w)) = queue {
         out.put_u8(b' ');
@@ -248,12 +322,11 @@ pub fn sub(out: &mut BytesMut, account: &[u8], subject: &[u8], queue: Option<(&[
     out.put_slice(b"\r\n");
 }
 
-/// `RS- account subject [queue]`, with single spaces: nats-server finds
-/// the subscription by these exact bytes.
-pub fn unsub(out: &mut BytesMut, account: &[u8], subject: &[u8], queue: Option<&[u8]>) {
-    out.put_slice(b"RS- ");
-    out.put_slice(account);
-    out.put_u8(b' ');
+/// `RS- account subject [queue]` (or a leaf's `LS- subject [queue]`),
+/// with single spaces: nats-server finds the subscription by these exact
+/// bytes.
+pub fn unsub(out: &mut BytesMut, account: Option<&[u8]>, subject: &[u8], queue: Option<&[u8]>) {
+    interest_verb(out, b"RS- ", b"LS- ", account);
     out.put_slice(subject);
     if let Some(q) = queue {
         out.put_u8(b' ');
@@ -262,10 +335,23 @@ pub fn unsub(out: &mut BytesMut, account: &[u8], subject: &[u8], queue: Option<&
     out.put_slice(b"\r\n");
 }
 
-/// `RMSG`/`HMSG` for one peer, naming the queue groups it was chosen for.
+/// The verb of an interest line and, on a route, its account.
+fn interest_verb(out: &mut BytesMut, route: &[u8], leaf: &[u8], account: Option<&[u8]>) {
+    match account {
+        Some(account) => {
+            out.put_slice(route);
+            out.put_slice(account);
+            out.put_u8(b' ');
+        }
+        None => out.put_slice(leaf),
+    }
+}
+
+/// `RMSG`/`HMSG` for one peer, naming the queue groups it was chosen for;
+/// with no account (a leaf connection's), `LMSG`/`HMSG` without one.
 pub fn msg(
     out: &mut BytesMut,
-    account: &[u8],
+    account: Option<&[u8]>,
     subject: &[u8],
     reply: Option<&[u8]>,
     queues: &[&[u8]],
@@ -274,20 +360,23 @@ pub fn msg(
 ) {
     let hl = headers.map_or(0, |h| h.len());
     out.reserve(
-        48 + account.len()
+        48 + account.map_or(0, <[u8]>::len)
             + subject.len()
             + reply.map_or(0, |r| r.len())
             + queues.iter().map(|q| q.len() + 1).sum::<usize>()
             + hl
             + payload.len(),
     );
-    out.put_slice(if headers.is_some() {
-        b"HMSG "
-    } else {
-        b"RMSG "
-    });
-    out.put_slice(account);
-    out.put_u8(b' ');
+    let verb: &[u8] = match (headers.is_some(), account.is_some()) {
+        (true, _) => b"HMSG ",
+        (false, true) => b"RMSG ",
+        (false, false) => b"LMSG ",
+    };
+    out.put_slice(verb);
+    if let Some(account) = account {
+        out.put_slice(account);
+        out.put_u8(b' ');
+    }
     out.put_slice(subject);
     out.put_u8(b' ');
     match (reply, queues.is_empty()) {
@@ -485,7 +574,7 @@ mod tests {
             let mut b = BytesMut::new();
             msg(
                 &mut b,
-                GLOBAL_ACCOUNT,
+                Some(GLOBAL_ACCOUNT),
                 b"foo.bar",
                 reply,
                 &queues,
@@ -532,9 +621,52 @@ mod tests {
     #[test]
     fn interest_encoders() {
         let mut b = BytesMut::new();
-        sub(&mut b, GLOBAL_ACCOUNT, b"foo", Some((b"q", 2)));
-        unsub(&mut b, GLOBAL_ACCOUNT, b"foo", Some(b"q"));
-        sub(&mut b, b"B", b"bar", None);
+        sub(&mut b, Some(GLOBAL_ACCOUNT), b"foo", Some((b"q", 2)));
+        unsub(&mut b, Some(GLOBAL_ACCOUNT), b"foo", Some(b"q"));
+        sub(&mut b, Some(b"B"), b"bar", None);
         assert_eq!(&b[..], b"RS+ $G foo q 2\r\nRS- $G foo q\r\nRS+ B bar\r\n");
+        b.clear();
+        sub(&mut b, None, b"foo", Some((b"q", 2)));
+        unsub(&mut b, None, b"foo", None);
+        assert_eq!(&b[..], b"LS+ foo q 2\r\nLS- foo\r\n");
+    }
+
+    /// A leaf connection's lines are a route's without the account; what
+    /// one dialect sends is an error in the other.
+    #[test]
+    fn the_leaf_dialect_names_no_account() {
+        let leaf = |b: &'static [u8]| parse_as(Dialect::Leaf, b, 1024).map(|r| r.map(|(op, _)| op));
+        assert_eq!(
+            leaf(b"LS+ foo.* q 3\r\n"),
+            Ok(Some(RouteOp::Sub {
+                account: b"",
+                subject: b"foo.*",
+                queue: Some(b"q"),
+                weight: 3
+            }))
+        );
+        assert_eq!(
+            leaf(b"LS- foo\r\n"),
+            Ok(Some(RouteOp::Unsub {
+                account: b"",
+                subject: b"foo",
+                queue: None
+            }))
+        );
+        let Ok(Some(RouteOp::Msg(m))) = leaf(b"LMSG foo + r q1 q2 2\r\nhi\r\n") else {
+            panic!("an LMSG");
+        };
+        assert_eq!((m.subject, m.reply, m.payload()), (&b"foo"[..], Some(&b"r"[..]), &b"hi"[..]));
+        assert_eq!(m.queues, vec![&b"q1"[..], &b"q2"[..]]);
+        let Ok(Some(RouteOp::Msg(m))) = leaf(b"HMSG foo 4 6\r\nabcdhi\r\n") else {
+            panic!("an HMSG");
+        };
+        assert_eq!((m.account, m.headers(), m.payload()), (&b""[..], Some(&b"abcd"[..]), &b"hi"[..]));
+        assert_eq!(leaf(b"RS+ $G foo\r\n"), Err(RouteParseError::UnknownOp));
+        assert_eq!(leaf(b"LS+\r\n"), Err(RouteParseError::BadArgs("LS+")));
+        assert_eq!(parse(b"LMSG foo 2\r\nhi\r\n", 100), Err(RouteParseError::UnknownOp));
+        let mut b = BytesMut::new();
+        msg(&mut b, None, b"foo", Some(b"r"), &[b"q"], None, b"hi");
+        assert_eq!(&b[..], b"LMSG foo + r q 2\r\nhi\r\n");
     }
 }
