@@ -35,7 +35,7 @@
 //!   has caught up with a leader's commit index.
 //! - Election timeouts come from the engine's seed, not raft-rs's RNG.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -698,6 +698,7 @@ impl Engine {
             self.wake_shared_with(peer);
         }
         let mut quieted = Vec::new();
+        let known: Vec<u64> = self.peers.ids().collect();
         for (&gid, g) in self.groups.iter_mut() {
             if g.quiet {
                 continue;
@@ -713,7 +714,7 @@ impl Engine {
             g.idle_ticks = if idle { g.idle_ticks + 1 } else { 0 };
             self.activity += 1;
             if g.idle_ticks < quiet::QUIET_AFTER {
-                tick_group(g, &mut self.rng);
+                tick_group(g, &mut self.rng, &known);
             } else {
                 g.quiet = true;
                 let raft = &g.raw.raft;
@@ -1353,26 +1354,27 @@ fn rewind_progress(raw: &mut RawNode<LogStore>, peer: u64, hint: u64) -> bool {
 }
 
 /// A damaged replica, which neither ticks nor campaigns, asks every
-/// member to catch it up; whichever leads does (see [`catch_me_up`]),
-/// and the message wakes the group if it was quiet.
-fn ask_to_be_caught_up(g: &mut Group) {
+/// server it knows to catch it up; whichever leads does (see
+/// [`catch_me_up`]), and the message wakes the group if it was quiet.
+/// Not only its members: what the log kept of its configuration may be
+/// stale (the founders, a member removed since) or gone, and the leader
+/// may be a member added since that nobody told it of; an idle leader
+/// sends nothing that would find it. A server that is no member, or does
+/// not lead, ignores the request.
+fn ask_to_be_caught_up(g: &mut Group, known: &[u64]) {
     let me = g.raw.raft.id;
-    let configured = &g.raw.store().conf_state().voters;
-    // A log that lost even its configuration asks the peers it was told
-    // of when its group was opened.
-    let members: Vec<u64> = if configured.is_empty() {
-        g.join.clone()
-    } else {
-        configured.clone()
-    };
-    for to in members.into_iter().filter(|&v| v != me) {
+    let mut asked: BTreeSet<u64> = known.iter().copied().collect();
+    asked.extend(g.raw.store().conf_state().voters.iter().copied());
+    asked.extend(g.join.iter().copied());
+    for to in asked.into_iter().filter(|&v| v != me) {
         let m = catch_me_up(&g.raw, to);
         g.raw.raft.msgs.push(m);
     }
 }
 
-/// One tick of one group's node (see [`Engine::tick`]).
-fn tick_group(g: &mut Group, rng: &mut Rng) {
+/// One tick of one group's node (see [`Engine::tick`]); `known` are the
+/// servers the engine knows.
+fn tick_group(g: &mut Group, rng: &mut Rng, known: &[u64]) {
     let leader = g.raw.raft.state == StateRole::Leader;
     if leader {
         retry_lost_snapshots(g);
@@ -1381,7 +1383,7 @@ fn tick_group(g: &mut Group, rng: &mut Rng) {
         g.damaged_ticks += 1;
         if g.damaged_ticks >= ELECTION_TICKS {
             g.damaged_ticks = 0;
-            ask_to_be_caught_up(g);
+            ask_to_be_caught_up(g, known);
         }
         return;
     }
@@ -2668,6 +2670,38 @@ mod tests {
         assert!(!t.nodes[f].is_damaged(7), "repaired by the leader");
         assert_eq!(t.nodes[f].voters(7).unwrap(), vec![1, 2, 4]);
         assert!(t.applied[f].iter().any(|c| &c.data[..] == b"after"));
+    }
+
+    /// A damaged replica reopened with stale founders, a pair without
+    /// the leader and with a member removed since (the fault campaign,
+    /// three servers, seed 1: the work queue's replica on S2 stayed at
+    /// index 1 for six minutes), is repaired by the current leader while
+    /// the group is idle.
+    #[test]
+    fn a_damaged_replica_with_stale_founders_is_repaired() {
+        let (mut t, l) = joining_fourth();
+        t.tick(40);
+        let remove = ConfChange {
+            change_type: ConfChangeType::RemoveNode,
+            node_id: 3,
+            ..Default::default()
+        };
+        t.nodes[l].propose_conf_change(7, remove).unwrap();
+        t.tick(20);
+        let leader = t.leader().unwrap();
+        t.nodes[leader].transfer_leader(7, 4).unwrap();
+        t.tick(40);
+        assert_eq!(t.leader(), Some(3), "server 4 leads");
+        t.tick(40);
+        let f = 1;
+        t.dirs[f].crash(0);
+        t.dirs[f].flip_bit(&log_name(7), 16, 1);
+        t.nodes[f] = Engine::new(2, Arc::new(t.dirs[f].clone()), 99);
+        let rec = t.nodes[f].create_group(7, &[2, 3]).unwrap();
+        assert!(rec.damaged, "{rec:?}");
+        t.tick(100);
+        assert!(!t.nodes[f].is_damaged(7), "repaired by the leader");
+        assert_eq!(t.nodes[f].voters(7).unwrap(), vec![1, 2, 4]);
     }
 
     /// A damaged replica of an idle group is repaired too: the leader,

@@ -119,6 +119,11 @@ pub struct Peers {
 impl Peers {
     /// Starts watching `peer` (a member of a group here); a new one is
     /// given a full silence period from now.
+    /// Every peer known, in id order.
+    pub fn ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.peers.keys().copied()
+    }
+
     pub fn know(&mut self, peer: u64) {
         let now = self.now;
         self.peers.entry(peer).or_insert_with(|| Peer {
