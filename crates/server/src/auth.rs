@@ -108,7 +108,7 @@ pub fn signed(key: &str, nonce: &str, sig: &str) -> bool {
 /// Compares a presented secret with a configured one: bcrypt when the
 /// configured value is a bcrypt hash (as nats-server allows), otherwise
 /// constant-time equality.
-fn secret_matches(configured: &str, presented: &str) -> bool {
+pub fn secret_matches(configured: &str, presented: &str) -> bool {
     if configured.starts_with("$2") {
         // bcrypt takes tens of milliseconds by design; keep other
         // connections on this runtime worker moving meanwhile.

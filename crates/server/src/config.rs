@@ -5,7 +5,7 @@
 //! Deliberate differences from nats-server, for safety:
 //! - an unknown key is a warning, not an error (as the issue asks), but a
 //!   known nats-server key that flotilla does not implement and that
-//!   changes security or routing (`leafnodes`, `trusted`, ...) is an error, so
+//!   changes security or routing (`trusted`, `mappings`, ...) is an error, so
 //!   nobody believes a protection is on when it is not;
 //! - a block for a whole feature flotilla lacks (`gateway`, `mqtt`) is
 //!   ignored with a warning, and `/varz` lists it under `ignored_config`,
@@ -21,19 +21,13 @@ use conf::{Entry, Item, Map, Value};
 
 use crate::options::{Authorization, NkeyUser, Options, User};
 
+pub mod leafnodes;
 mod permissions;
 mod tls;
 pub mod websocket;
 
 /// Keys nats-server understands that flotilla refuses to ignore.
-const UNSUPPORTED: &[&str] = &[
-    "leafnodes",
-    "leaf",
-    "trusted",
-    "trusted_keys",
-    "mappings",
-    "nkeys",
-];
+const UNSUPPORTED: &[&str] = &["trusted", "trusted_keys", "mappings", "nkeys"];
 
 /// Features flotilla lacks whose blocks it ignores, with a warning: a
 /// server without them only lacks what they would connect, and nothing
@@ -435,6 +429,7 @@ fn apply(m: &Map, o: &mut Options, r: &mut Report) {
             }
             "jetstream" => jetstream(e, o, r),
             "websocket" | "ws" => websocket::websocket(e, o, r),
+            "leafnodes" | "leaf" => leafnodes::leafnodes(e, o, r),
             "cluster" => {
                 if let Some(m) = map(r, e) {
                     cluster(m, o, r);

@@ -14,6 +14,7 @@ mod internal;
 mod js;
 mod jscluster;
 mod jwt;
+mod leaf;
 mod logging;
 mod monitor;
 mod operator;
@@ -311,6 +312,11 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
         false => None,
     };
 
+    let leafnodes = match opts.leafnodes.accepts() {
+        true => Some(bind_leafnodes(&server).await?),
+        false => None,
+    };
+
     let mut cluster_url = None;
     if opts.cluster.enabled() {
         conn::routes::start(server.clone()).await.with_context(|| {
@@ -348,6 +354,12 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
     let accept = tokio::spawn(conn::accept_clients(server.clone(), listener));
     if let Some((listener, _)) = websocket {
         tokio::spawn(conn::accept_websocket(server.clone(), listener));
+    }
+    if let Some(listener) = leafnodes {
+        tokio::spawn(conn::accept_leafnodes(server.clone(), listener));
+    }
+    for remote in &opts.leafnodes.remotes {
+        tokio::spawn(conn::leaf::solicit(server.clone(), remote.clone()));
     }
     info!("Server is ready");
 
@@ -389,6 +401,27 @@ async fn bind_websocket(server: &Server) -> Result<(tokio::net::TcpListener, Str
         tracing::warn!("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!");
     }
     Ok((listener, format!("{scheme}://{}:{bound}", url_host(&host))))
+}
+
+/// Binds the leaf node port and logs it as nats-server does.
+async fn bind_leafnodes(server: &Server) -> Result<tokio::net::TcpListener> {
+    let opts = server.opts();
+    let leafnodes = &opts.leafnodes;
+    let host = leafnodes
+        .host
+        .clone()
+        .unwrap_or_else(|| options::DEFAULT_HOST.into());
+    let port = u16::try_from(leafnodes.port).unwrap_or(0);
+    let listener = tokio::net::TcpListener::bind((host.as_str(), port))
+        .await
+        .with_context(|| format!("Error listening on leafnode port: {host}:{port}"))?;
+    let bound = listener.local_addr()?.port();
+    server
+        .leafs
+        .port
+        .store(u64::from(bound), std::sync::atomic::Ordering::Relaxed);
+    info!("Listening for leafnode connections on {host}:{bound}");
+    Ok(listener)
 }
 
 async fn wait_for_clients(server: &Arc<Server>) {

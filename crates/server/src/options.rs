@@ -254,6 +254,74 @@ impl WebsocketOptions {
     }
 }
 
+/// `leafnodes {}`: a port other servers join as leaf nodes (this server
+/// their hub), and `remotes` this server joins as a leaf node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeafnodeOptions {
+    /// Empty: [`DEFAULT_HOST`].
+    pub host: Option<String>,
+    /// -1 picks a free port; 0: no leaf node port.
+    pub port: i64,
+    /// `host:port` leaf nodes are told to dial for this one.
+    pub advertise: Option<String>,
+    pub no_advertise: bool,
+    /// `authorization { user, password }`: what a leaf node's CONNECT
+    /// must carry; it is then bound to `account`.
+    pub user: Option<String>,
+    pub password: Option<String>,
+    /// `authorization { account }`: the account a leaf node
+    /// authenticated by `user` is bound to; `None`: the global one.
+    pub account: Option<String>,
+    /// `authorization { users [...] }`: each with its own account.
+    pub users: Vec<LeafUser>,
+    pub auth_timeout: Option<Duration>,
+    /// How long a remote waits before dialing again (`reconnect`).
+    pub reconnect: Duration,
+    pub remotes: Vec<RemoteLeaf>,
+}
+
+impl Default for LeafnodeOptions {
+    fn default() -> Self {
+        LeafnodeOptions {
+            host: None,
+            port: 0,
+            advertise: None,
+            no_advertise: false,
+            user: None,
+            password: None,
+            account: None,
+            users: Vec::new(),
+            auth_timeout: None,
+            reconnect: Duration::from_secs(1),
+            remotes: Vec::new(),
+        }
+    }
+}
+
+impl LeafnodeOptions {
+    /// Whether other servers may join this one as leaf nodes.
+    pub fn accepts(&self) -> bool {
+        self.port != 0
+    }
+}
+
+/// One of `leafnodes.authorization.users`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeafUser {
+    pub user: String,
+    pub password: String,
+    pub account: Option<String>,
+}
+
+/// One of `leafnodes.remotes`: a hub this server joins as a leaf node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteLeaf {
+    /// Tried in turn: `nats-leaf://[user:password@]host[:port]`.
+    pub urls: Vec<String>,
+    /// The local account the connection is bound to; `None`: global.
+    pub account: Option<String>,
+}
+
 /// An allowed WebSocket origin: what a browser's `Origin` must match.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
@@ -305,6 +373,7 @@ pub struct Options {
     /// Client connections must use TLS.
     pub tls: Option<TlsOptions>,
     pub websocket: WebsocketOptions,
+    pub leafnodes: LeafnodeOptions,
     pub config_file: Option<PathBuf>,
 }
 
@@ -341,6 +410,7 @@ impl Default for Options {
             cluster: ClusterOptions::default(),
             tls: None,
             websocket: WebsocketOptions::default(),
+            leafnodes: LeafnodeOptions::default(),
             config_file: None,
         }
     }

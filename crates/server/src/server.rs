@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tracing::info;
 
 use crate::account::GLOBAL;
-use crate::client::{Client, ClosedState, InternalSink, Subscription};
+use crate::client::{Client, ClosedState, InternalSink, LeafRole, Subscription};
 use crate::options::Options;
 use crate::permissions::Permits;
 use protocol::NATS_VERSION;
@@ -71,6 +71,8 @@ pub struct Server {
     pub system_client: Arc<Client>,
     /// Routes to the other servers of the cluster.
     pub routes: crate::route::Routes,
+    /// Leaf node connections, either way.
+    pub leafs: crate::leaf::Leafs,
     /// The Raft transport, when JetStream is clustered: Raft connections
     /// arriving on the route port are handed to it.
     pub raft: std::sync::OnceLock<Arc<cluster::transport::Transport>>,
@@ -150,6 +152,7 @@ impl Server {
             stop_accepting: watch::channel(false).0,
             system_client: Arc::new(Client::new(0, SocketAddr::from(([0, 0, 0, 0], 0)))),
             routes: crate::route::Routes::new(opts_cluster_name.as_deref()),
+            leafs: crate::leaf::Leafs::default(),
             raft: std::sync::OnceLock::new(),
             on_routes_changed: std::sync::OnceLock::new(),
             hello: Mutex::new(None),
@@ -356,6 +359,7 @@ impl Server {
             sub.clone(),
         )?;
         self.interest.changed(subject.as_bytes());
+        self.interest_changed(&sub, true);
         self.system_client
             .subs
             .lock()
@@ -505,13 +509,9 @@ impl Server {
                 }
             }
         }
-        for s in &removed {
+        for s in removed {
             self.interest.changed(&s.subject);
-        }
-        if client.cid != 0 && !client.is_route {
-            for s in removed {
-                self.routes.local_interest(s, -1);
-            }
+            self.interest_changed(s, false);
         }
         self.clients.lock().remove(&client.cid);
     }
@@ -648,11 +648,28 @@ impl Server {
             subs.remove(&sub.sid);
         }
         drop(subs);
-        let advertised =
-            sub.advertised.load(Ordering::Relaxed) || (sub.client.cid != 0 && !sub.client.is_route);
-        if removed && advertised {
-            self.routes.local_interest(sub, -1);
+        if removed {
+            self.interest_changed(sub, false);
         }
+    }
+
+    /// A subscription was added to (`add`) or removed from its account's
+    /// trie: tells the routes and leaf nodes that should hear of it.
+    /// Routes hear of this server's clients, its cluster services and the
+    /// leaf nodes it is the hub of (loop detection from any leaf node);
+    /// which leaf nodes hear of what is the leaf registry's rule.
+    pub fn interest_changed(&self, sub: &Subscription, add: bool) {
+        let origin = &sub.client;
+        let to_routes = match (origin.is_route, origin.leaf) {
+            (true, _) => false,
+            (_, Some(LeafRole::Solicited)) => sub.subject.starts_with(crate::leaf::LOOP_PREFIX),
+            (_, Some(LeafRole::Accepted)) => true,
+            (false, None) => origin.cid != 0 || sub.advertised.load(Ordering::Relaxed),
+        };
+        if to_routes {
+            self.routes.local_interest(sub, if add { 1 } else { -1 });
+        }
+        self.leafs.interest(sub, add);
     }
 
     /// Binds the client port. Split from `conn::accept_clients` so the
@@ -684,6 +701,7 @@ impl Server {
         info!("Initiating Shutdown...");
         let _ = self.stop_accepting.send(true);
         self.routes.close_all();
+        self.leafs.close_all();
         let clients: Vec<Arc<Client>> = self.clients.lock().values().cloned().collect();
         for c in clients {
             c.close(ClosedState::ServerShutdown);

@@ -85,6 +85,17 @@ impl ClosedState {
     }
 }
 
+/// Which side of a leaf node connection this server is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeafRole {
+    /// The other server dialed this one's leaf node port: this server is
+    /// its hub.
+    Accepted,
+    /// This server dialed it (a `leafnodes.remotes` entry): this server
+    /// is the spoke (nats-server's `isSpokeLeafNode`).
+    Solicited,
+}
+
 /// Identity a client gave in CONNECT, for monitoring and logs.
 #[derive(Debug, Clone, Default)]
 pub struct ClientMeta {
@@ -102,6 +113,10 @@ pub struct Client {
     /// A route to another server: its subscriptions stand for that
     /// server's interest, and messages to it go out as `RMSG`.
     pub is_route: bool,
+    /// A leaf node connection, and which side dialed: its subscriptions
+    /// stand for the other side's interest, and messages to it go out as
+    /// `LMSG`.
+    pub leaf: Option<LeafRole>,
     /// A client that came in over WebSocket (`/connz` type `websocket`).
     pub websocket: bool,
     pub start: SystemTime,
@@ -155,6 +170,7 @@ impl Client {
             cid,
             addr,
             is_route: false,
+            leaf: None,
             websocket: false,
             start,
             out: Outbound::new(),
@@ -183,6 +199,20 @@ impl Client {
             is_route: true,
             ..Client::new(cid, addr)
         }
+    }
+
+    /// A leaf node connection's state (see the leaf node registry).
+    pub fn new_leaf(cid: u64, addr: SocketAddr, role: LeafRole) -> Self {
+        Client {
+            leaf: Some(role),
+            ..Client::new(cid, addr)
+        }
+    }
+
+    /// Another server's connection (a route or a leaf node): its
+    /// subscriptions are that server's interest, not a client's.
+    pub fn is_server(&self) -> bool {
+        self.is_route || self.leaf.is_some()
     }
 
     /// Ends the connection. The first reason given is the one kept; later

@@ -788,7 +788,7 @@ impl Conn {
             return;
         }
         self.server.interest.changed(subject);
-        self.server.routes.local_interest(&sub, 1);
+        self.server.interest_changed(&sub, true);
         self.client.subs.lock().insert(sub.sid.clone(), sub);
         self.send_ok();
     }

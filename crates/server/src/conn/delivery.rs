@@ -16,7 +16,7 @@ use subjects::SubResult;
 use tracing::info;
 
 use crate::client::outbound::Push;
-use crate::client::{Client, ClosedState, Message, Quota, Subscription};
+use crate::client::{Client, ClosedState, LeafRole, Message, Quota, Subscription};
 use crate::server::Server;
 
 /// Longest a publisher is paused, per read, for subscribers whose
@@ -42,11 +42,14 @@ pub struct Delivery {
     to_unsubscribe: Vec<Arc<Subscription>>,
     out_msgs: u64,
     out_bytes: u64,
-    /// Routes this message goes to, with the queue groups each was chosen
-    /// for: one `RMSG` per route, however many of its subscriptions match.
-    route_targets: Vec<(Arc<Client>, Vec<Bytes>)>,
-    /// The account of the message `route_targets` are for.
-    route_account: Option<Arc<crate::account::Account>>,
+    /// Where the messages routed come from.
+    origin: Hop,
+    /// Routes and leaf nodes this message goes to, with the queue groups
+    /// each was chosen for: one `RMSG` (`LMSG`) per connection, however
+    /// many of its subscriptions match.
+    remote_targets: Vec<(Arc<Client>, Vec<Bytes>)>,
+    /// The account of the message `remote_targets` are for.
+    remote_account: Option<Arc<crate::account::Account>>,
     /// Where a routed delivery's reply is put together.
     reply_buf: Vec<u8>,
     /// The message being routed is traced: where it goes is recorded (and
@@ -54,7 +57,30 @@ pub struct Delivery {
     pub trace: Option<crate::trace::Trace>,
 }
 
+/// Where the messages a [`Delivery`] routes came from, which decides
+/// where they may go on ([`Delivery::forwards_to`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hop {
+    /// A client of this server, or the server itself.
+    Client,
+    Route,
+    Leaf(LeafRole),
+}
+
 impl Delivery {
+    /// For what a route or leaf node connection, `peer`, brings.
+    pub fn for_peer(server: Arc<Server>, peer: &Client, max_pending: usize) -> Self {
+        debug_assert!(peer.is_server());
+        let origin = match peer.leaf {
+            Some(role) => Hop::Leaf(role),
+            None => Hop::Route,
+        };
+        Delivery {
+            origin,
+            ..Delivery::new(server, peer.cid, max_pending)
+        }
+    }
+
     pub fn new(server: Arc<Server>, publisher: u64, max_pending: usize) -> Self {
         Delivery {
             server,
@@ -67,74 +93,97 @@ impl Delivery {
             to_unsubscribe: Vec::new(),
             out_msgs: 0,
             out_bytes: 0,
-            route_targets: Vec::new(),
-            route_account: None,
+            origin: Hop::Client,
+            remote_targets: Vec::new(),
+            remote_account: None,
             reply_buf: Vec::new(),
             trace: None,
         }
     }
 
     /// Delivers to every plain subscriber and one member of each queue
-    /// group, cluster-wide: a route counts as a subscriber, and a queue
-    /// member on another server is picked by that server's member count.
-    /// Returns whether anyone (a route included) got the message.
+    /// group, cluster-wide and across leaf nodes: a route or a leaf node
+    /// counts as a subscriber, and a queue member behind one is picked by
+    /// its member count. Returns whether anyone (a route or leaf node
+    /// included) got the message.
     pub fn route(&mut self, result: &SubResult<Arc<Subscription>>, msg: Message<'_>) -> bool {
         let mut delivered = false;
         for sub in &result.psubs {
-            if sub.client.is_route {
-                if route_usable(sub) {
-                    self.add_route_target(sub, None);
-                    delivered = true;
-                }
-                continue;
-            }
-            delivered |= self.deliver(sub, msg);
+            delivered |= self.deliver_plain(sub, msg);
         }
         for (name, group) in &result.qsubs {
-            delivered |= self.deliver_to_group(name, group, msg, true);
+            delivered |= self.deliver_to_group(name, group, msg);
         }
-        self.send_to_routes(msg);
+        self.send_to_remotes(msg);
         delivered
     }
 
-    /// Delivers a message a route brought: to local plain subscribers,
-    /// and to a local member of each queue group the origin server chose
-    /// this server for. Nothing goes back out to routes (the mesh is one
-    /// hop).
+    /// Delivers a message another server brought (over a route or a leaf
+    /// node connection): to plain subscribers it may go on to (see
+    /// [`Delivery::forwards_to`]), and to one member of each queue group
+    /// the sending server chose this one for, a local member if there is
+    /// one.
     pub fn route_from_peer(
         &mut self,
         result: &SubResult<Arc<Subscription>>,
         msg: Message<'_>,
         queues: &[&[u8]],
     ) {
+        debug_assert!(self.origin != Hop::Client, "a peer's message");
         for sub in &result.psubs {
-            if !sub.client.is_route {
-                self.deliver(sub, msg);
-            }
+            self.deliver_plain(sub, msg);
         }
         for (name, group) in &result.qsubs {
             if queues.contains(&&name[..]) {
-                self.deliver_to_group(name, group, msg, false);
+                self.deliver_to_group(name, group, msg);
             }
         }
+        self.send_to_remotes(msg);
     }
 
-    /// One member of a queue group, picked at random with each route
-    /// weighted by its server's member count. Members that cannot take it
-    /// (gone, echo-suppressed, closing) pass it on, so the group gets it
-    /// exactly once.
+    /// Whether a message this delivery routes may go on to `target`,
+    /// another server's connection, as nats-server's `processMsgResults`
+    /// decides: never back where it came from; to routes only from this
+    /// server's clients or from a leaf node this server is the hub of
+    /// (the mesh is one hop, and a spoke does not feed the hub's interest
+    /// to its own cluster); to a leaf node from anywhere but a route,
+    /// unless this server is that leaf node's hub, and never the
+    /// JetStream API (`leaf::DENIED`).
+    fn forwards_to(&self, target: &Client, subject: &[u8]) -> bool {
+        forwards(self.origin, self.publisher, target, subject)
+    }
+
+    /// One plain subscription: a local one gets the message, another
+    /// server's (a route or leaf node) gets it once per message.
+    fn deliver_plain(&mut self, sub: &Arc<Subscription>, msg: Message<'_>) -> bool {
+        if !sub.client.is_server() {
+            return self.deliver(sub, msg);
+        }
+        if self.forwards_to(&sub.client, msg.routed) && remote_usable(sub) {
+            self.add_remote_target(sub, None);
+            return true;
+        }
+        false
+    }
+
+    /// One member of a queue group, picked at random with each route or
+    /// leaf node weighted by its member count. A message another server
+    /// brought goes to a local member if there is one. Members that
+    /// cannot take it (gone, echo-suppressed, closing) pass it on, so the
+    /// group gets it exactly once.
     fn deliver_to_group(
         &mut self,
         name: &Bytes,
         group: &[Arc<Subscription>],
         msg: Message<'_>,
-        to_routes: bool,
     ) -> bool {
+        let local_first = self.origin != Hop::Client && group.iter().any(|s| !s.client.is_server());
+        let (origin, publisher) = (self.origin, self.publisher);
         let weight = |s: &Arc<Subscription>| -> usize {
-            match (s.client.is_route, to_routes) {
-                (false, _) => 1,
-                (true, true) => s.weight.load(Ordering::Relaxed) as usize,
-                (true, false) => 0,
+            match s.client.is_server() {
+                false => 1,
+                true if local_first || !forwards(origin, publisher, &s.client, msg.routed) => 0,
+                true => s.weight.load(Ordering::Relaxed) as usize,
             }
         };
         let total: usize = group.iter().map(weight).sum();
@@ -154,9 +203,9 @@ impl Delivery {
         let n = group.len();
         for i in 0..n {
             let sub = &group[(start + i) % n];
-            if sub.client.is_route {
-                if to_routes && route_usable(sub) {
-                    self.add_route_target(sub, Some(name));
+            if sub.client.is_server() {
+                if weight(sub) > 0 && remote_usable(sub) {
+                    self.add_remote_target(sub, Some(name));
                     return true;
                 }
                 continue;
@@ -168,76 +217,74 @@ impl Delivery {
         false
     }
 
-    /// `sub`, a route's, gets the message (for `queue`). Every target of
-    /// one message is in the publisher's account, which its `RMSG` names.
-    fn add_route_target(&mut self, sub: &Arc<Subscription>, queue: Option<&Bytes>) {
-        let route = &sub.client;
-        if self.route_targets.is_empty() {
-            self.route_account = Some(sub.account.clone());
+    /// `sub`, a route's or a leaf node's, gets the message (for `queue`).
+    /// Every target of one message is in the publisher's account, which
+    /// an `RMSG` names.
+    fn add_remote_target(&mut self, sub: &Arc<Subscription>, queue: Option<&Bytes>) {
+        let remote = &sub.client;
+        if self.remote_targets.is_empty() {
+            self.remote_account = Some(sub.account.clone());
         }
         debug_assert!(self
-            .route_account
+            .remote_account
             .as_ref()
             .is_some_and(|a| Arc::ptr_eq(a, &sub.account)));
         let at = match self
-            .route_targets
+            .remote_targets
             .iter()
-            .position(|(c, _)| Arc::ptr_eq(c, route))
+            .position(|(c, _)| Arc::ptr_eq(c, remote))
         {
             Some(i) => i,
             None => {
-                self.route_targets.push((route.clone(), Vec::new()));
-                self.route_targets.len() - 1
+                self.remote_targets.push((remote.clone(), Vec::new()));
+                self.remote_targets.len() - 1
             }
         };
         if let Some(q) = queue {
-            self.route_targets[at].1.push(q.clone());
+            self.remote_targets[at].1.push(q.clone());
         }
     }
 
-    fn send_to_routes(&mut self, msg: Message<'_>) {
-        if self.route_targets.is_empty() {
+    fn send_to_remotes(&mut self, msg: Message<'_>) {
+        if self.remote_targets.is_empty() {
             return;
         }
         // Taken out and put back drained, so its allocation serves every
         // message of the read.
-        let mut targets = std::mem::take(&mut self.route_targets);
+        let mut targets = std::mem::take(&mut self.remote_targets);
         let account = self
-            .route_account
+            .remote_account
             .take()
-            .expect("route targets name an account");
-        for (route, queues) in targets.drain(..) {
+            .expect("remote targets name an account");
+        for (remote, queues) in targets.drain(..) {
             let qs: Vec<&[u8]> = queues.iter().map(|q| &q[..]).collect();
             // A traced message names its hop to the next server.
             let hopped = self.trace.as_mut().map(|trace| {
-                let hop = trace.goes_over_route(&route);
+                let hop = trace.goes_over_route(&remote);
                 jetstream::headers::set(msg.headers, crate::trace::HOP, &hop)
             });
-            let headers = hopped.as_deref().or(msg.headers).filter(|h| !h.is_empty());
+            // A leaf node that did not ask for headers gets none.
+            let headers = hopped.as_deref().or(msg.headers).filter(|h| {
+                !h.is_empty() && (remote.is_route || remote.headers.load(Ordering::Relaxed))
+            });
             let size = headers.map_or(0, |h| h.len()) + msg.payload.len();
             let (subject, reply) = for_route(&msg, &mut self.reply_buf);
-            let pushed = route.out.push(self.max_pending, Some(size), |b| {
-                protocol::route::msg(
-                    b,
-                    account.name.as_bytes(),
-                    subject,
-                    reply,
-                    &qs,
-                    headers,
-                    msg.payload,
-                )
+            // A leaf node connection is bound to one account, never named.
+            let named = remote.is_route.then_some(account.name.as_bytes());
+            let pushed = remote.out.push(self.max_pending, Some(size), |b| {
+                protocol::route::msg(b, named, subject, reply, &qs, headers, msg.payload)
             });
             match pushed {
                 Push::Queued | Push::QueuedNearLimit => {
                     self.out_msgs += 1;
                     self.out_bytes += size as u64;
-                    self.mark_flush(&route);
+                    self.mark_flush(&remote);
                 }
-                Push::SlowConsumer => slow_consumer(&self.server, &route, self.max_pending),
+                Push::SlowConsumer => slow_consumer(&self.server, &remote, self.max_pending),
                 Push::Closed => {}
             }
         }
-        self.route_targets = targets;
+        self.remote_targets = targets;
     }
 
     /// Queues one message for one subscription. Returns whether it was
@@ -387,10 +434,24 @@ impl Delivery {
     }
 }
 
-/// A route's subscription can take a message: neither it nor its
-/// connection is closing (a replaced route's interest lingers in the trie
-/// until its task ends; picking it would lose a queue message).
-fn route_usable(sub: &Subscription) -> bool {
+/// [`Delivery::forwards_to`] for a delivery from `origin`, whose
+/// publisher is `publisher`, of a message on `subject`.
+fn forwards(origin: Hop, publisher: u64, target: &Client, subject: &[u8]) -> bool {
+    debug_assert!(target.is_server());
+    if target.cid == publisher {
+        return false;
+    }
+    if target.is_route {
+        return matches!(origin, Hop::Client | Hop::Leaf(LeafRole::Accepted));
+    }
+    (origin != Hop::Route || target.leaf == Some(LeafRole::Accepted))
+        && !crate::leaf::denied(subject)
+}
+
+/// A route's or leaf node's subscription can take a message: neither it
+/// nor its connection is closing (a replaced route's interest lingers in
+/// the trie until its task ends; picking it would lose a queue message).
+fn remote_usable(sub: &Subscription) -> bool {
     !sub.is_closed() && sub.client.closed_reason().is_none()
 }
 

@@ -7,6 +7,7 @@
 
 pub mod client;
 pub mod delivery;
+pub mod leaf;
 pub mod route;
 pub mod routes;
 pub mod websocket;
@@ -40,6 +41,16 @@ pub async fn accept_websocket(server: Arc<Server>, listener: TcpListener) {
     accept_until(listener, stop, "Websocket", |stream, addr| {
         let cid = server.next_cid();
         tokio::spawn(websocket::serve(server.clone(), stream, addr, cid));
+    })
+    .await;
+}
+
+/// Accepts leaf node connections on `listener` until the server stops
+/// accepting.
+pub async fn accept_leafnodes(server: Arc<Server>, listener: TcpListener) {
+    let stop = server.accepting_stopped();
+    accept_until(listener, stop, "Leafnode", |stream, addr| {
+        tokio::spawn(leaf::accept(server.clone(), stream, addr));
     })
     .await;
 }

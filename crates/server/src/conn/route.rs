@@ -154,7 +154,7 @@ where
 
     let ping = opts.ping_interval.min(ROUTE_PING);
     let mut conn = RouteConn {
-        delivery: Delivery::new(server.clone(), client.cid, opts.max_pending),
+        delivery: Delivery::for_peer(server.clone(), &client, opts.max_pending),
         cache: MatchCache::new(server.accounts.global().sublist.read().generation()),
         server: server.clone(),
         client: client.clone(),
@@ -201,6 +201,7 @@ where
             }
             for s in &subs {
                 server.interest.changed(&s.subject);
+                server.interest_changed(s, false);
             }
         }
         if server.routes.deregister(&r) {
@@ -597,6 +598,7 @@ impl RouteConn {
         match inserted {
             Ok(_) => {
                 self.server.interest.changed(subject);
+                self.server.interest_changed(&sub, true);
                 subs.insert(key, sub);
             }
             Err(_) => debug!(
@@ -620,6 +622,7 @@ impl RouteConn {
                 .write()
                 .remove(&sub.subject, sub.queue.as_deref(), sub.key);
             self.server.interest.changed(&sub.subject);
+            self.server.interest_changed(&sub, false);
         }
     }
 

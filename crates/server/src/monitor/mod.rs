@@ -1,9 +1,10 @@
-//! HTTP monitoring: `/varz`, `/connz`, `/subsz`, `/jsz`, `/healthz`, `/routez`,
+//! HTTP monitoring: `/varz`, `/connz`, `/subsz`, `/jsz`, `/healthz`, `/routez`, `/leafz`,
 //! with nats-server's JSON field names, query parameters and errors.
 
 mod connz;
 pub mod format;
 mod jsz;
+mod leafz;
 mod query;
 pub(crate) mod raftz;
 mod routez;
@@ -147,6 +148,14 @@ impl Monitor {
                 };
                 self.count("/routez");
                 pretty(&routez::routez(&self.server, subs))
+            }
+            "/leafz" => {
+                let subs = match q.subs() {
+                    Ok((subs, detail)) => subs || detail,
+                    Err(e) => return bad_request(e),
+                };
+                self.count("/leafz");
+                pretty(&leafz::leafz(&self.server, subs, q.get("acc")))
             }
             "/raftz" => {
                 self.count("/raftz");
@@ -294,6 +303,7 @@ fn root_page() -> String {
         ("Connections", "connz"),
         ("Subscriptions", "subsz"),
         ("Routes", "routez"),
+        ("LeafNodes", "leafz"),
         ("JetStream", "jsz"),
         ("Health Probe", "healthz"),
     ];

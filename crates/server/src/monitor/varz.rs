@@ -139,6 +139,76 @@ pub struct WebsocketVarz {
     compression: bool,
 }
 
+/// `/varz leaf`, as nats-server's `LeafNodeOptsVarz`: every field left
+/// out when unset, so `{}` without a `leafnodes {}` block.
+#[derive(Serialize, Default)]
+pub struct LeafVarz {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    host: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    port: u16,
+    /// Seconds.
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    auth_timeout: f64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    remotes: Vec<RemoteLeafVarz>,
+}
+
+/// One of `/varz leaf remotes` (`RemoteLeafOptsVarz`).
+#[derive(Serialize)]
+pub struct RemoteLeafVarz {
+    local_account: String,
+    urls: Vec<String>,
+}
+
+fn is_zero_f64(v: &f64) -> bool {
+    *v == 0.0
+}
+
+fn leaf_varz(server: &Server) -> LeafVarz {
+    let opts = server.opts();
+    let leafnodes = &opts.leafnodes;
+    let remotes = leafnodes
+        .remotes
+        .iter()
+        .map(|r| RemoteLeafVarz {
+            local_account: r.account.clone().unwrap_or_else(|| "$G".into()),
+            // Without the user info, which may hold a password.
+            urls: r
+                .urls
+                .iter()
+                .map(|u| {
+                    match u
+                        .split_once("://")
+                        .map(|(s, rest)| (s, rest.rsplit_once('@')))
+                    {
+                        Some((scheme, Some((_, host)))) => format!("{scheme}://{host}"),
+                        _ => u.clone(),
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    if !leafnodes.accepts() {
+        return LeafVarz {
+            remotes,
+            ..Default::default()
+        };
+    }
+    LeafVarz {
+        host: leafnodes
+            .host
+            .clone()
+            .unwrap_or_else(|| crate::options::DEFAULT_HOST.into()),
+        port: server.leafs.port.load(Ordering::Relaxed) as u16,
+        auth_timeout: leafnodes
+            .auth_timeout
+            .unwrap_or_else(|| opts.auth_timeout())
+            .as_secs_f64(),
+        remotes,
+    }
+}
+
 fn is_zero(v: &u16) -> bool {
     *v == 0
 }
@@ -212,7 +282,7 @@ pub struct Varz {
     max_pending: usize,
     cluster: ClusterVarz,
     gateway: Empty,
-    leaf: Empty,
+    leaf: LeafVarz,
     mqtt: Empty,
     websocket: WebsocketVarz,
     jetstream: super::jsz::Varz,
@@ -366,7 +436,7 @@ pub fn varz(server: &Server, services: &super::Services, cpu: &CpuSampler) -> Va
         max_pending: opts.max_pending,
         cluster: cluster_varz(server),
         gateway: Empty {},
-        leaf: Empty {},
+        leaf: leaf_varz(server),
         mqtt: Empty {},
         websocket: websocket_varz(server),
         jetstream: super::jsz::varz(services),
@@ -389,7 +459,7 @@ pub fn varz(server: &Server, services: &super::Services, cpu: &CpuSampler) -> Va
         total_connections: s.total_connections.load(Ordering::Relaxed),
         routes: server.routes.routes().len(),
         remotes: server.routes.routes().len(),
-        leafnodes: 0,
+        leafnodes: server.leafs.count(),
         in_msgs,
         in_bytes,
         in_client_msgs: in_msgs,

@@ -262,7 +262,12 @@ impl Routes {
         inner.by_id.insert(r.remote_id.clone(), r.clone());
         let mut b = BytesMut::new();
         for ((account, subject, queue), &n) in &inner.interest {
-            rp::sub(&mut b, account, subject, queue.as_deref().map(|q| (q, n)));
+            rp::sub(
+                &mut b,
+                Some(account),
+                subject,
+                queue.as_deref().map(|q| (q, n)),
+            );
         }
         if !b.is_empty() {
             r.client
@@ -311,11 +316,11 @@ impl Routes {
         }
         let mut b = BytesMut::new();
         match (&sub.queue, n) {
-            (None, 1) if delta > 0 => rp::sub(&mut b, &account, &sub.subject, None),
-            (None, 0) => rp::unsub(&mut b, &account, &sub.subject, None),
+            (None, 1) if delta > 0 => rp::sub(&mut b, Some(&account), &sub.subject, None),
+            (None, 0) => rp::unsub(&mut b, Some(&account), &sub.subject, None),
             (None, _) => return,
-            (Some(q), 0) => rp::unsub(&mut b, &account, &sub.subject, Some(q)),
-            (Some(q), n) => rp::sub(&mut b, &account, &sub.subject, Some((q, n))),
+            (Some(q), 0) => rp::unsub(&mut b, Some(&account), &sub.subject, Some(q)),
+            (Some(q), n) => rp::sub(&mut b, Some(&account), &sub.subject, Some((q, n))),
         }
         for r in inner.by_id.values() {
             r.client

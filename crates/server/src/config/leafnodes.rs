@@ -1,0 +1,307 @@
+//! The `leafnodes {}` block (also `leaf`), as nats-server's
+//! `parseLeafNodes`, `parseLeafAuthorization` and `parseRemoteLeafNodes`
+//! read it.
+
+use conf::{Entry, Item, Map, Value};
+
+use super::{boolean, duration, host_port, int, map, string, Report};
+use crate::options::{LeafUser, LeafnodeOptions, Options, RemoteLeaf};
+
+/// The port a leaf node URL without one means (`DEFAULT_LEAFNODE_PORT`).
+pub const DEFAULT_PORT: u16 = 7422;
+
+/// Keys flotilla refuses to ignore: each changes who may connect or how
+/// the connection is protected, and flotilla does not do it yet.
+const UNSUPPORTED: &[&str] = &["tls", "nkey", "min_version", "minimum_version"];
+
+/// Keys in a remote flotilla refuses to ignore, for the same reason.
+const REMOTE_UNSUPPORTED: &[&str] = &[
+    "tls",
+    "credentials",
+    "creds",
+    "nkey",
+    "seed",
+    "deny_imports",
+    "deny_import",
+    "deny_exports",
+    "deny_export",
+    "proxy",
+];
+
+pub(super) fn leafnodes(e: &Entry, o: &mut Options, r: &mut Report) {
+    let Some(m) = map(r, e) else {
+        return;
+    };
+    let mut leaf = LeafnodeOptions::default();
+    for e in &m.entries {
+        match e.key.to_ascii_lowercase().as_str() {
+            "listen" => {
+                if let Some((host, port)) = host_port(r, e) {
+                    leaf.host = host;
+                    leaf.port = port;
+                }
+            }
+            "port" => leaf.port = int(r, e).unwrap_or(0),
+            "host" | "net" => leaf.host = string(r, e),
+            "advertise" | "leafnode_advertise" => leaf.advertise = string(r, e),
+            "no_advertise" => leaf.no_advertise = boolean(r, e).unwrap_or(false),
+            "authorization" => {
+                if let Some(m) = map(r, e) {
+                    authorization(m, &mut leaf, r);
+                }
+            }
+            "remotes" => remotes(e, &mut leaf, r),
+            "reconnect" | "reconnect_delay" | "reconnect_interval" => {
+                if let Some(d) = duration(r, e) {
+                    leaf.reconnect = d;
+                }
+            }
+            // Flotilla never compresses; a peer that asks is told "off",
+            // which nats-server accepts.
+            "compression"
+            | "dial_timeout"
+            | "write_deadline"
+            | "write_timeout"
+            | "isolate_leafnode_interest"
+            | "isolate" => {}
+            k if UNSUPPORTED.contains(&k) => r.error_at(
+                e,
+                format!(
+                    "\"{}\" in a leafnodes block is not supported by flotilla",
+                    e.key
+                ),
+            ),
+            _ => r.unknown(e),
+        }
+    }
+    o.leafnodes = leaf;
+}
+
+fn authorization(m: &Map, leaf: &mut LeafnodeOptions, r: &mut Report) {
+    for e in &m.entries {
+        match e.key.to_ascii_lowercase().as_str() {
+            "user" | "username" => leaf.user = string(r, e),
+            "pass" | "password" => leaf.password = string(r, e),
+            "account" => leaf.account = string(r, e),
+            "timeout" => leaf.auth_timeout = duration(r, e),
+            "users" => users(e, leaf, r),
+            "nkey" | "proxy_required" => r.error_at(
+                e,
+                format!(
+                    "\"{}\" in leafnodes authorization is not supported by flotilla",
+                    e.key
+                ),
+            ),
+            _ => r.unknown(e),
+        }
+    }
+}
+
+fn users(e: &Entry, leaf: &mut LeafnodeOptions, r: &mut Report) {
+    let Value::Array(items) = &e.item.value else {
+        r.error(
+            &e.item,
+            format!("Expected array of users, got {}", e.item.value.type_name()),
+        );
+        return;
+    };
+    for item in items {
+        let Value::Map(m) = &item.value else {
+            r.error(
+                item,
+                format!("Expected user entry, got {}", item.value.type_name()),
+            );
+            continue;
+        };
+        let mut user = LeafUser {
+            user: String::new(),
+            password: String::new(),
+            account: None,
+        };
+        for e in &m.entries {
+            match e.key.to_ascii_lowercase().as_str() {
+                "user" | "username" => user.user = string(r, e).unwrap_or_default(),
+                "pass" | "password" => user.password = string(r, e).unwrap_or_default(),
+                "account" => user.account = string(r, e),
+                _ => r.unknown(e),
+            }
+        }
+        if user.user.is_empty() {
+            r.error(item, "User entry requires a user");
+            continue;
+        }
+        leaf.users.push(user);
+    }
+}
+
+fn remotes(e: &Entry, leaf: &mut LeafnodeOptions, r: &mut Report) {
+    let Value::Array(items) = &e.item.value else {
+        r.error(
+            &e.item,
+            format!(
+                "Expected remotes field to be an array, got {}",
+                e.item.value.type_name()
+            ),
+        );
+        return;
+    };
+    for item in items {
+        if let Some(remote) = remote(item, r) {
+            leaf.remotes.push(remote);
+        }
+    }
+}
+
+fn remote(item: &Item, r: &mut Report) -> Option<RemoteLeaf> {
+    let Value::Map(m) = &item.value else {
+        r.error(
+            item,
+            format!(
+                "Expected remote leafnode entry to be a map/struct, got {}",
+                item.value.type_name()
+            ),
+        );
+        return None;
+    };
+    let mut remote = RemoteLeaf {
+        urls: Vec::new(),
+        account: None,
+    };
+    for e in &m.entries {
+        match e.key.to_ascii_lowercase().as_str() {
+            "url" | "urls" => urls(e, &mut remote, r),
+            "account" | "local" => remote.account = string(r, e),
+            "hub" => {
+                if boolean(r, e) == Some(true) {
+                    r.error_at(
+                        e,
+                        "\"hub\" in a leafnodes remote is not supported by flotilla",
+                    );
+                }
+            }
+            "no_randomize"
+            | "dont_randomize"
+            | "compression"
+            | "first_info_timeout"
+            | "dial_timeout"
+            | "ignore_discovered_servers"
+            | "ws_compression"
+            | "ws_no_masking" => {}
+            "disabled" => {
+                if boolean(r, e) == Some(true) {
+                    return None;
+                }
+            }
+            k if REMOTE_UNSUPPORTED.contains(&k) => r.error_at(
+                e,
+                format!(
+                    "\"{}\" in a leafnodes remote is not supported by flotilla",
+                    e.key
+                ),
+            ),
+            _ => r.unknown(e),
+        }
+    }
+    if remote.urls.is_empty() {
+        r.error(item, "leafnode remote requires at least one url");
+        return None;
+    }
+    Some(remote)
+}
+
+fn urls(e: &Entry, remote: &mut RemoteLeaf, r: &mut Report) {
+    let texts: Vec<&Item> = match &e.item.value {
+        Value::Array(items) => items.iter().collect(),
+        _ => vec![&e.item],
+    };
+    for item in texts {
+        let Value::String(text) = &item.value else {
+            r.error(
+                item,
+                format!("Expected a url string, got {}", item.value.type_name()),
+            );
+            continue;
+        };
+        match normalize_url(text) {
+            Ok(url) => remote.urls.push(url),
+            Err(why) => r.error(item, why),
+        }
+    }
+}
+
+/// `[scheme://][user[:password]@]host[:port]`, checked, with the port
+/// defaulting to [`DEFAULT_PORT`]. WebSocket URLs are refused: flotilla
+/// dials leaf nodes over TCP only.
+pub fn normalize_url(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    let (scheme, rest) = text.split_once("://").unwrap_or(("nats-leaf", text));
+    match scheme.to_ascii_lowercase().as_str() {
+        "nats-leaf" | "nats" | "tcp" => {}
+        "ws" | "wss" => {
+            return Err(format!(
+                "leafnode remote url {text:?}: WebSocket remotes are not supported by flotilla"
+            ))
+        }
+        "tls" => {
+            return Err(format!(
+                "leafnode remote url {text:?}: TLS remotes are not supported by flotilla"
+            ))
+        }
+        other => {
+            return Err(format!(
+                "leafnode remote url {text:?}: unknown scheme {other:?}"
+            ))
+        }
+    }
+    let rest = rest.trim_end_matches('/');
+    let (userinfo, hostport) = match rest.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, rest),
+    };
+    let hostport = match hostport.rsplit_once(':') {
+        Some((host, port)) if !port.contains(']') => {
+            port.parse::<u16>()
+                .map_err(|_| format!("leafnode remote url {text:?}: invalid port"))?;
+            if host.is_empty() {
+                return Err(format!("leafnode remote url {text:?}: host is required"));
+            }
+            hostport.to_string()
+        }
+        _ if hostport.is_empty() => {
+            return Err(format!("leafnode remote url {text:?}: host is required"))
+        }
+        _ => format!("{hostport}:{DEFAULT_PORT}"),
+    };
+    Ok(match userinfo {
+        Some(u) => format!("nats-leaf://{u}@{hostport}"),
+        None => format!("nats-leaf://{hostport}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_urls_get_the_default_port() {
+        assert_eq!(
+            normalize_url("nats-leaf://h").unwrap(),
+            "nats-leaf://h:7422"
+        );
+        assert_eq!(
+            normalize_url("nats://u:p@127.0.0.1:4").unwrap(),
+            "nats-leaf://u:p@127.0.0.1:4"
+        );
+        assert_eq!(
+            normalize_url("localhost:9").unwrap(),
+            "nats-leaf://localhost:9"
+        );
+        assert!(normalize_url("ws://h:1").unwrap_err().contains("WebSocket"));
+        assert!(normalize_url("nats://h:x")
+            .unwrap_err()
+            .contains("invalid port"));
+        assert!(normalize_url("nats://")
+            .unwrap_err()
+            .contains("host is required"));
+    }
+}

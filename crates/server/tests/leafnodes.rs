@@ -1,0 +1,349 @@
+//! Leaf nodes (`leafnodes {}`), on real processes through async-nats:
+//! every pairing of flotilla with itself and with nats-server 2.15.1 (a
+//! flotilla leaf of either hub, a nats-server leaf of a flotilla hub)
+//! carries pub/sub, request/reply and queue groups both ways; a leaf
+//! connection that drops and comes back loses no interest; a cycle is
+//! found and refused. Pairings with nats-server are skipped, saying so,
+//! where it is not installed (`scripts/reference-env`).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+
+/// A hub listening for leaf nodes on `port`.
+fn hub(bin: &OsString, port: u16) -> common::Server {
+    common::server()
+        .binary(bin)
+        .config(&format!(
+            "server_name: hub\nleafnodes {{ listen: \"127.0.0.1:{port}\" }}\n"
+        ))
+        .start()
+}
+
+/// A server that joins the hub on `port` as a leaf node.
+fn leaf(bin: &OsString, port: u16) -> common::Server {
+    common::server()
+        .binary(bin)
+        .config(&format!(
+            "server_name: leaf\nleafnodes {{ remotes: [ {{ url: \"nats-leaf://127.0.0.1:{port}\" }} ] }}\n"
+        ))
+        .start()
+}
+
+async fn next(sub: &mut async_nats::Subscriber) -> async_nats::Message {
+    tokio::time::timeout(Duration::from_secs(10), sub.next())
+        .await
+        .expect("a message in time")
+        .expect("subscription open")
+}
+
+/// Publishes `<prefix>.probe` from `from` until `sub` (on `<prefix>.>`,
+/// on the other server) gets one: the interest has crossed the leaf
+/// connection. Later probes still in flight are drained by the caller
+/// skipping them.
+async fn crossed(from: &async_nats::Client, prefix: &str, sub: &mut async_nats::Subscriber) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let probe = format!("{prefix}.probe");
+    loop {
+        from.publish(probe.clone(), "".into()).await.unwrap();
+        from.flush().await.unwrap();
+        if let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(200), sub.next()).await {
+            assert_eq!(m.subject.as_str(), probe);
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no interest in {prefix}.> crossed"
+        );
+    }
+}
+
+/// The next message on `sub` that is not a probe.
+async fn next_data(sub: &mut async_nats::Subscriber) -> async_nats::Message {
+    loop {
+        let m = next(sub).await;
+        if !m.subject.ends_with(".probe") {
+            return m;
+        }
+    }
+}
+
+/// Messages cross one way, headers and all.
+async fn messages_cross(from: &async_nats::Client, to: &async_nats::Client, prefix: &str) {
+    let mut sub = to.subscribe(format!("{prefix}.>")).await.unwrap();
+    crossed(from, prefix, &mut sub).await;
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Hop", "leaf");
+    from.publish_with_headers(format!("{prefix}.a"), headers, "hello".into())
+        .await
+        .unwrap();
+    let big = vec![7u8; 256 * 1024];
+    from.publish(format!("{prefix}.big"), big.clone().into())
+        .await
+        .unwrap();
+    let m = next_data(&mut sub).await;
+    assert_eq!(m.subject.as_str(), format!("{prefix}.a"));
+    assert_eq!(&m.payload[..], b"hello");
+    assert_eq!(
+        m.headers
+            .as_ref()
+            .and_then(|h| h.get("Hop"))
+            .map(|v| v.as_str()),
+        Some("leaf")
+    );
+    let m = next_data(&mut sub).await;
+    assert_eq!(m.payload.len(), big.len());
+}
+
+/// A service on `server` answers a requester on `client`.
+async fn requests_cross(service: &async_nats::Client, client: &async_nats::Client, prefix: &str) {
+    let mut requests = service.subscribe(format!("{prefix}.>")).await.unwrap();
+    crossed(client, prefix, &mut requests).await;
+    let answering = service.clone();
+    let answer = tokio::spawn(async move {
+        let m = next_data(&mut requests).await;
+        let reply = m.reply.expect("a reply subject");
+        let mut body = b"re: ".to_vec();
+        body.extend_from_slice(&m.payload);
+        answering.publish(reply, body.into()).await.unwrap();
+        answering.flush().await.unwrap();
+    });
+    let reply = tokio::time::timeout(
+        Duration::from_secs(10),
+        client.request(format!("{prefix}.ask"), "ping".into()),
+    )
+    .await
+    .expect("a reply in time")
+    .expect("a reply");
+    assert_eq!(&reply.payload[..], b"re: ping");
+    answer.await.unwrap();
+}
+
+/// A queue group with a member on each side gets every message once,
+/// from either side; with the near member gone, the far one gets all.
+async fn queue_groups_cross(hub: &async_nats::Client, leaf: &async_nats::Client) {
+    let mut on_hub = hub
+        .queue_subscribe("work.>", "workers".into())
+        .await
+        .unwrap();
+    let mut on_leaf = leaf
+        .queue_subscribe("work.>", "workers".into())
+        .await
+        .unwrap();
+    // Each side's queue interest was sent before its plain interest in
+    // `sync.>`, so once that crossed, both groups are known.
+    let mut hub_sync = hub.subscribe("sync.hub.>").await.unwrap();
+    let mut leaf_sync = leaf.subscribe("sync.leaf.>").await.unwrap();
+    crossed(leaf, "sync.hub", &mut hub_sync).await;
+    crossed(hub, "sync.leaf", &mut leaf_sync).await;
+    const EACH: usize = 50;
+    for i in 0..EACH {
+        hub.publish(format!("work.h{i}"), "".into()).await.unwrap();
+        leaf.publish(format!("work.l{i}"), "".into()).await.unwrap();
+    }
+    hub.flush().await.unwrap();
+    leaf.flush().await.unwrap();
+    let mut seen = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.len() < 2 * EACH {
+        assert!(Instant::now() < deadline, "{} of {}", seen.len(), 2 * EACH);
+        let m = tokio::select! {
+            Some(m) = on_hub.next() => m,
+            Some(m) = on_leaf.next() => m,
+        };
+        assert!(seen.insert(m.subject.to_string()), "twice: {}", m.subject);
+    }
+    // No message comes a second time.
+    let extra = tokio::time::timeout(Duration::from_millis(300), async {
+        tokio::select! {
+            Some(m) = on_hub.next() => m,
+            Some(m) = on_leaf.next() => m,
+        }
+    })
+    .await;
+    assert!(extra.is_err(), "a queue message delivered twice");
+
+    // The hub's member leaves: the hub's messages go to the leaf's.
+    on_hub.unsubscribe().await.unwrap();
+    common::sync(hub).await;
+    for i in 0..EACH {
+        hub.publish(format!("work.again{i}"), "".into())
+            .await
+            .unwrap();
+    }
+    hub.flush().await.unwrap();
+    for _ in 0..EACH {
+        let m = next(&mut on_leaf).await;
+        assert!(m.subject.starts_with("work.again"), "{}", m.subject);
+    }
+}
+
+/// Everything a pairing must carry.
+async fn exercise(hub: &common::Server, leaf: &common::Server) {
+    let on_hub = async_nats::connect(hub.url()).await.unwrap();
+    let on_leaf = async_nats::connect(leaf.url()).await.unwrap();
+    messages_cross(&on_leaf, &on_hub, "up").await;
+    messages_cross(&on_hub, &on_leaf, "down").await;
+    requests_cross(&on_hub, &on_leaf, "svc.hub").await;
+    requests_cross(&on_leaf, &on_hub, "svc.leaf").await;
+    queue_groups_cross(&on_hub, &on_leaf).await;
+}
+
+/// `/leafz` on both sides names the connection, the right way round.
+fn check_leafz(hub: &common::Server, leaf: &common::Server) {
+    let hub_view = hub.json("/leafz");
+    assert_eq!(hub_view["leafnodes"], 1, "{hub_view}");
+    assert_eq!(hub_view["leafs"][0]["name"], "leaf", "{hub_view}");
+    assert_eq!(hub_view["leafs"][0]["is_spoke"], false, "{hub_view}");
+    assert_eq!(hub_view["leafs"][0]["account"], "$G", "{hub_view}");
+    let leaf_view = leaf.json("/leafz");
+    assert_eq!(leaf_view["leafnodes"], 1, "{leaf_view}");
+    assert_eq!(leaf_view["leafs"][0]["name"], "hub", "{leaf_view}");
+    assert_eq!(leaf_view["leafs"][0]["is_spoke"], true, "{leaf_view}");
+}
+
+fn reference() -> Option<OsString> {
+    let bin = common::nats_server_bin();
+    if bin.is_none() {
+        eprintln!("skipped: nats-server 2.15.1 is not installed (scripts/reference-env)");
+    }
+    bin
+}
+
+#[tokio::test]
+async fn a_flotilla_leaf_of_a_flotilla_hub() {
+    let port = common::free_ports(1)[0];
+    let hub = hub(&common::flotilla_bin(), port);
+    let leaf = leaf(&common::flotilla_bin(), port);
+    exercise(&hub, &leaf).await;
+    check_leafz(&hub, &leaf);
+}
+
+#[tokio::test]
+async fn a_flotilla_leaf_of_a_nats_server_hub() {
+    let Some(nats_server) = reference() else {
+        return;
+    };
+    let port = common::free_ports(1)[0];
+    let hub = hub(&nats_server, port);
+    let leaf = leaf(&common::flotilla_bin(), port);
+    exercise(&hub, &leaf).await;
+    check_leafz(&hub, &leaf);
+}
+
+#[tokio::test]
+async fn a_nats_server_leaf_of_a_flotilla_hub() {
+    let Some(nats_server) = reference() else {
+        return;
+    };
+    let port = common::free_ports(1)[0];
+    let hub = hub(&common::flotilla_bin(), port);
+    let leaf = leaf(&nats_server, port);
+    exercise(&hub, &leaf).await;
+    check_leafz(&hub, &leaf);
+}
+
+/// A leaf connection that drops, with the hub killed and started again
+/// or the leaf restarted, comes back with all its interest: subscriptions
+/// made before the drop, on either side, get messages again.
+#[tokio::test]
+async fn a_leaf_connection_that_comes_back_loses_no_interest() {
+    let port = common::free_ports(1)[0];
+    let mut hub = hub(&common::flotilla_bin(), port);
+    let mut leaf = leaf(&common::flotilla_bin(), port);
+    let on_leaf = async_nats::connect(leaf.url()).await.unwrap();
+    let mut leaf_sub = on_leaf.subscribe("held.leaf.>").await.unwrap();
+    {
+        let on_hub = async_nats::connect(hub.url()).await.unwrap();
+        crossed(&on_hub, "held.leaf", &mut leaf_sub).await;
+    }
+
+    hub.kill9();
+    hub.restart();
+    let on_hub = async_nats::connect(hub.url()).await.unwrap();
+    // The leaf told the new hub its subscription again.
+    crossed(&on_hub, "held.leaf", &mut leaf_sub).await;
+    let mut hub_sub = on_hub.subscribe("held.hub.>").await.unwrap();
+    crossed(&on_leaf, "held.hub", &mut hub_sub).await;
+
+    leaf.kill9();
+    leaf.restart();
+    let on_leaf = async_nats::connect(leaf.url()).await.unwrap();
+    // The hub told the new leaf connection its subscription again.
+    crossed(&on_leaf, "held.hub", &mut hub_sub).await;
+    let view = hub.json("/leafz");
+    assert_eq!(view["leafnodes"], 1, "the old connection is gone: {view}");
+}
+
+/// Two servers that are each other's leaf node form a cycle: one of them
+/// is told its own loop detection subject and refuses the connection.
+#[tokio::test]
+async fn a_cycle_of_leaf_nodes_is_found() {
+    let ports = common::free_ports(2);
+    let config = |listen: u16, remote: u16| {
+        format!(
+            "leafnodes {{ listen: \"127.0.0.1:{listen}\", reconnect: \"100ms\", remotes: [ {{ url: \"nats-leaf://127.0.0.1:{remote}\" }} ] }}\n"
+        )
+    };
+    let a = common::server().config(&config(ports[0], ports[1])).start();
+    let b = common::server().config(&config(ports[1], ports[0])).start();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !(a.log_text().contains("Loop detected") || b.log_text().contains("Loop detected")) {
+        assert!(
+            Instant::now() < deadline,
+            "no loop found:\n{}",
+            a.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The JetStream API does not cross a leaf connection (nats-server denies
+/// it both ways unless JetStream domains extend it): a leaf's client gets
+/// no responders from the hub's JetStream.
+#[tokio::test]
+async fn the_jetstream_api_does_not_cross() {
+    let port = common::free_ports(1)[0];
+    let hub = common::server()
+        .js()
+        .config(&format!("leafnodes {{ listen: \"127.0.0.1:{port}\" }}\n"))
+        .start();
+    let leaf = leaf(&common::flotilla_bin(), port);
+    let on_hub = async_nats::connect(hub.url()).await.unwrap();
+    let on_leaf = async_nats::connect(leaf.url()).await.unwrap();
+    messages_cross(&on_leaf, &on_hub, "ready").await;
+    let answer = on_leaf.request("$JS.API.INFO", "".into()).await;
+    assert!(
+        matches!(&answer, Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders),
+        "{answer:?}"
+    );
+}
+
+/// What flotilla cannot honour yet is refused, never ignored: TLS on the
+/// leaf node port or a remote, and credentials.
+#[test]
+fn leafnode_settings_flotilla_lacks_are_refused() {
+    for (config, why) in [
+        ("leafnodes { port: 7422, tls { cert_file: x } }", "tls"),
+        (
+            "leafnodes { remotes: [ { url: \"nats-leaf://h:1\", tls { ca_file: x } } ] }",
+            "tls",
+        ),
+        (
+            "leafnodes { remotes: [ { url: \"nats-leaf://h:1\", credentials: \"a.creds\" } ] }",
+            "credentials",
+        ),
+        (
+            "leafnodes { remotes: [ { url: \"ws://h:1\" } ] }",
+            "WebSocket",
+        ),
+        ("leafnodes { remotes: [ { account: A } ] }", "url"),
+    ] {
+        let err = common::refused_config(config);
+        assert!(err.contains(why), "{config}: {err}");
+    }
+}
