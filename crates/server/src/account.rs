@@ -60,6 +60,16 @@ impl Account {
             .set(format!("$JS.{domain}.API.").into_bytes());
     }
 
+    /// `$JS.<domain>.API.>` when JetStream serves this account for a
+    /// domain: the mapping's source, which leaf nodes are told as this
+    /// account's interest (nats-server sends mapping sources with its
+    /// subscriptions), so the domain's API is reached across them.
+    pub fn domain_api_interest(&self) -> Option<Vec<u8>> {
+        self.domain_api
+            .get()
+            .map(|prefix| [prefix.as_slice(), b">"].concat())
+    }
+
     /// The subject a client's publish to `subject` goes to, when the
     /// account maps it elsewhere (the JetStream domain's API).
     pub fn map(&self, subject: &[u8]) -> Option<Vec<u8>> {

@@ -347,3 +347,55 @@ fn leafnode_settings_flotilla_lacks_are_refused() {
         assert!(err.contains(why), "{config}: {err}");
     }
 }
+
+/// A hub whose JetStream has a domain is reached across the leaf
+/// connection by the domain's name (`$JS.<domain>.API`): a leaf's client
+/// makes a stream there, publishes into it and reads it back; the hub's
+/// own clients see the same stream. Checked against a flotilla hub and a
+/// nats-server hub.
+#[tokio::test]
+async fn a_hubs_jetstream_domain_is_reached_from_a_leaf() {
+    let mut hubs = vec![common::flotilla_bin()];
+    hubs.extend(reference());
+    for bin in hubs {
+        let port = common::free_ports(1)[0];
+        let hub = common::server()
+            .binary(&bin)
+            .js()
+            .config(&format!(
+                "server_name: hub\njetstream {{ domain: hub }}\nleafnodes {{ listen: \"127.0.0.1:{port}\" }}\n"
+            ))
+            .start();
+        let leaf = leaf(&common::flotilla_bin(), port);
+        let on_hub = async_nats::connect(hub.url()).await.unwrap();
+        let on_leaf = async_nats::connect(leaf.url()).await.unwrap();
+        // The leaf connection is up once ordinary interest crosses.
+        messages_cross(&on_leaf, &on_hub, "ready").await;
+        let js = async_nats::jetstream::with_domain(on_leaf.clone(), "hub");
+        let mut stream = js
+            .create_stream(async_nats::jetstream::stream::Config {
+                name: "ORDERS".into(),
+                subjects: vec!["orders.>".into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{bin:?}: {e}"));
+        let ack = js
+            .publish("orders.1", "first".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap_or_else(|e| panic!("{bin:?}: {e}"));
+        assert_eq!((ack.stream.as_str(), ack.sequence), ("ORDERS", 1));
+        assert_eq!(stream.info().await.unwrap().state.messages, 1);
+        let at_hub = async_nats::jetstream::new(on_hub.clone());
+        let message = at_hub
+            .get_stream("ORDERS")
+            .await
+            .unwrap()
+            .get_raw_message(1)
+            .await
+            .unwrap();
+        assert_eq!(&message.payload[..], b"first");
+    }
+}

@@ -227,6 +227,7 @@ fn hub_info(server: &Server, client: &Client, nonce: &str) -> LeafInfo {
         nonce: nonce.to_string(),
         compression: "off".into(),
         cluster: cluster_name(server),
+        domain: opts.jetstream.domain.clone().unwrap_or_default(),
         ..Default::default()
     }
 }
@@ -526,6 +527,13 @@ impl LeafConn {
             headers: true,
             compression: "off".into(),
             remote_account: account.name.clone(),
+            domain: self
+                .server
+                .opts()
+                .jetstream
+                .domain
+                .clone()
+                .unwrap_or_default(),
             proto: 1,
             ..Default::default()
         };
@@ -660,11 +668,17 @@ impl LeafConn {
         if leaf::denied(m.subject) {
             return;
         }
-        let result = leaf.account.sublist.read().matches(m.subject);
-        let (subject, reply) = delivery::from_route(m.subject, m.reply);
+        // A request to this server's JetStream domain.
+        let mapped = leaf.account.map(m.subject);
+        let routed = mapped.as_deref().unwrap_or(m.subject);
+        let result = leaf.account.sublist.read().matches(routed);
+        let (subject, reply) = match &mapped {
+            Some(_) => (routed, m.reply),
+            None => delivery::from_route(m.subject, m.reply),
+        };
         let msg = Message {
             subject,
-            routed: m.subject,
+            routed,
             reply,
             headers: m.headers(),
             payload: m.payload(),

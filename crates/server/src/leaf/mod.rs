@@ -16,6 +16,10 @@
 //!   JetStream API (`$JS.API.>`, `$KV.>`, `$OBJ.>`: nats-server's
 //!   `denyAllClientJs`, both ways), which only JetStream domains extend.
 //!
+//! A side whose JetStream has a domain tells `$JS.<domain>.API.>` too,
+//! which it maps onto its API, so clients across the connection reach it
+//! by the domain's name.
+//!
 //! Each side also subscribes a loop detection subject (`$LDS.` and a
 //! random token, one per account). Interest in it travels like any other;
 //! a server that is told its own has been reached by a cycle, and drops
@@ -173,6 +177,9 @@ impl Leafs {
         inner.insert(leaf.client.cid, leaf.clone());
         let mut out = BytesMut::new();
         rp::sub(&mut out, None, &self.loop_subject(&leaf.account), None);
+        if let Some(api) = leaf.account.domain_api_interest() {
+            rp::sub(&mut out, None, &api, None);
+        }
         // Under `inner`: a change made meanwhile waits, and then counts
         // once (`Leaf::tell`).
         leaf.account.sublist.read().for_each(|sub| {
