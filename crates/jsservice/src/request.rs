@@ -713,18 +713,6 @@ fn stream_config(kind: Kind, name: &str, body: &[u8], mode: Mode) -> Result<Stre
     if kind == Kind::StreamUpdate && cfg.name != name {
         return Err((kind, E::STREAM_MISMATCH.err()));
     }
-    let remote = cfg
-        .mirror
-        .iter()
-        .chain(cfg.sources.iter())
-        .any(|s| s.external.is_some());
-    if remote {
-        return Err((
-            kind,
-            E::STREAM_INVALID_CONFIG
-                .with("err", "external sources are not supported by this server"),
-        ));
-    }
     cfg.metadata.insert(
         "_nats.req.level".into(),
         stream_config::required_level(&cfg).to_string(),

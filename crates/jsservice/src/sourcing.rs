@@ -145,6 +145,12 @@ fn token(key: &str) -> String {
     format!("{h:016x}")
 }
 
+/// `<api>.CONSUMER.<verb>.<origin>.<consumer>`, on the origin's API
+/// (another domain's for an `external` source).
+fn api_subject(spec: &SourceSpec, verb: &str, consumer: &str) -> String {
+    format!("{}.CONSUMER.{verb}.{}.{consumer}", spec.api, spec.origin)
+}
+
 fn request(subject: String, reply: String, body: Value) -> OutMsg {
     OutMsg {
         subject,
@@ -249,10 +255,7 @@ impl Links {
             // The reset restarts the consumer sequence.
             link.expect = 1;
             out.push(request(
-                format!(
-                    "$JS.API.CONSUMER.RESET.{}.{}",
-                    link.spec.origin, link.consumer
-                ),
+                api_subject(&link.spec, "RESET", &link.consumer),
                 reply,
                 Value::Null,
             ));
@@ -287,10 +290,7 @@ impl Links {
             link.state = State::Looking;
             link.since = now;
             out.push(request(
-                format!(
-                    "$JS.API.CONSUMER.INFO.{}.{}",
-                    link.spec.origin, link.consumer
-                ),
+                api_subject(&link.spec, "INFO", &link.consumer),
                 reply,
                 Value::Null,
             ));
@@ -302,10 +302,7 @@ impl Links {
             if last_pull.is_none_or(|t| now.saturating_sub(t) >= PULL_EVERY_MS) {
                 *last_pull = Some(now);
                 out.push(request(
-                    format!(
-                        "$JS.API.CONSUMER.MSG.NEXT.{}.{}",
-                        link.spec.origin, link.consumer
-                    ),
+                    api_subject(&link.spec, "MSG.NEXT", &link.consumer),
                     deliver,
                     json!({"batch": 16, "expires": PULL_EXPIRES_NS}),
                 ));
@@ -343,7 +340,7 @@ impl Links {
             config["filter_subjects"] = json!(spec.filter_subjects);
         }
         let mut create = request(
-            format!("$JS.API.CONSUMER.CREATE.{}.{}", spec.origin, link.consumer),
+            api_subject(spec, "CREATE", &link.consumer),
             reply,
             json!({"stream_name": spec.origin, "config": config}),
         );
@@ -587,6 +584,7 @@ mod tests {
 
     fn spec(origin: &str) -> SourceSpec {
         SourceSpec {
+            api: "$JS.API".into(),
             key: format!("{origin} > >"),
             origin: origin.to_string(),
             ..Default::default()

@@ -399,3 +399,93 @@ async fn a_hubs_jetstream_domain_is_reached_from_a_leaf() {
         assert_eq!(&message.payload[..], b"first");
     }
 }
+
+/// A stream on a leaf sources and mirrors a stream in the hub's domain
+/// through `external` (the domain's API prefix): what the hub's stream
+/// holds, and what is published to it later, is copied across.
+#[tokio::test]
+async fn streams_source_and_mirror_from_another_domain() {
+    let port = common::free_ports(1)[0];
+    let hub = common::server()
+        .js()
+        .config(&format!(
+            "server_name: hub\njetstream {{ domain: hub }}\nleafnodes {{ listen: \"127.0.0.1:{port}\" }}\n"
+        ))
+        .start();
+    let leaf = common::server()
+        .js()
+        .config(&format!(
+            "server_name: leaf\njetstream {{ domain: leaf }}\nleafnodes {{ remotes: [ {{ url: \"nats-leaf://127.0.0.1:{port}\" }} ] }}\n"
+        ))
+        .start();
+    let on_hub = async_nats::connect(hub.url()).await.unwrap();
+    let on_leaf = async_nats::connect(leaf.url()).await.unwrap();
+    messages_cross(&on_leaf, &on_hub, "ready").await;
+    let at_hub = async_nats::jetstream::new(on_hub.clone());
+    at_hub
+        .create_stream(async_nats::jetstream::stream::Config {
+            name: "ORDERS".into(),
+            subjects: vec!["orders.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for i in 0..3 {
+        at_hub
+            .publish(format!("orders.{i}"), "before".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let external = Some(async_nats::jetstream::stream::External {
+        api_prefix: "$JS.hub.API".into(),
+        delivery_prefix: None,
+    });
+    let origin = async_nats::jetstream::stream::Source {
+        name: "ORDERS".into(),
+        external,
+        ..Default::default()
+    };
+    let at_leaf = async_nats::jetstream::new(on_leaf.clone());
+    let mut copy = at_leaf
+        .create_stream(async_nats::jetstream::stream::Config {
+            name: "COPY".into(),
+            sources: Some(vec![origin.clone()]),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut mirror = at_leaf
+        .create_stream(async_nats::jetstream::stream::Config {
+            name: "MIRROR".into(),
+            mirror: Some(origin),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    at_hub
+        .publish("orders.3", "after".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let copied = copy.info().await.unwrap().state.messages;
+        let mirrored = mirror.info().await.unwrap().state.messages;
+        if copied == 4 && mirrored == 4 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "copied {copied}, mirrored {mirrored} of 4"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let last = mirror.get_raw_message(4).await.unwrap();
+    assert_eq!(
+        (last.subject.as_str(), &last.payload[..]),
+        ("orders.3", &b"after"[..])
+    );
+}

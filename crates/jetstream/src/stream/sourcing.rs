@@ -40,6 +40,8 @@ pub struct Source {
     /// A durable consumer on the origin to read through: name and
     /// deliver subject.
     consumer: Option<(String, String)>,
+    /// The origin's API prefix (see [`SourceSpec::api`]).
+    api: String,
     /// The name, filter and destination that tag sourced messages.
     tag: (String, String, String),
     pub position: u64,
@@ -62,6 +64,9 @@ pub struct SourceSpec {
     /// Read through this durable push consumer on the origin (name,
     /// deliver subject), which acks by flow control.
     pub consumer: Option<(String, String)>,
+    /// The origin's JetStream API prefix: `$JS.API`, or another
+    /// domain's (`external.api`, such as `$JS.hub.API`).
+    pub api: String,
 }
 
 /// A message a source's consumer delivered.
@@ -107,8 +112,23 @@ fn key_of(s: &StreamSource) -> (String, (String, String, String)) {
             .collect();
         (srcs.join("\u{c}"), dests.join("\u{c}"))
     };
-    let key = format!("{} {filter} {dest}", s.name);
-    (key, (s.name.clone(), filter, dest))
+    // An origin in another domain is another origin, whatever its name
+    // (nats-server's composeIName adds the API prefix's hash).
+    let name = match &s.external {
+        Some(ext) => format!("{}:{}", s.name, api_prefix(&ext.api)),
+        None => s.name.clone(),
+    };
+    let key = format!("{name} {filter} {dest}");
+    (key, (name, filter, dest))
+}
+
+/// An `external.api` as a subject prefix, without a trailing dot; empty
+/// is this domain's API.
+fn api_prefix(api: &str) -> String {
+    match api.trim_end_matches('.') {
+        "" => "$JS.API".to_string(),
+        prefix => prefix.to_string(),
+    }
 }
 
 fn source_from(s: &StreamSource, mirror: bool) -> Source {
@@ -138,6 +158,7 @@ fn source_from(s: &StreamSource, mirror: bool) -> Source {
             .consumer
             .as_ref()
             .map(|c| (c.name.clone(), c.deliver_subject.clone())),
+        api: api_prefix(s.external.as_ref().map_or("", |e| e.api.as_str())),
         tag: key_of(s).1,
         position: 0,
         lag: 0,
@@ -169,6 +190,7 @@ impl Source {
             start_time,
             position: self.position,
             consumer: self.consumer.clone(),
+            api: self.api.clone(),
         }
     }
 
