@@ -6,7 +6,9 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use crate::progress::Progress;
-use crate::{client, connect, report, settled, share, unique, Latency, Params, Report, Result};
+use crate::{
+    client, connect, connect_to, report, settled, share, unique, Latency, Params, Report, Result,
+};
 
 /// Publishes `total` messages from `p.pubs` connections, each settled at
 /// the end: the server has read every PUB before the connection closes.
@@ -48,7 +50,7 @@ async fn subscribers(
 ) -> Result<Vec<async_nats::Client>> {
     let mut conns = Vec::new();
     for _ in 0..p.subs {
-        let c = connect(p).await?;
+        let c = connect_to(p, p.sub_url.as_deref().unwrap_or(&p.url)).await?;
         let subscribed = match queue {
             Some(q) => c.queue_subscribe(subject.to_string(), q.to_string()).await,
             None => c.subscribe(subject.to_string()).await,
@@ -68,6 +70,43 @@ async fn subscribers(
     Ok(conns)
 }
 
+/// With subscribers on another server (`p.sub_url`): waits until every
+/// subscriber connection's interest has reached the publishers' server.
+/// Each subscribes a probe subject after its measured one, over the same
+/// connection, so once a probe published at `p.url` arrives, the
+/// interest sent before it has arrived too.
+async fn interest_crossed(p: &Params, subscribers: &[async_nats::Client]) -> Result<()> {
+    if p.sub_url.is_none() {
+        return Ok(());
+    }
+    let publisher = connect(p).await?;
+    for c in subscribers {
+        let probe = unique("bench.probe");
+        let mut s = c
+            .subscribe(probe.clone())
+            .await
+            .map_err(client("subscribing"))?;
+        settled(c).await?;
+        let deadline = Instant::now() + p.stall;
+        loop {
+            publisher
+                .publish(probe.clone(), Bytes::new())
+                .await
+                .map_err(client("publishing"))?;
+            if let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(50), s.next()).await {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(crate::Error::Wrong {
+                    scenario: "pubsub",
+                    detail: format!("the subscribers' interest never reached {}", p.url),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// 1:1 with one subscriber, fan-out 1:N with more: every subscriber must
 /// receive every message.
 pub async fn pubsub(p: &Params) -> Result<Report> {
@@ -75,6 +114,7 @@ pub async fn pubsub(p: &Params) -> Result<Report> {
     let want = p.msgs * p.subs as u64;
     let progress = Progress::start("pubsub", want, p.progress);
     let conns = subscribers(p, &subject, None, p.msgs, &progress).await?;
+    interest_crossed(p, &conns).await?;
     let start = Instant::now();
     publish_all(p, &subject, p.msgs).await?;
     let end = progress.wait("pubsub", p.stall).await;
@@ -88,6 +128,7 @@ pub async fn queue(p: &Params) -> Result<Report> {
     let subject = unique("bench.queue");
     let progress = Progress::start("queue", p.msgs, p.progress);
     let conns = subscribers(p, &subject, Some("workers"), u64::MAX, &progress).await?;
+    interest_crossed(p, &conns).await?;
     let start = Instant::now();
     publish_all(p, &subject, p.msgs).await?;
     let end = progress.wait("queue", p.stall).await;

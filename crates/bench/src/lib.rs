@@ -95,6 +95,10 @@ pub struct Params {
     pub tls_ca: Option<std::path::PathBuf>,
     /// `js-batch`: messages per atomic batch.
     pub batch: usize,
+    /// Where subscribers connect, when not to `url` (another server: a
+    /// leaf node's hub, say); publishers then wait until the
+    /// subscribers' interest has reached their server.
+    pub sub_url: Option<String>,
 }
 
 impl Default for Params {
@@ -119,6 +123,7 @@ impl Default for Params {
             pids: Vec::new(),
             tls_ca: None,
             batch: 100,
+            sub_url: None,
         }
     }
 }
@@ -211,15 +216,20 @@ pub async fn run(scenario: Scenario, p: &Params) -> Result<Vec<Report>> {
 /// A connection whose subscriptions can buffer a whole run, so that the
 /// client never drops what the server delivered.
 pub async fn connect(p: &Params) -> Result<async_nats::Client> {
+    connect_to(p, &p.url).await
+}
+
+/// [`connect`] to `url` instead of `p.url`.
+pub async fn connect_to(p: &Params, url: &str) -> Result<async_nats::Client> {
     let mut options = async_nats::ConnectOptions::new().subscription_capacity(1 << 20);
     if let Some(ca) = &p.tls_ca {
         options = options.add_root_certificates(ca.clone()).require_tls(true);
     }
     options
-        .connect(p.url.split(',').map(str::trim).collect::<Vec<_>>())
+        .connect(url.split(',').map(str::trim).collect::<Vec<_>>())
         .await
         .map_err(|e| Error::Connect {
-            url: p.url.clone(),
+            url: url.to_string(),
             detail: e.to_string(),
         })
 }

@@ -79,6 +79,11 @@ struct Args {
     /// `js-batch`: messages per atomic batch.
     #[arg(long, default_value_t = 100)]
     batch: usize,
+    /// `pubsub`, `queue`: subscribers connect here instead (another
+    /// server, such as a leaf node's hub), and publishing starts once
+    /// their interest has reached the publishers' server.
+    #[arg(long)]
+    sub_url: Option<String>,
 }
 
 fn name_pid(s: &str) -> Result<(String, u32), String> {
@@ -113,6 +118,7 @@ async fn main() -> anyhow::Result<()> {
         pids: a.pids,
         tls_ca: a.tls_ca,
         batch: a.batch,
+        sub_url: a.sub_url,
     };
     eprintln!("{}", Report::TABLE_HEADER);
     for i in 0..a.runs {
