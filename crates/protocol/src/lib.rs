@@ -3,6 +3,7 @@
 
 pub mod encode;
 mod info;
+pub mod leaf;
 mod parser;
 pub mod route;
 

@@ -656,15 +656,24 @@ mod tests {
         let Ok(Some(RouteOp::Msg(m))) = leaf(b"LMSG foo + r q1 q2 2\r\nhi\r\n") else {
             panic!("an LMSG");
         };
-        assert_eq!((m.subject, m.reply, m.payload()), (&b"foo"[..], Some(&b"r"[..]), &b"hi"[..]));
+        assert_eq!(
+            (m.subject, m.reply, m.payload()),
+            (&b"foo"[..], Some(&b"r"[..]), &b"hi"[..])
+        );
         assert_eq!(m.queues, vec![&b"q1"[..], &b"q2"[..]]);
         let Ok(Some(RouteOp::Msg(m))) = leaf(b"HMSG foo 4 6\r\nabcdhi\r\n") else {
             panic!("an HMSG");
         };
-        assert_eq!((m.account, m.headers(), m.payload()), (&b""[..], Some(&b"abcd"[..]), &b"hi"[..]));
+        assert_eq!(
+            (m.account, m.headers(), m.payload()),
+            (&b""[..], Some(&b"abcd"[..]), &b"hi"[..])
+        );
         assert_eq!(leaf(b"RS+ $G foo\r\n"), Err(RouteParseError::UnknownOp));
         assert_eq!(leaf(b"LS+\r\n"), Err(RouteParseError::BadArgs("LS+")));
-        assert_eq!(parse(b"LMSG foo 2\r\nhi\r\n", 100), Err(RouteParseError::UnknownOp));
+        assert_eq!(
+            parse(b"LMSG foo 2\r\nhi\r\n", 100),
+            Err(RouteParseError::UnknownOp)
+        );
         let mut b = BytesMut::new();
         msg(&mut b, None, b"foo", Some(b"r"), &[b"q"], None, b"hi");
         assert_eq!(&b[..], b"LMSG foo + r q 2\r\nhi\r\n");

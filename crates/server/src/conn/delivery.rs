@@ -271,6 +271,10 @@ impl Delivery {
             let (subject, reply) = for_route(&msg, &mut self.reply_buf);
             // A leaf node connection is bound to one account, never named.
             let named = remote.is_route.then_some(account.name.as_bytes());
+            debug_assert!(
+                remote.is_route || !crate::leaf::denied(subject),
+                "the JetStream API never goes to a leaf node"
+            );
             let pushed = remote.out.push(self.max_pending, Some(size), |b| {
                 protocol::route::msg(b, named, subject, reply, &qs, headers, msg.payload)
             });

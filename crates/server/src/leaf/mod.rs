@@ -96,6 +96,10 @@ impl Leaf {
     /// subscription and whenever a queue group's size changes, `LS-` when
     /// the last one goes.
     fn tell(&self, sub: &Subscription, add: bool, out: &mut BytesMut) {
+        debug_assert!(
+            !denied(&sub.subject),
+            "JetStream API interest is never told"
+        );
         let key = (sub.subject.clone(), sub.queue.clone());
         let mut told = self.told.lock();
         let keys = told.entry(key.clone()).or_default();
