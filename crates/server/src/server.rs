@@ -629,10 +629,52 @@ impl Server {
         }
     }
 
-    /// Removes one subscription from the trie and from its client's map.
-    pub fn unsubscribe(&self, sub: &Arc<Subscription>) {
-        // Only the first removal counts (an auto-unsubscribe can race a
-        // close).
+    /// Another server's interest: a subscription owned by `peer` (a route
+    /// or leaf node connection) in `account`'s trie, standing for `weight`
+    /// queue members, told to whoever should hear of it. `None` for a
+    /// subject the trie refuses.
+    pub fn add_remote_interest(
+        &self,
+        peer: &Arc<Client>,
+        account: Arc<crate::account::Account>,
+        subject: &[u8],
+        queue: Option<&[u8]>,
+        weight: u32,
+    ) -> Option<Arc<Subscription>> {
+        debug_assert!(peer.is_server(), "a route's or leaf node's");
+        let sub = Arc::new(Subscription::new(
+            self.next_sub_key(),
+            peer.clone(),
+            account,
+            Bytes::copy_from_slice(subject),
+            queue.map(Bytes::copy_from_slice),
+            Bytes::new(),
+        ));
+        sub.weight.store(weight.max(1), Ordering::Relaxed);
+        sub.account
+            .sublist
+            .write()
+            .insert(subject, queue, sub.key, sub.clone())
+            .ok()?;
+        self.interest.changed(subject);
+        self.interest_changed(&sub, true);
+        Some(sub)
+    }
+
+    /// Withdraws another server's interest (see
+    /// [`Server::add_remote_interest`]).
+    pub fn remove_remote_interest(&self, sub: &Subscription) {
+        debug_assert!(sub.client.is_server(), "a route's or leaf node's");
+        if self.remove_from_trie(sub) {
+            self.interest_changed(sub, false);
+        }
+    }
+
+    /// Takes `sub` out of its account's trie, marked closed for
+    /// publishers holding an older match; whether this call removed it
+    /// (only the first removal counts: an auto-unsubscribe can race a
+    /// close).
+    fn remove_from_trie(&self, sub: &Subscription) -> bool {
         let removed = sub
             .account
             .sublist
@@ -643,6 +685,12 @@ impl Server {
         if removed {
             self.interest.changed(&sub.subject);
         }
+        removed
+    }
+
+    /// Removes one subscription from the trie and from its client's map.
+    pub fn unsubscribe(&self, sub: &Arc<Subscription>) {
+        let removed = self.remove_from_trie(sub);
         let mut subs = sub.client.subs.lock();
         if subs.get(&sub.sid).is_some_and(|s| Arc::ptr_eq(s, sub)) {
             subs.remove(&sub.sid);

@@ -187,17 +187,7 @@ fn forget(server: &Server, leaf: &Leaf) {
         .into_values()
         .collect();
     for sub in &subs {
-        sub.mark_closed();
-        let removed = sub
-            .account
-            .sublist
-            .write()
-            .remove(&sub.subject, sub.queue.as_deref(), sub.key)
-            .is_ok();
-        if removed {
-            server.interest.changed(&sub.subject);
-            server.interest_changed(sub, false);
-        }
+        server.remove_remote_interest(sub);
     }
 }
 
@@ -597,34 +587,25 @@ impl LeafConn {
             Bytes::copy_from_slice(subject),
             queue.map(Bytes::copy_from_slice),
         );
-        let mut subs = leaf.subs.lock();
-        if let Some(existing) = subs.get(&key) {
+        // Only this connection's task changes its map: no lock is held
+        // while the interest is told.
+        if let Some(existing) = leaf.subs.lock().get(&key) {
             // A queue group's new member count.
             existing.weight.store(weight.max(1), Ordering::Relaxed);
             return Ok(());
         }
-        let sub = Arc::new(Subscription::new(
-            self.server.next_sub_key(),
-            self.client.clone(),
+        let added = self.server.add_remote_interest(
+            &self.client,
             leaf.account.clone(),
-            key.0.clone(),
-            key.1.clone(),
-            Bytes::new(),
-        ));
-        sub.weight.store(weight.max(1), Ordering::Relaxed);
-        let inserted = leaf
-            .account
-            .sublist
-            .write()
-            .insert(subject, queue, sub.key, sub.clone());
-        match inserted {
-            Ok(_) => {
-                subs.insert(key, sub.clone());
-                drop(subs);
-                self.server.interest.changed(subject);
-                self.server.interest_changed(&sub, true);
+            subject,
+            queue,
+            weight,
+        );
+        match added {
+            Some(sub) => {
+                leaf.subs.lock().insert(key, sub);
             }
-            Err(_) => debug!(
+            None => debug!(
                 "{} - ignoring interest in invalid subject {:?}",
                 leaf_prefix(&self.client),
                 String::from_utf8_lossy(subject)
@@ -641,14 +622,7 @@ impl LeafConn {
         );
         let removed = leaf.subs.lock().remove(&key);
         if let Some(sub) = removed {
-            sub.mark_closed();
-            let _ = sub
-                .account
-                .sublist
-                .write()
-                .remove(&sub.subject, sub.queue.as_deref(), sub.key);
-            self.server.interest.changed(&sub.subject);
-            self.server.interest_changed(&sub, false);
+            self.server.remove_remote_interest(&sub);
         }
     }
 

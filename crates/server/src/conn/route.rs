@@ -190,19 +190,8 @@ where
     if let Some(r) = conn.route.take() {
         let subs: Vec<Arc<Subscription>> =
             std::mem::take(&mut *r.subs.lock()).into_values().collect();
-        if !subs.is_empty() {
-            for s in &subs {
-                s.mark_closed();
-                let _ = s
-                    .account
-                    .sublist
-                    .write()
-                    .remove(&s.subject, s.queue.as_deref(), s.key);
-            }
-            for s in &subs {
-                server.interest.changed(&s.subject);
-                server.interest_changed(s, false);
-            }
+        for s in &subs {
+            server.remove_remote_interest(s);
         }
         if server.routes.deregister(&r) {
             super::routes::send_info_to_clients(&server);
@@ -581,27 +570,15 @@ impl RouteConn {
         let Ok(name) = std::str::from_utf8(account) else {
             return;
         };
-        let sub = Arc::new(Subscription::new(
-            self.server.next_sub_key(),
-            self.client.clone(),
-            self.server.accounts.ensure(name),
-            key.1.clone(),
-            key.2.clone(),
-            Bytes::new(),
-        ));
-        sub.weight.store(weight.max(1), Ordering::Relaxed);
-        let inserted = sub
-            .account
-            .sublist
-            .write()
-            .insert(subject, queue, sub.key, sub.clone());
-        match inserted {
-            Ok(_) => {
-                self.server.interest.changed(subject);
-                self.server.interest_changed(&sub, true);
+        let account = self.server.accounts.ensure(name);
+        match self
+            .server
+            .add_remote_interest(&self.client, account, subject, queue, weight)
+        {
+            Some(sub) => {
                 subs.insert(key, sub);
             }
-            Err(_) => debug!(
+            None => debug!(
                 "{} - ignoring interest in invalid subject {:?}",
                 route_prefix(&self.client),
                 String::from_utf8_lossy(subject)
@@ -615,14 +592,7 @@ impl RouteConn {
         };
         let removed = route.subs.lock().remove(&key);
         if let Some(sub) = removed {
-            sub.mark_closed();
-            let _ = sub
-                .account
-                .sublist
-                .write()
-                .remove(&sub.subject, sub.queue.as_deref(), sub.key);
-            self.server.interest.changed(&sub.subject);
-            self.server.interest_changed(&sub, false);
+            self.server.remove_remote_interest(&sub);
         }
     }
 
