@@ -366,7 +366,9 @@ impl Delivery {
     }
 
     /// Sends the event of a traced message to its destination, in the
-    /// message's account, as any message is routed.
+    /// message's account, as any message is routed. The event is this
+    /// server's own message, whatever brought the traced one: it goes
+    /// where a client's would (back over the route it came by, say).
     pub fn send_trace(&mut self, account: &crate::account::Account) {
         let Some(trace) = self.trace.take() else {
             return;
@@ -381,7 +383,10 @@ impl Delivery {
             headers: None,
             payload: &event,
         };
+        let came_from = (self.origin, self.publisher);
+        (self.origin, self.publisher) = (Hop::Client, 0);
         self.route(&result, msg);
+        (self.origin, self.publisher) = came_from;
     }
 
     /// Remembers to wake `target`'s writer at the end of the read.
