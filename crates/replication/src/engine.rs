@@ -2637,13 +2637,9 @@ mod tests {
         }
     }
 
-    /// A replica whose log lost its later configurations to damage,
-    /// restarted with the group's founders (as the meta log replays them),
-    /// still hears the leader, a member added since, and is repaired by
-    /// it (it refused that leader as a stranger, and the group, short of
-    /// a third member, stopped for good: the fault campaign, seed 1).
-    #[test]
-    fn a_damaged_replica_takes_a_leader_added_since() {
+    /// Servers 1, 2 and 4, server 4 leading: server 4 joined the group
+    /// of 1, 2 and 3, then 3 was removed.
+    fn fourth_leads_without_third() -> Trio {
         let (mut t, l) = joining_fourth();
         t.tick(40);
         let remove = ConfChange {
@@ -2657,6 +2653,17 @@ mod tests {
         t.nodes[leader].transfer_leader(7, 4).unwrap();
         t.tick(40);
         assert_eq!(t.leader(), Some(3), "server 4 leads");
+        t
+    }
+
+    /// A replica whose log lost its later configurations to damage,
+    /// restarted with the group's founders (as the meta log replays them),
+    /// still hears the leader, a member added since, and is repaired by
+    /// it (it refused that leader as a stranger, and the group, short of
+    /// a third member, stopped for good: the fault campaign, seed 1).
+    #[test]
+    fn a_damaged_replica_takes_a_leader_added_since() {
+        let mut t = fourth_leads_without_third();
         // Server 2, a follower, loses all but the start of its log.
         let f = 1;
         t.dirs[f].crash(0);
@@ -2679,19 +2686,7 @@ mod tests {
     /// the group is idle.
     #[test]
     fn a_damaged_replica_with_stale_founders_is_repaired() {
-        let (mut t, l) = joining_fourth();
-        t.tick(40);
-        let remove = ConfChange {
-            change_type: ConfChangeType::RemoveNode,
-            node_id: 3,
-            ..Default::default()
-        };
-        t.nodes[l].propose_conf_change(7, remove).unwrap();
-        t.tick(20);
-        let leader = t.leader().unwrap();
-        t.nodes[leader].transfer_leader(7, 4).unwrap();
-        t.tick(40);
-        assert_eq!(t.leader(), Some(3), "server 4 leads");
+        let mut t = fourth_leads_without_third();
         t.tick(40);
         let f = 1;
         t.dirs[f].crash(0);
