@@ -2699,13 +2699,11 @@ mod tests {
         assert_eq!(t.nodes[f].voters(7).unwrap(), vec![1, 2, 4]);
     }
 
-    /// A damaged replica of an idle group is repaired too: the leader,
-    /// sending only heartbeats, believes the replica still holds what it
-    /// acknowledged, until the replica's rejection sends it probing (the
-    /// fault campaign's meta group, idle for minutes with a member that
-    /// had lost its log).
-    #[test]
-    fn a_damaged_replica_of_an_idle_group_is_repaired() {
+    /// A trio that committed ten entries and went idle, with a follower
+    /// (the third value) whose log lost all but its first bytes, its
+    /// engine restarted and the group not yet opened; the second value
+    /// is the leader.
+    fn idle_trio_with_a_damaged_follower() -> (Trio, usize, usize) {
         let mut t = Trio::new(8);
         t.tick(40);
         let l = t.leader().unwrap();
@@ -2717,6 +2715,17 @@ mod tests {
         t.dirs[f].crash(0);
         t.dirs[f].flip_bit(&log_name(7), 16, 1);
         t.nodes[f] = Engine::new(f as u64 + 1, Arc::new(t.dirs[f].clone()), 99);
+        (t, l, f)
+    }
+
+    /// A damaged replica of an idle group is repaired too: the leader,
+    /// sending only heartbeats, believes the replica still holds what it
+    /// acknowledged, until the replica's rejection sends it probing (the
+    /// fault campaign's meta group, idle for minutes with a member that
+    /// had lost its log).
+    #[test]
+    fn a_damaged_replica_of_an_idle_group_is_repaired() {
+        let (mut t, l, f) = idle_trio_with_a_damaged_follower();
         let rec = t.nodes[f].create_group(7, &[1, 2, 3]).unwrap();
         assert!(rec.damaged, "{rec:?}");
         t.tick(60);
@@ -2731,17 +2740,7 @@ mod tests {
     /// server's meta state stayed empty for minutes).
     #[test]
     fn a_damaged_replica_with_no_configuration_is_repaired() {
-        let mut t = Trio::new(8);
-        t.tick(40);
-        let l = t.leader().unwrap();
-        for i in 0..10 {
-            t.nodes[l].propose(7, format!("a{i}").into_bytes()).unwrap();
-        }
-        t.tick(10);
-        let f = (l + 1) % 3;
-        t.dirs[f].crash(0);
-        t.dirs[f].flip_bit(&log_name(7), 16, 1);
-        t.nodes[f] = Engine::new(f as u64 + 1, Arc::new(t.dirs[f].clone()), 99);
+        let (mut t, l, f) = idle_trio_with_a_damaged_follower();
         let rec = t.nodes[f].join_group(7, &[1, 2, 3]).unwrap();
         assert!(rec.damaged, "{rec:?}");
         assert!(t.nodes[f].voters(7).unwrap().is_empty(), "no configuration");
