@@ -30,7 +30,7 @@
 //! pushing into a leaf's outbound buffer.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -167,6 +167,9 @@ pub fn shares(leaf: &Leaf, sub: &Subscription) -> bool {
 pub struct Leafs {
     /// Registered connections by cid.
     inner: Mutex<BTreeMap<u64, Arc<Leaf>>>,
+    /// How many `inner` holds: every subscription change asks, and a
+    /// server without leaf nodes answers without taking the lock.
+    registered: AtomicUsize,
     /// This server's loop detection subject in each account, by name.
     loop_subjects: Mutex<BTreeMap<String, Bytes>>,
     /// The bound leaf node port; 0 when none.
@@ -179,6 +182,7 @@ impl Leafs {
     pub fn register(&self, leaf: Arc<Leaf>) {
         let mut inner = self.inner.lock();
         inner.insert(leaf.client.cid, leaf.clone());
+        self.registered.store(inner.len(), Ordering::Release);
         let mut out = BytesMut::new();
         rp::sub(&mut out, None, &self.loop_subject(&leaf.account), None);
         if let Some(api) = leaf.account.domain_api_interest() {
@@ -197,16 +201,20 @@ impl Leafs {
 
     /// Forgets `leaf`.
     pub fn deregister(&self, leaf: &Leaf) {
-        self.inner.lock().remove(&leaf.client.cid);
+        let mut inner = self.inner.lock();
+        inner.remove(&leaf.client.cid);
+        self.registered.store(inner.len(), Ordering::Release);
     }
 
     /// A subscription came (`add`) or went: tells every leaf node
     /// connection that shares it.
     pub fn interest(&self, sub: &Subscription, add: bool) {
-        let inner = self.inner.lock();
-        if inner.is_empty() {
+        // A connection registered after this load lists the trie itself,
+        // under `inner`, so it misses nothing this skips.
+        if self.registered.load(Ordering::Acquire) == 0 {
             return;
         }
+        let inner = self.inner.lock();
         for leaf in inner.values() {
             if shares(leaf, sub) {
                 let mut out = BytesMut::new();
@@ -234,7 +242,7 @@ impl Leafs {
     }
 
     pub fn count(&self) -> usize {
-        self.inner.lock().len()
+        self.registered.load(Ordering::Acquire)
     }
 
     /// Closes every connection (shutdown).
