@@ -383,18 +383,13 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
 async fn bind_websocket(server: &Server) -> Result<(tokio::net::TcpListener, String)> {
     let opts = server.opts();
     let ws = &opts.websocket;
-    let host = ws
-        .host
-        .clone()
-        .unwrap_or_else(|| options::DEFAULT_HOST.into());
-    let port = u16::try_from(ws.port).unwrap_or(0);
-    let listener = tokio::net::TcpListener::bind((host.as_str(), port))
-        .await
-        .with_context(|| format!("Unable to listen for websocket connections: {host}:{port}"))?;
-    let bound = listener.local_addr()?.port();
-    server
-        .websocket_port
-        .store(u64::from(bound), std::sync::atomic::Ordering::Relaxed);
+    let (listener, host, bound) = bind_port(
+        ws.host.as_deref(),
+        ws.port,
+        &server.websocket_port,
+        "Unable to listen for websocket connections",
+    )
+    .await?;
     let scheme = if ws.tls.is_some() { "wss" } else { "ws" };
     info!("Listening for websocket clients on {scheme}://{host}:{bound}");
     if ws.tls.is_none() {
@@ -407,21 +402,35 @@ async fn bind_websocket(server: &Server) -> Result<(tokio::net::TcpListener, Str
 async fn bind_leafnodes(server: &Server) -> Result<tokio::net::TcpListener> {
     let opts = server.opts();
     let leafnodes = &opts.leafnodes;
-    let host = leafnodes
-        .host
-        .clone()
-        .unwrap_or_else(|| options::DEFAULT_HOST.into());
-    let port = u16::try_from(leafnodes.port).unwrap_or(0);
-    let listener = tokio::net::TcpListener::bind((host.as_str(), port))
-        .await
-        .with_context(|| format!("Error listening on leafnode port: {host}:{port}"))?;
-    let bound = listener.local_addr()?.port();
-    server
-        .leafs
-        .port
-        .store(u64::from(bound), std::sync::atomic::Ordering::Relaxed);
+    let (listener, host, bound) = bind_port(
+        leafnodes.host.as_deref(),
+        leafnodes.port,
+        &server.leafs.port,
+        "Error listening on leafnode port",
+    )
+    .await?;
     info!("Listening for leafnode connections on {host}:{bound}");
     Ok(listener)
+}
+
+/// Binds a second port (WebSocket, leaf nodes) on `host` (default
+/// [`options::DEFAULT_HOST`]), `port` (-1 or 0: any free one), and
+/// records the port bound in `bound_port`. Returns the listener, the
+/// host and the port; an error names the address after `what`.
+async fn bind_port(
+    host: Option<&str>,
+    port: i64,
+    bound_port: &std::sync::atomic::AtomicU64,
+    what: &str,
+) -> Result<(tokio::net::TcpListener, String, u16)> {
+    let host = host.unwrap_or(options::DEFAULT_HOST).to_string();
+    let port = u16::try_from(port).unwrap_or(0);
+    let listener = tokio::net::TcpListener::bind((host.as_str(), port))
+        .await
+        .with_context(|| format!("{what}: {host}:{port}"))?;
+    let bound = listener.local_addr()?.port();
+    bound_port.store(u64::from(bound), std::sync::atomic::Ordering::Relaxed);
+    Ok((listener, host, bound))
 }
 
 async fn wait_for_clients(server: &Arc<Server>) {
