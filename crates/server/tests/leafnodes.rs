@@ -489,3 +489,38 @@ async fn streams_source_and_mirror_from_another_domain() {
         ("orders.3", &b"after"[..])
     );
 }
+
+/// A hub with `leafnodes { authorization }` takes a leaf node whose URL
+/// carries the user and password, and refuses one with a wrong password
+/// (`-ERR 'Authorization Violation'`), which never registers.
+#[tokio::test]
+async fn leafnode_authorization_admits_only_the_configured_user() {
+    let port = common::free_ports(1)[0];
+    let hub = common::server()
+        .config(&format!(
+            "server_name: hub\nleafnodes {{ listen: \"127.0.0.1:{port}\", authorization {{ user: leaf, password: secret }} }}\n"
+        ))
+        .start();
+    let remote = |pass: &str| {
+        common::server()
+            .config(&format!(
+                "leafnodes {{ remotes: [ {{ url: \"nats-leaf://leaf:{pass}@127.0.0.1:{port}\" }} ] }}\n"
+            ))
+            .start()
+    };
+    let wrong = remote("guess");
+    assert!(
+        wrong.wait_log("Authorization Violation", Duration::from_secs(10)),
+        "{}",
+        wrong.log_text()
+    );
+    assert_eq!(hub.json("/leafz")["leafnodes"], 0);
+    drop(wrong);
+    let right = remote("secret");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while hub.json("/leafz")["leafnodes"] != 1 {
+        assert!(Instant::now() < deadline, "{}", hub.log_text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(right.json("/leafz")["leafs"][0]["name"], "hub");
+}
