@@ -56,6 +56,9 @@ pub use raft::prelude::{ConfChange, ConfChangeType};
 /// seeded spread of as many again.
 pub const HEARTBEAT_TICKS: usize = 2;
 pub const ELECTION_TICKS: usize = 10;
+/// How long a held node ([`Engine::hold`]) waits for a leader before it
+/// campaigns itself: long enough for any node free to lead to win first.
+pub const HELD_LEADERLESS_TICKS: usize = 6 * ELECTION_TICKS;
 
 /// The group id of frames between engines rather than Raft nodes: one
 /// liveness signal per peer, with the quiet notices of [`crate::quiet`].
@@ -156,8 +159,13 @@ struct Group {
     /// The application's state is not yet what the log says (a replica
     /// fetching a snapshot's data): the node must not lead, so it neither
     /// campaigns nor takes a leadership transfer. It still votes: its log
-    /// is sound.
+    /// is sound. Only when no leader has been heard for
+    /// [`HELD_LEADERLESS_TICKS`] does it campaign after all: the others
+    /// may be unable to lead (their logs shorter, or held too), and a
+    /// held leader hands its leadership on as soon as one can take it.
     held: bool,
+    /// Ticks a held node has gone without a leader.
+    held_leaderless: usize,
     /// Quiescent ([`crate::quiet`]): not ticked, sends nothing, until a
     /// proposal, a message for it or a silent peer wakes it.
     quiet: bool,
@@ -378,6 +386,7 @@ impl Engine {
                 quiet: false,
                 idle_ticks: 0,
                 damaged_ticks: 0,
+                held_leaderless: 0,
                 unsynced: None,
             },
         );
@@ -1390,10 +1399,17 @@ fn tick_group(g: &mut Group, rng: &mut Rng, known: &[u64]) {
     if g.held && !leader {
         // Its lease on the leader runs out as it would (so it grants
         // votes once the leader is gone), but the tick that would start
-        // its campaign is never taken.
+        // its campaign is not taken while another node may still lead.
+        // A follower hearing its leader (or a new term) starts the count
+        // again; one that campaigned after all keeps trying.
         let raft = &mut g.raw.raft;
         let timeout = raft.randomized_election_timeout();
-        if raft.election_elapsed + 1 >= timeout {
+        let silent = raft.election_elapsed + 1 >= timeout;
+        g.held_leaderless = match raft.state == StateRole::Follower && !silent {
+            true => 0,
+            false => g.held_leaderless + 1,
+        };
+        if silent && g.held_leaderless < HELD_LEADERLESS_TICKS {
             raft.election_elapsed = timeout;
             return;
         }
@@ -2786,5 +2802,52 @@ mod tests {
         t.nodes[leader].transfer_leader(7, f as u64 + 1).unwrap();
         t.tick(40);
         assert_eq!(t.leader(), Some(f), "let go, it takes a transfer");
+    }
+
+    /// After every server lost power, the two nodes whose logs are longest
+    /// are held (their stores fetch what their snapshots list) and the
+    /// third, one uncommitted entry behind, cannot win their votes. A held
+    /// node that hears no leader for long campaigns after all; leading, it
+    /// brings the third up to date and hands its leadership on (the fault
+    /// campaign: the archive stream had no leader after a power loss).
+    #[test]
+    fn held_nodes_with_the_longest_logs_still_elect_a_leader() {
+        let mut t = Trio::new(8);
+        t.tick(40);
+        let x = t.leader().unwrap();
+        let (y, third) = ((x + 1) % 3, (x + 2) % 3);
+        t.nodes[x].propose(7, b"longer".to_vec()).unwrap();
+        let mut out = t.nodes[x].poll();
+        for h in std::mem::take(&mut out.sync) {
+            h.sync().unwrap();
+        }
+        persist(&mut t.nodes[x]);
+        deliver(&mut t, x, only_to(out.frames, y));
+        for h in std::mem::take(&mut t.nodes[y].poll().sync) {
+            h.sync().unwrap();
+        }
+        persist(&mut t.nodes[y]);
+        let last = |n: &Engine| n.persisted(7).unwrap().0;
+        assert_eq!(last(&t.nodes[y]), last(&t.nodes[x]));
+        assert!(last(&t.nodes[third]) < last(&t.nodes[x]));
+        for i in 0..3 {
+            t.dirs[i].crash(0);
+            t.nodes[i] = Engine::new(i as u64 + 1, Arc::new(t.dirs[i].clone()), 20 + i as u64);
+            t.nodes[i].create_group(7, &[1, 2, 3]).unwrap();
+        }
+        t.nodes[x].hold(7, true).unwrap();
+        t.nodes[y].hold(7, true).unwrap();
+        t.tick(HELD_LEADERLESS_TICKS / 2);
+        assert_eq!(t.leader(), None, "a held node waits for a free one first");
+        t.tick(4 * HELD_LEADERLESS_TICKS);
+        let leader = t.leader().expect("a held node leads after all");
+        assert_ne!(leader, third, "the shorter log cannot win");
+        t.tick(5);
+        assert_eq!(last(&t.nodes[third]), last(&t.nodes[leader]));
+        t.nodes[leader]
+            .transfer_leader(7, third as u64 + 1)
+            .unwrap();
+        t.tick(40);
+        assert_eq!(t.leader(), Some(third), "the free node takes over");
     }
 }
