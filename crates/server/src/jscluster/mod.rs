@@ -760,9 +760,15 @@ impl JsCluster {
             .filter(|(id, m)| *id != self.me.id && routed.contains(id) && *m >= g.committed)
             .map(|(id, _)| *id);
         let target = match preferred {
-            None => candidates
-                .next()
-                .ok_or_else(|| E::CLUSTER_NO_PEERS.with("err", "no replacement peer connected"))?,
+            // At random: a member that refuses the transfer (held while it
+            // catches up) is not the only one tried, step down after step
+            // down.
+            None => {
+                let all: Vec<u64> = candidates.collect();
+                fastrand::choice(all).ok_or_else(|| {
+                    E::CLUSTER_NO_PEERS.with("err", "no replacement peer connected")
+                })?
+            }
             Some(p) if p == server.name => {
                 return Err(E::CLUSTER_NO_PEERS
                     .with("err", format!("preferred server {p:?} is already leader")))
