@@ -119,11 +119,15 @@ pub enum Event {
     Ask(Ask),
     /// The fetch ended; its inbox goes.
     FetchEnded,
-    /// The fetch to `index` is done: `messages` fetched in `took`.
+    /// The fetch to `index` is done: `messages` fetched in `took`. Run
+    /// `sync` (off the driver's loop): until it has run, a restart finds
+    /// the store short of the log's snapshot and fetches again, and if
+    /// every replica did so at once none could answer the others.
     Fetched {
         index: u64,
         messages: u64,
         took: u64,
+        sync: Option<SyncHandle>,
     },
     /// Hold the node from leading (`true`), or let it lead again.
     Hold(bool),
@@ -611,14 +615,16 @@ impl Replica {
     fn fetched(&mut self, machine: StreamMachine, t: Clock) {
         let f = self.end_fetch().expect("fetching");
         let index = f.fetch.index();
+        self.retention = Retention::opened_at(0);
+        self.retention.marked(index);
+        self.machine = machine;
+        let sync = self.machine.stream_mut().store_mut().sync_handle();
         self.events.push_back(Event::Fetched {
             index,
             messages: f.fetch.fetched,
             took: t.now.saturating_sub(f.started),
+            sync,
         });
-        self.retention = Retention::opened_at(0);
-        self.retention.marked(index);
-        self.machine = machine;
         // The snapshot's index may be past the last entry the machine
         // saw (Raft's own entries are not the stream's).
         debug_assert!(self.machine.applied() <= index, "caught up to the snapshot");
@@ -776,6 +782,63 @@ mod tests {
             wall: 1,
         });
         assert_eq!(asks(&mut r).len(), 1, "asked again once the wait is over");
+    }
+
+    /// A fetched store and its mark are made durable once the fetch is
+    /// done: after a crash the store opens at the snapshot, with nothing
+    /// to fetch again. (The fault campaign: every replica of a stream
+    /// fetched again at each restart, and after a restart of all three
+    /// none could answer the others.)
+    #[test]
+    fn a_fetched_store_survives_a_crash_without_fetching_again() {
+        let source = Empty(MemDir::new());
+        let mut leader = StreamMachine::new(config(), 0, source.empty(&config()).unwrap()).unwrap();
+        for index in 1..=3 {
+            leader.apply(index, &publish(index as i64));
+        }
+        let state = leader.snapshot_state(3);
+
+        let dir = MemDir::new();
+        let machine =
+            StreamMachine::new(config(), 0, Empty(dir.clone()).empty(&config()).unwrap()).unwrap();
+        let t = Clock { now: 0, wall: 1 };
+        let mut r = Replica::new((machine, 0, None), Box::new(Empty(dir.clone())), TIMING, t);
+        r.handle_snapshot(3, Bytes::from(state.clone()), t);
+        let mut synced = false;
+        for _ in 0..10 {
+            let mut replies = Vec::new();
+            while let Some(event) = r.poll_event() {
+                match event {
+                    Event::Ask(ask) => {
+                        let chunk =
+                            crate::catchup::serve(leader.stream().store(), ask.range, ask.mark);
+                        replies.push(Reply::Chunk(chunk.unwrap()).encode());
+                    }
+                    Event::Fetched { sync, .. } => {
+                        if let Some(sync) = sync {
+                            sync.sync().unwrap();
+                        }
+                        synced = true;
+                    }
+                    _ => {}
+                }
+            }
+            for reply in replies {
+                r.handle_reply(&reply, t);
+            }
+        }
+        assert!(synced && !r.is_fetching(), "the fetch is done");
+        dir.crash(0);
+        let cfg = FileStoreConfig { segment_size: 4096 };
+        match crate::fetch::reopen(Arc::new(dir), cfg, 3, &state).unwrap() {
+            crate::fetch::Reopened::Ready { machine, mark } => {
+                assert_eq!(mark, 3);
+                assert_eq!(machine.stream().store().state().msgs, 3);
+            }
+            crate::fetch::Reopened::Fetch { mark, .. } => {
+                panic!("fetched again after a crash, from mark {mark}")
+            }
+        }
     }
 
     /// A write that fails (a full disk) does not stop the replica: it

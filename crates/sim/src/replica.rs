@@ -213,7 +213,10 @@ impl Sim {
                 }
                 Event::FetchBegun { .. } | Event::FetchEnded => rs.asks.clear(),
                 Event::Ask(ask) => rs.asks.push(ask),
-                Event::Fetched { .. } => {
+                Event::Fetched { sync, .. } => {
+                    if let Some(sync) = sync {
+                        sync.sync().expect("memory dirs sync");
+                    }
                     self.report.fetches += 1;
                     self.event(9500 + id);
                 }

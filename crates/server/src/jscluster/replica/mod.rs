@@ -400,6 +400,7 @@ impl Actor {
                     index,
                     messages,
                     took,
+                    sync,
                 } => {
                     info!(
                         "JetStream cluster stream {} caught up to index {index} from the leader: {messages} messages fetched in {:.1?}",
@@ -407,6 +408,7 @@ impl Actor {
                         Duration::from_millis(took)
                     );
                     self.record_usage();
+                    self.sync_fetched(sync);
                 }
                 Event::Hold(hold) => {
                     let group = self.group;
@@ -471,6 +473,21 @@ impl Actor {
             // The log is not compacted: it still holds what the store
             // may have lost, and a restart replays it.
             Err(e) => error!("replica store {}: sync failed: {e}", path.display()),
+        });
+    }
+
+    /// Makes a fetched store durable, off the actor's loop. A failure
+    /// costs only a fetch again at the next restart.
+    fn sync_fetched(&self, sync: Option<store::SyncHandle>) {
+        let Some(sync) = sync else { return };
+        let path = self.path.clone().unwrap_or_default();
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = sync.sync() {
+                error!(
+                    "replica store {}: sync after a fetch failed: {e}",
+                    path.display()
+                );
+            }
         });
     }
 
