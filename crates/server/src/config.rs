@@ -237,6 +237,7 @@ fn host_port(r: &mut Report, e: &Entry) -> Option<(Option<String>, i64)> {
 fn apply(m: &Map, o: &mut Options, r: &mut Report) {
     let mut no_auth_user = None;
     let mut system_account = None;
+    let mut websocket_at = None;
     for e in &m.entries {
         let key = e.key.to_ascii_lowercase();
         match key.as_str() {
@@ -428,7 +429,10 @@ fn apply(m: &Map, o: &mut Options, r: &mut Report) {
                 }
             }
             "jetstream" => jetstream(e, o, r),
-            "websocket" | "ws" => websocket::websocket(e, o, r),
+            "websocket" | "ws" => {
+                websocket::websocket(e, o, r);
+                websocket_at = Some(e);
+            }
             "leafnodes" | "leaf" => leafnodes::leafnodes(e, o, r),
             "cluster" => {
                 if let Some(m) = map(r, e) {
@@ -445,6 +449,9 @@ fn apply(m: &Map, o: &mut Options, r: &mut Report) {
     if let Some((user, at)) = no_auth_user {
         check_no_auth_user(&user, at, o, r);
         o.authorization.no_auth_user = Some(user);
+    }
+    if let Some(at) = websocket_at {
+        websocket::validate_auth(at, o, r);
     }
     // A resolver without an operator is unused, as in nats-server.
     if o.authorization
@@ -615,6 +622,49 @@ fn check_no_auth_user(user: &str, at: &Entry, o: &Options, r: &mut Report) {
     }
 }
 
+/// An `authorization` block's `timeout`: seconds (a number, or a duration
+/// string), as nats-server reads it, with its warning for a high one.
+fn auth_timeout(r: &mut Report, e: &Entry) -> Option<Duration> {
+    let secs = match &e.item.value {
+        Value::Integer(v) => Some(*v as f64),
+        Value::Float(v) => Some(*v),
+        Value::String(s) => match parse_go_duration(s) {
+            Ok(d) => Some(d.as_secs_f64()),
+            Err(msg) => {
+                r.error(
+                    &e.item,
+                    format!("error parsing authorization config, 'timeout' {msg}"),
+                );
+                None
+            }
+        },
+        _ => {
+            r.error(
+                &e.item,
+                "error parsing authorization config, 'timeout' wrong type",
+            );
+            None
+        }
+    };
+    if let Some(s) = secs {
+        if s > 60.0 {
+            r.warn(
+                &e.item,
+                &e.key,
+                format!("timeout of {} ({s:.6} seconds) is high, consider keeping it under 60 seconds. possibly caused by unquoted duration; use '1m' instead of 1m, for example", e.item.raw),
+            );
+        }
+        match bounded(s, &e.item.raw) {
+            Ok(d) => return Some(d),
+            Err(msg) => r.error(
+                &e.item,
+                format!("error parsing authorization config, 'timeout' {msg}"),
+            ),
+        }
+    }
+    None
+}
+
 fn authorization(m: &Map, at: &Entry, o: &mut Options, r: &mut Report) {
     let a = &mut o.authorization;
     let (users_from, nkeys_from) = (a.users.len(), a.nkeys.len());
@@ -625,42 +675,8 @@ fn authorization(m: &Map, at: &Entry, o: &mut Options, r: &mut Report) {
             "pass" | "password" => a.password = string(r, e),
             "token" => a.token = string(r, e),
             "timeout" => {
-                let secs = match &e.item.value {
-                    Value::Integer(v) => Some(*v as f64),
-                    Value::Float(v) => Some(*v),
-                    Value::String(s) => match parse_go_duration(s) {
-                        Ok(d) => Some(d.as_secs_f64()),
-                        Err(msg) => {
-                            r.error(
-                                &e.item,
-                                format!("error parsing authorization config, 'timeout' {msg}"),
-                            );
-                            None
-                        }
-                    },
-                    _ => {
-                        r.error(
-                            &e.item,
-                            "error parsing authorization config, 'timeout' wrong type",
-                        );
-                        None
-                    }
-                };
-                if let Some(s) = secs {
-                    if s > 60.0 {
-                        r.warn(
-                            &e.item,
-                            &e.key,
-                            format!("timeout of {} ({s:.6} seconds) is high, consider keeping it under 60 seconds. possibly caused by unquoted duration; use '1m' instead of 1m, for example", e.item.raw),
-                        );
-                    }
-                    match bounded(s, &e.item.raw) {
-                        Ok(d) => a.timeout = Some(d),
-                        Err(msg) => r.error(
-                            &e.item,
-                            format!("error parsing authorization config, 'timeout' {msg}"),
-                        ),
-                    }
+                if let Some(d) = auth_timeout(r, e) {
+                    a.timeout = Some(d);
                 }
             }
             "users" => users(e, a, r),

@@ -2,6 +2,7 @@
 //! config file (see `config.rs`) and then the command line (see `cli.rs`),
 //! in that order, so flags win.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -246,11 +247,39 @@ pub struct WebsocketOptions {
     pub handshake_timeout: Option<Duration>,
     /// Extra headers for the 101 response, in config order.
     pub headers: Vec<(String, String)>,
+    /// `authorization { user, password, token }` and `no_auth_user`:
+    /// with any of user, token or no_auth_user set, they stand in for
+    /// the top-level ones for WebSocket clients (nats-server's
+    /// `authOverride`); the top-level users and nkeys still apply.
+    pub user: Option<String>,
+    pub password: Option<String>,
+    pub token: Option<String>,
+    pub no_auth_user: Option<String>,
+    /// `authorization { timeout }`: WebSocket clients' auth timeout.
+    pub auth_timeout: Option<Duration>,
+    /// Cookies whose values stand in for what CONNECT leaves out.
+    pub cookies: WsCookies,
+}
+
+/// `jwt_cookie`, `user_cookie`, `pass_cookie`, `token_cookie`: the
+/// names of the upgrade request's cookies that fill CONNECT's `jwt`,
+/// `user`, `pass` and `auth_token` when CONNECT has none.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WsCookies {
+    pub jwt: Option<String>,
+    pub user: Option<String>,
+    pub pass: Option<String>,
+    pub token: Option<String>,
 }
 
 impl WebsocketOptions {
     pub fn enabled(&self) -> bool {
         self.port != 0
+    }
+
+    /// Whether the block's authorization replaces the top-level one.
+    pub fn auth_override(&self) -> bool {
+        self.user.is_some() || self.token.is_some() || self.no_auth_user.is_some()
     }
 }
 
@@ -426,6 +455,34 @@ impl Options {
             None => plain,
         };
         self.authorization.timeout.unwrap_or(default)
+    }
+
+    /// What a client is checked against: the top-level authorization,
+    /// or for a WebSocket client the websocket block's where it
+    /// overrides it (user, password, token and no_auth_user; the users
+    /// and nkeys are the top-level ones), as nats-server's
+    /// `processClientOrLeafAuthentication`.
+    pub fn client_authorization(&self, websocket: bool) -> Cow<'_, Authorization> {
+        let ws = &self.websocket;
+        if !websocket || !ws.auth_override() {
+            return Cow::Borrowed(&self.authorization);
+        }
+        Cow::Owned(Authorization {
+            token: ws.token.clone(),
+            user: ws.user.clone(),
+            password: ws.password.clone(),
+            no_auth_user: ws.no_auth_user.clone(),
+            ..self.authorization.clone()
+        })
+    }
+
+    /// How long a client has to authenticate: a WebSocket client's may
+    /// be the websocket block's.
+    pub fn client_auth_timeout(&self, websocket: bool) -> Duration {
+        match self.websocket.auth_timeout.filter(|_| websocket) {
+            Some(timeout) => timeout,
+            None => self.auth_timeout(),
+        }
     }
 
     /// Zero means "the default" for these, as in nats-server (a zero ping

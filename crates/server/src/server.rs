@@ -459,6 +459,7 @@ impl Server {
         info.port = self.websocket_port.load(Ordering::Relaxed) as u16;
         info.tls_required = ws.tls.is_some();
         info.tls_verify = ws.tls.as_ref().is_some_and(|t| t.verify);
+        info.auth_required = opts.client_authorization(true).required();
         info.connect_urls = Vec::new();
         info
     }
@@ -521,12 +522,13 @@ impl Server {
     /// as they are now, removing subscriptions those no longer allow, as
     /// nats-server does.
     pub fn recheck_auth(&self) {
-        let auth = self.opts().authorization.clone();
+        let opts = self.opts();
         let clients: Vec<Arc<Client>> = self.clients.lock().values().cloned().collect();
         for c in clients {
             let creds = c.creds.lock().clone();
             // Clients that have not sent CONNECT yet are checked when they do.
             let Some(creds) = creds else { continue };
+            let auth = opts.client_authorization(c.websocket);
             if !auth.required() {
                 continue;
             }

@@ -476,3 +476,39 @@ fn include_and_env_variables() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The websocket block's authorization is checked as nats-server's
+/// `validateWebsocketOptions` checks it.
+#[test]
+fn websocket_authorization_is_validated() {
+    let ws = "websocket { port: -1, no_tls: true";
+    let users = "authorization { users: [{user: a, password: p}] }\n";
+    for (text, want) in [
+        (
+            format!("{users}{ws}, authorization {{ user: u, password: p }} }}\n"),
+            "websocket authentication username not compatible with presence of users/nkeys",
+        ),
+        (
+            format!("{ws}, authorization {{ token: t }} }}\n{users}"),
+            "websocket authentication token not compatible with presence of users/nkeys",
+        ),
+        (
+            format!("{ws}, no_auth_user: b }}\n{users}"),
+            "no_auth_user: \"b\" not present as user or nkey",
+        ),
+        (
+            format!("{ws}, no_auth_user: b }}\n"),
+            "no_auth_user: \"b\" present, but users/nkeys are not defined",
+        ),
+        (
+            format!("{ws}, jwt_cookie: jwt }}\n"),
+            "trusted operators or trusted keys configuration is required for JWT authentication via cookie \"jwt\"",
+        ),
+        (
+            format!("{ws}, authorization {{ users: [] }} }}\n"),
+            "unknown field \"users\"",
+        ),
+    ] {
+        fails_with(&text, want);
+    }
+}

@@ -223,3 +223,141 @@ async fn compression_is_agreed_and_works_both_ways() {
         read.extend_from_slice(frame.payload());
     }
 }
+
+/// Whether a client with `options` gets in over WebSocket (`ws`) or the
+/// client port.
+async fn gets_in(server: &common::Server, ws: bool, options: async_nats::ConnectOptions) -> bool {
+    let url = if ws { ws_url(server) } else { server.url() };
+    match options.connect(url).await {
+        Ok(client) => {
+            // A round trip: the server answered CONNECT without closing.
+            client.request("$no.such.service", "".into()).await.ok();
+            client.connection_state() == async_nats::connection::State::Connected
+        }
+        Err(_) => false,
+    }
+}
+
+fn user(name: &str, password: &str) -> async_nats::ConnectOptions {
+    async_nats::ConnectOptions::new().user_and_password(name.into(), password.into())
+}
+
+/// The websocket block's `authorization` and `no_auth_user` stand in
+/// for the top-level ones for WebSocket clients alone, as nats-server's
+/// auth override: the client port keeps its own, and the top-level
+/// users still apply over WebSocket.
+#[tokio::test]
+async fn the_websocket_authorization_overrides_the_top_level_one() {
+    let server = common::server()
+        .config(
+            "websocket { host: 127.0.0.1, port: -1, no_tls: true, \
+             authorization { user: web, password: wpass, timeout: 2 } }\n",
+        )
+        .start();
+    let nobody = async_nats::ConnectOptions::new;
+    for (ws, options, admitted, case) in [
+        (false, nobody(), true, "the client port needs nothing"),
+        (true, nobody(), false, "WebSocket needs the override's user"),
+        (true, user("web", "wrong"), false, "a wrong password"),
+        (true, user("web", "wpass"), true, "the override's user"),
+    ] {
+        assert_eq!(gets_in(&server, ws, options).await, admitted, "{case}");
+    }
+    // The client port's INFO (and /varz, which omits it when false)
+    // still needs no auth.
+    assert_ne!(server.json("/varz")["auth_required"], true);
+
+    let server = common::server()
+        .config(
+            "authorization { users: [{user: a, password: apass}, {user: b, password: bpass}] }\n\
+             websocket { host: 127.0.0.1, port: -1, no_tls: true, no_auth_user: b }\n",
+        )
+        .start();
+    for (ws, options, admitted, case) in [
+        (
+            false,
+            nobody(),
+            false,
+            "the client port has no no_auth_user",
+        ),
+        (true, nobody(), true, "WebSocket's no_auth_user"),
+        (
+            true,
+            user("a", "apass"),
+            true,
+            "a top-level user over WebSocket",
+        ),
+        (
+            true,
+            user("a", "bpass"),
+            false,
+            "a wrong password over WebSocket",
+        ),
+    ] {
+        assert_eq!(gets_in(&server, ws, options).await, admitted, "{case}");
+    }
+    let anonymous = async_nats::connect(ws_url(&server)).await.unwrap();
+    anonymous.flush().await.unwrap();
+    let connz = server.json("/connz?auth=true");
+    let users: Vec<&str> = connz["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["authorized_user"].as_str())
+        .collect();
+    assert!(
+        users.contains(&"b"),
+        "no_auth_user names who it is: {connz}"
+    );
+}
+
+/// Cookies named in the block fill what CONNECT leaves out: a browser
+/// that cannot set CONNECT's credentials logs in with its cookies.
+#[tokio::test]
+async fn cookies_stand_in_for_connects_credentials() {
+    let server = common::server()
+        .config(
+            "authorization { users: [{user: a, password: apass}] }\n\
+             websocket { host: 127.0.0.1, port: -1, no_tls: true, \
+             user_cookie: nuser, pass_cookie: npass }\n",
+        )
+        .start();
+    for (cookie, admitted) in [
+        ("nuser=a; npass=apass", true),
+        ("other=1; nuser=a; npass=\"apass\"", true),
+        ("nuser=a; npass=wrong", false),
+        ("user=a; pass=apass", false),
+    ] {
+        let port = server.websocket_port.unwrap();
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let request = yawc::HttpRequestBuilder::new().header("Cookie", cookie);
+        let mut socket = yawc::WebSocket::handshake_with_request(
+            ws_url(&server).parse().unwrap(),
+            tcp,
+            yawc::Options::default(),
+            request,
+        )
+        .await
+        .unwrap();
+        socket
+            .send(yawc::Frame::binary(
+                &b"CONNECT {\"verbose\":false}\r\nPING\r\n"[..],
+            ))
+            .await
+            .unwrap();
+        let mut read = String::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !read.contains("PONG") && !read.contains("-ERR") {
+            match tokio::time::timeout_at(deadline, socket.next()).await {
+                Ok(Some(frame)) => read.push_str(&String::from_utf8_lossy(frame.payload())),
+                _ => break,
+            }
+        }
+        assert_eq!(read.contains("PONG"), admitted, "{cookie}: {read}");
+        if !admitted {
+            assert!(read.contains("-ERR 'Authorization Violation'"), "{read}");
+        }
+    }
+}

@@ -3,21 +3,13 @@
 
 use conf::{Entry, Map, Value};
 
-use super::{boolean, duration, host_port, int, map, string, tls, Report};
+use super::{
+    auth_timeout, boolean, check_no_auth_user, duration, host_port, int, map, string, tls, Report,
+};
 use crate::options::{Options, Origin, WebsocketOptions};
 
-/// Keys nats-server reads in the block that flotilla refuses to ignore:
-/// each changes who may connect.
-const UNSUPPORTED: &[&str] = &[
-    "authorization",
-    "authentication",
-    "no_auth_user",
-    "jwt_cookie",
-    "user_cookie",
-    "pass_cookie",
-    "token_cookie",
-    "ping_interval",
-];
+/// Keys nats-server reads in the block that flotilla refuses to ignore.
+const UNSUPPORTED: &[&str] = &["ping_interval"];
 
 /// Response headers nats-server will not let a config set.
 const RESERVED_HEADERS: &[&str] = &[
@@ -60,6 +52,16 @@ pub(super) fn websocket(e: &Entry, o: &mut Options, r: &mut Report) {
                     headers(m, &mut ws, r);
                 }
             }
+            "authorization" | "authentication" => {
+                if let Some(m) = map(r, e) {
+                    authorization(m, &mut ws, r);
+                }
+            }
+            "no_auth_user" => ws.no_auth_user = string(r, e),
+            "jwt_cookie" => ws.cookies.jwt = string(r, e),
+            "user_cookie" => ws.cookies.user = string(r, e),
+            "pass_cookie" => ws.cookies.pass = string(r, e),
+            "token_cookie" => ws.cookies.token = string(r, e),
             k if UNSUPPORTED.contains(&k) => r.error_at(
                 e,
                 format!(
@@ -74,6 +76,54 @@ pub(super) fn websocket(e: &Entry, o: &mut Options, r: &mut Report) {
         r.error_at(e, "websocket requires TLS configuration");
     }
     o.websocket = ws;
+}
+
+/// nats-server's `parseSimpleAuth`: one user or a token, no users list.
+fn authorization(m: &Map, ws: &mut WebsocketOptions, r: &mut Report) {
+    for e in &m.entries {
+        match e.key.to_ascii_lowercase().as_str() {
+            "user" | "username" => ws.user = string(r, e),
+            "pass" | "password" => ws.password = string(r, e),
+            "token" => ws.token = string(r, e),
+            "timeout" => ws.auth_timeout = auth_timeout(r, e),
+            // An error, as in nats-server: a `users` list here would
+            // otherwise be ignored, letting in whom it meant to keep out.
+            _ => r.error_at(e, format!("unknown field {:?}", e.key)),
+        }
+    }
+}
+
+/// The checks of nats-server's `validateWebsocketOptions` that need the
+/// whole config (the users may come after the block): `at` is the
+/// block.
+pub(super) fn validate_auth(at: &Entry, o: &Options, r: &mut Report) {
+    let ws = &o.websocket;
+    if let Some(user) = &ws.no_auth_user {
+        check_no_auth_user(user, at, o, r);
+    }
+    let a = &o.authorization;
+    if !a.users.is_empty() || !a.nkeys.is_empty() {
+        if ws.user.is_some() {
+            r.error_at(
+                at,
+                "websocket authentication username not compatible with presence of users/nkeys",
+            );
+        }
+        if ws.token.is_some() {
+            r.error_at(
+                at,
+                "websocket authentication token not compatible with presence of users/nkeys",
+            );
+        }
+    }
+    if let Some(cookie) = &ws.cookies.jwt {
+        if a.operator.is_none() {
+            r.error_at(
+                at,
+                format!("trusted operators or trusted keys configuration is required for JWT authentication via cookie {cookie:?}"),
+            );
+        }
+    }
 }
 
 fn origins(e: &Entry, ws: &mut WebsocketOptions, r: &mut Report) {

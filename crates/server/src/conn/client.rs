@@ -17,6 +17,7 @@ use tokio::net::TcpStream;
 use tracing::{debug, error};
 
 use super::delivery::{self, Delivery};
+use super::websocket::CookieValues;
 use super::writer;
 use crate::account::Account;
 use crate::auth::{self, Credentials};
@@ -54,6 +55,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr,
             nonce,
             cert: None,
             bytes: greeting,
+            cookies: None,
             websocket: false,
         };
         return run(server, cid, addr, greet, rd, wr).await;
@@ -74,6 +76,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr,
                 nonce,
                 cert,
                 bytes: greeting,
+                cookies: None,
                 websocket: false,
             };
             run(server, cid, addr, greet, rd, wr).await
@@ -127,6 +130,8 @@ pub(super) struct Greeting {
     pub bytes: BytesMut,
     pub nonce: Option<String>,
     pub cert: Option<CertIdentity>,
+    /// A WebSocket client's upgrade cookies named in the config.
+    pub cookies: Option<CookieValues>,
     /// It came in over WebSocket.
     pub websocket: bool,
 }
@@ -171,6 +176,7 @@ pub(super) async fn run<R, W>(
     let mut conn = Conn::new(server.clone(), client.clone(), &opts);
     conn.nonce = greeting.nonce;
     conn.cert = greeting.cert;
+    conn.cookies = greeting.cookies;
     let reason = conn.run(rd).await;
     client.close(reason);
     let reason = client.closed_reason().unwrap_or(reason);
@@ -217,6 +223,8 @@ struct Conn {
     jwt: Option<JwtSession>,
     /// Who the TLS client certificate names (`verify_and_map`).
     cert: Option<CertIdentity>,
+    /// A WebSocket client's upgrade cookies named in the config.
+    cookies: Option<CookieValues>,
     /// `permits`' publish answers by subject, at most
     /// [`MAX_PERMIT_CACHE`].
     publish_permitted: hashbrown::HashMap<Box<[u8]>, bool>,
@@ -251,7 +259,7 @@ impl Conn {
         Conn {
             account,
             parser: Parser::new(config.max_control_line, config.max_payload),
-            auth_required: config.authorization.required(),
+            auth_required: config.client_authorization(client.websocket).required(),
             config: config.clone(),
             server,
             client,
@@ -270,6 +278,7 @@ impl Conn {
             nonce: None,
             jwt: None,
             cert: None,
+            cookies: None,
             publish_permitted: hashbrown::HashMap::new(),
         }
     }
@@ -333,7 +342,7 @@ impl Conn {
         let mut read_size = MIN_READ;
         let ping_interval = self.config.ping_interval;
         let mut ping = pin!(tokio::time::sleep(ping_interval));
-        let auth_timer = tokio::time::sleep(self.config.auth_timeout());
+        let auth_timer = tokio::time::sleep(self.config.client_auth_timeout(self.client.websocket));
         let mut auth_timer = pin!(auth_timer);
         let client = self.client.clone();
         loop {
@@ -583,7 +592,7 @@ impl Conn {
 
     fn process_connect(&mut self, json: &[u8]) -> Result<(), ClosedState> {
         let prefix = self.client.log_prefix();
-        let ci: ConnectInfo = match serde_json::from_slice(json) {
+        let mut ci: ConnectInfo = match serde_json::from_slice(json) {
             Ok(ci) => ci,
             Err(e) => {
                 error!("{prefix} - invalid CONNECT: {e}");
@@ -598,6 +607,9 @@ impl Conn {
             let jitter = interval.mul_f64(fastrand::f64() * 0.2);
             self.rearm_ping = Some(interval + jitter);
         }
+        if let Some(cookies) = &self.cookies {
+            cookies.fill(&mut ci);
+        }
         ci.apply(&mut self.opts);
         let creds = Credentials::new(&ci, self.nonce.as_deref(), self.cert.as_ref());
         let mut user_name = None;
@@ -607,7 +619,8 @@ impl Conn {
             if let Some(trust) = self.server.trust() {
                 user_name = Some(self.operator_connect(&trust, &creds)?);
             } else {
-                let auth = self.server.opts().authorization.clone();
+                let opts = self.server.opts();
+                let auth = opts.client_authorization(self.client.websocket);
                 match auth::check(&auth, &creds) {
                     Ok(user) => {
                         user_name = user.map(|u| u.name.to_string());

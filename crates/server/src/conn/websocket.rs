@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use futures_util::{SinkExt, StreamExt};
+use protocol::ConnectInfo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::net::TcpStream;
 use tracing::error;
@@ -22,7 +23,7 @@ use yawc::{Frame, OpCode, Role, WebSocket};
 
 use super::client::{self, Greeting};
 use crate::config::websocket::split_host_port;
-use crate::options::{Origin, WebsocketOptions};
+use crate::options::{Origin, WebsocketOptions, WsCookies};
 use crate::server::Server;
 use crate::tls::CertIdentity;
 
@@ -109,7 +110,8 @@ async fn upgrade<S>(
             Err(e) => return error!("{addr} - wid:{cid} - websocket handshake error: {e}"),
         };
     let (rd, wr) = byte_stream(socket);
-    let greeting = greeting(&server, cid, addr, cert);
+    let mut greeting = greeting(&server, cid, addr, cert);
+    greeting.cookies = CookieValues::of(&request, &ws.cookies);
     client::run(server, cid, addr, greeting, rd, wr).await
 }
 
@@ -187,7 +189,53 @@ fn greeting(server: &Server, cid: u64, addr: SocketAddr, cert: Option<CertIdenti
         nonce,
         cert,
         bytes,
+        cookies: None,
         websocket: true,
+    }
+}
+
+/// The values of the upgrade request's cookies that the config names,
+/// for what CONNECT leaves out (nats-server's `cookieJwt` and the rest).
+#[derive(Debug, Default, PartialEq)]
+pub struct CookieValues {
+    jwt: Option<String>,
+    user: Option<String>,
+    pass: Option<String>,
+    token: Option<String>,
+}
+
+impl CookieValues {
+    /// `None` when the config names no cookie or the request sends none
+    /// of those named.
+    fn of(request: &Request, names: &WsCookies) -> Option<CookieValues> {
+        let mut values = CookieValues::default();
+        for (name, value) in request.cookies() {
+            let slot = |wanted: &Option<String>| wanted.as_deref() == Some(name);
+            let value = Some(value.to_string());
+            if slot(&names.jwt) {
+                values.jwt = value;
+            } else if slot(&names.user) {
+                values.user = value;
+            } else if slot(&names.pass) {
+                values.pass = value;
+            } else if slot(&names.token) {
+                values.token = value;
+            }
+        }
+        (values != CookieValues::default()).then_some(values)
+    }
+
+    /// Fills what CONNECT left out.
+    pub fn fill(&self, ci: &mut ConnectInfo) {
+        let fill = |field: &mut Option<String>, cookie: &Option<String>| {
+            if field.as_deref().is_none_or(str::is_empty) && cookie.is_some() {
+                field.clone_from(cookie);
+            }
+        };
+        fill(&mut ci.jwt, &self.jwt);
+        fill(&mut ci.user, &self.user);
+        fill(&mut ci.pass, &self.pass);
+        fill(&mut ci.auth_token, &self.token);
     }
 }
 
@@ -209,6 +257,24 @@ impl Request {
 
     /// Whether any value of `name`, split at commas, is `token`
     /// (ignoring case), as nats-server's `wsHeaderContains`.
+    /// The `Cookie` headers' `name=value` pairs, a quoted value unquoted
+    /// (as Go's `Request.Cookies`).
+    fn cookies(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.headers
+            .iter()
+            .filter(|(name, _)| name == "cookie")
+            .flat_map(|(_, value)| value.split(';'))
+            .filter_map(|pair| {
+                let (name, value) = pair.trim().split_once('=')?;
+                let value = value.trim();
+                let value = value
+                    .strip_prefix('"')
+                    .and_then(|v| v.strip_suffix('"'))
+                    .unwrap_or(value);
+                Some((name.trim(), value))
+            })
+    }
+
     fn has_token(&self, name: &str, token: &str) -> bool {
         self.headers
             .iter()
