@@ -194,7 +194,7 @@ fn roots(ca_file: &Path) -> Result<Arc<RootCertStore>, String> {
 /// own, which the accepting side verifies when `verify` is set.
 pub struct RouteTls {
     server: Arc<ServerConfig>,
-    client: Arc<ClientConfig>,
+    dial: DialTls,
     options: TlsOptions,
 }
 
@@ -205,20 +205,15 @@ impl RouteTls {
                 "\"verify_and_map\" in a cluster tls block is not supported by flotilla".into(),
             );
         }
-        let Some(ca_file) = &o.ca_file else {
+        if o.ca_file.is_none() {
             return Err("cluster TLS requires 'ca_file' to verify its peers".into());
-        };
+        }
         let server = server_config(o)?;
-        let (certs, key) = pair(o)?;
-        let client = ClientConfig::builder_with_provider(provider(o)?)
-            .with_protocol_versions(versions(o))
-            .map_err(|e| format!("error building TLS configuration: {e}"))?
-            .with_root_certificates(roots(ca_file)?)
-            .with_client_auth_cert(certs, key)
-            .map_err(|e| format!("error parsing X509 certificate/key pair: {e}"))?;
+        // Its certificate is required (server_config checked it).
+        let dial = DialTls::new(o)?;
         Ok(RouteTls {
             server,
-            client: Arc::new(client),
+            dial,
             options: o.clone(),
         })
     }
@@ -231,6 +226,49 @@ impl RouteTls {
         accept(self.server.clone(), stream, &self.options)
             .await
             .map(tokio_rustls::TlsStream::Server)
+    }
+
+    /// The client side of the handshake on a connection dialed to
+    /// `host_port`.
+    pub async fn connect(
+        &self,
+        stream: TcpStream,
+        host_port: &str,
+    ) -> Result<tokio_rustls::TlsStream<TcpStream>, String> {
+        self.dial.connect(stream, host_port).await
+    }
+}
+
+/// The dialing side of TLS to another server (a route, a leaf node's
+/// hub): the peer's certificate must chain to `ca_file` and name the
+/// host dialed; this side presents its own when the block has one.
+pub struct DialTls {
+    client: Arc<ClientConfig>,
+    options: TlsOptions,
+}
+
+impl DialTls {
+    pub fn new(o: &TlsOptions) -> Result<DialTls, String> {
+        let Some(ca_file) = &o.ca_file else {
+            return Err("TLS to another server requires 'ca_file' to verify it".into());
+        };
+        let builder = ClientConfig::builder_with_provider(provider(o)?)
+            .with_protocol_versions(versions(o))
+            .map_err(|e| format!("error building TLS configuration: {e}"))?
+            .with_root_certificates(roots(ca_file)?);
+        let client = match (&o.cert_file, &o.key_file) {
+            (None, None) => builder.with_no_client_auth(),
+            _ => {
+                let (certs, key) = pair(o)?;
+                builder
+                    .with_client_auth_cert(certs, key)
+                    .map_err(|e| format!("error parsing X509 certificate/key pair: {e}"))?
+            }
+        };
+        Ok(DialTls {
+            client: Arc::new(client),
+            options: o.clone(),
+        })
     }
 
     /// The client side of the handshake on a connection dialed to
