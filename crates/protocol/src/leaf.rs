@@ -27,6 +27,9 @@ pub struct LeafInfo {
     pub headers: bool,
     #[serde(default)]
     pub auth_required: bool,
+    /// The leaf must shake hands (TLS) after this INFO, before CONNECT.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub tls_required: bool,
     #[serde(default)]
     pub max_payload: i64,
     #[serde(default, skip_serializing_if = "is_false")]

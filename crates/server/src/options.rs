@@ -307,6 +307,9 @@ pub struct LeafnodeOptions {
     /// How long a remote waits before dialing again (`reconnect`).
     pub reconnect: Duration,
     pub remotes: Vec<RemoteLeaf>,
+    /// `tls {}`: the hub sends INFO in the clear, then leaf nodes must
+    /// shake hands before CONNECT (`verify`: with a certificate).
+    pub tls: Option<TlsOptions>,
 }
 
 impl Default for LeafnodeOptions {
@@ -323,6 +326,7 @@ impl Default for LeafnodeOptions {
             auth_timeout: None,
             reconnect: Duration::from_secs(1),
             remotes: Vec::new(),
+            tls: None,
         }
     }
 }
@@ -343,12 +347,16 @@ pub struct LeafUser {
 }
 
 /// One of `leafnodes.remotes`: a hub this server joins as a leaf node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RemoteLeaf {
     /// Tried in turn: `nats-leaf://[user:password@]host[:port]`.
     pub urls: Vec<String>,
     /// The local account the connection is bound to; `None`: global.
     pub account: Option<String>,
+    /// `tls {}` (or a `tls://` URL, which needs it): the connection is
+    /// upgraded after the hub's INFO, the hub verified against
+    /// `ca_file`; a certificate is presented when the block has one.
+    pub tls: Option<TlsOptions>,
 }
 
 /// An allowed WebSocket origin: what a browser's `Origin` must match.

@@ -85,6 +85,8 @@ pub struct Server {
     /// the same without client certificates, for `https_port`.
     tls: RwLock<Option<Arc<rustls::ServerConfig>>>,
     websocket_tls: RwLock<Option<Arc<rustls::ServerConfig>>>,
+    /// The leaf node port's, built from `opts.leafnodes.tls`.
+    leaf_tls: RwLock<Option<Arc<rustls::ServerConfig>>>,
     monitor_tls: RwLock<Option<Arc<rustls::ServerConfig>>>,
     /// Route port TLS, built from `opts.cluster.tls` at start and by each
     /// reload.
@@ -158,6 +160,7 @@ impl Server {
             hello: Mutex::new(None),
             tls: RwLock::new(None),
             websocket_tls: RwLock::new(None),
+            leaf_tls: RwLock::new(None),
             monitor_tls: RwLock::new(None),
             route_tls: RwLock::new(None),
             trust: RwLock::new(None),
@@ -189,8 +192,21 @@ impl Server {
             Some(o) => Some(crate::tls::server_config(o)?),
             None => None,
         };
+        let leaf = match &self.opts().leafnodes.tls {
+            Some(o) => Some(crate::tls::server_config(o)?),
+            None => None,
+        };
+        // Each remote builds its own when it dials; built here too, so a
+        // bad file stops the start.
+        for remote in &self.opts().leafnodes.remotes {
+            if let Some(o) = &remote.tls {
+                crate::tls::DialTls::new(o)
+                    .map_err(|e| format!("leafnode remote {:?}: {e}", remote.urls))?;
+            }
+        }
         *self.tls.write() = tls;
         *self.websocket_tls.write() = websocket;
+        *self.leaf_tls.write() = leaf;
         *self.monitor_tls.write() = monitor;
         *self.route_tls.write() = route;
         Ok(())
@@ -234,6 +250,10 @@ impl Server {
     /// The WebSocket listener's TLS configuration (`websocket { tls {} }`).
     pub fn websocket_tls(&self) -> Option<Arc<rustls::ServerConfig>> {
         self.websocket_tls.read().clone()
+    }
+
+    pub fn leaf_tls(&self) -> Option<Arc<rustls::ServerConfig>> {
+        self.leaf_tls.read().clone()
     }
 
     pub fn hello(&self) -> Option<protocol::route::FlotillaHello> {

@@ -3,7 +3,7 @@
 //! flotilla leaf of either hub, a nats-server leaf of a flotilla hub)
 //! carries pub/sub, request/reply and queue groups both ways; a leaf
 //! connection that drops and comes back loses no interest; a cycle is
-//! found and refused. Pairings with nats-server are skipped, saying so,
+//! found and refused; TLS on the leaf connection. Pairings with nats-server are skipped, saying so,
 //! where it is not installed (`scripts/reference-env`).
 
 mod common;
@@ -323,15 +323,18 @@ async fn the_jetstream_api_does_not_cross() {
     );
 }
 
-/// What flotilla cannot honour yet is refused, never ignored: TLS on the
-/// leaf node port or a remote, and credentials.
+/// What flotilla cannot honour yet is refused, never ignored:
+/// credentials, a TLS remote it could not verify the hub of.
 #[test]
 fn leafnode_settings_flotilla_lacks_are_refused() {
     for (config, why) in [
-        ("leafnodes { port: 7422, tls { cert_file: x } }", "tls"),
         (
-            "leafnodes { remotes: [ { url: \"nats-leaf://h:1\", tls { ca_file: x } } ] }",
-            "tls",
+            "leafnodes { remotes: [ { url: \"tls://h:1\" } ] }",
+            "needs a tls block with 'ca_file'",
+        ),
+        (
+            "leafnodes { remotes: [ { url: \"nats-leaf://h:1\", tls { cert_file: x, key_file: y } } ] }",
+            "tls needs 'ca_file'",
         ),
         (
             "leafnodes { remotes: [ { url: \"nats-leaf://h:1\", credentials: \"a.creds\" } ] }",
@@ -523,4 +526,99 @@ async fn leafnode_authorization_admits_only_the_configured_user() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(right.json("/leafz")["leafs"][0]["name"], "hub");
+}
+
+/// A hub whose leaf node port takes TLS (`verify`: leafs must present a
+/// certificate the test CA signed).
+fn tls_hub(bin: &OsString, port: u16, certs: &common::certs::Certs) -> common::Server {
+    let tls = certs.block_for(Some("route"), "  verify: true\n");
+    common::server()
+        .binary(bin)
+        .config(&format!(
+            "server_name: hub\nleafnodes {{ listen: \"127.0.0.1:{port}\"\n{tls} }}\n"
+        ))
+        .start()
+}
+
+/// A leaf of the hub on `port` over `url_scheme`, with `tls` in its
+/// remote (or none).
+fn tls_leaf(bin: &OsString, port: u16, scheme: &str, tls: &str) -> common::Server {
+    common::server()
+        .binary(bin)
+        .config(&format!(
+            "server_name: leaf\nleafnodes {{ remotes: [ {{ url: \"{scheme}://127.0.0.1:{port}\"\n{tls} }} ] }}\n"
+        ))
+        .start()
+}
+
+fn wait_leafs(server: &common::Server, count: u64) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while server.json("/leafz")["leafnodes"] != count {
+        assert!(Instant::now() < deadline, "{}", server.log_text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// With `tls {}` on the hub's leaf node port, INFO goes out in the clear
+/// and the leaf shakes hands before CONNECT, as nats-server does: every
+/// pairing with nats-server carries messages both ways over TLS, the
+/// hub verifying the leaf's certificate and the leaf the hub's.
+#[tokio::test]
+async fn leaf_connections_speak_tls() {
+    let certs = common::certs::Certs::new();
+    let mut pairs = vec![(common::flotilla_bin(), common::flotilla_bin())];
+    if let Some(nats_server) = reference() {
+        pairs.push((nats_server.clone(), common::flotilla_bin()));
+        pairs.push((common::flotilla_bin(), nats_server));
+    }
+    let leaf_tls = certs.block_for(Some("client"), "");
+    for (hub_bin, leaf_bin) in pairs {
+        let port = common::free_ports(1)[0];
+        let hub = tls_hub(&hub_bin, port, &certs);
+        let leaf = tls_leaf(&leaf_bin, port, "tls", &leaf_tls);
+        wait_leafs(&hub, 1);
+        let on_hub = async_nats::connect(hub.url()).await.unwrap();
+        let on_leaf = async_nats::connect(leaf.url()).await.unwrap();
+        messages_cross(&on_leaf, &on_hub, "up").await;
+        messages_cross(&on_hub, &on_leaf, "down").await;
+    }
+}
+
+/// A TLS hub admits no leaf that cannot prove itself: one without a tls
+/// block (it says why and never sends CONNECT), one whose certificate
+/// another CA signed, and one that trusts another CA than the hub's.
+#[tokio::test]
+async fn a_tls_hub_refuses_leafs_that_fail_the_handshake() {
+    let certs = common::certs::Certs::new();
+    let port = common::free_ports(1)[0];
+    let hub = tls_hub(&common::flotilla_bin(), port, &certs);
+    let plain = tls_leaf(&common::flotilla_bin(), port, "nats-leaf", "");
+    assert!(
+        plain.wait_log("the hub requires TLS", Duration::from_secs(10)),
+        "{}",
+        plain.log_text()
+    );
+    drop(plain);
+    let rogue = tls_leaf(
+        &common::flotilla_bin(),
+        port,
+        "tls",
+        &certs.block_for(Some("rogue"), ""),
+    );
+    assert!(
+        hub.wait_log("TLS leafnode handshake error", Duration::from_secs(10)),
+        "{}",
+        hub.log_text()
+    );
+    drop(rogue);
+    assert_eq!(hub.json("/leafz")["leafnodes"], 0);
+    // The hub still takes a leaf that can.
+    let good = tls_leaf(
+        &common::flotilla_bin(),
+        port,
+        "tls",
+        &certs.block_for(Some("client"), ""),
+    );
+    wait_leafs(&hub, 1);
+    assert_eq!(good.json("/leafz")["leafs"][0]["name"], "hub");
 }

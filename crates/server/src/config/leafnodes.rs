@@ -4,7 +4,7 @@
 
 use conf::{Entry, Item, Map, Value};
 
-use super::{boolean, duration, host_port, int, map, string, Report};
+use super::{boolean, duration, host_port, int, map, string, tls, Report};
 use crate::options::{LeafUser, LeafnodeOptions, Options, RemoteLeaf};
 
 /// The port a leaf node URL without one means (`DEFAULT_LEAFNODE_PORT`).
@@ -12,11 +12,10 @@ pub const DEFAULT_PORT: u16 = 7422;
 
 /// Keys flotilla refuses to ignore: each changes who may connect or how
 /// the connection is protected, and flotilla does not do it yet.
-const UNSUPPORTED: &[&str] = &["tls", "nkey", "min_version", "minimum_version"];
+const UNSUPPORTED: &[&str] = &["nkey", "min_version", "minimum_version"];
 
 /// Keys in a remote flotilla refuses to ignore, for the same reason.
 const REMOTE_UNSUPPORTED: &[&str] = &[
-    "tls",
     "credentials",
     "creds",
     "nkey",
@@ -51,6 +50,11 @@ pub(super) fn leafnodes(e: &Entry, o: &mut Options, r: &mut Report) {
                 }
             }
             "remotes" => remotes(e, &mut leaf, r),
+            "tls" => {
+                if let Some(m) = map(r, e) {
+                    leaf.tls = Some(tls::tls(m, r));
+                }
+            }
             "reconnect" | "reconnect_delay" | "reconnect_interval" => {
                 if let Some(d) = duration(r, e) {
                     leaf.reconnect = d;
@@ -166,11 +170,17 @@ fn remote(item: &Item, r: &mut Report) -> Option<RemoteLeaf> {
     let mut remote = RemoteLeaf {
         urls: Vec::new(),
         account: None,
+        tls: None,
     };
     for e in &m.entries {
         match e.key.to_ascii_lowercase().as_str() {
             "url" | "urls" => urls(e, &mut remote, r),
             "account" | "local" => remote.account = string(r, e),
+            "tls" => {
+                if let Some(m) = map(r, e) {
+                    remote.tls = Some(tls::tls(m, r));
+                }
+            }
             "hub" => {
                 if boolean(r, e) == Some(true) {
                     r.error_at(
@@ -205,6 +215,21 @@ fn remote(item: &Item, r: &mut Report) -> Option<RemoteLeaf> {
     if remote.urls.is_empty() {
         r.error(item, "leafnode remote requires at least one url");
         return None;
+    }
+    // Without a CA to check the hub against, flotilla would have to trust
+    // the system's roots, which it does not load: refused, not weakened.
+    let tls_url = remote.urls.iter().any(|u| u.starts_with("tls://"));
+    match &remote.tls {
+        None if tls_url => {
+            r.error(item, "leafnode remote with a tls:// url needs a tls block with 'ca_file' to verify the hub");
+        }
+        Some(t) if t.ca_file.is_none() => {
+            r.error(
+                item,
+                "leafnode remote tls needs 'ca_file' to verify the hub",
+            );
+        }
+        _ => {}
     }
     Some(remote)
 }
@@ -242,11 +267,7 @@ pub fn normalize_url(text: &str) -> Result<String, String> {
                 "leafnode remote url {text:?}: WebSocket remotes are not supported by flotilla"
             ))
         }
-        "tls" => {
-            return Err(format!(
-                "leafnode remote url {text:?}: TLS remotes are not supported by flotilla"
-            ))
-        }
+        "tls" => {}
         other => {
             return Err(format!(
                 "leafnode remote url {text:?}: unknown scheme {other:?}"
@@ -272,9 +293,13 @@ pub fn normalize_url(text: &str) -> Result<String, String> {
         }
         _ => format!("{hostport}:{DEFAULT_PORT}"),
     };
+    let scheme = match scheme.eq_ignore_ascii_case("tls") {
+        true => "tls",
+        false => "nats-leaf",
+    };
     Ok(match userinfo {
-        Some(u) => format!("nats-leaf://{u}@{hostport}"),
-        None => format!("nats-leaf://{hostport}"),
+        Some(u) => format!("{scheme}://{u}@{hostport}"),
+        None => format!("{scheme}://{hostport}"),
     })
 }
 

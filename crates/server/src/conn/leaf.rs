@@ -20,7 +20,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use protocol::encode;
 use protocol::leaf::{LeafConnect, LeafInfo};
 use protocol::route::{self as rp, Dialect, RouteOp, RoutedMsg};
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::{debug, error, info, warn};
 
@@ -32,6 +32,7 @@ use crate::client::{Client, ClosedState, LeafRole, Message, Subscription};
 use crate::leaf::{self, Leaf};
 use crate::options::RemoteLeaf;
 use crate::server::Server;
+use crate::tls::DialTls;
 
 /// Leaf connections ping this often, and two unanswered pings end one,
 /// so a dead link is found (and dialed again) within seconds.
@@ -71,6 +72,11 @@ pub async fn solicit(server: Arc<Server>, remote: RemoteLeaf) {
         Some(name) => server.accounts.ensure(name),
         None => server.accounts.global().clone(),
     };
+    // Checked when the options were (`Server::load_tls`).
+    let tls = match remote.tls.as_ref().map(DialTls::new).transpose() {
+        Ok(tls) => tls,
+        Err(e) => return error!("leafnode remote {:?}: {e}", remote.urls),
+    };
     let mut shutdown = server.shutdown_signal();
     let mut next = 0;
     loop {
@@ -79,7 +85,7 @@ pub async fn solicit(server: Arc<Server>, remote: RemoteLeaf) {
         }
         let url = &remote.urls[next % remote.urls.len()];
         next += 1;
-        let wait = match dial_once(&server, url, &account).await {
+        let wait = match dial_once(&server, url, &account, tls.as_ref()).await {
             Some(Ended::Loop) => LOOP_DELAY,
             _ => server.opts().leafnodes.reconnect,
         };
@@ -90,62 +96,179 @@ pub async fn solicit(server: Arc<Server>, remote: RemoteLeaf) {
     }
 }
 
-/// One connection to `url`; `None` if it could not be made.
-async fn dial_once(server: &Arc<Server>, url: &str, account: &Arc<Account>) -> Option<Ended> {
+/// One connection to `url`; `None` if it could not be made. The hub's
+/// INFO is read first, in the clear; then, with a `tls` block, the TLS
+/// handshake, as nats-server's leaf does (a hub that asks for TLS from
+/// a remote without one is left).
+async fn dial_once(
+    server: &Arc<Server>,
+    url: &str,
+    account: &Arc<Account>,
+    tls: Option<&DialTls>,
+) -> Option<Ended> {
     let hostport = crate::route::host_port(url)?;
-    let stream = match TcpStream::connect(&hostport).await {
+    let mut stream = match TcpStream::connect(&hostport).await {
         Ok(s) => s,
         Err(e) => {
             debug!("Error trying to connect as leafnode to remote server {hostport:?}: {e}");
             return None;
         }
     };
+    let _ = stream.set_nodelay(true);
     let addr = stream.peer_addr().ok()?;
+    let client = Arc::new(Client::new_leaf(
+        server.next_cid(),
+        addr,
+        LeafRole::Solicited,
+    ));
+    let prefix = leaf_prefix(&client);
+    let first = match tokio::time::timeout(FIRST_INFO_WAIT, first_line(&mut stream)).await {
+        Ok(Ok(line)) => line,
+        Ok(Err(why)) => {
+            error!("{prefix} - leafnode handshake error: {why}");
+            return Some(Ended::Closed);
+        }
+        Err(_) => {
+            error!("{prefix} - leafnode handshake error: no INFO from the hub in time");
+            return Some(Ended::Closed);
+        }
+    };
     let (user, pass) = match crate::route::creds(url) {
         Some((u, p)) => (Some(u), Some(p).filter(|p| !p.is_empty())),
         None => (None, None),
     };
-    let dial = Dial {
-        account: account.clone(),
-        user,
-        pass,
+    let start = Start {
+        dial: Some(Dial {
+            account: account.clone(),
+            user,
+            pass,
+        }),
+        nonce: None,
+        greeting: None,
+        read: first,
     };
     info!("Leafnode connection created for account: {}", account.name);
-    Some(serve(server.clone(), stream, addr, Some(dial)).await)
+    match (tls, tls_required(&start.read)) {
+        (None, false) => {
+            let (rd, wr) = stream.into_split();
+            Some(serve(server.clone(), client, rd, wr, start).await)
+        }
+        (None, true) => {
+            error!("{prefix} - the hub requires TLS, and this remote has no tls block");
+            Some(Ended::Closed)
+        }
+        (Some(tls), _) => match tls.connect(stream, &hostport).await {
+            Ok(stream) => {
+                let (rd, wr) = tokio::io::split(stream);
+                Some(serve(server.clone(), client, rd, wr, start).await)
+            }
+            Err(e) => {
+                error!("{prefix} - TLS leafnode handshake error: {e}");
+                Some(Ended::Closed)
+            }
+        },
+    }
 }
 
-/// Serves one connection accepted on the leaf node port.
-pub async fn accept(server: Arc<Server>, stream: TcpStream, addr: SocketAddr) {
-    serve(server, stream, addr, None).await;
+/// The first line the hub sends (its INFO), read byte by byte so that
+/// nothing after it (the TLS handshake) is taken from the socket.
+async fn first_line(stream: &mut TcpStream) -> Result<BytesMut, String> {
+    let mut line = BytesMut::with_capacity(1024);
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        if line.len() >= MAX_CONTROL_LINE {
+            return Err("the hub's first line is too long".into());
+        }
+        match stream.read(&mut byte).await {
+            Ok(1) => line.extend_from_slice(&byte),
+            Ok(_) => return Err("the hub closed the connection".into()),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(line)
 }
 
-async fn serve(
-    server: Arc<Server>,
-    stream: TcpStream,
-    addr: SocketAddr,
-    dial: Option<Dial>,
-) -> Ended {
+/// Whether the hub's first line is an INFO that asks for TLS.
+fn tls_required(line: &[u8]) -> bool {
+    let json = line
+        .get(..5)
+        .filter(|verb| verb.eq_ignore_ascii_case(b"INFO "))
+        .and_then(|_| line.get(5..));
+    json.and_then(|json| serde_json::from_slice::<LeafInfo>(json.trim_ascii()).ok())
+        .is_some_and(|info| info.tls_required)
+}
+
+/// Serves one connection accepted on the leaf node port: INFO goes out
+/// in the clear, then, with `tls {}`, the handshake comes before the
+/// leaf's CONNECT (nats-server's order without `handshake_first`).
+pub async fn accept(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr) {
     let _ = stream.set_nodelay(true);
     let opts = server.opts();
-    let role = match dial {
-        Some(_) => LeafRole::Solicited,
-        None => LeafRole::Accepted,
+    let client = Arc::new(Client::new_leaf(
+        server.next_cid(),
+        addr,
+        LeafRole::Accepted,
+    ));
+    let nonce = auth::nonce();
+    let info = hub_info(&server, &client, &nonce);
+    let mut greeting = BytesMut::new();
+    encode::info(
+        &mut greeting,
+        &serde_json::to_vec(&info).expect("info serializes"),
+    );
+    let mut start = Start {
+        dial: None,
+        nonce: Some(nonce),
+        greeting: None,
+        read: BytesMut::new(),
     };
-    let client = Arc::new(Client::new_leaf(server.next_cid(), addr, role));
-    let nonce = (role == LeafRole::Accepted).then(auth::nonce);
-    let greeting = nonce.as_ref().map(|nonce| {
-        let info = hub_info(&server, &client, nonce);
-        serde_json::to_vec(&info).expect("info serializes")
-    });
-    let (rd, wr) = stream.into_split();
+    let (Some(tls), Some(config)) = (&opts.leafnodes.tls, server.leaf_tls()) else {
+        start.greeting = Some(greeting);
+        let (rd, wr) = stream.into_split();
+        serve(server, client, rd, wr, start).await;
+        return;
+    };
+    if stream.write_all(&greeting).await.is_err() {
+        return;
+    }
+    match crate::tls::accept(config, stream, tls).await {
+        Ok(stream) => {
+            let (rd, wr) = tokio::io::split(stream);
+            serve(server, client, rd, wr, start).await;
+        }
+        Err(e) => error!(
+            "{} - TLS leafnode handshake error: {e}",
+            leaf_prefix(&client)
+        ),
+    }
+}
+
+/// How a connection starts, by side.
+struct Start {
+    /// Set on the dialing side.
+    dial: Option<Dial>,
+    /// The accepting side's INFO nonce.
+    nonce: Option<String>,
+    /// What to send first, if not sent already (the hub's INFO).
+    greeting: Option<BytesMut>,
+    /// What was read already (the hub's INFO, on the dialing side).
+    read: BytesMut,
+}
+
+async fn serve<R, W>(server: Arc<Server>, client: Arc<Client>, rd: R, wr: W, start: Start) -> Ended
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let opts = server.opts();
     let writer = writer::start(
         server.clone(),
         client.clone(),
         wr,
         opts.write_deadline,
         |b| {
-            if let Some(json) = &greeting {
-                encode::info(b, json);
+            if let Some(greeting) = &start.greeting {
+                b.extend_from_slice(greeting);
             }
         },
     );
@@ -153,14 +276,14 @@ async fn serve(
         delivery: Delivery::for_peer(server.clone(), &client, opts.max_pending),
         server: server.clone(),
         client: client.clone(),
-        dial,
-        nonce,
+        dial: start.dial,
+        nonce: start.nonce,
         leaf: None,
         pings_out: 0,
         ping_sent: None,
         loop_found: false,
     };
-    let reason = conn.read_loop(rd).await;
+    let reason = conn.read_loop(rd, start.read).await;
     client.close(reason);
     let reason = client.closed_reason().unwrap_or(reason);
     let name = conn.leaf.as_ref().map(|l| l.remote_name.clone());
@@ -210,6 +333,7 @@ fn hub_info(server: &Server, client: &Client, nonce: &str) -> LeafInfo {
         port,
         headers: true,
         auth_required: true,
+        tls_required: leafnodes.tls.is_some(),
         max_payload: opts.max_payload as i64,
         info_on_connect: true,
         leafnode_urls: vec![advertised],
@@ -254,8 +378,14 @@ struct LeafConn {
 }
 
 impl LeafConn {
-    async fn read_loop<R: AsyncRead + Unpin>(&mut self, mut rd: R) -> ClosedState {
-        let mut buf = BytesMut::with_capacity(64 * 1024);
+    /// Reads and handles what the peer sends, `buf` first (what was
+    /// read before the connection was handed over).
+    async fn read_loop<R: AsyncRead + Unpin>(
+        &mut self,
+        mut rd: R,
+        mut buf: BytesMut,
+    ) -> ClosedState {
+        buf.reserve(64 * 1024);
         let ping = self.server.opts().ping_interval.min(LEAF_PING);
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + ping, ping);
         let handshake = match &self.dial {
@@ -271,6 +401,9 @@ impl LeafConn {
         tokio::pin!(deadline);
         let mut shutdown = self.server.shutdown_signal();
         let client = self.client.clone();
+        if let Err(reason) = self.process(&mut buf) {
+            return reason;
+        }
         loop {
             tokio::select! {
                 read = rd.read_buf(&mut buf) => match read {

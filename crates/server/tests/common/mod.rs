@@ -2,6 +2,7 @@
 //! the ports file it writes, as client harnesses do with nats-server.
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod replicated;
 pub mod tmpfs;
 
