@@ -105,6 +105,62 @@ pub fn signed(key: &str, nonce: &str, sig: &str) -> bool {
     nkeys::KeyPair::from_public_key(key).is_ok_and(|kp| kp.verify(nonce.as_bytes(), &sig).is_ok())
 }
 
+/// What a server puts in its CONNECT to prove who it is to another (a
+/// leaf node to its hub): a user JWT and its seed's signature of the
+/// nonce, or an nkey and its signature.
+#[derive(Debug, Default, PartialEq)]
+pub struct Proof {
+    pub jwt: Option<String>,
+    pub nkey: Option<String>,
+    pub sig: Option<String>,
+}
+
+/// Signs `nonce` with the user seed `seed` (base64url without padding,
+/// as nats-server's leaf does).
+fn sign(seed: &str, nonce: &str) -> Result<(String, String), String> {
+    let key = nkeys::KeyPair::from_seed(seed.trim()).map_err(|_| "malformed seed".to_string())?;
+    let sig = key
+        .sign(nonce.as_bytes())
+        .map_err(|e| format!("signing the nonce: {e}"))?;
+    Ok((key.public_key(), BASE64URL_NOPAD.encode(&sig)))
+}
+
+/// A proof from a `.creds` file's text: its first framed item is the
+/// user JWT, its second the seed (nats-server's `credsRe`).
+pub fn prove_with_creds(creds: &str, nonce: &str) -> Result<Proof, String> {
+    let mut items = Vec::new();
+    let mut lines = creds.lines().map(str::trim);
+    while let Some(line) = lines.next() {
+        if line.starts_with("---") && line.ends_with("---") && line.contains("BEGIN") {
+            if let Some(item) = lines
+                .next()
+                .filter(|l| !l.is_empty() && !l.starts_with("---"))
+            {
+                items.push(item);
+            }
+        }
+    }
+    let [jwt, seed, ..] = items[..] else {
+        return Err("Credentials file malformed".into());
+    };
+    let (_, sig) = sign(seed, nonce).map_err(|e| format!("Credentials file: {e}"))?;
+    Ok(Proof {
+        jwt: Some(jwt.to_string()),
+        nkey: None,
+        sig: Some(sig),
+    })
+}
+
+/// A proof with the user seed `seed`: its public key and signature.
+pub fn prove_with_nkey(seed: &str, nonce: &str) -> Result<Proof, String> {
+    let (key, sig) = sign(seed, nonce).map_err(|e| format!("Remote nkey: {e}"))?;
+    Ok(Proof {
+        jwt: None,
+        nkey: Some(key),
+        sig: Some(sig),
+    })
+}
+
 /// Compares a presented secret with a configured one: bcrypt when the
 /// configured value is a bcrypt hash (as nats-server allows), otherwise
 /// constant-time equality.
@@ -272,6 +328,27 @@ mod tests {
         assert!(check(&a, &connect(r#"{"user":"b","pass":"1"}"#)).is_err());
         assert!(check(&a, &connect(r#"{"user":"c","pass":"2"}"#)).is_err());
         assert!(check(&a, &connect("{}")).is_err());
+    }
+
+    #[test]
+    fn a_creds_files_proof_verifies_as_a_clients_would() {
+        let user = nkeys::KeyPair::new_user();
+        let creds = format!(
+            "-----BEGIN NATS USER JWT-----\nJWT.TEXT.HERE\n------END NATS USER JWT------\n\n\
+             ************************* IMPORTANT *************************\n\
+             -----BEGIN USER NKEY SEED-----\n{}\n------END USER NKEY SEED------\n",
+            user.seed().unwrap()
+        );
+        let proof = prove_with_creds(&creds, "nonce-1").unwrap();
+        assert_eq!(proof.jwt.as_deref(), Some("JWT.TEXT.HERE"));
+        let sig = proof.sig.unwrap();
+        assert!(signed(&user.public_key(), "nonce-1", &sig));
+        assert!(!signed(&user.public_key(), "nonce-2", &sig));
+        assert!(prove_with_creds("no frames here", "n").is_err());
+        let by_nkey = prove_with_nkey(&user.seed().unwrap(), "n").unwrap();
+        assert_eq!(by_nkey.nkey, Some(user.public_key()));
+        assert!(signed(&user.public_key(), "n", &by_nkey.sig.unwrap()));
+        assert!(prove_with_nkey("SUNOTASEED", "n").is_err());
     }
 
     #[test]

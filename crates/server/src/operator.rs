@@ -47,6 +47,8 @@ pub struct JwtUser {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     pub account_conns: i64,
+    /// The account's `limits.leaf`: leaf node connections it may have.
+    pub account_leafs: i64,
     pub subs: i64,
     pub payload: i64,
 }
@@ -185,6 +187,7 @@ impl Trust {
             expires: [user.exp, account.exp].into_iter().flatten().min(),
             limits: Limits {
                 account_conns: limit(account, &account.nats["limits"], "conn"),
+                account_leafs: limit(account, &account.nats["limits"], "leaf"),
                 subs: min_limit(
                     limit(account, &account.nats["limits"], "subs"),
                     limit(&user, &user.nats, "subs"),
@@ -388,6 +391,7 @@ mod tests {
             user.limits,
             Limits {
                 account_conns: -1,
+                account_leafs: -1,
                 subs: 5,
                 payload: -1
             }

@@ -357,6 +357,13 @@ pub struct RemoteLeaf {
     /// upgraded after the hub's INFO, the hub verified against
     /// `ca_file`; a certificate is presented when the block has one.
     pub tls: Option<TlsOptions>,
+    /// `credentials`: a `.creds` file (user JWT and seed), read at each
+    /// dial; CONNECT carries the JWT and the seed's signature of the
+    /// hub's nonce.
+    pub credentials: Option<PathBuf>,
+    /// `nkey`: a user seed; CONNECT carries its public key and its
+    /// signature of the hub's nonce.
+    pub nkey: Option<String>,
 }
 
 /// An allowed WebSocket origin: what a browser's `Origin` must match.

@@ -323,8 +323,9 @@ async fn the_jetstream_api_does_not_cross() {
     );
 }
 
-/// What flotilla cannot honour yet is refused, never ignored:
-/// credentials, a TLS remote it could not verify the hub of.
+/// What flotilla cannot honour yet is refused, never ignored: deny
+/// lists, a TLS remote it could not verify the hub of; and a seed that
+/// is none.
 #[test]
 fn leafnode_settings_flotilla_lacks_are_refused() {
     for (config, why) in [
@@ -337,8 +338,12 @@ fn leafnode_settings_flotilla_lacks_are_refused() {
             "tls needs 'ca_file'",
         ),
         (
-            "leafnodes { remotes: [ { url: \"nats-leaf://h:1\", credentials: \"a.creds\" } ] }",
-            "credentials",
+            "leafnodes { remotes: [ { url: \"nats-leaf://h:1\", nkey: SUNOTASEED } ] }",
+            "Remote nkey has malformed seed",
+        ),
+        (
+            "leafnodes { remotes: [ { url: \"nats-leaf://h:1\", deny_imports: [\"x\"] } ] }",
+            "not supported",
         ),
         (
             "leafnodes { remotes: [ { url: \"ws://h:1\" } ] }",
@@ -621,4 +626,37 @@ async fn a_tls_hub_refuses_leafs_that_fail_the_handshake() {
     );
     wait_leafs(&hub, 1);
     assert_eq!(good.json("/leafz")["leafs"][0]["name"], "hub");
+}
+
+/// A remote's `nkey` seed proves the leaf to a hub whose users are
+/// nkeys: its CONNECT carries the public key and a signature of the
+/// hub's nonce. Another seed is refused.
+#[tokio::test]
+async fn a_leaf_proves_itself_with_an_nkey() {
+    let port = common::free_ports(1)[0];
+    let user = nkeys::KeyPair::new_user();
+    let hub = common::server()
+        .config(&format!(
+            "server_name: hub\nauthorization {{ users: [ {{ nkey: {} }} ] }}\nleafnodes {{ listen: \"127.0.0.1:{port}\" }}\n",
+            user.public_key()
+        ))
+        .start();
+    let leaf_with = |seed: String| {
+        common::server()
+            .config(&format!(
+                "server_name: leaf\nleafnodes {{ remotes: [ {{ url: \"nats-leaf://127.0.0.1:{port}\", nkey: {seed} }} ] }}\n"
+            ))
+            .start()
+    };
+    let stranger = leaf_with(nkeys::KeyPair::new_user().seed().unwrap());
+    assert!(
+        stranger.wait_log("Authorization Violation", Duration::from_secs(10)),
+        "{}",
+        stranger.log_text()
+    );
+    assert_eq!(hub.json("/leafz")["leafnodes"], 0);
+    drop(stranger);
+    let known = leaf_with(user.seed().unwrap());
+    wait_leafs(&hub, 1);
+    assert_eq!(known.json("/leafz")["leafs"][0]["name"], "hub");
 }

@@ -312,3 +312,108 @@ fn operator_configs_that_cannot_work_are_refused() {
     assert!(common::refused_config("resolver: URL(\"http://x\")\n")
         .contains("only the MEMORY account resolver"));
 }
+
+/// Publishes `<prefix>.probe` from `from` until `sub` (on the other
+/// side of a leaf connection) gets one.
+async fn crosses(from: &async_nats::Client, prefix: &str, sub: &mut async_nats::Subscriber) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        from.publish(format!("{prefix}.probe"), "".into())
+            .await
+            .unwrap();
+        if let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(200), sub.next()).await {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing crossed on {prefix}"
+        );
+    }
+}
+
+/// A leaf node joins an operator-mode hub with a `.creds` file: the hub
+/// binds the connection to the user's account, and messages cross
+/// between it and the leaf both ways. A user of an account the operator
+/// did not sign is refused. Against a flotilla hub, and a nats-server
+/// 2.15.1 hub where it is installed.
+#[tokio::test]
+async fn a_leaf_node_joins_an_operator_hub_with_credentials() {
+    let mut op = Operator::new();
+    // One leaf connection allowed (the default, as in nats-server, is
+    // none).
+    let mut limits = unlimited();
+    limits["limits"]["leaf"] = 1.into();
+    let a = op.account(limits);
+    let none = op.account(unlimited());
+    let account_key = op.accounts[a].0.public_key();
+    let (no_leafs_user, no_leafs_jwt) = op.user(none, user_claims(json!({})));
+    let (leaf_user, leaf_jwt) = op.user(a, user_claims(json!({})));
+    let (hub_user, hub_jwt) = op.user(a, user_claims(json!({})));
+    let stranger = nkeys::KeyPair::new_account();
+    let rogue_user = nkeys::KeyPair::new_user();
+    let rogue_jwt = mint(
+        &stranger,
+        &rogue_user.public_key(),
+        "user",
+        user_claims(json!({})),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("leaf.creds");
+    let rogue = dir.path().join("rogue.creds");
+    std::fs::write(&good, creds(&leaf_user, &leaf_jwt)).unwrap();
+    std::fs::write(&rogue, creds(&rogue_user, &rogue_jwt)).unwrap();
+    let no_leafs = dir.path().join("no-leafs.creds");
+    std::fs::write(&no_leafs, creds(&no_leafs_user, &no_leafs_jwt)).unwrap();
+    let leaf_of = |port: u16, file: &std::path::Path| {
+        common::server()
+            .config(&format!(
+                "server_name: leaf\nleafnodes {{ remotes: [ {{ url: \"nats-leaf://127.0.0.1:{port}\", credentials: \"{}\" }} ] }}\n",
+                file.display()
+            ))
+            .start()
+    };
+    let mut hubs = vec![common::flotilla_bin()];
+    hubs.extend(common::nats_server_bin());
+    for bin in hubs {
+        let port = common::free_ports(1)[0];
+        let hub = common::server()
+            .binary(&bin)
+            .config(&format!(
+                "server_name: hub\n{}leafnodes {{ listen: \"127.0.0.1:{port}\" }}\n",
+                op.config()
+            ))
+            .start();
+        for file in [&rogue, &no_leafs] {
+            let refused = leaf_of(port, file);
+            assert!(
+                hub.wait_log("lid:", Duration::from_secs(10))
+                    && refused.wait_log("Leafnode connection closed", Duration::from_secs(10)),
+                "{}",
+                refused.log_text()
+            );
+            assert_eq!(hub.json("/leafz")["leafnodes"], 0, "{bin:?} {file:?}");
+        }
+
+        let leaf = leaf_of(port, &good);
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while hub.json("/leafz")["leafnodes"] != 1 {
+            assert!(std::time::Instant::now() < deadline, "{}", hub.log_text());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(hub.json("/leafz")["leafs"][0]["account"], account_key);
+        let on_hub = connect(&hub.url(), &hub_user, &hub_jwt).await.unwrap();
+        let on_leaf = async_nats::connect(leaf.url()).await.unwrap();
+        let mut at_hub = on_hub.subscribe("up.>").await.unwrap();
+        crosses(&on_leaf, "up", &mut at_hub).await;
+        let mut at_leaf = on_leaf.subscribe("down.>").await.unwrap();
+        crosses(&on_hub, "down", &mut at_leaf).await;
+        // A second leaf of the account is over its limit.
+        let second = leaf_of(port, &good);
+        assert!(
+            second.wait_log("Leafnode connection closed", Duration::from_secs(10)),
+            "{}",
+            second.log_text()
+        );
+        assert_eq!(hub.json("/leafz")["leafnodes"], 1);
+    }
+}

@@ -2,6 +2,8 @@
 //! `parseLeafNodes`, `parseLeafAuthorization` and `parseRemoteLeafNodes`
 //! read it.
 
+use std::path::PathBuf;
+
 use conf::{Entry, Item, Map, Value};
 
 use super::{boolean, duration, host_port, int, map, string, tls, Report};
@@ -16,10 +18,6 @@ const UNSUPPORTED: &[&str] = &["nkey", "min_version", "minimum_version"];
 
 /// Keys in a remote flotilla refuses to ignore, for the same reason.
 const REMOTE_UNSUPPORTED: &[&str] = &[
-    "credentials",
-    "creds",
-    "nkey",
-    "seed",
     "deny_imports",
     "deny_import",
     "deny_exports",
@@ -171,11 +169,22 @@ fn remote(item: &Item, r: &mut Report) -> Option<RemoteLeaf> {
         urls: Vec::new(),
         account: None,
         tls: None,
+        credentials: None,
+        nkey: None,
     };
     for e in &m.entries {
         match e.key.to_ascii_lowercase().as_str() {
             "url" | "urls" => urls(e, &mut remote, r),
             "account" | "local" => remote.account = string(r, e),
+            "credentials" | "creds" => remote.credentials = string(r, e).map(PathBuf::from),
+            "nkey" | "seed" => {
+                remote.nkey = string(r, e);
+                if let Some(seed) = &remote.nkey {
+                    if nkeys::KeyPair::from_seed(seed).is_err() {
+                        r.error_at(e, "Remote nkey has malformed seed");
+                    }
+                }
+            }
             "tls" => {
                 if let Some(m) = map(r, e) {
                     remote.tls = Some(tls::tls(m, r));

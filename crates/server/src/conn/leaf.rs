@@ -55,6 +55,26 @@ struct Dial {
     /// From the URL's user info.
     user: Option<String>,
     pass: Option<String>,
+    /// The remote's `credentials` file and `nkey` seed.
+    credentials: Option<std::path::PathBuf>,
+    nkey: Option<String>,
+}
+
+impl Dial {
+    /// The JWT, nkey and signature of `nonce` its CONNECT carries, from
+    /// the credentials file (read now: it may have been renewed) or the
+    /// seed; none without either.
+    fn prove(&self, nonce: &str) -> Result<auth::Proof, String> {
+        if let Some(path) = &self.credentials {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("credentials file {}: {e}", path.display()))?;
+            return auth::prove_with_creds(&text, nonce);
+        }
+        match &self.nkey {
+            Some(seed) => auth::prove_with_nkey(seed, nonce),
+            None => Ok(auth::Proof::default()),
+        }
+    }
 }
 
 /// How a connection ended, for the dial loop.
@@ -85,7 +105,7 @@ pub async fn solicit(server: Arc<Server>, remote: RemoteLeaf) {
         }
         let url = &remote.urls[next % remote.urls.len()];
         next += 1;
-        let wait = match dial_once(&server, url, &account, tls.as_ref()).await {
+        let wait = match dial_once(&server, &remote, url, &account, tls.as_ref()).await {
             Some(Ended::Loop) => LOOP_DELAY,
             _ => server.opts().leafnodes.reconnect,
         };
@@ -102,6 +122,7 @@ pub async fn solicit(server: Arc<Server>, remote: RemoteLeaf) {
 /// a remote without one is left).
 async fn dial_once(
     server: &Arc<Server>,
+    remote: &RemoteLeaf,
     url: &str,
     account: &Arc<Account>,
     tls: Option<&DialTls>,
@@ -142,6 +163,8 @@ async fn dial_once(
             account: account.clone(),
             user,
             pass,
+            credentials: remote.credentials.clone(),
+            nkey: remote.nkey.clone(),
         }),
         nonce: None,
         greeting: None,
@@ -598,10 +621,8 @@ impl LeafConn {
             return auth::secret_matches(&user.password, presented_pass)
                 .then(|| bound(user.account.as_ref()));
         }
-        if self.server.trust().is_some() {
-            // Operator mode: leaf nodes need credentials flotilla does
-            // not check yet; refused rather than let in unchecked.
-            return None;
+        if let Some(trust) = self.server.trust() {
+            return self.authorize_jwt(&trust, connect);
         }
         if !opts.authorization.required() {
             return Some(accounts.global().clone());
@@ -623,6 +644,45 @@ impl LeafConn {
         ))
     }
 
+    /// Operator mode: the leaf's user JWT, signed by a trusted account,
+    /// and its signature of the nonce bind it to that account. A user
+    /// with permissions is refused: flotilla does not hold leaf
+    /// connections to them yet, and would let through what they deny.
+    fn authorize_jwt(
+        &self,
+        trust: &crate::operator::Trust,
+        connect: &LeafConnect,
+    ) -> Option<Arc<Account>> {
+        let prefix = leaf_prefix(&self.client);
+        let now = crate::operator::unix_now();
+        let nonce = self.nonce.as_deref();
+        match trust.authenticate(connect.jwt.as_deref(), connect.sig.as_deref(), nonce, now) {
+            Ok(user) if user.permissions.is_some() => {
+                error!("{prefix} - leafnode user {} has permissions, which flotilla does not apply to leaf connections; refused", user.key);
+                None
+            }
+            Ok(user) => {
+                let leafs = self.server.leafs.all();
+                let held = leafs
+                    .iter()
+                    .filter(|l| l.account.name == user.account)
+                    .count();
+                let limit = user.limits.account_leafs;
+                if limit >= 0 && held as i64 >= limit {
+                    // nats-server's words (its JWT's `leaf` limit, 0 when
+                    // absent).
+                    error!("{prefix} - maximum account active connections exceeded");
+                    return None;
+                }
+                Some(self.server.accounts.ensure(&user.account))
+            }
+            Err(why) => {
+                error!("{prefix} - leafnode authentication error: {why}");
+                None
+            }
+        }
+    }
+
     /// The leaf's side: the hub's first INFO, answered with CONNECT.
     fn hub_said_hello(&mut self, json: &[u8]) -> Result<(), ClosedState> {
         let prefix = leaf_prefix(&self.client);
@@ -639,11 +699,21 @@ impl LeafConn {
             return Err(ClosedState::ProtocolViolation);
         }
         let dial = self.dial.as_ref().expect("the dialing side");
+        let proof = match dial.prove(&info.nonce) {
+            Ok(proof) => proof,
+            Err(why) => {
+                error!("{prefix} - {why}");
+                return Err(ClosedState::AuthenticationViolation);
+            }
+        };
         let account = dial.account.clone();
         let connect = LeafConnect {
             version: protocol::NATS_VERSION.to_string(),
             user: dial.user.clone(),
             pass: dial.pass.clone(),
+            jwt: proof.jwt,
+            nkey: proof.nkey,
+            sig: proof.sig,
             id: self.server.id.clone(),
             name: self.server.name.clone(),
             cluster: cluster_name(&self.server),
