@@ -100,6 +100,10 @@ pub struct LeafConnect {
     pub compression: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub remote_account: String,
+    /// Subjects the leaf will not take (its `deny_imports`): the hub
+    /// does not send them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_pub: Vec<String>,
     #[serde(default, rename = "protocol", skip_serializing_if = "is_zero")]
     pub proto: i32,
     /// Sent by a gateway or client that reached the wrong port.

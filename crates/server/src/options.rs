@@ -364,6 +364,10 @@ pub struct RemoteLeaf {
     /// `nkey`: a user seed; CONNECT carries its public key and its
     /// signature of the hub's nonce.
     pub nkey: Option<String>,
+    /// `deny_imports`: subjects taken from the hub never (nor is
+    /// interest in them told); `deny_exports`: subjects never sent to it.
+    pub deny_imports: Vec<String>,
+    pub deny_exports: Vec<String>,
 }
 
 /// An allowed WebSocket origin: what a browser's `Origin` must match.

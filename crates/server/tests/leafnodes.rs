@@ -323,9 +323,9 @@ async fn the_jetstream_api_does_not_cross() {
     );
 }
 
-/// What flotilla cannot honour yet is refused, never ignored: deny
-/// lists, a TLS remote it could not verify the hub of; and a seed that
-/// is none.
+/// What flotilla cannot honour is refused, never ignored: a TLS remote
+/// it could not verify the hub of; and a seed or a deny list that is
+/// no such thing.
 #[test]
 fn leafnode_settings_flotilla_lacks_are_refused() {
     for (config, why) in [
@@ -342,8 +342,8 @@ fn leafnode_settings_flotilla_lacks_are_refused() {
             "Remote nkey has malformed seed",
         ),
         (
-            "leafnodes { remotes: [ { url: \"nats-leaf://h:1\", deny_imports: [\"x\"] } ] }",
-            "not supported",
+            "leafnodes { remotes: [ { url: \"nats-leaf://h:1\", deny_imports: [\"a..b\"] } ] }",
+            "is not a valid subject",
         ),
         (
             "leafnodes { remotes: [ { url: \"ws://h:1\" } ] }",
@@ -659,4 +659,54 @@ async fn a_leaf_proves_itself_with_an_nkey() {
     let known = leaf_with(user.seed().unwrap());
     wait_leafs(&hub, 1);
     assert_eq!(known.json("/leafz")["leafs"][0]["name"], "hub");
+}
+
+/// Receives from `sub` until a message that is not a probe comes.
+async fn next_real(sub: &mut async_nats::Subscriber) -> async_nats::Message {
+    loop {
+        let m = next(sub).await;
+        if !m.subject.ends_with(".probe") {
+            return m;
+        }
+    }
+}
+
+/// A remote's `deny_imports` keeps the hub's messages on those subjects
+/// out of the leaf, even under a wildcard subscription, and its
+/// `deny_exports` keeps the leaf's own from the hub; other subjects
+/// cross. Against a flotilla hub, and a nats-server 2.15.1 hub (which
+/// learns the imports denied from CONNECT's `deny_pub`).
+#[tokio::test]
+async fn a_remotes_deny_lists_hold_both_ways() {
+    let mut hubs = vec![common::flotilla_bin()];
+    hubs.extend(reference());
+    for bin in hubs {
+        let port = common::free_ports(1)[0];
+        let hub = hub(&bin, port);
+        let leaf = common::server()
+            .config(&format!(
+                "server_name: leaf\nleafnodes {{ remotes: [ {{ url: \"nats-leaf://127.0.0.1:{port}\", \
+                 deny_imports: [\"down.secret.>\"], deny_exports: \"up.private\" }} ] }}\n"
+            ))
+            .start();
+        let on_hub = async_nats::connect(hub.url()).await.unwrap();
+        let on_leaf = async_nats::connect(leaf.url()).await.unwrap();
+
+        let mut at_leaf = on_leaf.subscribe("down.>").await.unwrap();
+        crossed(&on_hub, "down", &mut at_leaf).await;
+        on_hub
+            .publish("down.secret.a", "no".into())
+            .await
+            .unwrap();
+        on_hub.publish("down.open", "yes".into()).await.unwrap();
+        let got = next_real(&mut at_leaf).await;
+        assert_eq!(got.subject.as_str(), "down.open", "{bin:?}");
+
+        let mut at_hub = on_hub.subscribe("up.>").await.unwrap();
+        crossed(&on_leaf, "up", &mut at_hub).await;
+        on_leaf.publish("up.private", "no".into()).await.unwrap();
+        on_leaf.publish("up.public", "yes".into()).await.unwrap();
+        let got = next_real(&mut at_hub).await;
+        assert_eq!(got.subject.as_str(), "up.public", "{bin:?}");
+    }
 }

@@ -117,6 +117,10 @@ pub struct Client {
     /// stand for the other side's interest, and messages to it go out as
     /// `LMSG`.
     pub leaf: Option<LeafRole>,
+    /// A leaf node connection's deny lists: a remote's own, or on the
+    /// hub what the leaf's CONNECT asked (`deny_pub`). Set once, by the
+    /// connection's handshake.
+    pub leaf_deny: std::sync::OnceLock<crate::leaf::Deny>,
     /// A client that came in over WebSocket (`/connz` type `websocket`).
     pub websocket: bool,
     pub start: SystemTime,
@@ -171,6 +175,7 @@ impl Client {
             addr,
             is_route: false,
             leaf: None,
+            leaf_deny: std::sync::OnceLock::new(),
             websocket: false,
             start,
             out: Outbound::new(),

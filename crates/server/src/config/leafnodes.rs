@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use conf::{Entry, Item, Map, Value};
 
-use super::{boolean, duration, host_port, int, map, string, tls, Report};
+use super::{boolean, duration, host_port, int, map, permissions, string, tls, Report};
 use crate::options::{LeafUser, LeafnodeOptions, Options, RemoteLeaf};
 
 /// The port a leaf node URL without one means (`DEFAULT_LEAFNODE_PORT`).
@@ -17,13 +17,7 @@ pub const DEFAULT_PORT: u16 = 7422;
 const UNSUPPORTED: &[&str] = &["nkey", "min_version", "minimum_version"];
 
 /// Keys in a remote flotilla refuses to ignore, for the same reason.
-const REMOTE_UNSUPPORTED: &[&str] = &[
-    "deny_imports",
-    "deny_import",
-    "deny_exports",
-    "deny_export",
-    "proxy",
-];
+const REMOTE_UNSUPPORTED: &[&str] = &["proxy"];
 
 pub(super) fn leafnodes(e: &Entry, o: &mut Options, r: &mut Report) {
     let Some(m) = map(r, e) else {
@@ -171,11 +165,19 @@ fn remote(item: &Item, r: &mut Report) -> Option<RemoteLeaf> {
         tls: None,
         credentials: None,
         nkey: None,
+        deny_imports: Vec::new(),
+        deny_exports: Vec::new(),
     };
     for e in &m.entries {
         match e.key.to_ascii_lowercase().as_str() {
             "url" | "urls" => urls(e, &mut remote, r),
             "account" | "local" => remote.account = string(r, e),
+            "deny_imports" | "deny_import" => {
+                remote.deny_imports = permissions::subjects(r, &e.item, false).unwrap_or_default()
+            }
+            "deny_exports" | "deny_export" => {
+                remote.deny_exports = permissions::subjects(r, &e.item, false).unwrap_or_default()
+            }
             "credentials" | "creds" => remote.credentials = string(r, e).map(PathBuf::from),
             "nkey" | "seed" => {
                 remote.nkey = string(r, e);

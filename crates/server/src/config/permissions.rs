@@ -98,7 +98,7 @@ fn subject_permission(r: &mut Report, item: &Item, queues: bool) -> Option<Subje
 
 /// One subject or an array of them, each checked as nats-server's
 /// `checkPermSubjectArray` does.
-fn subjects(r: &mut Report, item: &Item, queues: bool) -> Option<Vec<String>> {
+pub(super) fn subjects(r: &mut Report, item: &Item, queues: bool) -> Option<Vec<String>> {
     let list: Vec<&Item> = match &item.value {
         Value::String(_) => vec![item],
         Value::Array(items) => items.iter().collect(),

@@ -455,6 +455,7 @@ fn forwards(origin: Hop, publisher: u64, target: &Client, subject: &[u8]) -> boo
     }
     (origin != Hop::Route || target.leaf == Some(LeafRole::Accepted))
         && !crate::leaf::denied(subject)
+        && !crate::leaf::export_denied(target, subject)
 }
 
 /// A route's or leaf node's subscription can take a message: neither it

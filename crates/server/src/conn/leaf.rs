@@ -137,11 +137,12 @@ async fn dial_once(
     };
     let _ = stream.set_nodelay(true);
     let addr = stream.peer_addr().ok()?;
-    let client = Arc::new(Client::new_leaf(
-        server.next_cid(),
-        addr,
-        LeafRole::Solicited,
-    ));
+    let client = Client::new_leaf(server.next_cid(), addr, LeafRole::Solicited);
+    if !remote.deny_imports.is_empty() || !remote.deny_exports.is_empty() {
+        let deny = leaf::Deny::new(&remote.deny_imports, &remote.deny_exports);
+        let _ = client.leaf_deny.set(deny);
+    }
+    let client = Arc::new(client);
     let prefix = leaf_prefix(&client);
     let first = match tokio::time::timeout(FIRST_INFO_WAIT, first_line(&mut stream)).await {
         Ok(Ok(line)) => line,
@@ -577,6 +578,11 @@ impl LeafConn {
         self.client
             .headers
             .store(connect.headers, Ordering::Relaxed);
+        if !connect.deny_pub.is_empty() {
+            // Before registration: nothing has gone out to it yet.
+            let deny = leaf::Deny::new(&[], &connect.deny_pub);
+            let _ = self.client.leaf_deny.set(deny);
+        }
         let info = LeafInfo {
             server_id: self.server.id.clone(),
             connect_info: true,
@@ -714,6 +720,18 @@ impl LeafConn {
             jwt: proof.jwt,
             nkey: proof.nkey,
             sig: proof.sig,
+            // The hub holds back what this side will not take.
+            deny_pub: self
+                .client
+                .leaf_deny
+                .get()
+                .map(|d| {
+                    d.imports
+                        .iter()
+                        .map(|s| String::from_utf8_lossy(s).into_owned())
+                        .collect()
+                })
+                .unwrap_or_default(),
             id: self.server.id.clone(),
             name: self.server.name.clone(),
             cluster: cluster_name(&self.server),
@@ -842,7 +860,7 @@ impl LeafConn {
         stats
             .in_bytes
             .fetch_add(m.message.len() as u64, Ordering::Relaxed);
-        if leaf::denied(m.subject) {
+        if leaf::denied(m.subject) || leaf::import_denied(c, m.subject) {
             return;
         }
         // A request to this server's JetStream domain.
