@@ -516,20 +516,9 @@ async fn leafnode_authorization_admits_only_the_configured_user() {
             ))
             .start()
     };
-    let wrong = remote("guess");
-    assert!(
-        wrong.wait_log("Authorization Violation", Duration::from_secs(10)),
-        "{}",
-        wrong.log_text()
-    );
-    assert_eq!(hub.json("/leafz")["leafnodes"], 0);
-    drop(wrong);
+    refused(&hub, remote("guess"));
     let right = remote("secret");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while hub.json("/leafz")["leafnodes"] != 1 {
-        assert!(Instant::now() < deadline, "{}", hub.log_text());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_leafs(&hub, 1);
     assert_eq!(right.json("/leafz")["leafs"][0]["name"], "hub");
 }
 
@@ -554,6 +543,17 @@ fn tls_leaf(bin: &OsString, port: u16, scheme: &str, tls: &str) -> common::Serve
             "server_name: leaf\nleafnodes {{ remotes: [ {{ url: \"{scheme}://127.0.0.1:{port}\"\n{tls} }} ] }}\n"
         ))
         .start()
+}
+
+/// The hub told `leaf` `Authorization Violation` and holds no leaf
+/// connection.
+fn refused(hub: &common::Server, leaf: common::Server) {
+    assert!(
+        leaf.wait_log("Authorization Violation", Duration::from_secs(10)),
+        "{}",
+        leaf.log_text()
+    );
+    assert_eq!(hub.json("/leafz")["leafnodes"], 0);
 }
 
 fn wait_leafs(server: &common::Server, count: u64) {
@@ -648,14 +648,7 @@ async fn a_leaf_proves_itself_with_an_nkey() {
             ))
             .start()
     };
-    let stranger = leaf_with(nkeys::KeyPair::new_user().seed().unwrap());
-    assert!(
-        stranger.wait_log("Authorization Violation", Duration::from_secs(10)),
-        "{}",
-        stranger.log_text()
-    );
-    assert_eq!(hub.json("/leafz")["leafnodes"], 0);
-    drop(stranger);
+    refused(&hub, leaf_with(nkeys::KeyPair::new_user().seed().unwrap()));
     let known = leaf_with(user.seed().unwrap());
     wait_leafs(&hub, 1);
     assert_eq!(known.json("/leafz")["leafs"][0]["name"], "hub");
@@ -694,10 +687,7 @@ async fn a_remotes_deny_lists_hold_both_ways() {
 
         let mut at_leaf = on_leaf.subscribe("down.>").await.unwrap();
         crossed(&on_hub, "down", &mut at_leaf).await;
-        on_hub
-            .publish("down.secret.a", "no".into())
-            .await
-            .unwrap();
+        on_hub.publish("down.secret.a", "no".into()).await.unwrap();
         on_hub.publish("down.open", "yes".into()).await.unwrap();
         let got = next_real(&mut at_leaf).await;
         assert_eq!(got.subject.as_str(), "down.open", "{bin:?}");
