@@ -700,3 +700,86 @@ async fn a_remotes_deny_lists_hold_both_ways() {
         assert_eq!(got.subject.as_str(), "up.public", "{bin:?}");
     }
 }
+
+/// A hub's leaf `authorization { users }` binds each leaf user to its
+/// account: what the leaf publishes reaches that account's clients on
+/// the hub, and not the global account's.
+#[tokio::test]
+async fn leaf_users_are_bound_to_their_accounts() {
+    let port = common::free_ports(1)[0];
+    let hub = common::server()
+        .config(&format!(
+            "server_name: hub\naccounts {{ A: {{ users: [ {{ user: ca, password: p }} ] }} }}\n\
+             authorization {{ users: [ {{ user: g, password: p }} ] }}\n\
+             leafnodes {{ listen: \"127.0.0.1:{port}\", authorization {{ users: [ {{ user: la, password: lp, account: A }} ] }} }}\n"
+        ))
+        .start();
+    let leaf = common::server()
+        .config(&format!(
+            "server_name: leaf\nleafnodes {{ remotes: [ {{ url: \"nats-leaf://la:lp@127.0.0.1:{port}\" }} ] }}\n"
+        ))
+        .start();
+    wait_leafs(&hub, 1);
+    assert_eq!(hub.json("/leafz")["leafs"][0]["account"], "A");
+    let in_a = async_nats::ConnectOptions::with_user_and_password("ca".into(), "p".into())
+        .connect(hub.url())
+        .await
+        .unwrap();
+    let in_global = async_nats::ConnectOptions::with_user_and_password("g".into(), "p".into())
+        .connect(hub.url())
+        .await
+        .unwrap();
+    let mut global_sub = in_global.subscribe("up.>").await.unwrap();
+    in_global.flush().await.unwrap();
+    let mut a_sub = in_a.subscribe("up.>").await.unwrap();
+    let on_leaf = async_nats::connect(leaf.url()).await.unwrap();
+    crossed(&on_leaf, "up", &mut a_sub).await;
+    // The global account's subscriber, made first, has nothing (a
+    // message of its own comes first).
+    in_global.publish("up.own", "".into()).await.unwrap();
+    assert_eq!(next(&mut global_sub).await.subject.as_str(), "up.own");
+}
+
+/// A peer on the leaf node port that speaks nonsense (a CONNECT that is
+/// not JSON, then an unknown operation after a good CONNECT) is told
+/// why and closed alone; the hub goes on serving a real leaf.
+#[tokio::test]
+async fn a_malformed_leaf_peer_is_closed_alone() {
+    use std::io::{BufRead, BufReader, Write};
+    let port = common::free_ports(1)[0];
+    let hub = hub(&common::flotilla_bin(), port);
+    let talk = |lines: &[&str]| -> String {
+        let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut info = String::new();
+        reader.read_line(&mut info).unwrap();
+        assert!(info.starts_with("INFO "), "{info}");
+        let mut writer = stream;
+        for line in lines {
+            writer.write_all(line.as_bytes()).unwrap();
+        }
+        let mut said = String::new();
+        let mut line = String::new();
+        while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+            said.push_str(&line);
+            line.clear();
+        }
+        said
+    };
+    let said = talk(&["CONNECT {not json\r\n"]);
+    assert!(said.contains("-ERR 'invalid CONNECT'"), "{said}");
+    let said = talk(&[
+        "CONNECT {\"name\":\"odd\",\"server_id\":\"X\"}\r\n",
+        "BOGUS op\r\n",
+    ]);
+    assert!(said.contains("-ERR 'Unknown Protocol Operation'"), "{said}");
+    assert_eq!(hub.json("/leafz")["leafnodes"], 0);
+    let leaf = leaf(&common::flotilla_bin(), port);
+    wait_leafs(&hub, 1);
+    let on_hub = async_nats::connect(hub.url()).await.unwrap();
+    let on_leaf = async_nats::connect(leaf.url()).await.unwrap();
+    messages_cross(&on_leaf, &on_hub, "after").await;
+}
