@@ -301,6 +301,9 @@ pub struct LeafnodeOptions {
     /// `authorization { account }`: the account a leaf node
     /// authenticated by `user` is bound to; `None`: the global one.
     pub account: Option<String>,
+    /// `authorization { nkey }`: a leaf proves itself with this user
+    /// key's signature of the nonce instead (bound to `account`).
+    pub nkey: Option<String>,
     /// `authorization { users [...] }`: each with its own account.
     pub users: Vec<LeafUser>,
     pub auth_timeout: Option<Duration>,
@@ -322,6 +325,7 @@ impl Default for LeafnodeOptions {
             user: None,
             password: None,
             account: None,
+            nkey: None,
             users: Vec::new(),
             auth_timeout: None,
             reconnect: Duration::from_secs(1),

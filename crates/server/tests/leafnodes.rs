@@ -342,6 +342,10 @@ fn leafnode_settings_flotilla_lacks_are_refused() {
             "Remote nkey has malformed seed",
         ),
         (
+            "leafnodes { port: -1, authorization { nkey: UNOTAKEY } }",
+            "Not a valid public nkey for leafnode authorization",
+        ),
+        (
             "leafnodes { remotes: [ { url: \"nats-leaf://h:1\", deny_imports: [\"a..b\"] } ] }",
             "is not a valid subject",
         ),
@@ -628,19 +632,30 @@ async fn a_tls_hub_refuses_leafs_that_fail_the_handshake() {
     assert_eq!(good.json("/leafz")["leafs"][0]["name"], "hub");
 }
 
-/// A remote's `nkey` seed proves the leaf to a hub whose users are
-/// nkeys: its CONNECT carries the public key and a signature of the
-/// hub's nonce. Another seed is refused.
+/// A remote's `nkey` seed proves the leaf to a hub that knows the key:
+/// its CONNECT carries the public key and a signature of the hub's
+/// nonce. Another seed is refused. Both where the hub's client users
+/// are nkeys and where its leaf node authorization names one.
 #[tokio::test]
 async fn a_leaf_proves_itself_with_an_nkey() {
+    for where_ in ["users", "leafnodes"] {
+        a_leaf_proves_itself_with_an_nkey_in(where_).await;
+    }
+}
+
+async fn a_leaf_proves_itself_with_an_nkey_in(where_: &str) {
     let port = common::free_ports(1)[0];
     let user = nkeys::KeyPair::new_user();
-    let hub = common::server()
-        .config(&format!(
-            "server_name: hub\nauthorization {{ users: [ {{ nkey: {} }} ] }}\nleafnodes {{ listen: \"127.0.0.1:{port}\" }}\n",
-            user.public_key()
-        ))
-        .start();
+    let key = user.public_key();
+    let config = match where_ {
+        "users" => format!(
+            "server_name: hub\nauthorization {{ users: [ {{ nkey: {key} }} ] }}\nleafnodes {{ listen: \"127.0.0.1:{port}\" }}\n"
+        ),
+        _ => format!(
+            "server_name: hub\nleafnodes {{ listen: \"127.0.0.1:{port}\", authorization {{ nkey: {key} }} }}\n"
+        ),
+    };
+    let hub = common::server().config(&config).start();
     let leaf_with = |seed: String| {
         common::server()
             .config(&format!(

@@ -81,7 +81,17 @@ fn authorization(m: &Map, leaf: &mut LeafnodeOptions, r: &mut Report) {
             "account" => leaf.account = string(r, e),
             "timeout" => leaf.auth_timeout = duration(r, e),
             "users" => users(e, leaf, r),
-            "nkey" | "proxy_required" => r.error_at(
+            "nkey" => {
+                leaf.nkey = string(r, e);
+                if leaf
+                    .nkey
+                    .as_deref()
+                    .is_some_and(|k| !crate::auth::is_user_nkey(k))
+                {
+                    r.error_at(e, "Not a valid public nkey for leafnode authorization");
+                }
+            }
+            "proxy_required" => r.error_at(
                 e,
                 format!(
                     "\"{}\" in leafnodes authorization is not supported by flotilla",

@@ -619,6 +619,12 @@ impl LeafConn {
                 && auth::secret_matches(pass, presented_pass);
             return ok.then(|| bound(leafnodes.account.as_ref()));
         }
+        if let Some(key) = &leafnodes.nkey {
+            let nonce = self.nonce.as_deref().unwrap_or("");
+            let ok = connect.nkey.as_deref() == Some(key.as_str())
+                && auth::signed(key, nonce, connect.sig.as_deref().unwrap_or(""));
+            return ok.then(|| bound(leafnodes.account.as_ref()));
+        }
         if !leafnodes.users.is_empty() {
             let user = leafnodes
                 .users
