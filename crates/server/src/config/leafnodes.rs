@@ -179,66 +179,76 @@ fn remote(item: &Item, r: &mut Report) -> Option<RemoteLeaf> {
         deny_exports: Vec::new(),
     };
     for e in &m.entries {
-        match e.key.to_ascii_lowercase().as_str() {
-            "url" | "urls" => urls(e, &mut remote, r),
-            "account" | "local" => remote.account = string(r, e),
-            "deny_imports" | "deny_import" => {
-                remote.deny_imports = permissions::subjects(r, &e.item, false).unwrap_or_default()
-            }
-            "deny_exports" | "deny_export" => {
-                remote.deny_exports = permissions::subjects(r, &e.item, false).unwrap_or_default()
-            }
-            "credentials" | "creds" => remote.credentials = string(r, e).map(PathBuf::from),
-            "nkey" | "seed" => {
-                remote.nkey = string(r, e);
-                if let Some(seed) = &remote.nkey {
-                    if nkeys::KeyPair::from_seed(seed).is_err() {
-                        r.error_at(e, "Remote nkey has malformed seed");
-                    }
-                }
-            }
-            "tls" => {
-                if let Some(m) = map(r, e) {
-                    remote.tls = Some(tls::tls(m, r));
-                }
-            }
-            "hub" => {
-                if boolean(r, e) == Some(true) {
-                    r.error_at(
-                        e,
-                        "\"hub\" in a leafnodes remote is not supported by flotilla",
-                    );
-                }
-            }
-            "no_randomize"
-            | "dont_randomize"
-            | "compression"
-            | "first_info_timeout"
-            | "dial_timeout"
-            | "ignore_discovered_servers"
-            | "ws_compression"
-            | "ws_no_masking" => {}
-            "disabled" => {
-                if boolean(r, e) == Some(true) {
-                    return None;
-                }
-            }
-            k if REMOTE_UNSUPPORTED.contains(&k) => r.error_at(
-                e,
-                format!(
-                    "\"{}\" in a leafnodes remote is not supported by flotilla",
-                    e.key
-                ),
-            ),
-            _ => r.unknown(e),
+        if !remote_entry(e, &mut remote, r) {
+            return None;
         }
     }
     if remote.urls.is_empty() {
         r.error(item, "leafnode remote requires at least one url");
         return None;
     }
-    // Without a CA to check the hub against, flotilla would have to trust
-    // the system's roots, which it does not load: refused, not weakened.
+    check_remote_tls(item, &remote, r);
+    Some(remote)
+}
+
+/// One key of a remote; `false` for `disabled: true` (the remote is
+/// left out).
+fn remote_entry(e: &Entry, remote: &mut RemoteLeaf, r: &mut Report) -> bool {
+    match e.key.to_ascii_lowercase().as_str() {
+        "url" | "urls" => urls(e, remote, r),
+        "account" | "local" => remote.account = string(r, e),
+        "deny_imports" | "deny_import" => {
+            remote.deny_imports = permissions::subjects(r, &e.item, false).unwrap_or_default()
+        }
+        "deny_exports" | "deny_export" => {
+            remote.deny_exports = permissions::subjects(r, &e.item, false).unwrap_or_default()
+        }
+        "credentials" | "creds" => remote.credentials = string(r, e).map(PathBuf::from),
+        "nkey" | "seed" => {
+            remote.nkey = string(r, e);
+            if let Some(seed) = &remote.nkey {
+                if nkeys::KeyPair::from_seed(seed).is_err() {
+                    r.error_at(e, "Remote nkey has malformed seed");
+                }
+            }
+        }
+        "tls" => {
+            if let Some(m) = map(r, e) {
+                remote.tls = Some(tls::tls(m, r));
+            }
+        }
+        "hub" => {
+            if boolean(r, e) == Some(true) {
+                r.error_at(
+                    e,
+                    "\"hub\" in a leafnodes remote is not supported by flotilla",
+                );
+            }
+        }
+        "no_randomize"
+        | "dont_randomize"
+        | "compression"
+        | "first_info_timeout"
+        | "dial_timeout"
+        | "ignore_discovered_servers"
+        | "ws_compression"
+        | "ws_no_masking" => {}
+        "disabled" => return boolean(r, e) != Some(true),
+        k if REMOTE_UNSUPPORTED.contains(&k) => r.error_at(
+            e,
+            format!(
+                "\"{}\" in a leafnodes remote is not supported by flotilla",
+                e.key
+            ),
+        ),
+        _ => r.unknown(e),
+    }
+    true
+}
+
+/// Without a CA to check the hub against, flotilla would have to trust
+/// the system's roots, which it does not load: refused, not weakened.
+fn check_remote_tls(item: &Item, remote: &RemoteLeaf, r: &mut Report) {
     let tls_url = remote.urls.iter().any(|u| u.starts_with("tls://"));
     match &remote.tls {
         None if tls_url => {
@@ -252,7 +262,6 @@ fn remote(item: &Item, r: &mut Report) -> Option<RemoteLeaf> {
         }
         _ => {}
     }
-    Some(remote)
 }
 
 fn urls(e: &Entry, remote: &mut RemoteLeaf, r: &mut Report) {

@@ -61,6 +61,21 @@ struct Dial {
 }
 
 impl Dial {
+    /// Dialing `url` of `remote`, bound to `account`.
+    fn new(remote: &RemoteLeaf, url: &str, account: &Arc<Account>) -> Dial {
+        let (user, pass) = match crate::route::creds(url) {
+            Some((u, p)) => (Some(u), Some(p).filter(|p| !p.is_empty())),
+            None => (None, None),
+        };
+        Dial {
+            account: account.clone(),
+            user,
+            pass,
+            credentials: remote.credentials.clone(),
+            nkey: remote.nkey.clone(),
+        }
+    }
+
     /// The JWT, nkey and signature of `nonce` its CONNECT carries, from
     /// the credentials file (read now: it may have been renewed) or the
     /// seed; none without either.
@@ -144,29 +159,18 @@ async fn dial_once(
     }
     let client = Arc::new(client);
     let prefix = leaf_prefix(&client);
-    let first = match tokio::time::timeout(FIRST_INFO_WAIT, first_line(&mut stream)).await {
-        Ok(Ok(line)) => line,
-        Ok(Err(why)) => {
+    let first = tokio::time::timeout(FIRST_INFO_WAIT, first_line(&mut stream))
+        .await
+        .unwrap_or_else(|_| Err("no INFO from the hub in time".to_string()));
+    let first = match first {
+        Ok(line) => line,
+        Err(why) => {
             error!("{prefix} - leafnode handshake error: {why}");
             return Some(Ended::Closed);
         }
-        Err(_) => {
-            error!("{prefix} - leafnode handshake error: no INFO from the hub in time");
-            return Some(Ended::Closed);
-        }
-    };
-    let (user, pass) = match crate::route::creds(url) {
-        Some((u, p)) => (Some(u), Some(p).filter(|p| !p.is_empty())),
-        None => (None, None),
     };
     let start = Start {
-        dial: Some(Dial {
-            account: account.clone(),
-            user,
-            pass,
-            credentials: remote.credentials.clone(),
-            nkey: remote.nkey.clone(),
-        }),
+        dial: Some(Dial::new(remote, url, account)),
         nonce: None,
         greeting: None,
         read: first,
@@ -719,41 +723,7 @@ impl LeafConn {
             }
         };
         let account = dial.account.clone();
-        let connect = LeafConnect {
-            version: protocol::NATS_VERSION.to_string(),
-            user: dial.user.clone(),
-            pass: dial.pass.clone(),
-            jwt: proof.jwt,
-            nkey: proof.nkey,
-            sig: proof.sig,
-            // The hub holds back what this side will not take.
-            deny_pub: self
-                .client
-                .leaf_deny
-                .get()
-                .map(|d| {
-                    d.imports
-                        .iter()
-                        .map(|s| String::from_utf8_lossy(s).into_owned())
-                        .collect()
-                })
-                .unwrap_or_default(),
-            id: self.server.id.clone(),
-            name: self.server.name.clone(),
-            cluster: cluster_name(&self.server),
-            headers: true,
-            compression: "off".into(),
-            remote_account: account.name.clone(),
-            domain: self
-                .server
-                .opts()
-                .jetstream
-                .domain
-                .clone()
-                .unwrap_or_default(),
-            proto: 1,
-            ..Default::default()
-        };
+        let connect = self.leaf_connect(dial, proof);
         let json = serde_json::to_vec(&connect).expect("connect serializes");
         self.send(|b| {
             b.extend_from_slice(b"CONNECT ");
@@ -768,6 +738,37 @@ impl LeafConn {
         };
         self.register(account, name);
         Ok(())
+    }
+
+    /// The leaf's CONNECT: who this server is, how it proved itself,
+    /// and what it will not take.
+    fn leaf_connect(&self, dial: &Dial, proof: auth::Proof) -> LeafConnect {
+        let opts = self.server.opts();
+        // The hub holds back what this side will not take.
+        let deny_pub = self.client.leaf_deny.get().map(|d| {
+            d.imports
+                .iter()
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        });
+        LeafConnect {
+            version: protocol::NATS_VERSION.to_string(),
+            user: dial.user.clone(),
+            pass: dial.pass.clone(),
+            jwt: proof.jwt,
+            nkey: proof.nkey,
+            sig: proof.sig,
+            deny_pub: deny_pub.unwrap_or_default(),
+            id: self.server.id.clone(),
+            name: self.server.name.clone(),
+            cluster: cluster_name(&self.server),
+            headers: true,
+            compression: "off".into(),
+            remote_account: dial.account.name.clone(),
+            domain: opts.jetstream.domain.clone().unwrap_or_default(),
+            proto: 1,
+            ..Default::default()
+        }
     }
 
     fn register(&mut self, account: Arc<Account>, name: String) {
