@@ -391,7 +391,8 @@ mod tests {
             user.limits,
             Limits {
                 account_conns: -1,
-                account_leafs: -1,
+                // Absent from a v2 account JWT: none allowed.
+                account_leafs: 0,
                 subs: 5,
                 payload: -1
             }
