@@ -798,3 +798,38 @@ async fn a_malformed_leaf_peer_is_closed_alone() {
     let on_leaf = async_nats::connect(leaf.url()).await.unwrap();
     messages_cross(&on_leaf, &on_hub, "after").await;
 }
+
+/// A remote whose credentials file is missing or malformed says so and
+/// sends no CONNECT: the hub never registers it, and the server runs on.
+#[tokio::test]
+async fn unreadable_credentials_are_reported_not_sent() {
+    let port = common::free_ports(1)[0];
+    let hub = hub(&common::flotilla_bin(), port);
+    let dir = tempfile::tempdir().unwrap();
+    let garbled = dir.path().join("garbled.creds");
+    std::fs::write(&garbled, "not a creds file\n").unwrap();
+    let missing = dir.path().join("missing.creds");
+    for (file, says) in [
+        (&missing, "credentials file"),
+        (&garbled, "Credentials file malformed"),
+    ] {
+        let leaf = common::server()
+            .config(&format!(
+                "server_name: leaf\nleafnodes {{ remotes: [ {{ url: \"nats-leaf://127.0.0.1:{port}\", credentials: \"{}\" }} ] }}\n",
+                file.display()
+            ))
+            .start();
+        assert!(
+            leaf.wait_log(says, Duration::from_secs(10)),
+            "{}",
+            leaf.log_text()
+        );
+        assert_eq!(hub.json("/leafz")["leafnodes"], 0);
+        async_nats::connect(leaf.url())
+            .await
+            .unwrap()
+            .flush()
+            .await
+            .unwrap();
+    }
+}
