@@ -259,6 +259,8 @@ pub struct WebsocketOptions {
     pub auth_timeout: Option<Duration>,
     /// Cookies whose values stand in for what CONNECT leaves out.
     pub cookies: WsCookies,
+    /// `ping_interval`: WebSocket clients' instead of the top-level one.
+    pub ping_interval: Option<Duration>,
 }
 
 /// `jwt_cookie`, `user_cookie`, `pass_cookie`, `token_cookie`: the
@@ -497,6 +499,19 @@ impl Options {
             no_auth_user: ws.no_auth_user.clone(),
             ..self.authorization.clone()
         })
+    }
+
+    /// How often a quiet client is pinged: a WebSocket client's may be
+    /// the websocket block's (nats-server's `Websocket.PingInterval`).
+    pub fn client_ping_interval(&self, websocket: bool) -> Duration {
+        match self
+            .websocket
+            .ping_interval
+            .filter(|d| websocket && !d.is_zero())
+        {
+            Some(interval) => interval,
+            None => self.ping_interval,
+        }
     }
 
     /// How long a client has to authenticate: a WebSocket client's may

@@ -361,3 +361,47 @@ async fn cookies_stand_in_for_connects_credentials() {
         }
     }
 }
+
+/// The block's `ping_interval` is WebSocket clients' alone: a quiet
+/// WebSocket client is pinged at its rhythm (1 s here), where the
+/// top-level one (1 minute) would leave it alone for a minute.
+#[tokio::test]
+async fn the_websocket_ping_interval_is_its_clients_own() {
+    let server = common::server()
+        .config(
+            "ping_interval: \"1m\"\n\
+             websocket { host: 127.0.0.1, port: -1, no_tls: true, ping_interval: \"1s\" }\n",
+        )
+        .start();
+    let port = server.websocket_port.unwrap();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let mut socket = yawc::WebSocket::handshake(
+        ws_url(&server).parse().unwrap(),
+        tcp,
+        yawc::Options::default(),
+    )
+    .await
+    .unwrap();
+    socket
+        .send(yawc::Frame::binary(&b"CONNECT {\"verbose\":false}\r\n"[..]))
+        .await
+        .unwrap();
+    let mut pings = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while pings < 3 {
+        let frame = tokio::time::timeout_at(deadline, socket.next())
+            .await
+            .expect("pinged in time")
+            .expect("socket open");
+        let text = String::from_utf8_lossy(frame.payload()).into_owned();
+        for _ in text.matches("PING\r\n") {
+            pings += 1;
+            socket
+                .send(yawc::Frame::binary(&b"PONG\r\n"[..]))
+                .await
+                .unwrap();
+        }
+    }
+}

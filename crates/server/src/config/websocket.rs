@@ -8,9 +8,6 @@ use super::{
 };
 use crate::options::{Options, Origin, WebsocketOptions};
 
-/// Keys nats-server reads in the block that flotilla refuses to ignore.
-const UNSUPPORTED: &[&str] = &["ping_interval"];
-
 /// Response headers nats-server will not let a config set.
 const RESERVED_HEADERS: &[&str] = &[
     "host",
@@ -62,13 +59,7 @@ pub(super) fn websocket(e: &Entry, o: &mut Options, r: &mut Report) {
             "user_cookie" => ws.cookies.user = string(r, e),
             "pass_cookie" => ws.cookies.pass = string(r, e),
             "token_cookie" => ws.cookies.token = string(r, e),
-            k if UNSUPPORTED.contains(&k) => r.error_at(
-                e,
-                format!(
-                    "\"{}\" in a websocket block is not supported by flotilla",
-                    e.key
-                ),
-            ),
+            "ping_interval" => ws.ping_interval = duration(r, e),
             _ => r.unknown(e),
         }
     }

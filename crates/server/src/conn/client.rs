@@ -340,7 +340,7 @@ impl Conn {
     async fn run<R: AsyncRead + Unpin>(&mut self, mut rd: R) -> ClosedState {
         let mut buf = BytesMut::with_capacity(MIN_READ);
         let mut read_size = MIN_READ;
-        let ping_interval = self.config.ping_interval;
+        let ping_interval = self.config.client_ping_interval(self.client.websocket);
         let mut ping = pin!(tokio::time::sleep(ping_interval));
         let auth_timer = tokio::time::sleep(self.config.client_auth_timeout(self.client.websocket));
         let mut auth_timer = pin!(auth_timer);
@@ -603,7 +603,10 @@ impl Conn {
         let first = !self.connected;
         self.connected = true;
         if first {
-            let interval = self.config.ping_interval.min(FIRST_PING);
+            let interval = self
+                .config
+                .client_ping_interval(self.client.websocket)
+                .min(FIRST_PING);
             let jitter = interval.mul_f64(fastrand::f64() * 0.2);
             self.rearm_ping = Some(interval + jitter);
         }
@@ -733,7 +736,8 @@ impl Conn {
         let now = Instant::now();
         let need_rtt = self.client.rtt.load(Ordering::Relaxed) == 0
             || self.rtt_start.is_none_or(|t| now - t > RTT_REFRESH);
-        if !need_rtt && now - self.last_in < self.config.ping_interval {
+        if !need_rtt && now - self.last_in < self.config.client_ping_interval(self.client.websocket)
+        {
             return Ok(());
         }
         if self.pings_out + 1 > self.config.ping_max {
