@@ -367,9 +367,7 @@ fn leafnode_settings_flotilla_lacks_are_refused() {
 /// nats-server hub.
 #[tokio::test]
 async fn a_hubs_jetstream_domain_is_reached_from_a_leaf() {
-    let mut hubs = vec![common::flotilla_bin()];
-    hubs.extend(reference());
-    for bin in hubs {
+    for bin in common::flotilla_and_reference() {
         let port = common::free_ports(1)[0];
         let hub = common::server()
             .binary(&bin)
@@ -686,9 +684,7 @@ async fn next_real(sub: &mut async_nats::Subscriber) -> async_nats::Message {
 /// learns the imports denied from CONNECT's `deny_pub`).
 #[tokio::test]
 async fn a_remotes_deny_lists_hold_both_ways() {
-    let mut hubs = vec![common::flotilla_bin()];
-    hubs.extend(reference());
-    for bin in hubs {
+    for bin in common::flotilla_and_reference() {
         let port = common::free_ports(1)[0];
         let hub = hub(&bin, port);
         let leaf = common::server()

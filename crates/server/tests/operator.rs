@@ -372,9 +372,7 @@ async fn a_leaf_node_joins_an_operator_hub_with_credentials() {
             ))
             .start()
     };
-    let mut hubs = vec![common::flotilla_bin()];
-    hubs.extend(common::nats_server_bin());
-    for bin in hubs {
+    for bin in common::flotilla_and_reference() {
         let port = common::free_ports(1)[0];
         let hub = common::server()
             .binary(&bin)

@@ -1158,6 +1158,17 @@ pub fn nats_server_bin() -> Option<std::ffi::OsString> {
     venv.exists().then(|| venv.into_os_string())
 }
 
+/// The binaries a pairing test runs its other side on: flotilla, and
+/// nats-server 2.15.1 where it is installed (saying so where not).
+pub fn flotilla_and_reference() -> Vec<std::ffi::OsString> {
+    let mut bins = vec![flotilla_bin()];
+    match nats_server_bin() {
+        Some(reference) => bins.push(reference),
+        None => eprintln!("skipped: nats-server 2.15.1 is not installed (scripts/reference-env)"),
+    }
+    bins
+}
+
 /// Free TCP ports on loopback, for servers that must name each other
 /// before they start. They come from below the kernel's ephemeral range
 /// when there is room there: a port handed out here is free until its
