@@ -6,8 +6,8 @@ use data_encoding::{BASE64, BASE64URL_NOPAD};
 use protocol::ConnectInfo;
 use subtle::ConstantTimeEq;
 
-use crate::options::{Authorization, NkeyUser, Permissions, User};
 use crate::tls::CertIdentity;
+use config::options::{Authorization, NkeyUser, Permissions, User};
 
 /// What a client presented in CONNECT, and the nonce it was asked to
 /// sign, kept for the life of the connection so a config reload can
@@ -86,11 +86,6 @@ pub fn nonce() -> String {
     let mut raw = [0u8; NONCE_BYTES];
     getrandom::getrandom(&mut raw).expect("the OS random source works");
     BASE64URL_NOPAD.encode(&raw)
-}
-
-/// Whether `key` is a valid public nkey of a user (`U...`).
-pub fn is_user_nkey(key: &str) -> bool {
-    key.starts_with('U') && nkeys::KeyPair::from_public_key(key).is_ok()
 }
 
 /// Whether `sig` (base64url without padding, or standard base64, as
@@ -267,10 +262,31 @@ fn listed<'a>(auth: &'a Authorization, name: &str) -> Option<Identity<'a>> {
     })
 }
 
+/// Builds what the options describe that only the runtime can check
+/// (client TLS, route TLS, operator trust), so that a bad file or JWT
+/// refuses a start or a reload. `Options::validate` checks the rest.
+pub fn check_options(o: &config::options::Options) -> Result<(), String> {
+    if let Some(tls) = &o.tls {
+        crate::tls::server_config(tls)?;
+    }
+    if let Some(op) = &o.authorization.operator {
+        let trust = crate::operator::Trust::new(&op.jwts, &op.preload)?;
+        if let Some(system) = &op.system_account {
+            if !trust.resolves(system) {
+                return Err("error resolving system account: account missing".into());
+            }
+        }
+    }
+    if let Some(tls) = &o.cluster.tls {
+        crate::tls::RouteTls::new(tls)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::{NkeyUser, User};
+    use config::options::{NkeyUser, User};
 
     fn connect(json: &str) -> Credentials {
         let ci: ConnectInfo = serde_json::from_str(json).unwrap();
@@ -414,8 +430,5 @@ mod tests {
         assert!(check(&a, &garbled).is_err());
         // Nothing presented, and no no_auth_user: refused.
         assert!(check(&a, &Credentials::default()).is_err());
-        assert!(is_user_nkey(&alice.public_key()));
-        assert!(!is_user_nkey(&nkeys::KeyPair::new_account().public_key()));
-        assert!(!is_user_nkey("UNOTAKEY"));
     }
 }

@@ -5,20 +5,16 @@
 mod account;
 mod auth;
 mod bus;
-mod cli;
 mod client;
-mod config;
 mod conn;
 mod interest;
 mod internal;
 mod js;
 mod jscluster;
-mod jwt;
 mod leaf;
 mod logging;
 mod monitor;
 mod operator;
-mod options;
 mod permissions;
 mod route;
 mod server;
@@ -33,8 +29,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use tracing::{error, info, warn};
 
-use crate::options::Options;
 use crate::server::Server;
+use config::cli;
+use config::options::{self, Options};
 use protocol::NATS_VERSION;
 
 // glibc's allocator took about a sixth of the server's CPU time under
@@ -193,6 +190,7 @@ fn load_options(cli: &cli::Cli) -> Result<(Options, Vec<String>)> {
     cli.apply(&mut opts);
     opts.apply_baseline();
     opts.validate().map_err(anyhow::Error::msg)?;
+    auth::check_options(&opts).map_err(anyhow::Error::msg)?;
     Ok((opts, warnings))
 }
 

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::jwt::{self, Claims};
-use crate::options::{Permissions, ResponsePermission, SubjectPermission};
+use config::options::{Permissions, ResponsePermission, SubjectPermission};
+use jwt::Claims;
 
 /// The trust anchors and resolved accounts, built from the options.
 #[derive(Debug)]
@@ -85,16 +85,6 @@ impl Trust {
     /// Whether the account `key` resolved.
     pub fn resolves(&self, key: &str) -> bool {
         self.accounts.contains_key(key)
-    }
-
-    /// The `system_account` the trusted operators name, if exactly one
-    /// operator does.
-    pub fn operator_system_account(operators: &[String]) -> Option<String> {
-        let [token] = operators else {
-            return None;
-        };
-        let op = jwt::decode(token).ok()?;
-        op.nats_str("system_account").map(str::to_string)
     }
 
     /// nats-server's `verifyAccountClaims`: a trusted issuer, in force at
@@ -327,7 +317,7 @@ pub fn unix_now() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jwt::tests::{mint, mint_expiring};
+    use jwt::testing::{mint, mint_expiring};
     use serde_json::json;
 
     struct World {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use subjects::{SubResult, Sublist};
 
-use crate::options::{Permissions, ResponsePermission, SubjectPermission};
+use config::options::{Permissions, ResponsePermission, SubjectPermission};
 
 /// Reply grants kept before a sweep for used and expired ones
 /// (nats-server's `replyPermLimit`).

@@ -19,8 +19,8 @@ use tracing::info;
 
 use crate::account::GLOBAL;
 use crate::client::{Client, ClosedState, InternalSink, LeafRole, Subscription};
-use crate::options::Options;
 use crate::permissions::Permits;
+use config::options::Options;
 use protocol::NATS_VERSION;
 
 /// Server-wide message counters.
@@ -173,7 +173,7 @@ impl Server {
     pub fn load_tls(&self) -> Result<(), String> {
         let (tls, monitor) = match &self.opts().tls {
             Some(o) => {
-                let monitor = crate::options::TlsOptions {
+                let monitor = config::options::TlsOptions {
                     verify: false,
                     ..o.clone()
                 };
@@ -475,7 +475,7 @@ impl Server {
         info.host = ws
             .host
             .clone()
-            .unwrap_or_else(|| crate::options::DEFAULT_HOST.into());
+            .unwrap_or_else(|| config::options::DEFAULT_HOST.into());
         info.port = self.websocket_port.load(Ordering::Relaxed) as u16;
         info.tls_required = ws.tls.is_some();
         info.tls_verify = ws.tls.as_ref().is_some_and(|t| t.verify);
@@ -746,7 +746,7 @@ impl Server {
     /// caller can log and write the ports file before serving.
     pub async fn bind(&self) -> std::io::Result<TcpListener> {
         let opts = self.opts();
-        let port = if opts.port == crate::options::RANDOM_PORT {
+        let port = if opts.port == config::options::RANDOM_PORT {
             0
         } else {
             opts.port as u16

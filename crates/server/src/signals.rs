@@ -7,10 +7,10 @@ use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{error, info};
 
-use crate::cli::Cli;
 use crate::logging::LogHandle;
-use crate::options::Options;
 use crate::server::Server;
+use config::cli::Cli;
+use config::options::Options;
 
 /// Handles signals until the server has shut down.
 pub async fn run(server: Arc<Server>, cli: Cli, log: LogHandle) {
@@ -64,7 +64,7 @@ fn reload(server: &Server, cli: &Cli, log: &LogHandle) {
         error!("Failed to reload server configuration: no configuration file");
         return;
     };
-    let mut new = match crate::config::load(path) {
+    let mut new = match config::load(path) {
         Ok((o, _warnings)) => o,
         Err(e) => {
             error!("Failed to reload server configuration: {e:#}");
@@ -73,7 +73,10 @@ fn reload(server: &Server, cli: &Cli, log: &LogHandle) {
     };
     cli.apply(&mut new);
     new.apply_baseline();
-    if let Err(e) = new.validate() {
+    if let Err(e) = new
+        .validate()
+        .and_then(|()| crate::auth::check_options(&new))
+    {
         error!("Failed to reload server configuration: {e}");
         return;
     }

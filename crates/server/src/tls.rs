@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
-use crate::options::TlsOptions;
+use config::options::TlsOptions;
 
 /// The rustls configuration `o` describes, or nats-server's message for
 /// what is wrong with it.
@@ -81,47 +81,6 @@ fn versions(o: &TlsOptions) -> &'static [&'static rustls::SupportedProtocolVersi
     }
 }
 
-/// Go's cipher suite names (nats-server's `cipherMap`) that rustls has.
-/// Go's others (CBC, RSA key exchange, 3DES, RC4) are refused.
-pub fn check_cipher_suite(name: &str) -> Result<(), String> {
-    const GO_NAMES: &[&str] = &[
-        "TLS_RSA_WITH_RC4_128_SHA",
-        "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
-        "TLS_RSA_WITH_AES_128_CBC_SHA",
-        "TLS_RSA_WITH_AES_256_CBC_SHA",
-        "TLS_RSA_WITH_AES_128_CBC_SHA256",
-        "TLS_RSA_WITH_AES_128_GCM_SHA256",
-        "TLS_RSA_WITH_AES_256_GCM_SHA384",
-        "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
-        "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
-        "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
-        "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
-        "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
-        "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
-        "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
-        "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
-        "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
-        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
-        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
-        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
-        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
-        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
-        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
-        "TLS_AES_128_GCM_SHA256",
-        "TLS_AES_256_GCM_SHA384",
-        "TLS_CHACHA20_POLY1305_SHA256",
-    ];
-    let ours = rustls::crypto::ring::default_provider()
-        .cipher_suites
-        .iter()
-        .any(|s| s.suite().as_str() == Some(name));
-    match (ours, GO_NAMES.contains(&name)) {
-        (true, _) => Ok(()),
-        (false, true) => Err(format!("cipher suite {name} is not supported by flotilla")),
-        (false, false) => Err(format!("unrecognized cipher {name}")),
-    }
-}
-
 /// A curve by Go's name (nats-server's `curvePreferenceMap`).
 fn curve(name: &str) -> Result<&'static dyn rustls::crypto::SupportedKxGroup, String> {
     use rustls::crypto::ring::kx_group;
@@ -134,11 +93,6 @@ fn curve(name: &str) -> Result<&'static dyn rustls::crypto::SupportedKxGroup, St
         ),
         _ => Err(format!("unrecognized curve preference {name}")),
     }
-}
-
-/// As [`curve`], for the config's check.
-pub fn check_curve(name: &str) -> Result<(), String> {
-    curve(name).map(|_| ())
 }
 
 /// Whether the peer on `conn` may stay under `pinned` (nats-server's
@@ -443,6 +397,22 @@ mod tests {
             ("CN=", false),
         ] {
             assert_eq!(id.names(name), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_configs_names_are_the_ones_rustls_has() {
+        let ours: Vec<&str> = rustls::crypto::ring::default_provider()
+            .cipher_suites
+            .iter()
+            .filter_map(|s| s.suite().as_str())
+            .collect();
+        assert_eq!(ours, config::file::tls::CIPHER_SUITES);
+        for name in config::file::tls::CURVES {
+            assert!(curve(name).is_ok(), "{name}");
+        }
+        for name in ["CurveP521", "P256", ""] {
+            assert!(curve(name).is_err(), "{name}");
         }
     }
 }

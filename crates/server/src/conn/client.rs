@@ -23,10 +23,10 @@ use crate::account::Account;
 use crate::auth::{self, Credentials};
 use crate::client::outbound::Push;
 use crate::client::{Client, ClosedState, Message, Subscription};
-use crate::options::{Options, Permissions};
 use crate::permissions::Permits;
 use crate::server::Server;
 use crate::tls::CertIdentity;
+use config::options::{Options, Permissions};
 
 /// Read sizes adapt between these: small for idle connections, large for
 /// busy ones (nats-server does the same).

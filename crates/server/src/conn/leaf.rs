@@ -30,9 +30,9 @@ use crate::account::Account;
 use crate::auth::{self, Credentials};
 use crate::client::{Client, ClosedState, LeafRole, Message, Subscription};
 use crate::leaf::{self, Leaf};
-use crate::options::RemoteLeaf;
 use crate::server::Server;
 use crate::tls::DialTls;
+use config::options::RemoteLeaf;
 
 /// Leaf connections ping this often, and two unanswered pings end one,
 /// so a dead link is found (and dialed again) within seconds.

@@ -22,10 +22,10 @@ use tracing::error;
 use yawc::{Frame, OpCode, Role, WebSocket};
 
 use super::client::{self, Greeting};
-use crate::config::websocket::split_host_port;
-use crate::options::{Origin, WebsocketOptions, WsCookies};
 use crate::server::Server;
 use crate::tls::CertIdentity;
+use config::file::websocket::split_host_port;
+use config::options::{Origin, WebsocketOptions, WsCookies};
 
 /// The one extension reply nats-server gives an offer of
 /// permessage-deflate.
@@ -448,7 +448,7 @@ fn check_origin(
     else {
         return Ok(());
     };
-    let origin = crate::config::websocket::parse_origin(origin).map_err(|_| "invalid origin")?;
+    let origin = config::file::websocket::parse_origin(origin).map_err(|_| "invalid origin")?;
     if ws.same_origin {
         let scheme = if secure { "https" } else { "http" };
         let (host, port) = split_host_port(host, scheme).ok_or("invalid host")?;
@@ -593,7 +593,7 @@ mod tests {
 
         ws.same_origin = false;
         ws.allowed_origins =
-            vec![crate::config::websocket::parse_origin("https://app.example").unwrap()];
+            vec![config::file::websocket::parse_origin("https://app.example").unwrap()];
         assert!(check(&with_origin("https://app.example:443"), &ws, false).is_ok());
         let refusal = check(&with_origin("http://app.example"), &ws, false).unwrap_err();
         assert_eq!(

@@ -574,8 +574,8 @@ mod tests {
 
     use super::{JetStream, Settings, SyncPolicy};
     use crate::bus::{Bus, Message, Reach, Sink};
-    use crate::options::Options;
     use crate::server::Server;
+    use config::options::Options;
 
     /// Copies what arrives on a subject to a channel.
     struct Inbox(mpsc::UnboundedSender<(Option<String>, Vec<u8>)>);

@@ -356,7 +356,7 @@ pub async fn serve(
             .opts()
             .tls
             .as_ref()
-            .map(|t| crate::options::TlsOptions {
+            .map(|t| config::options::TlsOptions {
                 pinned_certs: Default::default(),
                 ..t.clone()
             });

@@ -8,8 +8,8 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use super::format::{rfc3339, uptime};
-use crate::options::DEFAULT_TLS_TIMEOUT;
 use crate::server::Server;
+use config::options::DEFAULT_TLS_TIMEOUT;
 use protocol::NATS_VERSION;
 
 #[derive(Serialize, Default)]
@@ -199,7 +199,7 @@ fn leaf_varz(server: &Server) -> LeafVarz {
         host: leafnodes
             .host
             .clone()
-            .unwrap_or_else(|| crate::options::DEFAULT_HOST.into()),
+            .unwrap_or_else(|| config::options::DEFAULT_HOST.into()),
         port: server.leafs.port.load(Ordering::Relaxed) as u16,
         auth_timeout: leafnodes
             .auth_timeout
@@ -227,7 +227,7 @@ fn websocket_varz(server: &Server) -> WebsocketVarz {
         host: ws
             .host
             .clone()
-            .unwrap_or_else(|| crate::options::DEFAULT_HOST.into()),
+            .unwrap_or_else(|| config::options::DEFAULT_HOST.into()),
         port: server.websocket_port.load(Ordering::Relaxed) as u16,
         advertise: ws.advertise.clone().unwrap_or_default(),
         handshake_timeout: ws.handshake_timeout.map_or(0, |t| t.as_nanos()),

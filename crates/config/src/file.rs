@@ -23,7 +23,7 @@ use crate::options::{Authorization, NkeyUser, Options, User};
 
 pub mod leafnodes;
 mod permissions;
-mod tls;
+pub mod tls;
 pub mod websocket;
 
 /// Keys nats-server understands that flotilla refuses to ignore.
@@ -464,7 +464,7 @@ fn apply(m: &Map, o: &mut Options, r: &mut Report) {
     let operator = o.authorization.operator.as_mut();
     match (system_account, operator) {
         (Some((name, at)), Some(op)) => {
-            let from_jwt = crate::operator::Trust::operator_system_account(&op.jwts);
+            let from_jwt = jwt::operator_system_account(&op.jwts);
             if from_jwt.as_ref().is_some_and(|j| *j != name) {
                 r.error_at(
                     at,
@@ -474,7 +474,7 @@ fn apply(m: &Map, o: &mut Options, r: &mut Report) {
             op.system_account = Some(name);
         }
         (None, Some(op)) => {
-            op.system_account = crate::operator::Trust::operator_system_account(&op.jwts);
+            op.system_account = jwt::operator_system_account(&op.jwts);
         }
         // Outside operator mode a system account names a configured
         // account whose system events flotilla does not publish.
@@ -516,7 +516,7 @@ fn operators(e: &Entry, o: &mut Options, r: &mut Report) {
                 continue;
             }
         };
-        match crate::jwt::decode(&token) {
+        match jwt::decode(&token) {
             Ok(claims) if claims.kind == "operator" => op.jwts.push(token),
             Ok(_) => r.error(item, "error parsing operator JWT: not operator claim"),
             Err(e) => r.error(item, format!("error parsing operator JWT: {e}")),
@@ -580,7 +580,7 @@ fn resolver_preload(e: &Entry, o: &mut Options, r: &mut Report) {
             r.error(&account.item, "preload map value should be a string JWT");
             continue;
         };
-        match crate::jwt::decode(token) {
+        match jwt::decode(token) {
             Ok(claims) if claims.kind == "account" => {
                 op.preload
                     .insert(account.key.clone(), token.trim().to_string());
@@ -716,7 +716,7 @@ fn authorization(m: &Map, at: &Entry, o: &mut Options, r: &mut Report) {
 /// enables JetStream there, with limits.
 fn accounts(e: &Entry, o: &mut Options, r: &mut Report) {
     let named = |name: &str, at: &Item, o: &mut Options, r: &mut Report| {
-        if name == crate::account::GLOBAL {
+        if name == crate::options::GLOBAL_ACCOUNT {
             r.error(at, format!("{name:?} is a Reserved Account"));
             return false;
         }
@@ -855,7 +855,7 @@ fn user_entry(item: &Item, a: &mut Authorization, r: &mut Report) {
         (Some(_), None) if pass.is_some() => {
             r.error(item, "Nkey users do not take usernames or passwords")
         }
-        (Some(nkey), _) if !crate::auth::is_user_nkey(&nkey) => {
+        (Some(nkey), _) if !jwt::is_user_nkey(&nkey) => {
             r.error(item, "Not a valid public nkey for a user")
         }
         (Some(nkey), _) => {

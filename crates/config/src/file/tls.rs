@@ -70,10 +70,10 @@ pub(super) fn tls(m: &Map, r: &mut Report) -> TlsOptions {
                 ),
             },
             "cipher_suites" => {
-                t.cipher_suites = names(r, e, crate::tls::check_cipher_suite);
+                t.cipher_suites = names(r, e, check_cipher_suite);
             }
             "curve_preferences" => {
-                t.curve_preferences = names(r, e, crate::tls::check_curve);
+                t.curve_preferences = names(r, e, check_curve);
             }
             "pinned_certs" => t.pinned_certs = pinned(r, e),
             k if UNSUPPORTED.contains(&k) => r.error_at(
@@ -91,6 +91,87 @@ pub(super) fn tls(m: &Map, r: &mut Report) -> TlsOptions {
 
 /// A non-empty list of names, each checked by `check` (whose error is
 /// the message).
+/// The TLS 1.2 and 1.3 cipher suites flotilla's TLS (rustls with ring)
+/// has, by the names rustls gives them; the TLS layer checks that it has
+/// exactly these.
+pub const CIPHER_SUITES: &[&str] = &[
+    "TLS13_AES_256_GCM_SHA384",
+    "TLS13_AES_128_GCM_SHA256",
+    "TLS13_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+];
+
+/// Go's cipher suite names (nats-server's `cipherMap`). Those not in
+/// [`CIPHER_SUITES`] (CBC, RSA key exchange, 3DES, RC4) are refused.
+const GO_CIPHER_SUITES: &[&str] = &[
+    "TLS_RSA_WITH_RC4_128_SHA",
+    "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA256",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    "TLS_AES_128_GCM_SHA256",
+    "TLS_AES_256_GCM_SHA384",
+    "TLS_CHACHA20_POLY1305_SHA256",
+];
+
+/// A `cipher_suites` entry: one of [`CIPHER_SUITES`]; Go's others are
+/// refused as unsupported, anything else as unknown.
+pub fn check_cipher_suite(name: &str) -> Result<(), String> {
+    match (
+        CIPHER_SUITES.contains(&name),
+        GO_CIPHER_SUITES.contains(&name),
+    ) {
+        (true, _) => Ok(()),
+        (false, true) => Err(format!("cipher suite {name} is not supported by flotilla")),
+        (false, false) => Err(format!("unrecognized cipher {name}")),
+    }
+}
+
+/// The curves flotilla's TLS has, by Go's names (nats-server's
+/// `curvePreferenceMap`); the TLS layer maps each to its key exchange.
+pub const CURVES: &[&str] = &["X25519", "CurveP256", "CurveP384"];
+
+/// Go's curves that flotilla's TLS lacks.
+const GO_ONLY_CURVES: &[&str] = &[
+    "CurveP521",
+    "X25519MLKEM768",
+    "SecP256r1MLKEM768",
+    "SecP384r1MLKEM1024",
+];
+
+/// A `curve_preferences` entry: one of [`CURVES`].
+pub fn check_curve(name: &str) -> Result<(), String> {
+    match (CURVES.contains(&name), GO_ONLY_CURVES.contains(&name)) {
+        (true, _) => Ok(()),
+        (false, true) => Err(format!(
+            "curve preference {name} is not supported by flotilla"
+        )),
+        (false, false) => Err(format!("unrecognized curve preference {name}")),
+    }
+}
+
 fn names(r: &mut Report, e: &Entry, check: fn(&str) -> Result<(), String>) -> Vec<String> {
     let Value::Array(items) = &e.item.value else {
         r.error(

@@ -83,11 +83,7 @@ fn authorization(m: &Map, leaf: &mut LeafnodeOptions, r: &mut Report) {
             "users" => users(e, leaf, r),
             "nkey" => {
                 leaf.nkey = string(r, e);
-                if leaf
-                    .nkey
-                    .as_deref()
-                    .is_some_and(|k| !crate::auth::is_user_nkey(k))
-                {
+                if leaf.nkey.as_deref().is_some_and(|k| !jwt::is_user_nkey(k)) {
                     r.error_at(e, "Not a valid public nkey for leafnode authorization");
                 }
             }
@@ -207,7 +203,7 @@ fn remote_entry(e: &Entry, remote: &mut RemoteLeaf, r: &mut Report) -> bool {
         "nkey" | "seed" => {
             remote.nkey = string(r, e);
             if let Some(seed) = &remote.nkey {
-                if nkeys::KeyPair::from_seed(seed).is_err() {
+                if !jwt::is_seed(seed) {
                     r.error_at(e, "Remote nkey has malformed seed");
                 }
             }

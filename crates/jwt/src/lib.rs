@@ -185,8 +185,29 @@ impl Claims {
     }
 }
 
-#[cfg(test)]
-pub mod tests {
+/// Whether `key` is a valid public nkey of a user (`U...`).
+pub fn is_user_nkey(key: &str) -> bool {
+    key.starts_with('U') && nkeys::KeyPair::from_public_key(key).is_ok()
+}
+
+/// Whether `seed` is a well-formed nkey seed (`S...`) of any kind.
+pub fn is_seed(seed: &str) -> bool {
+    nkeys::KeyPair::from_seed(seed).is_ok()
+}
+
+/// The `system_account` the trusted operators name, if exactly one
+/// operator does.
+pub fn operator_system_account(operators: &[String]) -> Option<String> {
+    let [token] = operators else {
+        return None;
+    };
+    let op = decode(token).ok()?;
+    op.nats_str("system_account").map(str::to_string)
+}
+
+/// Tokens minted for tests, here and in the crates that check them.
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
     use super::*;
 
     /// A token for `sub` with `nats`, signed by `issuer`, in the version 2
@@ -231,6 +252,12 @@ pub mod tests {
         let signature = issuer.sign(signed.as_bytes()).unwrap();
         format!("{header}.{payload}.{}", BASE64URL_NOPAD.encode(&signature))
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::mint;
+    use super::*;
 
     #[test]
     fn both_layouts_decode_and_a_changed_byte_fails() {
@@ -265,5 +292,15 @@ pub mod tests {
         assert_eq!(claims.kind, "operator");
         assert_eq!(claims.iss, claims.sub);
         assert_eq!(claims.expired(i64::MAX / 2), None);
+    }
+
+    #[test]
+    fn key_kinds() {
+        let user = nkeys::KeyPair::new_user();
+        assert!(is_user_nkey(&user.public_key()));
+        assert!(!is_user_nkey(&nkeys::KeyPair::new_account().public_key()));
+        assert!(!is_user_nkey("UNOTAKEY"));
+        assert!(is_seed(&user.seed().unwrap()));
+        assert!(!is_seed(&user.public_key()));
     }
 }

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub const DEFAULT_PORT: u16 = 4222;
+/// The account of clients that name none (nats-server's `$G`).
+pub const GLOBAL_ACCOUNT: &str = "$G";
 pub const DEFAULT_HOST: &str = "0.0.0.0";
 /// `-p -1` / `port: -1`: let the OS pick.
 pub const RANDOM_PORT: i64 = -1;
@@ -541,7 +543,9 @@ impl Options {
         }
     }
 
-    /// Checks the cross-field rules nats-server enforces at start.
+    /// Checks the cross-field rules nats-server enforces at start. What
+    /// needs the runtime to check (TLS files, operator JWTs) is checked
+    /// where the runtime builds it: `auth::check`.
     pub fn validate(&self) -> Result<(), String> {
         if self.cluster.user.is_some() && self.cluster.password.is_none() {
             return Err("expected cluster password to be set".into());
@@ -587,9 +591,6 @@ impl Options {
         if self.https_port != 0 && self.tls.is_none() {
             return Err("TLS cert and key required for HTTPS".into());
         }
-        if let Some(tls) = &self.tls {
-            crate::tls::server_config(tls)?;
-        }
         if let Some(op) = &self.authorization.operator {
             self.check_operator_mode(op)?;
         }
@@ -598,9 +599,6 @@ impl Options {
         }
         if let Some(domain) = &self.jetstream.domain {
             check_domain(domain)?;
-        }
-        if let Some(tls) = &self.cluster.tls {
-            crate::tls::RouteTls::new(tls)?;
         }
         Ok(())
     }
@@ -627,7 +625,7 @@ impl Options {
     /// one account, so a config must enable exactly one.
     pub fn jetstream_account(&self) -> Result<(String, jetstream::api::AccountLimits), String> {
         if self.accounts.is_empty() {
-            return Ok((crate::account::GLOBAL.to_string(), Default::default()));
+            return Ok((GLOBAL_ACCOUNT.to_string(), Default::default()));
         }
         let mut enabled = self.account_jetstream.iter();
         match (enabled.next(), enabled.next()) {
@@ -662,12 +660,6 @@ impl Options {
         }
         if self.jetstream.enabled {
             return Err("JetStream in operator mode is not supported by flotilla yet".into());
-        }
-        let trust = crate::operator::Trust::new(&op.jwts, &op.preload)?;
-        if let Some(system) = &op.system_account {
-            if !trust.resolves(system) {
-                return Err("error resolving system account: account missing".into());
-            }
         }
         Ok(())
     }
