@@ -3,7 +3,6 @@
 //! pid and ports files, exit codes.
 
 mod account;
-mod auth;
 mod bus;
 mod client;
 mod conn;
@@ -14,12 +13,9 @@ mod jscluster;
 mod leaf;
 mod logging;
 mod monitor;
-mod operator;
-mod permissions;
 mod route;
 mod server;
 mod signals;
-mod tls;
 mod trace;
 
 use std::path::{Path, PathBuf};

@@ -19,7 +19,7 @@ use tracing::info;
 
 use crate::account::GLOBAL;
 use crate::client::{Client, ClosedState, InternalSink, LeafRole, Subscription};
-use crate::permissions::Permits;
+use auth::permissions::Permits;
 use config::options::Options;
 use protocol::NATS_VERSION;
 
@@ -90,10 +90,10 @@ pub struct Server {
     monitor_tls: RwLock<Option<Arc<rustls::ServerConfig>>>,
     /// Route port TLS, built from `opts.cluster.tls` at start and by each
     /// reload.
-    route_tls: RwLock<Option<Arc<crate::tls::RouteTls>>>,
+    route_tls: RwLock<Option<Arc<auth::tls::RouteTls>>>,
     /// Operator mode's trusted keys and accounts, built from
     /// `opts.authorization.operator` at start and by each reload.
-    trust: RwLock<Option<Arc<crate::operator::Trust>>>,
+    trust: RwLock<Option<Arc<auth::operator::Trust>>>,
 }
 
 /// Link-local addresses are not offered to clients (nats-server lists
@@ -178,29 +178,29 @@ impl Server {
                     ..o.clone()
                 };
                 (
-                    Some(crate::tls::server_config(o)?),
-                    Some(crate::tls::server_config(&monitor)?),
+                    Some(auth::tls::server_config(o)?),
+                    Some(auth::tls::server_config(&monitor)?),
                 )
             }
             None => (None, None),
         };
         let route = match &self.opts().cluster.tls {
-            Some(o) => Some(Arc::new(crate::tls::RouteTls::new(o)?)),
+            Some(o) => Some(Arc::new(auth::tls::RouteTls::new(o)?)),
             None => None,
         };
         let websocket = match &self.opts().websocket.tls {
-            Some(o) => Some(crate::tls::server_config(o)?),
+            Some(o) => Some(auth::tls::server_config(o)?),
             None => None,
         };
         let leaf = match &self.opts().leafnodes.tls {
-            Some(o) => Some(crate::tls::server_config(o)?),
+            Some(o) => Some(auth::tls::server_config(o)?),
             None => None,
         };
         // Each remote builds its own when it dials; built here too, so a
         // bad file stops the start.
         for remote in &self.opts().leafnodes.remotes {
             if let Some(o) = &remote.tls {
-                crate::tls::DialTls::new(o)
+                auth::tls::DialTls::new(o)
                     .map_err(|e| format!("leafnode remote {:?}: {e}", remote.urls))?;
             }
         }
@@ -216,10 +216,7 @@ impl Server {
     /// were validated).
     pub fn load_trust(&self) -> Result<(), String> {
         let trust = match &self.opts().authorization.operator {
-            Some(op) => Some(Arc::new(crate::operator::Trust::new(
-                &op.jwts,
-                &op.preload,
-            )?)),
+            Some(op) => Some(Arc::new(auth::operator::Trust::new(&op.jwts, &op.preload)?)),
             None => None,
         };
         *self.trust.write() = trust;
@@ -227,12 +224,12 @@ impl Server {
     }
 
     /// Operator mode's trust, when it is on.
-    pub fn trust(&self) -> Option<Arc<crate::operator::Trust>> {
+    pub fn trust(&self) -> Option<Arc<auth::operator::Trust>> {
         self.trust.read().clone()
     }
 
     /// TLS on the route port, when `cluster { tls {} }` is set.
-    pub fn route_tls(&self) -> Option<Arc<crate::tls::RouteTls>> {
+    pub fn route_tls(&self) -> Option<Arc<auth::tls::RouteTls>> {
         self.route_tls.read().clone()
     }
 
@@ -556,7 +553,7 @@ impl Server {
                 self.recheck_jwt(&c, &trust, &creds);
                 continue;
             }
-            match crate::auth::check(&auth, &creds) {
+            match auth::check(&auth, &creds) {
                 Ok(user) => {
                     let account = user.and_then(|u| u.account).unwrap_or(GLOBAL);
                     if c.account().is_some_and(|a| a.name != account) {
@@ -586,10 +583,10 @@ impl Server {
     fn recheck_jwt(
         &self,
         c: &Arc<Client>,
-        trust: &crate::operator::Trust,
-        creds: &crate::auth::Credentials,
+        trust: &auth::operator::Trust,
+        creds: &auth::Credentials,
     ) {
-        let now = crate::operator::unix_now();
+        let now = auth::operator::unix_now();
         match trust.authenticate(
             creds.jwt.as_deref(),
             creds.sig.as_deref(),

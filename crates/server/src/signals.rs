@@ -73,10 +73,7 @@ fn reload(server: &Server, cli: &Cli, log: &LogHandle) {
     };
     cli.apply(&mut new);
     new.apply_baseline();
-    if let Err(e) = new
-        .validate()
-        .and_then(|()| crate::auth::check_options(&new))
-    {
+    if let Err(e) = new.validate().and_then(|()| auth::check_options(&new)) {
         error!("Failed to reload server configuration: {e}");
         return;
     }

@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::account::Account;
-use crate::permissions::Permits;
+use auth::permissions::Permits;
 use outbound::Outbound;
 pub use subscription::{InternalSink, Message, Quota, Subscription};
 
@@ -141,7 +141,7 @@ pub struct Client {
     /// then does it get asynchronous INFO (lame duck).
     pub async_info: AtomicBool,
     /// What the client authenticated with, so a reload can check it again.
-    pub creds: Mutex<Option<crate::auth::Credentials>>,
+    pub creds: Mutex<Option<auth::Credentials>>,
     /// Its user's permissions, set at CONNECT and by a reload; `None`
     /// allows everything.
     permits: Mutex<Option<Arc<Permits>>>,

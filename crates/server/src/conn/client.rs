@@ -20,12 +20,12 @@ use super::delivery::{self, Delivery};
 use super::websocket::CookieValues;
 use super::writer;
 use crate::account::Account;
-use crate::auth::{self, Credentials};
 use crate::client::outbound::Push;
 use crate::client::{Client, ClosedState, Message, Subscription};
-use crate::permissions::Permits;
 use crate::server::Server;
-use crate::tls::CertIdentity;
+use auth::permissions::Permits;
+use auth::tls::CertIdentity;
+use auth::{self, Credentials};
 use config::options::{Options, Permissions};
 
 /// Read sizes adapt between these: small for idle connections, large for
@@ -68,7 +68,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr,
         }
         greeting.clear();
     }
-    match crate::tls::accept(config, stream, tls).await {
+    match auth::tls::accept(config, stream, tls).await {
         Ok(stream) => {
             let cert = tls.map.then(|| CertIdentity::of(&stream)).flatten();
             let (rd, wr) = tokio::io::split(stream);
@@ -288,11 +288,11 @@ impl Conn {
     /// account and limits. Returns the user's public key.
     fn operator_connect(
         &mut self,
-        trust: &crate::operator::Trust,
+        trust: &auth::operator::Trust,
         creds: &Credentials,
     ) -> Result<String, ClosedState> {
         let prefix = self.client.log_prefix();
-        let now = crate::operator::unix_now();
+        let now = auth::operator::unix_now();
         let user = match trust.authenticate(
             creds.jwt.as_deref(),
             creds.sig.as_deref(),
@@ -727,7 +727,7 @@ impl Conn {
 
     fn ping_timer(&mut self) -> Result<(), ClosedState> {
         let expires = self.jwt.as_ref().and_then(|j| j.expires);
-        if expires.is_some_and(|at| crate::operator::unix_now() > at) {
+        if expires.is_some_and(|at| auth::operator::unix_now() > at) {
             debug!("{} - User JWT expired", self.client.log_prefix());
             self.send_err("User Authentication Expired");
             self.end_batch();

@@ -27,11 +27,11 @@ use tracing::{debug, error, info, warn};
 use super::delivery::{self, Delivery};
 use super::writer;
 use crate::account::Account;
-use crate::auth::{self, Credentials};
 use crate::client::{Client, ClosedState, LeafRole, Message, Subscription};
 use crate::leaf::{self, Leaf};
 use crate::server::Server;
-use crate::tls::DialTls;
+use auth::tls::DialTls;
+use auth::{self, Credentials};
 use config::options::RemoteLeaf;
 
 /// Leaf connections ping this often, and two unanswered pings end one,
@@ -259,7 +259,7 @@ pub async fn accept(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr
     if stream.write_all(&greeting).await.is_err() {
         return;
     }
-    match crate::tls::accept(config, stream, tls).await {
+    match auth::tls::accept(config, stream, tls).await {
         Ok(stream) => {
             let (rd, wr) = tokio::io::split(stream);
             serve(server, client, rd, wr, start).await;
@@ -666,11 +666,11 @@ impl LeafConn {
     /// connections to them yet, and would let through what they deny.
     fn authorize_jwt(
         &self,
-        trust: &crate::operator::Trust,
+        trust: &auth::operator::Trust,
         connect: &LeafConnect,
     ) -> Option<Arc<Account>> {
         let prefix = leaf_prefix(&self.client);
-        let now = crate::operator::unix_now();
+        let now = auth::operator::unix_now();
         let nonce = self.nonce.as_deref();
         match trust.authenticate(connect.jwt.as_deref(), connect.sig.as_deref(), nonce, now) {
             Ok(user) if user.permissions.is_some() => {

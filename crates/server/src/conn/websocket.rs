@@ -23,7 +23,7 @@ use yawc::{Frame, OpCode, Role, WebSocket};
 
 use super::client::{self, Greeting};
 use crate::server::Server;
-use crate::tls::CertIdentity;
+use auth::tls::CertIdentity;
 use config::file::websocket::split_host_port;
 use config::options::{Origin, WebsocketOptions, WsCookies};
 
@@ -54,7 +54,7 @@ pub async fn serve(server: Arc<Server>, stream: TcpStream, addr: SocketAddr, cid
     let (Some(tls), Some(config)) = (&ws.tls, server.websocket_tls()) else {
         return upgrade(server.clone(), stream, addr, cid, None, false).await;
     };
-    match crate::tls::accept(config, stream, tls).await {
+    match auth::tls::accept(config, stream, tls).await {
         Ok(stream) => {
             let cert = tls.map.then(|| CertIdentity::of(&stream)).flatten();
             upgrade(server.clone(), stream, addr, cid, cert, true).await

@@ -280,7 +280,7 @@ impl Leafs {
             .lock()
             .entry(account.name.clone())
             .or_insert_with(|| {
-                let token = crate::auth::nonce();
+                let token = auth::nonce();
                 Bytes::from(format!("$LDS.{token}"))
             })
             .clone()

@@ -368,7 +368,7 @@ pub async fn serve(
             let http = hyper::server::conn::http1::Builder::new();
             match (tls, options) {
                 (Some(config), Some(options)) => {
-                    match crate::tls::accept(config, stream, &options).await {
+                    match auth::tls::accept(config, stream, &options).await {
                         Ok(stream) => {
                             let _ = http.serve_connection(TokioIo::new(stream), service).await;
                         }

@@ -150,7 +150,7 @@ impl Trust {
         check_connection_types(&user)?;
         if !bearer {
             let sig = sig.filter(|s| !s.is_empty()).ok_or("Signature missing")?;
-            if !crate::auth::signed(&user.sub, nonce.unwrap_or(""), sig) {
+            if !crate::signed(&user.sub, nonce.unwrap_or(""), sig) {
                 return Err("Signature not verified".into());
             }
         }

@@ -1,13 +1,23 @@
 //! Client authentication against the configured token, single user,
 //! users list, or nkeys. Secrets never reach a log line: a failure
 //! reports only the identity the client claimed.
+//!
+//! The crate is who a connection is and what it may do: credentials
+//! checked at CONNECT (here), operator mode's trust chain (`operator`),
+//! permissions compiled into tries (`permissions`), and TLS
+//! configurations and bounded handshakes (`tls`). It reads the options
+//! (`flotilla-config`) and knows no connection or account.
+
+pub mod operator;
+pub mod permissions;
+pub mod tls;
 
 use data_encoding::{BASE64, BASE64URL_NOPAD};
 use protocol::ConnectInfo;
 use subtle::ConstantTimeEq;
 
-use crate::tls::CertIdentity;
 use config::options::{Authorization, NkeyUser, Permissions, User};
+use tls::CertIdentity;
 
 /// What a client presented in CONNECT, and the nonce it was asked to
 /// sign, kept for the life of the connection so a config reload can
@@ -267,10 +277,10 @@ fn listed<'a>(auth: &'a Authorization, name: &str) -> Option<Identity<'a>> {
 /// refuses a start or a reload. `Options::validate` checks the rest.
 pub fn check_options(o: &config::options::Options) -> Result<(), String> {
     if let Some(tls) = &o.tls {
-        crate::tls::server_config(tls)?;
+        tls::server_config(tls)?;
     }
     if let Some(op) = &o.authorization.operator {
-        let trust = crate::operator::Trust::new(&op.jwts, &op.preload)?;
+        let trust = operator::Trust::new(&op.jwts, &op.preload)?;
         if let Some(system) = &op.system_account {
             if !trust.resolves(system) {
                 return Err("error resolving system account: account missing".into());
@@ -278,7 +288,7 @@ pub fn check_options(o: &config::options::Options) -> Result<(), String> {
         }
     }
     if let Some(tls) = &o.cluster.tls {
-        crate::tls::RouteTls::new(tls)?;
+        tls::RouteTls::new(tls)?;
     }
     Ok(())
 }
