@@ -2,21 +2,11 @@
 //! config file and logging to the server, and owns process life: signals,
 //! pid and ports files, exit codes.
 
-mod account;
-mod bus;
-mod client;
-mod conn;
-mod interest;
-mod internal;
 mod js;
 mod jscluster;
-mod leaf;
 mod logging;
 mod monitor;
-mod route;
-mod server;
 mod signals;
-mod trace;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -25,9 +15,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use tracing::{error, info, warn};
 
-use crate::server::Server;
 use config::cli;
 use config::options::{self, Options};
+use flotilla_core::server::Server;
 use protocol::NATS_VERSION;
 
 // glibc's allocator took about a sixth of the server's CPU time under
@@ -277,7 +267,10 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
 
     let mut js_cluster = None;
     if opts.jetstream.enabled {
-        let js = js::JetStream::start(bus::Bus::new(server.clone()), js_settings(&opts))?;
+        let js = js::JetStream::start(
+            flotilla_core::bus::Bus::new(server.clone()),
+            js_settings(&opts),
+        )?;
         let _ = services.js.set(js.clone());
         if js_clustered(&opts) {
             let jc = jscluster::JsCluster::start(&server, &js, &js_settings(&opts).store_dir)?;
@@ -313,7 +306,7 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
 
     let mut cluster_url = None;
     if opts.cluster.enabled() {
-        conn::routes::start(server.clone()).await.with_context(|| {
+        routes::start(server.clone()).await.with_context(|| {
             format!(
                 "Error listening on router port: {}",
                 opts.cluster.port.unwrap_or(0)
@@ -345,15 +338,18 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
         None => None,
     };
 
-    let accept = tokio::spawn(conn::accept_clients(server.clone(), listener));
+    let accept = tokio::spawn(flotilla_core::conn::accept_clients(
+        server.clone(),
+        listener,
+    ));
     if let Some((listener, _)) = websocket {
-        tokio::spawn(conn::accept_websocket(server.clone(), listener));
+        tokio::spawn(websocket::accept_all(server.clone(), listener));
     }
     if let Some(listener) = leafnodes {
-        tokio::spawn(conn::accept_leafnodes(server.clone(), listener));
+        tokio::spawn(leafnodes::accept_all(server.clone(), listener));
     }
     for remote in &opts.leafnodes.remotes {
-        tokio::spawn(conn::leaf::solicit(server.clone(), remote.clone()));
+        tokio::spawn(leafnodes::solicit(server.clone(), remote.clone()));
     }
     info!("Server is ready");
 

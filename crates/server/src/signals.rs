@@ -8,9 +8,9 @@ use tokio::signal::unix::{signal, SignalKind};
 use tracing::{error, info};
 
 use crate::logging::LogHandle;
-use crate::server::Server;
 use config::cli::Cli;
 use config::options::Options;
+use flotilla_core::server::Server;
 
 /// Handles signals until the server has shut down.
 pub async fn run(server: Arc<Server>, cli: Cli, log: LogHandle) {

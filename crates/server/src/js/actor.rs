@@ -38,7 +38,8 @@ use super::commit::Done;
 use super::persist::{self, ConsumerJournal, Loaded, StreamDirs};
 use super::stream::{self, Cmd, PushWatch, SourceLinks, StreamHandle};
 use super::{mono_ms, sinks, wall_clock, JetStream, SyncPolicy};
-use crate::bus::Publisher as InternalPublisher;
+use crate::js::stream::PublishOut;
+use flotilla_core::bus::Publisher as InternalPublisher;
 
 /// Commands taken into one batch at most.
 const MAX_BATCH: usize = 4096;
@@ -418,7 +419,7 @@ impl Actor {
         }
         if self.pulls_checked.elapsed() >= PULL_INTEREST_EVERY {
             self.pulls_checked = mono;
-            for op in self.js.bus.deaf_pulls(self.machine.stream()) {
+            for op in super::stream::deaf_pulls(&self.js.bus, self.machine.stream()) {
                 self.input(op);
             }
         }

@@ -15,7 +15,8 @@ use jsservice::stream_api;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{new_consumer_name, Cmd, JetStream};
-use crate::bus::Publisher as InternalPublisher;
+use crate::js::stream::PublishOut;
+use flotilla_core::bus::Publisher as InternalPublisher;
 
 pub async fn run(js: Arc<JetStream>, mut rx: mpsc::UnboundedReceiver<Inbound>) {
     let mut d = Dispatcher {

@@ -45,7 +45,8 @@ use tracing::{debug, error, info, warn};
 use commit::Committer;
 pub use stream::{Cmd, StreamHandle};
 
-use crate::bus::Bus;
+use crate::js::stream::PublishOut;
+use flotilla_core::bus::Bus;
 
 /// How acknowledged writes reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -573,9 +574,9 @@ mod tests {
     use tokio::sync::mpsc;
 
     use super::{JetStream, Settings, SyncPolicy};
-    use crate::bus::{Bus, Message, Reach, Sink};
-    use crate::server::Server;
     use config::options::Options;
+    use flotilla_core::bus::{Bus, Message, Reach, Sink};
+    use flotilla_core::server::Server;
 
     /// Copies what arrives on a subject to a channel.
     struct Inbox(mpsc::UnboundedSender<(Option<String>, Vec<u8>)>);
@@ -619,7 +620,7 @@ mod tests {
                 max_store: 0,
                 sync: SyncPolicy::Always,
                 clustered: false,
-                account: crate::account::GLOBAL.into(),
+                account: flotilla_core::account::GLOBAL.into(),
                 account_limits: Default::default(),
                 domain: None,
             },

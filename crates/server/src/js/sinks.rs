@@ -12,8 +12,8 @@ use jsservice::request::{classify, Inbound, Mode, Request};
 use jsservice::stream_api;
 
 use super::{Cmd, JetStream, StreamHandle};
-use crate::bus::Subscription;
-use crate::bus::{Message, Reach, Sink as InternalSink};
+use flotilla_core::bus::Subscription;
+use flotilla_core::bus::{Message, Reach, Sink as InternalSink};
 
 /// A message as an internal subscription received it.
 pub fn inbound(msg: Message<'_>) -> Inbound {
@@ -60,7 +60,7 @@ impl InternalSink for StreamSink {
 /// `$JS.API.>`: everything goes to the dispatcher task.
 struct ApiSink {
     tx: tokio::sync::mpsc::UnboundedSender<Inbound>,
-    bus: crate::bus::Bus,
+    bus: flotilla_core::bus::Bus,
 }
 
 impl InternalSink for ApiSink {

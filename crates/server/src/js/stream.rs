@@ -18,9 +18,9 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::error;
 
 use super::{mono_ms, sinks, JetStream};
-use crate::bus::Publisher as InternalPublisher;
-use crate::bus::Subscription;
-use crate::bus::Watcher;
+use flotilla_core::bus::Publisher as InternalPublisher;
+use flotilla_core::bus::Subscription;
+use flotilla_core::bus::Watcher;
 
 /// Messages queued to one stream before publishers get `429 Too Many
 /// Requests` instead.
@@ -392,4 +392,39 @@ impl SourceLinks {
             js.bus.unsubscribe(&sub);
         }
     }
+}
+
+/// Publishing what a state machine produced.
+pub trait PublishOut {
+    /// Publishes `m`; whether anyone received it.
+    fn publish_out(&mut self, m: &jetstream::output::OutMsg) -> bool;
+}
+
+impl PublishOut for InternalPublisher {
+    fn publish_out(&mut self, m: &jetstream::output::OutMsg) -> bool {
+        self.publish(
+            m.route_subject(),
+            &m.subject,
+            m.reply.as_deref(),
+            m.headers.as_deref(),
+            &m.payload,
+        )
+    }
+}
+
+/// A stream's waiting pull requests whose requesters stopped listening,
+/// as inputs that drop them (one per consumer).
+pub fn deaf_pulls(
+    bus: &flotilla_core::bus::Bus,
+    stream: &jetstream::stream::Stream,
+) -> Vec<jsservice::stream_sm::Op> {
+    let mut deaf: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (consumer, reply) in stream.waiting_pulls() {
+        if !bus.has_listener(reply.as_bytes()) {
+            deaf.entry(consumer).or_default().push(reply);
+        }
+    }
+    deaf.into_iter()
+        .map(|(consumer, replies)| jsservice::stream_sm::Op::DropPulls { consumer, replies })
+        .collect()
 }

@@ -23,10 +23,11 @@ use tokio::sync::mpsc;
 
 use super::requests::Requests;
 use super::JsCluster;
-use crate::bus::Subscription;
-use crate::bus::{Bus, Publisher as InternalPublisher};
+use crate::js::stream::PublishOut;
 use crate::js::{new_consumer_name, wall_clock, JetStream};
-use crate::server::Server;
+use flotilla_core::bus::Subscription;
+use flotilla_core::bus::{Bus, Publisher as InternalPublisher};
+use flotilla_core::server::Server;
 use jsservice::request::RESPONSE_TYPE;
 /// How long a create is given to be applied before the next request.
 const CREATE_SETTLE: Duration = Duration::from_secs(2);
@@ -214,8 +215,8 @@ pub struct CatchAll {
     pub js: Arc<JetStream>,
 }
 
-impl crate::bus::Sink for CatchAll {
-    fn deliver(&self, msg: crate::bus::Message<'_>) {
+impl flotilla_core::bus::Sink for CatchAll {
+    fn deliver(&self, msg: flotilla_core::bus::Message<'_>) {
         let Some(jc) = self.jc.upgrade() else { return };
         let Some(reply) = msg.reply.filter(|r| !r.is_empty()) else {
             return;

@@ -21,10 +21,11 @@ use tokio::sync::mpsc;
 use tracing::info;
 
 use super::{peer_hash, JsCluster};
-use crate::bus::{Bus, Message, Reach, Sink as InternalSink, Subscription};
 use crate::js::new_consumer_name;
 use crate::js::sinks::inbound;
-use crate::server::Server;
+use crate::js::stream::PublishOut;
+use flotilla_core::bus::{Bus, Message, Reach, Sink as InternalSink, Subscription};
+use flotilla_core::server::Server;
 
 /// Copies what an internal subscription receives to a task's channel.
 pub struct Sink {

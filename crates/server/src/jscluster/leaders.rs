@@ -17,7 +17,7 @@ use tracing::info;
 
 use super::JsCluster;
 use crate::js::stream::{Cmd, RaftEvent};
-use crate::server::Server;
+use flotilla_core::server::Server;
 
 const FOLLOW_EVERY: Duration = Duration::from_millis(50);
 /// A leader proposes a membership change for its group at most this

@@ -49,7 +49,7 @@ use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
 use crate::js::JetStream;
-use crate::server::Server;
+use flotilla_core::server::Server;
 
 /// Raft's clock here: elections after 0.5 to 1 s without a leader,
 /// heartbeats every 100 ms.
@@ -206,7 +206,7 @@ impl JsCluster {
             js: js.clone(),
         });
         js.bus
-            .subscribe("$JS.API.>", crate::bus::Reach::Local, catch_all)
+            .subscribe("$JS.API.>", flotilla_core::bus::Reach::Local, catch_all)
             .context("could not subscribe to the JetStream API")?;
         let follower = Arc::downgrade(&jc);
         let _ = server.on_routes_changed.set(Box::new(move || {
@@ -214,7 +214,9 @@ impl JsCluster {
                 jc.poke();
             }
         }));
-        let _ = server.raft.set(jc.node.transport.clone());
+        let _ = server
+            .raft
+            .set(Arc::new(RaftPort(jc.node.transport.clone())));
         server.set_hello(Some(jc.hello(Vec::new())));
         Ok(jc)
     }
@@ -577,6 +579,21 @@ pub fn apply_meta_event(meta: &Mutex<Meta>, ev: &Event) -> MetaChange {
 /// What the Raft transport does to each connection it dials: the route
 /// port's TLS handshake when `cluster { tls {} }` is set (read at each
 /// dial, so a reload's certificates apply to the next connection).
+/// The Raft transport behind the route port (`flotilla_core::server::RaftPort`).
+struct RaftPort(Arc<cluster::transport::Transport>);
+
+impl flotilla_core::server::RaftPort for RaftPort {
+    fn accept(
+        &self,
+        rd: Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+        json: Vec<u8>,
+        rest: bytes::BytesMut,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        let transport = self.0.clone();
+        Box::pin(async move { transport.accept_after_preface(rd, &json, &rest).await })
+    }
+}
+
 fn raft_upgrade(server: std::sync::Weak<Server>) -> cluster::transport::Upgrade {
     Arc::new(move |tcp, host_port| {
         let tls = server.upgrade().and_then(|s| s.route_tls());
@@ -605,7 +622,7 @@ fn routed_peers(server: &Server) -> Vec<RoutedPeer> {
             Some(RoutedPeer {
                 id: hello.peer,
                 name: r.remote_name.clone(),
-                addr: crate::route::host_port(&r.url)?,
+                addr: flotilla_core::route::host_port(&r.url)?,
                 hello,
             })
         })

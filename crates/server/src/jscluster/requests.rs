@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tracing::error;
 
-use crate::bus::{Bus, Message, Reach, Sink as InternalSink};
+use flotilla_core::bus::{Bus, Message, Reach, Sink as InternalSink};
 
 pub struct Requests {
     bus: Bus,

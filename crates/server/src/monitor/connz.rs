@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use super::format::{rfc3339, rtt, uptime};
 use super::query::{Query, QueryError};
-use crate::client::{Client, Subscription};
-use crate::server::Server;
+use flotilla_core::client::{Client, Subscription};
+use flotilla_core::server::Server;
 
 const DEFAULT_LIMIT: usize = 1024;
 

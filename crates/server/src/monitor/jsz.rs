@@ -13,7 +13,7 @@ use super::varz::Empty;
 use jetstream::api::{ClusterInfo, StreamConfig, StreamState};
 
 use crate::js::{JetStream, SyncPolicy};
-use crate::server::Server;
+use flotilla_core::server::Server;
 
 /// The global account, the only one flotilla has.
 

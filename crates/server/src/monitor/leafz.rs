@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use super::format::{rfc3339, rtt};
-use crate::client::LeafRole;
-use crate::server::Server;
+use flotilla_core::client::LeafRole;
+use flotilla_core::server::Server;
 
 #[derive(Serialize)]
 pub struct Leafz {

@@ -27,7 +27,7 @@ use tracing::debug;
 pub use connz::ClosedConn;
 use query::{Query, QueryError};
 
-use crate::server::Server;
+use flotilla_core::server::Server;
 
 type Body = Full<Bytes>;
 
@@ -77,7 +77,7 @@ impl Services {
     pub fn install(server: &Server) -> Arc<Services> {
         let services = Arc::new(Services::default());
         let keep = Arc::downgrade(&services);
-        let hook: crate::server::ClosedHook = Box::new(move |client, subs| {
+        let hook: flotilla_core::server::ClosedHook = Box::new(move |client, subs| {
             let Some(services) = keep.upgrade() else {
                 return;
             };

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::jscluster::{peer_hash, JsCluster};
-use crate::server::Server;
+use flotilla_core::server::Server;
 
 /// The system account's name, under which nats-server lists the meta
 /// group.

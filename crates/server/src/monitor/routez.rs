@@ -6,7 +6,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use super::format::rfc3339;
-use crate::server::Server;
+use flotilla_core::server::Server;
 
 #[derive(Serialize)]
 pub struct Routez {

@@ -8,8 +8,8 @@ use serde::Serialize;
 use super::connz::SubDetail;
 use super::format::rfc3339;
 use super::query::{Query, QueryError};
-use crate::client::Subscription;
-use crate::server::Server;
+use flotilla_core::client::Subscription;
+use flotilla_core::server::Server;
 
 const DEFAULT_LIMIT: usize = 1024;
 

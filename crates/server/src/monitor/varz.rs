@@ -8,8 +8,8 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use super::format::{rfc3339, uptime};
-use crate::server::Server;
 use config::options::DEFAULT_TLS_TIMEOUT;
+use flotilla_core::server::Server;
 use protocol::NATS_VERSION;
 
 #[derive(Serialize, Default)]
@@ -108,7 +108,7 @@ fn cluster_varz(server: &Server) -> ClusterVarz {
             .cluster
             .routes
             .iter()
-            .filter_map(|u| crate::route::host_port(u))
+            .filter_map(|u| flotilla_core::route::host_port(u))
             .collect(),
         tls_timeout: opts.cluster.tls.as_ref().map(|t| t.timeout.as_secs_f64()),
         tls_required: opts.cluster.tls.is_some(),

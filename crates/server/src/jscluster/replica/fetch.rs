@@ -14,9 +14,9 @@ use jsservice::request::Inbound;
 use tracing::{error, info, warn};
 
 use super::Actor;
-use crate::bus::{Message, Reach, Sink as InternalSink, Subscription};
 use crate::js::sinks::inbound;
 use crate::js::stream::{Cmd, StreamHandle};
+use flotilla_core::bus::{Message, Reach, Sink as InternalSink, Subscription};
 
 /// The subject a stream's leader takes fetches on.
 pub fn ask_subject(group: u64) -> String {

@@ -46,12 +46,13 @@ use tracing::{error, info, warn};
 use super::storage::{ReplicaStore, ServerHome};
 
 use super::JsCluster;
-use crate::bus::Publisher as InternalPublisher;
-use crate::bus::Subscription;
-use crate::bus::{Message, Reach, Sink as InternalSink};
 use crate::js::sinks::inbound;
+use crate::js::stream::PublishOut;
 use crate::js::stream::{self, Cmd, PushWatch, RaftEvent, SourceLinks, StreamHandle};
 use crate::js::{new_consumer_name, wall_clock, JetStream};
+use flotilla_core::bus::Publisher as InternalPublisher;
+use flotilla_core::bus::Subscription;
+use flotilla_core::bus::{Message, Reach, Sink as InternalSink};
 
 /// How often a leader looks at its duties: ticks, sources, config,
 /// a new stream's create.
@@ -742,7 +743,7 @@ impl Actor {
             self.last_reconcile = Some(Instant::now());
             self.reconcile_config();
             self.reconcile_push(false);
-            for op in self.jc.js.bus.deaf_pulls(self.core.machine().stream()) {
+            for op in crate::js::stream::deaf_pulls(&self.jc.js.bus, self.core.machine().stream()) {
                 self.submit(op);
             }
         }

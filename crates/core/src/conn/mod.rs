@@ -1,16 +1,13 @@
-//! The tasks that run connections, on tokio: accepting clients
+//! The tasks that run client connections, on tokio: accepting clients
 //! ([`accept_clients`]), one client connection's reader (`client`) and
-//! writer (`writer`), routing what it publishes (`delivery`), and routes:
-//! one route connection (`route`), listening for and dialing them
-//! (`routes`). They act on the shared state in `client`, `route` and
-//! `server`, which never call back into them.
+//! writer (`writer`), and routing what any connection publishes
+//! (`delivery`). They act on the shared state in `client`, `route`,
+//! `leaf` and `server`, which never call back into them. The other
+//! connection surfaces (routes, leaf nodes, WebSocket) run in crates of
+//! their own on these same pieces, and accept with [`accept_until`].
 
 pub mod client;
 pub mod delivery;
-pub mod leaf;
-pub mod route;
-pub mod routes;
-pub mod websocket;
 pub mod writer;
 
 use std::net::SocketAddr;
@@ -34,30 +31,9 @@ pub async fn accept_clients(server: Arc<Server>, listener: TcpListener) {
     .await;
 }
 
-/// Accepts WebSocket clients on `listener` until the server stops
-/// accepting.
-pub async fn accept_websocket(server: Arc<Server>, listener: TcpListener) {
-    let stop = server.accepting_stopped();
-    accept_until(listener, stop, "Websocket", |stream, addr| {
-        let cid = server.next_cid();
-        tokio::spawn(websocket::serve(server.clone(), stream, addr, cid));
-    })
-    .await;
-}
-
-/// Accepts leaf node connections on `listener` until the server stops
-/// accepting.
-pub async fn accept_leafnodes(server: Arc<Server>, listener: TcpListener) {
-    let stop = server.accepting_stopped();
-    accept_until(listener, stop, "Leafnode", |stream, addr| {
-        tokio::spawn(leaf::accept(server.clone(), stream, addr));
-    })
-    .await;
-}
-
 /// Accepts connections on `listener` until `stop` changes, handing each
 /// to `serve`. `kind` names them in the log ("Client", "Route").
-async fn accept_until(
+pub async fn accept_until(
     listener: TcpListener,
     mut stop: watch::Receiver<bool>,
     kind: &str,

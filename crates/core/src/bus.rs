@@ -91,20 +91,6 @@ impl Bus {
         found.psubs.iter().any(open) || found.qsubs.iter().any(|(_, m)| m.iter().any(open))
     }
 
-    /// A stream's waiting pull requests whose requesters stopped
-    /// listening, as inputs that drop them (one per consumer).
-    pub fn deaf_pulls(&self, stream: &jetstream::stream::Stream) -> Vec<jsservice::stream_sm::Op> {
-        let mut deaf: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-        for (consumer, reply) in stream.waiting_pulls() {
-            if !self.has_listener(reply.as_bytes()) {
-                deaf.entry(consumer).or_default().push(reply);
-            }
-        }
-        deaf.into_iter()
-            .map(|(consumer, replies)| jsservice::stream_sm::Op::DropPulls { consumer, replies })
-            .collect()
-    }
-
     /// This server's name (what one server reports as a stream's leader).
     pub fn server_name(&self) -> &str {
         &self.server.name

@@ -17,7 +17,6 @@ use tokio::net::TcpStream;
 use tracing::{debug, error};
 
 use super::delivery::{self, Delivery};
-use super::websocket::CookieValues;
 use super::writer;
 use crate::account::Account;
 use crate::client::outbound::Push;
@@ -90,7 +89,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr,
 /// INFO's bytes for connection `cid` from `addr`, made from `info` (the
 /// client port's, or the WebSocket listener's), with a nonce to sign
 /// when nkey or JWT users may connect; and that nonce.
-pub(super) fn info_for(
+pub fn info_for(
     server: &Server,
     mut info: protocol::ServerInfo,
     cid: u64,
@@ -126,7 +125,7 @@ async fn silent_for(stream: &TcpStream, fallback: Option<Duration>) -> bool {
 
 /// What a connection starts with: INFO's bytes (unless they went out
 /// before a TLS handshake), its nonce, and its TLS certificate's names.
-pub(super) struct Greeting {
+pub struct Greeting {
     pub bytes: BytesMut,
     pub nonce: Option<String>,
     pub cert: Option<CertIdentity>,
@@ -137,7 +136,7 @@ pub(super) struct Greeting {
 }
 
 /// The connection proper, on whatever stream it has, greeting first.
-pub(super) async fn run<R, W>(
+pub async fn run<R, W>(
     server: Arc<Server>,
     cid: u64,
     addr: SocketAddr,
@@ -938,5 +937,30 @@ impl Conn {
         if let Some(sub) = own {
             self.send(|b| encode::no_responders(b, reply, &sub.sid, subject));
         }
+    }
+}
+
+/// The values of the upgrade request's cookies that the config names,
+/// for what CONNECT leaves out (nats-server's `cookieJwt` and the rest).
+#[derive(Debug, Default, PartialEq)]
+pub struct CookieValues {
+    pub jwt: Option<String>,
+    pub user: Option<String>,
+    pub pass: Option<String>,
+    pub token: Option<String>,
+}
+
+impl CookieValues {
+    /// Fills what CONNECT left out.
+    pub fn fill(&self, ci: &mut ConnectInfo) {
+        let fill = |field: &mut Option<String>, cookie: &Option<String>| {
+            if field.as_deref().is_none_or(str::is_empty) && cookie.is_some() {
+                field.clone_from(cookie);
+            }
+        };
+        fill(&mut ci.jwt, &self.jwt);
+        fill(&mut ci.user, &self.user);
+        fill(&mut ci.pass, &self.pass);
+        fill(&mut ci.auth_token, &self.token);
     }
 }

@@ -11,6 +11,11 @@
 //! connection is registered (`leaf::Leafs::register`) and each side tells
 //! the other its interest; messages then flow as `LMSG`/`HMSG`.
 
+//!
+//! The registry every task shares (which interest each connection is
+//! told, loop detection) is `flotilla_core::leaf`, which delivery
+//! consults; this crate is the connection and its protocol.
+
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -24,15 +29,15 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::{debug, error, info, warn};
 
-use super::delivery::{self, Delivery};
-use super::writer;
-use crate::account::Account;
-use crate::client::{Client, ClosedState, LeafRole, Message, Subscription};
-use crate::leaf::{self, Leaf};
-use crate::server::Server;
 use auth::tls::DialTls;
 use auth::{self, Credentials};
 use config::options::RemoteLeaf;
+use flotilla_core::account::Account;
+use flotilla_core::client::{Client, ClosedState, LeafRole, Message, Subscription};
+use flotilla_core::conn::delivery::{self, Delivery};
+use flotilla_core::conn::writer;
+use flotilla_core::leaf::{self, Leaf};
+use flotilla_core::server::Server;
 
 /// Leaf connections ping this often, and two unanswered pings end one,
 /// so a dead link is found (and dialed again) within seconds.
@@ -63,7 +68,7 @@ struct Dial {
 impl Dial {
     /// Dialing `url` of `remote`, bound to `account`.
     fn new(remote: &RemoteLeaf, url: &str, account: &Arc<Account>) -> Dial {
-        let (user, pass) = match crate::route::creds(url) {
+        let (user, pass) = match flotilla_core::route::creds(url) {
             Some((u, p)) => (Some(u), Some(p).filter(|p| !p.is_empty())),
             None => (None, None),
         };
@@ -142,7 +147,7 @@ async fn dial_once(
     account: &Arc<Account>,
     tls: Option<&DialTls>,
 ) -> Option<Ended> {
-    let hostport = crate::route::host_port(url)?;
+    let hostport = flotilla_core::route::host_port(url)?;
     let mut stream = match TcpStream::connect(&hostport).await {
         Ok(s) => s,
         Err(e) => {
@@ -229,6 +234,16 @@ fn tls_required(line: &[u8]) -> bool {
 /// Serves one connection accepted on the leaf node port: INFO goes out
 /// in the clear, then, with `tls {}`, the handshake comes before the
 /// leaf's CONNECT (nats-server's order without `handshake_first`).
+/// Accepts leaf node connections on `listener` until the server stops
+/// accepting.
+pub async fn accept_all(server: Arc<Server>, listener: tokio::net::TcpListener) {
+    let stop = server.accepting_stopped();
+    flotilla_core::conn::accept_until(listener, stop, "Leafnode", |stream, addr| {
+        tokio::spawn(accept(server.clone(), stream, addr));
+    })
+    .await;
+}
+
 pub async fn accept(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr) {
     let _ = stream.set_nodelay(true);
     let opts = server.opts();

@@ -19,11 +19,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
 use tracing::{debug, error, info};
 
-use super::delivery::{self, Delivery};
-use super::writer;
-use crate::client::{Client, ClosedState, Message, Subscription};
-use crate::route::{InterestKey, Route};
-use crate::server::Server;
+use flotilla_core::client::{Client, ClosedState, Message, Subscription};
+use flotilla_core::conn::delivery::{self, Delivery};
+use flotilla_core::conn::writer;
+use flotilla_core::route::{InterestKey, Route};
+use flotilla_core::server::Server;
 
 /// Routes ping this often, and two unanswered pings end a route. nats-server
 /// pings routes every 30 s at most; flotilla pings more, so a route that
@@ -175,7 +175,7 @@ where
         server.routes.untrack(client.cid);
         let _ = writer.await;
         match server.raft.get() {
-            Some(t) => t.clone().accept_after_preface(rd, &json, &rest).await,
+            Some(port) => port.accept(Box::new(rd), json, rest).await,
             None => debug!("{addr} - Raft connection refused: JetStream is not clustered here"),
         }
         return Outcome::NoRoute;
@@ -194,7 +194,7 @@ where
             server.remove_remote_interest(s);
         }
         if server.routes.deregister(&r) {
-            super::routes::send_info_to_clients(&server);
+            crate::send_info_to_clients(&server);
             server.routes_changed();
         }
     }
@@ -443,7 +443,7 @@ impl RouteConn {
                     // The peer entering lame duck mode: clients stop
                     // being sent to it.
                     if info.ldm && !r.lame_duck.swap(true, Ordering::Relaxed) {
-                        super::routes::send_info_to_clients(&self.server);
+                        crate::send_info_to_clients(&self.server);
                     }
                 }
                 return Ok(());
@@ -460,7 +460,7 @@ impl RouteConn {
                     info.server_id,
                     info.ip
                 );
-                super::routes::solicit(self.server.clone(), info.ip.clone(), false);
+                crate::solicit(self.server.clone(), info.ip.clone(), false);
             }
             return Ok(());
         }
@@ -533,7 +533,7 @@ impl RouteConn {
             self.server.routes.gossip(&route);
         }
         self.route = Some(route);
-        super::routes::send_info_to_clients(&self.server);
+        crate::send_info_to_clients(&self.server);
         self.server.routes_changed();
         Ok(())
     }
@@ -635,14 +635,14 @@ impl RouteConn {
             headers: m.headers(),
             payload: m.payload(),
         };
-        let traced = crate::trace::asked(msg.headers).and_then(|asked| {
+        let traced = flotilla_core::trace::asked(msg.headers).and_then(|asked| {
             let dest = asked.dest.clone()?;
             let size = m.message.len();
             let route = &self.client;
-            let trace = crate::trace::Trace::new(
+            let trace = flotilla_core::trace::Trace::new(
                 asked,
                 dest,
-                crate::trace::ROUTER,
+                flotilla_core::trace::ROUTER,
                 route,
                 &account.name,
                 m.subject,

@@ -1,6 +1,11 @@
 //! Listening for routes and dialing them: the cluster port's accept loop,
 //! one dial loop per route URL (configured, or learned through gossip),
-//! and telling clients of the cluster's URLs when they change.
+//! and telling clients of the cluster's URLs when they change. One route
+//! connection runs in `route`; the registry every task shares (one route
+//! per server pair, interest propagation) is `flotilla_core::route`,
+//! which delivery consults.
+
+pub mod route;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -9,10 +14,10 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, error, info, warn};
 
-use super::route::RouteStream;
-use crate::client::Client;
-use crate::route::{creds, host_port};
-use crate::server::Server;
+use crate::route::RouteStream;
+use flotilla_core::client::Client;
+use flotilla_core::route::{creds, host_port};
+use flotilla_core::server::Server;
 
 /// Wait between dial attempts, and before redialing a dropped route
 /// (nats-server's DEFAULT_ROUTE_CONNECT and DEFAULT_ROUTE_RECONNECT).
@@ -56,13 +61,13 @@ pub async fn start(server: Arc<Server>) -> std::io::Result<()> {
 
 async fn accept_loop(server: Arc<Server>, listener: TcpListener) {
     let stop = server.shutdown_signal();
-    super::accept_until(listener, stop, "Route", |stream, addr| {
+    flotilla_core::conn::accept_until(listener, stop, "Route", |stream, addr| {
         let server = server.clone();
         tokio::spawn(async move {
             let Some(stream) = secure(&server, stream, addr, None).await else {
                 return;
             };
-            super::route::serve(server, stream, addr, None).await;
+            crate::route::serve(server, stream, addr, None).await;
         });
     })
     .await;
@@ -167,11 +172,11 @@ async fn dial_loop(server: &Arc<Server>, url: &str, configured: bool) {
             tokio::time::sleep(RETRY).await;
             continue;
         };
-        let outcome = super::route::serve(
+        let outcome = crate::route::serve(
             server.clone(),
             stream,
             addr,
-            Some(super::route::Dialed {
+            Some(crate::route::Dialed {
                 url: url.to_string(),
                 configured,
                 creds: creds(url).or_else(|| {
@@ -182,11 +187,11 @@ async fn dial_loop(server: &Arc<Server>, url: &str, configured: bool) {
         )
         .await;
         match outcome {
-            super::route::Outcome::ToSelf => {
+            crate::route::Outcome::ToSelf => {
                 debug!("Detected route to self, ignoring {url:?}");
                 return;
             }
-            super::route::Outcome::Remote(id) => {
+            crate::route::Outcome::Remote(id) => {
                 if !configured {
                     // Kept by the other connection: nothing to do. Lost:
                     // dial again (a few times, as nats-server retries
@@ -203,7 +208,7 @@ async fn dial_loop(server: &Arc<Server>, url: &str, configured: bool) {
                     }
                 }
             }
-            super::route::Outcome::NoRoute => {
+            crate::route::Outcome::NoRoute => {
                 if !configured {
                     attempt += 1;
                     if attempt >= implicit_attempts(server) {

@@ -265,7 +265,7 @@ impl Client {
     }
 
     /// Resolves once `close` has been called.
-    pub(crate) async fn killed(&self) {
+    pub async fn killed(&self) {
         self.kill.cancelled().await
     }
 

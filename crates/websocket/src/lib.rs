@@ -15,17 +15,16 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use futures_util::{SinkExt, StreamExt};
-use protocol::ConnectInfo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::net::TcpStream;
 use tracing::error;
 use yawc::{Frame, OpCode, Role, WebSocket};
 
-use super::client::{self, Greeting};
-use crate::server::Server;
 use auth::tls::CertIdentity;
 use config::file::websocket::split_host_port;
 use config::options::{Origin, WebsocketOptions, WsCookies};
+use flotilla_core::conn::client::{self, CookieValues, Greeting};
+use flotilla_core::server::Server;
 
 /// The one extension reply nats-server gives an offer of
 /// permessage-deflate.
@@ -47,6 +46,17 @@ const MAX_MESSAGE: usize = 64 * 1024 * 1024;
 const PIPE: usize = 64 * 1024;
 
 /// Runs one WebSocket connection from accept to close.
+/// Accepts WebSocket clients on `listener` until the server stops
+/// accepting.
+pub async fn accept_all(server: Arc<Server>, listener: tokio::net::TcpListener) {
+    let stop = server.accepting_stopped();
+    flotilla_core::conn::accept_until(listener, stop, "Websocket", |stream, addr| {
+        let cid = server.next_cid();
+        tokio::spawn(serve(server.clone(), stream, addr, cid));
+    })
+    .await;
+}
+
 pub async fn serve(server: Arc<Server>, stream: TcpStream, addr: SocketAddr, cid: u64) {
     let _ = stream.set_nodelay(true);
     let opts = server.opts();
@@ -111,7 +121,7 @@ async fn upgrade<S>(
         };
     let (rd, wr) = byte_stream(socket);
     let mut greeting = greeting(&server, cid, addr, cert);
-    greeting.cookies = CookieValues::of(&request, &ws.cookies);
+    greeting.cookies = cookie_values(&request, &ws.cookies);
     client::run(server, cid, addr, greeting, rd, wr).await
 }
 
@@ -194,49 +204,24 @@ fn greeting(server: &Server, cid: u64, addr: SocketAddr, cert: Option<CertIdenti
     }
 }
 
-/// The values of the upgrade request's cookies that the config names,
-/// for what CONNECT leaves out (nats-server's `cookieJwt` and the rest).
-#[derive(Debug, Default, PartialEq)]
-pub struct CookieValues {
-    jwt: Option<String>,
-    user: Option<String>,
-    pass: Option<String>,
-    token: Option<String>,
-}
-
-impl CookieValues {
-    /// `None` when the config names no cookie or the request sends none
-    /// of those named.
-    fn of(request: &Request, names: &WsCookies) -> Option<CookieValues> {
-        let mut values = CookieValues::default();
-        for (name, value) in request.cookies() {
-            let slot = |wanted: &Option<String>| wanted.as_deref() == Some(name);
-            let value = Some(value.to_string());
-            if slot(&names.jwt) {
-                values.jwt = value;
-            } else if slot(&names.user) {
-                values.user = value;
-            } else if slot(&names.pass) {
-                values.pass = value;
-            } else if slot(&names.token) {
-                values.token = value;
-            }
+/// The cookies of `request` that `names` names: `None` when the config
+/// names no cookie or the request sends none of those named.
+fn cookie_values(request: &Request, names: &WsCookies) -> Option<CookieValues> {
+    let mut values = CookieValues::default();
+    for (name, value) in request.cookies() {
+        let slot = |wanted: &Option<String>| wanted.as_deref() == Some(name);
+        let value = Some(value.to_string());
+        if slot(&names.jwt) {
+            values.jwt = value;
+        } else if slot(&names.user) {
+            values.user = value;
+        } else if slot(&names.pass) {
+            values.pass = value;
+        } else if slot(&names.token) {
+            values.token = value;
         }
-        (values != CookieValues::default()).then_some(values)
     }
-
-    /// Fills what CONNECT left out.
-    pub fn fill(&self, ci: &mut ConnectInfo) {
-        let fill = |field: &mut Option<String>, cookie: &Option<String>| {
-            if field.as_deref().is_none_or(str::is_empty) && cookie.is_some() {
-                field.clone_from(cookie);
-            }
-        };
-        fill(&mut ci.jwt, &self.jwt);
-        fill(&mut ci.user, &self.user);
-        fill(&mut ci.pass, &self.pass);
-        fill(&mut ci.auth_token, &self.token);
-    }
+    (values != CookieValues::default()).then_some(values)
 }
 
 /// The parts of an upgrade request that are checked.

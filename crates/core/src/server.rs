@@ -35,6 +35,21 @@ pub struct Stats {
     pub total_connections: AtomicU64,
 }
 
+/// The Raft transport's side of the route port, set when JetStream is
+/// clustered: a connection that opens with a Raft preface instead of a
+/// route's CONNECT is handed to it.
+pub trait RaftPort: Send + Sync {
+    /// Serves a Raft connection whose preface (`json`) the route's reader
+    /// read, with the bytes it read past it (`rest`). Called once per
+    /// such connection, on its task; returns when the connection ends.
+    fn accept(
+        &self,
+        rd: Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+        json: Vec<u8>,
+        rest: bytes::BytesMut,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+}
+
 /// What is told of a closing connection (`Server::on_close`).
 pub type ClosedHook = Box<dyn Fn(&Client, &[Arc<Subscription>]) + Send + Sync>;
 
@@ -75,7 +90,7 @@ pub struct Server {
     pub leafs: crate::leaf::Leafs,
     /// The Raft transport, when JetStream is clustered: Raft connections
     /// arriving on the route port are handed to it.
-    pub raft: std::sync::OnceLock<Arc<cluster::transport::Transport>>,
+    pub raft: std::sync::OnceLock<Arc<dyn RaftPort>>,
     /// Told when a route comes or goes, or a peer's state changes (the
     /// JetStream cluster looks again).
     pub on_routes_changed: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,

@@ -27,17 +27,6 @@ impl InternalPublisher {
         }
     }
 
-    /// Publishes a message a state machine produced.
-    pub fn publish_out(&mut self, m: &jetstream::output::OutMsg) -> bool {
-        self.publish(
-            m.route_subject(),
-            &m.subject,
-            m.reply.as_deref(),
-            m.headers.as_deref(),
-            &m.payload,
-        )
-    }
-
     /// Routes a message to subscribers of `route`, shown to them as
     /// `subject`. Returns whether anyone received it.
     pub fn publish(
