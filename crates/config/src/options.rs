@@ -9,6 +9,9 @@ use std::time::Duration;
 pub const DEFAULT_PORT: u16 = 4222;
 /// The account of clients that name none (nats-server's `$G`).
 pub const GLOBAL_ACCOUNT: &str = "$G";
+/// The system account's name when the config names none (nats-server's
+/// `DEFAULT_SYSTEM_ACCOUNT`).
+pub const SYSTEM_ACCOUNT: &str = "$SYS";
 pub const DEFAULT_HOST: &str = "0.0.0.0";
 /// `-p -1` / `port: -1`: let the OS pick.
 pub const RANDOM_PORT: i64 = -1;

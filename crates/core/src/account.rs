@@ -19,7 +19,7 @@ use subjects::Sublist;
 use crate::client::Subscription;
 
 /// nats-server's global account: everyone's when no accounts are set.
-pub const GLOBAL: &str = "$G";
+pub use config::options::{GLOBAL_ACCOUNT as GLOBAL, SYSTEM_ACCOUNT};
 
 pub struct Account {
     pub name: String,

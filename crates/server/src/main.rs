@@ -2,8 +2,6 @@
 //! config file and logging to the server, and owns process life: signals,
 //! pid and ports files, exit codes.
 
-mod js;
-mod jscluster;
 mod logging;
 mod monitor;
 mod signals;
@@ -185,11 +183,11 @@ fn js_clustered(opts: &Options) -> bool {
     opts.jetstream.enabled && opts.cluster.enabled()
 }
 
-fn js_settings(opts: &Options) -> js::Settings {
+fn js_settings(opts: &Options) -> jsdriver::js::Settings {
     let j = &opts.jetstream;
     // Validated: names one account, or none (`$G`).
     let (account, account_limits) = opts.jetstream_account().unwrap_or_default();
-    js::Settings {
+    jsdriver::js::Settings {
         account,
         account_limits,
         domain: j.domain.clone(),
@@ -200,8 +198,8 @@ fn js_settings(opts: &Options) -> js::Settings {
         max_memory: j.max_memory.unwrap_or(-1),
         max_store: j.max_file.unwrap_or(-1),
         sync: match j.sync_interval {
-            None => js::SyncPolicy::Always,
-            Some(d) => js::SyncPolicy::Interval(d),
+            None => jsdriver::js::SyncPolicy::Always,
+            Some(d) => jsdriver::js::SyncPolicy::Interval(d),
         },
         clustered: opts.cluster.enabled(),
     }
@@ -267,13 +265,14 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
 
     let mut js_cluster = None;
     if opts.jetstream.enabled {
-        let js = js::JetStream::start(
+        let js = jsdriver::js::JetStream::start(
             flotilla_core::bus::Bus::new(server.clone()),
             js_settings(&opts),
         )?;
         let _ = services.js.set(js.clone());
         if js_clustered(&opts) {
-            let jc = jscluster::JsCluster::start(&server, &js, &js_settings(&opts).store_dir)?;
+            let jc =
+                jsdriver::jscluster::JsCluster::start(&server, &js, &js_settings(&opts).store_dir)?;
             let _ = services.jc.set(jc.clone());
             js_cluster = Some(jc);
         }

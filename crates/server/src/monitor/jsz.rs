@@ -12,8 +12,8 @@ use super::query::{Query, QueryError};
 use super::varz::Empty;
 use jetstream::api::{ClusterInfo, StreamConfig, StreamState};
 
-use crate::js::{JetStream, SyncPolicy};
 use flotilla_core::server::Server;
+use jsdriver::js::{JetStream, SyncPolicy};
 
 /// The global account, the only one flotilla has.
 
@@ -176,7 +176,7 @@ struct SnapshotStats {
 }
 
 fn meta_cluster(server: &Server, services: &super::Services) -> Option<MetaClusterInfo> {
-    use crate::jscluster::peer_hash;
+    use jsdriver::jscluster::peer_hash;
     let jc = services.jc.get()?;
     let g = jc.meta_status().unwrap_or_default();
     let name_of = |id: u64| {

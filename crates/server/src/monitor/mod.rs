@@ -65,8 +65,8 @@ fn bad_request(e: QueryError) -> Response<Body> {
 #[derive(Default)]
 pub struct Services {
     closed: parking_lot::Mutex<std::collections::VecDeque<ClosedConn>>,
-    pub js: std::sync::OnceLock<Arc<crate::js::JetStream>>,
-    pub jc: std::sync::OnceLock<Arc<crate::jscluster::JsCluster>>,
+    pub js: std::sync::OnceLock<Arc<jsdriver::js::JetStream>>,
+    pub jc: std::sync::OnceLock<Arc<jsdriver::jscluster::JsCluster>>,
 }
 
 /// Closed connections kept for `/connz?state=closed`.
@@ -278,7 +278,7 @@ fn meta_health(server: &Server, services: &Services) -> Option<String> {
 
 /// nats-server's reasons a stream replica is not current.
 fn stream_health(
-    jc: &crate::jscluster::JsCluster,
+    jc: &jsdriver::jscluster::JsCluster,
     g: Option<&cluster::node::GroupStatus>,
     replicas: usize,
 ) -> Option<&'static str> {

@@ -6,12 +6,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::jscluster::{peer_hash, JsCluster};
 use flotilla_core::server::Server;
+use jsdriver::jscluster::{peer_hash, JsCluster};
 
-/// The system account's name, under which nats-server lists the meta
-/// group.
-pub const SYSTEM_ACCOUNT: &str = "$SYS";
+/// nats-server lists the meta group under the system account.
+use flotilla_core::account::SYSTEM_ACCOUNT;
 pub const META_NAME: &str = "_meta_";
 
 #[derive(Serialize)]

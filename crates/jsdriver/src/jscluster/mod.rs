@@ -749,7 +749,7 @@ impl JsCluster {
             // Replication runs on the cluster transport, which nats-server
             // accounts to the system account.
             system_account: true,
-            traffic_account: crate::monitor::raftz::SYSTEM_ACCOUNT.to_string(),
+            traffic_account: flotilla_core::account::SYSTEM_ACCOUNT.to_string(),
             replicas: self.replicas(server, &g),
         }
     }
