@@ -3,7 +3,6 @@
 //! pid and ports files, exit codes.
 
 mod logging;
-mod monitor;
 mod signals;
 
 use std::path::{Path, PathBuf};
@@ -269,13 +268,16 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
             flotilla_core::bus::Bus::new(server.clone()),
             js_settings(&opts),
         )?;
-        let _ = services.js.set(js.clone());
         if js_clustered(&opts) {
             let jc =
                 jsdriver::jscluster::JsCluster::start(&server, &js, &js_settings(&opts).store_dir)?;
-            let _ = services.jc.set(jc.clone());
             js_cluster = Some(jc);
         }
+        let view = jsdriver::monitor::View {
+            js,
+            jc: js_cluster.clone(),
+        };
+        let _ = services.js.set(Arc::new(view));
     }
 
     let listener = server

@@ -3,13 +3,13 @@
 
 mod connz;
 pub mod format;
-mod jsz;
+pub mod jsz;
 mod leafz;
-mod query;
-pub(crate) mod raftz;
+pub mod query;
+pub mod raftz;
 mod routez;
 mod subsz;
-mod varz;
+pub mod varz;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -65,8 +65,37 @@ fn bad_request(e: QueryError) -> Response<Body> {
 #[derive(Default)]
 pub struct Services {
     closed: parking_lot::Mutex<std::collections::VecDeque<ClosedConn>>,
-    pub js: std::sync::OnceLock<Arc<jsdriver::js::JetStream>>,
-    pub jc: std::sync::OnceLock<Arc<jsdriver::jscluster::JsCluster>>,
+    /// JetStream, once it runs.
+    pub js: std::sync::OnceLock<Arc<dyn JetStreamView>>,
+}
+
+/// What monitoring shows of JetStream, which JetStream's driver gives:
+/// monitoring owns the shapes (nats-server's field names and order) and
+/// the queries; the driver fills them from its state. Each is called on
+/// a request's task, and must not block it.
+pub trait JetStreamView: Send + Sync {
+    /// `/varz`'s `jetstream` section.
+    fn varz(&self) -> jsz::Varz;
+    /// `/varz`'s `raft` counters; `None` when JetStream is not clustered.
+    fn raft_varz(&self) -> Option<varz::RaftVarz>;
+    /// `/jsz`, its query parsed.
+    fn jsz<'a>(
+        &'a self,
+        server: &'a Server,
+        opts: &'a jsz::JszOptions,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = jsz::JsInfo> + Send + 'a>>;
+    /// `/raftz`, by account then group name; `None` when this server runs
+    /// no Raft group.
+    fn raftz(
+        &self,
+        server: &Server,
+        acc: &str,
+        group: &str,
+    ) -> Option<
+        std::collections::BTreeMap<String, std::collections::BTreeMap<String, raftz::RaftzGroup>>,
+    >;
+    /// Why JetStream makes this server unhealthy, in nats-server's words.
+    fn health(&self) -> Option<String>;
 }
 
 /// Closed connections kept for `/connz?state=closed`.
@@ -203,7 +232,7 @@ impl Monitor {
                 },
             )
         } else if let Some(e) = (!server_only && !enabled_only)
-            .then(|| meta_health(&self.server, &self.services))
+            .then(|| self.services.js.get().and_then(|view| view.health()))
             .flatten()
         {
             (
@@ -232,69 +261,6 @@ struct Health {
     status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
-}
-
-/// Why a clustered JetStream server is not healthy, in nats-server's
-/// words: its Raft node must be running; it must know a meta leader, and
-/// a follower must have heard from it lately and applied what is
-/// committed; and every stream assigned to it must be current (see
-/// [`stream_health`]).
-fn meta_health(server: &Server, services: &Services) -> Option<String> {
-    let _ = server;
-    let jc = services.jc.get()?;
-    let status = jc.node.status();
-    if !status.running {
-        return Some("JetStream raft node stopped (a log write failed)".into());
-    }
-    let Some(g) = jc.meta_status().filter(|g| g.leader != 0) else {
-        return Some("JetStream has not established contact with a meta leader".into());
-    };
-    if !g.is_leader {
-        let heard = jc.node.transport.last_heard(g.leader);
-        let current = heard.is_some_and(|d| d <= std::time::Duration::from_secs(2))
-            && g.applied >= g.committed;
-        if !current {
-            return Some("JetStream is not current with the meta leader".into());
-        }
-    }
-    let assigned: Vec<(String, u64, usize)> = jc
-        .meta
-        .lock()
-        .streams()
-        .filter(|a| a.peers.contains(&jc.me.id))
-        .map(|a| (a.name.clone(), a.group, a.peers.len()))
-        .collect();
-    for (name, group, replicas) in assigned {
-        let g = status.groups.iter().find(|g| g.group == group);
-        if let Some(why) = stream_health(jc, g, replicas) {
-            return Some(format!(
-                "JetStream stream {} is not current: {why}",
-                jc.js.label(&name)
-            ));
-        }
-    }
-    None
-}
-
-/// nats-server's reasons a stream replica is not current.
-fn stream_health(
-    jc: &jsdriver::jscluster::JsCluster,
-    g: Option<&cluster::node::GroupStatus>,
-    replicas: usize,
-) -> Option<&'static str> {
-    let Some(g) = g else {
-        return Some("group node missing");
-    };
-    if replicas <= 1 || g.is_leader {
-        return None;
-    }
-    if g.leader == 0 {
-        return Some("group node unhealthy");
-    }
-    let heard = jc.node.transport.last_heard(g.leader);
-    let current =
-        heard.is_some_and(|d| d <= std::time::Duration::from_secs(2)) && g.applied >= g.committed;
-    (!current).then_some("stream catching up")
 }
 
 fn root_page() -> String {
@@ -333,7 +299,7 @@ pub async fn serve(
     let monitor = Arc::new(Monitor {
         server: server.clone(),
         services,
-        cpu: varz::CpuSampler::new(),
+        cpu: varz::CpuSampler::default(),
     });
     let mut shutdown = server.shutdown_signal();
     loop {

@@ -39,54 +39,29 @@ pub struct ClusterVarz {
 
 #[derive(Serialize)]
 pub struct RaftVarz {
-    frames_in: u64,
-    bytes_in: u64,
-    frames_out: u64,
-    bytes_out: u64,
+    pub frames_in: u64,
+    pub bytes_in: u64,
+    pub frames_out: u64,
+    pub bytes_out: u64,
     /// Frames that failed their length or checksum checks, by reason.
-    rejected_frames: RejectedFrames,
+    pub rejected_frames: RejectedFrames,
     /// Frames naming another sender than their connection's peer.
-    foreign_frames: u64,
+    pub foreign_frames: u64,
     /// Queued frames dropped (a failed connection, a full bulk queue).
-    dropped_frames: u64,
+    pub dropped_frames: u64,
     /// Frames the engine refused after the transport's checks.
-    refused_not_member: u64,
-    refused_unknown_group: u64,
-    refused_undecodable: u64,
-    votes_withheld: u64,
+    pub refused_not_member: u64,
+    pub refused_unknown_group: u64,
+    pub refused_undecodable: u64,
+    pub votes_withheld: u64,
 }
 
 #[derive(Serialize)]
-struct RejectedFrames {
-    length: u64,
-    checksum: u64,
-    class: u64,
-    short: u64,
-}
-
-fn raft_varz(services: &super::Services) -> Option<RaftVarz> {
-    let jc = services.jc.get()?;
-    let c = &jc.node.transport.counters;
-    let r = *c.rejected.lock();
-    let st = jc.node.status();
-    Some(RaftVarz {
-        frames_in: c.frames_in.load(Ordering::Relaxed),
-        bytes_in: c.bytes_in.load(Ordering::Relaxed),
-        frames_out: c.frames_out.load(Ordering::Relaxed),
-        bytes_out: c.bytes_out.load(Ordering::Relaxed),
-        rejected_frames: RejectedFrames {
-            length: r.length,
-            checksum: r.checksum,
-            class: r.class,
-            short: r.short,
-        },
-        foreign_frames: c.foreign.load(Ordering::Relaxed),
-        dropped_frames: c.dropped.load(Ordering::Relaxed),
-        refused_not_member: st.refused_foreign,
-        refused_unknown_group: st.refused_unknown_group,
-        refused_undecodable: st.refused_undecodable,
-        votes_withheld: st.votes_withheld,
-    })
+pub struct RejectedFrames {
+    pub length: u64,
+    pub checksum: u64,
+    pub class: u64,
+    pub short: u64,
 }
 
 fn cluster_varz(server: &Server) -> ClusterVarz {
@@ -328,17 +303,12 @@ pub struct Varz {
 }
 
 /// Process CPU figures between requests, for the `cpu` percentage.
+#[derive(Default)]
 pub struct CpuSampler {
     last: Mutex<Option<(Instant, u64, f64)>>,
 }
 
 impl CpuSampler {
-    pub fn new() -> Self {
-        CpuSampler {
-            last: Mutex::new(None),
-        }
-    }
-
     /// Percent of one core used since the previous sample (nats-server
     /// reports the same way, so 2 busy cores read 200). Samples closer
     /// than half a second apart return the previous figure.
@@ -440,7 +410,7 @@ pub fn varz(server: &Server, services: &super::Services, cpu: &CpuSampler) -> Va
         mqtt: Empty {},
         websocket: websocket_varz(server),
         jetstream: super::jsz::varz(services),
-        raft: raft_varz(services),
+        raft: services.js.get().and_then(|view| view.raft_varz()),
         ignored_config: opts.ignored_config.clone(),
         tls_timeout: opts
             .tls

@@ -1,0 +1,404 @@
+//! What monitoring shows of JetStream (`monitor::JetStreamView`): the
+//! `jetstream` and `raft` sections of `/varz`, `/jsz`, `/raftz`, and
+//! JetStream's part of `/healthz`, read from this driver's state into
+//! monitoring's shapes.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use flotilla_core::account::SYSTEM_ACCOUNT;
+use flotilla_core::server::Server;
+use jetstream::api::ClusterInfo;
+use monitor::format::rfc3339;
+use monitor::jsz::{
+    AccountDetail, ApiStats, Config, JsInfo, JszOptions, MetaClusterInfo, SnapshotStats, Stats,
+    StoreDamage, StreamDetail, Varz,
+};
+use monitor::raftz::{RaftzGroup, RaftzPeer, META_NAME};
+use monitor::varz::{Empty, RaftVarz, RejectedFrames};
+use monitor::JetStreamView;
+
+use crate::js::{JetStream, SyncPolicy};
+use crate::jscluster::{peer_hash, JsCluster};
+
+/// This server's JetStream, as monitoring sees it.
+pub struct View {
+    pub js: Arc<JetStream>,
+    /// Set when JetStream is clustered.
+    pub jc: Option<Arc<JsCluster>>,
+}
+
+impl JetStreamView for View {
+    fn varz(&self) -> Varz {
+        Varz {
+            config: Some(config(&self.js)),
+            stats: Some(stats(&self.js, 1)),
+            limits: Some(Empty {}),
+        }
+    }
+
+    fn raft_varz(&self) -> Option<RaftVarz> {
+        self.jc.as_deref().map(raft_varz)
+    }
+
+    fn jsz<'a>(
+        &'a self,
+        server: &'a Server,
+        opts: &'a JszOptions,
+    ) -> Pin<Box<dyn Future<Output = JsInfo> + Send + 'a>> {
+        Box::pin(jsz(server, &self.js, self.jc.as_deref(), opts))
+    }
+
+    fn raftz(
+        &self,
+        server: &Server,
+        acc: &str,
+        group: &str,
+    ) -> Option<BTreeMap<String, BTreeMap<String, RaftzGroup>>> {
+        Some(raftz(server, self.jc.as_deref()?, acc, group))
+    }
+
+    fn health(&self) -> Option<String> {
+        meta_health(self.jc.as_deref()?)
+    }
+}
+
+fn config(js: &JetStream) -> Config {
+    let (sync_interval, sync_always) = match js.sync {
+        SyncPolicy::Always => (0, true),
+        SyncPolicy::Interval(d) => (d.as_nanos(), false),
+    };
+    Config {
+        max_memory: js.max_memory,
+        max_storage: js.max_store,
+        store_dir: js.store_dir.join("jetstream").display().to_string(),
+        sync_interval,
+        sync_always,
+        domain: js.domain.clone(),
+        compress_ok: false,
+        strict: true,
+    }
+}
+
+fn stats(js: &JetStream, accounts: usize) -> Stats {
+    let (memory, storage) = js.usage();
+    let (reserved_memory, reserved_storage) = js.reserved_totals();
+    Stats {
+        memory,
+        storage,
+        reserved_memory,
+        reserved_storage,
+        accounts,
+        ha_assets: 0,
+        api: ApiStats {
+            level: jetstream::api::API_LEVEL,
+            total: js.api_total.load(Ordering::Relaxed),
+            errors: js.api_errors.load(Ordering::Relaxed),
+        },
+        store_damage: Some(StoreDamage {
+            found: js.damage_found.load(Ordering::Relaxed),
+            repaired: js.damage_repaired.load(Ordering::Relaxed),
+        }),
+    }
+}
+
+fn meta_cluster(server: &Server, jc: &JsCluster) -> MetaClusterInfo {
+    let g = jc.meta_status().unwrap_or_default();
+    let name_of = |id: u64| {
+        jc.peer_name(server, id)
+            .unwrap_or_else(|| format!("Server name unknown at this time (peerID: {id:x})"))
+    };
+    let leader = if g.leader == 0 {
+        String::new()
+    } else {
+        name_of(g.leader)
+    };
+    let replicas = jc.replicas(server, &g);
+    MetaClusterInfo {
+        name: server.routes.cluster_name().0,
+        peer: if leader.is_empty() {
+            String::new()
+        } else {
+            peer_hash(&leader)
+        },
+        leader,
+        replicas,
+        cluster_size: g.voters.len(),
+        quorum_needed: g.voters.len() / 2 + 1,
+        pending: 0,
+        pending_requests: 0,
+        pending_infos: 0,
+        snapshot: SnapshotStats {
+            pending_entries: g.last_index.saturating_sub(g.applied),
+            pending_size: 0,
+        },
+    }
+}
+
+async fn jsz(server: &Server, js: &JetStream, jc: Option<&JsCluster>, opts: &JszOptions) -> JsInfo {
+    let handles = js.streams();
+    let mut info = JsInfo {
+        stats: stats(js, 1),
+        server_id: server.id.clone(),
+        now: rfc3339(SystemTime::now()),
+        disabled: false,
+        config: config(js),
+        limits: Some(Empty {}),
+        streams: handles.len(),
+        consumers: handles
+            .iter()
+            .map(|h| h.consumers.load(Ordering::Relaxed))
+            .sum(),
+        messages: handles.iter().map(|h| h.msgs.load(Ordering::Relaxed)).sum(),
+        bytes: handles
+            .iter()
+            .map(|h| h.bytes.load(Ordering::Relaxed))
+            .sum(),
+        meta_cluster: jc.map(|jc| meta_cluster(server, jc)),
+        account_details: Vec::new(),
+        total: 1,
+    };
+    let wanted = opts.acc == js.account
+        || (opts.acc.is_empty() && opts.accounts && opts.offset == 0 && opts.limit > 0);
+    if wanted {
+        let (memory, storage) = js.usage();
+        let (reserved_memory, reserved_storage) = js.reserved_totals();
+        let mut detail = AccountDetail {
+            name: js.account.clone(),
+            id: js.account.clone(),
+            stats: Stats {
+                memory,
+                storage,
+                reserved_memory,
+                reserved_storage,
+                accounts: 0,
+                ha_assets: 0,
+                api: ApiStats {
+                    level: 0,
+                    total: js.api_total.load(Ordering::Relaxed),
+                    errors: js.api_errors.load(Ordering::Relaxed),
+                },
+                store_damage: None,
+            },
+            stream_detail: Vec::new(),
+        };
+        if opts.streams {
+            for (stream, consumers) in js.snapshots(opts.consumers).await {
+                let mut d = StreamDetail {
+                    name: stream.config.name.clone(),
+                    created: jetstream::api::time::rfc3339(stream.created),
+                    cluster: ClusterInfo {
+                        leader: server.name.clone(),
+                        ..ClusterInfo::default()
+                    },
+                    config: opts.config.then(|| stream.config.clone()),
+                    state: stream.state,
+                    consumer_detail: Vec::new(),
+                };
+                if opts.consumers {
+                    d.consumer_detail = consumers
+                        .iter()
+                        .map(|c| {
+                            let mut v = serde_json::to_value(c).expect("consumer info serializes");
+                            if !opts.config {
+                                if let Some(o) = v.as_object_mut() {
+                                    o.remove("config");
+                                }
+                            }
+                            v
+                        })
+                        .collect();
+                }
+                detail.stream_detail.push(d);
+            }
+        }
+        info.account_details.push(detail);
+    }
+    info
+}
+
+fn raftz(
+    server: &Server,
+    jc: &JsCluster,
+    acc: &str,
+    group: &str,
+) -> BTreeMap<String, BTreeMap<String, RaftzGroup>> {
+    let mut out = BTreeMap::new();
+    let wanted =
+        |a: &str, name: &str| (acc.is_empty() || acc == a) && (group.is_empty() || group == name);
+    let status = jc.node.status();
+    let names = jc.group_names();
+    for g in status.groups.iter() {
+        let (account, name) = if g.group == jsservice::meta_sm::META_GROUP {
+            (SYSTEM_ACCOUNT, META_NAME.to_string())
+        } else if let Some(n) = names.get(&g.group) {
+            (jc.js.account.as_str(), n.clone())
+        } else {
+            continue;
+        };
+        if wanted(account, &name) {
+            out.entry(account.to_string())
+                .or_insert_with(BTreeMap::new)
+                .insert(name, group_of(server, jc, g));
+        }
+    }
+    out
+}
+
+fn group_of(server: &Server, jc: &JsCluster, g: &cluster::node::GroupStatus) -> RaftzGroup {
+    let hash_of = |id: u64| {
+        jc.peer_name(server, id)
+            .map(|n| peer_hash(&n))
+            .unwrap_or_else(|| format!("{id:x}"))
+    };
+    let state = if g.is_leader {
+        "LEADER"
+    } else if g.leader == 0 && g.vote == jc.me.id {
+        "CANDIDATE"
+    } else {
+        "FOLLOWER"
+    };
+    let transport = &jc.node.transport;
+    let peers = g
+        .voters
+        .iter()
+        .filter(|&&v| v != jc.me.id)
+        .map(|&v| {
+            let name = jc.peer_name(server, v).unwrap_or_default();
+            let replicated = g.progress.iter().find(|(id, _)| *id == v).map(|(_, m)| *m);
+            let last_seen = transport
+                .last_heard(v)
+                .map(jetstream::duration::format)
+                .unwrap_or_default();
+            (
+                hash_of(v),
+                RaftzPeer {
+                    known: !name.is_empty(),
+                    name,
+                    last_replicated_index: replicated,
+                    last_seen,
+                },
+            )
+        })
+        .collect();
+    RaftzGroup {
+        id: peer_hash(&server.name),
+        state,
+        size: g.voters.len(),
+        quorum_needed: g.voters.len() / 2 + 1,
+        committed: g.committed,
+        applied: g.applied,
+        leader: if g.leader == 0 {
+            String::new()
+        } else {
+            hash_of(g.leader)
+        },
+        ever_had_leader: g.leader != 0 || g.term > 1,
+        term: g.term,
+        voted_for: if g.vote == 0 {
+            String::new()
+        } else {
+            hash_of(g.vote)
+        },
+        pterm: g.last_term,
+        pindex: g.last_index,
+        // Every group's replication goes through the system account, as
+        // nats-server's does unless an account volunteers its own.
+        system_account: true,
+        traffic_account: SYSTEM_ACCOUNT,
+        ipq_proposal_len: 0,
+        ipq_entry_len: 0,
+        ipq_resp_len: 0,
+        ipq_apply_len: 0,
+        peers,
+    }
+}
+
+fn raft_varz(jc: &JsCluster) -> RaftVarz {
+    let c = &jc.node.transport.counters;
+    let r = *c.rejected.lock();
+    let st = jc.node.status();
+    RaftVarz {
+        frames_in: c.frames_in.load(Ordering::Relaxed),
+        bytes_in: c.bytes_in.load(Ordering::Relaxed),
+        frames_out: c.frames_out.load(Ordering::Relaxed),
+        bytes_out: c.bytes_out.load(Ordering::Relaxed),
+        rejected_frames: RejectedFrames {
+            length: r.length,
+            checksum: r.checksum,
+            class: r.class,
+            short: r.short,
+        },
+        foreign_frames: c.foreign.load(Ordering::Relaxed),
+        dropped_frames: c.dropped.load(Ordering::Relaxed),
+        refused_not_member: st.refused_foreign,
+        refused_unknown_group: st.refused_unknown_group,
+        refused_undecodable: st.refused_undecodable,
+        votes_withheld: st.votes_withheld,
+    }
+}
+
+/// Why a clustered JetStream server is not healthy, in nats-server's
+/// words: its Raft node must be running; it must know a meta leader, and
+/// a follower must have heard from it lately and applied what is
+/// committed; and every stream assigned to it must be current (see
+/// [`stream_health`]).
+fn meta_health(jc: &JsCluster) -> Option<String> {
+    let status = jc.node.status();
+    if !status.running {
+        return Some("JetStream raft node stopped (a log write failed)".into());
+    }
+    let Some(g) = jc.meta_status().filter(|g| g.leader != 0) else {
+        return Some("JetStream has not established contact with a meta leader".into());
+    };
+    if !g.is_leader {
+        let heard = jc.node.transport.last_heard(g.leader);
+        let current = heard.is_some_and(|d| d <= std::time::Duration::from_secs(2))
+            && g.applied >= g.committed;
+        if !current {
+            return Some("JetStream is not current with the meta leader".into());
+        }
+    }
+    let assigned: Vec<(String, u64, usize)> = jc
+        .meta
+        .lock()
+        .streams()
+        .filter(|a| a.peers.contains(&jc.me.id))
+        .map(|a| (a.name.clone(), a.group, a.peers.len()))
+        .collect();
+    for (name, group, replicas) in assigned {
+        let g = status.groups.iter().find(|g| g.group == group);
+        if let Some(why) = stream_health(jc, g, replicas) {
+            return Some(format!(
+                "JetStream stream {} is not current: {why}",
+                jc.js.label(&name)
+            ));
+        }
+    }
+    None
+}
+
+/// nats-server's reasons a stream replica is not current.
+fn stream_health(
+    jc: &JsCluster,
+    g: Option<&cluster::node::GroupStatus>,
+    replicas: usize,
+) -> Option<&'static str> {
+    let Some(g) = g else {
+        return Some("group node missing");
+    };
+    if replicas <= 1 || g.is_leader {
+        return None;
+    }
+    if g.leader == 0 {
+        return Some("group node unhealthy");
+    }
+    let heard = jc.node.transport.last_heard(g.leader);
+    let current =
+        heard.is_some_and(|d| d <= std::time::Duration::from_secs(2)) && g.applied >= g.committed;
+    (!current).then_some("stream catching up")
+}
