@@ -10,3 +10,4 @@ pub mod log;
 pub mod outbox;
 pub mod quiet;
 pub mod rng;
+pub mod timing;
