@@ -6,7 +6,8 @@
 use bytes::Bytes;
 use jsservice::meta_sm::MetaOp;
 use jsservice::stream_sm::{Applied, Entry as StreamEntry, Op, Outcome, StreamMachine};
-use replication::engine::{EngineError, Output};
+use replication::engine::Committed;
+use replication::node::Input;
 
 use crate::{Config, Sim, Violation, GROUP, SOURCING_GROUP};
 
@@ -40,34 +41,26 @@ impl Sim {
         let Some(li) = self.leader_index() else {
             return;
         };
-        // Some proposals carry several entries, as a node proposes the
-        // submits it took in one cycle (`Engine::propose_all`).
+        // Some proposals carry several entries: submits the node takes
+        // in one cycle, which it proposes together (`Engine::propose_all`).
+        // A submit to a server that no longer leads by then is dropped,
+        // and the value is never acknowledged.
         let n = match self.rng.chance(self.cfg.batch_rate) {
             true => 2 + self.rng.below(3),
             false => 1,
         };
         let first = self.next_value;
         let leader = self.servers[li].id;
-        let e = self.servers[li].engine.as_mut().expect("leader is up");
-        let entries = (first..first + n)
-            .map(|v| {
-                let mut data = v.to_be_bytes().to_vec();
-                data.resize(self.cfg.payload_size.max(8), b'x');
-                data
-            })
-            .collect::<Vec<_>>();
-        match e.propose_all(GROUP, entries) {
-            Ok(()) => {
-                self.next_value = first + n;
-                for v in first..first + n {
-                    self.in_flight.insert(v, leader);
-                    self.report.proposed += 1;
-                    self.event(5000 + v);
-                }
-            }
-            Err(EngineError::NotLeader(_)) => self.report.failed += 1,
-            Err(e) => panic!("propose: {e}"),
+        for v in first..first + n {
+            let mut data = v.to_be_bytes().to_vec();
+            data.resize(self.cfg.payload_size.max(8), b'x');
+            let node = self.servers[li].node();
+            node.handle(Input::Submit { group: GROUP, data });
+            self.in_flight.insert(v, leader);
+            self.report.proposed += 1;
+            self.event(5000 + v);
         }
+        self.next_value = first + n;
     }
 
     /// The simulated wall clock: 10 ms a step, in Unix nanoseconds.
@@ -85,8 +78,8 @@ impl Sim {
             return false;
         };
         let e = StreamEntry { ts: self.now(), op };
-        let engine = self.servers[li].engine.as_mut().expect("leader is up");
-        engine.propose(group, e.encode()).is_ok()
+        let node = self.servers[li].node();
+        node.propose(group, e.encode()).is_ok()
     }
 
     /// Work-queue client: create the consumer, publish, pull, ack.
@@ -135,7 +128,7 @@ impl Sim {
         // leader, answered only once a quorum confirms it still leads.
         if self.rng.chance(100) {
             if let Some(li) = self.leader_index() {
-                let e = self.servers[li].engine.as_mut().expect("leader is up");
+                let e = self.servers[li].node().call();
                 let _ = e.read_index(GROUP, self.step.to_be_bytes().to_vec());
             }
         }
@@ -490,22 +483,20 @@ impl Sim {
 
     /// In value mode, a leader that sees a value it proposed committed
     /// acknowledges it, at the index it committed at.
-    pub(crate) fn ack_values(&mut self, leader: bool, o: &Output) -> Result<(), Violation> {
-        for c in &o.committed {
-            if c.data.len() < 8 {
-                continue;
+    pub(crate) fn ack_values(&mut self, leader: bool, c: &Committed) -> Result<(), Violation> {
+        if c.data.len() < 8 {
+            return Ok(());
+        }
+        let v = u64::from_be_bytes(c.data[..8].try_into().expect("8 bytes"));
+        if leader && self.in_flight.remove(&v).is_some() {
+            if let Some(prev) = self.acked.insert(v, c.index) {
+                return Err(self.violation(format!(
+                    "value {v} acknowledged twice, at {prev} and {}",
+                    c.index
+                )));
             }
-            let v = u64::from_be_bytes(c.data[..8].try_into().expect("8 bytes"));
-            if leader && self.in_flight.remove(&v).is_some() {
-                if let Some(prev) = self.acked.insert(v, c.index) {
-                    return Err(self.violation(format!(
-                        "value {v} acknowledged twice, at {prev} and {}",
-                        c.index
-                    )));
-                }
-                self.report.acked += 1;
-                self.event(7000 + c.index);
-            }
+            self.report.acked += 1;
+            self.event(7000 + c.index);
         }
         Ok(())
     }
@@ -548,8 +539,8 @@ impl Sim {
                 }
             }
         };
-        let e = self.servers[li].engine.as_mut().expect("leader is up");
-        if e.propose(GROUP, op.encode()).is_ok() {
+        let node = self.servers[li].node();
+        if node.propose(GROUP, op.encode()).is_ok() {
             self.report.proposed += 1;
         }
     }
@@ -568,10 +559,7 @@ pub(crate) fn stream_of(
 }
 
 /// In sourced mode, the stream every replica keeps that sources `WQ`.
-fn sourcing_stream(
-    cfg: &Config,
-    store: Box<dyn store::MsgStore>,
-) -> Option<StreamMachine> {
+fn sourcing_stream(cfg: &Config, store: Box<dyn store::MsgStore>) -> Option<StreamMachine> {
     if !cfg.sourced {
         return None;
     }
@@ -589,10 +577,7 @@ fn sourcing_stream(
 }
 
 /// The stream every replica keeps, in the modes that replicate one.
-fn replicated_stream(
-    cfg: &Config,
-    store: Box<dyn store::MsgStore>,
-) -> Option<StreamMachine> {
+fn replicated_stream(cfg: &Config, store: Box<dyn store::MsgStore>) -> Option<StreamMachine> {
     if !(cfg.work_queue || cfg.publish_ids) {
         return None;
     }

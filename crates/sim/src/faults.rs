@@ -87,7 +87,7 @@ impl Sim {
     /// Flips one bit in the middle of the log of a server that is down.
     pub fn flip_bit_in_log(&mut self, id: u64) {
         let s = &mut self.servers[id as usize - 1];
-        assert!(s.engine.is_none(), "flip bits in a stopped server's files");
+        assert!(!s.is_up(), "flip bits in a stopped server's files");
         for name in log_files(&s.dir) {
             let len = s.dir.file_len(&name);
             if len > 0 {
@@ -104,9 +104,10 @@ impl Sim {
     /// the loser's create is refused; there is never a second node.
     pub fn restart_group_concurrently(&mut self, id: u64) {
         let voters: Vec<u64> = (1..=self.servers.len() as u64).collect();
-        let Some(e) = self.servers[id as usize - 1].engine.as_mut() else {
+        let Some(node) = self.servers[id as usize - 1].node.as_mut() else {
             return;
         };
+        let e = node.call();
         // Path B: the meta snapshot wants the group to exist.
         let _ = e.create_group(GROUP, &voters);
         // Path A: the aborted catch-up restarts it.
@@ -136,10 +137,10 @@ impl Sim {
         for i in 0..self.servers.len() {
             let damaged = self.damaged_servers();
             let s = &mut self.servers[i];
-            if s.engine.as_ref().is_some_and(|e| !is_damaged(&self.cfg, e)) {
+            if s.engine().is_some_and(|e| !is_damaged(&self.cfg, e)) {
                 s.flipped = false;
             }
-            if s.engine.is_none() {
+            if !s.is_up() {
                 match s.down_for {
                     0 => self.restart(i)?,
                     _ => s.down_for -= 1,
@@ -194,7 +195,7 @@ impl Sim {
             .iter()
             .filter(|s| {
                 s.flipped
-                    || s.engine.as_ref().is_some_and(|e| is_damaged(&self.cfg, e))
+                    || s.engine().is_some_and(|e| is_damaged(&self.cfg, e))
                     || s.stores.values().any(|rs| rs.is_fetching() || rs.flipped)
             })
             .count()

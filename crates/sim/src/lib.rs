@@ -21,12 +21,11 @@
 //! replays it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use jsservice::meta_sm::Meta;
 use jsservice::stream_sm::Op;
-use replication::engine::Engine;
 use replication::identity;
+use replication::node::NodeCore;
 use replication::rng::Rng;
 use store::MemDir;
 
@@ -40,7 +39,7 @@ mod world;
 pub use faults::Faults;
 
 pub(crate) use clients::{counter_increment, counter_subject, live_seqs, stream_of};
-pub(crate) use world::{stream_groups, Link, Packet, Server};
+pub(crate) use world::{node_clock, stream_groups, Link, Packet, Server};
 
 /// The Raft group the simulation replicates: values, the work-queue
 /// stream, or the meta state.
@@ -279,16 +278,10 @@ impl Sim {
                 let dir = MemDir::new();
                 let (me, _) = identity::load_or_create(&dir, &format!("s{id}"), || id)
                     .expect("a new store takes an identity");
-                let mut e = Engine::new(me.id, Arc::new(dir.clone()), rng.next_u64());
-                e.unsafe_ack_before_sync = cfg.unsafe_ack_before_sync;
-                e.unsafe_no_pre_vote = cfg.unsafe_no_pre_vote;
-                e.unsafe_skip_frame_checksum = cfg.unsafe_skip_frame_checksum;
-                e.unsafe_no_registry = cfg.unsafe_no_registry;
-                if let Some(c) = cfg.chunk_size {
-                    e.chunk_size = c;
-                }
+                let e = cfg.engine(me.id, &dir, rng.next_u64());
+                let mut node = NodeCore::new(e, cfg.node(), node_clock(0));
                 for &g in groups(&cfg) {
-                    e.create_group(g, &voters).expect("fresh group");
+                    node.create_group(g, &voters).expect("fresh group");
                 }
                 let stores: BTreeMap<u64, replica::ReplicaStore> = stream_groups(&cfg)
                     .map(|g| (g, replica::ReplicaStore::new()))
@@ -296,16 +289,17 @@ impl Sim {
                 Server {
                     id,
                     dir,
-                    engine: Some(e),
+                    node: Some(node),
                     down_for: 0,
                     flipped: false,
                     meta: Meta::new(),
                     stores,
-                    compacted_at: BTreeMap::new(),
                     syncing: Vec::new(),
                     rewrites: Vec::new(),
                     rewritten: Vec::new(),
                     snapshots_asked: Vec::new(),
+                    inbox: Vec::new(),
+                    cycling: false,
                 }
             })
             .collect();
@@ -413,7 +407,7 @@ impl Sim {
     /// The current leader of `group` and its term.
     pub fn leader_of(&self, group: u64) -> Option<(u64, u64)> {
         let i = self.leader_index_of(group)?;
-        let e = self.servers[i].engine.as_ref()?;
+        let e = self.servers[i].engine()?;
         Some((e.id(), e.leader(group)?.0))
     }
 
@@ -421,7 +415,7 @@ impl Sim {
     pub fn max_term(&self) -> u64 {
         self.servers
             .iter()
-            .filter_map(|s| s.engine.as_ref()?.leader(GROUP))
+            .filter_map(|s| s.engine()?.leader(GROUP))
             .map(|(t, _)| t)
             .max()
             .unwrap_or(0)
@@ -439,12 +433,7 @@ impl Sim {
         };
         self.process_faults(&f)?;
         self.client();
-        for i in 0..self.servers.len() {
-            if let Some(e) = self.servers[i].engine.as_mut() {
-                e.tick();
-                self.report.quiet_steps += e.quiet_groups() as u64;
-            }
-        }
+        self.tick_nodes();
         // Let the cluster react within the step: several delivery rounds;
         // limited links carry their bandwidth once per step.
         for round in 0..4 {
@@ -466,7 +455,7 @@ impl Sim {
     fn leader_index_of(&self, group: u64) -> Option<usize> {
         self.servers
             .iter()
-            .position(|s| s.engine.as_ref().is_some_and(|e| e.is_leader(group)))
+            .position(|s| s.engine().is_some_and(|e| e.is_leader(group)))
     }
 }
 

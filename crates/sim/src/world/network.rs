@@ -3,7 +3,9 @@
 //! queued on links as the real transport's outboxes queue them.
 
 use bytes::BytesMut;
+use replication::engine::Engine;
 use replication::frame;
+use replication::node::Input;
 use replication::outbox::Outbox;
 
 use crate::{mix, Faults, Sim};
@@ -169,14 +171,18 @@ impl Sim {
             let Some(s) = self.servers.iter_mut().find(|s| s.id == p.to) else {
                 continue;
             };
-            let Some(e) = s.engine.as_mut() else {
+            let Some(node) = s.node.as_mut() else {
                 continue;
             };
-            let before = e.refused.frames.total() + e.refused.foreign;
-            e.receive(p.from, &p.bytes);
-            let after = e.refused.frames.total() + e.refused.foreign;
-            self.report.frames_refused += after - before;
-            self.report.trace = mix(self.report.trace, p.bytes.len() as u64);
+            let refused = |e: &Engine| e.refused.frames.total() + e.refused.foreign;
+            let before = refused(node.engine());
+            let len = p.bytes.len() as u64;
+            node.handle(Input::Bytes {
+                peer: p.from,
+                bytes: p.bytes,
+            });
+            self.report.frames_refused += refused(node.engine()) - before;
+            self.report.trace = mix(self.report.trace, len);
         }
     }
 }
