@@ -833,6 +833,14 @@ mod tests {
             }
         }
 
+        /// A node over a new directory that leads group `G`.
+        fn leading(compact: Option<CompactPolicy>) -> (MemDir, Driver) {
+            let dir = MemDir::new();
+            let mut d = Driver::new(&dir, compact);
+            d.lead();
+            (dir, d)
+        }
+
         fn lead(&mut self) {
             self.core.create_group(G, &[1]).unwrap();
             for _ in 0..100 {
@@ -860,11 +868,16 @@ mod tests {
         }
     }
 
+    /// An entry big enough that a compacted journal is rewritten.
+    fn big(v: u8) -> Vec<u8> {
+        let mut e = vec![v];
+        e.resize(16 * 1024, 0);
+        e
+    }
+
     #[test]
     fn submits_wait_for_the_next_input_and_keep_their_place() {
-        let dir = MemDir::new();
-        let mut d = Driver::new(&dir, None);
-        d.lead();
+        let (_dir, mut d) = Driver::leading(None);
         let before = d.last_index();
         d.input(Input::Submit {
             group: G,
@@ -887,13 +900,9 @@ mod tests {
 
     #[test]
     fn a_replaced_file_is_freed_once_the_syncs_that_may_hold_it_ran() {
-        let dir = MemDir::new();
-        let mut d = Driver::new(&dir, Some(Box::new(|_, since| since >= 10)));
-        d.lead();
+        let (_dir, mut d) = Driver::leading(Some(Box::new(|_, since| since >= 10)));
         for v in 1..=25u8 {
-            let mut e = vec![v];
-            e.resize(16 * 1024, 0);
-            d.core.propose(G, e).unwrap();
+            d.core.propose(G, big(v)).unwrap();
             d.cycle();
             d.sync();
         }
@@ -917,15 +926,11 @@ mod tests {
 
     #[test]
     fn a_restart_hands_the_snapshot_before_the_entries_after_it() {
-        let dir = MemDir::new();
-        let mut d = Driver::new(&dir, Some(Box::new(|_, since| since >= 10)));
-        d.lead();
+        let (dir, mut d) = Driver::leading(Some(Box::new(|_, since| since >= 10)));
         // Entries big enough that the compacted journal is rewritten, so
         // the snapshot is what the log holds of them.
         for v in 1..=30u8 {
-            let mut e = vec![v];
-            e.resize(16 * 1024, 0);
-            d.core.propose(G, e).unwrap();
+            d.core.propose(G, big(v)).unwrap();
             d.cycles(1);
         }
         d.cycles(3);
@@ -986,9 +991,7 @@ mod tests {
 
     #[test]
     fn the_status_is_published_when_something_moved_and_not_more_often() {
-        let dir = MemDir::new();
-        let mut d = Driver::new(&dir, None);
-        d.lead();
+        let (_dir, mut d) = Driver::leading(None);
         let now = d.now;
         let first = d.core.poll_status(now, 1_000).expect("a first status");
         let g = &first.groups[0];
@@ -1010,9 +1013,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "twice, or out of order")]
     fn an_epoch_is_synced_once() {
-        let dir = MemDir::new();
-        let mut d = Driver::new(&dir, None);
-        d.lead();
+        let (_dir, mut d) = Driver::leading(None);
         d.core.propose(G, vec![1]).unwrap();
         d.cycle();
         let epoch = d.jobs.last().unwrap().epoch;
@@ -1023,9 +1024,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "only")]
     fn an_epoch_synced_was_handed_out() {
-        let dir = MemDir::new();
-        let mut d = Driver::new(&dir, None);
-        d.lead();
+        let (_dir, mut d) = Driver::leading(None);
         let epoch = d.core.handed_out;
         d.input(Input::Synced(epoch + 1));
     }
@@ -1033,9 +1032,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "in the middle of a cycle")]
     fn a_ready_is_carried_out_before_the_next_input() {
-        let dir = MemDir::new();
-        let mut d = Driver::new(&dir, None);
-        d.lead();
+        let (_dir, mut d) = Driver::leading(None);
         let a = d.core.ready();
         d.carry(a);
         d.input(Input::SyncFailed);
@@ -1044,9 +1041,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "actions were polled")]
     fn an_inputs_actions_are_polled_before_the_next() {
-        let dir = MemDir::new();
-        let mut d = Driver::new(&dir, None);
-        d.lead();
+        let (_dir, mut d) = Driver::leading(None);
         d.core.propose(G, vec![1]).unwrap();
         d.cycles(2);
         let index = d.core.engine().applied(G).unwrap();
