@@ -1,14 +1,17 @@
-//! The driver of one server's multi-raft engine: a thread that owns the
-//! `replication::engine::Engine` (every group of this server) and runs
-//! its cycle — inputs (ticks, peer frames, commands, finished syncs),
-//! `poll` — handing frames to the [`Transport`], committed entries to the
-//! application, and sync handles to the node's sync thread.
+//! The driver of one server's Raft node: a thread that owns the
+//! `replication::node::NodeCore` (the engine of every group of this
+//! server, and the node's policy around it) and runs its cycle — inputs
+//! (peer frames, commands, finished syncs and rewrites), a tick, the
+//! Ready — handing frames to the [`Transport`], events to the application,
+//! and sync jobs to the node's sync thread. Everything decided here is
+//! the core's (its module documents the cycle); this file keeps the
+//! threads and the channels.
 //!
-//! The sync thread runs every handle queued while it was busy as one
-//! group commit (one fsync per log file), then reports the last epoch it
-//! covered; the engine's `synced` then releases what waited for it (votes,
-//! append acknowledgements). The engine's thread never waits on the disk:
-//! a leader proposes, sends appends and commits on its followers'
+//! The sync thread runs every job queued while it was busy as one group
+//! commit (one fsync per log file), then reports the last epoch it
+//! covered; the engine then releases what waited for it (votes, append
+//! acknowledgements). The engine's thread never waits on the disk: a
+//! leader proposes, sends appends and commits on its followers'
 //! acknowledgements while its own flush runs, so the next flush carries
 //! everything that came meanwhile.
 //!
@@ -18,55 +21,35 @@
 //! server goes on meanwhile (heartbeats included); the engine's thread
 //! only swaps the finished file in.
 //!
-//! The engine is built on the thread and never leaves it; everything else
+//! The core is built on the thread and never leaves it; everything else
 //! talks to it through messages. A failed sync stops the node: nothing
 //! that depended on the write (votes, append acknowledgements) may leave,
 //! and the log's state after a failed fsync cannot be trusted.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use replication::engine::{Committed, Engine, EngineError, Output};
+use replication::engine::{Engine, EngineError};
+use replication::node::{Actions, Input as CoreInput, NodeCore, Rewrite};
 use serde::Serialize;
-use store::{Dir, Replaced, RewriteJob, Rewritten, Swap, SyncHandle, SyncRound};
+use store::{Dir, Rewritten, SyncHandle, SyncRound};
 use tracing::{error, info};
 
 use crate::transport::Transport;
 
-/// What the application hears from the node, in order per group.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
-    /// An entry to apply.
-    Committed(Committed),
-    /// A leader's snapshot replaced this replica's log: the state machine
-    /// is replaced by this data, as of this index, before later entries.
-    Snapshot(Committed),
-}
-
-/// A state machine's snapshot, as the [`Snapshotter`] answers for it.
-pub enum Snapshot {
-    /// Its bytes, as of the group's applied index: the state machine is
-    /// applied on the engine's thread (the `apply` hook).
-    Now(Vec<u8>),
-    /// Asked for: the state machine is applied elsewhere, and its owner
-    /// hands the bytes over with [`Node::snapshot_taken`], as of the index
-    /// asked for (or a later one already handed out, if it could not take
-    /// one then). Not asked again for the group until then.
-    Asked,
-    /// None to be had.
-    None,
-}
+pub use replication::node::{CompactPolicy, Event, GroupStatus, Snapshot};
 
 /// Answers the need for a snapshot of a group's state machine as of its
 /// applied index (to compact its log, or to catch a follower up): called
 /// with the group, that index, and the index of the snapshot the log holds
-/// now (what a restart would start from). It runs on the engine's thread, after
-/// every entry up to the index went through the `apply` hook (and was
-/// handed on from there, for a state machine applied elsewhere).
+/// now (what a restart would start from). It runs on the engine's thread,
+/// after every entry up to the index went through the `apply` hook (and
+/// was handed on from there, for a state machine applied elsewhere). A
+/// state machine applied elsewhere answers `Snapshot::Asked`, and its
+/// owner hands the bytes over with [`Node::snapshot_taken`].
 pub type Snapshotter = Box<dyn FnMut(u64, u64, u64) -> Snapshot + Send>;
 
 /// Applies an event on the engine's thread, before it is also sent to the
@@ -76,10 +59,6 @@ pub type Snapshotter = Box<dyn FnMut(u64, u64, u64) -> Snapshot + Send>;
 /// this server leads the group, so only a leader sends a state machine's
 /// outputs.
 pub type Apply = Box<dyn FnMut(&Event, &mut Engine) + Send>;
-
-/// Whether to snapshot a group and compact its log, given the entries
-/// applied since its last snapshot.
-pub type CompactPolicy = Box<dyn Fn(u64, u64) -> bool + Send>;
 
 pub struct Config {
     /// This server's peer id (`replication::identity`).
@@ -94,27 +73,6 @@ pub struct Config {
     /// Without one, logs are compacted only when a follower needs a
     /// snapshot.
     pub compact: Option<CompactPolicy>,
-}
-
-/// One group as monitoring shows it.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct GroupStatus {
-    pub group: u64,
-    pub leader: u64,
-    pub term: u64,
-    pub is_leader: bool,
-    pub committed: u64,
-    pub applied: u64,
-    pub voters: Vec<u64>,
-    pub damaged: bool,
-    pub vote: u64,
-    pub last_index: u64,
-    pub last_term: u64,
-    /// On the leader: (member, replicated index).
-    pub progress: Vec<(u64, u64)>,
-    /// On the leader: when (Unix nanoseconds) this server took the lead
-    /// in the current term, as the node loop first saw it.
-    pub leader_since: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -364,14 +322,6 @@ fn syncer(
     }
 }
 
-/// Work for the rewrite thread, in order.
-enum Rewrite {
-    /// Write a group's new log file, and report it.
-    Run(u64, RewriteJob),
-    /// Drop a replaced log file (its blocks are freed here).
-    Free(Replaced),
-}
-
 /// Runs log rewrites, one at a time in the order asked (so a rewrite of a
 /// group's log never runs beside another of the same log), until the
 /// engine's thread drops its sender; once `stopping`, rewrites still
@@ -394,6 +344,43 @@ fn rewriter(
     }
 }
 
+/// What carries out a core's [`Actions`] on the engine's thread: the
+/// transport, the apply hook and the event channel, the rewrite thread.
+/// The sync job goes to the sync thread first, in the loop itself.
+struct Carry {
+    transport: Arc<Transport>,
+    events: std::sync::mpsc::Sender<Event>,
+    apply: Option<Apply>,
+    to_rewrite: std::sync::mpsc::Sender<Rewrite>,
+}
+
+impl Carry {
+    fn out(&mut self, core: &mut NodeCore, a: Actions) {
+        debug_assert!(a.sync.is_none(), "the loop sends the sync job itself");
+        for r in a.rewrites {
+            let _ = self.to_rewrite.send(r);
+        }
+        for (to, f) in a.frames {
+            self.transport.send(to, f);
+        }
+        // A restart's snapshot is for the state machines applied here.
+        for ev in a.restored {
+            if let Some(f) = self.apply.as_mut() {
+                f(&ev, core.engine_mut());
+            }
+        }
+        for ev in a.events {
+            if let Some(f) = self.apply.as_mut() {
+                f(&ev, core.engine_mut());
+            }
+            let _ = self.events.send(ev);
+        }
+        for n in a.notes.iter().filter(|n| n.is_failure()) {
+            error!("{n}");
+        }
+    }
+}
+
 fn run(
     cfg: Config,
     rx: std::sync::mpsc::Receiver<Input>,
@@ -402,12 +389,15 @@ fn run(
     transport: Arc<Transport>,
     status: Arc<Mutex<Status>>,
 ) {
-    let mut engine = Engine::new(cfg.id, cfg.dir, cfg.seed);
+    // The core's clock: time since the thread started.
+    let start = Instant::now();
+    let engine = Engine::new(cfg.id, cfg.dir, cfg.seed);
+    let core_cfg = replication::node::Config {
+        tick: cfg.tick,
+        compact: cfg.compact,
+    };
+    let mut core = NodeCore::new(engine, core_cfg, Duration::ZERO);
     let mut snapshotter = cfg.snapshotter;
-    // Groups whose snapshot was asked for and has not come yet.
-    let mut asked: BTreeSet<u64> = BTreeSet::new();
-    let mut apply = cfg.apply;
-    let mut next_tick = Instant::now() + cfg.tick;
     let (to_sync, sync_rx) = std::sync::mpsc::channel();
     let id = cfg.id;
     let rewritten = synced.clone();
@@ -422,15 +412,14 @@ fn run(
         .name(format!("raft-rewrite-{}", cfg.id))
         .spawn(move || rewriter(rewrite_rx, rewritten, rewriter_stopping))
         .expect("spawn the raft rewrite thread");
-    // Replaced log files, each with the last epoch handed to the sync
-    // thread when it was replaced: sync handles of those epochs may hold
-    // the file, and the last holder to drop it frees its blocks, so it
-    // goes to the rewrite thread only once they have run.
-    let mut replaced: Vec<(u64, Replaced)> = Vec::new();
-    let mut sent_epoch = 0;
-    let mut published = Published::default();
+    let mut carry = Carry {
+        transport,
+        events: committed,
+        apply: cfg.apply,
+        to_rewrite,
+    };
     'run: loop {
-        let wait = next_tick.saturating_duration_since(Instant::now());
+        let wait = core.poll_timeout().saturating_sub(start.elapsed());
         let first = match rx.recv_timeout(wait) {
             Ok(i) => Some(i),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
@@ -445,123 +434,67 @@ fn run(
                 Err(_) => break,
             }
         }
-        // Consecutive submits are proposed together, one proposal per
-        // group (`Engine::propose_all`); any other input first proposes
-        // what was submitted before it, so the engine sees the inputs in
-        // the order they came.
-        let mut submitted: BTreeMap<u64, Vec<Vec<u8>>> = BTreeMap::new();
+        // Each input's actions are carried out before the next input.
         for i in inputs {
-            if let Input::Submit { group, data } = i {
-                submitted.entry(group).or_default().push(data);
-                continue;
-            }
-            propose_submitted(&mut engine, &mut submitted);
             match i {
-                Input::Frame(peer, f) => engine.receive_frame(peer, f),
-                Input::Call(f) => f(&mut engine),
+                Input::Frame(peer, frame) => core.handle(CoreInput::Frame { peer, frame }),
+                Input::Call(f) => f(core.call()),
                 Input::Create {
                     group,
                     voters,
                     reply,
                 } => {
-                    let _ = reply.send(engine.create_group(group, &voters).map(|_| ()));
+                    let _ = reply.send(core.create_group(group, &voters));
                 }
                 Input::Propose { group, data, reply } => {
-                    let _ = reply.send(engine.propose(group, data));
+                    let _ = reply.send(core.propose(group, data));
                 }
-                Input::Submit { .. } => unreachable!("taken above"),
+                Input::Submit { group, data } => core.handle(CoreInput::Submit { group, data }),
                 Input::Restart { group, reply } => {
-                    let r = engine.create_group(group, &[]).map(|_| {
-                        let stored = engine.snapshot(group).filter(|(_, d)| !d.is_empty());
-                        if let (Some((index, data)), Some(f)) = (stored, apply.as_mut()) {
-                            let ev = Event::Snapshot(replication::engine::Committed {
-                                group,
-                                index,
-                                data,
-                            });
-                            f(&ev, &mut engine);
-                        }
-                        engine.voters(group).unwrap_or_default()
-                    });
+                    let r = core.restart_group(group, &[]);
+                    let a = core.poll();
+                    carry.out(&mut core, a);
                     let _ = reply.send(r);
                 }
-                Input::Synced(epoch) => {
-                    for (_, old) in replaced.extract_if(.., |(e, _)| *e <= epoch) {
-                        let _ = to_rewrite.send(Rewrite::Free(old));
-                    }
-                    let out = engine.synced(epoch);
-                    emit(&transport, &committed, &mut apply, out, &mut engine);
+                Input::Synced(epoch) => core.handle(CoreInput::Synced(epoch)),
+                Input::Rewritten(group, done) => {
+                    core.handle(CoreInput::Rewritten { group, done });
                 }
-                Input::Rewritten(group, done) => match engine.rewritten(group, done) {
-                    Ok(Swap::Done(old)) => replaced.push((sent_epoch, old)),
-                    Ok(Swap::More(job)) => {
-                        let _ = to_rewrite.send(Rewrite::Run(group, job));
-                    }
-                    Ok(Swap::Dropped) => {}
-                    // The log goes on in its old file.
-                    Err(e) => error!("raft group {group}: could not rewrite its log: {e}"),
-                },
                 Input::Snapshot(group, index, data) => {
-                    asked.remove(&group);
-                    compact(&mut engine, &to_rewrite, group, index, data);
+                    core.handle(CoreInput::SnapshotTaken { group, index, data });
                 }
-                Input::SyncFailed => engine.sync_failed(),
+                Input::SyncFailed => core.handle(CoreInput::SyncFailed),
                 Input::Stop => break 'run,
             }
+            let a = core.poll();
+            carry.out(&mut core, a);
         }
-        propose_submitted(&mut engine, &mut submitted);
-        let now = Instant::now();
-        if now >= next_tick {
-            engine.tick();
-            next_tick += cfg.tick;
-            if next_tick < now {
-                // Far behind (a stall): do not tick in a burst.
-                next_tick = now + cfg.tick;
-            }
-        }
-        let mut out = engine.poll();
-        let mut wanted = std::mem::take(&mut out.snapshot_wanted);
-        let sync = std::mem::take(&mut out.sync);
-        if let Some(epoch) = out.epoch {
-            if to_sync.send((epoch, sync)).is_err() {
+        let now = start.elapsed();
+        core.handle_timeout(now);
+        let mut ready = core.ready();
+        if let Some(job) = ready.sync.take() {
+            if to_sync.send((job.epoch, job.handles)).is_err() {
                 break 'run;
             }
-            sent_epoch = epoch;
         }
-        // Only groups that applied something can have come due for
-        // compaction: with thousands of quiet groups, looking at each one
-        // every cycle would cost more than the work itself.
-        let active: BTreeSet<u64> = out.committed.iter().map(|c| c.group).collect();
-        emit(&transport, &committed, &mut apply, out, &mut engine);
-        if let Some(policy) = cfg.compact.as_ref() {
-            for g in active {
-                let applied = engine.applied(g).unwrap_or(0);
-                let snap = engine.snapshot_index(g).unwrap_or(0);
-                if applied > snap && policy(g, applied - snap) && !wanted.contains(&g) {
-                    wanted.push(g);
-                }
-            }
-        }
+        carry.out(&mut core, ready);
         // Now the applied index covers every entry handed out, so a state
         // machine applied here is exactly as of it.
-        asked.retain(|g| engine.applied(*g).is_some());
-        for g in wanted {
-            let Some(index) = engine.applied(g) else {
-                continue;
-            };
-            if asked.contains(&g) {
-                continue;
-            }
-            let stored = engine.snapshot_index(g).unwrap_or(0);
-            match snapshotter(g, index, stored) {
-                Snapshot::Now(data) => compact(&mut engine, &to_rewrite, g, index, data),
-                Snapshot::Asked => {
-                    asked.insert(g);
-                }
-                Snapshot::None => {}
-            }
+        for want in core.poll_snapshots() {
+            let answer = snapshotter(want.group, want.index, want.stored);
+            core.handle_snapshot(want, answer);
         }
-        published.publish(&engine, &status, now);
+        let a = core.poll();
+        carry.out(&mut core, a);
+        if let Some(update) = core.poll_status(now, unix_nanos_now()) {
+            let mut s = status.lock();
+            s.groups = update.groups;
+            s.version += 1;
+            s.refused_foreign = update.refused.foreign;
+            s.refused_unknown_group = update.refused.unknown_group;
+            s.refused_undecodable = update.refused.undecodable;
+            s.votes_withheld = update.refused.votes_withheld;
+        }
     }
     // The sync thread finishes what it was given (nothing waits for it);
     // the rewrite thread frees what it holds and skips the rewrites still
@@ -569,119 +502,11 @@ fn run(
     drop(to_sync);
     let _ = sync_thread.join();
     stopping.store(true, Ordering::Relaxed);
-    drop(replaced);
-    drop(to_rewrite);
+    drop(core.take_replaced());
+    drop(carry.to_rewrite);
     let _ = rewrite_thread.join();
     status.lock().running = false;
     info!("raft node {} stopped", cfg.id);
-}
-
-/// Compacts a group's log behind a snapshot, its rewrite (if any) to the
-/// rewrite thread.
-fn compact(
-    engine: &mut Engine,
-    to_rewrite: &std::sync::mpsc::Sender<Rewrite>,
-    group: u64,
-    index: u64,
-    data: Vec<u8>,
-) {
-    match engine.compact(group, index, data) {
-        Ok(Some(job)) => {
-            let _ = to_rewrite.send(Rewrite::Run(group, job));
-        }
-        Ok(None) => {}
-        Err(e) => error!("raft group {group}: could not snapshot at {index}: {e}"),
-    }
-}
-
-/// A group this server does not lead drops its submits: their requesters
-/// hear nothing and retry.
-fn propose_submitted(engine: &mut Engine, submitted: &mut BTreeMap<u64, Vec<Vec<u8>>>) {
-    for (group, data) in std::mem::take(submitted) {
-        let _ = engine.propose_all(group, data);
-    }
-}
-
-fn emit(
-    transport: &Transport,
-    events: &std::sync::mpsc::Sender<Event>,
-    apply: &mut Option<Apply>,
-    out: Output,
-    engine: &mut Engine,
-) {
-    for (to, f) in out.frames {
-        transport.send(to, f);
-    }
-    // A snapshot comes before the entries that follow it.
-    let evs = out
-        .snapshots
-        .into_iter()
-        .map(Event::Snapshot)
-        .chain(out.committed.into_iter().map(Event::Committed));
-    for ev in evs {
-        if let Some(f) = apply.as_mut() {
-            f(&ev, engine);
-        }
-        let _ = events.send(ev);
-    }
-}
-
-/// How stale the published [`Status`] may be.
-const STATUS_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
-
-/// What the node loop last published, to publish only what changed.
-#[derive(Default)]
-struct Published {
-    at: Option<Instant>,
-    /// The engine's activity count and refusal counts when last published.
-    activity: u64,
-    refused: replication::engine::Refused,
-    /// Each group's status, and whether it was quiet when taken: a quiet
-    /// group's state does not change until it wakes.
-    groups: BTreeMap<u64, (bool, GroupStatus)>,
-}
-
-impl Published {
-    /// Publishes the engine's state if it may have changed (its activity
-    /// count moved) and STATUS_EVERY has passed, or groups came or went.
-    /// Quiet groups already taken quiet are not looked at again.
-    fn publish(&mut self, engine: &Engine, status: &Mutex<Status>, now: Instant) {
-        let count_changed = engine.group_count() != self.groups.len();
-        let stale = self
-            .at
-            .is_none_or(|at| now.duration_since(at) >= STATUS_EVERY);
-        let moved = engine.activity() != self.activity || engine.refused != self.refused;
-        if !count_changed && (!stale || !moved) {
-            return;
-        }
-        self.at = Some(now);
-        self.activity = engine.activity();
-        self.refused = engine.refused;
-        self.groups.retain(|&g, _| engine.has_group(g));
-        for g in engine.groups() {
-            let quiet = engine.is_quiet(g);
-            if quiet && self.groups.get(&g).is_some_and(|(was_quiet, _)| *was_quiet) {
-                continue;
-            }
-            let mut st = group_status(engine, g);
-            st.leader_since = match self.groups.get(&g) {
-                Some((_, was)) if was.is_leader && was.term == st.term => was.leader_since,
-                _ => None,
-            };
-            if st.is_leader && st.leader_since.is_none() {
-                st.leader_since = Some(unix_nanos_now());
-            }
-            self.groups.insert(g, (quiet, st));
-        }
-        let groups: Vec<GroupStatus> = self.groups.values().map(|(_, st)| st.clone()).collect();
-        let mut s = status.lock();
-        s.groups = Arc::new(groups);
-        s.version += 1;
-        s.refused_foreign = engine.refused.foreign;
-        s.refused_unknown_group = engine.refused.unknown_group;
-        s.refused_undecodable = engine.refused.undecodable;
-        s.votes_withheld = engine.refused.votes_withheld;
-    }
 }
 
 /// The wall clock in Unix nanoseconds, for monitoring only.
@@ -689,24 +514,4 @@ fn unix_nanos_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64)
-}
-
-fn group_status(engine: &Engine, g: u64) -> GroupStatus {
-    let (term, leader) = engine.leader(g).unwrap_or((0, 0));
-    let ri = engine.raft_info(g).unwrap_or_default();
-    GroupStatus {
-        vote: ri.vote,
-        last_index: ri.last_index,
-        last_term: ri.last_term,
-        progress: ri.progress,
-        group: g,
-        leader,
-        term,
-        is_leader: engine.is_leader(g),
-        committed: engine.committed(g).unwrap_or(0),
-        applied: engine.applied(g).unwrap_or(0),
-        voters: engine.voters(g).unwrap_or_default(),
-        damaged: engine.is_damaged(g),
-        leader_since: None,
-    }
 }

@@ -47,23 +47,15 @@ use store::{Dir, Journal, RewriteJob, Rewritten, Swap, SyncHandle};
 use crate::frame::{self, Class, Frame, Rejections};
 
 use crate::log::{LogError, LogStore, Recovery};
-use crate::quiet;
+use crate::quiet::{self, PEER_FRAMES};
 use crate::rng::Rng;
+use crate::timing::{ELECTION_TICKS, HEARTBEAT_TICKS};
 /// Membership change requests, for [`Engine::propose_conf_change`].
 pub use raft::prelude::{ConfChange, ConfChangeType};
 
-/// Ticks between heartbeats; elections take `ELECTION_TICKS` plus a
-/// seeded spread of as many again.
-pub const HEARTBEAT_TICKS: usize = 2;
-pub const ELECTION_TICKS: usize = 10;
 /// How long a held node ([`Engine::hold`]) waits for a leader before it
 /// campaigns itself: long enough for any node free to lead to win first.
 pub const HELD_LEADERLESS_TICKS: usize = 6 * ELECTION_TICKS;
-
-/// The group id of frames between engines rather than Raft nodes: one
-/// liveness signal per peer, with the quiet notices of [`crate::quiet`].
-/// No Raft group has it (groups start at 1).
-pub const PEER_FRAMES: u64 = 0;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {

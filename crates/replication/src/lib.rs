@@ -7,6 +7,8 @@ pub mod engine;
 pub mod frame;
 pub mod identity;
 pub mod log;
+pub mod node;
 pub mod outbox;
 pub mod quiet;
 pub mod rng;
+pub mod timing;

@@ -34,9 +34,14 @@ use std::collections::BTreeMap;
 use bytes::{BufMut, Bytes, BytesMut};
 use raft::{RawNode, StateRole};
 
-use crate::engine::{ELECTION_TICKS, HEARTBEAT_TICKS, PEER_FRAMES};
 use crate::frame::{Class, Frame};
 use crate::log::LogStore;
+use crate::timing::{ELECTION_TICKS, HEARTBEAT_TICKS};
+
+/// The group id of frames between engines rather than Raft nodes: one
+/// liveness signal per peer, with the notices above. No Raft group has
+/// it (groups start at 1).
+pub const PEER_FRAMES: u64 = 0;
 
 /// Idle ticks before a leader's group goes quiet.
 pub const QUIET_AFTER: usize = 2 * HEARTBEAT_TICKS;

@@ -19,7 +19,7 @@ impl Sim {
     /// still to be read, so a read is likely to find it.
     pub(crate) fn flip_bit_in_store(&mut self, i: usize) {
         let s = &mut self.servers[i];
-        if s.engine.is_none() || s.stores.is_empty() {
+        if !s.is_up() || s.stores.is_empty() {
             return;
         }
         let pick = self.rng.below(s.stores.len() as u64) as usize;
@@ -50,7 +50,7 @@ impl Sim {
     /// repair has taken yet.
     pub(crate) fn damage_found(&self) -> bool {
         self.servers.iter().any(|s| {
-            s.engine.is_some()
+            s.is_up()
                 && s.stores
                     .values()
                     .any(|rs| rs.replica.as_ref().is_some_and(|r| r.damage().is_some()))
@@ -95,10 +95,11 @@ impl Sim {
         let s = &mut self.servers[i];
         let rs = s.stores.get_mut(&group).expect("a store per stream group");
         let damaged = rs.replica.as_ref().is_some_and(|r| r.damage().is_some());
-        let Some(engine) = s.engine.as_mut().filter(|_| damaged) else {
+        let Some(node) = s.node.as_mut().filter(|_| damaged) else {
             return Ok(());
         };
-        engine.hold(group, true).expect("the group is here");
+        node.call().hold(group, true).expect("the group is here");
+        let engine = node.engine();
         // The log goes on after its snapshot, an empty one too: a new
         // group's bootstrap, its membership at index 1.
         let snapshot = engine.snapshot(group);

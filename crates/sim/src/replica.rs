@@ -1,10 +1,11 @@
 //! A server's stream replicas, run by the replica core the cluster driver
 //! runs (`jsservice::replica`), each over a file store on a directory of
 //! its own that crashes with its server. This module is the simulator's
-//! driver of that core: it turns the core's events into engine calls and
-//! into fetches from the leader's store, one ask per replica per step,
-//! through the same faults as frames (asks and replies are dropped, and
-//! replies corrupted, which loses only time).
+//! driver of that core: it turns the core's events into inputs of its
+//! server's node (`world::Deferred`) and into fetches from the leader's
+//! store, one ask per replica per step, through the same faults as frames
+//! (asks and replies are dropped, and replies corrupted, which loses only
+//! time).
 
 use std::sync::Arc;
 
@@ -16,6 +17,7 @@ use jsservice::replica::{self, Clock, Event, Home, Replica, Start, Timing};
 use jsservice::stream_sm::StreamMachine;
 use store::{FileStore, FileStoreConfig, MemDir, MsgStore};
 
+use crate::world::Deferred;
 use crate::{stream_of, Config, Faults, Sim, Violation};
 
 /// Small segments, so that removals empty and reclaim whole segments.
@@ -205,11 +207,7 @@ impl Sim {
                     if let Some(sync) = sync {
                         sync.sync().expect("memory dirs sync");
                     }
-                    let s = &mut self.servers[i];
-                    if s.compact(group, index, data) {
-                        s.compacted_at.insert(group, index);
-                        self.report.compactions += 1;
-                    }
+                    self.send_to_node(i, Deferred::SnapshotTaken { group, index, data })?;
                 }
                 Event::FetchBegun { .. } | Event::FetchEnded => rs.asks.clear(),
                 Event::Ask(ask) => rs.asks.push(ask),
@@ -220,17 +218,8 @@ impl Sim {
                     self.report.fetches += 1;
                     self.event(9500 + id);
                 }
-                Event::Hold(hold) => {
-                    if let Some(e) = self.servers[i].engine.as_mut() {
-                        e.hold(group, hold).expect("the group is here");
-                    }
-                }
-                Event::StepDown => {
-                    let n = self.servers.len() as u64;
-                    if let Some(e) = self.servers[i].engine.as_mut() {
-                        crate::repair::step_down(e, group, id, n, &mut self.rng);
-                    }
-                }
+                Event::Hold(hold) => self.send_to_node(i, Deferred::Hold(group, hold))?,
+                Event::StepDown => self.send_to_node(i, Deferred::StepDown(group))?,
                 Event::Repaired => self.report.store_repairs += 1,
                 Event::Restored { .. } | Event::Note(_) => {}
                 Event::Halted(why) => {
@@ -247,7 +236,7 @@ impl Sim {
     /// answered.
     pub(crate) fn fetch_round(&mut self, f: &Faults) -> Result<(), Violation> {
         for i in 0..self.servers.len() {
-            if self.servers[i].engine.is_none() {
+            if !self.servers[i].is_up() {
                 continue;
             }
             let groups: Vec<u64> = self.servers[i].stores.keys().copied().collect();
@@ -274,7 +263,7 @@ impl Sim {
             // It cannot fetch from itself: it hands its leadership on,
             // and asks whoever takes it.
             let n = self.servers.len() as u64;
-            let engine = self.servers[i].engine.as_mut().expect("running");
+            let engine = self.servers[i].node().call();
             crate::repair::step_down(engine, g, me, n, &mut self.rng);
             return Ok(());
         }
@@ -297,20 +286,5 @@ impl Sim {
         }
         self.event(9000 + me * 100 + g);
         self.with_replica(i, g, |r, clock| r.handle_reply(&bytes, clock))
-    }
-
-    /// Asks server `i`'s replica of `group` for a snapshot to compact its
-    /// log behind, as of the engine's applied index, as the node asks
-    /// (past the machine's when Raft's own entries came last); it comes
-    /// as an event (later, while it fetches).
-    pub(crate) fn snapshot_replica(&mut self, i: usize, group: u64) -> Result<(), Violation> {
-        let Some(engine) = self.servers[i].engine.as_ref() else {
-            return Ok(());
-        };
-        let stored = engine.snapshot_index(group).unwrap_or(0);
-        let index = engine.applied(group).unwrap_or(0);
-        self.with_replica(i, group, |r, clock| {
-            r.handle_take_snapshot(index, stored, clock)
-        })
     }
 }

@@ -9,7 +9,7 @@ impl Sim {
             let states: Vec<String> = self
                 .servers
                 .iter()
-                .map(|s| match s.engine.as_ref() {
+                .map(|s| match s.engine() {
                     None => format!("{}: down", s.id),
                     Some(e) => format!(
                         "{}: term/leader {:?} damaged {} last committed {:?}",
@@ -26,13 +26,12 @@ impl Sim {
             )));
         };
         let last = self.servers[li]
-            .engine
-            .as_ref()
+            .engine()
             .expect("up")
             .committed(group)
             .unwrap_or(0);
         for s in &self.servers {
-            let Some(e) = s.engine.as_ref() else {
+            let Some(e) = s.engine() else {
                 return Err(self.violation(format!("server {} still down", s.id)));
             };
             if e.committed(group) != Some(last) {

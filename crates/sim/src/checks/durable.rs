@@ -12,7 +12,7 @@ impl Sim {
     /// which must hold the last entry its engine counts as persisted.
     pub(crate) fn check_durable(&self, i: usize, g: u64) -> Result<(), Violation> {
         let s = &self.servers[i];
-        let Some((index, term)) = s.engine.as_ref().and_then(|e| e.persisted(g)) else {
+        let Some((index, term)) = s.engine().and_then(|e| e.persisted(g)) else {
             return Ok(());
         };
         let copy: Arc<dyn store::Dir> = Arc::new(s.dir.durable_copy());

@@ -8,7 +8,7 @@ impl Sim {
     pub(crate) fn check_leaders(&mut self) -> Result<(), Violation> {
         for si in 0..self.servers.len() {
             let s = &self.servers[si];
-            let Some(e) = s.engine.as_ref() else { continue };
+            let Some(e) = s.engine() else { continue };
             for &g in groups(&self.cfg) {
                 if e.live_nodes(g) > 1 {
                     return Err(
@@ -36,7 +36,7 @@ impl Sim {
                     }
                 }
                 let s = &self.servers[si];
-                let e = s.engine.as_ref().expect("up");
+                let e = s.engine().expect("up");
                 if let Some(v) = e.voters(g) {
                     if v.len() != self.servers.len() {
                         return Err(self.violation(format!(

@@ -11,7 +11,7 @@ impl Sim {
     pub(crate) fn check_prefixes(&self) -> Result<(), Violation> {
         let mut seen: BTreeMap<(u64, u64), (u64, Bytes, u64)> = BTreeMap::new();
         for s in &self.servers {
-            let Some(e) = s.engine.as_ref() else { continue };
+            let Some(e) = s.engine() else { continue };
             for (g, (index, term, data)) in groups(&self.cfg)
                 .iter()
                 .flat_map(|&g| e.committed_log(g).into_iter().map(move |x| (g, x)))

@@ -9,7 +9,7 @@ impl Sim {
     /// committed log exactly once, at the index its acknowledgement named.
     pub(crate) fn check_acked_values(&self) -> Result<(), Violation> {
         for s in &self.servers {
-            let e = s.engine.as_ref().expect("checked up");
+            let e = s.engine().expect("checked up");
             let log = e.committed_log(GROUP);
             // Every acknowledged value, exactly once, where its ack said.
             let mut at: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
