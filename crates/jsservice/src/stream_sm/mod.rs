@@ -12,19 +12,24 @@
 //!
 //! - `op`: the inputs ([`Op`]) and the entries ([`Entry`]) that carry
 //!   them; `codec`: their bytes, one codec per kind of op.
-//! - `decide` (below) applies an input; `outcome`: what it gives.
+//! - `decide` (below) dispatches each input to its decision, by area:
+//!   `publish`, `consumers`, `admin` (the stream as a whole), `sources`
+//!   (mirrors and sources); `outcome`: what a decision gives.
 //! - `snapshot`: the machine's state as bytes, and back.
 
+mod admin;
 mod codec;
+mod consumers;
 mod op;
 mod outcome;
+mod publish;
 mod snapshot;
+mod sources;
 
 use bytes::Bytes;
-use jetstream::api::{ApiError, CreateConsumerRequest, PullRequest, StreamConfig};
-use jetstream::consumer::AccountConsumerLimits;
+use jetstream::api::{ApiError, StreamConfig};
 use jetstream::output::Output;
-use jetstream::stream::{fast_batch, Incoming, Stream};
+use jetstream::stream::Stream;
 use store::MsgStore;
 
 pub use self::codec::encode_publish;
@@ -32,7 +37,6 @@ pub use self::op::{Entry, Op};
 pub use self::outcome::{Acked, Applied, Outcome};
 pub use self::snapshot::RestoreError;
 pub use crate::codec::DecodeError;
-use crate::status;
 use crate::summary::StoreSummary;
 
 /// The store a replica keeps a stream's messages in (its durability is
@@ -214,233 +218,46 @@ impl StreamMachine {
     }
 
     /// The state machine's one step: what `e` does to the stream and
-    /// what its requester is told.
+    /// what its requester is told. Each kind of input's decision is in
+    /// the module of its area: `publish`, `consumers`, `admin`, `sources`.
     fn decide(&mut self, e: Entry) -> Applied {
         let now = e.ts;
-        let mut statuses = Vec::new();
         self.last_ts = now;
         let (reply, op) = match e.op {
             Op::Replied { reply, op } => (Some(reply), *op),
             op => (None, op),
         };
+        let (s, to) = (&mut self.stream, reply.as_deref());
+        let mut outputs = Vec::new();
         let outcome = match op {
-            Op::Publish {
-                subject,
-                headers,
-                payload,
-            } => {
-                let msg = Incoming {
-                    subject: &subject,
-                    headers: headers.as_deref(),
-                    payload: &payload,
-                };
-                match reply.as_deref().filter(|r| fast_batch::is_fast(r)) {
-                    Some(fast) => Outcome::FastBatch(self.stream.fast_publish(msg, fast, now)),
-                    None => Outcome::Published(self.stream.publish(msg, now)),
-                }
-            }
-            Op::CreateConsumer { name, request } => {
-                if let Ok(req) = CreateConsumerRequest::parse(&request) {
-                    let via = jetstream::consumer::Via {
-                        name: Some(&name),
-                        ..Default::default()
-                    };
-                    let _ = self.stream.add_consumer(
-                        req,
-                        via,
-                        || name.clone(),
-                        AccountConsumerLimits::default(),
-                        now,
-                    );
-                }
-                Outcome::None
-            }
-            Op::Pull {
-                consumer,
-                request,
-                reply,
-            } => {
-                statuses.extend(self.pull(&consumer, &request, &reply, now));
-                Outcome::None
-            }
-            Op::Ack {
-                consumer,
-                subject,
-                body,
-            } => Outcome::Acked(self.ack(&consumer, &subject, &body, reply.as_deref(), now)),
-            Op::Tick => {
-                let _ = self.stream.tick(now);
-                Outcome::None
-            }
-            Op::Purge { request } => {
-                let req = serde_json::from_slice::<jetstream::api::PurgeRequest>(&request)
-                    .unwrap_or_default();
-                Outcome::Purged(self.stream.purge(&req))
-            }
-            Op::DeleteMsg { seq, erase } => Outcome::MsgDeleted(self.stream.delete_msg(seq, erase)),
-            Op::DeleteConsumer { name } => {
-                Outcome::ConsumerDeleted(self.stream.delete_consumer(&name))
-            }
-            Op::Sourced {
-                key,
-                origin_seq,
-                origin_ts,
-                pending,
-                after,
-                subject,
-                headers,
-                payload,
-            } => {
-                let m = jetstream::stream::Sourced {
-                    key: &key,
-                    origin_seq,
-                    origin_ts,
-                    pending,
-                    after,
-                    subject: &subject,
-                    headers: headers.as_deref(),
-                    payload: &payload,
-                };
-                Outcome::Sourced(self.stream.sourced(m, now))
-            }
-            Op::ConsumerCreate {
-                request,
-                subject_name,
-                filter,
-                durable_api,
-                generated,
-                identity,
-                limits,
-            } => {
-                let ours = jetstream::api::stream_identity(self.stream.created);
-                let created = CreateConsumerRequest::parse(&request)
-                    .map_err(|e| jetstream::api::E::INVALID_JSON.with("err", e))
-                    .and_then(|mut req| {
-                        // A direct consumer's create names the stream it
-                        // expects: one made again since is refused.
-                        let expected = identity.filter(|_| req.config.direct);
-                        if expected.is_some_and(|id| id != ours) {
-                            let e = jetstream::api::E::CONSUMER_STREAM_IDENTITY_MISMATCH;
-                            return Err(e.with("msg", &ours));
-                        }
-                        jetstream::consumer::stamp_required_level(&mut req.config);
-                        let via = jetstream::consumer::Via {
-                            name: subject_name.as_deref(),
-                            filter: filter.as_deref(),
-                            durable_api,
-                        };
-                        self.stream
-                            .add_consumer(req, via, || generated, limits, now)
-                    });
-                Outcome::ConsumerCreated(created)
-            }
-            Op::UpdateConfig { config } => Outcome::Configured(
-                serde_json::from_slice::<StreamConfig>(&config)
-                    .map_err(|e| jetstream::api::E::STREAM_UPDATE.with("err", e))
-                    .and_then(|cfg| self.stream.update(cfg)),
-            ),
-            Op::PushInterest { consumer, active } => {
-                self.stream.set_push_interest(&consumer, active, now);
-                Outcome::None
-            }
-            Op::FlowControl {
-                consumer,
-                subject,
-                last,
-            } => {
-                let _ = self.stream.flow_control_reply(&consumer, &subject, last);
-                Outcome::None
-            }
-            Op::PauseConsumer { name, until } => {
-                Outcome::ConsumerPaused(self.stream.pause_consumer(&name, until, now))
-            }
-            Op::DropPulls { consumer, replies } => {
-                self.stream.drop_pulls(&consumer, &replies);
-                Outcome::None
-            }
-            Op::ResetSource { key } => {
-                self.stream.reset_source(&key);
-                Outcome::None
-            }
-            Op::SourceFlowControl {
-                key,
-                stream_seq,
-                consumer_seq,
-            } => {
-                let stored = self
-                    .stream
-                    .source_positions()
-                    .get(&key)
-                    .is_some_and(|&position| position >= stream_seq);
-                Outcome::SourceFlowControl(stored.then_some((stream_seq, consumer_seq)))
-            }
-            Op::ResetConsumer {
-                name,
-                seq,
-                identity,
-            } => {
-                let identity =
-                    identity.then(|| jetstream::api::stream_identity(self.stream.created));
-                Outcome::ConsumerReset(self.stream.reset_consumer(&name, seq, now), identity)
-            }
-            Op::UnpinConsumer { name, group } => {
-                Outcome::ConsumerUnpinned(self.stream.unpin_consumer(&name, &group))
-            }
-            Op::Barrier { peer, token } => Outcome::Barrier { peer, token },
+            Op::Publish { .. } => publish::publish(s, op, to, now),
+            Op::ConsumerCreate { .. } => consumers::create(s, op, now),
+            Op::CreateConsumer { .. } => consumers::create_by_name(s, op, now),
+            Op::Pull { .. } => consumers::pull(s, op, now, &mut outputs),
+            Op::Ack { .. } => consumers::ack(s, op, to, now),
+            Op::DeleteConsumer { .. } => consumers::delete(s, op),
+            Op::PushInterest { .. } => consumers::push_interest(s, op, now),
+            Op::FlowControl { .. } => consumers::flow_control(s, op),
+            Op::PauseConsumer { .. } => consumers::pause(s, op, now),
+            Op::DropPulls { .. } => consumers::drop_pulls(s, op),
+            Op::ResetConsumer { .. } => consumers::reset(s, op, now),
+            Op::UnpinConsumer { .. } => consumers::unpin(s, op),
+            Op::Tick => admin::tick(s, now),
+            Op::Purge { .. } => admin::purge(s, op),
+            Op::DeleteMsg { .. } => admin::delete_msg(s, op),
+            Op::UpdateConfig { .. } => admin::update_config(s, op),
+            Op::Barrier { .. } => admin::barrier(op),
+            Op::Sourced { .. } => sources::sourced(s, op, now),
+            Op::SourceFlowControl { .. } => sources::source_flow_control(s, op),
+            Op::ResetSource { .. } => sources::reset_source(s, op),
             // Nested replies are refused when decoding.
             Op::Replied { .. } => Outcome::None,
         };
         Applied {
             outcome,
-            outputs: statuses,
+            outputs,
             reply,
             ts: now,
-        }
-    }
-
-    /// A pull request, or the status it is answered with at once: nothing
-    /// subscribes to a consumer that does not exist (no responders), and
-    /// a body that does not read is a bad request.
-    fn pull(&mut self, consumer: &str, request: &[u8], reply: &str, now: i64) -> Option<Output> {
-        if self.stream.consumer(consumer).is_none() {
-            let subject = format!(
-                "$JS.API.CONSUMER.MSG.NEXT.{}.{consumer}",
-                self.stream.config.name
-            );
-            return Some(Output::Publish(status::no_responders(reply, &subject)));
-        }
-        match PullRequest::parse(request) {
-            Ok(req) => {
-                let _ = self.stream.pull(consumer, req, reply, now);
-                None
-            }
-            Err(e) => Some(Output::Publish(status::status_msg(
-                reply,
-                400,
-                &format!("Bad Request - {e}"),
-            ))),
-        }
-    }
-
-    fn ack(
-        &mut self,
-        consumer: &str,
-        subject: &str,
-        body: &[u8],
-        reply: Option<&str>,
-        now: i64,
-    ) -> Acked {
-        let listens = self
-            .stream
-            .consumer(consumer)
-            .is_some_and(|c| c.takes_acks());
-        if !listens {
-            return Acked::NoListener;
-        }
-        match self.stream.ack(consumer, subject, body, reply, now) {
-            Ok(true) => Acked::Confirmed,
-            // A failed removal (a store error) is the store's to report.
-            Ok(false) | Err(_) => Acked::Silent,
         }
     }
 }
