@@ -7,7 +7,6 @@
 
 pub mod consumer;
 pub mod duration;
-pub mod headers;
 pub mod output;
 pub mod stream;
 pub mod transform;
@@ -15,3 +14,6 @@ pub mod transform;
 /// The API's types, JSON and error catalogue, now the `jsapi` crate:
 /// `jetstream::api` stays for the crates that name it so.
 pub use jsapi as api;
+/// NATS header blocks, now `protocol::headers`: `jetstream::headers`
+/// stays for the crates that name it so.
+pub use protocol::headers;
