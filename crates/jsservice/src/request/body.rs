@@ -31,7 +31,7 @@ pub fn strict<T: DeserializeOwned + GoShape>(body: &[u8]) -> Result<T, ApiError>
 }
 
 /// nats-server's `isJSONObjectOrArray`.
-pub(super) fn is_object_or_array(body: &[u8]) -> bool {
+fn is_object_or_array(body: &[u8]) -> bool {
     body.iter()
         .find(|b| !b.is_ascii_whitespace())
         .is_some_and(|b| *b == b'{' || *b == b'[')

@@ -54,7 +54,16 @@ pub fn classify(m: Inbound, mode: Mode, new_name: &mut dyn FnMut() -> String) ->
         mode,
         new_name,
     };
-    match (api.parse)(&mut call) {
+    let classified = (api.parse)(&mut call);
+    // The kind the table gives is the one the request is answered with
+    // later (`AccountRequest::kind`, `StreamRequest::kind` in
+    // `stream_api::missing`).
+    match &classified {
+        Ok(Classified::Account(request)) => assert_eq!(request.kind(), kind),
+        Ok(Classified::Stream(_, request)) => assert_eq!(request.kind(), kind),
+        _ => {}
+    }
+    match classified {
         Ok(Classified::Account(request)) => Request::Account { reply, request },
         Ok(Classified::Stream(stream, request)) => Request::Stream {
             stream,

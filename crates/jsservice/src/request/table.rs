@@ -536,4 +536,34 @@ mod tests {
              StreamLeaderStepdown, StreamPurge]"
         );
     }
+
+    /// Every entry classifies its own subjects, in both modes and with
+    /// bodies each reads, without tripping `classify`'s check that the
+    /// request is answered with the entry's kind.
+    #[test]
+    fn every_entry_classifies_with_its_kind() {
+        let bodies: [&[u8]; 6] = [
+            b"",
+            b"{}",
+            br#"{"name":"X","subjects":["x.>"]}"#,
+            br#"{"stream_name":"X","config":{"durable_name":"X"}}"#,
+            br#"{"seq":1}"#,
+            br#"{"peer":"p","group":"g"}"#,
+        ];
+        for api in APIS {
+            for tokens in samples(api) {
+                for body in bodies {
+                    for mode in [Mode::Single, Mode::Clustered] {
+                        let m = Inbound {
+                            subject: format!("$JS.API.{}", tokens.join(".")),
+                            reply: Some("r".into()),
+                            headers: None,
+                            payload: bytes::Bytes::from_static(body),
+                        };
+                        let _ = super::super::classify(m, mode, &mut || "n".into());
+                    }
+                }
+            }
+        }
+    }
 }
