@@ -14,12 +14,17 @@
 //!   of it, and how long a store keeps what it removed for others' fetches.
 //! - `replica`: a stream replica's storage life (apply, snapshot,
 //!   install, fetch, repair), as both cluster drivers run it.
+//! - `codec`: length-prefixed fields and messages, as `stream_sm`'s
+//!   entries and snapshots and `catchup`'s chunks write them; `summary`:
+//!   what a store holds, without its messages (a state snapshot's part,
+//!   which `catchup` fills).
 //! - `stream_sm`: a stream as a state machine over inputs (`Op`s): what
 //!   one server applies in order, and what every replica applies from its
 //!   Raft log.
 
 pub mod account;
 pub mod catchup;
+mod codec;
 pub mod fetch;
 pub mod meta_sm;
 pub mod replica;
@@ -29,3 +34,4 @@ pub mod sourcing;
 pub mod status;
 pub mod stream_api;
 pub mod stream_sm;
+mod summary;

@@ -92,33 +92,7 @@ pub fn missing(stream: &str, reply: Option<&str>, request: &StreamRequest) -> Op
         StreamRequest::Change(Op::Ack { .. }) => Some(Answer::status(to, 503, "")),
         StreamRequest::Change(Op::ResetConsumer { .. }) => None,
         StreamRequest::Change(Op::FlowControl { .. }) => None,
-        StreamRequest::Read(read) => not_found(match read {
-            Read::Info { .. } => Kind::StreamInfo,
-            Read::MsgGet(_) => Kind::MsgGet,
-            Read::ConsumerInfo(_) => Kind::ConsumerInfo,
-            Read::ConsumerNames(_) => Kind::ConsumerNames,
-            Read::ConsumerList(_) => Kind::ConsumerList,
-            Read::Direct { .. } => unreachable!("answered above"),
-        }),
-        StreamRequest::Change(op) => not_found(change_kind(op)),
-        StreamRequest::StepDown { consumer, .. } => not_found(match consumer {
-            Some(_) => Kind::ConsumerLeaderStepdown,
-            None => Kind::StreamLeaderStepdown,
-        }),
-    }
-}
-
-/// The API response kind of a change.
-fn change_kind(op: &Op) -> Kind {
-    match op {
-        Op::Purge { .. } => Kind::StreamPurge,
-        Op::DeleteMsg { .. } => Kind::MsgDelete,
-        Op::ConsumerCreate { .. } => Kind::ConsumerCreate,
-        Op::DeleteConsumer { .. } => Kind::ConsumerDelete,
-        Op::PauseConsumer { .. } => Kind::ConsumerPause,
-        Op::UnpinConsumer { .. } => Kind::ConsumerUnpin,
-        Op::ResetConsumer { .. } => Kind::ConsumerReset,
-        _ => Kind::System,
+        other => not_found(other.kind()),
     }
 }
 

@@ -1,7 +1,9 @@
 //! The NATS client wire protocol, without IO: a parser for what clients
-//! send, encoders for what the server sends, and the INFO/CONNECT JSON.
+//! send, encoders for what the server sends, the INFO/CONNECT JSON, and
+//! header blocks (`headers`).
 
 pub mod encode;
+pub mod headers;
 mod info;
 pub mod leaf;
 mod parser;

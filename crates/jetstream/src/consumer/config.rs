@@ -27,42 +27,9 @@ pub struct Via<'a> {
     pub durable_api: bool,
 }
 
-/// The account's limits on consumers (`jetstream { max_consumers,
-/// max_ack_pending }` in its block; 0 or less: none). The leader puts
-/// them in a consumer create, so every replica decides with the same.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AccountConsumerLimits {
-    /// Consumers a stream may have, when its own `max_consumers` is
-    /// larger or unset.
-    pub max_consumers: i64,
-    /// The default `max_ack_pending`, when lower than nats-server's
-    /// 1000, and the most a consumer may ask for.
-    pub max_ack_pending: i64,
-}
-
-impl AccountConsumerLimits {
-    pub fn is_none(&self) -> bool {
-        self.max_consumers <= 0 && self.max_ack_pending <= 0
-    }
-
-    /// How many consumers a stream of `stream` may have (0: any).
-    pub fn max_consumers(&self, stream: &StreamConfig) -> i64 {
-        let own = stream.max_consumers;
-        match self.max_consumers {
-            a if a > 0 && (own <= 0 || a < own) => a,
-            _ => own.max(0),
-        }
-    }
-
-    /// nats-server's `checkConsumerCfg` against the account's limit.
-    pub fn check(&self, cfg: &ConsumerConfig) -> Result<(), ApiError> {
-        let limit = self.max_ack_pending;
-        if limit > 0 && cfg.max_ack_pending > limit {
-            return Err(E::CONSUMER_MAX_PENDING_ACK_EXCESS.with("limit", limit));
-        }
-        Ok(())
-    }
-}
+/// The account's limits on consumers: API data (`jsapi`), the
+/// account's `jetstream` block as the leader puts it in a create.
+pub use crate::api::AccountConsumerLimits;
 
 fn invalid(msg: impl std::fmt::Display) -> ApiError {
     E::STREAM_INVALID_CONFIG.with("err", msg)

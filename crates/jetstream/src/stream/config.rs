@@ -48,8 +48,39 @@ fn reserved(subject: &str) -> Option<&'static str> {
 }
 
 /// Normalizes `cfg` in place and checks it. `clustered` is false for a
-/// single server (replicas above 1 are refused).
+/// single server (replicas above 1 are refused). The checks run in
+/// nats-server's order, so the first that fails is the error it gives.
 pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Result<(), ApiError> {
+    check_name_and_metadata(cfg)?;
+    check_replicas(cfg)?;
+    check_limits(cfg, is_pedantic)?;
+    check_duplicate_window(cfg, is_pedantic)?;
+    check_counters_and_discard(cfg)?;
+    check_delete_markers(cfg, is_pedantic)?;
+    check_schedules(cfg, is_pedantic)?;
+    check_persist_mode(cfg)?;
+    check_mirror(cfg)?;
+    check_sources(cfg)?;
+    check_subjects(cfg)?;
+    check_subject_transform(cfg)?;
+    check_republish(cfg, is_pedantic)?;
+    check_placement(cfg)?;
+    // After every check of the config itself, as nats-server's
+    // `addStreamWithAssignment` checks it.
+    if cfg.num_replicas > 1 && !clustered {
+        return Err(E::STREAM_REPLICAS_NOT_SUPPORTED.err());
+    }
+    Ok(())
+}
+
+/// Whether the stream takes its messages from other streams.
+fn sourcing(cfg: &StreamConfig) -> bool {
+    cfg.mirror.is_some() || !cfg.sources.is_empty()
+}
+
+/// The name, description and metadata sizes; version keys are the
+/// server's to write.
+fn check_name_and_metadata(cfg: &mut StreamConfig) -> Result<(), ApiError> {
     if !valid_name(&cfg.name) {
         return Err(invalid(
             "stream name is required and can not contain '.', '*', '>', '\\', '/'",
@@ -71,10 +102,13 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
             "stream metadata exceeds maximum size of {MAX_METADATA} bytes"
         )));
     }
-    // Version keys are the server's to write.
     cfg.metadata
         .retain(|k, _| k != "_nats.ver" && k != "_nats.level");
+    Ok(())
+}
 
+/// `num_replicas`: 0 is 1, at most 5.
+fn check_replicas(cfg: &mut StreamConfig) -> Result<(), ApiError> {
     if cfg.num_replicas < 0 {
         return Err(E::REPLICAS_COUNT_CANNOT_BE_NEGATIVE.err());
     }
@@ -84,8 +118,12 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
     if cfg.num_replicas > 5 {
         return Err(invalid("maximum replicas is 5"));
     }
+    Ok(())
+}
 
-    // Zero or below -1 means unlimited.
+/// The counts and sizes (zero or below -1 means unlimited: -1), and
+/// `max_age`.
+fn check_limits(cfg: &mut StreamConfig, is_pedantic: bool) -> Result<(), ApiError> {
     for (field, v) in [
         ("max_msgs", &mut cfg.max_msgs),
         ("max_bytes", &mut cfg.max_bytes),
@@ -108,12 +146,15 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
     if cfg.max_age != 0 && cfg.max_age < 100 * MS {
         return Err(invalid("max age needs to be >= 100ms"));
     }
+    Ok(())
+}
 
-    let sourcing = cfg.mirror.is_some() || !cfg.sources.is_empty();
+/// `duplicate_window`: the default unless sourcing, within `max_age`.
+fn check_duplicate_window(cfg: &mut StreamConfig, is_pedantic: bool) -> Result<(), ApiError> {
     if cfg.duplicate_window < 0 {
         return Err(invalid("duplicates window can not be negative"));
     }
-    if cfg.duplicate_window == 0 && !sourcing {
+    if cfg.duplicate_window == 0 && !sourcing(cfg) {
         cfg.duplicate_window = DEFAULT_DUPLICATE_WINDOW;
         if cfg.max_age != 0 && cfg.max_age < cfg.duplicate_window {
             if is_pedantic {
@@ -129,7 +170,12 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
             return Err(invalid("duplicates window needs to be >= 100ms"));
         }
     }
+    Ok(())
+}
 
+/// Roll-ups against `deny_purge`, counters against what they cannot
+/// have, and discard new per subject.
+fn check_counters_and_discard(cfg: &StreamConfig) -> Result<(), ApiError> {
     if cfg.deny_purge && cfg.allow_rollup_hdrs {
         return Err(invalid("roll-ups require the purge permission"));
     }
@@ -161,6 +207,12 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
             ));
         }
     }
+    Ok(())
+}
+
+/// `subject_delete_marker_ttl`: at least a second, not on mirrors; it
+/// turns on TTLs and roll-ups.
+fn check_delete_markers(cfg: &mut StreamConfig, is_pedantic: bool) -> Result<(), ApiError> {
     if cfg.subject_delete_marker_ttl < 0 {
         return Err(invalid("subject delete marker TTL must not be negative"));
     }
@@ -182,8 +234,11 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         cfg.allow_rollup_hdrs = true;
         cfg.deny_purge = false;
     }
-    // Features of later API levels that flotilla does not have: refused
-    // with a clear error rather than silently ignored.
+    Ok(())
+}
+
+/// `allow_msg_schedules`: not with discard new; it turns on roll-ups.
+fn check_schedules(cfg: &mut StreamConfig, is_pedantic: bool) -> Result<(), ApiError> {
     if cfg.allow_msg_schedules {
         if cfg.discard == Discard::New {
             return Err(invalid("message scheduling cannot use discard new"));
@@ -198,46 +253,56 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
             cfg.deny_purge = false;
         }
     }
-    check_persist_mode(cfg)?;
+    Ok(())
+}
 
-    if let Some(m) = &cfg.mirror {
-        if cfg.first_seq > 0 {
-            return Err(E::MIRROR_WITH_FIRST_SEQ.err());
-        }
-        if !cfg.subjects.is_empty() {
-            return Err(E::MIRROR_WITH_SUBJECTS.err());
-        }
-        if !cfg.sources.is_empty() {
-            return Err(E::MIRROR_WITH_SOURCES.err());
-        }
-        if cfg.allow_msg_counter {
-            return Err(E::MIRROR_WITH_COUNTERS.err());
-        }
-        if cfg.allow_atomic {
-            return Err(E::MIRROR_WITH_ATOMIC_PUBLISH.err());
-        }
-        if cfg.allow_batched {
-            return Err(E::MIRROR_WITH_BATCH_PUBLISH.err());
-        }
-        if cfg.allow_msg_schedules {
-            return Err(E::MIRROR_WITH_MSG_SCHEDULES.err());
-        }
-        if m.consumer.is_some() && !durable_consumer_ok(m) {
-            return Err(E::MIRROR_DURABLE_CONSUMER_CFG_INVALID.err());
-        }
-        if !m.filter_subject.is_empty() && !m.subject_transforms.is_empty() {
-            return Err(E::MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED.err());
-        }
-        if m.external.is_none() && !valid_name(&m.name) {
-            return Err(E::MIRROR_INVALID_STREAM_NAME.err());
-        }
-        if m.opt_start_seq > 0 && m.opt_start_time.is_some() {
-            return Err(E::MIRROR_WITH_START_SEQ_AND_TIME.err());
-        }
-        if transforms_overlap(&m.subject_transforms) {
-            return Err(E::MIRROR_OVERLAPPING_SUBJECT_FILTERS.err());
-        }
+/// A mirror: nothing of its own to store or source, a valid origin.
+fn check_mirror(cfg: &StreamConfig) -> Result<(), ApiError> {
+    let Some(m) = &cfg.mirror else {
+        return Ok(());
+    };
+    if cfg.first_seq > 0 {
+        return Err(E::MIRROR_WITH_FIRST_SEQ.err());
     }
+    if !cfg.subjects.is_empty() {
+        return Err(E::MIRROR_WITH_SUBJECTS.err());
+    }
+    if !cfg.sources.is_empty() {
+        return Err(E::MIRROR_WITH_SOURCES.err());
+    }
+    if cfg.allow_msg_counter {
+        return Err(E::MIRROR_WITH_COUNTERS.err());
+    }
+    if cfg.allow_atomic {
+        return Err(E::MIRROR_WITH_ATOMIC_PUBLISH.err());
+    }
+    if cfg.allow_batched {
+        return Err(E::MIRROR_WITH_BATCH_PUBLISH.err());
+    }
+    if cfg.allow_msg_schedules {
+        return Err(E::MIRROR_WITH_MSG_SCHEDULES.err());
+    }
+    if m.consumer.is_some() && !durable_consumer_ok(m) {
+        return Err(E::MIRROR_DURABLE_CONSUMER_CFG_INVALID.err());
+    }
+    if !m.filter_subject.is_empty() && !m.subject_transforms.is_empty() {
+        return Err(E::MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED.err());
+    }
+    if m.external.is_none() && !valid_name(&m.name) {
+        return Err(E::MIRROR_INVALID_STREAM_NAME.err());
+    }
+    if m.opt_start_seq > 0 && m.opt_start_time.is_some() {
+        return Err(E::MIRROR_WITH_START_SEQ_AND_TIME.err());
+    }
+    if transforms_overlap(&m.subject_transforms) {
+        return Err(E::MIRROR_OVERLAPPING_SUBJECT_FILTERS.err());
+    }
+    Ok(())
+}
+
+/// Sources: valid origins, each once, a durable consumer serving one
+/// source; then `mirror_direct`, which needs a mirror.
+fn check_sources(cfg: &StreamConfig) -> Result<(), ApiError> {
     if !cfg.sources.is_empty() && cfg.allow_msg_schedules {
         return Err(E::SOURCE_WITH_MSG_SCHEDULES.err());
     }
@@ -274,12 +339,16 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         }
         seen.push(key);
     }
-    if !cfg.mirror_direct || cfg.mirror.is_some() {
-    } else {
+    if cfg.mirror_direct && cfg.mirror.is_none() {
         return Err(invalid("stream has no mirror but does have mirror direct"));
     }
+    Ok(())
+}
 
-    if cfg.subjects.is_empty() && !sourcing {
+/// `subjects`: the stream's name when none (and not sourcing), valid,
+/// not repeated nor overlapping, none of the system's.
+fn check_subjects(cfg: &mut StreamConfig) -> Result<(), ApiError> {
+    if cfg.subjects.is_empty() && !sourcing(cfg) {
         cfg.subjects = vec![cfg.name.clone()];
     }
     for (i, subj) in cfg.subjects.iter().enumerate() {
@@ -308,11 +377,16 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
             }
         }
     }
-    if cfg.subjects.is_empty() && !sourcing {
+    if cfg.subjects.is_empty() && !sourcing(cfg) {
         return Err(invalid(
             "stream needs at least one configured subject or be a source/mirror",
         ));
     }
+    Ok(())
+}
+
+/// `subject_transform`: a valid source and destination.
+fn check_subject_transform(cfg: &StreamConfig) -> Result<(), ApiError> {
     if let Some(t) = &cfg.subject_transform {
         if !t.src.is_empty() && !subjects::is_valid_subject(t.src.as_bytes()) {
             return Err(E::STREAM_TRANSFORM_INVALID_SOURCE
@@ -322,39 +396,51 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
             return Err(E::STREAM_TRANSFORM_INVALID_DESTINATION.with("err", e));
         }
     }
-    if let Some(r) = &mut cfg.republish {
-        if r.src.is_empty() {
+    Ok(())
+}
+
+/// `republish`: `>` when no source is given, following the subject
+/// transform when it takes the only subject, no cycle, a valid
+/// transform.
+fn check_republish(cfg: &mut StreamConfig, is_pedantic: bool) -> Result<(), ApiError> {
+    let Some(r) = &mut cfg.republish else {
+        return Ok(());
+    };
+    if r.src.is_empty() {
+        if is_pedantic {
+            return Err(pedantic("republish source can not be empty"));
+        }
+        r.src = ">".to_string();
+    }
+    // '>' to '>' follows the subject transform when that transform
+    // takes the stream's only subject: republish what it produces.
+    if let Some(t) = &cfg.subject_transform {
+        if r.src == ">" && r.dest == ">" && cfg.subjects.len() == 1 && t.src == cfg.subjects[0] {
             if is_pedantic {
-                return Err(pedantic("republish source can not be empty"));
+                return Err(pedantic("implicit republish based on subject transform"));
             }
-            r.src = ">".to_string();
-        }
-        // '>' to '>' follows the subject transform when that transform
-        // takes the stream's only subject: republish what it produces.
-        if let Some(t) = &cfg.subject_transform {
-            if r.src == ">" && r.dest == ">" && cfg.subjects.len() == 1 && t.src == cfg.subjects[0]
-            {
-                if is_pedantic {
-                    return Err(pedantic("implicit republish based on subject transform"));
-                }
-                r.src = t.dest.clone();
-                r.dest = t.dest.clone();
-            }
-        }
-        for s in &cfg.subjects {
-            if subjects::subjects_collide(s.as_bytes(), r.dest.as_bytes()) {
-                return Err(invalid(
-                    "stream configuration for republish destination forms a cycle",
-                ));
-            }
-        }
-        if crate::transform::Transform::new(&r.src, &r.dest).is_err() {
-            return Err(invalid(format!(
-                "stream configuration for republish with transform from '{}' to '{}' not valid",
-                r.src, r.dest
-            )));
+            r.src = t.dest.clone();
+            r.dest = t.dest.clone();
         }
     }
+    for s in &cfg.subjects {
+        if subjects::subjects_collide(s.as_bytes(), r.dest.as_bytes()) {
+            return Err(invalid(
+                "stream configuration for republish destination forms a cycle",
+            ));
+        }
+    }
+    if crate::transform::Transform::new(&r.src, &r.dest).is_err() {
+        return Err(invalid(format!(
+            "stream configuration for republish with transform from '{}' to '{}' not valid",
+            r.src, r.dest
+        )));
+    }
+    Ok(())
+}
+
+/// `placement`: no preferred server; an empty one is none.
+fn check_placement(cfg: &mut StreamConfig) -> Result<(), ApiError> {
     if let Some(p) = &cfg.placement {
         if !p.preferred.is_empty() {
             return Err(invalid("preferred server not permitted in placement"));
@@ -362,11 +448,6 @@ pub fn check(cfg: &mut StreamConfig, is_pedantic: bool, clustered: bool) -> Resu
         if p.is_empty() {
             cfg.placement = None;
         }
-    }
-    // After every check of the config itself, as nats-server's
-    // `addStreamWithAssignment` checks it.
-    if cfg.num_replicas > 1 && !clustered {
-        return Err(E::STREAM_REPLICAS_NOT_SUPPORTED.err());
     }
     Ok(())
 }

@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use crate::{ApiError, ConsumerConfig, StreamConfig, E};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct AccountLimits {
     pub max_memory: i64,
@@ -33,8 +35,8 @@ impl Default for AccountLimits {
 
 impl AccountLimits {
     /// What a consumer create must meet.
-    pub fn consumers(&self) -> crate::consumer::AccountConsumerLimits {
-        crate::consumer::AccountConsumerLimits {
+    pub fn consumers(&self) -> AccountConsumerLimits {
+        AccountConsumerLimits {
             max_consumers: self.max_consumers,
             max_ack_pending: self.max_ack_pending,
         }
@@ -60,4 +62,41 @@ pub struct AccountInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub domain: Option<String>,
     pub api: ApiStats,
+}
+
+/// The account's limits on consumers (`jetstream { max_consumers,
+/// max_ack_pending }` in its block; 0 or less: none). The leader puts
+/// them in a consumer create, so every replica decides with the same.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AccountConsumerLimits {
+    /// Consumers a stream may have, when its own `max_consumers` is
+    /// larger or unset.
+    pub max_consumers: i64,
+    /// The default `max_ack_pending`, when lower than nats-server's
+    /// 1000, and the most a consumer may ask for.
+    pub max_ack_pending: i64,
+}
+
+impl AccountConsumerLimits {
+    pub fn is_none(&self) -> bool {
+        self.max_consumers <= 0 && self.max_ack_pending <= 0
+    }
+
+    /// How many consumers a stream of `stream` may have (0: any).
+    pub fn max_consumers(&self, stream: &StreamConfig) -> i64 {
+        let own = stream.max_consumers;
+        match self.max_consumers {
+            a if a > 0 && (own <= 0 || a < own) => a,
+            _ => own.max(0),
+        }
+    }
+
+    /// nats-server's `checkConsumerCfg` against the account's limit.
+    pub fn check(&self, cfg: &ConsumerConfig) -> Result<(), ApiError> {
+        let limit = self.max_ack_pending;
+        if limit > 0 && cfg.max_ack_pending > limit {
+            return Err(E::CONSUMER_MAX_PENDING_ACK_EXCESS.with("limit", limit));
+        }
+        Ok(())
+    }
 }

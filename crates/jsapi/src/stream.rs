@@ -408,7 +408,7 @@ pub struct ClusterInfo {
     /// When the leader took the lead (Unix nanoseconds).
     #[serde(
         default,
-        with = "crate::api::time::opt",
+        with = "crate::time::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub leader_since: Option<i64>,
@@ -549,6 +549,14 @@ pub struct StoredMessage {
     #[serde(serialize_with = "ser_time")]
     pub time: i64,
 }
+
+super::go_types::go_shape!(
+    StreamInfoRequest => super::go_types::STREAM_INFO_REQUEST,
+    StreamNamesRequest => super::go_types::STREAM_NAMES_REQUEST,
+    PurgeRequest => super::go_types::STREAM_PURGE_REQUEST,
+    MsgGetRequest => super::go_types::MSG_GET_REQUEST,
+    MsgDeleteRequest => super::go_types::MSG_DELETE_REQUEST,
+);
 
 #[cfg(test)]
 mod tests {

@@ -66,7 +66,7 @@ impl std::error::Error for ApiError {}
 
 #[cfg(test)]
 mod tests {
-    use crate::api::E;
+    use crate::E;
 
     #[test]
     fn placeholders() {

@@ -434,6 +434,12 @@ pub struct NamesRequest {
     pub offset: i64,
 }
 
+go_types::go_shape!(
+    NamesRequest => go_types::CONSUMERS_REQUEST,
+    CreateConsumerRequest => go_types::CREATE_CONSUMER_REQUEST,
+    PullRequest => go_types::PULL_REQUEST,
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -291,21 +291,13 @@ pub trait GoShape {
     const SCHEMA: &'static Schema;
 }
 
+/// `go_shape!(Type => SCHEMA, ...)`: each type's [`GoShape`], written
+/// next to the type (so this file names none of them).
 macro_rules! go_shape {
-    ($($t:ty => $s:ident),+ $(,)?) => {
-        $(impl GoShape for $t {
-            const SCHEMA: &'static Schema = &$s;
+    ($($t:ty => $s:path),+ $(,)?) => {
+        $(impl $crate::go_types::GoShape for $t {
+            const SCHEMA: &'static $crate::gojson::Schema = &$s;
         })+
     };
 }
-
-go_shape!(
-    super::StreamInfoRequest => STREAM_INFO_REQUEST,
-    super::StreamNamesRequest => STREAM_NAMES_REQUEST,
-    super::PurgeRequest => STREAM_PURGE_REQUEST,
-    super::MsgGetRequest => MSG_GET_REQUEST,
-    super::MsgDeleteRequest => MSG_DELETE_REQUEST,
-    super::NamesRequest => CONSUMERS_REQUEST,
-    super::CreateConsumerRequest => CREATE_CONSUMER_REQUEST,
-    super::PullRequest => PULL_REQUEST,
-);
+pub(crate) use go_shape;

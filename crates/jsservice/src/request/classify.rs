@@ -1,0 +1,147 @@
+//! From a message to a [`Request`]: acks and flow-control replies by
+//! their subjects, API requests through the table (`table`).
+
+use jetstream::api::{self, E};
+use jetstream::headers;
+
+use super::table::{self, Classified, Scope};
+use super::types::{Inbound, Mode, Request, StreamRequest, API_PREFIX};
+use crate::reply::{Answer, Kind};
+use crate::stream_sm::Op;
+
+/// What `m` asks for (see the module's notes). `new_name` names a
+/// consumer whose create names none (called once per create, so every
+/// replica of a stream uses the same name).
+pub fn classify(m: Inbound, mode: Mode, new_name: &mut dyn FnMut() -> String) -> Request {
+    if let Some(rest) = m.subject.strip_prefix("$JS.ACK.") {
+        return ack(rest, &m, false);
+    }
+    if let Some(rest) = m.subject.strip_prefix("$JS.FC.") {
+        return ack(rest, &m, true);
+    }
+    let Some(rest) = m.subject.strip_prefix(API_PREFIX) else {
+        return Request::Ignore;
+    };
+    let tokens: Vec<&str> = rest.split('.').collect();
+    let Some(reply) = m.reply.clone().filter(|r| !r.is_empty()) else {
+        return Request::Ignore;
+    };
+    // nats-server has no subscription there: no reply at all.
+    let Some(found) = table::find(&tokens) else {
+        return Request::Ignore;
+    };
+    let api = found.api;
+    if api.scope == Scope::Operator && mode == Mode::Single {
+        return Request::Ignore;
+    }
+    if !api_level_ok(m.headers.as_deref()) {
+        return Request::Answer(match api.kind {
+            None => Answer::status(&reply, 412, "Required Api Level"),
+            Some(kind) => Answer::refused(&reply, kind, &E::REQUIRED_API_LEVEL.err()),
+        });
+    }
+    let kind = api.kind.unwrap_or(Kind::System);
+    // A single server has no leaders to move and no peers to remove;
+    // nats-server answers these so.
+    if api.scope == Scope::Cluster && mode == Mode::Single {
+        return Request::Answer(Answer::refused(&reply, kind, &E::CLUSTER_REQUIRED.err()));
+    }
+    let mut call = table::Call {
+        kind,
+        names: found.names,
+        rest: found.rest,
+        m: &m,
+        mode,
+        new_name,
+    };
+    let classified = (api.parse)(&mut call);
+    // The kind the table gives is the one the request is answered with
+    // later (`AccountRequest::kind`, `StreamRequest::kind` in
+    // `stream_api::missing`).
+    match &classified {
+        Ok(Classified::Account(request)) => assert_eq!(request.kind(), kind),
+        Ok(Classified::Stream(_, request)) => assert_eq!(request.kind(), kind),
+        _ => {}
+    }
+    match classified {
+        Ok(Classified::Account(request)) => Request::Account { reply, request },
+        Ok(Classified::Stream(stream, request)) => Request::Stream {
+            stream,
+            reply: Some(reply),
+            request,
+        },
+        Ok(Classified::Operator(request)) => Request::Operator { reply, request },
+        Err((kind, e)) => Request::Answer(Answer::refused(&reply, kind, &e)),
+    }
+}
+
+/// The stream a request about one stream names, and its response kind:
+/// what a cluster's meta leader answers "not found" to, before reading
+/// the body, when the stream does not exist (its leader answers the
+/// rest): the table's requests marked so.
+pub fn stream_of(subject: &str) -> Option<(&str, Kind)> {
+    let tokens: Vec<&str> = subject.strip_prefix(API_PREFIX)?.split('.').collect();
+    let found = table::find(&tokens)?;
+    if !found.api.not_found_by_meta {
+        return None;
+    }
+    Some((found.names[0], found.api.kind?))
+}
+
+/// What a flow-control reply says was received: `Nats-Last-Stream` (when
+/// above zero) and `Nats-Last-Consumer` (zero when missing), as
+/// nats-server's `processFlowControl` reads them.
+fn flow_control_last(headers: Option<&[u8]>) -> Option<(u64, u64)> {
+    let h = headers?;
+    let number = |name| {
+        jetstream::headers::get(h, name)
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(0)
+    };
+    let stream_seq = number("Nats-Last-Stream");
+    (stream_seq > 0).then(|| {
+        (
+            stream_seq as u64,
+            number("Nats-Last-Consumer").max(0) as u64,
+        )
+    })
+}
+
+/// `$JS.ACK.<stream>.<consumer>.…` and `$JS.FC.<stream>.<consumer>.…`.
+fn ack(rest: &str, m: &Inbound, flow_control: bool) -> Request {
+    let mut tokens = rest.split('.');
+    let (Some(stream), Some(consumer)) = (tokens.next(), tokens.next()) else {
+        return Request::Ignore;
+    };
+    let consumer = consumer.to_string();
+    let op = if flow_control {
+        Op::FlowControl {
+            consumer,
+            subject: m.subject.clone(),
+            last: flow_control_last(m.headers.as_deref()),
+        }
+    } else {
+        Op::Ack {
+            consumer,
+            subject: m.subject.clone(),
+            body: m.payload.clone(),
+        }
+    };
+    Request::Stream {
+        stream: stream.to_string(),
+        reply: m.reply.clone().filter(|r| !r.is_empty()),
+        request: StreamRequest::Change(op),
+    }
+}
+
+/// Whether this server has the API level a request requires
+/// (`Nats-Required-Api-Level`), or it requires none.
+fn api_level_ok(headers: Option<&[u8]>) -> bool {
+    let level = headers.and_then(|h| headers::get(h, "Nats-Required-Api-Level"));
+    level.is_none_or(|level| {
+        level
+            .trim()
+            .parse::<i64>()
+            .is_ok_and(|l| l <= api::API_LEVEL)
+    })
+}
