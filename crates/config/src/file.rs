@@ -13,7 +13,7 @@
 //! - a duration written bare with a size-like suffix (`ping_interval: 2m`)
 //!   means two minutes; nats-server reads it as 2,000,000 seconds.
 
-use jetstream::duration::{from_secs as bounded, parse as parse_go_duration};
+use jsapi::duration::{from_secs as bounded, parse as parse_go_duration};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -886,7 +886,7 @@ fn user_entry(item: &Item, a: &mut Authorization, r: &mut Report) {
 /// An account's `jetstream`: `true`, `enabled`, or a map of its limits
 /// (nats-server's `parseJetStreamForAccount`; unset limits are -1).
 fn account_jetstream(name: &str, e: &Entry, o: &mut Options, r: &mut Report) {
-    let mut limits = jetstream::api::AccountLimits::default();
+    let mut limits = jsapi::AccountLimits::default();
     let enabled = match &e.item.value {
         Value::Bool(b) => *b,
         Value::String(s) => match s.to_ascii_lowercase().as_str() {
@@ -918,7 +918,7 @@ fn account_jetstream(name: &str, e: &Entry, o: &mut Options, r: &mut Report) {
 }
 
 /// One limit of an account's `jetstream` map.
-fn account_limit(e: &Entry, limits: &mut jetstream::api::AccountLimits, r: &mut Report) {
+fn account_limit(e: &Entry, limits: &mut jsapi::AccountLimits, r: &mut Report) {
     let field = match e.key.to_ascii_lowercase().as_str() {
         "max_memory" | "max_mem" | "mem" | "memory" => &mut limits.max_memory,
         "max_store" | "max_file" | "max_disk" | "store" | "disk" => &mut limits.max_storage,

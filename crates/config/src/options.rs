@@ -415,7 +415,7 @@ pub struct Options {
     pub accounts: Vec<String>,
     /// The accounts whose block enables JetStream (`jetstream: enabled`,
     /// or a map of limits), with their limits (-1: none).
-    pub account_jetstream: std::collections::BTreeMap<String, jetstream::api::AccountLimits>,
+    pub account_jetstream: std::collections::BTreeMap<String, jsapi::AccountLimits>,
     pub debug: bool,
     pub trace: bool,
     pub logtime: bool,
@@ -626,7 +626,7 @@ impl Options {
     /// `$G`, unlimited. With them, nats-server serves JetStream in every
     /// account whose block enables it and in no other; flotilla serves
     /// one account, so a config must enable exactly one.
-    pub fn jetstream_account(&self) -> Result<(String, jetstream::api::AccountLimits), String> {
+    pub fn jetstream_account(&self) -> Result<(String, jsapi::AccountLimits), String> {
         if self.accounts.is_empty() {
             return Ok((GLOBAL_ACCOUNT.to_string(), Default::default()));
         }

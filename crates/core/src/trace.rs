@@ -159,7 +159,7 @@ fn now() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64);
-    jetstream::api::time::rfc3339(nanos)
+    jsapi::time::rfc3339(nanos)
 }
 
 impl Trace {

@@ -2,11 +2,11 @@
 //! the API's types (`jsapi`, re-exported as `api`). Inputs come in with
 //! the time as a number; outputs (messages to send, state to persist) go
 //! out as values.
-//! The server crate drives these over real sockets and disks; a simulator
+//! `jsservice` and `jsdriver` drive these over real sockets and disks; a simulator
 //! can drive them over simulated ones.
 
 pub mod consumer;
-pub mod duration;
+pub use jsapi::duration;
 pub mod output;
 pub mod stream;
 pub mod transform;

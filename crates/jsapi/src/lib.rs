@@ -4,6 +4,7 @@
 mod account;
 mod catalogue;
 mod consumer;
+pub mod duration;
 mod error;
 pub mod go_types;
 pub mod gojson;

@@ -39,7 +39,7 @@ pub fn uptime(d: Duration) -> String {
 }
 
 /// Go's `time.Duration.String()`, used for round-trip times.
-pub use jetstream::duration::format as go_duration;
+pub use jsapi::duration::format as go_duration;
 
 /// The round trip as nats-server shows it: microsecond precision between
 /// 1µs and 1ms.

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::format::rfc3339;
 use super::query::{Query, QueryError};
 use super::varz::Empty;
-use jetstream::api::{ClusterInfo, StreamConfig, StreamState};
+use jsapi::{ClusterInfo, StreamConfig, StreamState};
 
 use flotilla_core::server::Server;
 
@@ -107,7 +107,7 @@ pub struct MetaClusterInfo {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub peer: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub replicas: Vec<jetstream::api::PeerInfo>,
+    pub replicas: Vec<jsapi::PeerInfo>,
     pub cluster_size: usize,
     pub quorum_needed: usize,
     pub pending: usize,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use conf::{Entry, Map, Value};
-use jetstream::duration::from_secs as bounded;
+use jsapi::duration::from_secs as bounded;
 
 use super::{parse_go_duration, Report};
 use crate::options::{TlsOptions, DEFAULT_HANDSHAKE_FIRST_FALLBACK};

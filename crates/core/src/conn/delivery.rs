@@ -261,7 +261,7 @@ impl Delivery {
             // A traced message names its hop to the next server.
             let hopped = self.trace.as_mut().map(|trace| {
                 let hop = trace.goes_over_route(&remote);
-                jetstream::headers::set(msg.headers, crate::trace::HOP, &hop)
+                protocol::headers::set(msg.headers, crate::trace::HOP, &hop)
             });
             // A leaf node that did not ask for headers gets none.
             let headers = hopped.as_deref().or(msg.headers).filter(|h| {
