@@ -32,13 +32,6 @@ fn pinned() -> Vec<(Entry, &'static str)> {
             "0200000000000000010100000073010c0000004e4154532f312e300d0a0d0a00000000",
         ),
         (
-            e(3, Op::CreateConsumer {
-                name: "C".into(),
-                request: b(b"{}"),
-            }),
-            "0300000000000000020100000043020000007b7d",
-        ),
-        (
             e(4, Op::Pull {
                 consumer: "C".into(),
                 request: b(br#"{"batch":1}"#),
@@ -273,30 +266,29 @@ fn unhex(s: &str) -> Vec<u8> {
 fn variant(op: &Op) -> usize {
     match op {
         Op::Publish { .. } => 0,
-        Op::CreateConsumer { .. } => 1,
-        Op::Pull { .. } => 2,
-        Op::Ack { .. } => 3,
-        Op::Tick => 4,
-        Op::Purge { .. } => 5,
-        Op::DeleteMsg { .. } => 6,
-        Op::DeleteConsumer { .. } => 7,
-        Op::Sourced { .. } => 8,
-        Op::ConsumerCreate { .. } => 9,
-        Op::Replied { .. } => 10,
-        Op::UpdateConfig { .. } => 11,
-        Op::PushInterest { .. } => 12,
-        Op::FlowControl { .. } => 13,
-        Op::PauseConsumer { .. } => 14,
-        Op::DropPulls { .. } => 15,
-        Op::SourceFlowControl { .. } => 16,
-        Op::ResetSource { .. } => 17,
-        Op::ResetConsumer { .. } => 18,
-        Op::UnpinConsumer { .. } => 19,
-        Op::Barrier { .. } => 20,
+        Op::Pull { .. } => 1,
+        Op::Ack { .. } => 2,
+        Op::Tick => 3,
+        Op::Purge { .. } => 4,
+        Op::DeleteMsg { .. } => 5,
+        Op::DeleteConsumer { .. } => 6,
+        Op::Sourced { .. } => 7,
+        Op::ConsumerCreate { .. } => 8,
+        Op::Replied { .. } => 9,
+        Op::UpdateConfig { .. } => 10,
+        Op::PushInterest { .. } => 11,
+        Op::FlowControl { .. } => 12,
+        Op::PauseConsumer { .. } => 13,
+        Op::DropPulls { .. } => 14,
+        Op::SourceFlowControl { .. } => 15,
+        Op::ResetSource { .. } => 16,
+        Op::ResetConsumer { .. } => 17,
+        Op::UnpinConsumer { .. } => 18,
+        Op::Barrier { .. } => 19,
     }
 }
 
-const VARIANTS: usize = 21;
+const VARIANTS: usize = 20;
 
 #[test]
 fn every_code_encodes_and_decodes_as_pinned() {
@@ -310,15 +302,17 @@ fn every_code_encodes_and_decodes_as_pinned() {
         codes.insert(bytes[8]);
     }
     assert!(seen.iter().all(|s| *s), "every variant is pinned: {seen:?}");
-    // 11 is `Replied`; then every other code the format has.
-    let all: std::collections::BTreeSet<u8> = (1..=26).collect();
+    // 11 is `Replied`; then every other code the format has, but 2, the
+    // retired legacy `CreateConsumer`.
+    let all: std::collections::BTreeSet<u8> = (1..=26).filter(|c| *c != 2).collect();
     assert_eq!(codes, all, "every code is pinned");
 }
 
 #[test]
 fn unknown_codes_and_nested_replies_are_refused() {
     let mut b = vec![0u8; 8];
-    for code in [0, 27, 255] {
+    // 2 was the legacy `CreateConsumer`, retired unwritten by any server.
+    for code in [0, 2, 27, 255] {
         b.truncate(8);
         b.push(code);
         assert_eq!(Entry::decode(&b), Err(DecodeError::Kind(code)));
@@ -361,7 +355,6 @@ fn plain_op() -> impl Strategy<Value = Op> {
                 payload,
             }
         }),
-        (text(), blob()).prop_map(|(name, request)| Op::CreateConsumer { name, request }),
         (text(), blob(), text()).prop_map(|(consumer, request, reply)| Op::Pull {
             consumer,
             request,

@@ -103,9 +103,14 @@ impl Sim {
             } else {
                 br#"{"stream_name":"WQ","config":{"durable_name":"C","ack_policy":"explicit","ack_wait":600000000000}}"#
             };
-            self.propose_op(Op::CreateConsumer {
-                name: "C".into(),
+            self.propose_op(Op::ConsumerCreate {
                 request: Bytes::from_static(req),
+                subject_name: Some("C".into()),
+                filter: None,
+                durable_api: false,
+                generated: "C".into(),
+                identity: None,
+                limits: Default::default(),
             });
             return;
         }

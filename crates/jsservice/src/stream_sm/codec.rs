@@ -94,7 +94,6 @@ pub fn encode_publish(
 fn encode_op(b: &mut BytesMut, op: &Op) {
     match op {
         Op::Publish { .. } => publish::encode(b, op),
-        Op::CreateConsumer { .. } => create_consumer::encode(b, op),
         Op::Pull { .. } => pull::encode(b, op),
         Op::Ack { .. } => ack::encode(b, op),
         Op::Tick => tick::encode(b, op),
@@ -121,10 +120,11 @@ fn encode_op(b: &mut BytesMut, op: &Op) {
 /// when given (`crate::codec::get_bytes_in`).
 type Decode = fn(code: u8, b: &mut &[u8], owner: Option<&Bytes>) -> Result<Op, DecodeError>;
 
-/// Every codec's codes and reader.
+/// Every codec's codes and reader. Code 2 was the legacy
+/// `CreateConsumer`, which no server wrote; it is retired, reads as an
+/// unknown kind, and is never to be given to another codec.
 const CODECS: &[(&[u8], Decode)] = &[
     (publish::CODES, publish::decode),
-    (create_consumer::CODES, create_consumer::decode),
     (pull::CODES, pull::decode),
     (ack::CODES, ack::decode),
     (tick::CODES, tick::decode),
@@ -239,29 +239,6 @@ mod publish {
             subject,
             headers,
             payload,
-        })
-    }
-}
-
-/// `CreateConsumer` (legacy): the name, the request.
-mod create_consumer {
-    use super::*;
-
-    pub const CODES: &[u8] = &[2];
-
-    pub fn encode(b: &mut BytesMut, op: &Op) {
-        let Op::CreateConsumer { name, request } = op else {
-            not_mine(op)
-        };
-        put_code(b, CODES, 2);
-        put_bytes(b, name.as_bytes());
-        put_bytes(b, request);
-    }
-
-    pub fn decode(_: u8, b: &mut &[u8], _: Option<&Bytes>) -> Result<Op, DecodeError> {
-        Ok(Op::CreateConsumer {
-            name: get_string(b)?,
-            request: get_bytes(b)?,
         })
     }
 }

@@ -3,7 +3,7 @@
 //! dropped pulls, resets, unpins).
 
 use jetstream::api::{stream_identity, CreateConsumerRequest, PullRequest, E};
-use jetstream::consumer::{self, AccountConsumerLimits, Via};
+use jetstream::consumer::{self, Via};
 use jetstream::output::Output;
 use jetstream::stream::Stream;
 
@@ -50,22 +50,6 @@ pub(super) fn create(stream: &mut Stream, op: Op, now: i64) -> Outcome {
         );
     }
     Outcome::ConsumerCreated(created)
-}
-
-/// `Op::CreateConsumer` (legacy): a create by name, no limits, no answer.
-pub(super) fn create_by_name(stream: &mut Stream, op: Op, now: i64) -> Outcome {
-    let Op::CreateConsumer { name, request } = &op else {
-        not_mine(&op)
-    };
-    if let Ok(req) = CreateConsumerRequest::parse(request) {
-        let via = Via {
-            name: Some(name),
-            ..Default::default()
-        };
-        let limits = AccountConsumerLimits::default();
-        let _ = stream.add_consumer(req, via, || name.clone(), limits, now);
-    }
-    Outcome::None
 }
 
 /// `Op::Pull`: the request waits (or is served), or is answered at once

@@ -232,7 +232,6 @@ impl StreamMachine {
         let outcome = match op {
             Op::Publish { .. } => publish::publish(s, op, to, now),
             Op::ConsumerCreate { .. } => consumers::create(s, op, now),
-            Op::CreateConsumer { .. } => consumers::create_by_name(s, op, now),
             Op::Pull { .. } => consumers::pull(s, op, now, &mut outputs),
             Op::Ack { .. } => consumers::ack(s, op, to, now),
             Op::DeleteConsumer { .. } => consumers::delete(s, op),

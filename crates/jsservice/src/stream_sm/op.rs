@@ -13,15 +13,6 @@ pub enum Op {
         headers: Option<Bytes>,
         payload: Bytes,
     },
-    /// Legacy: a consumer create request (its JSON) naming the consumer,
-    /// decided with no account limits and no answer. No server writes it
-    /// (servers write [`Op::ConsumerCreate`], since the first replicated
-    /// streams); the simulator still proposes it. To go once `sim`
-    /// proposes `ConsumerCreate`.
-    CreateConsumer {
-        name: String,
-        request: Bytes,
-    },
     /// A pull request (its JSON body) and the inbox to deliver to.
     Pull {
         consumer: String,
