@@ -24,6 +24,7 @@ use crate::options::{Authorization, NkeyUser, Options, User};
 pub mod leafnodes;
 mod permissions;
 pub mod tls;
+mod top;
 pub mod websocket;
 
 /// Keys nats-server understands that flotilla refuses to ignore.
@@ -52,7 +53,7 @@ pub fn load(path: &Path) -> anyhow::Result<(Options, Vec<String>)> {
             path.display()
         ));
     }
-    apply(&map, &mut opts, &mut r);
+    top::apply(&map, &mut opts, &mut r);
     if r.errors.is_empty() {
         Ok((opts, r.warnings))
     } else {
@@ -234,258 +235,6 @@ fn host_port(r: &mut Report, e: &Entry) -> Option<(Option<String>, i64)> {
     }
 }
 
-fn apply(m: &Map, o: &mut Options, r: &mut Report) {
-    let mut no_auth_user = None;
-    let mut system_account = None;
-    let mut websocket_at = None;
-    for e in &m.entries {
-        let key = e.key.to_ascii_lowercase();
-        match key.as_str() {
-            "listen" => {
-                if let Some((host, port)) = host_port(r, e) {
-                    if let Some(h) = host {
-                        o.host = h;
-                    }
-                    o.port = port;
-                }
-            }
-            "host" | "net" => {
-                if let Some(v) = string(r, e) {
-                    o.host = v;
-                }
-            }
-            "port" => {
-                if let Some(v) = int(r, e) {
-                    o.port = v;
-                }
-            }
-            "server_tags" => {
-                // A string or a list of strings.
-                let items: Vec<&conf::Item> = match &e.item.value {
-                    Value::Array(items) => items.iter().collect(),
-                    _ => vec![&e.item],
-                };
-                for item in items {
-                    match &item.value {
-                        Value::String(t) => {
-                            let t = t.trim().to_lowercase();
-                            if !t.is_empty() && !o.server_tags.contains(&t) {
-                                o.server_tags.push(t);
-                            }
-                        }
-                        other => r.error(
-                            item,
-                            format!("error parsing tags: unsupported type {}", other.type_name()),
-                        ),
-                    }
-                }
-            }
-            "server_name" => {
-                if let Some(v) = string(r, e) {
-                    if v.contains(' ') {
-                        r.error(&e.item, "server name cannot contain spaces");
-                    } else {
-                        o.server_name = Some(v);
-                    }
-                }
-            }
-            "http" => {
-                if let Some((host, port)) = host_port(r, e) {
-                    o.http_host = host;
-                    o.http_port = port;
-                }
-            }
-            "http_port" | "monitor_port" => {
-                if let Some(v) = int(r, e) {
-                    o.http_port = v;
-                }
-            }
-            "https" => {
-                if let Some((host, port)) = host_port(r, e) {
-                    o.http_host = host;
-                    o.https_port = port;
-                }
-            }
-            "https_port" => {
-                if let Some(v) = int(r, e) {
-                    o.https_port = v;
-                }
-            }
-            "max_payload" => {
-                if let Some(v) = size31(r, e) {
-                    o.max_payload = v;
-                }
-            }
-            "max_control_line" => {
-                if let Some(v) = size31(r, e) {
-                    o.max_control_line = v;
-                }
-            }
-            "max_pending" => {
-                if let Some(v) = int(r, e) {
-                    if v <= 0 {
-                        r.error(&e.item, "max_pending must be positive");
-                    } else {
-                        o.max_pending = v as usize;
-                    }
-                }
-            }
-            "max_connections" | "max_conn" => {
-                if let Some(v) = int(r, e) {
-                    o.max_connections = v.max(0) as usize;
-                }
-            }
-            "ping_interval" => {
-                if let Some(v) = duration(r, e) {
-                    o.ping_interval = v;
-                }
-            }
-            "ping_max" => {
-                if let Some(v) = int(r, e) {
-                    o.ping_max = v.clamp(0, u32::MAX as i64) as u32;
-                }
-            }
-            "write_deadline" => {
-                if let Some(v) = duration(r, e) {
-                    o.write_deadline = v;
-                }
-            }
-            "lame_duck_duration" => {
-                if let Some(v) = duration(r, e) {
-                    if v < Duration::from_secs(30) {
-                        r.error(
-                            &e.item,
-                            format!("invalid lame_duck_duration of {v:?}, minimum is 30 seconds"),
-                        );
-                    } else {
-                        o.lame_duck_duration = v;
-                    }
-                }
-            }
-            "lame_duck_grace_period" => {
-                if let Some(v) = duration(r, e) {
-                    o.lame_duck_grace_period = v;
-                }
-            }
-            "debug" => {
-                if let Some(v) = boolean(r, e) {
-                    o.debug = v;
-                }
-            }
-            "trace" => {
-                if let Some(v) = boolean(r, e) {
-                    o.trace = v;
-                }
-            }
-            "logtime" => {
-                if let Some(v) = boolean(r, e) {
-                    o.logtime = v;
-                }
-            }
-            "logfile" | "log_file" => {
-                if let Some(v) = string(r, e) {
-                    o.logfile = Some(PathBuf::from(v));
-                }
-            }
-            "pidfile" | "pid_file" => {
-                if let Some(v) = string(r, e) {
-                    o.pid_file = Some(PathBuf::from(v));
-                }
-            }
-            "ports_file_dir" => {
-                if let Some(v) = string(r, e) {
-                    o.ports_file_dir = Some(PathBuf::from(v));
-                }
-            }
-            "authorization" => {
-                if let Some(m) = map(r, e) {
-                    authorization(m, e, o, r);
-                }
-            }
-            "tls" => {
-                if let Some(m) = map(r, e) {
-                    o.tls = Some(tls::tls(m, r));
-                }
-            }
-            "accounts" => accounts(e, o, r),
-            "operator" | "operators" | "root" | "roots" | "root_operator" | "root_operators" => {
-                operators(e, o, r)
-            }
-            "resolver" | "account_resolver" | "accounts_resolver" => resolver(e, o, r),
-            "resolver_preload" => resolver_preload(e, o, r),
-            "system_account" | "system" => {
-                if let Some(v) = string(r, e) {
-                    system_account = Some((v, e));
-                }
-            }
-            "no_auth_user" => {
-                if let Some(v) = string(r, e) {
-                    no_auth_user = Some((v, e));
-                }
-            }
-            "store_dir" | "storedir" => {
-                if let Some(v) = string(r, e) {
-                    o.jetstream.store_dir = Some(PathBuf::from(v));
-                }
-            }
-            "jetstream" => jetstream(e, o, r),
-            "websocket" | "ws" => {
-                websocket::websocket(e, o, r);
-                websocket_at = Some(e);
-            }
-            "leafnodes" | "leaf" => leafnodes::leafnodes(e, o, r),
-            "cluster" => {
-                if let Some(m) = map(r, e) {
-                    cluster(m, o, r);
-                }
-            }
-            k if IGNORED.iter().any(|(key, _)| *key == k) => ignore(e, o, r),
-            k if UNSUPPORTED.contains(&k) => {
-                r.error_at(e, format!("\"{}\" is not supported by flotilla", e.key));
-            }
-            _ => r.unknown(e),
-        }
-    }
-    if let Some((user, at)) = no_auth_user {
-        check_no_auth_user(&user, at, o, r);
-        o.authorization.no_auth_user = Some(user);
-    }
-    if let Some(at) = websocket_at {
-        websocket::validate_auth(at, o, r);
-    }
-    // A resolver without an operator is unused, as in nats-server.
-    if o.authorization
-        .operator
-        .as_ref()
-        .is_some_and(|op| op.jwts.is_empty())
-    {
-        o.authorization.operator = None;
-    }
-    let operator = o.authorization.operator.as_mut();
-    match (system_account, operator) {
-        (Some((name, at)), Some(op)) => {
-            let from_jwt = jwt::operator_system_account(&op.jwts);
-            if from_jwt.as_ref().is_some_and(|j| *j != name) {
-                r.error_at(
-                    at,
-                    "system_account in config and operator JWT must be identical",
-                );
-            }
-            op.system_account = Some(name);
-        }
-        (None, Some(op)) => {
-            op.system_account = jwt::operator_system_account(&op.jwts);
-        }
-        // Outside operator mode a system account names a configured
-        // account whose system events flotilla does not publish.
-        (Some((_, at)), None) => r.error_at(
-            at,
-            "\"system_account\" is not supported by flotilla outside operator mode",
-        ),
-        (None, None) => {}
-    }
-}
-
 /// `operator`: one JWT or a list, each inline or in a file (nats-server's
 /// `readOperatorJWT`: a path first, then text starting `eyJ`).
 fn operators(e: &Entry, o: &mut Options, r: &mut Report) {
@@ -590,13 +339,12 @@ fn resolver_preload(e: &Entry, o: &mut Options, r: &mut Report) {
     }
 }
 
-/// nats-server's `validateNoAuthUser`: the user must be configured.
 /// A block for a feature flotilla lacks: a warning saying what is off,
 /// and a note for `/varz`.
 fn ignore(e: &Entry, o: &mut Options, r: &mut Report) {
     let (key, off) = IGNORED
         .iter()
-        .find(|(key, _)| *key == e.key.as_str())
+        .find(|(key, _)| key.eq_ignore_ascii_case(&e.key))
         .expect("called for an ignored key");
     r.warnings.push(format!(
         "{}: \"{key}\" is not supported by flotilla and is ignored: {off}",
@@ -607,6 +355,7 @@ fn ignore(e: &Entry, o: &mut Options, r: &mut Report) {
     }
 }
 
+/// nats-server's `validateNoAuthUser`: the user must be configured.
 fn check_no_auth_user(user: &str, at: &Entry, o: &Options, r: &mut Report) {
     let a = &o.authorization;
     if a.users.is_empty() && a.nkeys.is_empty() {
