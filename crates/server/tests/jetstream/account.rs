@@ -1,0 +1,260 @@
+//! JetStream in a named account: the account whose block enables it,
+//! with its limits (`jetstream { max_file, max_streams, ... }`), and the
+//! server's JetStream domain. Every mode; run against nats-server with
+//! `FLOTILLA_TEST_SERVER`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+use async_nats::jetstream;
+use common::{api, api_err, JsServer};
+use serde_json::json;
+
+/// Account `A` has JetStream with limits, and `a` is everyone who does
+/// not log in; `B` has none.
+const CONFIG: &str = r#"
+jetstream { domain: "hub" }
+no_auth_user: "a"
+accounts {
+  A {
+    users: [{ user: "a" }]
+    jetstream {
+      max_mem: 64MB
+      max_file: 32MB
+      max_streams: 3
+      max_consumers: 2
+      max_ack_pending: 100
+      memory_max_stream_bytes: 2048
+      store_max_stream_bytes: 4096
+      max_bytes_required: true
+    }
+  }
+  B { users: [{ user: "b", password: "b" }] }
+}
+"#;
+
+fn server() -> JsServer {
+    common::js_server_configured(CONFIG)
+}
+
+#[tokio::test]
+async fn account_info_has_the_account_limits_and_the_domain() {
+    let s = server();
+    assert_eq!(s.json("/jsz")["config"]["domain"], "hub");
+    assert_eq!(s.json("/varz")["jetstream"]["config"]["domain"], "hub");
+    let c = s.client().await;
+    for subject in ["$JS.API.INFO", "$JS.hub.API.INFO"] {
+        let info = api(&c, subject, "").await;
+        assert_eq!(info["domain"], "hub", "{info}");
+        assert_eq!(
+            info["limits"],
+            json!({
+                "max_memory": 64 << 20,
+                "max_storage": 32 << 20,
+                "max_streams": 3,
+                "max_consumers": 2,
+                "max_ack_pending": 100,
+                "memory_max_stream_bytes": 2048,
+                "storage_max_stream_bytes": 4096,
+                "max_bytes_required": true,
+            }),
+            "{subject}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn stream_configs_meet_the_account_limits() {
+    let s = server();
+    let c = s.client().await;
+    let create = |name: &str, extra: &str| {
+        let body = format!(r#"{{"name":"{name}","subjects":["{name}.>"]{extra}}}"#);
+        let subject = format!("$JS.API.STREAM.CREATE.{name}");
+        let c = c.clone();
+        async move { api(&c, &subject, &body).await }
+    };
+    for (extra, refused) in [
+        (
+            "",
+            (
+                400,
+                10113,
+                "account requires a stream config to have max bytes set",
+            ),
+        ),
+        (
+            r#","max_bytes":4097"#,
+            (
+                400,
+                10122,
+                "stream max bytes exceeds account limit max stream bytes",
+            ),
+        ),
+        (
+            r#","max_bytes":2049,"storage":"memory""#,
+            (
+                400,
+                10122,
+                "stream max bytes exceeds account limit max stream bytes",
+            ),
+        ),
+        (
+            r#","max_bytes":128,"max_consumers":3"#,
+            (400, 10026, "maximum consumers limit reached"),
+        ),
+    ] {
+        let reply = create("S", extra).await;
+        let (code, err_code, description) = api_err(&reply);
+        assert_eq!((code, err_code, description.as_str()), refused, "{extra}");
+    }
+    for name in ["S1", "S2", "S3"] {
+        let reply = create(name, r#","max_bytes":4096"#).await;
+        assert_eq!(reply["config"]["max_bytes"], 4096, "{reply}");
+    }
+    // The same create again is not a fourth stream.
+    let again = create("S1", r#","max_bytes":4096"#).await;
+    assert!(again.get("error").is_none(), "{again}");
+    let fourth = create("S4", r#","max_bytes":4096"#).await;
+    assert_eq!(
+        api_err(&fourth),
+        (400, 10027, "maximum number of streams reached".into())
+    );
+    let info = api(&c, "$JS.API.INFO", "").await;
+    assert_eq!(info["streams"], 3);
+}
+
+#[tokio::test]
+async fn consumers_meet_the_account_limits() {
+    let s = server();
+    let c = s.client().await;
+    let body = r#"{"name":"S","subjects":["s.>"],"max_bytes":4096}"#;
+    let created = api(&c, "$JS.API.STREAM.CREATE.S", body).await;
+    assert!(created.get("error").is_none(), "{created}");
+    let consumer = |name: &str, extra: &str| {
+        let body = format!(
+            r#"{{"stream_name":"S","config":{{"durable_name":"{name}","ack_policy":"explicit"{extra}}}}}"#
+        );
+        let subject = format!("$JS.API.CONSUMER.CREATE.S.{name}");
+        let c = c.clone();
+        async move { api(&c, &subject, &body).await }
+    };
+    // The account's max_ack_pending is the default, and the most.
+    let first = consumer("C1", "").await;
+    assert_eq!(first["config"]["max_ack_pending"], 100, "{first}");
+    let over = consumer("C2", r#","max_ack_pending":101"#).await;
+    assert_eq!(
+        api_err(&over),
+        (
+            400,
+            10121,
+            "consumer max ack pending exceeds system limit of 100".into()
+        )
+    );
+    let second = consumer("C2", r#","max_ack_pending":50"#).await;
+    assert_eq!(second["config"]["max_ack_pending"], 50, "{second}");
+    let third = consumer("C3", "").await;
+    assert_eq!(
+        api_err(&third),
+        (400, 10026, "maximum consumers limit reached".into())
+    );
+}
+
+/// A client reaches the account's JetStream through the domain's API
+/// prefix (`$JS.hub.API`), key-value buckets included, and the streams
+/// live under the account's directory, across a restart.
+#[tokio::test]
+async fn the_domain_prefix_reaches_the_account_streams() {
+    let mut s = server();
+    let js = jetstream::with_domain(s.client().await, "hub");
+    let kv = js
+        .create_key_value(jetstream::kv::Config {
+            bucket: "cfg".into(),
+            max_bytes: 4096,
+            num_replicas: common::replicas() as usize,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    kv.put("k", "v1".into()).await.unwrap();
+    assert_eq!(kv.get("k").await.unwrap().unwrap(), "v1");
+    if !common::reference_server() {
+        let home = match common::clustered() {
+            false => "streams",
+            true => "replicas",
+        };
+        let dir = s.store_dir().join("jetstream").join("A").join(home);
+        assert!(dir.read_dir().unwrap().next().is_some(), "{dir:?}");
+        assert!(!s.store_dir().join("jetstream").join("$G").exists());
+    }
+    s.kill9();
+    s.restart();
+    let js = jetstream::with_domain(s.client().await, "hub");
+    let kv = js.get_key_value("cfg").await.unwrap();
+    assert_eq!(kv.get("k").await.unwrap().unwrap(), "v1");
+    let mut stream = js.get_stream("KV_cfg").await.unwrap();
+    assert_eq!(stream.info().await.unwrap().state.messages, 1);
+}
+
+/// The account's storage limit refuses a publish that would pass it
+/// (10002), and stores nothing for it.
+#[tokio::test]
+async fn publishes_past_the_account_storage_are_refused() {
+    let s = common::js_server_configured(
+        r#"
+no_auth_user: "a"
+accounts { A { users: [{ user: "a" }], jetstream { max_file: 4KB } } }
+"#,
+    );
+    let c = s.client().await;
+    let created = api(
+        &c,
+        "$JS.API.STREAM.CREATE.S",
+        r#"{"name":"S","subjects":["s"]}"#,
+    )
+    .await;
+    assert!(created.get("error").is_none(), "{created}");
+    let js = jetstream::new(c.clone());
+    let (mut acked, mut refused) = (0, None);
+    for _ in 0..20 {
+        match js.publish("s", vec![b'x'; 600].into()).await.unwrap().await {
+            Ok(_) => acked += 1,
+            Err(e) => {
+                refused = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("a publish past 4KB is refused");
+    assert!(refused.contains("10002"), "{refused}");
+    assert!(acked > 0);
+    common::wait_messages(&c, "S", acked, std::time::Duration::from_secs(5)).await;
+}
+
+/// What a config of JetStream in accounts may not say.
+#[test]
+fn configs_flotilla_cannot_honour_are_refused() {
+    if common::reference_server() {
+        return;
+    }
+    for (config, says) in [
+        (
+            "jetstream: enabled\naccounts { A { users: [{user: a}] } }\n",
+            "no account enables it",
+        ),
+        (
+            "jetstream: enabled\naccounts { A { jetstream: enabled }, B { jetstream: enabled } }\n",
+            "flotilla serves JetStream in one account; the config enables it in A, B",
+        ),
+        (
+            "jetstream { domain: \"a.b\" }\n",
+            "invalid domain name: may not contain ., * or >",
+        ),
+        (
+            "jetstream: enabled\naccounts { A { jetstream: { max_file: \"x\" } } }\n",
+            "expected an integer",
+        ),
+    ] {
+        let out = common::refused_config(config);
+        assert!(out.contains(says), "{config}: {out}");
+    }
+}

@@ -1,0 +1,270 @@
+//! Mirrors and sources.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer, stream, Context};
+use futures::StreamExt;
+
+async fn wait_messages(js: &Context, name: &str, want: u64) -> stream::Info {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut s = js.get_stream(name).await.unwrap();
+        let info = s.info().await.unwrap().clone();
+        if info.state.messages == want || Instant::now() > deadline {
+            assert_eq!(info.state.messages, want, "{name}: {info:?}");
+            return info;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn mirror_keeps_sequences() {
+    let s = common::js_server();
+    let js = jetstream::new(s.client().await);
+    let origin = js
+        .create_stream(stream::Config {
+            name: "O".into(),
+            subjects: vec!["o.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for i in 1..=10 {
+        js.publish(format!("o.{i}"), format!("m{i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    origin.delete_message(4).await.unwrap();
+    js.create_stream(stream::Config {
+        name: "M".into(),
+        mirror: Some(stream::Source {
+            name: "O".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    eprintln!("LOG: {}", s.log_text());
+    let info = wait_messages(&js, "M", 9).await;
+    assert_eq!(info.state.last_sequence, 10);
+    let mirror = info.mirror.expect("mirror info");
+    assert_eq!(mirror.name, "O");
+    assert_eq!(mirror.lag, 0);
+    let m = js.get_stream("M").await.unwrap();
+    let msg = m.get_raw_message(7).await.unwrap();
+    assert_eq!(msg.subject.as_str(), "o.7");
+    assert_eq!(&msg.payload[..], b"m7");
+    assert!(
+        m.get_raw_message(4).await.is_err(),
+        "the origin's gap is a gap here"
+    );
+    // New messages follow.
+    js.publish("o.x", "later".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    wait_messages(&js, "M", 10).await;
+    // A mirror takes no publishes of its own: it has no subjects.
+    assert!(js.publish("M", "x".into()).await.unwrap().await.is_err());
+}
+
+#[tokio::test]
+async fn sources_merge_with_tags_and_transforms() {
+    let s = common::js_server();
+    let js = jetstream::new(s.client().await);
+    for (name, subj) in [("A", "a.>"), ("B", "b.>")] {
+        js.create_stream(stream::Config {
+            name: name.into(),
+            subjects: vec![subj.into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    for i in 0..5 {
+        js.publish(format!("a.{i}"), "A".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        js.publish(format!("b.{i}"), "B".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    js.create_stream(stream::Config {
+        name: "ALL".into(),
+        sources: Some(vec![
+            stream::Source {
+                name: "A".into(),
+                ..Default::default()
+            },
+            stream::Source {
+                name: "B".into(),
+                filter_subject: Some("b.1".into()),
+                ..Default::default()
+            },
+        ]),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let info = wait_messages(&js, "ALL", 6).await;
+    assert_eq!(info.sources.len(), 2);
+    let all = js.get_stream("ALL").await.unwrap();
+    let m = all.get_last_raw_message_by_subject("b.1").await.unwrap();
+    let tag = m
+        .headers
+        .get("Nats-Stream-Source")
+        .unwrap()
+        .as_str()
+        .to_string();
+    assert!(tag.starts_with("B 2 b.1 > b.1"), "{tag}");
+
+    // Subject transforms on a source.
+    js.create_stream(stream::Config {
+        name: "T".into(),
+        sources: Some(vec![stream::Source {
+            name: "A".into(),
+            subject_transforms: vec![stream::SubjectTransform {
+                source: "a.*".into(),
+                destination: "copied.{{wildcard(1)}}".into(),
+            }],
+            ..Default::default()
+        }]),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    wait_messages(&js, "T", 5).await;
+    let t = js.get_stream("T").await.unwrap();
+    let m = t.get_last_raw_message_by_subject("copied.3").await.unwrap();
+    assert_eq!(&m.payload[..], b"A");
+}
+
+#[tokio::test]
+async fn sourcing_from_a_work_queue_consumes_it() {
+    let mut s = common::js_server();
+    let js = jetstream::new(s.client().await);
+    js.create_stream(stream::Config {
+        name: "WQ".into(),
+        subjects: vec!["jobs.>".into()],
+        retention: stream::RetentionPolicy::WorkQueue,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for i in 0..20 {
+        js.publish(format!("jobs.{i}"), "job".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    js.create_stream(stream::Config {
+        name: "ARCHIVE".into(),
+        sources: Some(vec![stream::Source {
+            name: "WQ".into(),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    wait_messages(&js, "ARCHIVE", 20).await;
+    wait_messages(&js, "WQ", 0).await;
+    // The internal consumer is not listed (nats-server's cluster counts
+    // it in the origin's info).
+    let mut wq = js.get_stream("WQ").await.unwrap();
+    let listed = if common::nats_cluster() { 1 } else { 0 };
+    assert_eq!(wq.info().await.unwrap().state.consumer_count, listed);
+    let mut names = wq.consumer_names();
+    assert!(names.next().await.is_none());
+
+    // After a restart nothing is copied twice and new work still flows.
+    s.restart();
+    let js = jetstream::new(s.client().await);
+    for i in 20..25 {
+        js.publish(format!("jobs.{i}"), "job".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    wait_messages(&js, "ARCHIVE", 25).await;
+    wait_messages(&js, "WQ", 0).await;
+    let archive = js.get_stream("ARCHIVE").await.unwrap();
+    let c = archive
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some("r".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut batch = c.fetch().max_messages(100).messages().await.unwrap();
+    while let Some(m) = batch.next().await {
+        let m = m.unwrap();
+        assert!(
+            seen.insert(m.subject.to_string()),
+            "{} copied twice",
+            m.subject
+        );
+    }
+    assert_eq!(seen.len(), 25);
+}
+
+/// Transforms of one source or mirror whose source subjects overlap are
+/// refused before anything else about the stream, a taken name included
+/// (nats-server checks the config first; nats.py's
+/// test_subject_transforms relies on it).
+#[tokio::test]
+async fn overlapping_source_transforms_are_refused_first() {
+    let s = common::js_server();
+    let c = s.client().await;
+    let created = common::api(
+        &c,
+        "$JS.API.STREAM.CREATE.SOURCING",
+        r#"{"name":"SOURCING","sources":[{"name":"T1"}]}"#,
+    )
+    .await;
+    assert!(created.get("error").is_none(), "{created}");
+    let overlapping = r#"[{"src":">","dest":"a.>"},{"src":">","dest":"b.>"}]"#;
+    for (subject, body, code) in [
+        (
+            "$JS.API.STREAM.CREATE.SOURCING",
+            format!(
+                r#"{{"name":"SOURCING","sources":[{{"name":"T2","subject_transforms":{overlapping}}}]}}"#
+            ),
+            10147,
+        ),
+        (
+            "$JS.API.STREAM.CREATE.M",
+            format!(
+                r#"{{"name":"M","mirror":{{"name":"T2","subject_transforms":{overlapping}}}}}"#
+            ),
+            10152,
+        ),
+    ] {
+        let v = common::api(&c, subject, &body).await;
+        assert_eq!(common::api_err(&v).1, code, "{v}");
+    }
+    // Disjoint transforms are fine.
+    let disjoint = common::api(
+        &c,
+        "$JS.API.STREAM.CREATE.OK",
+        r#"{"name":"OK","sources":[{"name":"T2","subject_transforms":[{"src":"a.>","dest":"x.>"},{"src":"b.>","dest":"y.>"}]}]}"#,
+    )
+    .await;
+    assert!(disjoint.get("error").is_none(), "{disjoint}");
+}
