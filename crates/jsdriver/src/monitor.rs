@@ -55,11 +55,10 @@ impl JetStreamView for View {
 
     fn raftz(
         &self,
-        server: &Server,
         acc: &str,
         group: &str,
     ) -> Option<BTreeMap<String, BTreeMap<String, RaftzGroup>>> {
-        Some(raftz(server, self.jc.as_deref()?, acc, group))
+        Some(raftz(self.jc.as_deref()?, acc, group))
     }
 
     fn health(&self) -> Option<String> {
@@ -106,10 +105,10 @@ fn stats(js: &JetStream, accounts: usize) -> Stats {
     }
 }
 
-fn meta_cluster(server: &Server, jc: &JsCluster) -> MetaClusterInfo {
+fn meta_cluster(jc: &JsCluster) -> MetaClusterInfo {
     let g = jc.meta_status().unwrap_or_default();
     let name_of = |id: u64| {
-        jc.peer_name(server, id)
+        jc.peer_name(id)
             .unwrap_or_else(|| format!("Server name unknown at this time (peerID: {id:x})"))
     };
     let leader = if g.leader == 0 {
@@ -117,9 +116,9 @@ fn meta_cluster(server: &Server, jc: &JsCluster) -> MetaClusterInfo {
     } else {
         name_of(g.leader)
     };
-    let replicas = jc.replicas(server, &g);
+    let replicas = jc.replicas(&g);
     MetaClusterInfo {
-        name: server.routes.cluster_name().0,
+        name: jc.server.cluster_name(),
         peer: if leader.is_empty() {
             String::new()
         } else {
@@ -158,7 +157,7 @@ async fn jsz(server: &Server, js: &JetStream, jc: Option<&JsCluster>, opts: &Jsz
             .iter()
             .map(|h| h.bytes.load(Ordering::Relaxed))
             .sum(),
-        meta_cluster: jc.map(|jc| meta_cluster(server, jc)),
+        meta_cluster: jc.map(meta_cluster),
         account_details: Vec::new(),
         total: 1,
     };
@@ -221,12 +220,7 @@ async fn jsz(server: &Server, js: &JetStream, jc: Option<&JsCluster>, opts: &Jsz
     info
 }
 
-fn raftz(
-    server: &Server,
-    jc: &JsCluster,
-    acc: &str,
-    group: &str,
-) -> BTreeMap<String, BTreeMap<String, RaftzGroup>> {
+fn raftz(jc: &JsCluster, acc: &str, group: &str) -> BTreeMap<String, BTreeMap<String, RaftzGroup>> {
     let mut out = BTreeMap::new();
     let wanted =
         |a: &str, name: &str| (acc.is_empty() || acc == a) && (group.is_empty() || group == name);
@@ -243,15 +237,15 @@ fn raftz(
         if wanted(account, &name) {
             out.entry(account.to_string())
                 .or_insert_with(BTreeMap::new)
-                .insert(name, group_of(server, jc, g));
+                .insert(name, group_of(jc, g));
         }
     }
     out
 }
 
-fn group_of(server: &Server, jc: &JsCluster, g: &cluster::node::GroupStatus) -> RaftzGroup {
+fn group_of(jc: &JsCluster, g: &cluster::node::GroupStatus) -> RaftzGroup {
     let hash_of = |id: u64| {
-        jc.peer_name(server, id)
+        jc.peer_name(id)
             .map(|n| peer_hash(&n))
             .unwrap_or_else(|| format!("{id:x}"))
     };
@@ -268,7 +262,7 @@ fn group_of(server: &Server, jc: &JsCluster, g: &cluster::node::GroupStatus) -> 
         .iter()
         .filter(|&&v| v != jc.me.id)
         .map(|&v| {
-            let name = jc.peer_name(server, v).unwrap_or_default();
+            let name = jc.peer_name(v).unwrap_or_default();
             let replicated = g.progress.iter().find(|(id, _)| *id == v).map(|(_, m)| *m);
             let last_seen = transport
                 .last_heard(v)
@@ -286,7 +280,7 @@ fn group_of(server: &Server, jc: &JsCluster, g: &cluster::node::GroupStatus) -> 
         })
         .collect();
     RaftzGroup {
-        id: peer_hash(&server.name),
+        id: peer_hash(jc.server.name()),
         state,
         size: g.voters.len(),
         quorum_needed: g.voters.len() / 2 + 1,

@@ -88,7 +88,6 @@ pub trait JetStreamView: Send + Sync {
     /// no Raft group.
     fn raftz(
         &self,
-        server: &Server,
         acc: &str,
         group: &str,
     ) -> Option<
@@ -188,7 +187,7 @@ impl Monitor {
             }
             "/raftz" => {
                 self.count("/raftz");
-                match raftz::raftz(&self.server, &self.services, q.get("acc"), q.get("group")) {
+                match raftz::raftz(&self.services, q.get("acc"), q.get("group")) {
                     Some(groups) => pretty(&groups),
                     None => text(
                         StatusCode::NOT_FOUND,

@@ -6,8 +6,6 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use flotilla_core::server::Server;
-
 /// The meta group's name in `/raftz`, under the system account.
 pub const META_NAME: &str = "_meta_";
 
@@ -49,10 +47,9 @@ pub struct RaftzPeer {
 /// `/raftz`, by account then group name. `None`: this server runs no
 /// Raft group (nats-server answers 404).
 pub fn raftz(
-    server: &Server,
     services: &super::Services,
     acc: &str,
     group: &str,
 ) -> Option<BTreeMap<String, BTreeMap<String, RaftzGroup>>> {
-    services.js.get()?.raftz(server, acc, group)
+    services.js.get()?.raftz(acc, group)
 }

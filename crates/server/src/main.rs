@@ -269,8 +269,11 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
             js_settings(&opts),
         )?;
         if js_clustered(&opts) {
-            let jc =
-                jsdriver::jscluster::JsCluster::start(&server, &js, &js_settings(&opts).store_dir)?;
+            let jc = jsdriver::jscluster::JsCluster::start(
+                jsdriver::jscluster::ClusterView::new(server.clone()),
+                &js,
+                &js_settings(&opts).store_dir,
+            )?;
             js_cluster = Some(jc);
         }
         let view = jsdriver::monitor::View {
@@ -323,7 +326,7 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
                 .load(std::sync::atomic::Ordering::Relaxed)
         ));
         if let Some(jc) = &js_cluster {
-            tokio::spawn(jc.clone().run(server.clone()));
+            tokio::spawn(jc.clone().run());
         }
     }
 

@@ -27,7 +27,6 @@ use crate::js::stream::PublishOut;
 use crate::js::{new_consumer_name, wall_clock, JetStream};
 use flotilla_core::bus::Subscription;
 use flotilla_core::bus::{Bus, Publisher as InternalPublisher};
-use flotilla_core::server::Server;
 use jsservice::request::RESPONSE_TYPE;
 /// How long a create is given to be applied before the next request.
 const CREATE_SETTLE: Duration = Duration::from_secs(2);
@@ -70,13 +69,13 @@ pub struct AccountApi {
 }
 
 impl AccountApi {
-    pub fn start(server: Arc<Server>, jc: Arc<JsCluster>) -> Arc<AccountApi> {
+    pub fn start(jc: Arc<JsCluster>) -> Arc<AccountApi> {
         let (tx, rx) = mpsc::unbounded_channel();
         let api = Arc::new(AccountApi {
             subs: Mutex::new(Vec::new()),
             tx,
         });
-        tokio::spawn(serve(server, jc, rx));
+        tokio::spawn(serve(jc, rx));
         api
     }
 
@@ -86,19 +85,17 @@ impl AccountApi {
 }
 
 struct Api {
-    server: Arc<Server>,
     jc: Arc<JsCluster>,
     js: Arc<JetStream>,
     publisher: InternalPublisher,
     requests: Arc<Requests>,
 }
 
-async fn serve(server: Arc<Server>, jc: Arc<JsCluster>, mut rx: mpsc::UnboundedReceiver<Inbound>) {
+async fn serve(jc: Arc<JsCluster>, mut rx: mpsc::UnboundedReceiver<Inbound>) {
     let mut api = Api {
         publisher: jc.js.bus.publisher(),
         requests: Arc::new(Requests::start(jc.js.bus.clone(), jc.me.id)),
         js: jc.js.clone(),
-        server,
         jc,
     };
     while let Some(m) = rx.recv().await {
@@ -124,14 +121,8 @@ async fn serve(server: Arc<Server>, jc: Arc<JsCluster>, mut rx: mpsc::UnboundedR
 /// A stream's peers without `peer`, with a server that is up and holds
 /// none of it in its place if there is one (the least loaded). None if
 /// `require`d and there is none, or if no peer would be left.
-pub fn remap(
-    server: &Server,
-    jc: &JsCluster,
-    a: &StreamAssignment,
-    peer: u64,
-    require: bool,
-) -> Option<Vec<u64>> {
-    let routed = jc.routed_ids(server);
+pub fn remap(jc: &JsCluster, a: &StreamAssignment, peer: u64, require: bool) -> Option<Vec<u64>> {
+    let routed = jc.routed_ids();
     let meta = jc.meta.lock();
     let load = |id: u64| meta.streams().filter(|s| s.peers.contains(&id)).count();
     let spare = meta
@@ -489,7 +480,7 @@ impl Api {
         except: &[u64],
         n: usize,
     ) -> Result<Vec<u64>, jetstream::api::ApiError> {
-        let cluster = self.server.routes.cluster_name().0;
+        let cluster = self.jc.server.cluster_name();
         let wrong_cluster = cfg
             .placement
             .as_ref()
@@ -508,13 +499,13 @@ impl Api {
                 }
             })
             .collect();
-        let tags = self.jc.live_tags(&self.server);
+        let tags = self.jc.live_tags();
         // A just-founded meta group has voters before the leader's next
         // pass names them; naming them here, ahead of the assignment in
         // the log, lets a stream go to a cluster the moment it has a
         // leader, as with nats-server.
         let voters = self.jc.meta_status().map(|g| g.voters).unwrap_or_default();
-        let naming = self.jc.name_voters(&self.server, &voters);
+        let naming = self.jc.name_voters(&voters);
         let meta = self.jc.meta.lock();
         // A name proposed earlier (by the leader's pass) may have applied
         // since `name_voters` looked: each peer counts once.
@@ -625,12 +616,11 @@ impl Api {
             .iter()
             .copied()
             .find(|&p| {
-                let n = self.jc.peer_name(&self.server, p).unwrap_or_default();
+                let n = self.jc.peer_name(p).unwrap_or_default();
                 n == peer || super::peer_hash(&n) == peer
             })
             .ok_or_else(|| E::CLUSTER_PEER_NOT_MEMBER.err())?;
-        let peers =
-            remap(&self.server, &self.jc, &a, id, true).ok_or_else(|| E::PEER_REMAP.err())?;
+        let peers = remap(&self.jc, &a, id, true).ok_or_else(|| E::PEER_REMAP.err())?;
         let op = MetaOp::UpdateStream {
             name: name.to_string(),
             config: a.config.clone(),

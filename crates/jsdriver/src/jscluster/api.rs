@@ -25,7 +25,6 @@ use crate::js::new_consumer_name;
 use crate::js::sinks::inbound;
 use crate::js::stream::PublishOut;
 use flotilla_core::bus::{Bus, Message, Reach, Sink as InternalSink, Subscription};
-use flotilla_core::server::Server;
 
 /// Copies what an internal subscription receives to a task's channel.
 pub struct Sink {
@@ -78,14 +77,14 @@ pub struct MetaApi {
 }
 
 impl MetaApi {
-    pub fn start(server: Arc<Server>, jc: Arc<JsCluster>) -> Arc<MetaApi> {
+    pub fn start(jc: Arc<JsCluster>) -> Arc<MetaApi> {
         let (tx, rx) = mpsc::unbounded_channel();
         let api = Arc::new(MetaApi {
             subs: Mutex::new(Vec::new()),
             tx,
             pending: Mutex::new(None),
         });
-        tokio::spawn(serve(server, jc, api.clone(), rx));
+        tokio::spawn(serve(jc, api.clone(), rx));
         api
     }
 
@@ -117,12 +116,7 @@ impl MetaApi {
     }
 }
 
-async fn serve(
-    server: Arc<Server>,
-    jc: Arc<JsCluster>,
-    api: Arc<MetaApi>,
-    mut rx: mpsc::UnboundedReceiver<Inbound>,
-) {
+async fn serve(jc: Arc<JsCluster>, api: Arc<MetaApi>, mut rx: mpsc::UnboundedReceiver<Inbound>) {
     let mut publisher = jc.js.bus.publisher();
     while let Some(m) = rx.recv().await {
         // The subscription follows leadership a moment late; a server
@@ -135,11 +129,11 @@ async fn serve(
             Request::Operator { reply, request } => {
                 let (kind, r) = match request {
                     OperatorRequest::MetaStepDown { preferred } => {
-                        (Kind::MetaLeaderStepdown, stepdown(&server, &jc, &preferred))
+                        (Kind::MetaLeaderStepdown, stepdown(&jc, &preferred))
                     }
                     OperatorRequest::ServerRemove { peer, peer_id } => (
                         Kind::MetaServerRemove,
-                        remove(&server, &jc, &api, &peer, &peer_id, &reply),
+                        remove(&jc, &api, &peer, &peer_id, &reply),
                     ),
                 };
                 match r {
@@ -158,11 +152,11 @@ async fn serve(
 
 /// Hands the meta group's leadership to another voter that is up (the
 /// one `preferred` names, if any).
-fn stepdown(server: &Server, jc: &JsCluster, preferred: &str) -> Result<bool, ApiError> {
+fn stepdown(jc: &JsCluster, preferred: &str) -> Result<bool, ApiError> {
     let Some(g) = jc.meta_status() else {
         return Err(E::CLUSTER_NOT_AVAIL.err());
     };
-    let online = jc.routed_ids(server);
+    let online = jc.routed_ids();
     let candidates: Vec<u64> = g
         .voters
         .iter()
@@ -175,21 +169,21 @@ fn stepdown(server: &Server, jc: &JsCluster, preferred: &str) -> Result<bool, Ap
             return Err(no_peers("no replacement peer connected".into()));
         }
         candidates[fastrand::usize(..candidates.len())]
-    } else if preferred == server.name {
+    } else if preferred == jc.server.name() {
         return Err(no_peers(format!(
             "preferred server {preferred:?} is already leader"
         )));
     } else {
         *candidates
             .iter()
-            .find(|&&v| jc.peer_name(server, v).as_deref() == Some(preferred))
+            .find(|&&v| jc.peer_name(v).as_deref() == Some(preferred))
             .ok_or_else(|| no_peers(format!("preferred server {preferred:?} not known")))?
     };
     match jc.node.call(move |e| e.transfer_leader(META_GROUP, target)) {
         Some(Ok(())) => {
             info!(
                 "JetStream meta leader stepping down, to {}",
-                jc.peer_name(server, target).unwrap_or_default()
+                jc.peer_name(target).unwrap_or_default()
             );
             Ok(true)
         }
@@ -202,7 +196,6 @@ fn stepdown(server: &Server, jc: &JsCluster, preferred: &str) -> Result<bool, Ap
 /// takes precedence). `Ok(false)`: answered later, once the removal
 /// commits.
 fn remove(
-    server: &Server,
     jc: &JsCluster,
     api: &MetaApi,
     peer: &str,
@@ -217,7 +210,7 @@ fn remove(
         .iter()
         .copied()
         .filter(|&v| {
-            let name = jc.peer_name(server, v);
+            let name = jc.peer_name(v);
             if !peer_id.is_empty() {
                 peer_id == format!("{v:x}")
                     || name.as_deref().map(peer_hash).as_deref() == Some(peer_id)
@@ -228,7 +221,7 @@ fn remove(
         .collect();
     // A server that came back with a wiped store is a new peer under its
     // old name: the name then means the identity that is gone.
-    let online = jc.routed_ids(server);
+    let online = jc.routed_ids();
     let found = match matching.as_slice() {
         [one] => Some(*one),
         many => many
@@ -247,8 +240,8 @@ fn remove(
         .cloned()
         .collect();
     for a in hosted {
-        let peers = super::account_api::remap(server, jc, &a, id, false)
-            .ok_or_else(|| E::PEER_REMAP.err())?;
+        let peers =
+            super::account_api::remap(jc, &a, id, false).ok_or_else(|| E::PEER_REMAP.err())?;
         let op = MetaOp::UpdateStream {
             name: a.name.clone(),
             config: a.config.clone(),
@@ -269,7 +262,7 @@ fn remove(
                 .propose(META_GROUP, MetaOp::RemovePeer { id }.encode());
             info!(
                 "JetStream cluster removing peer {} ({id:x})",
-                jc.peer_name(server, id).unwrap_or_default()
+                jc.peer_name(id).unwrap_or_default()
             );
             *api.pending.lock() = Some(PendingRemoval {
                 peer: id,

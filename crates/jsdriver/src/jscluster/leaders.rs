@@ -17,7 +17,6 @@ use tracing::info;
 
 use super::JsCluster;
 use crate::js::stream::{Cmd, RaftEvent};
-use flotilla_core::server::Server;
 
 const FOLLOW_EVERY: Duration = Duration::from_millis(50);
 /// A leader proposes a membership change for its group at most this
@@ -25,7 +24,6 @@ const FOLLOW_EVERY: Duration = Duration::from_millis(50);
 const RECONCILE_EVERY: Duration = Duration::from_millis(500);
 
 pub struct Leaders {
-    server: Arc<Server>,
     jc: Arc<JsCluster>,
     /// The groups this server leads, as last told to their replicas.
     leading: BTreeSet<u64>,
@@ -38,9 +36,8 @@ pub struct Leaders {
 }
 
 impl Leaders {
-    pub fn start(server: Arc<Server>, jc: Arc<JsCluster>) {
+    pub fn start(jc: Arc<JsCluster>) {
         let leaders = Leaders {
-            server,
             jc,
             leading: BTreeSet::new(),
             last_reconcile: BTreeMap::new(),
@@ -50,7 +47,7 @@ impl Leaders {
     }
 
     async fn run(mut self) {
-        let mut shutdown = self.server.shutdown_signal();
+        let mut shutdown = self.jc.server.shutdown_signal();
         let mut follow = tokio::time::interval(FOLLOW_EVERY);
         follow.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -151,7 +148,7 @@ impl Leaders {
             } else {
                 "removing"
             },
-            self.jc.peer_name(&self.server, id).unwrap_or_default()
+            self.jc.peer_name(id).unwrap_or_default()
         );
         let mut cc = ConfChange::default();
         cc.set_change_type(kind);

@@ -31,6 +31,10 @@ mod leaders;
 mod replica;
 mod requests;
 mod storage;
+mod view;
+
+pub use view::ClusterView;
+use view::RoutedPeer;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -49,7 +53,6 @@ use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
 use crate::js::JetStream;
-use flotilla_core::server::Server;
 
 /// Raft's clock here: elections after 0.5 to 1 s without a leader,
 /// heartbeats every 100 ms.
@@ -72,16 +75,6 @@ const CURRENT_WITHIN: Duration = Duration::from_secs(10);
 /// A follower counts the leader current if it heard from it this recently.
 const LEADER_CURRENT_WITHIN: Duration = Duration::from_secs(2);
 
-/// A JetStream server reachable over a route.
-#[derive(Debug, Clone)]
-struct RoutedPeer {
-    id: u64,
-    name: String,
-    /// `host:port` of its route listener (Raft connections go there too).
-    addr: String,
-    hello: FlotillaHello,
-}
-
 pub struct JsCluster {
     pub me: Identity,
     /// The peer id was made at this start: nobody can have named it in a
@@ -92,8 +85,8 @@ pub struct JsCluster {
     /// This server's stream replicas.
     pub replicas: applier::Replicas,
     pub js: Arc<JetStream>,
-    /// The core server, for its routes: who the peers are.
-    server: Arc<Server>,
+    /// What this driver sees of the core server: routes, names, shutdown.
+    pub server: ClusterView,
     /// Names of peers heard of over routes, kept after the route goes (a
     /// dead voter is still shown by name).
     names: Mutex<BTreeMap<u64, String>>,
@@ -116,7 +109,7 @@ impl JsCluster {
     /// Loads (or makes) the peer id, opens the Raft node, and restarts the
     /// meta group if this store has one.
     pub fn start(
-        server: &Arc<Server>,
+        server: ClusterView,
         js: &Arc<JetStream>,
         store_dir: &Path,
     ) -> anyhow::Result<Arc<JsCluster>> {
@@ -126,7 +119,7 @@ impl JsCluster {
         let fsdir = Arc::new(
             store::FsDir::new(&dir).with_context(|| format!("could not open {}", dir.display()))?,
         );
-        let (me, new) = identity::load_or_create(fsdir.as_ref(), &server.name, || {
+        let (me, new) = identity::load_or_create(fsdir.as_ref(), server.name(), || {
             // Never 0, and not a small number a test might also use.
             fastrand::u64(1 << 32..u64::MAX)
         })?;
@@ -167,8 +160,7 @@ impl JsCluster {
                 }
             })),
         });
-        node.transport
-            .set_upgrade(raft_upgrade(Arc::downgrade(server)));
+        node.transport.set_upgrade(server.raft_upgrade());
         let has_log = dir.join(format!("raft-{META_GROUP:016x}.log")).exists();
         let jc = Arc::new(JsCluster {
             me,
@@ -184,7 +176,7 @@ impl JsCluster {
             adding: Mutex::new(None),
             started: Instant::now(),
             wake: Notify::new(),
-            tags: server.opts().server_tags.clone(),
+            tags: server.tags(),
             healed: Mutex::new(None),
         });
         let _ = cluster.set(Arc::downgrade(&jc));
@@ -209,15 +201,13 @@ impl JsCluster {
             .subscribe("$JS.API.>", flotilla_core::bus::Reach::Local, catch_all)
             .context("could not subscribe to the JetStream API")?;
         let follower = Arc::downgrade(&jc);
-        let _ = server.on_routes_changed.set(Box::new(move || {
+        server.on_routes_changed(Box::new(move || {
             if let Some(jc) = follower.upgrade() {
                 jc.poke();
             }
         }));
-        let _ = server
-            .raft
-            .set(Arc::new(RaftPort(jc.node.transport.clone())));
-        server.set_hello(Some(jc.hello(Vec::new())));
+        server.serve_raft(jc.node.transport.clone());
+        server.set_hello(jc.hello(Vec::new()));
         Ok(jc)
     }
 
@@ -237,30 +227,31 @@ impl JsCluster {
 
     /// The control loop: founding, joining, and the leader's growing of
     /// the voter set.
-    pub async fn run(self: Arc<Self>, server: Arc<Server>) {
+    pub async fn run(self: Arc<Self>) {
+        let server = &self.server;
         let mut shutdown = server.shutdown_signal();
         let mut last_hello = None;
         let mut last_leader = 0;
         let mut last_sweep: Option<Instant> = None;
-        let api = api::MetaApi::start(server.clone(), self.clone());
-        let account_api = account_api::AccountApi::start(server.clone(), self.clone());
-        leaders::Leaders::start(server.clone(), self.clone());
+        let api = api::MetaApi::start(self.clone());
+        let account_api = account_api::AccountApi::start(self.clone());
+        leaders::Leaders::start(self.clone());
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(CONTROL_EVERY) => {}
                 _ = self.wake.notified() => {}
                 _ = shutdown.changed() => return,
             }
-            let peers = routed_peers(&server);
+            let peers = server.routed_peers();
             for p in &peers {
                 self.node.transport.set_peer(p.id, &p.addr);
                 self.names.lock().insert(p.id, p.name.clone());
             }
             let proposal = if *self.has_meta.lock() {
-                self.grow(&server, &peers);
+                self.grow(&peers);
                 self.founded_with.lock().clone()
             } else {
-                self.found_or_join(&server, &peers)
+                self.found_or_join(&peers)
             };
             let (leading, voters, leader) = self
                 .meta_status()
@@ -272,8 +263,8 @@ impl JsCluster {
                     // nats-server's wording, which operators grep for.
                     info!(
                         "JetStream cluster new metadata leader: {}/{}",
-                        self.peer_name(&server, leader).unwrap_or_default(),
-                        server.routes.cluster_name().0
+                        self.peer_name(leader).unwrap_or_default(),
+                        server.cluster_name()
                     );
                 }
             }
@@ -285,7 +276,7 @@ impl JsCluster {
             account_api.follow_leadership(&self.js.bus, leading);
             let hello = self.hello(proposal);
             if last_hello.as_ref() != Some(&hello) {
-                server.set_hello(Some(hello.clone()));
+                server.set_hello(hello.clone());
                 last_hello = Some(hello);
             }
         }
@@ -302,7 +293,7 @@ impl JsCluster {
     }
 
     /// Before this server has a meta node. Returns its founding proposal.
-    fn found_or_join(&self, server: &Server, peers: &[RoutedPeer]) -> Vec<u64> {
+    fn found_or_join(&self, peers: &[RoutedPeer]) -> Vec<u64> {
         let ids: Vec<u64> = peers.iter().map(|p| p.id).collect();
         // A peer founded with this server's new id among the voters (it
         // saw every route before this one did): found with the same set,
@@ -314,7 +305,7 @@ impl JsCluster {
         if let Some(voters) = self.named_by_founders(peers) {
             return self.found(voters);
         }
-        let (resolved, expected) = server.routes.configured_view(&server.opts().cluster.routes);
+        let (resolved, expected) = self.server.configured_routes();
         let mut proposal: Vec<u64> = ids.clone();
         proposal.push(self.me.id);
         proposal.sort_unstable();
@@ -383,7 +374,7 @@ impl JsCluster {
 
     /// With a meta node: let joiners hear from everyone; as leader, add
     /// routed JetStream servers as voters and name every voter.
-    fn grow(&self, server: &Server, peers: &[RoutedPeer]) {
+    fn grow(&self, peers: &[RoutedPeer]) {
         let ids: Vec<u64> = peers.iter().map(|p| p.id).collect();
         let voters = self
             .node
@@ -419,8 +410,8 @@ impl JsCluster {
                 .call(move |e| e.propose_conf_change(META_GROUP, cc));
             return;
         }
-        self.heal(server);
-        self.name_voters(server, &voters);
+        self.heal();
+        self.name_voters(&voters);
     }
 
     /// As meta leader: proposes a name for each voter the meta state does
@@ -428,7 +419,7 @@ impl JsCluster {
     /// A name another peer holds is not proposed (it would be refused).
     /// Returns the voters named; their names commit before anything
     /// proposed after this call.
-    pub fn name_voters(&self, server: &Server, voters: &[u64]) -> Vec<u64> {
+    pub fn name_voters(&self, voters: &[u64]) -> Vec<u64> {
         let mut unnamed: Vec<u64> = {
             let meta = self.meta.lock();
             voters
@@ -443,13 +434,13 @@ impl JsCluster {
         // Two unnamed voters under one name (a server wiped before it was
         // ever named): only one is proposed, the other would be refused
         // behind it; the one that is up (this server, or routed) first.
-        let up = self.routed_ids(server);
+        let up = self.routed_ids();
         unnamed.sort_by_key(|&v| (v != self.me.id && !up.contains(&v), v));
         let mut names: BTreeSet<String> = BTreeSet::new();
         let mut named = Vec::new();
         for v in unnamed {
             let name = if v == self.me.id {
-                Some(server.name.clone())
+                Some(self.server.name().to_string())
             } else {
                 self.names.lock().get(&v).cloned()
             };
@@ -480,7 +471,7 @@ impl JsCluster {
     /// As meta leader: a stream with fewer peers than replicas (a dead
     /// server was removed and none was free then) gets servers that are up
     /// and free now, one stream per pass.
-    fn heal(&self, server: &Server) {
+    fn heal(&self) {
         {
             let mut last = self.healed.lock();
             if last.is_some_and(|t| t.elapsed() < HEAL_EVERY) {
@@ -488,7 +479,7 @@ impl JsCluster {
             }
             *last = Some(Instant::now());
         }
-        let online = self.routed_ids(server);
+        let online = self.routed_ids();
         let op = {
             let meta = self.meta.lock();
             let load = |id: u64| meta.streams().filter(|a| a.peers.contains(&id)).count();
@@ -575,60 +566,6 @@ pub fn apply_meta_event(meta: &Mutex<Meta>, ev: &Event) -> MetaChange {
     }
 }
 
-/// The JetStream servers this server has routes to.
-/// What the Raft transport does to each connection it dials: the route
-/// port's TLS handshake when `cluster { tls {} }` is set (read at each
-/// dial, so a reload's certificates apply to the next connection).
-/// The Raft transport behind the route port (`flotilla_core::server::RaftPort`).
-struct RaftPort(Arc<cluster::transport::Transport>);
-
-impl flotilla_core::server::RaftPort for RaftPort {
-    fn accept(
-        &self,
-        rd: Box<dyn tokio::io::AsyncRead + Unpin + Send>,
-        json: Vec<u8>,
-        rest: bytes::BytesMut,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
-        let transport = self.0.clone();
-        Box::pin(async move { transport.accept_after_preface(rd, &json, &rest).await })
-    }
-}
-
-fn raft_upgrade(server: std::sync::Weak<Server>) -> cluster::transport::Upgrade {
-    Arc::new(move |tcp, host_port| {
-        let tls = server.upgrade().and_then(|s| s.route_tls());
-        Box::pin(async move {
-            let Some(tls) = tls else {
-                return Ok(Box::new(tcp) as cluster::transport::Outbound);
-            };
-            match tls.connect(tcp, &host_port).await {
-                Ok(stream) => Ok(Box::new(stream) as cluster::transport::Outbound),
-                Err(e) => {
-                    tracing::error!("{host_port} - TLS route handshake error: {e}");
-                    Err(e)
-                }
-            }
-        })
-    })
-}
-
-fn routed_peers(server: &Server) -> Vec<RoutedPeer> {
-    server
-        .routes
-        .routes()
-        .iter()
-        .filter_map(|r| {
-            let hello = r.hello.lock().clone()?;
-            Some(RoutedPeer {
-                id: hello.peer,
-                name: r.remote_name.clone(),
-                addr: flotilla_core::route::host_port(&r.url)?,
-                hello,
-            })
-        })
-        .collect()
-}
-
 /// nats-server's shape of a stream group's name.
 pub fn stream_group_name(group: u64, cfg: &jetstream::api::StreamConfig) -> String {
     let storage = match cfg.storage {
@@ -651,9 +588,9 @@ pub fn peer_hash(name: &str) -> String {
 impl JsCluster {
     /// The name of the server with peer id `id`, if known: from the meta
     /// state, a route, or this server.
-    pub fn peer_name(&self, server: &Server, id: u64) -> Option<String> {
+    pub fn peer_name(&self, id: u64) -> Option<String> {
         if id == self.me.id {
-            return Some(server.name.clone());
+            return Some(self.server.name().to_string());
         }
         if let Some(p) = self.meta.lock().peers().find(|p| p.id == id) {
             return Some(p.name.clone());
@@ -664,14 +601,10 @@ impl JsCluster {
     /// The members of a group as nats-server reports them in
     /// `meta_cluster` and an asset's `cluster`: with a leader known, this
     /// server is left out (it is the one asked), in name order.
-    pub fn replicas(
-        &self,
-        server: &Server,
-        g: &cluster::node::GroupStatus,
-    ) -> Vec<jetstream::api::PeerInfo> {
-        let routed = self.routed_ids(server);
+    pub fn replicas(&self, g: &cluster::node::GroupStatus) -> Vec<jetstream::api::PeerInfo> {
+        let routed = self.routed_ids();
         let name_of = |id: u64| {
-            self.peer_name(server, id)
+            self.peer_name(id)
                 .unwrap_or_else(|| format!("Server name unknown at this time (peerID: {id:x})"))
         };
         let mut replicas: Vec<jetstream::api::PeerInfo> = g
@@ -701,7 +634,7 @@ impl JsCluster {
                 };
                 jetstream::api::PeerInfo {
                     peer: self
-                        .peer_name(server, v)
+                        .peer_name(v)
                         .map(|n| peer_hash(&n))
                         .unwrap_or_else(|| format!("{v:x}")),
                     name: name_of(v),
@@ -739,18 +672,18 @@ impl JsCluster {
         let server = &self.server;
         let g = self.node.status().group(group).cloned().unwrap_or_default();
         jetstream::api::ClusterInfo {
-            name: server.routes.cluster_name().0,
+            name: server.cluster_name(),
             raft_group: stream_group_name(group, cfg),
             leader: match g.leader {
                 0 => String::new(),
-                leader => self.peer_name(server, leader).unwrap_or_default(),
+                leader => self.peer_name(leader).unwrap_or_default(),
             },
             leader_since: g.leader_since,
             // Replication runs on the cluster transport, which nats-server
             // accounts to the system account.
             system_account: true,
             traffic_account: flotilla_core::account::SYSTEM_ACCOUNT.to_string(),
-            replicas: self.replicas(server, &g),
+            replicas: self.replicas(&g),
         }
     }
 
@@ -770,7 +703,7 @@ impl JsCluster {
             .iter()
             .find(|g| g.group == group)
             .ok_or_else(|| E::STREAM_NOT_FOUND.err())?;
-        let routed = self.routed_ids(server);
+        let routed = self.routed_ids();
         let mut candidates = g
             .progress
             .iter()
@@ -786,12 +719,12 @@ impl JsCluster {
                     E::CLUSTER_NO_PEERS.with("err", "no replacement peer connected")
                 })?
             }
-            Some(p) if p == server.name => {
+            Some(p) if p == server.name() => {
                 return Err(E::CLUSTER_NO_PEERS
                     .with("err", format!("preferred server {p:?} is already leader")))
             }
             Some(p) => candidates
-                .find(|&id| self.peer_name(server, id).as_deref() == Some(p))
+                .find(|&id| self.peer_name(id).as_deref() == Some(p))
                 .ok_or_else(|| {
                     E::CLUSTER_NO_PEERS.with("err", format!("preferred server {p:?} not known"))
                 })?,
@@ -804,8 +737,10 @@ impl JsCluster {
 
     /// The `server_tags` of the JetStream servers that are up: this one,
     /// and those it has a route to.
-    pub fn live_tags(&self, server: &Server) -> BTreeMap<u64, Vec<String>> {
-        let mut out: BTreeMap<u64, Vec<String>> = routed_peers(server)
+    pub fn live_tags(&self) -> BTreeMap<u64, Vec<String>> {
+        let mut out: BTreeMap<u64, Vec<String>> = self
+            .server
+            .routed_peers()
             .into_iter()
             .map(|p| (p.id, p.hello.tags))
             .collect();
@@ -814,8 +749,12 @@ impl JsCluster {
     }
 
     /// Peer ids of the JetStream servers this server has a route to.
-    pub fn routed_ids(&self, server: &Server) -> BTreeSet<u64> {
-        routed_peers(server).into_iter().map(|p| p.id).collect()
+    pub fn routed_ids(&self) -> BTreeSet<u64> {
+        self.server
+            .routed_peers()
+            .into_iter()
+            .map(|p| p.id)
+            .collect()
     }
 
     /// The meta group as this server's node sees it.
