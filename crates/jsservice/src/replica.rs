@@ -198,6 +198,16 @@ impl Replica {
     }
 
     /// The next thing for the driver to do.
+    /// The driver contract: a call's events are drained before the next
+    /// call, so none is acted on out of order or lost.
+    fn assert_drained(&self) {
+        assert!(
+            self.events.is_empty(),
+            "the driver drains the last call's events first ({} left)",
+            self.events.len()
+        );
+    }
+
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
@@ -235,6 +245,11 @@ impl Replica {
 
     /// The entry at `index` committed.
     pub fn handle_committed(&mut self, index: u64, data: Bytes, leader: bool, t: Clock) {
+        self.assert_drained();
+        self.committed(index, data, leader, t);
+    }
+
+    fn committed(&mut self, index: u64, data: Bytes, leader: bool, t: Clock) {
         match &mut self.fetching {
             Some(f) => f.waiting.push((index, data, leader)),
             None => self.apply(index, data, leader, t),
@@ -267,7 +282,7 @@ impl Replica {
             applied: Box::new(applied),
         });
         if self.snapshot_owed {
-            self.handle_take_snapshot(index, 0, t);
+            self.take_snapshot(index, 0, t);
         }
     }
 
@@ -279,6 +294,11 @@ impl Replica {
     /// durable store; and what the store kept for a restart at `stored`
     /// may go. A memory store's snapshot carries its messages.
     pub fn handle_take_snapshot(&mut self, index: u64, stored: u64, t: Clock) {
+        self.assert_drained();
+        self.take_snapshot(index, stored, t);
+    }
+
+    fn take_snapshot(&mut self, index: u64, stored: u64, t: Clock) {
         if self.stopped {
             return;
         }
@@ -331,6 +351,7 @@ impl Replica {
     /// this replica's (what it has is kept where it fits); one that
     /// carries them goes into an emptied store.
     pub fn handle_snapshot(&mut self, index: u64, data: Bytes, t: Clock) {
+        self.assert_drained();
         if self.stopped {
             return;
         }
@@ -383,6 +404,7 @@ impl Replica {
     /// A reply to this replica's fetch. One that does not decode (damaged
     /// on the way) has the ask sent again at once.
     pub fn handle_reply(&mut self, bytes: &[u8], t: Clock) {
+        self.assert_drained();
         if self.stopped {
             return;
         }
@@ -394,7 +416,7 @@ impl Replica {
                     "a fetch reply does not decode ({e}); asking again"
                 )));
                 f.ask_at = Some(t.now);
-                return self.handle_timeout(t);
+                return self.timeout(t);
             }
         };
         match progress {
@@ -408,6 +430,11 @@ impl Replica {
     /// a failed fetch again; asks the driver each time to step down if
     /// its server still leads the group (it cannot fetch from itself).
     pub fn handle_timeout(&mut self, t: Clock) {
+        self.assert_drained();
+        self.timeout(t);
+    }
+
+    fn timeout(&mut self, t: Clock) {
         let Some(f) = &self.fetching else { return };
         if f.ask_at.is_none_or(|at| t.now < at) {
             return;
@@ -454,6 +481,7 @@ impl Replica {
     /// state past it) waits: the node may lead again, and the driver
     /// calls this again while [`Replica::damage`] says so.
     pub fn repair(&mut self, log: Option<LogTail>, t: Clock) {
+        self.assert_drained();
         let applied = self.machine.applied();
         let Some(log) = log else {
             return self
@@ -469,7 +497,7 @@ impl Replica {
         }
         for (index, data) in log.entries.into_iter().filter(|(i, _)| *i <= applied) {
             // Answered when they were first applied.
-            self.handle_committed(index, data, false, t);
+            self.committed(index, data, false, t);
         }
         if self.stopped {
             return;
@@ -851,21 +879,27 @@ mod tests {
         let machine = StreamMachine::new(config(), 0, home.empty(&config()).unwrap()).unwrap();
         let t = Clock { now: 0, wall: 1 };
         let mut r = Replica::new((machine, 0, None), Box::new(home), TIMING, t);
+        // The indexes the leader answers, its events drained.
+        let answers = |r: &mut Replica| {
+            let mut answered = Vec::new();
+            while let Some(event) = r.poll_event() {
+                if let Event::Applied { index, leader, .. } = event {
+                    answered.extend(leader.then_some(index));
+                }
+            }
+            answered
+        };
         r.handle_committed(1, publish(1), true, t);
+        let mut answered = answers(&mut r);
         assert!(r.damage().is_none());
         dir.set_space(Some(0));
         for index in 2..=80 {
             r.handle_committed(index, publish(index as i64), true, t);
+            answered.extend(answers(&mut r));
         }
         assert!(!r.is_stopped(), "a full disk does not stop it");
         let why = r.damage().expect("reported for repair");
         assert!(why.starts_with("a write failed"), "{why}");
-        let mut answered = Vec::new();
-        while let Some(event) = r.poll_event() {
-            if let Event::Applied { index, leader, .. } = event {
-                answered.extend(leader.then_some(index));
-            }
-        }
         assert!(answered.len() < 80, "{answered:?}");
         assert!(
             answered.windows(2).all(|w| w[1] == w[0] + 1),
@@ -888,6 +922,7 @@ mod tests {
         let mut r = Replica::new((machine, 0, None), Box::new(home), TIMING, t);
         for index in 1..=5 {
             r.handle_committed(index, publish(index as i64), false, t);
+            while r.poll_event().is_some() {}
         }
         r.handle_take_snapshot(5, 0, t);
         let taken = snapshots(&mut r);
@@ -910,8 +945,9 @@ mod tests {
         assert!(r.damage().is_some());
 
         r.handle_take_snapshot(5, 0, t);
-        r.handle_committed(6, publish(6), false, t);
         assert!(snapshots(&mut r).is_empty(), "owed while damaged");
+        r.handle_committed(6, publish(6), false, t);
+        assert!(snapshots(&mut r).is_empty(), "still owed while damaged");
 
         // Its log's own sync of entry 6 is under way: the repair waits,
         // letting the node lead again, and the damage still asks for it.

@@ -1112,6 +1112,7 @@ impl Engine {
             // raft-rs hands out only entries that are committed and
             // durable here, whatever is still syncing.
             let committed = rd.take_committed_entries();
+            assert_ready_order(g, &committed, rd.entries());
             if let Some(e) = committed.last() {
                 g.handed_out = g.handed_out.max(e.index);
             }
@@ -1437,6 +1438,34 @@ impl Group {
                 raft.election_elapsed = 0;
             }
         }
+    }
+}
+
+/// raft-rs's Ready order, as the engine relies on it (its snapshot
+/// already installed): committed entries follow what was handed out with
+/// no gap and are durable here; entries to append come after the
+/// snapshot.
+fn assert_ready_order(g: &Group, committed: &[Entry], to_append: &[Entry]) {
+    let log = &g.raw.raft.raft_log;
+    if let (Some(first), Some(last)) = (committed.first(), committed.last()) {
+        let frontier = log.applied.max(g.handed_out);
+        assert_eq!(
+            first.index,
+            frontier + 1,
+            "committed entries follow with no gap"
+        );
+        assert!(
+            last.index <= log.persisted,
+            "entry {} handed out before it is durable ({})",
+            last.index,
+            log.persisted
+        );
+    }
+    if let Some(first) = to_append.first() {
+        assert!(
+            first.index > g.raw.store().latest_snapshot().get_metadata().index,
+            "entries to append come after the snapshot"
+        );
     }
 }
 

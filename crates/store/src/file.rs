@@ -1098,7 +1098,39 @@ impl FileStore {
         if self.first_seq < found.compact {
             self.first_seq = found.compact;
         }
+        self.assert_recovered();
         Ok(())
+    }
+
+    /// What recovery promises the rest of the store: segments in sequence
+    /// order that never overlap, each with `live + gone == count`, and
+    /// counters that agree with them.
+    fn assert_recovered(&self) {
+        let mut end = 0;
+        let mut live = 0;
+        for seg in &self.segs {
+            assert!(
+                seg.count == 0 || seg.base >= end,
+                "segment {} starts at {} inside the one before (to {end})",
+                seg.id,
+                seg.base
+            );
+            assert_eq!(
+                seg.live + seg.gone.total(),
+                seg.count,
+                "segment {}: live + gone == count",
+                seg.id
+            );
+            end = end.max(seg.end());
+            live += seg.live;
+        }
+        assert_eq!(live, self.msgs, "the message count is the segments' live");
+        assert!(
+            self.first_seq <= self.last_seq + 1,
+            "first {} past last {} + 1",
+            self.first_seq,
+            self.last_seq
+        );
     }
 
     /// Reads segment `id` into the index, noting in `found` what accounts
