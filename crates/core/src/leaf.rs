@@ -39,6 +39,7 @@ use protocol::route as rp;
 use subjects::subject_matches_filter;
 
 use crate::account::Account;
+pub use crate::client::Deny;
 use crate::client::{Client, ClosedState, LeafRole, Subscription};
 
 /// Subjects never shared over a leaf node connection, either way.
@@ -55,41 +56,6 @@ pub fn denied(subject: &[u8]) -> bool {
 
 /// (subject, queue group): one line of interest on a leaf connection.
 pub type InterestKey = (Bytes, Option<Bytes>);
-
-/// A leaf node connection's deny lists (nats-server's remote
-/// `deny_imports`/`deny_exports`, and a leaf's `deny_pub` on its hub).
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct Deny {
-    /// Never taken from the other side, nor interest in them told.
-    pub imports: Vec<Bytes>,
-    /// Never sent to the other side.
-    pub exports: Vec<Bytes>,
-}
-
-impl Deny {
-    pub fn new(imports: &[String], exports: &[String]) -> Deny {
-        let bytes = |list: &[String]| list.iter().map(|s| Bytes::from(s.clone())).collect();
-        Deny {
-            imports: bytes(imports),
-            exports: bytes(exports),
-        }
-    }
-
-    /// Whether messages on `subject` (or, for a wildcard subscription,
-    /// all it covers) may not come in.
-    pub fn denies_import(&self, subject: &[u8]) -> bool {
-        self.imports
-            .iter()
-            .any(|d| subject_matches_filter(subject, d))
-    }
-
-    /// Whether a message on `subject` may not go out.
-    pub fn denies_export(&self, subject: &[u8]) -> bool {
-        self.exports
-            .iter()
-            .any(|d| subject_matches_filter(subject, d))
-    }
-}
 
 /// The deny lists of leaf connection `client` (none for anything else).
 fn deny_of(client: &Client) -> Option<&Deny> {

@@ -14,12 +14,13 @@ use flotilla_core::account::SYSTEM_ACCOUNT;
 use flotilla_core::server::Server;
 use jetstream::api::ClusterInfo;
 use monitor::format::rfc3339;
+use monitor::format::Empty;
 use monitor::jsz::{
     AccountDetail, ApiStats, Config, JsInfo, JszOptions, MetaClusterInfo, SnapshotStats, Stats,
     StoreDamage, StreamDetail, Varz,
 };
 use monitor::raftz::{RaftzGroup, RaftzPeer, META_NAME};
-use monitor::varz::{Empty, RaftVarz, RejectedFrames};
+use monitor::varz::{RaftVarz, RejectedFrames};
 use monitor::JetStreamView;
 
 use crate::js::{JetStream, SyncPolicy};

@@ -5,6 +5,11 @@ use std::time::{Duration, SystemTime};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
+/// An empty JSON object (`{}`), for sections nats-server reports with
+/// nothing in them.
+#[derive(serde::Serialize, Default, Debug, Clone, Copy)]
+pub struct Empty {}
+
 /// RFC 3339 in UTC with the fraction trimmed of trailing zeros, as Go's
 /// `time.RFC3339Nano`.
 pub fn rfc3339(t: SystemTime) -> String {

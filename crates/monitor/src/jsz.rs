@@ -8,8 +8,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::format::rfc3339;
+use super::format::Empty;
 use super::query::{Query, QueryError};
-use super::varz::Empty;
 use jsapi::{ClusterInfo, StreamConfig, StreamState};
 
 use flotilla_core::server::Server;

@@ -7,13 +7,10 @@ use std::time::{Instant, SystemTime};
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use super::format::{rfc3339, uptime};
+use super::format::{rfc3339, uptime, Empty};
 use config::options::DEFAULT_TLS_TIMEOUT;
 use flotilla_core::server::Server;
 use protocol::NATS_VERSION;
-
-#[derive(Serialize, Default)]
-pub struct Empty {}
 
 /// `cluster` in `/varz`: empty (`{}`) when clustering is off, as
 /// nats-server leaves every field out then.

@@ -48,6 +48,9 @@ pub const GROUP: u64 = 1;
 /// In sourced mode, the group of the stream that sources the work queue.
 pub const SOURCING_GROUP: u64 = 2;
 
+/// Milliseconds a step stands for ([`Sim::clock`]).
+pub(crate) const STEP_MS: u64 = 10;
+
 /// Extra quiet steps in sourced mode, without publishing, for the work
 /// queue to drain into the sourcing stream.
 const DRAIN_STEPS: u64 = 600;

@@ -17,7 +17,8 @@ use jsservice::replica::{self, Clock, Event, Home, Replica, Start, Timing};
 use jsservice::stream_sm::StreamMachine;
 use store::{FileStore, FileStoreConfig, MemDir, MsgStore};
 
-use crate::world::Deferred;
+use crate::world::node::Deferred;
+use crate::STEP_MS;
 use crate::{stream_of, Config, Faults, Sim, Violation};
 
 /// Small segments, so that removals empty and reclaim whole segments.
@@ -25,8 +26,6 @@ const SEGMENTS: FileStoreConfig = FileStoreConfig { segment_size: 4096 };
 /// Bytes of messages a fetch's chunk carries: small, so a fetch takes
 /// many steps and faults land in the middle of it.
 const CHUNK: u64 = 200;
-/// Milliseconds a step stands for ([`Sim::clock`]).
-pub(crate) const STEP_MS: u64 = 10;
 /// A fetch's waits, in steps: an ask without a reply goes out again after
 /// five; "later", or a failed fetch, is tried again after three.
 const TIMING: Timing = Timing {

@@ -4,6 +4,7 @@
 //! connection ends ([`ClosedState`]). The tasks that run connections are
 //! in `conn`; nothing here names the server.
 
+mod deny;
 pub mod outbound;
 mod subscription;
 
@@ -18,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::account::Account;
 use auth::permissions::Permits;
+pub use deny::Deny;
 use outbound::Outbound;
 pub use subscription::{InternalSink, Message, Quota, Subscription};
 
@@ -120,7 +122,7 @@ pub struct Client {
     /// A leaf node connection's deny lists: a remote's own, or on the
     /// hub what the leaf's CONNECT asked (`deny_pub`). Set once, by the
     /// connection's handshake.
-    pub leaf_deny: std::sync::OnceLock<crate::leaf::Deny>,
+    pub leaf_deny: std::sync::OnceLock<Deny>,
     /// A client that came in over WebSocket (`/connz` type `websocket`).
     pub websocket: bool,
     pub start: SystemTime,

@@ -80,7 +80,7 @@ impl AccountApi {
     }
 
     pub fn follow_leadership(&self, bus: &Bus, leading: bool) {
-        super::api::follow(bus, &self.subs, SUBJECTS, &self.tx, leading);
+        super::leading::follow(bus, &self.subs, SUBJECTS, &self.tx, leading);
     }
 }
 

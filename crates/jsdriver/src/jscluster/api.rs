@@ -20,48 +20,11 @@ use replication::engine::{ConfChange, ConfChangeType};
 use tokio::sync::mpsc;
 use tracing::info;
 
+use super::leading::follow;
 use super::{peer_hash, JsCluster};
 use crate::js::new_consumer_name;
-use crate::js::sinks::inbound;
 use crate::js::stream::PublishOut;
-use flotilla_core::bus::{Bus, Message, Reach, Sink as InternalSink, Subscription};
-
-/// Copies what an internal subscription receives to a task's channel.
-pub struct Sink {
-    pub tx: mpsc::UnboundedSender<Inbound>,
-}
-
-impl InternalSink for Sink {
-    fn deliver(&self, msg: Message<'_>) {
-        let _ = self.tx.send(inbound(msg));
-    }
-}
-
-/// Subscriptions held while this server leads the meta group, copying to
-/// one task's channel. Returns whether they were just dropped.
-pub fn follow(
-    bus: &Bus,
-    subs: &Mutex<Vec<Arc<Subscription>>>,
-    subjects: &[&str],
-    tx: &mpsc::UnboundedSender<Inbound>,
-    leading: bool,
-) -> bool {
-    let mut subs = subs.lock();
-    if leading && subs.is_empty() {
-        for subject in subjects {
-            let sink = Arc::new(Sink { tx: tx.clone() });
-            if let Ok(s) = bus.subscribe(subject, Reach::Cluster, sink) {
-                subs.push(s);
-            }
-        }
-    } else if !leading && !subs.is_empty() {
-        for s in subs.drain(..) {
-            bus.unsubscribe(&s);
-        }
-        return true;
-    }
-    false
-}
+use flotilla_core::bus::{Bus, Subscription};
 
 /// A removal waiting to commit: the peer and where to answer.
 pub struct PendingRemoval {

@@ -28,6 +28,7 @@ pub mod account_api;
 pub mod api;
 mod applier;
 mod leaders;
+mod leading;
 mod replica;
 mod requests;
 mod storage;
@@ -288,7 +289,8 @@ impl JsCluster {
         let (meta, replicas) = (self.meta.clone(), self.replicas.clone());
         let root = storage::replicas_root(&self.js.store_dir, &self.js.account);
         let _ = self.node.call(move |e| {
-            storage::sweep_orphans(e, &meta.lock(), &replicas, &root);
+            let running = |group| replicas.lock().contains_key(&group);
+            storage::sweep_orphans(e, &meta.lock(), running, &root);
         });
     }
 

@@ -23,7 +23,6 @@ use jsservice::meta_sm::{Meta, StreamAssignment};
 use jsservice::replica::{self, Home, Start};
 use replication::engine::Engine;
 
-use super::applier::Replicas;
 use jsservice::stream_sm::{replica_store, StreamMachine};
 use store::{Dir, FileStore, FileStoreConfig, FsDir, MsgStore, StoreError};
 use tracing::warn;
@@ -49,7 +48,7 @@ pub fn replicas_root(store_dir: &Path, account: &str) -> PathBuf {
 /// behind the leader's deletes nothing wrongly: a group id is never
 /// handed out again, so a deleted stream's group stays deleted; and a
 /// directory with no log never held more than its log did.
-pub fn sweep_orphans(engine: &mut Engine, meta: &Meta, running: &Replicas, root: &Path) {
+pub fn sweep_orphans(engine: &mut Engine, meta: &Meta, running: impl Fn(u64) -> bool, root: &Path) {
     for group in engine.idle_logs() {
         if meta.group_deleted(group) {
             warn!(
@@ -74,8 +73,7 @@ pub fn sweep_orphans(engine: &mut Engine, meta: &Meta, running: &Replicas, root:
         let assigned = meta
             .stream_of_group(group)
             .is_some_and(|a| a.peers.contains(&me));
-        let kept =
-            engine.has_group(group) || logs.contains(&group) || running.lock().contains_key(&group);
+        let kept = engine.has_group(group) || logs.contains(&group) || running(group);
         if known && !assigned && !kept {
             warn!(
                 "JetStream cluster found an orphaned replica store {}, will clean up",

@@ -17,7 +17,7 @@ use store::{MemDir, RewriteJob, Rewritten};
 use crate::{groups, mix, replica, Config, Sim, Violation, GROUP, SOURCING_GROUP};
 
 mod network;
-mod node;
+pub(crate) mod node;
 
 pub(crate) use network::{Link, Packet};
 pub(crate) use node::{node_clock, Deferred};

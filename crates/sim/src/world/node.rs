@@ -18,8 +18,7 @@ use replication::node::{Actions, Event, Input, Note, Rewrite, Snapshot};
 use store::MemDir;
 
 use super::{restore_state, state_snapshot};
-use crate::replica::STEP_MS;
-use crate::{mix, Config, Faults, Sim, Violation, GROUP, SOURCING_GROUP};
+use crate::{mix, Config, Faults, Sim, Violation, GROUP, SOURCING_GROUP, STEP_MS};
 
 /// Applied entries between snapshots in the stream and meta modes.
 const COMPACT_EVERY: u64 = 150;
