@@ -213,123 +213,32 @@ fn url_host(host: &str) -> &str {
     }
 }
 
+/// The server's life: start every surface in nats-server's order, serve
+/// until a signal stops it, then clean up.
 async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()> {
     let server = Server::new(opts.clone());
     server.load_tls().map_err(anyhow::Error::msg)?;
     server.load_trust().map_err(anyhow::Error::msg)?;
-    info!("Starting nats-server");
-    info!(
-        "  Version:  {NATS_VERSION} (flotilla {})",
-        env!("CARGO_PKG_VERSION")
-    );
-    info!("  Git:      [not set]");
-    info!("  Name:     {}", server.name);
-    info!("  ID:       {}", server.id);
-    if let Some(path) = &opts.config_file {
-        info!("Using configuration file: {}", path.display());
-    }
-
+    announce(&server, &opts);
     if let Some(pid_file) = &opts.pid_file {
         std::fs::write(pid_file, std::process::id().to_string())
             .with_context(|| format!("could not write pid file {}", pid_file.display()))?;
     }
-
-    let mut monitoring_url = None;
     // Monitoring's state is there before any connection (it keeps the
     // closed ones), whether or not monitoring is served.
     let services = monitor::Services::install(&server);
-    // validate() allows one of the two, and https only with TLS.
-    let (scheme, monitor_port) = match opts.https_port {
-        0 => ("http", opts.http_port),
-        https => ("https", https),
-    };
-    if monitor_port != 0 {
-        let host = opts.http_host.clone().unwrap_or_else(|| opts.host.clone());
-        let port = u16::try_from(monitor_port).unwrap_or(0);
-        let listener = tokio::net::TcpListener::bind((host.as_str(), port))
-            .await
-            .with_context(|| format!("can't listen to the monitor port {host}:{port}"))?;
-        let bound = listener.local_addr()?.port();
-        info!("Starting {scheme} monitor on {host}:{bound}");
-        info!("Listening for monitoring traffic on {host}:{bound}");
-        monitoring_url = Some(format!("{scheme}://{}:{bound}", url_host(&host)));
-        let secure = scheme == "https";
-        tokio::spawn(monitor::serve(
-            server.clone(),
-            services.clone(),
-            listener,
-            secure,
-        ));
-    }
-
-    let mut js_cluster = None;
-    if opts.jetstream.enabled {
-        let js = jsdriver::js::JetStream::start(
-            flotilla_core::bus::Bus::new(server.clone()),
-            js_settings(&opts),
-        )?;
-        if js_clustered(&opts) {
-            let jc = jsdriver::jscluster::JsCluster::start(
-                jsdriver::jscluster::ClusterView::new(server.clone()),
-                &js,
-                &js_settings(&opts).store_dir,
-            )?;
-            js_cluster = Some(jc);
-        }
-        let view = jsdriver::monitor::View {
-            js,
-            jc: js_cluster.clone(),
-        };
-        let _ = services.js.set(Arc::new(view));
-    }
-
-    let listener = server
-        .bind()
-        .await
-        .with_context(|| format!("Error listening on port: {}:{}", opts.host, opts.port))?;
-    let port = listener.local_addr()?.port();
-    info!("Listening for client connections on {}:{port}", opts.host);
-    if let Some(tls) = &opts.tls {
-        info!("TLS required for client connections");
-        if tls.handshake_first && tls.handshake_first_fallback.is_none() {
-            tracing::warn!(
-                "Clients that are not using \"TLS Handshake First\" option will fail to connect"
-            );
-        }
-    }
-
+    let monitoring_url = serve_monitoring(&server, &services, &opts).await?;
+    let js_cluster = start_jetstream(&server, &services, &opts)?;
+    let (listener, port) = bind_clients(&server, &opts).await?;
     let websocket = match opts.websocket.enabled() {
         true => Some(bind_websocket(&server).await?),
         false => None,
     };
-
     let leafnodes = match opts.leafnodes.accepts() {
         true => Some(bind_leafnodes(&server).await?),
         false => None,
     };
-
-    let mut cluster_url = None;
-    if opts.cluster.enabled() {
-        routes::start(server.clone()).await.with_context(|| {
-            format!(
-                "Error listening on router port: {}",
-                opts.cluster.port.unwrap_or(0)
-            )
-        })?;
-        let host = opts.cluster.host.as_deref().unwrap_or("0.0.0.0");
-        cluster_url = Some(format!(
-            "nats://{}:{}",
-            url_host(host),
-            server
-                .routes
-                .port
-                .load(std::sync::atomic::Ordering::Relaxed)
-        ));
-        if let Some(jc) = &js_cluster {
-            tokio::spawn(jc.clone().run());
-        }
-    }
-
+    let cluster_url = start_routes(&server, &opts, js_cluster.as_ref()).await?;
     let ports_file = match &opts.ports_file_dir {
         Some(dir) => Some(write_ports_file(
             dir,
@@ -370,6 +279,132 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
     }
     info!("Server Exiting..");
     Ok(())
+}
+
+/// nats-server's start-up banner, which operators and tools grep for.
+fn announce(server: &Server, opts: &Options) {
+    info!("Starting nats-server");
+    info!(
+        "  Version:  {NATS_VERSION} (flotilla {})",
+        env!("CARGO_PKG_VERSION")
+    );
+    info!("  Git:      [not set]");
+    info!("  Name:     {}", server.name);
+    info!("  ID:       {}", server.id);
+    if let Some(path) = &opts.config_file {
+        info!("Using configuration file: {}", path.display());
+    }
+}
+
+/// Serves HTTP(S) monitoring when a port is set; returns its URL for the
+/// ports file.
+async fn serve_monitoring(
+    server: &Arc<Server>,
+    services: &Arc<monitor::Services>,
+    opts: &Options,
+) -> Result<Option<String>> {
+    // validate() allows one of the two, and https only with TLS.
+    let (scheme, monitor_port) = match opts.https_port {
+        0 => ("http", opts.http_port),
+        https => ("https", https),
+    };
+    if monitor_port == 0 {
+        return Ok(None);
+    }
+    let host = opts.http_host.clone().unwrap_or_else(|| opts.host.clone());
+    let port = u16::try_from(monitor_port).unwrap_or(0);
+    let listener = tokio::net::TcpListener::bind((host.as_str(), port))
+        .await
+        .with_context(|| format!("can't listen to the monitor port {host}:{port}"))?;
+    let bound = listener.local_addr()?.port();
+    info!("Starting {scheme} monitor on {host}:{bound}");
+    info!("Listening for monitoring traffic on {host}:{bound}");
+    let secure = scheme == "https";
+    tokio::spawn(monitor::serve(
+        server.clone(),
+        services.clone(),
+        listener,
+        secure,
+    ));
+    Ok(Some(format!("{scheme}://{}:{bound}", url_host(&host))))
+}
+
+/// Starts JetStream when enabled, and its cluster when clustered, and
+/// shows it to monitoring; returns the cluster (its control loop starts
+/// with the routes).
+fn start_jetstream(
+    server: &Arc<Server>,
+    services: &monitor::Services,
+    opts: &Options,
+) -> Result<Option<Arc<jsdriver::jscluster::JsCluster>>> {
+    if !opts.jetstream.enabled {
+        return Ok(None);
+    }
+    let js = jsdriver::js::JetStream::start(
+        flotilla_core::bus::Bus::new(server.clone()),
+        js_settings(opts),
+    )?;
+    let mut js_cluster = None;
+    if js_clustered(opts) {
+        js_cluster = Some(jsdriver::jscluster::JsCluster::start(
+            jsdriver::jscluster::ClusterView::new(server.clone()),
+            &js,
+            &js_settings(opts).store_dir,
+        )?);
+    }
+    let view = jsdriver::monitor::View {
+        js,
+        jc: js_cluster.clone(),
+    };
+    let _ = services.js.set(Arc::new(view));
+    Ok(js_cluster)
+}
+
+/// Binds the client port; returns the listener and the port it got.
+async fn bind_clients(server: &Server, opts: &Options) -> Result<(tokio::net::TcpListener, u16)> {
+    let listener = server
+        .bind()
+        .await
+        .with_context(|| format!("Error listening on port: {}:{}", opts.host, opts.port))?;
+    let port = listener.local_addr()?.port();
+    info!("Listening for client connections on {}:{port}", opts.host);
+    if let Some(tls) = &opts.tls {
+        info!("TLS required for client connections");
+        if tls.handshake_first && tls.handshake_first_fallback.is_none() {
+            tracing::warn!(
+                "Clients that are not using \"TLS Handshake First\" option will fail to connect"
+            );
+        }
+    }
+    Ok((listener, port))
+}
+
+/// Starts the route port when clustering is on, and with it the
+/// JetStream cluster's control loop; returns the route URL for the ports
+/// file.
+async fn start_routes(
+    server: &Arc<Server>,
+    opts: &Options,
+    js_cluster: Option<&Arc<jsdriver::jscluster::JsCluster>>,
+) -> Result<Option<String>> {
+    if !opts.cluster.enabled() {
+        return Ok(None);
+    }
+    routes::start(server.clone()).await.with_context(|| {
+        format!(
+            "Error listening on router port: {}",
+            opts.cluster.port.unwrap_or(0)
+        )
+    })?;
+    let host = opts.cluster.host.as_deref().unwrap_or("0.0.0.0");
+    let port = server
+        .routes
+        .port
+        .load(std::sync::atomic::Ordering::Relaxed);
+    if let Some(jc) = js_cluster {
+        tokio::spawn(jc.clone().run());
+    }
+    Ok(Some(format!("nats://{}:{port}", url_host(host))))
 }
 
 /// Binds the WebSocket port and logs it as nats-server does; returns the
