@@ -436,64 +436,16 @@ fn run(
         }
         // Each input's actions are carried out before the next input.
         for i in inputs {
-            match i {
-                Input::Frame(peer, frame) => core.handle(CoreInput::Frame { peer, frame }),
-                Input::Call(f) => f(core.call()),
-                Input::Create {
-                    group,
-                    voters,
-                    reply,
-                } => {
-                    let _ = reply.send(core.create_group(group, &voters));
-                }
-                Input::Propose { group, data, reply } => {
-                    let _ = reply.send(core.propose(group, data));
-                }
-                Input::Submit { group, data } => core.handle(CoreInput::Submit { group, data }),
-                Input::Restart { group, reply } => {
-                    let r = core.restart_group(group, &[]);
-                    let a = core.poll();
-                    carry.out(&mut core, a);
-                    let _ = reply.send(r);
-                }
-                Input::Synced(epoch) => core.handle(CoreInput::Synced(epoch)),
-                Input::Rewritten(group, done) => {
-                    core.handle(CoreInput::Rewritten { group, done });
-                }
-                Input::Snapshot(group, index, data) => {
-                    core.handle(CoreInput::SnapshotTaken { group, index, data });
-                }
-                Input::SyncFailed => core.handle(CoreInput::SyncFailed),
-                Input::Stop => break 'run,
-            }
-            let a = core.poll();
-            carry.out(&mut core, a);
-        }
-        let now = start.elapsed();
-        core.handle_timeout(now);
-        let mut ready = core.ready();
-        if let Some(job) = ready.sync.take() {
-            if to_sync.send((job.epoch, job.handles)).is_err() {
+            if !take_input(&mut core, &mut carry, i) {
                 break 'run;
             }
         }
-        carry.out(&mut core, ready);
-        // Now the applied index covers every entry handed out, so a state
-        // machine applied here is exactly as of it.
-        for want in core.poll_snapshots() {
-            let answer = snapshotter(want.group, want.index, want.stored);
-            core.handle_snapshot(want, answer);
+        let now = start.elapsed();
+        if !end_cycle(&mut core, &mut carry, &to_sync, &mut snapshotter, now) {
+            break 'run;
         }
-        let a = core.poll();
-        carry.out(&mut core, a);
         if let Some(update) = core.poll_status(now, unix_nanos_now()) {
-            let mut s = status.lock();
-            s.groups = update.groups;
-            s.version += 1;
-            s.refused_foreign = update.refused.foreign;
-            s.refused_unknown_group = update.refused.unknown_group;
-            s.refused_undecodable = update.refused.undecodable;
-            s.votes_withheld = update.refused.votes_withheld;
+            publish_status(&status, update);
         }
     }
     // The sync thread finishes what it was given (nothing waits for it);
@@ -507,6 +459,82 @@ fn run(
     let _ = rewrite_thread.join();
     status.lock().running = false;
     info!("raft node {} stopped", cfg.id);
+}
+
+/// One input to the core, its actions carried out at once. `false`:
+/// the node is asked to stop.
+fn take_input(core: &mut NodeCore, carry: &mut Carry, input: Input) -> bool {
+    match input {
+        Input::Frame(peer, frame) => core.handle(CoreInput::Frame { peer, frame }),
+        Input::Call(f) => f(core.call()),
+        Input::Create {
+            group,
+            voters,
+            reply,
+        } => {
+            let _ = reply.send(core.create_group(group, &voters));
+        }
+        Input::Propose { group, data, reply } => {
+            let _ = reply.send(core.propose(group, data));
+        }
+        Input::Submit { group, data } => core.handle(CoreInput::Submit { group, data }),
+        Input::Restart { group, reply } => {
+            let r = core.restart_group(group, &[]);
+            let a = core.poll();
+            carry.out(core, a);
+            let _ = reply.send(r);
+        }
+        Input::Synced(epoch) => core.handle(CoreInput::Synced(epoch)),
+        Input::Rewritten(group, done) => core.handle(CoreInput::Rewritten { group, done }),
+        Input::Snapshot(group, index, data) => {
+            core.handle(CoreInput::SnapshotTaken { group, index, data });
+        }
+        Input::SyncFailed => core.handle(CoreInput::SyncFailed),
+        Input::Stop => return false,
+    }
+    let a = core.poll();
+    carry.out(core, a);
+    true
+}
+
+/// The end of a cycle, in `NodeCore`'s order: timers, the Ready (its
+/// sync job to the sync thread first), then the snapshots the logs want.
+/// `false`: the sync thread is gone.
+fn end_cycle(
+    core: &mut NodeCore,
+    carry: &mut Carry,
+    to_sync: &std::sync::mpsc::Sender<(u64, Vec<SyncHandle>)>,
+    snapshotter: &mut Snapshotter,
+    now: Duration,
+) -> bool {
+    core.handle_timeout(now);
+    let mut ready = core.ready();
+    if let Some(job) = ready.sync.take() {
+        if to_sync.send((job.epoch, job.handles)).is_err() {
+            return false;
+        }
+    }
+    carry.out(core, ready);
+    // Now the applied index covers every entry handed out, so a state
+    // machine applied here is exactly as of it.
+    for want in core.poll_snapshots() {
+        let answer = snapshotter(want.group, want.index, want.stored);
+        core.handle_snapshot(want, answer);
+    }
+    let a = core.poll();
+    carry.out(core, a);
+    true
+}
+
+/// Monitoring's copy of the node's status.
+fn publish_status(status: &Mutex<Status>, update: replication::node::StatusUpdate) {
+    let mut s = status.lock();
+    s.groups = update.groups;
+    s.version += 1;
+    s.refused_foreign = update.refused.foreign;
+    s.refused_unknown_group = update.refused.unknown_group;
+    s.refused_undecodable = update.refused.undecodable;
+    s.votes_withheld = update.refused.votes_withheld;
 }
 
 /// The wall clock in Unix nanoseconds, for monitoring only.
