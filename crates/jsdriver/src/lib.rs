@@ -3,7 +3,7 @@
 //! the group committer, persistence); `jscluster` is a cluster's (the
 //! Raft node, the meta group, stream replicas). Both reach the core only
 //! through `flotilla_core::bus` (subscribe, publish, interest) and, for
-//! the cluster, the routes it finds its peers on. `monitor` shows its
+//! the cluster, `jscluster::ClusterView` (routes, names, shutdown). `monitor` shows its
 //! state to monitoring through `monitor::JetStreamView`.
 
 pub mod js;

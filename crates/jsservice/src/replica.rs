@@ -2,7 +2,7 @@
 //! goes, sans IO: applying committed entries, snapshots for compaction,
 //! installing a leader's snapshot, fetching the messages a state snapshot
 //! names from the leader's store ([`crate::fetch`]), and repairing a store
-//! a read found damaged. The cluster driver (`server::jscluster::replica`)
+//! a read found damaged. The cluster driver (`jsdriver::jscluster::replica`)
 //! and the simulator both run this; each turns its events into IO.
 //!
 //! # The driver contract

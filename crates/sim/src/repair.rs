@@ -1,6 +1,6 @@
 //! Bits flipped under running stream replicas, and the repair that
 //! follows, as the server's replica task drives it
-//! (`server::jscluster::replica::repair`; the replica core decides how,
+//! (`jsdriver::jscluster::replica::repair`; the replica core decides how,
 //! `jsservice::replica`): a replica whose store a read found damaged
 //! (`MsgStore::damage`) is held from leading, hands its leadership on,
 //! opens its store again at its log's snapshot, fetches what that lacks
