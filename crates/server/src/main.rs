@@ -349,7 +349,6 @@ fn start_jetstream(
         js_cluster = Some(jsdriver::jscluster::JsCluster::start(
             jsdriver::jscluster::ClusterView::new(server.clone()),
             &js,
-            &js_settings(opts).store_dir,
         )?);
     }
     let view = jsdriver::monitor::View {

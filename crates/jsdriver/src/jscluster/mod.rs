@@ -38,7 +38,6 @@ pub use view::ClusterView;
 use view::RoutedPeer;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -107,14 +106,11 @@ pub struct JsCluster {
 }
 
 impl JsCluster {
-    /// Loads (or makes) the peer id, opens the Raft node, and restarts the
-    /// meta group if this store has one.
-    pub fn start(
-        server: ClusterView,
-        js: &Arc<JetStream>,
-        store_dir: &Path,
-    ) -> anyhow::Result<Arc<JsCluster>> {
-        let dir = store_dir.join("raft");
+    /// Loads (or makes) the peer id, opens the Raft node (in
+    /// `<store_dir>/raft/`, beside `js`'s store), and restarts the meta
+    /// group if this store has one.
+    pub fn start(server: ClusterView, js: &Arc<JetStream>) -> anyhow::Result<Arc<JsCluster>> {
+        let dir = js.store_dir.join("raft");
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("could not create {}", dir.display()))?;
         let fsdir = Arc::new(
