@@ -16,14 +16,15 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use subjects::Sublist;
 
-use crate::client::Subscription;
-
 /// nats-server's global account: everyone's when no accounts are set.
 pub use config::options::{GLOBAL_ACCOUNT as GLOBAL, SYSTEM_ACCOUNT};
 
-pub struct Account {
+/// One account, generic over what its trie holds (`S`, a subscription)
+/// so that the subject space knows nothing of connections: the server's
+/// accounts are `client::Account`, whose `S` is `client::Subscription`.
+pub struct Account<S> {
     pub name: String,
-    pub sublist: RwLock<Sublist<Arc<Subscription>>>,
+    pub sublist: RwLock<Sublist<Arc<S>>>,
     /// Client connections in it now.
     conns: AtomicI64,
     /// `$JS.<domain>.API.`, when JetStream serves this account for a
@@ -43,8 +44,8 @@ const DOMAIN_API: [&[u8]; 6] = [
     b"ACCOUNT.",
 ];
 
-impl Account {
-    fn new(name: &str) -> Arc<Account> {
+impl<S> Account<S> {
+    fn new(name: &str) -> Arc<Account<S>> {
         Arc::new(Account {
             name: name.to_string(),
             sublist: RwLock::new(Sublist::new()),
@@ -106,20 +107,20 @@ impl Account {
     }
 }
 
-impl std::fmt::Debug for Account {
+impl<S> std::fmt::Debug for Account<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Account({})", self.name)
     }
 }
 
 /// Every account of this server, by name.
-pub struct Accounts {
-    global: Arc<Account>,
-    by_name: RwLock<BTreeMap<String, Arc<Account>>>,
+pub struct Accounts<S> {
+    global: Arc<Account<S>>,
+    by_name: RwLock<BTreeMap<String, Arc<Account<S>>>>,
 }
 
-impl Accounts {
-    pub fn new() -> Accounts {
+impl<S> Accounts<S> {
+    pub fn new() -> Accounts<S> {
         let global = Account::new(GLOBAL);
         let by_name = BTreeMap::from([(GLOBAL.to_string(), global.clone())]);
         Accounts {
@@ -129,12 +130,12 @@ impl Accounts {
     }
 
     /// `$G`.
-    pub fn global(&self) -> &Arc<Account> {
+    pub fn global(&self) -> &Arc<Account<S>> {
         &self.global
     }
 
     /// The account named `name`, if there is one.
-    pub fn get(&self, name: &[u8]) -> Option<Arc<Account>> {
+    pub fn get(&self, name: &[u8]) -> Option<Arc<Account<S>>> {
         let name = std::str::from_utf8(name).ok()?;
         if name == GLOBAL {
             return Some(self.global.clone());
@@ -143,7 +144,7 @@ impl Accounts {
     }
 
     /// Makes the account named `name` unless it exists.
-    pub fn ensure(&self, name: &str) -> Arc<Account> {
+    pub fn ensure(&self, name: &str) -> Arc<Account<S>> {
         if let Some(account) = self.by_name.read().get(name) {
             return account.clone();
         }
@@ -155,12 +156,12 @@ impl Accounts {
     }
 
     /// Every account, by name.
-    pub fn all(&self) -> Vec<Arc<Account>> {
+    pub fn all(&self) -> Vec<Arc<Account<S>>> {
         self.by_name.read().values().cloned().collect()
     }
 }
 
-impl Default for Accounts {
+impl<S> Default for Accounts<S> {
     fn default() -> Self {
         Accounts::new()
     }
@@ -172,7 +173,7 @@ mod tests {
 
     #[test]
     fn the_domain_api_maps_as_nats_server_does() {
-        let account = Account::new("A");
+        let account = Account::<()>::new("A");
         assert_eq!(account.map(b"$JS.hub.API.INFO"), None, "no domain yet");
         account.set_js_domain("hub");
         let mapped = |s: &str| {

@@ -38,7 +38,7 @@ use parking_lot::Mutex;
 use protocol::route as rp;
 use subjects::subject_matches_filter;
 
-use crate::account::Account;
+use crate::client::Account;
 pub use crate::client::Deny;
 use crate::client::{Client, ClosedState, LeafRole, Subscription};
 

@@ -58,10 +58,10 @@ pub struct Server {
     pub name: String,
     opts: RwLock<Arc<Options>>,
     /// Every account, each with its trie of subscriptions.
-    pub accounts: crate::account::Accounts,
+    pub accounts: crate::client::Accounts,
     /// The account JetStream serves (`$G`, or the one whose block
     /// enables it), fixed at start.
-    js_account: Arc<crate::account::Account>,
+    js_account: Arc<crate::client::Account>,
     /// Told of every insert into and removal from `sublist`.
     pub interest: Arc<crate::interest::InterestWatch>,
     pub clients: Mutex<BTreeMap<u64, Arc<Client>>>,
@@ -138,7 +138,7 @@ impl Server {
         let name = opts.server_name.clone().unwrap_or_else(|| id.clone());
         let now = SystemTime::now();
         let opts_cluster_name = opts.cluster.name.clone();
-        let accounts = crate::account::Accounts::new();
+        let accounts = crate::client::Accounts::new();
         // Validated options name one account, or none (`$G`).
         let js_account = match opts.jetstream_account() {
             Ok((name, _)) => accounts.ensure(&name),
@@ -361,7 +361,7 @@ impl Server {
 
     /// The account JetStream serves: `$G`, or the one account whose
     /// block enables JetStream.
-    pub fn js_account(&self) -> &Arc<crate::account::Account> {
+    pub fn js_account(&self) -> &Arc<crate::client::Account> {
         &self.js_account
     }
 
@@ -670,7 +670,7 @@ impl Server {
     pub fn add_remote_interest(
         &self,
         peer: &Arc<Client>,
-        account: Arc<crate::account::Account>,
+        account: Arc<crate::client::Account>,
         subject: &[u8],
         queue: Option<&[u8]>,
         weight: u32,

@@ -32,7 +32,7 @@ use tracing::{debug, error, info, warn};
 use auth::tls::DialTls;
 use auth::{self, Credentials};
 use config::options::RemoteLeaf;
-use flotilla_core::account::Account;
+use flotilla_core::client::Account;
 use flotilla_core::client::{Client, ClosedState, LeafRole, Message, Subscription};
 use flotilla_core::conn::delivery::{self, Delivery};
 use flotilla_core::conn::writer;

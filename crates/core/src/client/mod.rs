@@ -17,11 +17,10 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::account::Account;
 use auth::permissions::Permits;
 pub use deny::Deny;
 use outbound::Outbound;
-pub use subscription::{InternalSink, Message, Quota, Subscription};
+pub use subscription::{Account, Accounts, InternalSink, Message, Quota, Subscription};
 
 /// Why a connection ended, with nats-server's wording (shown in `/connz`
 /// `reason` and in the close log line).

@@ -9,7 +9,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::Client;
-use crate::account::Account;
+
+/// An account of this server: a trie of client subscriptions.
+pub type Account = crate::account::Account<Subscription>;
+/// Every account of this server.
+pub type Accounts = crate::account::Accounts<Subscription>;
 
 pub struct Subscription {
     /// Server-wide unique key in the trie.

@@ -18,8 +18,8 @@ use tracing::{debug, error};
 
 use super::delivery::{self, Delivery};
 use super::writer;
-use crate::account::Account;
 use crate::client::outbound::Push;
+use crate::client::Account;
 use crate::client::{Client, ClosedState, Message, Subscription};
 use crate::server::Server;
 use auth::permissions::Permits;

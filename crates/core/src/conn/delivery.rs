@@ -49,7 +49,7 @@ pub struct Delivery {
     /// many of its subscriptions match.
     remote_targets: Vec<(Arc<Client>, Vec<Bytes>)>,
     /// The account of the message `remote_targets` are for.
-    remote_account: Option<Arc<crate::account::Account>>,
+    remote_account: Option<Arc<crate::client::Account>>,
     /// Where a routed delivery's reply is put together.
     reply_buf: Vec<u8>,
     /// The message being routed is traced: where it goes is recorded (and
@@ -369,7 +369,7 @@ impl Delivery {
     /// message's account, as any message is routed. The event is this
     /// server's own message, whatever brought the traced one: it goes
     /// where a client's would (back over the route it came by, say).
-    pub fn send_trace(&mut self, account: &crate::account::Account) {
+    pub fn send_trace(&mut self, account: &crate::client::Account) {
         let Some(trace) = self.trace.take() else {
             return;
         };
