@@ -14,6 +14,14 @@
 //! are tombstone records, so a segment is never rewritten except to erase
 //! a message's bytes.
 //!
+//! Removals are written twice. A message is live only while its own
+//! record is whole and no whole removal (tombstone, compaction, removed
+//! range) covers it, so damage can make a message lost but never bring a
+//! removed one back, as long as one copy of its removal is whole: the two
+//! copies are written back to back, and one damaged place (a flipped
+//! bit, a length that no longer reads, a record the scan resyncs past)
+//! takes at most one of them.
+//!
 //! Recovery reads every segment and checks every checksum. A cut-off
 //! final record is truncated; anything else that fails is skipped, and
 //! the sequences nothing accounts for are reported as lost
@@ -52,6 +60,10 @@ use crate::{Filter, MsgStore, Purge, Result, StoreError, StoreState, StoredMsg, 
 const NONE: u32 = u32::MAX;
 /// Bytes buffered before they are written even without a sync.
 const WRITE_BUFFER: usize = 256 * 1024;
+/// How many copies of each removal record (a tombstone, a compaction, a
+/// removed range) are written, back to back in one write: the damage of
+/// one is outvoted by the other ([`FileStore::append_removal`]).
+const REMOVAL_COPIES: usize = 2;
 
 #[derive(Debug, Clone, Copy)]
 pub struct FileStoreConfig {
@@ -693,6 +705,26 @@ impl FileStore {
         Ok((off, len))
     }
 
+    /// Appends a record that removes messages, [`REMOVAL_COPIES`] times
+    /// in one write. A message is live only while its own record is whole
+    /// and no whole removal covers it, so a single damaged place (a
+    /// flipped bit, a record whose length no longer reads) can take one
+    /// copy but not the removal: recovery applies each removal once,
+    /// from whichever copy survives (`recover_record`).
+    fn append_removal(&mut self, kind: Kind, seq: u64, ts: i64) -> Result<()> {
+        assert!(
+            matches!(kind, Kind::Delete | Kind::Compact | Kind::DeleteRange),
+            "{kind:?} removes nothing"
+        );
+        let (_, len) = self.append(|b| {
+            for _ in 0..REMOVAL_COPIES {
+                record::encode_marker(b, kind, seq, ts);
+            }
+        })?;
+        debug_assert_eq!(len as usize, REMOVAL_COPIES * record::HEADER);
+        Ok(())
+    }
+
     fn read_record(&self, seg: &Seg, off: u64, len: u32) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len as usize];
         if off >= seg.written {
@@ -949,11 +981,11 @@ impl FileStore {
         }
         tombstones.retain(|&s| self.seg_index(s).is_some());
         for (a, b) in merged {
-            self.append(|buf| record::encode_marker(buf, Kind::DeleteRange, a, b as i64))?;
+            self.append_removal(Kind::DeleteRange, a, b as i64)?;
             self.active().ranges.push((a, b));
         }
         for s in tombstones {
-            self.append(|b| record::encode_marker(b, Kind::Delete, s, 0))?;
+            self.append_removal(Kind::Delete, s, 0)?;
             self.active().foreign.push(s);
         }
         Ok(())
@@ -1258,10 +1290,14 @@ impl FileStore {
                 }
             }
             Kind::Delete => {
+                // Each tombstone is written twice (`append_removal`):
+                // applied once, from whichever copy is read first.
+                if !found.deleted.insert(r.seq) {
+                    return;
+                }
                 if r.ts == 1 {
                     found.erased.push(r.seq);
                 }
-                found.deleted.insert(r.seq);
                 if !s.contains(r.seq) {
                     s.foreign.push(r.seq);
                 }
@@ -1271,8 +1307,11 @@ impl FileStore {
                 self.last_seq = self.last_seq.max(r.seq.saturating_sub(1));
             }
             Kind::DeleteRange => {
-                found.ranges.push((r.seq, r.ts as u64));
-                s.ranges.push((r.seq, r.ts as u64));
+                let range = (r.seq, r.ts as u64);
+                if s.ranges.last() != Some(&range) {
+                    found.ranges.push(range);
+                    s.ranges.push(range);
+                }
             }
             Kind::Mark => unreachable!("marks are read by recover_segment"),
         }
@@ -1487,7 +1526,7 @@ impl MsgStore for FileStore {
         // An erasure's tombstone says so (ts 1): one held back when the
         // process stopped is taken at the next open.
         let flag = i64::from(erase);
-        self.append(|b| record::encode_marker(b, Kind::Delete, seq, flag))?;
+        self.append_removal(Kind::Delete, seq, flag)?;
         // Compared after the append, which may have rolled a new segment.
         if si != self.segs.len() - 1 {
             self.active().foreign.push(seq);
@@ -1513,7 +1552,7 @@ impl MsgStore for FileStore {
                 let si = self.seg_index(seq).expect("live seq has a segment");
                 self.unindex(si, seq);
             }
-            self.append(|b| record::encode_marker(b, Kind::Compact, upto, 0))?;
+            self.append_removal(Kind::Compact, upto, 0)?;
             if upto > self.last_seq + 1 {
                 self.last_seq = upto - 1;
             }
