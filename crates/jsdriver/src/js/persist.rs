@@ -164,6 +164,16 @@ enum Entry {
     Delta(Delta),
 }
 
+/// Appends a consumer journal entry twice, back to back, so that one
+/// damaged place in the file cannot take an ack: replaying an entry
+/// sets absolute values ([`apply`] is idempotent), so a whole twin after
+/// a damaged copy, or both copies, give the same state. A lost delta
+/// would leave acknowledged messages pending, to be delivered again.
+fn append_twice(journal: &mut Journal, entry: &[u8]) {
+    journal.append(entry);
+    journal.append(entry);
+}
+
 /// One consumer's journal and what it last wrote.
 pub struct ConsumerJournal {
     journal: Journal,
@@ -245,10 +255,10 @@ impl ConsumerJournal {
         })))
         .expect("snapshot serializes");
         let handle = if replay.entries.is_empty() && replay.damaged == 0 && journal.is_empty() {
-            journal.append(&snap);
+            append_twice(&mut journal, &snap);
             journal.sync_handle()?
         } else {
-            journal.rewrite(&[&snap])?;
+            journal.rewrite(&[&snap, &snap])?;
             None
         };
         Ok((
@@ -344,14 +354,14 @@ impl ConsumerJournal {
                 created: self.created,
                 state: state.clone(),
             }));
-            self.journal
-                .rewrite(&[&serde_json::to_vec(&snap).expect("snapshot serializes")])?;
+            let snap = serde_json::to_vec(&snap).expect("snapshot serializes");
+            self.journal.rewrite(&[&snap, &snap])?;
             self.last = state;
             return Ok(None);
         }
         let delta = Entry::Delta(diff(&self.last, &state));
-        self.journal
-            .append(&serde_json::to_vec(&delta).expect("delta serializes"));
+        let delta = serde_json::to_vec(&delta).expect("delta serializes");
+        append_twice(&mut self.journal, &delta);
         self.last = state;
         self.journal.sync_handle()
     }
@@ -579,6 +589,76 @@ mod tests {
         let mut c = a.clone();
         apply(&mut c, diff(&a, &b));
         assert_eq!(c, b);
+    }
+
+    /// A flipped bit anywhere in a consumer journal takes no ack: every
+    /// entry has a twin, so the consumer reads back as last recorded, its
+    /// acknowledged messages gone from pending. (A damaged single copy
+    /// would leave them pending, delivered again.)
+    #[test]
+    fn a_flip_anywhere_in_a_consumer_journal_takes_no_ack() {
+        let dir = store::MemDir::new();
+        let config = ConsumerConfig {
+            name: "c".to_string(),
+            durable_name: "c".to_string(),
+            ..ConsumerConfig::default()
+        };
+        let shared: Arc<dyn Dir> = Arc::new(dir.clone());
+        let (mut j, h) =
+            ConsumerJournal::create(shared, &config, 1, ConsumerState::default()).unwrap();
+        h.expect("a new journal syncs").sync().unwrap();
+        let delivered = |n: u64, acked: &[u64]| ConsumerState {
+            delivered_dseq: n,
+            delivered_sseq: n,
+            ack_floor_dseq: 0,
+            ack_floor_sseq: 0,
+            pending: (1..=n)
+                .filter(|s| !acked.contains(s))
+                .map(|s| entry(s, s, s as i64))
+                .collect(),
+            redelivered: Vec::new(),
+        };
+        let mut last = ConsumerState::default();
+        for state in [
+            delivered(6, &[]),
+            delivered(6, &[2]),
+            delivered(8, &[2, 5]),
+            delivered(8, &[2, 5, 7]),
+        ] {
+            if let Some(h) = j.record(&config, state.clone()).unwrap() {
+                h.sync().unwrap();
+            }
+            last = state;
+        }
+        let names = dir.names();
+        assert_eq!(names, vec!["c.log".to_string()]);
+        for at in 0..dir.file_len("c.log") {
+            let damaged = dir.deep_clone();
+            damaged.flip_bit("c.log", at, (at % 8) as u8);
+            let (loaded, unreadable) = ConsumerJournal::load_all(Arc::new(damaged));
+            assert!(unreadable.is_empty(), "at {at}: {unreadable:?}");
+            assert_eq!(loaded.len(), 1, "at {at}");
+            assert_eq!(loaded[0].0.state(), &last, "at {at}: {}", loaded[0].1);
+        }
+    }
+
+    #[test]
+    fn an_entry_applied_twice_is_applied_once() {
+        let a = ConsumerState::default();
+        let b = ConsumerState {
+            delivered_dseq: 4,
+            delivered_sseq: 9,
+            ack_floor_dseq: 1,
+            ack_floor_sseq: 6,
+            pending: vec![entry(7, 2, 1), entry(8, 3, 1), entry(9, 4, 2)],
+            redelivered: vec![(7, 2)],
+        };
+        let (mut once, mut twice) = (a.clone(), a.clone());
+        apply(&mut once, diff(&a, &b));
+        apply(&mut twice, diff(&a, &b));
+        apply(&mut twice, diff(&a, &b));
+        assert_eq!(once, b);
+        assert_eq!(twice, b);
     }
 
     fn entry(sseq: u64, dseq: u64, ts: i64) -> PendingEntry {
