@@ -93,7 +93,11 @@ async fn secure(
     match handshake {
         Ok(stream) => Some(RouteStream::Tls(Box::new(stream))),
         Err(e) => {
-            error!("{addr} - TLS route handshake error: {e}");
+            // A peer refused once is refused on every redial: logged once
+            // per window, by its address without the dialing port.
+            let kind = format!("{} - TLS route handshake error: {e}", addr.ip());
+            let line = format!("{addr} - TLS route handshake error: {e}");
+            cluster::repeats::TRANSPORT.error(&kind, &line);
             None
         }
     }

@@ -104,7 +104,8 @@ impl ClusterView {
                 match tls.connect(tcp, &host_port).await {
                     Ok(stream) => Ok(Box::new(stream) as cluster::transport::Outbound),
                     Err(e) => {
-                        tracing::error!("{host_port} - TLS route handshake error: {e}");
+                        let line = format!("{host_port} - TLS route handshake error: {e}");
+                        cluster::repeats::TRANSPORT.error(&line, &line);
                         Err(e)
                     }
                 }

@@ -457,6 +457,46 @@ async fn a_route_with_a_foreign_certificate_is_refused() {
     }
 }
 
+/// A peer whose certificate stops being trusted (here it restarts with
+/// a foreign one) is redialed on every lane of the Raft transport every
+/// 250 ms and by its route every second, each attempt failing alike. The
+/// error is logged once per 30-second window, not once per attempt.
+/// nats-server logs every failed handshake: quieter by design, so this
+/// runs on flotilla only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_peer_is_logged_once_per_window_not_per_redial() {
+    use common::replicated::{cluster_configured, connect, created};
+    if common::reference_server() {
+        return;
+    }
+    let certs = Certs::new();
+    let mut all = cluster_configured(3, &certs.cluster_block("route"));
+    let clients = connect(&all).await;
+    created(
+        &clients[0],
+        serde_json::json!({"name": "R", "subjects": ["r.>"], "num_replicas": 3}),
+    )
+    .await;
+    all[2].kill9();
+    let conf = all[2].config_file();
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let rogue = text
+        .replace("route.pem", "rogue-route.pem")
+        .replace("route-key.pem", "rogue-route-key.pem");
+    assert_ne!(text, rogue);
+    std::fs::write(&conf, rogue).unwrap();
+    all[2].restart();
+    let refused = "TLS route handshake error";
+    assert!(all[0].wait_log(refused, Duration::from_secs(10)));
+    // Some 40 redials by the Raft transport alone.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    for (i, s) in all.iter().enumerate() {
+        let log = s.log_text();
+        let lines = log.lines().filter(|l| l.contains(refused)).count();
+        assert!(lines <= 6, "server {i}: {lines} lines:\n{log}");
+    }
+}
+
 #[test]
 fn cluster_tls_needs_a_ca_to_verify_peers() {
     let certs = Certs::new();

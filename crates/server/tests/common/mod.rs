@@ -316,6 +316,12 @@ fn spawn(
 
 impl Server {
     /// The store directory of a JetStream server.
+    /// The config file the server was started with (`Builder::config`):
+    /// a test may change it before a restart.
+    pub fn config_file(&self) -> PathBuf {
+        self.dir.path().join("server.conf")
+    }
+
     pub fn store_dir(&self) -> PathBuf {
         self.dir.path().join("store")
     }
