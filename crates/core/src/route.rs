@@ -83,8 +83,10 @@ pub struct Routes {
     /// A route has been up at some point: from then on clients get this
     /// server's URLs even while no route is.
     seen_route: std::sync::atomic::AtomicBool,
-    /// The `connect_urls` clients were last told.
+    /// The `connect_urls` clients were last told: plain clients, and
+    /// WebSocket clients (theirs are the WebSocket URLs).
     told_urls: Mutex<Vec<String>>,
+    told_ws_urls: Mutex<Vec<String>>,
     /// What each configured route URL turned out to be: this server
     /// (`None`) or another (its server id).
     resolved: Mutex<BTreeMap<String, Option<String>>>,
@@ -102,6 +104,7 @@ impl Routes {
             cluster: Mutex::new(cluster),
             seen_route: std::sync::atomic::AtomicBool::new(false),
             told_urls: Mutex::new(Vec::new()),
+            told_ws_urls: Mutex::new(Vec::new()),
             resolved: Mutex::new(BTreeMap::new()),
         }
     }
@@ -117,10 +120,13 @@ impl Routes {
         self.inner.lock().dialing.remove(url);
     }
 
-    /// Records the `connect_urls` clients are told; false if they were
-    /// told these already.
-    pub fn tell_urls(&self, urls: &[String]) -> bool {
-        let mut told = self.told_urls.lock();
+    /// Records the `connect_urls` clients are told (WebSocket clients
+    /// when `websocket`); false if they were told these already.
+    pub fn tell_urls(&self, urls: &[String], websocket: bool) -> bool {
+        let mut told = match websocket {
+            true => self.told_ws_urls.lock(),
+            false => self.told_urls.lock(),
+        };
         if *told == urls {
             return false;
         }
@@ -332,13 +338,23 @@ impl Routes {
 
     /// The client URLs of every remote server, for clients' INFO.
     pub fn remote_connect_urls(&self) -> Vec<String> {
+        self.remote_urls(|info| &info.connect_urls)
+    }
+
+    /// The WebSocket URLs of every remote server, for WebSocket
+    /// clients' INFO.
+    pub fn remote_ws_connect_urls(&self) -> Vec<String> {
+        self.remote_urls(|info| &info.ws_connect_urls)
+    }
+
+    fn remote_urls(&self, urls_of: impl Fn(&RouteInfo) -> &Vec<String>) -> Vec<String> {
         let inner = self.inner.lock();
         let mut urls = Vec::new();
         for r in inner.by_id.values() {
             if r.lame_duck.load(Ordering::Relaxed) {
                 continue;
             }
-            for u in &r.info.connect_urls {
+            for u in urls_of(&r.info) {
                 if !urls.contains(u) {
                     urls.push(u.clone());
                 }

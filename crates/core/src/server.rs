@@ -319,6 +319,11 @@ impl Server {
             } else {
                 self.own_connect_urls()
             },
+            ws_connect_urls: if opts.cluster.no_advertise {
+                Vec::new()
+            } else {
+                self.own_ws_connect_urls()
+            },
             ..Default::default()
         }
     }
@@ -340,8 +345,35 @@ impl Server {
     /// nats-server lists them).
     pub fn own_connect_urls(&self) -> Vec<String> {
         let opts = self.opts();
-        let port = self.client_port.load(Ordering::Relaxed);
-        match opts.host.as_str() {
+        Server::urls_of(&opts.host, self.client_port.load(Ordering::Relaxed))
+    }
+
+    /// The URLs WebSocket clients reach this server on: `advertise`
+    /// (with the listener's port when it names none), or as for
+    /// [`Server::own_connect_urls`] on the WebSocket listener
+    /// (nats-server's `getConnectURLs` for `websocket {}`). None when
+    /// WebSocket is off.
+    pub fn own_ws_connect_urls(&self) -> Vec<String> {
+        let opts = self.opts();
+        let ws = &opts.websocket;
+        let port = self.websocket_port.load(Ordering::Relaxed);
+        if port == 0 {
+            return Vec::new();
+        }
+        match &ws.advertise {
+            Some(a) if a.contains(':') => vec![a.clone()],
+            Some(a) => vec![format!("{a}:{port}")],
+            None => {
+                let host = ws.host.as_deref().unwrap_or(config::options::DEFAULT_HOST);
+                Server::urls_of(host, port)
+            }
+        }
+    }
+
+    /// `host:port` for `host`, or with a wildcard host every
+    /// non-loopback interface address.
+    fn urls_of(host: &str, port: impl std::fmt::Display) -> Vec<String> {
+        match host {
             "0.0.0.0" | "::" | "" => {
                 let mut urls: Vec<String> = if_addrs::get_if_addrs()
                     .unwrap_or_default()
@@ -479,7 +511,8 @@ impl Server {
     }
 
     /// INFO for a WebSocket client, as nats-server's: the WebSocket
-    /// listener's host, port and TLS, and no `nats://` URLs to move to.
+    /// listener's host, port and TLS, and for `connect_urls` the
+    /// cluster's WebSocket URLs, not its client ones.
     pub fn websocket_info(&self) -> ServerInfo {
         let opts = self.opts();
         let ws = &opts.websocket;
@@ -492,7 +525,20 @@ impl Server {
         info.tls_required = ws.tls.is_some();
         info.tls_verify = ws.tls.as_ref().is_some_and(|t| t.verify);
         info.auth_required = opts.client_authorization(true).required();
-        info.connect_urls = Vec::new();
+        // nats-server's WSConnectURLs: none until a route brings some,
+        // then this server's first.
+        let remote = self.routes.remote_ws_connect_urls();
+        info.connect_urls = if remote.is_empty() || opts.cluster.no_advertise {
+            Vec::new()
+        } else {
+            let mut urls = self.own_ws_connect_urls();
+            for u in remote {
+                if !urls.contains(&u) {
+                    urls.push(u);
+                }
+            }
+            urls
+        };
         info
     }
 

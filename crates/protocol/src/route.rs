@@ -459,6 +459,11 @@ pub struct RouteInfo {
     pub cluster_dynamic: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub connect_urls: Vec<String>,
+    /// The URLs WebSocket clients reach this server on (nats-server's
+    /// `ws_connect_urls`), given to WebSocket clients as their
+    /// `connect_urls`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ws_connect_urls: Vec<String>,
     #[serde(default, skip_serializing_if = "is_false")]
     pub ldm: bool,
     /// Set by a pooled nats-server on a connection pinned to one account;

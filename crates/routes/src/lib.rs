@@ -249,16 +249,25 @@ fn dial_failed(attempt: u32, reconnecting: bool, e: &str) {
 }
 
 /// Sends a fresh INFO to every client that takes asynchronous INFO, if
-/// the `connect_urls` it carries changed.
+/// the `connect_urls` it carries changed: plain clients the client URLs,
+/// WebSocket clients the WebSocket ones (`Server::websocket_info`), each
+/// only when theirs changed.
 pub fn send_info_to_clients(server: &Server) {
-    let base = server.info();
-    if !server.routes.tell_urls(&base.connect_urls) {
+    let plain = server.info();
+    let ws = server.websocket_info();
+    let tell_plain = server.routes.tell_urls(&plain.connect_urls, false);
+    let tell_ws = server.routes.tell_urls(&ws.connect_urls, true);
+    if !tell_plain && !tell_ws {
         return;
     }
     let clients: Vec<Arc<Client>> = server.clients.lock().values().cloned().collect();
     let max_pending = server.opts().max_pending;
     for c in clients {
-        if c.async_info.load(Ordering::Relaxed) {
+        let (tell, base) = match c.websocket {
+            true => (tell_ws, &ws),
+            false => (tell_plain, &plain),
+        };
+        if tell && c.async_info.load(Ordering::Relaxed) {
             let mut info = base.clone();
             info.client_id = Some(c.cid);
             info.client_ip = Some(c.addr.ip().to_string());

@@ -17,12 +17,15 @@ use bytes::BytesMut;
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::net::TcpStream;
+use tokio::sync::oneshot;
 use tracing::error;
+use yawc::close::CloseCode;
 use yawc::{Frame, OpCode, Role, WebSocket};
 
 use auth::tls::CertIdentity;
 use config::file::websocket::split_host_port;
 use config::options::{Origin, WebsocketOptions, WsCookies};
+use flotilla_core::client::ClosedState;
 use flotilla_core::conn::client::{self, CookieValues, Greeting};
 use flotilla_core::server::Server;
 
@@ -44,6 +47,13 @@ const COMPRESS_THRESHOLD: usize = 64;
 const MAX_MESSAGE: usize = 64 * 1024 * 1024;
 /// The pipe between the socket's task and the connection's, each way.
 const PIPE: usize = 64 * 1024;
+/// How long the socket's task waits, once the connection has written
+/// its last, to hear why it closed before closing without a reason.
+const REASON_WAIT: Duration = Duration::from_secs(1);
+/// The longest close reason sent whole (RFC 6455 leaves 123 bytes for
+/// it); a longer one is cut to 120 and ends in "..." (nats-server's
+/// `wsCreateCloseMessage`).
+const MAX_CLOSE_REASON: usize = 123;
 
 /// Runs one WebSocket connection from accept to close.
 /// Accepts WebSocket clients on `listener` until the server stops
@@ -89,7 +99,17 @@ async fn upgrade<S>(
     let timeout = ws.handshake_timeout.unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT);
     let request = match tokio::time::timeout(timeout, read_request(&mut stream)).await {
         Ok(Ok(request)) => request,
-        Ok(Err(e)) => return error!("{addr} - wid:{cid} - websocket handshake error: {e}"),
+        Ok(Err(e)) => {
+            error!(
+                "{addr} - wid:{cid} - websocket handshake error: {}",
+                e.reason
+            );
+            if let Some(reply) = e.reply {
+                let _ = stream.write_all(reply).await;
+                let _ = stream.shutdown().await;
+            }
+            return;
+        }
         Err(_) => return error!("{addr} - wid:{cid} - websocket handshake error: timeout"),
     };
     let agreed = match check(&request, ws, secure) {
@@ -119,10 +139,48 @@ async fn upgrade<S>(
             Ok(socket) => socket,
             Err(e) => return error!("{addr} - wid:{cid} - websocket handshake error: {e}"),
         };
-    let (rd, wr) = byte_stream(socket);
+    let (closed, why) = oneshot::channel();
+    let (rd, wr) = byte_stream(socket, why);
     let mut greeting = greeting(&server, cid, addr, cert);
     greeting.cookies = cookie_values(&request, &ws.cookies);
-    client::run(server, cid, addr, greeting, rd, wr).await
+    let reason = client::run(server, cid, addr, greeting, rd, wr).await;
+    let _ = closed.send(reason);
+}
+
+/// The close frame nats-server sends a client it closes
+/// (`wsEnqueueCloseMessage`): the status for `reason` and its text, or
+/// none when writing is what failed (it does not flush then either).
+fn close_frame(reason: ClosedState) -> Option<Frame> {
+    if !reason.flushes() {
+        return None;
+    }
+    let code: u16 = match reason {
+        ClosedState::ClientClosed => 1000,
+        ClosedState::AuthenticationTimeout
+        | ClosedState::AuthenticationViolation
+        | ClosedState::AuthenticationExpired
+        | ClosedState::MaxConnectionsExceeded
+        | ClosedState::MaxControlLineExceeded
+        | ClosedState::SlowConsumerPendingBytes
+        | ClosedState::SlowConsumerWriteDeadline => 1008,
+        ClosedState::ParseError
+        | ClosedState::ProtocolViolation
+        | ClosedState::BadClientProtocolVersion => 1002,
+        ClosedState::MaxPayloadExceeded => 1009,
+        ClosedState::WriteError
+        | ClosedState::ReadError
+        | ClosedState::StaleConnection
+        | ClosedState::ServerShutdown => 1001,
+        ClosedState::NoRespondersRequiresHeaders
+        | ClosedState::DuplicateRoute
+        | ClosedState::ClusterNameConflict => 1011,
+    };
+    let text = reason.as_str();
+    let text = match text.len() > MAX_CLOSE_REASON {
+        true => format!("{}...", &text[..120]),
+        false => text.to_string(),
+    };
+    Some(Frame::close(CloseCode::from(code), text))
 }
 
 /// The compressed or uncompressed size a message may have.
@@ -139,6 +197,7 @@ fn max_message(max_payload: usize) -> usize {
 /// socket's readiness, and a frame could wait unread.
 fn byte_stream<S>(
     socket: WebSocket<S>,
+    why: oneshot::Receiver<ClosedState>,
 ) -> (
     impl AsyncRead + Unpin + Send + 'static,
     impl AsyncWrite + Unpin + Send + 'static,
@@ -147,15 +206,19 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let (ours, theirs) = tokio::io::duplex(PIPE);
-    tokio::spawn(pump(socket, theirs));
+    tokio::spawn(pump(socket, theirs, why));
     tokio::io::split(ours)
 }
 
 /// Moves bytes between the socket and the pipe until either ends: a
 /// close frame or a protocol error from the client, or the connection
-/// dropping its end.
-async fn pump<S>(mut socket: WebSocket<S>, mut pipe: DuplexStream)
-where
+/// dropping its end, after which the client is sent the close frame for
+/// why the connection closed (`why`, [`close_frame`]).
+async fn pump<S>(
+    mut socket: WebSocket<S>,
+    mut pipe: DuplexStream,
+    mut why: oneshot::Receiver<ClosedState>,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let mut out = BytesMut::with_capacity(PIPE);
@@ -169,7 +232,12 @@ where
                 }
                 // Pings are answered by yawc; pongs mean nothing.
                 Some(frame) if frame.opcode() != OpCode::Close => {}
-                _ => break,
+                // yawc queued the echo of a close: it goes out first.
+                Some(_) => {
+                    let _ = socket.flush().await;
+                    break;
+                }
+                None => break,
             },
             read = pipe.read_buf(&mut out) => match read {
                 Ok(n) if n > 0 => {
@@ -179,7 +247,15 @@ where
                     }
                 }
                 _ => {
-                    let _ = socket.close().await;
+                    let reason = tokio::time::timeout(REASON_WAIT, &mut why).await;
+                    let frame = match reason {
+                        Ok(Ok(reason)) => close_frame(reason),
+                        _ => Some(Frame::close(CloseCode::Normal, [])),
+                    };
+                    if let Some(frame) = frame {
+                        let _ = socket.send(frame).await;
+                        let _ = socket.close().await;
+                    }
                     break;
                 }
             },
@@ -269,15 +345,39 @@ impl Request {
     }
 }
 
+/// An upgrade request that could not be read: why, and what the client
+/// is told, as Go's HTTP server answers a request it cannot parse (it
+/// never reaches nats-server's `wsUpgrade`). A client that went away or
+/// did not wait for the upgrade is told nothing.
+struct Unreadable {
+    reason: String,
+    reply: Option<&'static [u8]>,
+}
+
+const BAD_REQUEST: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request";
+const TOO_LARGE: &[u8] = b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large";
+
+impl Unreadable {
+    fn silent(reason: impl Into<String>) -> Unreadable {
+        Unreadable {
+            reason: reason.into(),
+            reply: None,
+        }
+    }
+}
+
 /// Reads the request up to its blank line. Bytes after it mean the
 /// client did not wait for the upgrade: refused, as nats-server does.
-async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Request, String> {
+async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Request, Unreadable> {
     let mut buf = Vec::with_capacity(1024);
     loop {
         let mut chunk = [0u8; 1024];
-        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        let n = stream
+            .read(&mut chunk)
+            .await
+            .map_err(|e| Unreadable::silent(e.to_string()))?;
         if n == 0 {
-            return Err("connection closed during the upgrade".into());
+            return Err(Unreadable::silent("connection closed during the upgrade"));
         }
         buf.extend_from_slice(&chunk[..n]);
         let mut headers = [httparse::EMPTY_HEADER; 64];
@@ -285,7 +385,9 @@ async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Request, S
         match parsed.parse(&buf) {
             Ok(httparse::Status::Complete(len)) => {
                 if len != buf.len() {
-                    return Err("client sent data before handshake is complete".into());
+                    return Err(Unreadable::silent(
+                        "client sent data before handshake is complete",
+                    ));
                 }
                 return Ok(Request {
                     method: parsed.method.unwrap_or_default().to_string(),
@@ -302,8 +404,18 @@ async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Request, S
                 });
             }
             Ok(httparse::Status::Partial) if buf.len() < MAX_REQUEST => continue,
-            Ok(httparse::Status::Partial) => return Err("request too large".into()),
-            Err(e) => return Err(format!("invalid request: {e}")),
+            Ok(httparse::Status::Partial) => {
+                return Err(Unreadable {
+                    reason: "request too large".into(),
+                    reply: Some(TOO_LARGE),
+                })
+            }
+            Err(e) => {
+                return Err(Unreadable {
+                    reason: format!("invalid request: {e}"),
+                    reply: Some(BAD_REQUEST),
+                })
+            }
         }
     }
 }

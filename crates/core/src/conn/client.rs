@@ -57,7 +57,8 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr,
             cookies: None,
             websocket: false,
         };
-        return run(server, cid, addr, greet, rd, wr).await;
+        run(server, cid, addr, greet, rd, wr).await;
+        return;
     };
     if !tls.handshake_first || silent_for(&stream, tls.handshake_first_fallback).await {
         // The client reads INFO, sees tls_required, and starts the
@@ -78,7 +79,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, addr: SocketAddr,
                 cookies: None,
                 websocket: false,
             };
-            run(server, cid, addr, greet, rd, wr).await
+            run(server, cid, addr, greet, rd, wr).await;
         }
         // Nothing can be said to a client that does not speak TLS: the
         // log says why it was closed.
@@ -136,6 +137,8 @@ pub struct Greeting {
 }
 
 /// The connection proper, on whatever stream it has, greeting first.
+/// Returns why it closed, once its writer has written all it will (a
+/// WebSocket connection then sends the matching close frame).
 pub async fn run<R, W>(
     server: Arc<Server>,
     cid: u64,
@@ -143,7 +146,8 @@ pub async fn run<R, W>(
     greeting: Greeting,
     rd: R,
     wr: W,
-) where
+) -> ClosedState
+where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
@@ -168,7 +172,7 @@ pub async fn run<R, W>(
         }
         client.close(reason);
         let _ = writer.await;
-        return;
+        return reason;
     }
     debug!("{} - Client connection created", client.log_prefix());
 
@@ -186,6 +190,7 @@ pub async fn run<R, W>(
     );
     server.deregister(&client);
     let _ = writer.await;
+    reason
 }
 
 struct Conn {

@@ -178,6 +178,134 @@ async fn a_bad_upgrade_is_refused_with_nats_servers_status() {
     client.flush().await.unwrap();
 }
 
+/// A request that does not parse as HTTP is answered as Go's HTTP
+/// server answers it for nats-server (400), not just closed.
+#[tokio::test]
+async fn an_unparsable_upgrade_is_answered_with_400() {
+    let server = common::server().config(PLAIN).start();
+    for garbage in ["GARBAGE\r\n\r\n", "GET / HTTP/1.1\r\nno colon here\r\n\r\n"] {
+        let reply = upgrade(&server, garbage, b"400 Bad Request\n");
+        let reply = String::from_utf8_lossy(&reply);
+        assert!(
+            reply.starts_with("HTTP/1.1 400 Bad Request"),
+            "{garbage:?}: {reply}"
+        );
+    }
+    let client = async_nats::connect(ws_url(&server)).await.unwrap();
+    client.flush().await.unwrap();
+}
+
+/// A WebSocket client the server closes is sent a close frame with
+/// nats-server's status for the reason and the reason's text, after the
+/// `-ERR` that explains it.
+#[tokio::test]
+async fn the_server_closes_with_nats_servers_status_and_reason() {
+    let server = common::server()
+        .config("max_payload: 1024\nwebsocket { host: 127.0.0.1, port: -1, no_tls: true }\n")
+        .start();
+    // (A parse error is left out: nats-server 2.15.1 sends neither its
+    // -ERR nor a close frame there.)
+    for (sent, code, reason) in [(
+        &b"PUB a 2048\r\n"[..],
+        1009,
+        "Maximum Message Payload Exceeded",
+    )] {
+        let port = server.websocket_port.unwrap();
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let mut socket = yawc::WebSocket::handshake(
+            ws_url(&server).parse().unwrap(),
+            tcp,
+            yawc::Options::default(),
+        )
+        .await
+        .unwrap();
+        let connect = b"CONNECT {\"verbose\":false,\"protocol\":1}\r\nPING\r\n";
+        socket
+            .send(yawc::Frame::binary(&connect[..]))
+            .await
+            .unwrap();
+        let mut text = String::new();
+        let mut sent_it = false;
+        let close = loop {
+            // The offending bytes once the server has read all before
+            // them: a server that closes with bytes unread resets the
+            // connection, and the client may lose what came before.
+            if !sent_it && text.contains("PONG") {
+                socket.send(yawc::Frame::binary(sent)).await.unwrap();
+                sent_it = true;
+            }
+            let frame = tokio::time::timeout(Duration::from_secs(10), socket.next())
+                .await
+                .expect("closed in time")
+                .unwrap_or_else(|| panic!("a close frame before the end: {text}"));
+            if frame.opcode() == yawc::OpCode::Close {
+                break frame;
+            }
+            text.push_str(&String::from_utf8_lossy(frame.payload()));
+        };
+        assert!(text.contains("-ERR "), "{text}");
+        assert_eq!(close.close_code(), Some(yawc::close::CloseCode::from(code)));
+        assert_eq!(close.close_reason().unwrap(), Some(reason), "{text}");
+    }
+}
+
+/// In a cluster, a WebSocket client's INFO lists the cluster's
+/// WebSocket URLs as its `connect_urls` (routes carry them as
+/// `ws_connect_urls`), this server's first; a plain client's lists the
+/// client URLs.
+#[tokio::test]
+async fn websocket_clients_get_the_clusters_websocket_urls() {
+    let all = common::routed_servers(&[PLAIN.to_string(), PLAIN.to_string()]);
+    common::wait_for("the route", Duration::from_secs(10), || {
+        // nats-server pools three routes per pair.
+        all.iter()
+            .all(|s| s.json("/routez")["num_routes"].as_u64() > Some(0))
+    });
+    let ws_urls: Vec<String> = all
+        .iter()
+        .map(|s| format!("127.0.0.1:{}", s.websocket_port.unwrap()))
+        .collect();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", all[0].websocket_port.unwrap()))
+        .await
+        .unwrap();
+    let mut socket = yawc::WebSocket::handshake(
+        ws_url(&all[0]).parse().unwrap(),
+        tcp,
+        yawc::Options::default(),
+    )
+    .await
+    .unwrap();
+    let frame = tokio::time::timeout(Duration::from_secs(5), socket.next())
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(frame.payload()).into_owned();
+    let info: serde_json::Value =
+        serde_json::from_str(text.trim_start_matches("INFO ").trim()).unwrap();
+    assert_eq!(info["connect_urls"], serde_json::json!(ws_urls), "{info}");
+
+    let (_, plain) = {
+        let mut s = std::net::TcpStream::connect(all[0].addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 4096];
+        let n = s.read(&mut buf).unwrap();
+        let line = String::from_utf8_lossy(&buf[..n]).into_owned();
+        let json = line.trim_start_matches("INFO ").trim().to_string();
+        (s, serde_json::from_str::<serde_json::Value>(&json).unwrap())
+    };
+    let client_urls: Vec<String> = all
+        .iter()
+        .map(|s| format!("127.0.0.1:{}", s.port))
+        .collect();
+    assert_eq!(
+        plain["connect_urls"],
+        serde_json::json!(client_urls),
+        "{plain}"
+    );
+}
+
 /// With `compression`, an offer of permessage-deflate is agreed with no
 /// context takeover, the server's frames are compressed, and a client
 /// that compresses what it sends is understood.
