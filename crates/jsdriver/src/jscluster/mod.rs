@@ -62,8 +62,12 @@ pub const TICK: Duration = Duration::from_millis(50);
 const FOUNDING_GRACE: Duration = Duration::from_secs(5);
 const CONTROL_EVERY: Duration = Duration::from_millis(200);
 /// How often the control loop looks for what deleted streams left behind
-/// (first once the meta group has a leader).
+/// (first once the meta group has a leader), and how soon again once the
+/// meta state has moved on since: a server back from being down learns
+/// of the deletes it missed as it catches up, and sweeps then. The sweep
+/// is safe on a meta state that is behind (`storage::sweep_orphans`).
 const SWEEP_ORPHANS_EVERY: Duration = Duration::from_secs(60);
+const SWEEP_ORPHANS_AFTER_CHANGE: Duration = Duration::from_secs(2);
 /// How often the meta leader looks for streams short of replicas (one is
 /// healed per look).
 const HEAL_EVERY: Duration = Duration::from_secs(1);
@@ -229,7 +233,7 @@ impl JsCluster {
         let mut shutdown = server.shutdown_signal();
         let mut last_hello = None;
         let mut last_leader = 0;
-        let mut last_sweep: Option<Instant> = None;
+        let mut last_sweep: Option<(Instant, u64)> = None;
         let api = api::MetaApi::start(self.clone());
         let account_api = account_api::AccountApi::start(self.clone());
         leaders::Leaders::start(self.clone());
@@ -265,8 +269,13 @@ impl JsCluster {
                     );
                 }
             }
-            if leader != 0 && last_sweep.is_none_or(|at| at.elapsed() >= SWEEP_ORPHANS_EVERY) {
-                last_sweep = Some(Instant::now());
+            let applied = self.meta.lock().applied();
+            let sweep = last_sweep.is_none_or(|(at, swept)| {
+                at.elapsed() >= SWEEP_ORPHANS_EVERY
+                    || (applied != swept && at.elapsed() >= SWEEP_ORPHANS_AFTER_CHANGE)
+            });
+            if leader != 0 && sweep {
+                last_sweep = Some((Instant::now(), applied));
                 self.sweep_orphans();
             }
             api.follow_leadership(&self.js.bus, leading, &voters);

@@ -362,6 +362,64 @@ async fn what_a_deleted_stream_left_behind_is_cleaned_up_at_restart() {
     serves_exactly(&all[2], "KEEP", &keep).await;
 }
 
+/// A stream deleted while one of its servers is down: once that server
+/// is back and its meta state has caught up with the delete, its replica
+/// store and Raft log of the stream are removed, and logged. While it
+/// has no meta leader (back alone, the others down), it cannot know
+/// whether the stream is still assigned to it, and removes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_deleted_while_a_server_was_down_is_swept_once_it_knows() {
+    let (mut all, clients) = cluster_with_stream("DOWN").await;
+    let keep = json!({"name": "KEPT", "subjects": ["kept.>"], "num_replicas": 3});
+    created(&clients[0], keep).await;
+    publish(&clients[0], "down.a", 0, 50).await;
+    let kept = publish(&clients[0], "kept.a", 0, 50).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    all[2].kill9();
+    let root = all[2]
+        .store_dir()
+        .join("jetstream")
+        .join("$G")
+        .join("replicas");
+    let dirs = |root: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(root)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = dirs(&root);
+    assert_eq!(before.len(), 2, "{before:?}");
+    let r = common::api(&clients[0], "$JS.API.STREAM.DELETE.DOWN", "").await;
+    assert_eq!(r["success"], true, "{r}");
+
+    // Back alone: no meta leader, nothing removed.
+    all[0].kill9();
+    all[1].kill9();
+    all[2].restart();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(dirs(&root), before);
+    assert!(!all[2].log_text().contains("orphaned replica store"));
+
+    all[0].restart();
+    all[1].restart();
+    common::wait_for("DOWN's store removed", Duration::from_secs(30), || {
+        dirs(&root).len() == 1
+    });
+    let after = dirs(&root);
+    let gone = before.iter().find(|d| !after.contains(d)).unwrap();
+    let group = gone.file_name().unwrap().to_str().unwrap();
+    let log = all[2]
+        .store_dir()
+        .join("raft")
+        .join(format!("raft-{group}.log"));
+    common::wait_for("DOWN's Raft log removed", Duration::from_secs(30), || {
+        !log.exists()
+    });
+    serves_exactly(&all[2], "KEPT", &kept).await;
+}
+
 /// A replica whose store cannot write (its disk is full) answers nobody
 /// rather than go on with memory ahead of its store; the stream goes on
 /// with the other two. Once there is room again it repairs itself while
