@@ -6,7 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-use async_nats::jetstream::{self, stream};
+use async_nats::jetstream::{self, consumer, stream};
 
 fn segment_files(store: &std::path::Path, stream: &str) -> Vec<std::path::PathBuf> {
     let dir = store
@@ -300,4 +300,151 @@ async fn truncated_consumer_journals_are_reported() {
         log.contains("consumer journal GONE.log: no readable snapshot; consumer not restored"),
         "{log}"
     );
+}
+
+/// The records of a store or journal file, in flotilla's record format
+/// (`u32 len | u32 crc | u8 kind | u64 seq | i64 ts | body`): (offset,
+/// kind, seq) of each, up to the unwritten (zero) space at the end.
+fn records(bytes: &[u8]) -> Vec<(usize, u8, u64)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 25 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        if len < 25 || at + len > bytes.len() {
+            break;
+        }
+        let seq = u64::from_le_bytes(bytes[at + 9..at + 17].try_into().unwrap());
+        out.push((at, bytes[at + 8], seq));
+        at += len;
+    }
+    out
+}
+
+/// A tombstone's record kind (`store::record::Kind::Delete`).
+const DELETE: u8 = 2;
+
+/// A work-queue message that a consumer acknowledged is deleted by a
+/// tombstone. Damage to either of its two copies brings the message back
+/// neither in the stream nor to the consumer after a restart.
+#[tokio::test]
+async fn a_damaged_tombstone_never_brings_an_acked_message_back() {
+    use async_nats::jetstream::consumer::pull;
+    use futures::StreamExt;
+
+    for copy in 0..2 {
+        let mut s = common::one_js_server();
+        let js = jetstream::new(s.client().await);
+        let st = js
+            .create_stream(stream::Config {
+                name: "WQ".into(),
+                subjects: vec!["wq.>".into()],
+                retention: stream::RetentionPolicy::WorkQueue,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        for i in 1..=10 {
+            js.publish(format!("wq.{i}"), format!("payload-{i:04}").into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+        let c = st
+            .create_consumer(pull::Config {
+                durable_name: Some("W".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut msgs = c.fetch().max_messages(4).messages().await.unwrap();
+        while let Some(m) = msgs.next().await {
+            m.unwrap().double_ack().await.unwrap();
+        }
+        s.kill9();
+        let seg = &segment_files(&s.store_dir(), "WQ")[0];
+        let mut bytes = std::fs::read(seg).unwrap();
+        let tombstones: Vec<usize> = records(&bytes)
+            .into_iter()
+            .filter(|&(_, kind, seq)| kind == DELETE && seq == 3)
+            .map(|(at, _, _)| at)
+            .collect();
+        assert_eq!(tombstones.len(), 2, "message 3's tombstone, twice");
+        // Inside its sequence number: the record fails its checksum.
+        bytes[tombstones[copy] + 12] ^= 0x01;
+        std::fs::write(seg, &bytes).unwrap();
+
+        s.restart();
+        let c = s.client().await;
+        let i = info(&c, "WQ").await;
+        assert_eq!(i["state"]["messages"], 6, "copy {copy}: {i}");
+        assert_eq!(i["state"]["first_seq"], 5, "copy {copy}: {i}");
+        let js = jetstream::new(c);
+        let st = js.get_stream("WQ").await.unwrap();
+        assert!(st.get_raw_message(3).await.is_err(), "copy {copy}");
+        let c: consumer::PullConsumer = st.get_consumer("W").await.unwrap();
+        let mut msgs = c.fetch().max_messages(1).messages().await.unwrap();
+        let m = msgs.next().await.expect("a message").unwrap();
+        assert_eq!(m.info().unwrap().stream_sequence, 5, "copy {copy}");
+    }
+}
+
+/// A consumer's acks are journal entries, each written twice. Damage to
+/// the first copy of the last one (the third ack) takes no ack: after a
+/// restart the consumer's ack floor is where the acks left it.
+#[tokio::test]
+async fn a_damaged_consumer_journal_entry_takes_no_ack() {
+    use async_nats::jetstream::consumer::pull;
+    use futures::StreamExt;
+
+    let mut s = common::one_js_server();
+    let js = jetstream::new(s.client().await);
+    let st = js
+        .create_stream(stream::Config {
+            name: "A".into(),
+            subjects: vec!["a.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for i in 1..=10 {
+        js.publish(format!("a.{i}"), "x".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let c = st
+        .create_consumer(pull::Config {
+            durable_name: Some("D".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut msgs = c.fetch().max_messages(3).messages().await.unwrap();
+    while let Some(m) = msgs.next().await {
+        m.unwrap().double_ack().await.unwrap();
+    }
+    s.kill9();
+    let journal = s.store_dir().join("jetstream/$G/streams/A/obs/D.log");
+    let mut bytes = std::fs::read(&journal).unwrap();
+    let entries = records(&bytes);
+    let (last_first_copy, _, _) = entries
+        .iter()
+        .rev()
+        .filter(|&&(_, kind, _)| kind == 1)
+        .nth(1)
+        .copied()
+        .expect("the last entry, twice");
+    bytes[last_first_copy + 35] ^= 0x01;
+    std::fs::write(&journal, &bytes).unwrap();
+
+    s.restart();
+    let js = jetstream::new(s.client().await);
+    let st = js.get_stream("A").await.unwrap();
+    let info = st.consumer_info("D").await.unwrap();
+    assert_eq!(info.ack_floor.stream_sequence, 3, "{:?}", info.ack_floor);
+    assert_eq!(info.num_ack_pending, 0);
+    let log = s.log_text();
+    assert!(log.contains("damaged entries skipped"), "{log}");
 }
