@@ -140,6 +140,11 @@ pub enum Event {
     Repaired,
     /// Worth a line in the log.
     Note(String),
+    /// A whole fetch did not match the snapshot it was for: the peer
+    /// served a state other than the one it was asked for. Never
+    /// expected (a peer serves only states it still holds, `Retention`);
+    /// the fetch is tried again after `Timing::retry`.
+    Diverged(String),
     /// This replica can go on no more: it stops applying and serving;
     /// the node's group is removed (its log and store stay for a restart).
     Halted(String),
@@ -375,8 +380,8 @@ impl Replica {
             Ok(machine) => {
                 self.machine = machine;
                 if self.home.is_file() {
-                    self.retention = Retention::opened_at(0);
-                    self.retention.marked(index);
+                    // Its store begins at `index`: nothing older is held.
+                    self.retention = Retention::opened_at(index);
                 }
                 self.events.push_back(Event::Restored { index });
             }
@@ -598,18 +603,18 @@ impl Replica {
             Ok(Progress::Caught(machine)) => self.fetched(*machine, t),
             Err(CatchupError::Diverged(why)) => {
                 let again = std::mem::replace(&mut f.emptied, true);
-                let note = match again {
-                    false => format!(
+                let event = match again {
+                    false => Event::Note(format!(
                         "its store is not a prefix of the snapshot ({why}); emptied and fetched whole"
-                    ),
+                    )),
                     // The peer answered with what it holds now, short of
                     // what the snapshot says: at once, it would again.
-                    true => format!(
+                    true => Event::Diverged(format!(
                         "a whole fetch does not match the snapshot ({why}); trying again in {} ms",
                         self.timing.retry
-                    ),
+                    )),
                 };
-                self.events.push_back(Event::Note(note));
+                self.events.push_back(event);
                 match self.home.empty(&self.machine.stream().config) {
                     Ok(store) => {
                         f.fetch.replace_store(store);
@@ -643,8 +648,10 @@ impl Replica {
     fn fetched(&mut self, machine: StreamMachine, t: Clock) {
         let f = self.end_fetch().expect("fetching");
         let index = f.fetch.index();
-        self.retention = Retention::opened_at(0);
-        self.retention.marked(index);
+        // The store was filled as of `index`: what was removed before it
+        // happened elsewhere, and no older state of it can be served
+        // (asks for one are retargeted to this replica's own).
+        self.retention = Retention::opened_at(index);
         self.machine = machine;
         let sync = self.machine.stream_mut().store_mut().sync_handle();
         self.events.push_back(Event::Fetched {
@@ -866,6 +873,53 @@ mod tests {
             crate::fetch::Reopened::Fetch { mark, .. } => {
                 panic!("fetched again after a crash, from mark {mark}")
             }
+        }
+    }
+
+    /// A replica whose store was fetched as of index 3 never held what
+    /// was removed before it: asked for its store as of an earlier index
+    /// (another follower installing an older snapshot), it must not serve
+    /// it, which would be short of that snapshot and make the asker
+    /// diverge, but retarget the asker to its own state.
+    #[test]
+    fn a_fetched_store_serves_no_state_older_than_its_fetch() {
+        let source = Empty(MemDir::new());
+        let mut leader = StreamMachine::new(config(), 0, source.empty(&config()).unwrap()).unwrap();
+        leader.apply(1, &publish(1));
+        leader.apply(2, &publish(2));
+        let delete = Entry {
+            ts: 3,
+            op: Op::DeleteMsg {
+                seq: 1,
+                erase: false,
+            },
+        };
+        leader.apply(3, &Bytes::from(delete.encode()));
+        let state = Bytes::from(leader.snapshot_state(3));
+
+        let home = Empty(MemDir::new());
+        let machine = StreamMachine::new(config(), 0, home.empty(&config()).unwrap()).unwrap();
+        let t = Clock { now: 0, wall: 1 };
+        let mut r = Replica::new((machine, 0, None), Box::new(home), TIMING, t);
+        r.handle_snapshot(3, state, t);
+        for _ in 0..10 {
+            for ask in asks(&mut r) {
+                let chunk = crate::catchup::serve(leader.stream().store(), ask.range, ask.mark);
+                r.handle_reply(&Reply::Chunk(chunk.unwrap()).encode(), t);
+            }
+        }
+        assert!(!r.is_fetching(), "fetched as of 3");
+        let older = Ask {
+            mark: 2,
+            range: crate::catchup::ChunkRequest { from: 1, to: 2 },
+        };
+        match r.answer(older, t, u64::MAX) {
+            Reply::Retarget { index, .. } => assert_eq!(index, 3),
+            Reply::Chunk(chunk) => panic!(
+                "served a state it never held: {} messages from 1",
+                chunk.msgs.len()
+            ),
+            Reply::Later => panic!("asked to wait for what it will never hold"),
         }
     }
 

@@ -221,6 +221,11 @@ impl Sim {
                 Event::StepDown => self.send_to_node(i, Deferred::StepDown(group))?,
                 Event::Repaired => self.report.store_repairs += 1,
                 Event::Restored { .. } | Event::Note(_) => {}
+                Event::Diverged(why) => {
+                    return Err(self.violation(format!(
+                        "server {id}: the replica of group {group} fetched a state other than its snapshot's: {why}"
+                    )));
+                }
                 Event::Halted(why) => {
                     return Err(self.violation(format!(
                         "server {id}: the replica of group {group} halted: {why}"

@@ -437,7 +437,7 @@ impl Actor {
                     self.record_usage();
                     self.repaired();
                 }
-                Event::Note(what) => {
+                Event::Note(what) | Event::Diverged(what) => {
                     warn!(
                         "JetStream cluster stream {}: {what}",
                         self.js.label(&self.handle.name)
