@@ -15,6 +15,12 @@ pub enum Event {
     Delivered { seq: u64 },
     /// A double ack of `seq` was confirmed: it must never come again.
     Confirmed { seq: u64 },
+    /// A delete of the message at `seq` was confirmed (or it was found
+    /// already gone): no read may find it again, and no replica keep it.
+    Deleted { seq: u64 },
+    /// A read of `seq` that began after its delete was confirmed found
+    /// the message.
+    ReadAfterDelete { seq: u64 },
 }
 
 /// Something the promise forbids.
@@ -37,6 +43,8 @@ pub enum Anomaly {
     ConflictingAcks { seq: u64 },
     /// A message whose ack was confirmed was delivered again.
     Resurrected { seq: u64 },
+    /// A deleted message was read again, or a replica still holds it.
+    DeletedReadAgain { server: Option<String>, seq: u64 },
     /// Replicas hold different messages.
     Diverged { server: String, other: String },
     /// A consumed work-queue message is still in (a replica of) the
@@ -66,6 +74,7 @@ impl Anomaly {
             Anomaly::Duplicated { .. } => "duplicated message",
             Anomaly::ConflictingAcks { .. } => "two acks at one sequence",
             Anomaly::Resurrected { .. } => "confirmed ack delivered again",
+            Anomaly::DeletedReadAgain { .. } => "deleted message read again",
             Anomaly::Diverged { .. } => "replicas diverge",
             Anomaly::ConsumedStillQueued { .. } => "consumed work-queue message still queued",
             Anomaly::NotLinearizable { .. } => "compare-and-set not linearizable",
@@ -86,6 +95,7 @@ pub fn check(history: &[Event], replicas: &Replicas) -> Vec<Anomaly> {
     let mut out = Vec::new();
     let acked = acked(history, &mut out);
     let mut confirmed = std::collections::BTreeSet::new();
+    let mut deleted = std::collections::BTreeSet::new();
     for event in history {
         match event {
             Event::Delivered { seq } if confirmed.contains(seq) => {
@@ -94,11 +104,29 @@ pub fn check(history: &[Event], replicas: &Replicas) -> Vec<Anomaly> {
             Event::Confirmed { seq } => {
                 confirmed.insert(*seq);
             }
+            Event::Deleted { seq } => {
+                deleted.insert(*seq);
+            }
+            Event::ReadAfterDelete { seq } => out.push(Anomaly::DeletedReadAgain {
+                server: None,
+                seq: *seq,
+            }),
             _ => {}
         }
     }
     for (server, contents) in replicas {
+        for &seq in &deleted {
+            if contents.contains_key(&seq) {
+                out.push(Anomaly::DeletedReadAgain {
+                    server: Some(server.clone()),
+                    seq,
+                });
+            }
+        }
         for (&seq, &id) in &acked {
+            if deleted.contains(&seq) {
+                continue;
+            }
             if contents.get(&seq).map(String::as_str) != Some(id) {
                 out.push(Anomaly::Lost {
                     server: server.clone(),
@@ -272,6 +300,36 @@ mod tests {
         ] {
             assert!(kinds.contains(&kind), "{kind} not found in {kinds:?}");
         }
+    }
+
+    #[test]
+    fn deleted_messages_are_not_lost_and_must_stay_gone() {
+        let history = vec![
+            acked("a", 1),
+            acked("b", 2),
+            acked("c", 3),
+            Event::Deleted { seq: 1 },
+            Event::Deleted { seq: 3 },
+        ];
+        let clean = vec![("S0".into(), stored(&[(2, "b")]))];
+        assert_eq!(check(&history, &clean), vec![]);
+        let mut read = history.clone();
+        read.push(Event::ReadAfterDelete { seq: 1 });
+        let kept = vec![("S0".into(), stored(&[(2, "b"), (3, "c")]))];
+        let found = check(&read, &kept);
+        assert_eq!(
+            found,
+            vec![
+                Anomaly::DeletedReadAgain {
+                    server: None,
+                    seq: 1
+                },
+                Anomaly::DeletedReadAgain {
+                    server: Some("S0".into()),
+                    seq: 3
+                },
+            ]
+        );
     }
 
     #[test]

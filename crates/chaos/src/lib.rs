@@ -6,7 +6,9 @@
 //! history ([`check`], [`linear`]).
 //!
 //! Workload ([`workload`]): publishers with message ids that retry until
-//! acknowledged, a pull consumer that double-acks every message, a work
+//! acknowledged, a pull consumer that double-acks every message, a
+//! deleter that deletes acknowledged messages and reads deleted ones
+//! back (none may be found), a work
 //! queue that a second stream sources (and so consumes), and
 //! compare-and-set writers on a key-value bucket. Faults ([`nemesis`]):
 //! kills, pauses, power loss of one, a minority or all (lossyfs), network
@@ -60,6 +62,10 @@ pub struct Report {
     pub unacked: usize,
     pub delivered: usize,
     pub confirmed: usize,
+    /// Deletes confirmed (each followed by a read of one deleted
+    /// earlier), and those reads that found their message.
+    pub deleted: usize,
+    pub deleted_reads: usize,
     /// Work-queue publishes acknowledged, and messages the archive holds.
     pub work_acked: usize,
     pub archived: usize,
@@ -89,12 +95,15 @@ pub struct Report {
 impl Report {
     pub fn summary(&self) -> String {
         let mut s = format!(
-            "operations: {} publishes acked, {} unacknowledged, {} deliveries, {} acks confirmed; \
+            "operations: {} publishes acked, {} unacknowledged, {} deliveries, {} acks confirmed, \
+             {} deleted and read back after ({} found); \
              work queue {} acked, {} archived; compare-and-set {} written, {} refused, {} unknown\n",
             self.acked,
             self.unacked,
             self.delivered,
             self.confirmed,
+            self.deleted,
+            self.deleted_reads,
             self.work_acked,
             self.archived,
             self.kv.0,
@@ -317,6 +326,12 @@ fn start_workload(
         recorder.clone(),
         stop.clone(),
     )));
+    workers.push(tokio::spawn(workload::deleter(
+        js.clone(),
+        cfg.seed,
+        recorder.clone(),
+        stop.clone(),
+    )));
     for n in 0..3 {
         workers.push(tokio::spawn(workload::kv_writer(
             bucket.clone(),
@@ -359,6 +374,8 @@ fn count(
             Event::Unacked { .. } => report.unacked += 1,
             Event::Delivered { .. } => report.delivered += 1,
             Event::Confirmed { .. } => report.confirmed += 1,
+            Event::Deleted { .. } => report.deleted += 1,
+            Event::ReadAfterDelete { .. } => report.deleted_reads += 1,
         }
     }
     report.work_acked = histories

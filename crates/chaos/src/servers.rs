@@ -281,8 +281,21 @@ impl Node {
                 .read(true)
                 .write(true)
                 .open(&path)?;
+            // Half the time in a tombstone, when the file is a flotilla
+            // store segment that has some: a damaged delete must not
+            // bring its message back.
+            let mut tombstones = Vec::new();
+            if rng.bool() {
+                let mut bytes = vec![0u8; len as usize];
+                file.read_exact_at(&mut bytes, 0)?;
+                tombstones = tombstone_offsets(&bytes);
+            }
             for _ in 0..rng.usize(1..=8) {
-                let at = rng.u64(..len);
+                let at = match tombstones.is_empty() {
+                    true => rng.u64(..len),
+                    // Past the length, inside the checksummed bytes.
+                    false => tombstones[rng.usize(..tombstones.len())] as u64 + rng.u64(8..25),
+                };
                 let mut byte = [0u8];
                 file.read_exact_at(&mut byte, at)?;
                 byte[0] ^= rng.u8(1..);
@@ -384,4 +397,48 @@ fn http_get(host: &str, port: u16, path: &str) -> std::io::Result<String> {
     Ok(text
         .split_once("\r\n\r\n")
         .map_or(text.clone(), |(_, body)| body.to_string()))
+}
+
+/// Where the tombstones are in a flotilla store segment, read as its
+/// records (`u32 len | u32 crc | u8 kind | u64 seq | i64 ts | body`,
+/// kind 2 a tombstone): the offset of each. Nothing for other files.
+fn tombstone_offsets(bytes: &[u8]) -> Vec<usize> {
+    const HEADER: usize = 25;
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + HEADER <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
+        if len < HEADER || at + len > bytes.len() {
+            break;
+        }
+        if bytes[at + 8] == 2 && len == HEADER {
+            out.push(at);
+        }
+        at += len;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tombstones_are_found_in_a_segment_and_not_in_garbage() {
+        let record = |kind: u8, seq: u64, body: &[u8]| {
+            let mut r = Vec::new();
+            r.extend_from_slice(&((25 + body.len()) as u32).to_le_bytes());
+            r.extend_from_slice(&[0; 4]);
+            r.push(kind);
+            r.extend_from_slice(&seq.to_le_bytes());
+            r.extend_from_slice(&0i64.to_le_bytes());
+            r.extend_from_slice(body);
+            r
+        };
+        let mut seg = record(6, 0, b"");
+        seg.extend(record(1, 1, b"\x01\x00\x01\x00\x00\x00ax"));
+        let first = seg.len();
+        seg.extend(record(2, 1, b""));
+        seg.extend(record(2, 1, b""));
+        assert_eq!(super::tombstone_offsets(&seg), vec![first, first + 25]);
+        assert!(super::tombstone_offsets(b"{\"json\": true}").is_empty());
+    }
 }

@@ -189,6 +189,87 @@ async fn double_ack(js: &jetstream::Context, m: &jetstream::Message) -> bool {
     }
 }
 
+/// Between two deletes.
+const DELETE_PACE: Duration = Duration::from_millis(50);
+
+/// Deletes acknowledged messages of the main stream, one at a time, at
+/// random (seeded), and after each confirmed delete reads back one
+/// message deleted earlier: a read begun after the delete's confirmation
+/// must not find it (`Event::ReadAfterDelete` if it does). A delete
+/// whose answer was lost is asked again; "no message found" then
+/// confirms it.
+pub async fn deleter(js: jetstream::Context, seed: u64, recorder: Recorder, stop: Arc<AtomicBool>) {
+    let mut rng = fastrand::Rng::with_seed(seed ^ 0xde1e7e);
+    let client = js.client();
+    let mut deleted: Vec<u64> = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(DELETE_PACE).await;
+        let candidates: Vec<u64> = recorder
+            .histories
+            .lock()
+            .expect("histories")
+            .main
+            .iter()
+            .filter_map(|e| match e {
+                Event::Acked { seq, .. } => Some(*seq),
+                _ => None,
+            })
+            .filter(|seq| !deleted.contains(seq))
+            .collect();
+        // About one acknowledged message in four is deleted.
+        if candidates.len() < 4 * (deleted.len() + 1) {
+            continue;
+        }
+        let seq = candidates[rng.usize(..candidates.len())];
+        if delete(&client, seq).await {
+            deleted.push(seq);
+            recorder.record(|h| h.main.push(Event::Deleted { seq }));
+        }
+        let earlier = deleted[rng.usize(..deleted.len().max(1))];
+        if found(&client, earlier).await == Some(true) {
+            recorder.record(|h| h.main.push(Event::ReadAfterDelete { seq: earlier }));
+        }
+    }
+}
+
+/// Deletes the main stream's message at `seq`: whether it is gone now
+/// (deleted by this call or an earlier one whose answer was lost).
+async fn delete(client: &async_nats::Client, seq: u64) -> bool {
+    let subject = format!("$JS.API.STREAM.MSG.DELETE.{}", crate::STREAM);
+    let body = format!("{{\"seq\":{seq}}}");
+    let asked = client.request(subject, body.into());
+    let Ok(Ok(answer)) = tokio::time::timeout(Duration::from_secs(5), asked).await else {
+        return false;
+    };
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&answer.payload) else {
+        return false;
+    };
+    // 10057 with "no message found": nothing at that sequence.
+    let gone = v["error"]["err_code"] == 10057
+        && v["error"]["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("no message found"));
+    v["success"] == true || gone
+}
+
+/// Whether a read of the main stream's `seq` (a direct get, answered by
+/// any replica) finds a message; `None` when nothing answered.
+async fn found(client: &async_nats::Client, seq: u64) -> Option<bool> {
+    let subject = format!("$JS.API.STREAM.MSG.GET.{}", crate::STREAM);
+    let body = format!("{{\"seq\":{seq}}}");
+    let asked = client.request(subject, body.into());
+    let answer = tokio::time::timeout(Duration::from_secs(5), asked)
+        .await
+        .ok()?
+        .ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&answer.payload).ok()?;
+    match (v.get("message"), v["error"]["err_code"].as_u64()) {
+        (Some(_), _) => Some(true),
+        (None, Some(10037)) => Some(false),
+        _ => None,
+    }
+}
+
 /// The keys the compare-and-set writers share.
 pub const KEYS: [&str; 3] = ["k0", "k1", "k2"];
 
