@@ -18,6 +18,9 @@ pub enum Event {
     /// A delete of the message at `seq` was confirmed (or it was found
     /// already gone): no read may find it again, and no replica keep it.
     Deleted { seq: u64 },
+    /// A delete of `seq` went unanswered: it may have been applied, so
+    /// the message may be missing, or not.
+    MaybeDeleted { seq: u64 },
     /// A read of `seq` that began after its delete was confirmed found
     /// the message.
     ReadAfterDelete { seq: u64 },
@@ -96,6 +99,7 @@ pub fn check(history: &[Event], replicas: &Replicas) -> Vec<Anomaly> {
     let acked = acked(history, &mut out);
     let mut confirmed = std::collections::BTreeSet::new();
     let mut deleted = std::collections::BTreeSet::new();
+    let mut maybe = std::collections::BTreeSet::new();
     for event in history {
         match event {
             Event::Delivered { seq } if confirmed.contains(seq) => {
@@ -106,6 +110,9 @@ pub fn check(history: &[Event], replicas: &Replicas) -> Vec<Anomaly> {
             }
             Event::Deleted { seq } => {
                 deleted.insert(*seq);
+            }
+            Event::MaybeDeleted { seq } => {
+                maybe.insert(*seq);
             }
             Event::ReadAfterDelete { seq } => out.push(Anomaly::DeletedReadAgain {
                 server: None,
@@ -125,6 +132,10 @@ pub fn check(history: &[Event], replicas: &Replicas) -> Vec<Anomaly> {
         }
         for (&seq, &id) in &acked {
             if deleted.contains(&seq) {
+                continue;
+            }
+            // Gone through a delete whose answer was lost, or not.
+            if maybe.contains(&seq) && !contents.contains_key(&seq) {
                 continue;
             }
             if contents.get(&seq).map(String::as_str) != Some(id) {
@@ -313,6 +324,11 @@ mod tests {
         ];
         let clean = vec![("S0".into(), stored(&[(2, "b")]))];
         assert_eq!(check(&history, &clean), vec![]);
+        // A delete with no answer: the message may be gone, or kept.
+        let mut unanswered = history.clone();
+        unanswered.push(Event::MaybeDeleted { seq: 2 });
+        assert_eq!(check(&unanswered, &clean), vec![]);
+        assert_eq!(check(&unanswered, &[("S0".into(), stored(&[]))]), vec![]);
         let mut read = history.clone();
         read.push(Event::ReadAfterDelete { seq: 1 });
         let kept = vec![("S0".into(), stored(&[(2, "b"), (3, "c")]))];

@@ -376,6 +376,7 @@ fn count(
             Event::Confirmed { .. } => report.confirmed += 1,
             Event::Deleted { .. } => report.deleted += 1,
             Event::ReadAfterDelete { .. } => report.deleted_reads += 1,
+            Event::MaybeDeleted { .. } => {}
         }
     }
     report.work_acked = histories

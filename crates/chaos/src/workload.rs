@@ -221,9 +221,14 @@ pub async fn deleter(js: jetstream::Context, seed: u64, recorder: Recorder, stop
             continue;
         }
         let seq = candidates[rng.usize(..candidates.len())];
-        if delete(&client, seq).await {
-            deleted.push(seq);
-            recorder.record(|h| h.main.push(Event::Deleted { seq }));
+        match delete(&client, seq).await {
+            Some(true) => {
+                deleted.push(seq);
+                recorder.record(|h| h.main.push(Event::Deleted { seq }));
+            }
+            // No answer: the delete may have been applied.
+            None => recorder.record(|h| h.main.push(Event::MaybeDeleted { seq })),
+            Some(false) => {}
         }
         let earlier = deleted[rng.usize(..deleted.len().max(1))];
         if found(&client, earlier).await == Some(true) {
@@ -233,23 +238,28 @@ pub async fn deleter(js: jetstream::Context, seed: u64, recorder: Recorder, stop
 }
 
 /// Deletes the main stream's message at `seq`: whether it is gone now
-/// (deleted by this call or an earlier one whose answer was lost).
-async fn delete(client: &async_nats::Client, seq: u64) -> bool {
+/// (deleted by this call or an earlier one whose answer was lost), or
+/// `None` when no answer came (it may be gone).
+async fn delete(client: &async_nats::Client, seq: u64) -> Option<bool> {
     let subject = format!("$JS.API.STREAM.MSG.DELETE.{}", crate::STREAM);
     let body = format!("{{\"seq\":{seq}}}");
     let asked = client.request(subject, body.into());
     let Ok(Ok(answer)) = tokio::time::timeout(Duration::from_secs(5), asked).await else {
-        return false;
+        return None;
     };
     let Ok(v) = serde_json::from_slice::<serde_json::Value>(&answer.payload) else {
-        return false;
+        return None;
     };
     // 10057 with "no message found": nothing at that sequence.
     let gone = v["error"]["err_code"] == 10057
         && v["error"]["description"]
             .as_str()
             .is_some_and(|d| d.contains("no message found"));
-    v["success"] == true || gone
+    // A 503 (no responders, JetStream not available) says nothing.
+    if v.get("success").is_none() && v["error"]["code"] == 503 {
+        return None;
+    }
+    Some(v["success"] == true || gone)
 }
 
 /// Whether a read of the main stream's `seq` (a direct get, answered by
