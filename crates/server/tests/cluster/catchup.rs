@@ -235,24 +235,14 @@ async fn a_damaged_tombstone_in_a_replica_store_brings_nothing_back() {
     serves_exactly(&all[fi], "TMB", &want).await;
 }
 
-/// Where the tombstones of `seq` are in a store file, in flotilla's
-/// record format (`u32 len | u32 crc | u8 kind | u64 seq | ...`; a
-/// tombstone's kind is 2): the offset of each copy.
+/// Where the tombstones (record kind 2) of `seq` are in a store file:
+/// the offset of each copy.
 fn tombstones(bytes: &[u8], seq: u64) -> Vec<usize> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at + 25 <= bytes.len() {
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
-        if len < 25 || at + len > bytes.len() {
-            break;
-        }
-        let s = u64::from_le_bytes(bytes[at + 9..at + 17].try_into().unwrap());
-        if bytes[at + 8] == 2 && s == seq {
-            out.push(at);
-        }
-        at += len;
-    }
-    out
+    common::store_records(bytes)
+        .into_iter()
+        .filter(|&(_, kind, s)| kind == 2 && s == seq)
+        .map(|(at, _, _)| at)
+        .collect()
 }
 
 /// Flips bytes of a file in place (the server keeps it open: the file is

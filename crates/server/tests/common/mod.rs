@@ -1215,3 +1215,21 @@ pub fn free_ports(n: usize) -> Vec<u16> {
     }
     out
 }
+
+/// The records of a store or journal file, in flotilla's record format
+/// (`u32 len | u32 crc | u8 kind | u64 seq | i64 ts | body`): (offset,
+/// kind, seq) of each, up to the unwritten (zero) space at the end.
+pub fn store_records(bytes: &[u8]) -> Vec<(usize, u8, u64)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 25 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        if len < 25 || at + len > bytes.len() {
+            break;
+        }
+        let seq = u64::from_le_bytes(bytes[at + 9..at + 17].try_into().unwrap());
+        out.push((at, bytes[at + 8], seq));
+        at += len;
+    }
+    out
+}

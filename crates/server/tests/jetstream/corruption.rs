@@ -302,24 +302,6 @@ async fn truncated_consumer_journals_are_reported() {
     );
 }
 
-/// The records of a store or journal file, in flotilla's record format
-/// (`u32 len | u32 crc | u8 kind | u64 seq | i64 ts | body`): (offset,
-/// kind, seq) of each, up to the unwritten (zero) space at the end.
-fn records(bytes: &[u8]) -> Vec<(usize, u8, u64)> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at + 25 <= bytes.len() {
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
-        if len < 25 || at + len > bytes.len() {
-            break;
-        }
-        let seq = u64::from_le_bytes(bytes[at + 9..at + 17].try_into().unwrap());
-        out.push((at, bytes[at + 8], seq));
-        at += len;
-    }
-    out
-}
-
 /// A tombstone's record kind (`store::record::Kind::Delete`).
 const DELETE: u8 = 2;
 
@@ -364,7 +346,7 @@ async fn a_damaged_tombstone_never_brings_an_acked_message_back() {
         s.kill9();
         let seg = &segment_files(&s.store_dir(), "WQ")[0];
         let mut bytes = std::fs::read(seg).unwrap();
-        let tombstones: Vec<usize> = records(&bytes)
+        let tombstones: Vec<usize> = common::store_records(&bytes)
             .into_iter()
             .filter(|&(_, kind, seq)| kind == DELETE && seq == 3)
             .map(|(at, _, _)| at)
@@ -428,7 +410,7 @@ async fn a_damaged_consumer_journal_entry_takes_no_ack() {
     s.kill9();
     let journal = s.store_dir().join("jetstream/$G/streams/A/obs/D.log");
     let mut bytes = std::fs::read(&journal).unwrap();
-    let entries = records(&bytes);
+    let entries = common::store_records(&bytes);
     let (last_first_copy, _, _) = entries
         .iter()
         .rev()
