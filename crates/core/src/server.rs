@@ -485,13 +485,7 @@ impl Server {
                 if !self.routes.seen_route() || opts.cluster.no_advertise {
                     Vec::new()
                 } else {
-                    let mut urls = self.own_connect_urls();
-                    for u in remote {
-                        if !urls.contains(&u) {
-                            urls.push(u);
-                        }
-                    }
-                    urls
+                    own_then_remote(self.own_connect_urls(), remote)
                 }
             },
             ..Default::default()
@@ -531,13 +525,7 @@ impl Server {
         info.connect_urls = if remote.is_empty() || opts.cluster.no_advertise {
             Vec::new()
         } else {
-            let mut urls = self.own_ws_connect_urls();
-            for u in remote {
-                if !urls.contains(&u) {
-                    urls.push(u);
-                }
-            }
-            urls
+            own_then_remote(self.own_ws_connect_urls(), remote)
         };
         info
     }
@@ -888,4 +876,15 @@ impl Server {
         }
         self.shutdown();
     }
+}
+
+/// A server's `connect_urls`: its own first, then the other servers'
+/// that it does not list already.
+fn own_then_remote(mut urls: Vec<String>, remote: Vec<String>) -> Vec<String> {
+    for u in remote {
+        if !urls.contains(&u) {
+            urls.push(u);
+        }
+    }
+    urls
 }
