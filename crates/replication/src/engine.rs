@@ -172,6 +172,10 @@ struct Group {
     /// it, or, with none, the first poll after a tick asks again.
     /// Meanwhile the node neither campaigns nor goes quiet.
     unsynced: Option<Unsynced>,
+    /// A snapshot past the log's commit index (a replica retargeted
+    /// while catching up holds state ahead of its log), taken once the
+    /// commit index reaches it ([`Engine::due_compactions`]).
+    deferred: Option<(u64, Vec<u8>)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -232,6 +236,8 @@ pub struct Engine {
     peers: crate::quiet::Peers,
     /// Grows whenever a group's state may have changed ([`Engine::activity`]).
     activity: u64,
+    /// Groups holding a deferred snapshot ([`Group::deferred`]).
+    deferring: BTreeSet<u64>,
 }
 
 /// Uncommitted bytes a leader accepts before it drops proposals.
@@ -283,6 +289,7 @@ impl Engine {
             quiesce: true,
             peers: Default::default(),
             activity: 0,
+            deferring: BTreeSet::new(),
         }
     }
 
@@ -380,6 +387,7 @@ impl Engine {
                 damaged_ticks: 0,
                 held_leaderless: 0,
                 unsynced: None,
+                deferred: None,
             },
         );
         for &peer in voters.iter().chain(join).filter(|&&p| p != self.id) {
@@ -1044,11 +1052,45 @@ impl Engine {
         // A replica retargeted to a leader's newer snapshot while catching
         // up holds state ahead of its own log: its snapshot waits until
         // the log has that much committed (a log is never compacted past
-        // its commit index).
+        // its commit index). Until then a restart opens the store at the
+        // log's older snapshot, which it no longer holds, and fetches.
         if index > g.raw.store().hard_state().commit {
+            if g.deferred.as_ref().is_none_or(|(at, _)| *at < index) {
+                g.deferred = Some((index, data));
+                self.deferring.insert(group);
+            }
             return Ok(None);
         }
+        if g.deferred.as_ref().is_some_and(|(at, _)| *at <= index) {
+            g.deferred = None;
+        }
         Ok(g.raw.mut_store().compact(index, data))
+    }
+
+    /// The deferred snapshots ([`Engine::compact`]) whose index the log
+    /// has now committed: (group, index, data), for the caller to compact
+    /// as it does any snapshot.
+    pub fn due_compactions(&mut self) -> Vec<(u64, u64, Vec<u8>)> {
+        let mut due = Vec::new();
+        let groups = &mut self.groups;
+        self.deferring.retain(|gid| {
+            let Some(g) = groups.get_mut(gid) else {
+                return false;
+            };
+            let commit = g.raw.store().hard_state().commit;
+            match g.deferred.take() {
+                Some((index, data)) if index <= commit => {
+                    due.push((*gid, index, data));
+                    false
+                }
+                Some(later) => {
+                    g.deferred = Some(later);
+                    true
+                }
+                None => false,
+            }
+        });
+        due
     }
 
     /// Swaps in a log rewrite that [`Engine::compact`] asked for

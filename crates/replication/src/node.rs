@@ -551,6 +551,11 @@ impl NodeCore {
             "snapshot wants come after a Ready ({:?})",
             self.phase
         );
+        // Snapshots that came ahead of their log's commit index, now
+        // committed.
+        for (group, index, data) in self.engine.due_compactions() {
+            self.compact(group, index, data);
+        }
         let mut wanted = std::mem::take(&mut self.wanted);
         if let Some(policy) = self.compact.as_ref() {
             for &g in &self.active {
@@ -987,6 +992,33 @@ mod tests {
             d.cycles(1);
         }
         assert_eq!(d.wants.len(), 2, "asked again once taken: {:?}", d.wants);
+    }
+
+    /// A snapshot ahead of the log's commit index (a replica retargeted
+    /// while catching up) is not dropped: the log is compacted behind it
+    /// once it commits that far, so a restart opens at it.
+    #[test]
+    fn a_snapshot_past_the_commit_index_waits_for_it() {
+        let (_dir, mut d) = Driver::leading(None);
+        for v in 1..=5u8 {
+            d.core.propose(G, vec![v]).unwrap();
+            d.cycles(1);
+        }
+        let commit = d.core.engine().applied(G).unwrap();
+        let ahead = commit + 3;
+        d.input(Input::SnapshotTaken {
+            group: G,
+            index: ahead,
+            data: b"ahead".to_vec(),
+        });
+        assert!(d.core.engine().snapshot_index(G).unwrap() < ahead);
+        for v in 6..=10u8 {
+            d.core.propose(G, vec![v]).unwrap();
+            d.cycles(1);
+        }
+        let (index, data) = d.core.engine().snapshot(G).unwrap();
+        assert_eq!(index, ahead, "compacted once committed that far");
+        assert_eq!(&data[..], b"ahead");
     }
 
     #[test]
