@@ -153,6 +153,9 @@ pub enum Event {
 /// A fetch under way.
 struct Fetching {
     fetch: Fetch,
+    /// The index the fetch began at: the log's snapshot. A leader that
+    /// no longer keeps that state retargets the fetch to a later one.
+    began_at: u64,
     /// Entries committed after the snapshot, waiting in log order:
     /// (index, data, whether this server led then).
     waiting: Vec<(u64, Bytes, bool)>,
@@ -380,11 +383,9 @@ impl Replica {
             Ok(machine) => {
                 self.machine = machine;
                 if self.home.is_file() {
-                    // Known hole (issue 43): this claims older states it
-                    // never held; see
-                    // a_fetched_store_serves_no_state_older_than_its_fetch.
-                    self.retention = Retention::opened_at(0);
-                    self.retention.marked(index);
+                    // Filled as of `index`: it never held what was
+                    // removed before, so it serves no older state.
+                    self.retention = Retention::opened_at(index);
                 }
                 self.events.push_back(Event::Restored { index });
             }
@@ -577,6 +578,7 @@ impl Replica {
         self.events.push_back(Event::FetchBegun { index });
         self.fetching = Some(Fetching {
             fetch,
+            began_at: index,
             waiting: Vec::new(),
             ask_at: None,
             started: t.now,
@@ -651,15 +653,11 @@ impl Replica {
     fn fetched(&mut self, machine: StreamMachine, t: Clock) {
         let f = self.end_fetch().expect("fetching");
         let index = f.fetch.index();
-        // Known hole (issue 43): the store was filled as of `index` and
-        // never held what was removed before it, yet this lets it serve
-        // older states. Opening at `index` instead retargets such asks,
-        // but a retargeted replica's log snapshot then stays behind its
-        // store, and after a restart of all three every replica fetched
-        // and none could answer (campaign seed 4701): that fix needs the
-        // log's snapshot moved to the store's state after a retarget.
-        self.retention = Retention::opened_at(0);
-        self.retention.marked(index);
+        debug_assert!(index >= f.began_at, "a fetch is never sent backwards");
+        // The store was filled as of `index`: it never held what was
+        // removed before it, so an ask for an older state is retargeted
+        // to this one (`fetch::answer`), never served short of it.
+        self.retention = Retention::opened_at(index);
         self.machine = machine;
         let sync = self.machine.stream_mut().store_mut().sync_handle();
         self.events.push_back(Event::Fetched {
@@ -676,6 +674,15 @@ impl Replica {
         }
         if self.stopped {
             return;
+        }
+        if index > f.began_at {
+            // Retargeted: the log's snapshot is older than the store, and
+            // a restart opening the store there would find it unmarked
+            // and fetch again (if every replica did, none could answer).
+            // The log is moved to the store's state now, not at the next
+            // compaction, which an idle stream may never reach.
+            let at = self.machine.applied();
+            self.take_snapshot(at, 0, t);
         }
         self.events.push_back(Event::Hold(false));
         if std::mem::take(&mut self.repairing) {
@@ -890,7 +897,6 @@ mod tests {
     /// it, which would be short of that snapshot and make the asker
     /// diverge, but retarget the asker to its own state.
     #[test]
-    #[ignore = "known hole, issue 43: the fix needs the log's snapshot moved after a retarget"]
     fn a_fetched_store_serves_no_state_older_than_its_fetch() {
         let source = Empty(MemDir::new());
         let mut leader = StreamMachine::new(config(), 0, source.empty(&config()).unwrap()).unwrap();
@@ -930,6 +936,47 @@ mod tests {
             ),
             Reply::Later => panic!("asked to wait for what it will never hold"),
         }
+    }
+
+    /// A fetch retargeted to a later state than its log's snapshot takes
+    /// a snapshot there at once: a restart then opens the store where it
+    /// is, instead of finding it unmarked at the log's older snapshot and
+    /// fetching again (campaign seed 4701: after every server lost power,
+    /// every replica did, and none could answer).
+    #[test]
+    fn a_retargeted_fetch_moves_the_logs_snapshot_to_its_state() {
+        let source = Empty(MemDir::new());
+        let mut leader = StreamMachine::new(config(), 0, source.empty(&config()).unwrap()).unwrap();
+        leader.apply(1, &publish(1));
+        let old = Bytes::from(leader.snapshot_state(1));
+        leader.apply(2, &publish(2));
+        leader.apply(3, &publish(3));
+        // The leader no longer keeps its store as of 1.
+        let mut kept = Retention::opened_at(3);
+
+        let home = Empty(MemDir::new());
+        let machine = StreamMachine::new(config(), 0, home.empty(&config()).unwrap()).unwrap();
+        let t = Clock { now: 0, wall: 1 };
+        let mut r = Replica::new((machine, 0, None), Box::new(home), TIMING, t);
+        r.handle_snapshot(1, old, t);
+        let mut taken = Vec::new();
+        for _ in 0..10 {
+            let mut asked = Vec::new();
+            while let Some(event) = r.poll_event() {
+                match event {
+                    Event::Ask(ask) => asked.push(ask),
+                    Event::Snapshot { index, .. } => taken.push(index),
+                    _ => {}
+                }
+            }
+            for ask in asked {
+                let reply = fetch::answer(&leader, &mut kept, ask, t.wall, u64::MAX).unwrap();
+                r.handle_reply(&reply.encode(), t);
+            }
+        }
+        assert!(!r.is_fetching(), "fetched");
+        assert_eq!(r.machine().applied(), 3, "as of the leader's state");
+        assert_eq!(taken, vec![3], "the log's snapshot follows the store");
     }
 
     /// A write that fails (a full disk) does not stop the replica: it

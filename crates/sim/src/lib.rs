@@ -86,9 +86,9 @@ pub struct Config {
     /// with it, unrepaired.
     pub unsafe_no_store_repair: bool,
     /// A whole fetch that does not match its snapshot (`Event::Diverged`)
-    /// is a violation. Off by default while that hole is open (issue 43;
-    /// `tests/seeds.rs` keeps seed 5016 as its reproduction): it is
-    /// counted in `Report::divergences` instead.
+    /// is a violation (on by default; `tests/seeds.rs` keeps seed 5016,
+    /// which met it before fetched stores stopped serving older states).
+    /// Off, it is counted in `Report::divergences` instead.
     pub strict_fetches: bool,
     /// Bytes each directed link carries per step; `None` is unlimited
     /// (frames then only suffer the seeded delay).
@@ -151,7 +151,7 @@ impl Config {
             unsafe_skip_frame_checksum: false,
             unsafe_no_registry: false,
             unsafe_no_store_repair: false,
-            strict_fetches: false,
+            strict_fetches: true,
             bandwidth: None,
             prioritize_control: true,
             payload_size: 8,

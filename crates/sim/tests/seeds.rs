@@ -134,15 +134,15 @@ fn work_queue_under_random_faults() {
     assert!(repairs > 0, "{repairs}");
 }
 
-/// A follower installing an older snapshot fetches from a replica whose
-/// own store was fetched later, which serves it a state short of that
-/// snapshot (seed 5016, server 2, step 699). Open hole, issue 43: the
-/// fix (retention opened at a fetch's index) cost availability in the
-/// fault campaign until the log's snapshot follows a retarget.
+/// A follower installing an older snapshot fetched from a replica whose
+/// own store was fetched later, which served it a state short of that
+/// snapshot (seed 5016, server 2, step 699): the follower diverged until
+/// the snapshot moved on. A fetched store now serves no state older than
+/// its fetch (it retargets the asker), and a fetch that diverges fails
+/// this run (`strict_fetches`).
 const KNOWN_DIVERGENCE: u64 = 5016;
 
 #[test]
-#[ignore = "known hole, issue 43: a fetched replica serves states older than its fetch"]
 fn seed_5016_fetches_a_state_its_snapshot_does_not_describe() {
     let mut cfg = Config::new(KNOWN_DIVERGENCE);
     cfg.work_queue = true;
@@ -162,13 +162,12 @@ fn sourced_work_queue_under_random_faults() {
     let mut consumed = 0;
     let mut crashes = 0;
     let mut repairs = 0;
-    // Seed 5016 meets the open divergence hole (issue 43), kept as its
-    // own ignored test above until the fix lands.
-    for seed in (5000..5060).filter(|&s| s != KNOWN_DIVERGENCE) {
+    for seed in 5000..5060 {
         let mut cfg = Config::new(seed);
         cfg.work_queue = true;
         cfg.sourced = true;
         cfg.propose_rate = 150;
+        cfg.strict_fetches = true;
         match Sim::new(cfg).run() {
             Ok(r) => {
                 consumed += r.acked;
