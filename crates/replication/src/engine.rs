@@ -611,6 +611,16 @@ impl Engine {
         })
     }
 
+    /// The committed learners of a group (members that are sent the log
+    /// but neither vote nor count toward its quorum), in id order.
+    pub fn learners(&self, group: u64) -> Option<Vec<u64>> {
+        self.groups.get(&group).map(|g| {
+            let mut l = g.raw.store().conf_state().learners.clone();
+            l.sort_unstable();
+            l
+        })
+    }
+
     /// The commit index this server has persisted the entries for.
     pub fn committed(&self, group: u64) -> Option<u64> {
         self.groups.get(&group).map(|g| {
@@ -2154,6 +2164,11 @@ mod tests {
 
     /// [`joining_fourth`], server 4 told `peers` are the group's members.
     fn joining_fourth_knowing(peers: &[u64]) -> (Trio, usize) {
+        joining_fourth_as(peers, ConfChangeType::AddNode)
+    }
+
+    /// [`joining_fourth_knowing`], added by a change of `kind`.
+    fn joining_fourth_as(peers: &[u64], kind: ConfChangeType) -> (Trio, usize) {
         let mut t = Trio::new(6);
         t.tick(40);
         let l = t.leader().unwrap();
@@ -2167,12 +2182,37 @@ mod tests {
         e.join_group(7, peers).unwrap();
         t.nodes.push(e);
         let add = ConfChange {
-            change_type: ConfChangeType::AddNode,
+            change_type: kind,
             node_id: 4,
             ..Default::default()
         };
         t.nodes[l].propose_conf_change(7, add).unwrap();
         (t, l)
+    }
+
+    /// A server that joins as a learner is caught up (from a snapshot,
+    /// then the log) while the quorum counts only the voters, and votes
+    /// once promoted.
+    #[test]
+    fn a_learner_catches_up_then_is_promoted() {
+        let (mut t, l) = joining_fourth_as(&[1, 2, 3], ConfChangeType::AddLearnerNode);
+        t.tick(10);
+        for n in &t.nodes {
+            assert_eq!(n.voters(7).unwrap(), vec![1, 2, 3], "server {}", n.id());
+            assert_eq!(n.learners(7).unwrap(), vec![4], "server {}", n.id());
+        }
+        assert_eq!(t.nodes[3].applied(7), t.nodes[l].applied(7), "caught up");
+        let promote = ConfChange {
+            change_type: ConfChangeType::AddNode,
+            node_id: 4,
+            ..Default::default()
+        };
+        t.nodes[l].propose_conf_change(7, promote).unwrap();
+        t.tick(10);
+        for n in &t.nodes {
+            assert_eq!(n.voters(7).unwrap(), vec![1, 2, 3, 4], "server {}", n.id());
+            assert!(n.learners(7).unwrap().is_empty(), "server {}", n.id());
+        }
     }
 
     /// A state machine applied off the engine's thread may hand over a

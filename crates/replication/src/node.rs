@@ -258,6 +258,8 @@ pub struct GroupStatus {
     pub committed: u64,
     pub applied: u64,
     pub voters: Vec<u64>,
+    /// Members being caught up before they vote ([`Engine::learners`]).
+    pub learners: Vec<u64>,
     pub damaged: bool,
     pub vote: u64,
     pub last_index: u64,
@@ -723,6 +725,7 @@ fn group_status(engine: &Engine, g: u64) -> GroupStatus {
         committed: engine.committed(g).unwrap_or(0),
         applied: engine.applied(g).unwrap_or(0),
         voters: engine.voters(g).unwrap_or_default(),
+        learners: engine.learners(g).unwrap_or_default(),
         damaged: engine.is_damaged(g),
         leader_since: None,
     }
