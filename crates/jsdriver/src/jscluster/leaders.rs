@@ -3,8 +3,10 @@
 //! - each replica hears when its server starts or stops leading its group
 //!   (`RaftEvent::Leading`): it serves while it leads (`replica`);
 //! - a leader brings its group's members to what the meta group assigned,
-//!   one conf change at a time, added before removed; a leader that is to
-//!   go hands leadership over first;
+//!   one conf change at a time, never leaving the voters without a current
+//!   majority: new peers join as learners and vote once caught up, a
+//!   member goes once the rest are current without it ([`next_step`]); a
+//!   leader that is to go hands leadership over first;
 //! - replicas this server was taken off are removed once their group's
 //!   membership no longer names it.
 
@@ -22,6 +24,13 @@ const FOLLOW_EVERY: Duration = Duration::from_millis(50);
 /// A leader proposes a membership change for its group at most this
 /// often (raft-rs takes one conf change at a time).
 const RECONCILE_EVERY: Duration = Duration::from_millis(500);
+/// A member counts toward its group's quorum for a membership change if
+/// its log is at most this far behind the commit index (a healthy
+/// follower under load trails by the entries in flight)...
+const CURRENT_LAG: u64 = 256;
+/// ...and it was heard from this recently (liveness frames go out every
+/// heartbeat, even for quiet groups).
+const CURRENT_HEARD_WITHIN: Duration = Duration::from_secs(2);
 
 pub struct Leaders {
     jc: Arc<JsCluster>,
@@ -33,6 +42,9 @@ pub struct Leaders {
     /// the groups are looked at again only every RECONCILE_EVERY (for the
     /// meta group's changes of membership), not at every FOLLOW_EVERY.
     followed: Option<(u64, Instant)>,
+    /// Groups whose removal of a peer waits, and for which peer (logged
+    /// once per wait).
+    waiting: BTreeMap<u64, u64>,
 }
 
 impl Leaders {
@@ -42,6 +54,7 @@ impl Leaders {
             leading: BTreeSet::new(),
             last_reconcile: BTreeMap::new(),
             followed: None,
+            waiting: BTreeMap::new(),
         };
         tokio::spawn(leaders.run());
     }
@@ -100,12 +113,12 @@ impl Leaders {
             .map(|g| g.group)
             .collect();
         self.last_reconcile.retain(|g, _| led.contains(g));
+        self.waiting.retain(|g, _| led.contains(g));
         self.retire_left(&status);
     }
 
     /// As a stream's leader, brings its group's members to what the meta
-    /// group assigned: one conf change at a time, added before removed; a
-    /// leader that is to go hands leadership over first.
+    /// group assigned, one conf change at a time ([`next_step`]).
     fn reconcile(&mut self, g: &cluster::node::GroupStatus) {
         if self
             .last_reconcile
@@ -118,38 +131,54 @@ impl Leaders {
             return;
         };
         let group = g.group;
-        let add = a.peers.iter().find(|p| !g.voters.contains(p)).copied();
-        let remove = g.voters.iter().find(|v| !a.peers.contains(v)).copied();
-        let change = match (add, remove) {
-            (Some(id), _) => Some((ConfChangeType::AddNode, id)),
-            (None, Some(id)) if id == self.jc.me.id => {
-                // Hand over to a member that stays and is caught up.
-                let to = g
-                    .progress
-                    .iter()
-                    .find(|(p, m)| a.peers.contains(p) && *m >= g.committed)
-                    .map(|(p, _)| *p);
-                if let Some(to) = to {
-                    self.last_reconcile.insert(group, Instant::now());
-                    let _ = self.jc.node.call(move |e| e.transfer_leader(group, to));
-                }
-                None
-            }
-            (None, Some(id)) => Some((ConfChangeType::RemoveNode, id)),
-            (None, None) => None,
+        let me = self.jc.me.id;
+        let transport = &self.jc.node.transport;
+        let current = |v: u64| {
+            let matched = g.progress.iter().find(|(id, _)| *id == v).map(|(_, m)| *m);
+            // Matched 0: it has acknowledged nothing yet (a learner just
+            // added).
+            v == me
+                || (matched.is_some_and(|m| m > 0 && m + CURRENT_LAG >= g.committed)
+                    && transport
+                        .last_heard(v)
+                        .is_some_and(|d| d <= CURRENT_HEARD_WITHIN))
         };
-        let Some((kind, id)) = change else { return };
+        let members = Members {
+            me,
+            voters: &g.voters,
+            learners: &g.learners,
+            assigned: &a.peers,
+        };
+        let step = next_step(&members, &current);
+        let label = self.jc.js.label(&a.name);
+        let name = |id: u64| self.jc.peer_name(id).unwrap_or_default();
+        let (kind, id) = match step {
+            Step::Settled => return,
+            Step::Wait(id) => {
+                self.last_reconcile.insert(group, Instant::now());
+                if self.waiting.insert(group, id) != Some(id) {
+                    info!(
+                        "JetStream cluster stream {label}: removing peer {} waits until the members that stay are a current majority",
+                        name(id)
+                    );
+                }
+                return;
+            }
+            Step::Transfer(to) => {
+                self.last_reconcile.insert(group, Instant::now());
+                let _ = self.jc.node.call(move |e| e.transfer_leader(group, to));
+                return;
+            }
+            Step::Change(kind, id) => (kind, id),
+        };
+        self.waiting.remove(&group);
         self.last_reconcile.insert(group, Instant::now());
-        info!(
-            "JetStream cluster stream {}: {} peer {}",
-            self.jc.js.label(&a.name),
-            if kind == ConfChangeType::AddNode {
-                "adding"
-            } else {
-                "removing"
-            },
-            self.jc.peer_name(id).unwrap_or_default()
-        );
+        let doing = match kind {
+            ConfChangeType::AddLearnerNode => "adding peer",
+            ConfChangeType::AddNode => "promoting caught-up peer",
+            _ => "removing peer",
+        };
+        info!("JetStream cluster stream {label}: {doing} {}", name(id));
         let mut cc = ConfChange::default();
         cc.set_change_type(kind);
         cc.node_id = id;
@@ -205,6 +234,259 @@ impl Leaders {
                 drop(reps);
                 let _ = e.delete_group(group);
             });
+        }
+    }
+}
+
+/// A group's membership as its leader sees it, and what the meta group
+/// assigned it.
+struct Members<'a> {
+    me: u64,
+    voters: &'a [u64],
+    learners: &'a [u64],
+    assigned: &'a [u64],
+}
+
+/// What a leader does next about its group's membership.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Propose this conf change.
+    Change(ConfChangeType, u64),
+    /// This leader is to go: hand leadership to this member first.
+    Transfer(u64),
+    /// Removing this member now would leave the group without a current
+    /// majority: wait until the others catch up.
+    Wait(u64),
+    /// The members are what was assigned.
+    Settled,
+}
+
+/// Whether `set` has a majority of members `current`.
+fn has_current_majority(set: &[u64], current: &dyn Fn(u64) -> bool) -> bool {
+    !set.is_empty() && set.iter().filter(|&&v| current(v)).count() > set.len() / 2
+}
+
+/// The next membership change toward the assigned peers, so that the
+/// group never stops having a current majority of voters (it could not
+/// elect, nor commit, until a member caught up; issue 43):
+/// 1. a learner no longer assigned goes (it counts toward nothing);
+/// 2. a voter that goes and is not current (down, or far behind) goes
+///    first, if the rest are a current majority without it;
+/// 3. a new peer joins as a learner, which the quorum does not count...
+/// 4. ...and becomes a voter once it is current;
+/// 5. a voter that goes, once the rest are a current majority without
+///    it (this leader hands its leadership to a current member first).
+fn next_step(m: &Members<'_>, current: &dyn Fn(u64) -> bool) -> Step {
+    let assigned = |v: &u64| m.assigned.contains(v);
+    let without = |id: u64| -> Vec<u64> { m.voters.iter().copied().filter(|&v| v != id).collect() };
+    if let Some(&id) = m.learners.iter().find(|l| !assigned(l)) {
+        return Step::Change(ConfChangeType::RemoveNode, id);
+    }
+    let going: Vec<u64> = m.voters.iter().copied().filter(|v| !assigned(v)).collect();
+    let dead = going
+        .iter()
+        .copied()
+        .find(|&id| id != m.me && !current(id) && has_current_majority(&without(id), current));
+    if let Some(id) = dead {
+        return Step::Change(ConfChangeType::RemoveNode, id);
+    }
+    let joining = m
+        .assigned
+        .iter()
+        .copied()
+        .find(|p| !m.voters.contains(p) && !m.learners.contains(p));
+    if let Some(id) = joining {
+        return Step::Change(ConfChangeType::AddLearnerNode, id);
+    }
+    if let Some(&id) = m.learners.iter().find(|&&l| current(l)) {
+        return Step::Change(ConfChangeType::AddNode, id);
+    }
+    let Some(&id) = going.first() else {
+        return Step::Settled;
+    };
+    if id == m.me {
+        // To a member that stays and is current; none: wait for one.
+        return match m
+            .voters
+            .iter()
+            .copied()
+            .find(|&v| v != m.me && assigned(&v) && current(v))
+        {
+            Some(to) => Step::Transfer(to),
+            None => Step::Wait(id),
+        };
+    }
+    match has_current_majority(&without(id), current) {
+        true => Step::Change(ConfChangeType::RemoveNode, id),
+        false => Step::Wait(id),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ME: u64 = 1;
+
+    /// The step for voters, learners and assigned peers, with `current`
+    /// the members that are current.
+    fn step(voters: &[u64], learners: &[u64], assigned: &[u64], current: &[u64]) -> Step {
+        let m = Members {
+            me: ME,
+            voters,
+            learners,
+            assigned,
+        };
+        next_step(&m, &|v| v == ME || current.contains(&v))
+    }
+
+    use ConfChangeType::{AddLearnerNode as Learner, AddNode as Promote, RemoveNode as Remove};
+
+    /// What a case is, its voters, learners, assigned and current
+    /// members, and the step it takes.
+    type Case = (
+        &'static str,
+        &'static [u64],
+        &'static [u64],
+        &'static [u64],
+        &'static [u64],
+        Step,
+    );
+
+    /// Each membership change toward the assignment, and when it waits.
+    #[test]
+    fn membership_changes_keep_a_current_majority() {
+        let cases: &[Case] = &[
+            (
+                "settled",
+                &[1, 2, 3],
+                &[],
+                &[1, 2, 3],
+                &[2, 3],
+                Step::Settled,
+            ),
+            // Server 3 is down and replaced by 4: it goes first, so the
+            // quorum never counts two members that cannot answer.
+            (
+                "dead first",
+                &[1, 2, 3],
+                &[],
+                &[1, 2, 4],
+                &[2],
+                Step::Change(Remove, 3),
+            ),
+            (
+                "then a learner",
+                &[1, 2],
+                &[],
+                &[1, 2, 4],
+                &[2],
+                Step::Change(Learner, 4),
+            ),
+            (
+                "learner behind",
+                &[1, 2],
+                &[4],
+                &[1, 2, 4],
+                &[2],
+                Step::Settled,
+            ),
+            (
+                "learner current",
+                &[1, 2],
+                &[4],
+                &[1, 2, 4],
+                &[2, 4],
+                Step::Change(Promote, 4),
+            ),
+            // Server 3 is down and the healthy 2 is replaced by 4: 2 stays
+            // until 4 is a current voter, or 1 would be alone.
+            (
+                "healthy goes",
+                &[1, 2, 3],
+                &[],
+                &[1, 3, 4],
+                &[2],
+                Step::Change(Learner, 4),
+            ),
+            (
+                "healthy waits",
+                &[1, 2, 3],
+                &[4],
+                &[1, 3, 4],
+                &[2],
+                Step::Wait(2),
+            ),
+            (
+                "promoted",
+                &[1, 2, 3],
+                &[4],
+                &[1, 3, 4],
+                &[2, 4],
+                Step::Change(Promote, 4),
+            ),
+            (
+                "healthy leaves",
+                &[1, 2, 3, 4],
+                &[],
+                &[1, 3, 4],
+                &[2, 4],
+                Step::Change(Remove, 2),
+            ),
+            // The leader goes: to a current member that stays.
+            (
+                "leader hands over",
+                &[1, 2, 3],
+                &[],
+                &[2, 3, 4],
+                &[2, 3],
+                Step::Change(Learner, 4),
+            ),
+            (
+                "leader transfers",
+                &[1, 2, 3, 4],
+                &[],
+                &[2, 3, 4],
+                &[3, 4],
+                Step::Transfer(3),
+            ),
+            ("leader waits", &[1, 2], &[], &[2], &[], Step::Wait(1)),
+            // Scaling down one at a time, each leaving a current majority.
+            (
+                "scale down",
+                &[1, 2, 3],
+                &[],
+                &[1],
+                &[2, 3],
+                Step::Change(Remove, 2),
+            ),
+            (
+                "stale goes first",
+                &[1, 2, 3],
+                &[],
+                &[1, 3],
+                &[3],
+                Step::Change(Remove, 2),
+            ),
+            (
+                "no majority left",
+                &[1, 2, 3],
+                &[],
+                &[1],
+                &[],
+                Step::Wait(2),
+            ),
+            (
+                "unassigned learner",
+                &[1, 2, 3],
+                &[5],
+                &[1, 2, 3],
+                &[2, 3],
+                Step::Change(Remove, 5),
+            ),
+        ];
+        for (what, voters, learners, assigned, current, want) in cases {
+            assert_eq!(step(voters, learners, assigned, current), *want, "{what}");
         }
     }
 }
