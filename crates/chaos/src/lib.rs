@@ -53,6 +53,10 @@ pub struct Config {
     /// `sync_interval: always` in each server's `jetstream` block (for
     /// nats-server, which otherwise syncs every two minutes).
     pub sync_always: bool,
+    /// The work-queue publisher and the deleter run as fast as their
+    /// answers come, with no pause between operations
+    /// ([`workload::Pace::NONE`]).
+    pub unpaced: bool,
 }
 
 /// What a campaign did and found.
@@ -306,6 +310,10 @@ fn start_workload(
     stop: &Arc<AtomicBool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut workers = Vec::new();
+    let pace = match cfg.unpaced {
+        true => workload::Pace::NONE,
+        false => workload::Pace::DEFAULT,
+    };
     let publishers = [
         ("chaos.0", "p0-", Target::Main),
         ("chaos.1", "p1-", Target::Main),
@@ -317,6 +325,7 @@ fn start_workload(
             subject.into(),
             prefix.into(),
             target,
+            pace,
             recorder.clone(),
             stop.clone(),
         )));
@@ -329,6 +338,7 @@ fn start_workload(
     workers.push(tokio::spawn(workload::deleter(
         js.clone(),
         cfg.seed,
+        pace,
         recorder.clone(),
         stop.clone(),
     )));

@@ -1,5 +1,5 @@
 //! `flotilla-chaos --target PATH [--servers 3|5] [--seed N] [--duration SECS]
-//! [--faults LIST] [--keep] [--sync-always]`: one campaign (see the
+//! [--faults LIST] [--keep] [--sync-always] [--unpaced]`: one campaign (see the
 //! library). Prints the faults as they come, then a summary; exits 1 on
 //! any anomaly, keeping the servers' logs and stores, and the seed
 //! replays the same faults.
@@ -13,7 +13,7 @@ fn usage(why: &str) -> ! {
     eprintln!("flotilla-chaos: {why}");
     eprintln!(
         "usage: flotilla-chaos --target PATH [--servers 3|5] [--seed N] [--duration SECS] \
-         [--faults LIST] [--keep] [--sync-always]"
+         [--faults LIST] [--keep] [--sync-always] [--unpaced]"
     );
     let names: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
     eprintln!("faults (default: all): {}", names.join(","));
@@ -29,6 +29,7 @@ fn parse() -> Config {
         faults: Fault::ALL.to_vec(),
         keep: false,
         sync_always: false,
+        unpaced: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -63,6 +64,7 @@ fn parse() -> Config {
             }
             "--keep" => cfg.keep = true,
             "--sync-always" => cfg.sync_always = true,
+            "--unpaced" => cfg.unpaced = true,
             other => usage(&format!("unknown argument {other:?}")),
         }
     }
@@ -76,12 +78,13 @@ fn main() {
     let cfg = parse();
     let faults: Vec<&str> = cfg.faults.iter().map(|f| f.name()).collect();
     println!(
-        "flotilla-chaos: {} x{} seed {} for {} s, faults {}",
+        "flotilla-chaos: {} x{} seed {} for {} s, faults {}{}",
         cfg.target.display(),
         cfg.servers,
         cfg.seed,
         cfg.duration.as_secs(),
-        faults.join(",")
+        faults.join(","),
+        if cfg.unpaced { ", unpaced" } else { "" }
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

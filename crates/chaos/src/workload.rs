@@ -73,8 +73,27 @@ pub enum Target {
     Work,
 }
 
-/// Between two publishes to the work queue.
-const WORK_PACE: Duration = Duration::from_millis(100);
+/// Pauses the workload takes between operations.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    /// Between two publishes to the work queue (the archive's source
+    /// copied one message at a time, issue 42).
+    pub work: Duration,
+    /// Between two deletes.
+    pub delete: Duration,
+}
+
+impl Pace {
+    pub const DEFAULT: Pace = Pace {
+        work: Duration::from_millis(100),
+        delete: Duration::from_millis(50),
+    };
+    /// As fast as the answers come (`--unpaced`).
+    pub const NONE: Pace = Pace {
+        work: Duration::ZERO,
+        delete: Duration::ZERO,
+    };
+}
 
 /// Publishes ids `<prefix><i>` to `subject` one at a time, each retried
 /// (same id, so the duplicate window keeps one) until acknowledged or
@@ -84,6 +103,7 @@ pub async fn publisher(
     subject: String,
     prefix: String,
     target: Target,
+    pace: Pace,
     recorder: Recorder,
     stop: Arc<AtomicBool>,
 ) {
@@ -92,9 +112,8 @@ pub async fn publisher(
         let id = format!("{prefix}{i}");
         i += 1;
         let event = publish_until_acked(&js, &subject, &id, &stop).await;
-        if target == Target::Work {
-            // The archive copies one message at a time: a pace it keeps.
-            tokio::time::sleep(WORK_PACE).await;
+        if target == Target::Work && !pace.work.is_zero() {
+            tokio::time::sleep(pace.work).await;
         }
         recorder.record(|h| {
             if let (Event::Acked { .. }, Target::Main) = (&event, target) {
@@ -189,21 +208,29 @@ async fn double_ack(js: &jetstream::Context, m: &jetstream::Message) -> bool {
     }
 }
 
-/// Between two deletes.
-const DELETE_PACE: Duration = Duration::from_millis(50);
-
 /// Deletes acknowledged messages of the main stream, one at a time, at
 /// random (seeded), and after each confirmed delete reads back one
 /// message deleted earlier: a read begun after the delete's confirmation
 /// must not find it (`Event::ReadAfterDelete` if it does). A delete
 /// whose answer was lost is asked again; "no message found" then
 /// confirms it.
-pub async fn deleter(js: jetstream::Context, seed: u64, recorder: Recorder, stop: Arc<AtomicBool>) {
+pub async fn deleter(
+    js: jetstream::Context,
+    seed: u64,
+    pace: Pace,
+    recorder: Recorder,
+    stop: Arc<AtomicBool>,
+) {
     let mut rng = fastrand::Rng::with_seed(seed ^ 0xde1e7e);
     let client = js.client();
     let mut deleted: Vec<u64> = Vec::new();
+    let mut gone: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    // Unpaced, it still waits a moment while too few are acknowledged.
+    let idle = pace.delete.max(Duration::from_millis(5));
     while !stop.load(Ordering::Relaxed) {
-        tokio::time::sleep(DELETE_PACE).await;
+        if !pace.delete.is_zero() {
+            tokio::time::sleep(pace.delete).await;
+        }
         let candidates: Vec<u64> = recorder
             .histories
             .lock()
@@ -214,16 +241,20 @@ pub async fn deleter(js: jetstream::Context, seed: u64, recorder: Recorder, stop
                 Event::Acked { seq, .. } => Some(*seq),
                 _ => None,
             })
-            .filter(|seq| !deleted.contains(seq))
+            .filter(|seq| !gone.contains(seq))
             .collect();
         // About one acknowledged message in four is deleted.
         if candidates.len() < 4 * (deleted.len() + 1) {
+            if pace.delete.is_zero() {
+                tokio::time::sleep(idle).await;
+            }
             continue;
         }
         let seq = candidates[rng.usize(..candidates.len())];
         match delete(&client, seq).await {
             Some(true) => {
                 deleted.push(seq);
+                gone.insert(seq);
                 recorder.record(|h| h.main.push(Event::Deleted { seq }));
             }
             // No answer: the delete may have been applied.

@@ -22,6 +22,7 @@ async fn a_short_campaign_finds_no_anomaly() {
         faults,
         keep: false,
         sync_always: false,
+        unpaced: false,
     };
     let report = chaos::run(&cfg).await.expect("the campaign runs");
     let summary = report.summary();
