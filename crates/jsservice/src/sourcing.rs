@@ -5,18 +5,32 @@
 //! For each source, a durable pull consumer on the origin (named for the
 //! sourcing stream and the source, so it is found again after a restart
 //! or a leader change; `direct`, so it is not listed among the origin's
-//! consumers) with explicit acks and one message outstanding. Each
-//! delivery becomes an `Op::Sourced` input to the sourcing stream, replied
-//! to with the delivery's ack subject: the ack goes out once the copy is
-//! applied and durable (after the group commit on one server, after the
-//! Raft commit in a cluster). A work-queue origin therefore never drops a
-//! message the copy could still lose (incident 2), and one message
-//! outstanding keeps the copies in origin order, so the source position
-//! never skips one still to come. A redelivery (a lost ack, a restart) is
-//! at or below the position and is not stored again.
+//! consumers) with explicit acks and up to [`MAX_ACK_PENDING`] messages
+//! outstanding, pulled [`PULL_BATCH`] at a time with the next pull out
+//! before the last is used up. Each delivery becomes an `Op::Sourced`
+//! input to the sourcing stream, replied to with the delivery's ack
+//! subject: the ack goes out once the copy is applied and durable (after
+//! the group commit on one server, after the Raft commit in a cluster).
+//! A work-queue origin therefore never drops a message the copy could
+//! still lose (incident 2).
 //!
-//! The consumer starts after the position; it goes away by itself
-//! (`inactive_threshold`) once nobody pulls from it.
+//! Many copies in flight must still never let the position skip one
+//! still to come. A session starts with the consumer reset to just past
+//! its ack floor (`CONSUMER.RESET`), or made new, so it delivers in
+//! origin order from there, its consumer sequence counting from 1:
+//! - a delivery whose consumer sequence is not the next expected (one
+//!   was missed) starts a new session;
+//! - each copy names the copy before it in the session (`after`), and the
+//!   stream stores it only right after that one; the first copy of a
+//!   session follows whatever is stored;
+//! - a copy at or below the position is a duplicate (a redelivery, or a
+//!   reset going back to an ack floor whose acks were lost): acked, not
+//!   stored, and not a link in the chain;
+//! - a copy not applied in time (refused, out of order) starts a new
+//!   session.
+//!
+//! A new consumer starts after the position (as nats-server's does); it
+//! goes away by itself (`inactive_threshold`) once nobody pulls from it.
 //!
 //! A source that names a durable consumer on the origin (`consumer`, a
 //! push consumer with the `flow_control` ack policy, made by the user)
@@ -36,7 +50,7 @@
 //! monotonic clock) and returns the requests to send; what comes back on
 //! the links' inbox goes to [`Links::inbox`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 use jetstream::api::time::rfc3339;
@@ -48,10 +62,20 @@ use serde_json::{json, Value};
 use crate::request::Inbound;
 use crate::stream_sm::Op;
 
-/// Pull requests wait this long on the origin; a new one goes out as
-/// each expires.
-const PULL_EVERY_MS: u64 = 1_000;
-const PULL_EXPIRES_NS: u64 = 900_000_000;
+/// Deliveries a source's consumer leaves unacknowledged at most: copies
+/// in flight between the origin and the durable copy.
+pub const MAX_ACK_PENDING: u64 = 16384;
+/// Messages one pull asks for; another goes out once fewer than this
+/// are still asked for.
+pub const PULL_BATCH: u64 = 4096;
+/// Bytes one pull asks for at most: with the pulls outstanding, what a
+/// source holds in flight whatever its messages' size.
+pub const PULL_MAX_BYTES: u64 = 8 << 20;
+/// Pull requests wait this long on the origin.
+const PULL_EXPIRES_MS: u64 = 900;
+/// A copy proposed and not applied in this long (refused: out of order,
+/// or lost) starts a new session.
+const APPLIED_WITHIN_MS: u64 = 5_000;
 /// An API request unanswered this long is asked again.
 const ANSWER_WITHIN_MS: u64 = 2_000;
 /// Unacknowledged deliveries are redelivered after this.
@@ -65,11 +89,12 @@ enum State {
     Fresh,
     /// Asked the origin whether the consumer exists.
     Looking,
-    /// Asked it to create the consumer.
+    /// Asked it to create the consumer (then to reset it, if
+    /// `Link::reset_after`).
     Creating,
-    Ready {
-        last_pull: Option<u64>,
-    },
+    /// Asked it to reset the consumer to just past its ack floor.
+    Resetting,
+    Ready,
     /// Waiting before asking again.
     Resting,
 }
@@ -88,6 +113,13 @@ struct Link {
     expect: u64,
     in_flight: Option<(u64, u64)>,
     last: Option<(u64, u64)>,
+    /// A pull source: the origin sequence of the last copy of this
+    /// session that was not a duplicate (the next copy's `after`).
+    chain: Option<u64>,
+    /// A pull source's pulls still waiting on the origin.
+    pulls: VecDeque<Pull>,
+    /// A pull source whose consumer is being updated: reset it after.
+    reset_after: bool,
     /// The origin's stream identity, as its consumer create said
     /// (`Nats-Stream-Identity`): a later create names it, so an origin
     /// made again is told apart.
@@ -106,7 +138,42 @@ impl Link {
         self.since = now;
         self.in_flight = None;
         self.last = None;
+        self.chain = None;
+        self.pulls.clear();
     }
+
+    /// Messages the pulls still waiting on the origin ask for, at `now`.
+    fn asked_for(&self, now: u64) -> u64 {
+        self.pulls
+            .iter()
+            .filter(|p| p.expires > now)
+            .map(|p| p.msgs)
+            .sum()
+    }
+
+    /// A delivery of `size` bytes used up part of the oldest pull; one
+    /// with too few bytes left for another such message is done (the
+    /// origin ends it, maybe without a word).
+    fn delivered(&mut self, size: u64) {
+        let Some(front) = self.pulls.front_mut() else {
+            return;
+        };
+        front.msgs = front.msgs.saturating_sub(1);
+        front.bytes = front.bytes.saturating_sub(size);
+        if front.msgs == 0 || front.bytes < size {
+            self.pulls.pop_front();
+        }
+    }
+}
+
+/// A pull request waiting on the origin.
+#[derive(Debug, Clone, Copy)]
+struct Pull {
+    /// When it expires (ms).
+    expires: u64,
+    /// What it still asks for.
+    msgs: u64,
+    bytes: u64,
 }
 
 /// The sources of one stream.
@@ -208,6 +275,9 @@ impl Links {
                 expect: 1,
                 in_flight: None,
                 last: None,
+                chain: None,
+                pulls: VecDeque::new(),
+                reset_after: false,
                 identity: None,
             });
             // The position moves on as copies are applied.
@@ -244,7 +314,7 @@ impl Links {
         let link = &self.links[key];
         let due = match link.state {
             State::Fresh => true,
-            State::Ready { .. } => false,
+            State::Ready => false,
             _ => now.saturating_sub(link.since) >= ANSWER_WITHIN_MS,
         };
         if due {
@@ -279,16 +349,16 @@ impl Links {
         let link = &self.links[key];
         let due = match link.state {
             State::Fresh => true,
-            State::Looking | State::Creating | State::Resting => {
+            State::Looking | State::Creating | State::Resetting | State::Resting => {
                 now.saturating_sub(link.since) >= ANSWER_WITHIN_MS
             }
-            State::Ready { .. } => false,
+            State::Ready => false,
         };
         if due {
             let reply = self.ask(key);
             let link = self.links.get_mut(key).expect("listed");
+            link.start_over(now);
             link.state = State::Looking;
-            link.since = now;
             out.push(request(
                 api_subject(&link.spec, "INFO", &link.consumer),
                 reply,
@@ -298,33 +368,76 @@ impl Links {
         }
         let deliver = format!("{}.S.{}", self.inbox, token(key));
         let link = self.links.get_mut(key).expect("listed");
-        if let State::Ready { last_pull } = &mut link.state {
-            if last_pull.is_none_or(|t| now.saturating_sub(t) >= PULL_EVERY_MS) {
-                *last_pull = Some(now);
-                out.push(request(
-                    api_subject(&link.spec, "MSG.NEXT", &link.consumer),
-                    deliver,
-                    json!({"batch": 16, "expires": PULL_EXPIRES_NS}),
-                ));
+        if link.state != State::Ready {
+            return;
+        }
+        if let Some((seq, since)) = link.in_flight {
+            if link.spec.position >= seq {
+                link.in_flight = None;
+            } else if now.saturating_sub(since) >= APPLIED_WITHIN_MS {
+                // Refused (out of order) or lost: a new session.
+                link.start_over(now);
+                return self.step(key, now, out);
             }
+        }
+        link.pulls.retain(|p| p.expires > now);
+        if link.asked_for(now) < PULL_BATCH {
+            link.pulls.push_back(Pull {
+                expires: now + PULL_EXPIRES_MS,
+                msgs: PULL_BATCH,
+                bytes: PULL_MAX_BYTES,
+            });
+            out.push(request(
+                api_subject(&link.spec, "MSG.NEXT", &link.consumer),
+                deliver,
+                json!({
+                    "batch": PULL_BATCH,
+                    "max_bytes": PULL_MAX_BYTES,
+                    "expires": PULL_EXPIRES_MS * 1_000_000,
+                }),
+            ));
         }
     }
 
-    fn create(&mut self, key: &str, now: u64) -> OutMsg {
+    /// Asks the origin to reset a pull source's consumer to just past its
+    /// ack floor: a new session, its consumer sequence from 1.
+    fn reset(&mut self, key: &str, now: u64) -> OutMsg {
+        let reply = self.ask(key);
+        let link = self.links.get_mut(key).expect("listed");
+        link.start_over(now);
+        link.state = State::Resetting;
+        link.expect = 1;
+        request(
+            api_subject(&link.spec, "RESET", &link.consumer),
+            reply,
+            Value::Null,
+        )
+    }
+
+    /// Asks the origin to make the consumer (`reset_after`: it exists,
+    /// with an older config, and is updated then reset).
+    fn create(&mut self, key: &str, now: u64, reset_after: bool) -> OutMsg {
         let reply = self.ask(key);
         let link = self.links.get_mut(key).expect("listed");
         link.state = State::Creating;
         link.since = now;
+        link.reset_after = reset_after;
+        // A new session starts with the consumer: its sequence from 1.
+        link.expect = 1;
         let spec = &link.spec;
         let mut config = json!({
             "durable_name": link.consumer,
             "ack_policy": "explicit",
             "ack_wait": ACK_WAIT_NS,
-            "max_ack_pending": 1,
+            "max_ack_pending": MAX_ACK_PENDING,
             "inactive_threshold": INACTIVE_NS,
             "direct": true,
         });
-        if spec.start_seq > 0 {
+        if spec.position > 0 && !reset_after {
+            // Made again (gone while nobody pulled): after what is here.
+            config["deliver_policy"] = json!("by_start_sequence");
+            config["opt_start_seq"] = json!(spec.position + 1);
+        } else if spec.start_seq > 0 {
             config["deliver_policy"] = json!("by_start_sequence");
             config["opt_start_seq"] = json!(spec.start_seq);
         } else if let Some(t) = spec.start_time {
@@ -391,7 +504,7 @@ impl Links {
             let acks_by_fc = v["config"]["ack_policy"] == "flow_control";
             match (link.state, code, acks_by_fc) {
                 (State::Looking, None, true) => {
-                    link.state = State::Ready { last_pull: None };
+                    link.state = State::Ready;
                 }
                 _ => {
                     link.state = State::Resting;
@@ -401,16 +514,31 @@ impl Links {
             return Inboxed::Nothing;
         }
         match (link.state, code) {
-            (State::Looking | State::Creating, None) => {
-                if link.state == State::Creating {
-                    link.identity = m
-                        .headers
-                        .as_deref()
-                        .and_then(|h| jetstream::headers::get(h, IDENTITY))
-                        .map(str::to_string);
+            (State::Looking, None) => {
+                // Found: reset to its ack floor, after updating a consumer
+                // an older flotilla made (one message outstanding).
+                match v["config"]["max_ack_pending"].as_u64() == Some(MAX_ACK_PENDING) {
+                    true => Inboxed::Send(self.reset(key, now)),
+                    false => Inboxed::Send(self.create(key, now, true)),
                 }
-                link.state = State::Ready { last_pull: None };
-                // The first pull goes out with the next `follow`.
+            }
+            (State::Creating, None) => {
+                link.identity = m
+                    .headers
+                    .as_deref()
+                    .and_then(|h| jetstream::headers::get(h, IDENTITY))
+                    .map(str::to_string)
+                    .or(link.identity.take());
+                if link.reset_after {
+                    return Inboxed::Send(self.reset(key, now));
+                }
+                // New: it delivers from its start; the first pull goes out
+                // with the next `follow`.
+                link.state = State::Ready;
+                Inboxed::Nothing
+            }
+            (State::Resetting, None) => {
+                link.state = State::Ready;
                 Inboxed::Nothing
             }
             // The origin was made again since: the source starts over, and
@@ -425,7 +553,7 @@ impl Links {
                 })
             }
             // Consumer not found: make it.
-            (State::Looking, Some(10014)) => Inboxed::Send(self.create(key, now)),
+            (State::Looking, Some(10014)) => Inboxed::Send(self.create(key, now, false)),
             _ => {
                 link.state = State::Resting;
                 link.since = now;
@@ -434,7 +562,8 @@ impl Links {
         }
     }
 
-    /// A message routed to `<inbox>.S.<token>`, as delivered.
+    /// A message routed to `<inbox>.S.<token>`, as delivered: a copy in
+    /// the session's order, or a status.
     fn copy(&mut self, source: &str, m: Inbound, now: u64) -> Inboxed {
         let Some((key, link)) = self.links.iter_mut().find(|(k, _)| token(k) == source) else {
             return Inboxed::Nothing;
@@ -445,8 +574,13 @@ impl Links {
             // is looked up again.
             let text = String::from_utf8_lossy(h);
             if text.contains("Consumer Deleted") || text.starts_with("NATS/1.0 503") {
-                link.state = State::Fresh;
-                link.since = now;
+                link.start_over(now);
+            } else if ["408", "404", "409"]
+                .iter()
+                .any(|c| text[9..].starts_with(c))
+            {
+                // Expired, or ended (its bytes used up).
+                link.pulls.pop_front();
             }
             return Inboxed::Nothing;
         }
@@ -456,12 +590,37 @@ impl Links {
         let Some(info) = ack_info(&ack) else {
             return Inboxed::Nothing;
         };
+        // A reset's deliveries may overtake its answer: taken while it is
+        // awaited too, but only in the new session's order (what comes
+        // from before the reset is dropped).
+        let ready = link.state == State::Ready;
+        if !ready && link.state != State::Resetting {
+            return Inboxed::Nothing;
+        }
+        if info.consumer_seq != link.expect {
+            if ready && info.consumer_seq > link.expect {
+                // A delivery missed: the position could skip it.
+                link.start_over(now);
+            }
+            return Inboxed::Nothing;
+        }
+        link.expect += 1;
+        let size = m.subject.len() + m.headers.as_ref().map_or(0, |h| h.len()) + m.payload.len();
+        link.delivered(size as u64);
+        let after = match info.stream_seq <= link.spec.position {
+            // A duplicate: acked, not stored, not a link in the chain.
+            true => None,
+            false => {
+                link.in_flight = Some((info.stream_seq, now));
+                link.chain.replace(info.stream_seq)
+            }
+        };
         let op = Op::Sourced {
             key: key.clone(),
             origin_seq: info.stream_seq,
             origin_ts: info.ts,
             pending: info.pending,
-            after: None,
+            after,
             subject: m.subject,
             headers: m.headers,
             payload: m.payload,
@@ -477,7 +636,7 @@ impl Links {
         // The reset's deliveries may overtake its answer (in a cluster
         // the consumer delivers as the reset is applied, and the answer
         // leaves after): taken while it is awaited too.
-        let ready = matches!(link.state, State::Ready { .. });
+        let ready = link.state == State::Ready;
         if !ready && link.state != State::Looking {
             return Inboxed::Nothing;
         }
@@ -565,11 +724,19 @@ impl Links {
             .filter_map(|l| match l.state {
                 // A durable source waits for its copy under way, if any
                 // (deliveries wake the driver themselves).
-                State::Ready { .. } if l.spec.consumer.is_some() => {
+                State::Ready if l.spec.consumer.is_some() => {
                     l.in_flight.map(|(_, since)| since + ANSWER_WITHIN_MS)
                 }
-                State::Ready { last_pull } => {
-                    Some(last_pull.map_or(l.since, |t| t + PULL_EVERY_MS))
+                // A pull due now (a due time long past), else when the
+                // next pull expires, or the copy under way is overdue.
+                State::Ready => {
+                    let asked: u64 = l.pulls.iter().map(|p| p.msgs).sum();
+                    let expiry = l.pulls.iter().map(|p| p.expires).min();
+                    let overdue = l.in_flight.map(|(_, since)| since + APPLIED_WITHIN_MS);
+                    match asked < PULL_BATCH {
+                        true => Some(0),
+                        false => expiry.into_iter().chain(overdue).min(),
+                    }
                 }
                 State::Fresh => Some(l.since),
                 _ => Some(l.since + ANSWER_WITHIN_MS),
@@ -623,7 +790,7 @@ mod tests {
             .subject
             .starts_with("$JS.API.CONSUMER.CREATE.O.src_S_"));
         let body: Value = serde_json::from_slice(&create.payload).unwrap();
-        assert_eq!(body["config"]["max_ack_pending"], 1);
+        assert_eq!(body["config"]["max_ack_pending"], MAX_ACK_PENDING);
         assert_eq!(body["config"]["ack_policy"], "explicit");
         assert_eq!(body["config"]["direct"], true);
         assert_eq!(
@@ -633,6 +800,8 @@ mod tests {
         let out = links.follow(&[spec("O")], 10_003);
         assert_eq!(out.len(), 1);
         assert!(out[0].subject.starts_with("$JS.API.CONSUMER.MSG.NEXT.O."));
+        let pull: Value = serde_json::from_slice(&out[0].payload).unwrap();
+        assert_eq!(pull["batch"], PULL_BATCH);
         // A delivery becomes a copy, answered on its ack subject.
         let ack = "$JS.ACK.O.src_S_x.1.7.1.1700000000000000000.0";
         let m = Inbound {
@@ -648,9 +817,114 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        // No second pull until the first has had its time.
+        // Fewer than a batch still asked for: a second pull, then none
+        // while the two ask for more than a batch...
+        assert_eq!(links.follow(&[spec("O")], 10_005).len(), 1);
         assert!(links.follow(&[spec("O")], 10_500).is_empty());
-        assert_eq!(links.follow(&[spec("O")], 11_004).len(), 1);
+        // ...and another once they have expired.
+        assert_eq!(links.follow(&[spec("O")], 11_006).len(), 1);
+    }
+
+    /// Many deliveries in flight: each copy names the one before it, a
+    /// duplicate is acked without being a link, the next pull goes out
+    /// before the last is used up, and a missed delivery resets the
+    /// consumer to its ack floor (a new session from consumer sequence 1).
+    #[test]
+    fn a_pull_link_keeps_many_in_flight_in_order() {
+        let mut links = Links::new("S", "_INBOX.s".into());
+        let mut positioned = spec("O");
+        positioned.position = 3;
+        let specs = std::slice::from_ref(&positioned);
+        let out = links.follow(specs, 10_000);
+        // Found, with this version's config: reset to its ack floor.
+        let found = format!(r#"{{"config":{{"max_ack_pending":{MAX_ACK_PENDING}}}}}"#);
+        let Inboxed::Send(reset) = links.inbox(&reply_to(&out[0]), answer(&found), 10_001) else {
+            panic!("a reset")
+        };
+        assert!(reset.subject.starts_with("$JS.API.CONSUMER.RESET.O.src_S_"));
+        let deliver = format!("_INBOX.s.S.{}", token(&positioned.key));
+        // The reset's first delivery overtakes its answer: a duplicate
+        // (its ack was lost), acked, and no link in the chain.
+        let d = |sseq, dseq| delivery("o.a", sseq, dseq);
+        match links.inbox(&deliver, d(3, 1), 10_002) {
+            Inboxed::Copy(
+                Op::Sourced {
+                    origin_seq: 3,
+                    after: None,
+                    ..
+                },
+                _,
+            ) => {}
+            other => panic!("{other:?}"),
+        }
+        // A straggler from before the reset is dropped.
+        assert_eq!(links.inbox(&deliver, d(9, 40), 10_002), Inboxed::Nothing);
+        assert_eq!(
+            links.inbox(&reply_to(&reset), answer("{}"), 10_003),
+            Inboxed::Nothing
+        );
+        let pulls = links.follow(specs, 10_004);
+        assert_eq!(pulls.len(), 1);
+        for (sseq, dseq, after) in [(4, 2, None), (6, 3, Some(4)), (7, 4, Some(6))] {
+            match links.inbox(&deliver, d(sseq, dseq), 10_005) {
+                Inboxed::Copy(
+                    Op::Sourced {
+                        origin_seq,
+                        after: a,
+                        ..
+                    },
+                    _,
+                ) => {
+                    assert_eq!((origin_seq, a), (sseq, after));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // Fewer than a batch still asked for: the next pull, at once.
+        assert_eq!(links.next_wake(), Some(0));
+        assert_eq!(links.follow(specs, 10_006).len(), 1);
+        // Delivery 6 never came: a new session.
+        assert_eq!(links.inbox(&deliver, d(9, 6), 10_007), Inboxed::Nothing);
+        let out = links.follow(specs, 10_008);
+        assert!(out[0].subject.starts_with("$JS.API.CONSUMER.INFO.O."));
+    }
+
+    /// A consumer an older flotilla made (one message outstanding) is
+    /// updated, then reset.
+    #[test]
+    fn an_older_consumer_is_updated_then_reset() {
+        let mut links = Links::new("S", "_INBOX.s".into());
+        let out = links.follow(&[spec("O")], 10_000);
+        let old = r#"{"config":{"max_ack_pending":1}}"#;
+        let Inboxed::Send(update) = links.inbox(&reply_to(&out[0]), answer(old), 10_001) else {
+            panic!("an update")
+        };
+        assert!(update.subject.starts_with("$JS.API.CONSUMER.CREATE.O."));
+        let Inboxed::Send(reset) = links.inbox(&reply_to(&update), answer("{}"), 10_002) else {
+            panic!("a reset")
+        };
+        assert!(reset.subject.starts_with("$JS.API.CONSUMER.RESET.O."));
+    }
+
+    /// A copy not applied in time (refused out of order) starts a new
+    /// session.
+    #[test]
+    fn a_copy_not_applied_in_time_starts_over() {
+        let mut links = Links::new("S", "_INBOX.s".into());
+        let out = links.follow(&[spec("O")], 10_000);
+        let created = r#"{"error":{"err_code":10014}}"#;
+        let Inboxed::Send(create) = links.inbox(&reply_to(&out[0]), answer(created), 10_001) else {
+            panic!("a create")
+        };
+        links.inbox(&reply_to(&create), answer("{}"), 10_002);
+        let pulls = links.follow(&[spec("O")], 10_003);
+        links.inbox(&reply_to(&pulls[0]), delivery("o.a", 1, 1), 10_004);
+        // Position still 0 long after: looked up again.
+        let out = links.follow(&[spec("O")], 10_004 + APPLIED_WITHIN_MS);
+        assert!(
+            out[0].subject.starts_with("$JS.API.CONSUMER.INFO.O."),
+            "{out:?}"
+        );
     }
 
     fn delivery(to: &str, sseq: u64, dseq: u64) -> Inbound {
