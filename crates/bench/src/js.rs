@@ -13,7 +13,7 @@ use futures::StreamExt;
 use crate::progress::Progress;
 use crate::{client, connect, report, share, Error, Latency, Params, Report, Result};
 
-const STREAM: &str = "BENCH";
+pub(crate) const STREAM: &str = "BENCH";
 const SUBJECT: &str = "bench.js.msgs";
 const BUCKET: &str = "BENCHKV";
 

@@ -1,7 +1,7 @@
 //! JetStream features of API level 2 and later: counter increments,
-//! atomic batches, and pulls through a priority group. Each checks what
-//! it measured: the counters add up, every batch is stored, every
-//! message is acknowledged.
+//! atomic batches, and pulls through a priority group; and mirrors and
+//! sources catching up. Each checks what it measured: the counters add
+//! up, every batch is stored, every message is acknowledged or copied.
 
 use std::time::Instant;
 
@@ -206,4 +206,73 @@ pub async fn pull_group(p: &Params) -> Result<Report> {
         elapsed,
         None,
     ))
+}
+
+/// The stream that copies `BENCH` in `js-mirror` and `js-source`.
+const COPY: &str = "BENCH_COPY";
+
+/// A mirror (`mirror`) or a source of a stream prefilled with `p.msgs`
+/// messages, made once the prefill is acknowledged and timed until it
+/// holds them all (stalling for `p.stall` fails the run). The copy has
+/// the origin's replicas and storage.
+pub async fn copy(p: &Params, mirror: bool) -> Result<Report> {
+    let scenario = if mirror { "js-mirror" } else { "js-source" };
+    let c = connect(p).await?;
+    let js = jetstream::new(c.clone());
+    let _ = js.delete_stream(COPY).await;
+    prefilled(p, &js).await?;
+    let origin = async_nats::jetstream::stream::Source {
+        name: crate::js::STREAM.into(),
+        ..Default::default()
+    };
+    let mut config = async_nats::jetstream::stream::Config {
+        name: COPY.into(),
+        storage: if p.memory {
+            async_nats::jetstream::stream::StorageType::Memory
+        } else {
+            async_nats::jetstream::stream::StorageType::File
+        },
+        num_replicas: p.replicas,
+        ..Default::default()
+    };
+    match mirror {
+        true => config.mirror = Some(origin),
+        false => config.sources = Some(vec![origin]),
+    }
+    let progress = Progress::start(scenario, p.msgs, p.progress);
+    let start = Instant::now();
+    let mut copy = js
+        .create_stream(config)
+        .await
+        .map_err(client("creating the copy"))?;
+    let (mut seen, mut moved) = (0, Instant::now());
+    let elapsed = loop {
+        let held = copy
+            .info()
+            .await
+            .map_err(client("the copy's info"))?
+            .state
+            .messages;
+        progress.add(held.saturating_sub(progress.get()));
+        if held >= p.msgs {
+            break start.elapsed();
+        }
+        if held > seen {
+            (seen, moved) = (held, Instant::now());
+        } else if moved.elapsed() > p.stall {
+            progress.finish();
+            let _ = js.delete_stream(COPY).await;
+            return Err(Error::Wrong {
+                scenario,
+                detail: format!("the copy stalled at {held} of {} messages", p.msgs),
+            });
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    progress.finish();
+    if !p.keep {
+        let _ = js.delete_stream(COPY).await;
+    }
+    cleanup_stream(&js, p).await;
+    Ok(report(scenario, p, &c, p.msgs, p.msgs, elapsed, None))
 }

@@ -158,11 +158,17 @@ pub enum Scenario {
     JsBatch,
     /// Pull consumer with a pinned-client priority group, explicit acks.
     JsPullGroup,
+    /// A mirror made of a prefilled stream, timed until it holds every
+    /// message.
+    JsMirror,
+    /// A stream sourcing a prefilled stream, timed until it holds every
+    /// message.
+    JsSource,
 }
 
 impl Scenario {
     /// Every scenario that one server can run (failover needs a cluster).
-    pub const ONE_SERVER: [Scenario; 11] = [
+    pub const ONE_SERVER: [Scenario; 13] = [
         Scenario::Pubsub,
         Scenario::Queue,
         Scenario::Request,
@@ -174,6 +180,8 @@ impl Scenario {
         Scenario::JsCounter,
         Scenario::JsBatch,
         Scenario::JsPullGroup,
+        Scenario::JsMirror,
+        Scenario::JsSource,
     ];
 
     pub fn name(self) -> &'static str {
@@ -191,6 +199,8 @@ impl Scenario {
             Scenario::JsCounter => "js-counter",
             Scenario::JsBatch => "js-batch",
             Scenario::JsPullGroup => "js-pull-group",
+            Scenario::JsMirror => "js-mirror",
+            Scenario::JsSource => "js-source",
         }
     }
 }
@@ -210,6 +220,8 @@ pub async fn run(scenario: Scenario, p: &Params) -> Result<Vec<Report>> {
         Scenario::JsCounter => js_features::counter(p).await.map(|r| vec![r]),
         Scenario::JsBatch => js_features::batch(p).await.map(|r| vec![r]),
         Scenario::JsPullGroup => js_features::pull_group(p).await.map(|r| vec![r]),
+        Scenario::JsMirror => js_features::copy(p, true).await.map(|r| vec![r]),
+        Scenario::JsSource => js_features::copy(p, false).await.map(|r| vec![r]),
     }
 }
 
