@@ -114,6 +114,9 @@ pub struct RaftInfo {
     pub last_term: u64,
     /// On the leader: each member's highest replicated index.
     pub progress: Vec<(u64, u64)>,
+    /// On the leader: the members raft-rs heard from within the last
+    /// election timeout (`Progress::recent_active`).
+    pub active: Vec<u64>,
 }
 
 /// Counts of what was refused from peers.
@@ -172,9 +175,10 @@ struct Group {
     /// it, or, with none, the first poll after a tick asks again.
     /// Meanwhile the node neither campaigns nor goes quiet.
     unsynced: Option<Unsynced>,
-    /// A snapshot past the log's commit index (a replica retargeted
-    /// while catching up holds state ahead of its log), taken once the
-    /// commit index reaches it ([`Engine::due_compactions`]).
+    /// A snapshot past what was handed out (a replica retargeted while
+    /// catching up holds state ahead of its log), taken once the entries
+    /// up to it were handed out ([`Engine::due_compactions`]); dropped
+    /// when a leader's snapshot is installed.
     deferred: Option<(u64, Vec<u8>)>,
 }
 
@@ -401,16 +405,26 @@ impl Engine {
         let g = self.groups.get(&group)?;
         let r = &g.raw.raft;
         let last_index = r.raft_log.last_index();
-        let progress = if r.state == StateRole::Leader {
-            r.prs().iter().map(|(&id, p)| (id, p.matched)).collect()
-        } else {
-            Vec::new()
+        let leader = r.state == StateRole::Leader;
+        let progress = match leader {
+            true => r.prs().iter().map(|(&id, p)| (id, p.matched)).collect(),
+            false => Vec::new(),
+        };
+        let active = match leader {
+            true => r
+                .prs()
+                .iter()
+                .filter(|(_, p)| p.recent_active)
+                .map(|(&id, _)| id)
+                .collect(),
+            false => Vec::new(),
         };
         Some(RaftInfo {
             vote: r.vote,
             last_index,
             last_term: r.raft_log.term(last_index).unwrap_or(0),
             progress,
+            active,
         })
     }
 
@@ -1061,10 +1075,14 @@ impl Engine {
         }
         // A replica retargeted to a leader's newer snapshot while catching
         // up holds state ahead of its own log: its snapshot waits until
-        // the log has that much committed (a log is never compacted past
-        // its commit index). Until then a restart opens the store at the
-        // log's older snapshot, which it no longer holds, and fetches.
-        if index > g.raw.store().hard_state().commit {
+        // the entries up to it were handed out. Not merely committed: a
+        // follower's commit index runs ahead of what raft-rs handed out,
+        // and compacting over entries not yet handed out would skip them
+        // (a configuration change among them never applied). Until then
+        // a restart opens the store at the log's older snapshot, which
+        // it no longer holds, and fetches.
+        debug_assert!(g.handed_out <= g.raw.store().hard_state().commit);
+        if index > g.handed_out {
             if g.deferred.as_ref().is_none_or(|(at, _)| *at < index) {
                 g.deferred = Some((index, data));
                 self.deferring.insert(group);
@@ -1077,9 +1095,9 @@ impl Engine {
         Ok(g.raw.mut_store().compact(index, data))
     }
 
-    /// The deferred snapshots ([`Engine::compact`]) whose index the log
-    /// has now committed: (group, index, data), for the caller to compact
-    /// as it does any snapshot.
+    /// The deferred snapshots ([`Engine::compact`]) whose entries have
+    /// now been handed out: (group, index, data), for the caller to
+    /// compact as it does any snapshot.
     pub fn due_compactions(&mut self) -> Vec<(u64, u64, Vec<u8>)> {
         let mut due = Vec::new();
         let groups = &mut self.groups;
@@ -1087,9 +1105,8 @@ impl Engine {
             let Some(g) = groups.get_mut(gid) else {
                 return false;
             };
-            let commit = g.raw.store().hard_state().commit;
             match g.deferred.take() {
-                Some((index, data)) if index <= commit => {
+                Some((index, data)) if index <= g.handed_out => {
                     due.push((*gid, index, data));
                     false
                 }
@@ -1160,6 +1177,9 @@ impl Engine {
                 });
                 g.raw.mut_store().apply_snapshot(s);
                 g.handed_out = g.handed_out.max(s_index);
+                // The state machine is replaced: a snapshot it took
+                // before is of a state no longer its own.
+                g.deferred = None;
             }
             // raft-rs hands out only entries that are committed and
             // durable here, whatever is still syncing.
@@ -2188,6 +2208,77 @@ mod tests {
         };
         t.nodes[l].propose_conf_change(7, add).unwrap();
         (t, l)
+    }
+
+    /// A follower's commit index runs ahead of what it handed out while
+    /// its writes sync: a snapshot there (a retargeted replica's) waits
+    /// until the entries up to it are handed out, never compacting over
+    /// entries not yet applied.
+    #[test]
+    fn a_snapshot_past_what_was_handed_out_waits_for_it() {
+        let mut t = Trio::new(3);
+        t.tick(40);
+        let l = t.leader().unwrap();
+        let f = (l + 1) % 3;
+        for i in 0..5 {
+            t.nodes[l].propose(7, format!("a{i}").into_bytes()).unwrap();
+        }
+        // Server f holds its syncs; the others sync at once.
+        let mut held: Vec<SyncHandle> = Vec::new();
+        let mut epoch = None;
+        for _ in 0..20 {
+            let mut wire = Vec::new();
+            for (i, n) in t.nodes.iter_mut().enumerate() {
+                let mut out = n.poll();
+                let mut outs = Vec::new();
+                if i == f {
+                    held.extend(std::mem::take(&mut out.sync));
+                    epoch = out.epoch.or(epoch);
+                } else {
+                    for h in std::mem::take(&mut out.sync) {
+                        h.sync().unwrap();
+                    }
+                    outs.push(persist(n));
+                }
+                outs.push(out);
+                for o in outs {
+                    wire.extend(o.frames.into_iter().map(|(to, fr)| (n.id(), to, fr)));
+                }
+            }
+            for (from, to, fr) in wire {
+                let mut b = bytes::BytesMut::new();
+                frame::encode(&fr, &mut b);
+                t.nodes[to as usize - 1].receive(from, &b);
+            }
+        }
+        let g = &t.nodes[f].groups[&7];
+        let commit = g.raw.store().hard_state().commit;
+        let handed_out = g.handed_out;
+        assert!(
+            commit > handed_out,
+            "commit {commit}, handed out {handed_out}"
+        );
+        let before = t.nodes[f].snapshot_index(7).unwrap();
+        let job = t.nodes[f].compact(7, commit, b"ahead".to_vec()).unwrap();
+        assert!(job.is_none());
+        assert_eq!(t.nodes[f].snapshot_index(7), Some(before), "not yet");
+        assert!(t.nodes[f].due_compactions().is_empty());
+        for h in held {
+            h.sync().unwrap();
+        }
+        t.nodes[f].synced(epoch.expect("server f wrote"));
+        t.tick(3);
+        let due = t.nodes[f].due_compactions();
+        assert_eq!(due.len(), 1, "handed out by now");
+        let (group, index, data) = due.into_iter().next().unwrap();
+        assert_eq!((group, index), (7, commit));
+        t.nodes[f].compact(group, index, data).unwrap();
+        assert_eq!(t.nodes[f].snapshot_index(7), Some(commit));
+        // And it goes on applying what comes next.
+        let l = t.leader().unwrap();
+        t.nodes[l].propose(7, b"after".to_vec()).unwrap();
+        t.tick(3);
+        assert_eq!(t.nodes[f].applied(7), t.nodes[l].applied(7));
     }
 
     /// A server that joins as a learner is caught up (from a snapshot,

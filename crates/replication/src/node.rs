@@ -266,6 +266,9 @@ pub struct GroupStatus {
     pub last_term: u64,
     /// On the leader: (member, replicated index).
     pub progress: Vec<(u64, u64)>,
+    /// On the leader: the members heard from within the last election
+    /// timeout.
+    pub active: Vec<u64>,
     /// On the leader: when (Unix nanoseconds, the driver's wall clock)
     /// this server took the lead in the current term, as the node first
     /// saw it.
@@ -718,6 +721,7 @@ fn group_status(engine: &Engine, g: u64) -> GroupStatus {
         last_index: ri.last_index,
         last_term: ri.last_term,
         progress: ri.progress,
+        active: ri.active,
         group: g,
         leader,
         term,
@@ -1001,7 +1005,7 @@ mod tests {
     /// while catching up) is not dropped: the log is compacted behind it
     /// once it commits that far, so a restart opens at it.
     #[test]
-    fn a_snapshot_past_the_commit_index_waits_for_it() {
+    fn a_snapshot_past_what_was_handed_out_is_taken_later() {
         let (_dir, mut d) = Driver::leading(None);
         for v in 1..=5u8 {
             d.core.propose(G, vec![v]).unwrap();
