@@ -31,6 +31,8 @@ const CURRENT_LAG: u64 = 256;
 /// ...and it was heard from this recently (liveness frames go out every
 /// heartbeat, even for quiet groups).
 const CURRENT_HEARD_WITHIN: Duration = Duration::from_secs(2);
+/// A leader that is to go hands over at most this often.
+const TRANSFER_AGAIN_AFTER: Duration = Duration::from_secs(5);
 
 pub struct Leaders {
     jc: Arc<JsCluster>,
@@ -45,6 +47,8 @@ pub struct Leaders {
     /// Groups whose removal of a peer waits, and for which peer (logged
     /// once per wait).
     waiting: BTreeMap<u64, u64>,
+    /// When this leader last handed each group's leadership over.
+    transferred: BTreeMap<u64, Instant>,
 }
 
 impl Leaders {
@@ -55,6 +59,7 @@ impl Leaders {
             last_reconcile: BTreeMap::new(),
             followed: None,
             waiting: BTreeMap::new(),
+            transferred: BTreeMap::new(),
         };
         tokio::spawn(leaders.run());
     }
@@ -114,6 +119,7 @@ impl Leaders {
             .collect();
         self.last_reconcile.retain(|g, _| led.contains(g));
         self.waiting.retain(|g, _| led.contains(g));
+        self.transferred.retain(|g, _| led.contains(g));
         self.retire_left(&status);
     }
 
@@ -133,15 +139,27 @@ impl Leaders {
         let group = g.group;
         let me = self.jc.me.id;
         let transport = &self.jc.node.transport;
+        // Down: its server unheard, or nothing of the log acknowledged (a
+        // learner just added). Positive evidence, so a member that is
+        // merely quiet is not taken for dead.
+        let dead = |v: u64| {
+            let matched = g.progress.iter().find(|(id, _)| *id == v).map(|(_, m)| *m);
+            v != me
+                && (matched.is_none_or(|m| m == 0)
+                    || transport
+                        .last_heard(v)
+                        .is_none_or(|d| d > CURRENT_HEARD_WITHIN))
+        };
+        // Current: not down, close to the commit index, and heard by this
+        // group's Raft within its last election timeout (raft-rs clears
+        // that at each check, so a member may look not current for a
+        // moment: a change only waits for it).
         let current = |v: u64| {
             let matched = g.progress.iter().find(|(id, _)| *id == v).map(|(_, m)| *m);
-            // Matched 0: it has acknowledged nothing yet (a learner just
-            // added).
             v == me
-                || (matched.is_some_and(|m| m > 0 && m + CURRENT_LAG >= g.committed)
-                    && transport
-                        .last_heard(v)
-                        .is_some_and(|d| d <= CURRENT_HEARD_WITHIN))
+                || (!dead(v)
+                    && matched.is_some_and(|m| m + CURRENT_LAG >= g.committed)
+                    && g.active.contains(&v))
         };
         let members = Members {
             me,
@@ -149,7 +167,7 @@ impl Leaders {
             learners: &g.learners,
             assigned: &a.peers,
         };
-        let step = next_step(&members, &current);
+        let step = next_step(&members, &current, &dead);
         let label = self.jc.js.label(&a.name);
         let name = |id: u64| self.jc.peer_name(id).unwrap_or_default();
         let (kind, id) = match step {
@@ -166,6 +184,17 @@ impl Leaders {
             }
             Step::Transfer(to) => {
                 self.last_reconcile.insert(group, Instant::now());
+                // A member that refuses (held while it fetches) lets raft-rs
+                // drop proposals until the transfer times out: not asked
+                // again at once.
+                if self
+                    .transferred
+                    .get(&group)
+                    .is_some_and(|t| t.elapsed() < TRANSFER_AGAIN_AFTER)
+                {
+                    return;
+                }
+                self.transferred.insert(group, Instant::now());
                 let _ = self.jc.node.call(move |e| e.transfer_leader(group, to));
                 return;
             }
@@ -268,15 +297,18 @@ fn has_current_majority(set: &[u64], current: &dyn Fn(u64) -> bool) -> bool {
 
 /// The next membership change toward the assigned peers, so that the
 /// group never stops having a current majority of voters (it could not
-/// elect, nor commit, until a member caught up; issue 43):
+/// elect, nor commit, until a member caught up; issue 43), nor loses a
+/// healthy voter before its replacement votes:
 /// 1. a learner no longer assigned goes (it counts toward nothing);
-/// 2. a voter that goes and is not current (down, or far behind) goes
-///    first, if the rest are a current majority without it;
+/// 2. a voter that goes and is `dead` goes first, if the rest are a
+///    current majority without it (the group tolerates no fewer
+///    failures for it);
 /// 3. a new peer joins as a learner, which the quorum does not count...
 /// 4. ...and becomes a voter once it is current;
-/// 5. a voter that goes, once the rest are a current majority without
-///    it (this leader hands its leadership to a current member first).
-fn next_step(m: &Members<'_>, current: &dyn Fn(u64) -> bool) -> Step {
+/// 5. a voter that goes, once no learner is still catching up and the
+///    rest are a current majority without it (this leader hands its
+///    leadership to a current member first).
+fn next_step(m: &Members<'_>, current: &dyn Fn(u64) -> bool, dead: &dyn Fn(u64) -> bool) -> Step {
     let assigned = |v: &u64| m.assigned.contains(v);
     let without = |id: u64| -> Vec<u64> { m.voters.iter().copied().filter(|&v| v != id).collect() };
     if let Some(&id) = m.learners.iter().find(|l| !assigned(l)) {
@@ -286,7 +318,7 @@ fn next_step(m: &Members<'_>, current: &dyn Fn(u64) -> bool) -> Step {
     let dead = going
         .iter()
         .copied()
-        .find(|&id| id != m.me && !current(id) && has_current_majority(&without(id), current));
+        .find(|&id| id != m.me && dead(id) && has_current_majority(&without(id), current));
     if let Some(id) = dead {
         return Step::Change(ConfChangeType::RemoveNode, id);
     }
@@ -304,6 +336,10 @@ fn next_step(m: &Members<'_>, current: &dyn Fn(u64) -> bool) -> Step {
     let Some(&id) = going.first() else {
         return Step::Settled;
     };
+    if !m.learners.is_empty() {
+        // Its replacement does not vote yet.
+        return Step::Wait(id);
+    }
     if id == m.me {
         // To a member that stays and is current; none: wait for one.
         return match m
@@ -337,7 +373,9 @@ mod tests {
             learners,
             assigned,
         };
-        next_step(&m, &|v| v == ME || current.contains(&v))
+        // Not current: down, as far as these cases go.
+        let current = |v| v == ME || current.contains(&v);
+        next_step(&m, &current, &|v| !current(v))
     }
 
     use ConfChangeType::{AddLearnerNode as Learner, AddNode as Promote, RemoveNode as Remove};
@@ -416,6 +454,24 @@ mod tests {
                 &[1, 3, 4],
                 &[2],
                 Step::Wait(2),
+            ),
+            // All healthy: 3 stays until its replacement votes, though the
+            // other two are a current majority without it.
+            (
+                "no early removal",
+                &[1, 2, 3],
+                &[4],
+                &[1, 2, 4],
+                &[2, 3],
+                Step::Wait(3),
+            ),
+            (
+                "replacement votes",
+                &[1, 2, 3],
+                &[4],
+                &[1, 2, 4],
+                &[2, 3, 4],
+                Step::Change(Promote, 4),
             ),
             (
                 "promoted",
