@@ -25,7 +25,11 @@
 //!   session follows whatever is stored;
 //! - a copy at or below the position is a duplicate (a redelivery, or a
 //!   reset going back to an ack floor whose acks were lost): acked, not
-//!   stored, and not a link in the chain;
+//!   stored, and not a link in the chain; so is a redelivery of a copy
+//!   proposed earlier in the session (it names itself, so it is never
+//!   stored, only acked once that copy is);
+//! - a delivery with an earlier consumer sequence than expected (from
+//!   another session) starts a new session too;
 //! - a copy not applied in time (refused, out of order) starts a new
 //!   session.
 //!
@@ -598,8 +602,9 @@ impl Links {
             return Inboxed::Nothing;
         }
         if info.consumer_seq != link.expect {
-            if ready && info.consumer_seq > link.expect {
-                // A delivery missed: the position could skip it.
+            if ready {
+                // A delivery missed (the position could skip it), or one
+                // from another session took its place: a new session.
                 link.start_over(now);
             }
             return Inboxed::Nothing;
@@ -607,13 +612,17 @@ impl Links {
         link.expect += 1;
         let size = m.subject.len() + m.headers.as_ref().map_or(0, |h| h.len()) + m.payload.len();
         link.delivered(size as u64);
-        let after = match info.stream_seq <= link.spec.position {
+        let after = if info.stream_seq <= link.spec.position {
             // A duplicate: acked, not stored, not a link in the chain.
-            true => None,
-            false => {
-                link.in_flight = Some((info.stream_seq, now));
-                link.chain.replace(info.stream_seq)
-            }
+            None
+        } else if link.chain.is_some_and(|c| info.stream_seq <= c) {
+            // A redelivery (ack wait passed) of a copy proposed in this
+            // session and not yet applied: acked if that copy was stored,
+            // never stored itself (it names itself), no link in the chain.
+            Some(info.stream_seq)
+        } else {
+            link.in_flight = Some((info.stream_seq, now));
+            link.chain.replace(info.stream_seq)
         };
         let op = Op::Sourced {
             key: key.clone(),
@@ -883,10 +892,56 @@ mod tests {
         // Fewer than a batch still asked for: the next pull, at once.
         assert_eq!(links.next_wake(), Some(0));
         assert_eq!(links.follow(specs, 10_006).len(), 1);
+        // Copy 6 redelivered (its ack wait passed): it names itself, so it
+        // is only acked if copy 6 was stored, and the chain stays at 7.
+        match links.inbox(&deliver, d(6, 5), 10_006) {
+            Inboxed::Copy(
+                Op::Sourced {
+                    origin_seq: 6,
+                    after: Some(6),
+                    ..
+                },
+                _,
+            ) => {}
+            other => panic!("{other:?}"),
+        }
         // Delivery 6 never came: a new session.
-        assert_eq!(links.inbox(&deliver, d(9, 6), 10_007), Inboxed::Nothing);
+        assert_eq!(links.inbox(&deliver, d(9, 7), 10_007), Inboxed::Nothing);
         let out = links.follow(specs, 10_008);
         assert!(out[0].subject.starts_with("$JS.API.CONSUMER.INFO.O."));
+    }
+
+    /// A delivery from another session that takes a sequence number's
+    /// place shows when the real one comes: a new session, never a
+    /// silent drop (the next copy would skip the real one).
+    #[test]
+    fn a_delivery_behind_the_expected_sequence_starts_over() {
+        let mut links = Links::new("S", "_INBOX.s".into());
+        let out = links.follow(&[spec("O")], 10_000);
+        let created = r#"{"error":{"err_code":10014}}"#;
+        let Inboxed::Send(create) = links.inbox(&reply_to(&out[0]), answer(created), 10_001) else {
+            panic!("a create")
+        };
+        links.inbox(&reply_to(&create), answer("{}"), 10_002);
+        let pulls = links.follow(&[spec("O")], 10_003);
+        let deliver = reply_to(&pulls[0]);
+        assert!(matches!(
+            links.inbox(&deliver, delivery("o.a", 1, 1), 10_004),
+            Inboxed::Copy(..)
+        ));
+        assert!(matches!(
+            links.inbox(&deliver, delivery("o.a", 2, 2), 10_004),
+            Inboxed::Copy(..)
+        ));
+        assert_eq!(
+            links.inbox(&deliver, delivery("o.a", 2, 2), 10_005),
+            Inboxed::Nothing
+        );
+        let out = links.follow(&[spec("O")], 10_006);
+        assert!(
+            out[0].subject.starts_with("$JS.API.CONSUMER.INFO.O."),
+            "{out:?}"
+        );
     }
 
     /// A consumer an older flotilla made (one message outstanding) is
