@@ -911,11 +911,9 @@ mod tests {
         assert!(out[0].subject.starts_with("$JS.API.CONSUMER.INFO.O."));
     }
 
-    /// A delivery from another session that takes a sequence number's
-    /// place shows when the real one comes: a new session, never a
-    /// silent drop (the next copy would skip the real one).
-    #[test]
-    fn a_delivery_behind_the_expected_sequence_starts_over() {
+    /// A source of `O` whose consumer was made new and pulled from at
+    /// 10,003 ms: the links, and the subject deliveries come to.
+    fn pulling() -> (Links, String) {
         let mut links = Links::new("S", "_INBOX.s".into());
         let out = links.follow(&[spec("O")], 10_000);
         let created = r#"{"error":{"err_code":10014}}"#;
@@ -925,6 +923,15 @@ mod tests {
         links.inbox(&reply_to(&create), answer("{}"), 10_002);
         let pulls = links.follow(&[spec("O")], 10_003);
         let deliver = reply_to(&pulls[0]);
+        (links, deliver)
+    }
+
+    /// A delivery from another session that takes a sequence number's
+    /// place shows when the real one comes: a new session, never a
+    /// silent drop (the next copy would skip the real one).
+    #[test]
+    fn a_delivery_behind_the_expected_sequence_starts_over() {
+        let (mut links, deliver) = pulling();
         assert!(matches!(
             links.inbox(&deliver, delivery("o.a", 1, 1), 10_004),
             Inboxed::Copy(..)
@@ -965,15 +972,8 @@ mod tests {
     /// session.
     #[test]
     fn a_copy_not_applied_in_time_starts_over() {
-        let mut links = Links::new("S", "_INBOX.s".into());
-        let out = links.follow(&[spec("O")], 10_000);
-        let created = r#"{"error":{"err_code":10014}}"#;
-        let Inboxed::Send(create) = links.inbox(&reply_to(&out[0]), answer(created), 10_001) else {
-            panic!("a create")
-        };
-        links.inbox(&reply_to(&create), answer("{}"), 10_002);
-        let pulls = links.follow(&[spec("O")], 10_003);
-        links.inbox(&reply_to(&pulls[0]), delivery("o.a", 1, 1), 10_004);
+        let (mut links, deliver) = pulling();
+        links.inbox(&deliver, delivery("o.a", 1, 1), 10_004);
         // Position still 0 long after: looked up again.
         let out = links.follow(&[spec("O")], 10_004 + APPLIED_WITHIN_MS);
         assert!(
