@@ -180,6 +180,10 @@ struct Group {
     /// up to it were handed out ([`Engine::due_compactions`]); dropped
     /// when a leader's snapshot is installed.
     deferred: Option<(u64, Vec<u8>)>,
+    /// The snapshot a restart would open this log at: journaled and
+    /// synced (`LogStore::journaled_snapshot_index`). A state machine
+    /// keeps what it needs to reopen there ([`Engine::durable_snapshot_index`]).
+    durable_snap: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -198,6 +202,9 @@ struct Waiting {
     epoch: u64,
     number: u64,
     messages: Vec<Message>,
+    /// The log's journaled snapshot when this was written: durable once
+    /// the epoch is synced.
+    journaled: u64,
 }
 
 pub struct Engine {
@@ -338,6 +345,9 @@ impl Engine {
         if log.conf_state().voters.is_empty() && log.hard_state().term == 0 && !voters.is_empty() {
             log.bootstrap(voters);
         }
+        // What it opened from is on disk; a bootstrap snapshot is not
+        // yet, and none is kept for it.
+        let durable_snap = log.journaled_snapshot_index();
         let election = ELECTION_TICKS + self.rng.below(ELECTION_TICKS as u64) as usize;
         let cfg = raft::Config {
             id: self.id,
@@ -374,6 +384,7 @@ impl Engine {
                 epoch: self.epoch,
                 number: 0,
                 messages: Vec::new(),
+                journaled: 0,
             });
         }
         self.groups.insert(
@@ -392,6 +403,7 @@ impl Engine {
                 held_leaderless: 0,
                 unsynced: None,
                 deferred: None,
+                durable_snap,
             },
         );
         for &peer in voters.iter().chain(join).filter(|&&p| p != self.id) {
@@ -1042,6 +1054,16 @@ impl Engine {
         Some(g.raw.store().latest_snapshot().get_metadata().index)
     }
 
+    /// The snapshot a restart would open `group`'s log at: journaled and
+    /// synced. It lags [`Engine::snapshot_index`] until then, so a state
+    /// machine that keeps what it needs to reopen at a snapshot (a file
+    /// stream's marks) keeps it for this one.
+    pub fn durable_snapshot_index(&self, group: u64) -> Option<u64> {
+        let g = self.groups.get(&group)?;
+        debug_assert!(g.durable_snap <= g.raw.store().journaled_snapshot_index());
+        Some(g.durable_snap)
+    }
+
     pub fn snapshot(&self, group: u64) -> Option<(u64, Bytes)> {
         let g = self.groups.get(&group)?;
         let s = g.raw.store().latest_snapshot();
@@ -1130,7 +1152,12 @@ impl Engine {
             done.discard();
             return Ok(Swap::Dropped);
         };
-        Ok(g.raw.mut_store().rewritten(done)?)
+        let swap = g.raw.mut_store().rewritten(done)?;
+        if matches!(swap, Swap::Done(_)) {
+            // The swap synced everything written before it.
+            g.durable_snap = g.raw.store().journaled_snapshot_index();
+        }
+        Ok(swap)
     }
 
     /// Work that can be done now: frames that need no sync, committed
@@ -1243,11 +1270,13 @@ impl Engine {
                 None if rewrite => Some(u64::MAX),
                 None => g.waiting.back().map(|w| w.epoch),
             };
+            let journaled = g.raw.store().journaled_snapshot_index();
             match waits_for {
                 Some(epoch) => g.waiting.push_back(Waiting {
                     epoch,
                     number,
                     messages,
+                    journaled,
                 }),
                 None => {
                     push_frames(&mut out, gid, self.id, chunk, messages);
@@ -1307,6 +1336,7 @@ impl Engine {
                 let w = g.waiting.pop_front().expect("checked");
                 push_frames(&mut out, gid, self.id, chunk, w.messages);
                 last = Some(w.number);
+                g.durable_snap = g.durable_snap.max(w.journaled);
             }
             if let Some(number) = last.filter(|&n| n > 0) {
                 self.activity += 1;
@@ -1341,6 +1371,8 @@ fn rewrite_log(g: &mut Group, gid: u64, me: u64, chunk: usize, out: &mut Output)
         push_frames(out, gid, me, chunk, w.messages);
         number = number.max(w.number);
     }
+    // Written whole and synced: what it holds is durable.
+    g.durable_snap = g.raw.store().journaled_snapshot_index();
     g.unsynced = None;
     if number > 0 {
         g.raw.on_persist_ready(number);
@@ -1362,6 +1394,7 @@ fn retry_sync(g: &mut Group, epoch: u64, out: &mut Output) -> u64 {
                 epoch,
                 number: owed.number,
                 messages: Vec::new(),
+                journaled: g.raw.store().journaled_snapshot_index(),
             });
             debug_assert!(!owed.rewrite, "a failed sync is made good by a rewrite");
             g.unsynced = None;

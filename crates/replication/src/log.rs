@@ -32,6 +32,12 @@ use store::{Dir, Journal, RewriteJob, Rewritten, Swap, SyncHandle};
 /// tests use small pieces to have many.
 const SNAPSHOT_PIECE: usize = if cfg!(test) { 1000 } else { 16 << 20 };
 
+/// A compaction's snapshot up to this size is journaled at once, on the
+/// caller's thread: a file stream's state, which holds no messages. A
+/// larger one (a memory stream's, carrying its messages) is made durable
+/// by the journal's rewrite, written off that thread.
+pub const SNAPSHOT_INLINE: usize = if cfg!(test) { 3000 } else { 1 << 20 };
+
 /// What a journal record holds: the first payload byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -86,6 +92,14 @@ pub struct LogStore {
     damaged: bool,
     /// Journal bytes at the last rewrite, to decide when to compact it.
     rewritten_at: u64,
+    /// The snapshot a reopen would find if everything written so far
+    /// were synced: the last one journaled (by a compaction, an install
+    /// or a rewrite swapped in). It lags `snap` while a large snapshot's
+    /// rewrite is written; what a state machine keeps for a restart is
+    /// kept for this one once synced (`Engine::durable_snapshot_index`).
+    journaled: u64,
+    /// The snapshot's index in the rewrite in flight.
+    rewriting: u64,
     /// raft-rs asked for a snapshot this log could not give (too old, or
     /// from before the receiver was a member): the owner should make one.
     snapshot_wanted: std::cell::Cell<bool>,
@@ -130,6 +144,8 @@ impl LogStore {
             entries: VecDeque::new(),
             damaged: false,
             rewritten_at: 0,
+            journaled: 0,
+            rewriting: 0,
             snapshot_wanted: std::cell::Cell::new(false),
             pieces: Vec::new(),
         };
@@ -168,6 +184,7 @@ impl LogStore {
         }
         rec.damaged = log.damaged;
         log.rewritten_at = log.journal.len();
+        log.journaled = log.snap.get_metadata().index;
         Ok((log, rec))
     }
 
@@ -345,6 +362,7 @@ impl LogStore {
     /// Installs a snapshot received from the leader (raft-rs's `Ready`).
     pub fn apply_snapshot(&mut self, s: Snapshot) {
         self.record_snapshot(&s);
+        self.journaled = s.get_metadata().index;
         self.install(s);
     }
 
@@ -368,10 +386,14 @@ impl LogStore {
     }
 
     /// Compacts the log behind `index`, whose state machine snapshot is
-    /// `data`. Once enough was dropped, returns the rewrite of the journal
-    /// to run off this thread (its bulk is the snapshot, as large as the
-    /// stream) and hand back to [`LogStore::rewritten`]. Until then the
-    /// journal goes on as it was, and a crash recovers from it.
+    /// `data`. A small snapshot ([`SNAPSHOT_INLINE`]) is journaled here,
+    /// so a restart opens at it once the next sync ran; the journal is
+    /// rewritten when the part that is now dead outweighs what is live.
+    /// A large one is journaled only by a rewrite, begun now: returns the
+    /// rewrite to run off this thread (its bulk is the snapshot, as large
+    /// as the stream) and hand back to [`LogStore::rewritten`]. Until a
+    /// snapshot is journaled a restart opens at the one before, and
+    /// [`LogStore::journaled_snapshot_index`] says which.
     ///
     /// # Panics
     /// If `index` is past the commit index: only applied entries may be
@@ -388,19 +410,33 @@ impl LogStore {
         let term = self
             .term_of(index)
             .expect("committed entries are in the log");
+        let inline = data.len() <= SNAPSHOT_INLINE;
         let mut s = Snapshot::default();
         s.set_data(data.into());
         let meta = s.mut_metadata();
         meta.index = index;
         meta.term = term;
         meta.set_conf_state(self.conf.clone());
+        if inline {
+            self.record_snapshot(&s);
+            self.journaled = index;
+        }
         self.install(s);
-        // The journal still has everything; rewrite it when the part
-        // that is now dead outweighs what is live.
-        if self.journal.len() > 2 * self.rewritten_at + 64 * 1024 {
-            return self.journal.begin_rewrite(self.live_records());
+        if !inline || self.journal.len() > 2 * self.rewritten_at + 64 * 1024 {
+            let job = self.journal.begin_rewrite(self.live_records());
+            if job.is_some() {
+                self.rewriting = index;
+            }
+            return job;
         }
         None
+    }
+
+    /// The index of the snapshot a reopen would find, once what was
+    /// written so far is synced (see [`LogStore::compact`]).
+    pub fn journaled_snapshot_index(&self) -> u64 {
+        debug_assert!(self.journaled <= self.snap.get_metadata().index);
+        self.journaled
     }
 
     /// Swaps in a rewrite [`LogStore::compact`] asked for, or asks for one
@@ -410,6 +446,7 @@ impl LogStore {
         let swap = self.journal.finish_rewrite(done)?;
         if matches!(swap, Swap::Done(_)) {
             self.rewritten_at = self.journal.len();
+            self.journaled = self.journaled.max(self.rewriting);
         }
         Ok(swap)
     }
@@ -445,6 +482,7 @@ impl LogStore {
         let refs: Vec<&[u8]> = raws.iter().map(Vec::as_slice).collect();
         self.journal.rewrite(&refs)?;
         self.rewritten_at = self.journal.len();
+        self.journaled = self.snap.get_metadata().index;
         Ok(())
     }
 
@@ -726,9 +764,10 @@ mod tests {
         assert_eq!(log.snapshot(1500, 2).unwrap().get_data(), &state[..]);
     }
 
-    /// A crash while the rewrite runs finds the journal as it was, the
-    /// entries appended meanwhile included, and opens from the snapshot
-    /// the journal last held.
+    /// A crash while a large snapshot's rewrite runs finds the journal as
+    /// it was, the entries appended meanwhile included, and opens from the
+    /// snapshot the journal last held, which is what the log says a
+    /// restart opens at until the rewrite is swapped in.
     #[test]
     fn a_crash_during_a_rewrite_recovers_from_the_old_journal() {
         let dir = MemDir::new();
@@ -738,7 +777,9 @@ mod tests {
         log.append(&ents);
         log.set_hard_state(&hs(1, 1, 2000));
         sync(&mut log);
-        let job = log.compact(2000, vec![7; 2500]).expect("enough to rewrite");
+        let large = vec![7; SNAPSHOT_INLINE + 1];
+        let job = log.compact(2000, large).expect("a large one is rewritten");
+        assert_eq!(log.journaled_snapshot_index(), 0, "not journaled yet");
         log.append(&[entry(2001, 1)]);
         sync(&mut log);
         let _done = job.run();
@@ -749,6 +790,34 @@ mod tests {
             (log.first_index().unwrap(), log.last_index().unwrap()),
             (1, 2001)
         );
+        assert_eq!(log.journaled_snapshot_index(), 0);
+    }
+
+    /// A small snapshot (a file stream's state) is journaled as it is
+    /// taken: once synced, a restart opens at it, rewrite or none. A
+    /// state machine forgets what it kept for the older one (a file
+    /// stream's store marks), so opening there would find nothing.
+    #[test]
+    fn a_small_snapshot_is_durable_with_the_next_sync() {
+        let dir = MemDir::new();
+        let (mut log, _) = open(&dir);
+        log.set_conf_state(&ConfState::from((vec![1, 2, 3], vec![])));
+        log.append(&(1..=20).map(|i| entry(i, 1)).collect::<Vec<_>>());
+        log.set_hard_state(&hs(1, 1, 20));
+        sync(&mut log);
+        assert!(log.compact(15, vec![5; 2500]).is_none(), "no rewrite due");
+        assert_eq!(log.journaled_snapshot_index(), 15);
+        log.append(&[entry(21, 1)]);
+        sync(&mut log);
+        dir.crash(0);
+        let (log, rec) = open(&dir);
+        assert_eq!(rec, Recovery::default());
+        assert_eq!(
+            (log.first_index().unwrap(), log.last_index().unwrap()),
+            (16, 21)
+        );
+        assert_eq!(log.journaled_snapshot_index(), 15);
+        assert_eq!(log.snapshot(15, 2).unwrap().get_data(), &[5; 2500][..]);
     }
 
     /// Snapshot pieces with no metadata after them (an install cut off)

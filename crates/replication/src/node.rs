@@ -239,8 +239,9 @@ impl Actions {
 
 /// A snapshot the node wants of a group's state machine, as of its
 /// applied `index` (to compact its log, or to catch a follower up);
-/// `stored` is the index of the snapshot its log holds now (what a
-/// restart would start from).
+/// `stored` is the index of the snapshot a restart would start its log
+/// from: journaled and synced, which may lag the last compaction
+/// (`Engine::durable_snapshot_index`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Want {
     pub group: u64,
@@ -579,7 +580,7 @@ impl NodeCore {
             .filter(|g| !self.asked.contains(g))
             .filter_map(|group| {
                 let index = self.engine.applied(group)?;
-                let stored = self.engine.snapshot_index(group).unwrap_or(0);
+                let stored = self.engine.durable_snapshot_index(group).unwrap_or(0);
                 Some(Want {
                     group,
                     index,
@@ -999,6 +1000,43 @@ mod tests {
             d.cycles(1);
         }
         assert_eq!(d.wants.len(), 2, "asked again once taken: {:?}", d.wants);
+    }
+
+    /// A state machine keeps, for a restart, what it needs to reopen at
+    /// the snapshot a want names as stored. That is where the log reopens:
+    /// a compaction behind small entries (no rewrite due) is journaled,
+    /// and named once synced.
+    #[test]
+    fn a_want_names_the_snapshot_a_restart_opens_at() {
+        let (dir, mut d) = Driver::leading(Some(Box::new(|_, since| since >= 5)));
+        for v in 1..=20u8 {
+            d.core.propose(G, vec![v]).unwrap();
+            d.cycles(1);
+        }
+        assert!(d.runs.is_empty(), "no rewrite: the journal is small");
+        assert!(d.wants.len() >= 3, "{:?}", d.wants);
+        for pair in d.wants.windows(2) {
+            assert_eq!(pair[1].stored, pair[0].index, "{:?}", d.wants);
+        }
+        let last = d.core.engine().snapshot_index(G).unwrap();
+        let previous = d.wants[d.wants.len() - 2].index;
+        assert_eq!(
+            d.core.engine().durable_snapshot_index(G),
+            Some(previous),
+            "not named before a sync covers it"
+        );
+        d.core.propose(G, vec![21]).unwrap();
+        d.cycles(1);
+        assert_eq!(d.core.engine().durable_snapshot_index(G), Some(last));
+        drop(d);
+        dir.crash(0);
+        let mut d = Driver::new(&dir, None);
+        d.core.restart_group(G, &[]).unwrap();
+        let a = d.core.poll();
+        let [Event::Snapshot(s)] = &a.restored[..] else {
+            panic!("{:?}", a.restored);
+        };
+        assert_eq!(s.index, last, "reopened at the last compaction");
     }
 
     /// A snapshot ahead of the log's commit index (a replica retargeted

@@ -578,4 +578,18 @@ async fn a_fetch_the_leader_no_longer_serves_moves_to_a_later_state() {
     let got = logged_index(&all[fi], "caught up to index ", true);
     assert!(got > asked, "from {asked} to {got}");
     serves_exactly(&all[fi], "RT", &want).await;
+
+    // Its log's snapshot moved to the state it fetched, durably: a
+    // restart opens there and fetches nothing (campaign seed 4902: a
+    // snapshot compacted only in memory sent every restart back to the
+    // old one, which the store no longer held, and when all three did
+    // at once none could serve).
+    let c = all[fi].client().await;
+    want.extend(publish(&c, "rt.c", 25_000, 25_100).await);
+    let fetches = |s: &common::Server| s.log_text().matches("fetching its messages").count();
+    let before = fetches(&all[fi]);
+    all[fi].kill9();
+    all[fi].restart();
+    serves_exactly(&all[fi], "RT", &want).await;
+    assert_eq!(fetches(&all[fi]), before, "{}", all[fi].log_text());
 }
