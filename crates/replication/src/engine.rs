@@ -1093,6 +1093,11 @@ impl Engine {
             .get_mut(&group)
             .ok_or(EngineError::NoGroup(group))?;
         if index < g.conf_index {
+            // Wanted again: the state machine is past the change by now,
+            // and a refused snapshot (a deferred one come due, or a late
+            // answer) is otherwise asked for only once the policy sees
+            // the group apply more, which an idle one never does.
+            g.raw.store().want_snapshot();
             return Ok(None);
         }
         // A replica retargeted to a leader's newer snapshot while catching
@@ -2369,6 +2374,8 @@ mod tests {
             .unwrap();
         assert!(stale.is_none());
         assert_eq!(t.nodes[l].snapshot_index(7), Some(1), "not taken");
+        let out = t.nodes[l].poll();
+        assert_eq!(out.snapshot_wanted, vec![7], "wanted again");
         let now = t.nodes[l].applied(7).unwrap();
         let _ = t.nodes[l].compact(7, now, b"new".to_vec()).unwrap();
         assert_eq!(t.nodes[l].snapshot_index(7), Some(now), "taken");

@@ -521,6 +521,12 @@ impl LogStore {
         &self.conf
     }
 
+    /// Asks the owner for a snapshot as of now (one it handed over could
+    /// not be taken), as raft-rs does when a follower needs a newer one.
+    pub fn want_snapshot(&self) {
+        self.snapshot_wanted.set(true);
+    }
+
     /// Whether raft-rs wanted a newer snapshot than this log has; reading
     /// it clears it.
     pub fn take_snapshot_wanted(&self) -> bool {
