@@ -75,6 +75,10 @@ use crate::frame::Frame;
 /// How stale a published [`StatusUpdate`] may be.
 pub const STATUS_EVERY: Duration = Duration::from_millis(10);
 
+/// How long a snapshot asked for ([`Snapshot::Asked`]) is awaited before
+/// the group may be asked again.
+pub const ASK_AGAIN: Duration = Duration::from_secs(30);
+
 /// What the state machines hear, in order per group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -94,7 +98,9 @@ pub enum Snapshot {
     /// Asked for: the state machine is applied elsewhere, and its owner
     /// hands the bytes over as [`Input::SnapshotTaken`], as of the index
     /// asked for (or a later one already handed out, if it could not take
-    /// one then). Not asked again for the group until then.
+    /// one then). Not asked again for the group until then, or until
+    /// [`ASK_AGAIN`] has passed: an answer may never come (its store's
+    /// sync failed, or its owner was replaced).
     Asked,
     /// None to be had.
     None,
@@ -313,8 +319,9 @@ pub struct NodeCore {
     active: BTreeSet<u64>,
     /// Wants handed out and not yet answered, in order.
     open: VecDeque<Want>,
-    /// Groups whose snapshot was asked for and has not come yet.
-    asked: BTreeSet<u64>,
+    /// Groups whose snapshot was asked for and has not come yet, with
+    /// when they were asked.
+    asked: BTreeMap<u64, Duration>,
     /// The last sync epoch handed out, and the last one synced.
     handed_out: u64,
     synced: u64,
@@ -342,7 +349,7 @@ impl NodeCore {
             wanted: Vec::new(),
             active: BTreeSet::new(),
             open: VecDeque::new(),
-            asked: BTreeSet::new(),
+            asked: BTreeMap::new(),
             handed_out: 0,
             synced: 0,
             replaced: Vec::new(),
@@ -573,11 +580,12 @@ impl NodeCore {
             }
         }
         self.active.clear();
-        let engine = &self.engine;
-        self.asked.retain(|g| engine.applied(*g).is_some());
+        let (engine, now) = (&self.engine, self.now);
+        self.asked
+            .retain(|g, at| engine.applied(*g).is_some() && now.saturating_sub(*at) < ASK_AGAIN);
         let wants: Vec<Want> = wanted
             .into_iter()
-            .filter(|g| !self.asked.contains(g))
+            .filter(|g| !self.asked.contains_key(g))
             .filter_map(|group| {
                 let index = self.engine.applied(group)?;
                 let stored = self.engine.durable_snapshot_index(group).unwrap_or(0);
@@ -610,7 +618,7 @@ impl NodeCore {
         match answer {
             Snapshot::Now(data) => self.compact(want.group, want.index, data),
             Snapshot::Asked => {
-                let fresh = self.asked.insert(want.group);
+                let fresh = self.asked.insert(want.group, self.now).is_none();
                 assert!(fresh, "group {} asked twice", want.group);
             }
             Snapshot::None => {}
@@ -1000,6 +1008,29 @@ mod tests {
             d.cycles(1);
         }
         assert_eq!(d.wants.len(), 2, "asked again once taken: {:?}", d.wants);
+    }
+
+    /// An answer that never comes (the store's sync failed, the replica
+    /// was replaced) does not stop the group's compaction for good: it is
+    /// asked again once [`ASK_AGAIN`] has passed.
+    #[test]
+    fn a_snapshot_never_taken_is_asked_for_again() {
+        let dir = MemDir::new();
+        let mut d = Driver::new(&dir, Some(Box::new(|_, since| since >= 5)));
+        d.answer = |_| Snapshot::Asked;
+        d.lead();
+        for v in 1..=20u8 {
+            d.core.propose(G, vec![v]).unwrap();
+            d.cycles(1);
+        }
+        assert_eq!(d.wants.len(), 1, "{:?}", d.wants);
+        d.now += ASK_AGAIN;
+        for v in 21..=22u8 {
+            d.core.propose(G, vec![v]).unwrap();
+            d.cycles(1);
+        }
+        assert_eq!(d.wants.len(), 2, "asked again: {:?}", d.wants);
+        assert!(d.wants[1].index > d.wants[0].index);
     }
 
     /// A state machine keeps, for a restart, what it needs to reopen at
