@@ -13,7 +13,7 @@ use jetstream::stream::PubAck;
 use protocol::NATS_VERSION;
 use serde::Serialize;
 
-use crate::stream_sm::{Acked, Applied, Outcome};
+use crate::stream_sm::{Acked, Applied, Op, Outcome};
 
 /// The endpoints, by their response type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -528,6 +528,27 @@ pub fn answers(
     out
 }
 
+/// What the requester of an input that was never proposed hears: its
+/// leader lost the lead before proposing it, or raft-rs dropped the
+/// proposal (`replication::node::Event::Dropped`). A publish and a
+/// double ack get "no responders", what a request gets when no leader
+/// listens at all: not stored, try again (nats.go retries a publish on
+/// it). Nothing else is answered: a pull's requester waits out its
+/// expiry (its heartbeats tell it), an ack without a reply is
+/// redelivered, and a source's copy is taken up again by its session
+/// (its origin ack must mean "copied").
+pub fn dropped(op: &Op) -> Option<Answer> {
+    let Op::Replied { reply, op } = op else {
+        return None;
+    };
+    match op.as_ref() {
+        Op::Publish { subject, .. } | Op::Ack { subject, .. } => {
+            Some(Answer::no_responders(reply, subject))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -556,5 +577,54 @@ mod tests {
             std::str::from_utf8(&ok(Kind::StreamDelete, &Success { success: true })).unwrap(),
             r#"{"type":"io.nats.jetstream.api.v1.stream_delete_response","success":true}"#
         );
+    }
+
+    /// A dropped publish or double ack is told "no responders"; a pull,
+    /// a plain ack and a source's copy are not answered.
+    #[test]
+    fn what_a_dropped_input_answers() {
+        let publish = Op::Publish {
+            subject: "orders.1".into(),
+            headers: None,
+            payload: Bytes::from_static(b"x"),
+        };
+        let ack = Op::Ack {
+            consumer: "C".into(),
+            subject: "$JS.ACK.S.C.1.1.1.0.0".into(),
+            body: Bytes::from_static(b"+ACK"),
+        };
+        let pull = Op::Pull {
+            consumer: "C".into(),
+            request: Bytes::from_static(b"{}"),
+            reply: "_INBOX.p".into(),
+        };
+        let sourced = Op::Sourced {
+            key: "k".into(),
+            origin_seq: 1,
+            origin_ts: 0,
+            pending: 0,
+            after: None,
+            subject: "s".into(),
+            headers: None,
+            payload: Bytes::new(),
+        };
+        let cases = [
+            (publish.clone().replied(Some("_INBOX.a")), Some("_INBOX.a")),
+            (ack.clone().replied(Some("_INBOX.b")), Some("_INBOX.b")),
+            (publish, None),
+            (ack, None),
+            (pull, None),
+            (sourced.replied(Some("$JS.ACK.O.c.1.1.1.0.0")), None),
+        ];
+        for (op, to) in cases {
+            let got = dropped(&op);
+            assert_eq!(got.as_ref().map(|a| a.msg.subject.as_str()), to, "{op:?}");
+            if let Some(a) = got {
+                let headers = a.msg.headers.expect("a status");
+                let text = String::from_utf8_lossy(&headers);
+                assert!(text.starts_with("NATS/1.0 503"), "{text}");
+                assert!(a.msg.payload.is_empty());
+            }
+        }
     }
 }

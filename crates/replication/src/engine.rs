@@ -75,6 +75,15 @@ pub enum EngineError {
     Raft(#[from] raft::Error),
 }
 
+/// Entries [`Engine::propose_all`] did not propose, and why: not the
+/// leader, raft-rs dropped the proposal (a leadership transfer under
+/// way, the uncommitted limit), or an entry over [`MAX_ENTRY_DATA`].
+#[derive(Debug)]
+pub struct NotProposed {
+    pub error: EngineError,
+    pub data: Vec<Bytes>,
+}
+
 /// An entry committed in a group, to apply to its state machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Committed {
@@ -843,25 +852,43 @@ impl Engine {
     /// appends them together and sends each follower one append for them
     /// all, where proposing them one by one sends an append per entry
     /// (each acknowledged on its own, each a slot of the in-flight
-    /// window). They are accepted or dropped together, but for any over
-    /// [`MAX_ENTRY_DATA`], which are dropped alone.
-    pub fn propose_all(&mut self, group: u64, data: Vec<Vec<u8>>) -> Result<(), EngineError> {
-        let data: Vec<Vec<u8>> = data
-            .into_iter()
-            .filter(|d| d.len() <= MAX_ENTRY_DATA)
-            .collect();
-        if data.is_empty() {
-            return Ok(());
+    /// window). They are accepted or refused together, but for any over
+    /// [`MAX_ENTRY_DATA`], which are refused alone. A refusal hands the
+    /// entries back ([`NotProposed`]): their owner answers their
+    /// requesters, who would otherwise wait out a timeout.
+    pub fn propose_all(&mut self, group: u64, data: Vec<Vec<u8>>) -> Result<(), NotProposed> {
+        let (fit, large): (Vec<Vec<u8>>, Vec<Vec<u8>>) =
+            data.into_iter().partition(|d| d.len() <= MAX_ENTRY_DATA);
+        let fit: Vec<Bytes> = fit.into_iter().map(Bytes::from).collect();
+        let mut refused = large.first().map(Vec::len).map(|n| NotProposed {
+            error: EngineError::TooLarge(n),
+            data: large.into_iter().map(Bytes::from).collect(),
+        });
+        if !fit.is_empty() {
+            if let Err(error) = self.step_proposal(group, &fit) {
+                let mut data = fit;
+                data.extend(refused.take().map(|r| r.data).unwrap_or_default());
+                refused = Some(NotProposed { error, data });
+            }
         }
+        match refused {
+            Some(r) => Err(r),
+            None => Ok(()),
+        }
+    }
+
+    /// Steps one proposal of `data` (shared, not copied: a refusal keeps
+    /// them for [`NotProposed`]).
+    fn step_proposal(&mut self, group: u64, data: &[Bytes]) -> Result<(), EngineError> {
         let id = self.id;
         let g = self.leading(group)?;
         let mut m = Message::default();
         m.set_msg_type(MessageType::MsgPropose);
         m.from = id;
         m.set_entries(
-            data.into_iter()
+            data.iter()
                 .map(|d| Entry {
-                    data: d.into(),
+                    data: d.clone(),
                     ..Default::default()
                 })
                 .collect(),
@@ -1840,9 +1867,11 @@ mod tests {
             t.nodes[l].propose(7, big.clone()),
             Err(EngineError::TooLarge(n)) if n == MAX_ENTRY_DATA + 1
         ));
-        t.nodes[l]
-            .propose_all(7, vec![b"a".to_vec(), big, b"b".to_vec()])
-            .unwrap();
+        let refused = t.nodes[l]
+            .propose_all(7, vec![b"a".to_vec(), big.clone(), b"b".to_vec()])
+            .unwrap_err();
+        assert!(matches!(refused.error, EngineError::TooLarge(n) if n == MAX_ENTRY_DATA + 1));
+        assert_eq!(refused.data, [Bytes::from(big)], "handed back alone");
         t.tick(5);
         for a in &t.applied {
             let got: Vec<Bytes> = a.iter().map(|c| c.data.clone()).collect();
@@ -1883,10 +1912,12 @@ mod tests {
             assert_eq!(got, want);
         }
         let follower = (l + 1) % 3;
-        assert!(matches!(
-            t.nodes[follower].propose_all(7, batch(20).collect()),
-            Err(EngineError::NotLeader(7))
-        ));
+        let refused = t.nodes[follower]
+            .propose_all(7, batch(20).collect())
+            .unwrap_err();
+        assert!(matches!(refused.error, EngineError::NotLeader(7)));
+        let back: Vec<Bytes> = batch(20).map(Bytes::from).collect();
+        assert_eq!(refused.data, back, "handed back, in order");
     }
 
     /// Hands `frames` from node `from` (an index) to their receivers.

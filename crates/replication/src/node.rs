@@ -43,7 +43,8 @@
 //!   its blocks costs about what writing them did).
 //! - `frames`: to each peer, as they come.
 //! - `restored`, then `events`: through the state machines, in order
-//!   (a snapshot before the entries that follow it). `restored` holds a
+//!   (a snapshot before the entries that follow it); an
+//!   [`Event::Dropped`] goes to the owner of the submits it hands back. `restored` holds a
 //!   restarted group's stored snapshot, for the state machines applied on
 //!   the driver's thread only; a state machine applied elsewhere reopens
 //!   from its own store.
@@ -66,10 +67,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use serde::Serialize;
 use store::{Replaced, RewriteJob, Rewritten, Swap, SyncHandle};
 
-use crate::engine::{Committed, Engine, EngineError, Output, Refused};
+use crate::engine::{Committed, Engine, EngineError, NotProposed, Output, Refused};
 use crate::frame::Frame;
 
 /// How stale a published [`StatusUpdate`] may be.
@@ -88,6 +90,12 @@ pub enum Event {
     /// found one in it): the state machine is replaced by this data, as
     /// of this index, before later entries.
     Snapshot(Committed),
+    /// Submits this server did not propose ([`NotProposed`]: it no longer
+    /// leads the group, or raft-rs dropped the proposal), in the order
+    /// they came. Never applied: their owner answers whoever waits on
+    /// them, so a leadership change leaves no requester waiting in
+    /// silence.
+    Dropped { group: u64, data: Vec<Bytes> },
 }
 
 /// A state machine's answer to a [`Want`].
@@ -310,6 +318,9 @@ pub struct NodeCore {
     phase: Phase,
     /// Submits not yet proposed, by group, in order.
     submitted: BTreeMap<u64, Vec<Vec<u8>>>,
+    /// Submits not taken ([`Event::Dropped`]), for the next actions
+    /// handed out (a poll's or a Ready's).
+    dropped: Vec<Event>,
     /// What the inputs so far asked for, until [`NodeCore::poll`].
     pending: Actions,
     /// From the last Ready: the groups the engine wants a snapshot of,
@@ -345,6 +356,7 @@ impl NodeCore {
             now,
             phase: Phase::Inputs,
             submitted: BTreeMap::new(),
+            dropped: Vec::new(),
             pending: Actions::default(),
             wanted: Vec::new(),
             active: BTreeSet::new(),
@@ -382,11 +394,20 @@ impl NodeCore {
 
     /// Proposes what was submitted, one proposal per group
     /// (`Engine::propose_all`): any input but a submit comes after the
-    /// submits before it. A group this server does not lead drops its
-    /// submits: their requesters hear nothing and retry.
+    /// submits before it. What a group does not take (this server does
+    /// not lead it, or raft-rs dropped the proposal) goes back to its
+    /// owner as [`Event::Dropped`].
     fn propose_submitted(&mut self) {
         for (group, data) in std::mem::take(&mut self.submitted) {
-            let _ = self.engine.propose_all(group, data);
+            let submitted = data.len();
+            if let Err(NotProposed { data, .. }) = self.engine.propose_all(group, data) {
+                assert!(
+                    !data.is_empty() && data.len() <= submitted,
+                    "handed back {} of {submitted} submits",
+                    data.len()
+                );
+                self.dropped.push(Event::Dropped { group, data });
+            }
         }
     }
 
@@ -495,7 +516,9 @@ impl NodeCore {
 
     /// What the inputs since the last poll asked for.
     pub fn poll(&mut self) -> Actions {
-        std::mem::take(&mut self.pending)
+        let mut actions = std::mem::take(&mut self.pending);
+        actions.events.append(&mut self.dropped);
+        actions
     }
 
     /// When [`NodeCore::handle_timeout`] next has a tick to give.
@@ -545,6 +568,7 @@ impl NodeCore {
         debug_assert!(out.sync.is_empty(), "sync handles come with an epoch");
         self.wanted = std::mem::take(&mut out.snapshot_wanted);
         self.active = out.committed.iter().map(|c| c.group).collect();
+        actions.events.append(&mut self.dropped);
         actions.take(out);
         self.phase = Phase::Ready;
         actions
@@ -879,7 +903,7 @@ mod tests {
                 .iter()
                 .filter_map(|e| match e {
                     Event::Committed(c) => Some(c.data[0]),
-                    Event::Snapshot(_) => None,
+                    Event::Snapshot(_) | Event::Dropped { .. } => None,
                 })
                 .collect()
         }
@@ -894,6 +918,46 @@ mod tests {
         let mut e = vec![v];
         e.resize(16 * 1024, 0);
         e
+    }
+
+    /// Submits a group does not take go back to their owner, in order,
+    /// never applied: here a group this server does not run, then an
+    /// entry over the log's limit next to one that fits.
+    #[test]
+    fn submits_not_proposed_come_back_as_dropped() {
+        let (_dir, mut d) = Driver::leading(None);
+        for v in [5u8, 6] {
+            d.input(Input::Submit {
+                group: G + 1,
+                data: vec![v],
+            });
+        }
+        let big = vec![9u8; crate::engine::MAX_ENTRY_DATA + 1];
+        d.input(Input::Submit {
+            group: G,
+            data: big.clone(),
+        });
+        d.input(Input::Submit {
+            group: G,
+            data: vec![7],
+        });
+        d.cycles(3);
+        let dropped: Vec<(u64, Vec<Bytes>)> = d
+            .heard
+            .iter()
+            .filter_map(|e| match e {
+                Event::Dropped { group, data } => Some((*group, data.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            dropped,
+            [
+                (G, vec![Bytes::from(big)]),
+                (G + 1, vec![Bytes::from(vec![5u8]), Bytes::from(vec![6u8])]),
+            ]
+        );
+        assert_eq!(d.applied(), vec![7], "what fits is proposed");
     }
 
     #[test]
@@ -978,6 +1042,7 @@ mod tests {
             .map(|e| match e {
                 Event::Committed(c) => c.index,
                 Event::Snapshot(s) => panic!("a second snapshot at {}", s.index),
+                Event::Dropped { .. } => panic!("nothing was submitted"),
             })
             .collect();
         let want: Vec<u64> = (s.index + 1..s.index + 1 + indexes.len() as u64).collect();

@@ -95,6 +95,10 @@ pub enum RaftEvent {
     /// The meta group assigned the stream this config (JSON); its leader
     /// proposes it, and answers `reply` (if any) once it is applied.
     Assigned { config: String, reply: String },
+    /// Inputs submitted here that the group did not take (this server no
+    /// longer led it, or raft-rs dropped the proposal): their requesters
+    /// are answered (`jsservice::reply::dropped`).
+    Dropped(Vec<Bytes>),
     /// The stream is no longer on this server.
     Stop,
 }

@@ -61,6 +61,14 @@ impl Applier {
         let (c, snapshot) = match ev {
             Event::Committed(c) => (c, false),
             Event::Snapshot(c) => (c, true),
+            // The meta group's proposals are answered where they were
+            // made (`JsNode::propose`); a stream's go to its replica.
+            Event::Dropped { group, data } => {
+                if let Some(r) = self.replicas.lock().get(group) {
+                    r.handle.send(Cmd::Raft(RaftEvent::Dropped(data.clone())));
+                }
+                return;
+            }
         };
         if c.group == META_GROUP {
             return self.apply_meta(ev, engine);

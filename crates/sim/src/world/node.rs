@@ -241,6 +241,9 @@ impl Sim {
     /// stream replica, or (value mode) the client's acknowledgements.
     fn apply_event(&mut self, i: usize, ev: Event) -> Result<(), Violation> {
         let c = match ev {
+            // The simulated clients time their requests out and retry,
+            // whether a submit was dropped here or lost later.
+            Event::Dropped { .. } => return Ok(()),
             Event::Snapshot(c) => {
                 if !self.servers[i].stores.contains_key(&c.group) {
                     restore_state(&self.cfg, &mut self.servers[i], c.group, &c.data);

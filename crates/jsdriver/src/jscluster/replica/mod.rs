@@ -41,7 +41,7 @@ use jsservice::stream_api::{self, Admitted};
 use jsservice::stream_sm::{Applied, Entry, Op, Outcome, StreamMachine};
 use store::MsgStore;
 use tokio::sync::mpsc;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::storage::{ReplicaStore, ServerHome};
 
@@ -334,6 +334,7 @@ impl Actor {
                     self.submit(Op::UpdateConfig { config }.replied(reply));
                 }
             }
+            Cmd::Raft(RaftEvent::Dropped(data)) => self.dropped(&data),
             Cmd::Raft(RaftEvent::Stop) => {}
             Cmd::Api(m) => self.request(m),
             Cmd::Answer(a) => self.send(a),
@@ -345,6 +346,26 @@ impl Actor {
             // One server's alone.
             Cmd::Publish(_) | Cmd::Request { .. } | Cmd::Update { .. } | Cmd::Delete { .. } => {}
         }
+    }
+
+    /// Inputs submitted here and never proposed: whoever waits on them
+    /// hears so at once, rather than at their timeout.
+    fn dropped(&mut self, data: &[Bytes]) {
+        let mut answered = 0;
+        for d in data {
+            let answer = Entry::decode_shared(d)
+                .ok()
+                .and_then(|e| reply::dropped(&e.op));
+            if let Some(a) = answer {
+                answered += 1;
+                self.send(a);
+            }
+        }
+        debug!(
+            "JetStream cluster stream {}: {} inputs not proposed, {answered} answered",
+            self.js.label(&self.handle.name),
+            data.len()
+        );
     }
 
     /// The stream is gone from this server: its store goes. Its leader
