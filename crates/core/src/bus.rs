@@ -80,6 +80,17 @@ impl Bus {
     /// Whether anyone (here or over a route) subscribes to `subject` in
     /// the JetStream account.
     pub fn has_listener(&self, subject: &[u8]) -> bool {
+        self.listens_but(subject, None)
+    }
+
+    /// Whether anyone but `me` (here or over a route) subscribes to
+    /// `subject` in the JetStream account: asked on delivery, it tells a
+    /// catch-all subscriber whether it alone got the message.
+    pub fn others_listen(&self, subject: &[u8], me: &Subscription) -> bool {
+        self.listens_but(subject, Some(me))
+    }
+
+    fn listens_but(&self, subject: &[u8], me: Option<&Subscription>) -> bool {
         // Uncached: reply subjects are mostly used once.
         let found = self
             .server
@@ -87,8 +98,10 @@ impl Bus {
             .sublist
             .read()
             .matches_uncached(subject);
-        let open = |s: &Arc<Subscription>| !s.is_closed();
-        found.psubs.iter().any(open) || found.qsubs.iter().any(|(_, m)| m.iter().any(open))
+        let other = |s: &Arc<Subscription>| {
+            !s.is_closed() && me.is_none_or(|me| !std::ptr::eq(s.as_ref(), me))
+        };
+        found.psubs.iter().any(other) || found.qsubs.iter().any(|(_, m)| m.iter().any(other))
     }
 
     /// This server's name (what one server reports as a stream's leader).

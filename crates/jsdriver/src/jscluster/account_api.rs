@@ -36,6 +36,9 @@ const DELETE_WAIT: Duration = Duration::from_secs(10);
 const LIST_WAIT: Duration = Duration::from_secs(2);
 /// How long a create of a stream that exists waits for its leader.
 const EXISTS_WAIT: Duration = Duration::from_secs(8);
+/// How long the meta leader waits before it answers for a stream with no
+/// leader (nats-server's `errRespDelay`).
+const LEADERLESS_ANSWER_AFTER: Duration = Duration::from_millis(500);
 
 const SUBJECTS: &[&str] = &[
     "$JS.API.INFO",
@@ -204,26 +207,37 @@ fn not_found(to: &str, kind: Kind) -> Answer {
 pub struct CatchAll {
     pub jc: std::sync::Weak<JsCluster>,
     pub js: Arc<JetStream>,
+    /// Its own subscription, once made.
+    pub me: std::sync::OnceLock<Arc<flotilla_core::bus::Subscription>>,
 }
 
+/// Every API request a client of this server sends comes here too. One
+/// that reached nobody else (no server leads its stream, or the meta
+/// group: an election under way) is answered at once
+/// (`request::unserved`), where it would otherwise wait out the
+/// client's timeout.
 impl flotilla_core::bus::Sink for CatchAll {
     fn deliver(&self, msg: flotilla_core::bus::Message<'_>) {
-        let Some(jc) = self.jc.upgrade() else { return };
+        let (Some(jc), Some(me)) = (self.jc.upgrade(), self.me.get()) else {
+            return;
+        };
         let Some(reply) = msg.reply.filter(|r| !r.is_empty()) else {
             return;
         };
+        if self.js.bus.others_listen(msg.subject, me) {
+            return;
+        }
         let subject = String::from_utf8_lossy(msg.subject);
-        let Some(rest) = subject
-            .strip_prefix("$JS.API.CONSUMER.MSG.NEXT.")
-            .or_else(|| subject.strip_prefix("$JS.API.DIRECT.GET."))
-        else {
+        let reply = String::from_utf8_lossy(reply);
+        let Some(a) = jsservice::request::unserved(&subject, &reply) else {
             return;
         };
-        let stream = rest.split('.').next().unwrap_or_default();
-        if jc.meta.lock().stream(stream).is_none() {
-            let reply = String::from_utf8_lossy(reply);
-            self.js
-                .bounce(jsservice::reply::no_responders(&reply, &subject));
+        // Before the cluster's first meta leader, only a pull or a direct
+        // get is answered (no responders); the rest wait for it.
+        let led = jc.meta_was_led.load(std::sync::atomic::Ordering::Relaxed);
+        if led || a.count() == jsservice::reply::Count::No {
+            self.js.count(a.count());
+            self.js.bounce(a.msg);
         }
     }
 }
@@ -263,7 +277,9 @@ impl Api {
         // About one stream: its leader answers if it exists, and nats-
         // server's meta leader says it does not before reading the body.
         if let Some((stream, kind)) = stream_of(&m.subject) {
-            if self.jc.meta.lock().stream(stream).is_some() {
+            let group = self.jc.meta.lock().stream(stream).map(|a| a.group);
+            if let Some(group) = group {
+                self.answer_if_leaderless(group, m.reply.as_deref(), kind);
                 return None;
             }
             if let Some(to) = m.reply.as_deref() {
@@ -281,15 +297,42 @@ impl Api {
                 reply,
                 request,
             } => {
-                if self.jc.meta.lock().stream(&stream).is_none() {
-                    if let Some(a) = stream_api::missing(&stream, reply.as_deref(), &request) {
-                        self.send(a);
+                let group = self.jc.meta.lock().stream(&stream).map(|a| a.group);
+                match group {
+                    Some(group) => {
+                        self.answer_if_leaderless(group, reply.as_deref(), request.kind())
+                    }
+                    None => {
+                        if let Some(a) = stream_api::missing(&stream, reply.as_deref(), &request) {
+                            self.send(a);
+                        }
                     }
                 }
             }
             Request::Ignore | Request::Operator { .. } => {}
         }
         None
+    }
+
+    /// A request about an existing stream, which its leader answers: if
+    /// its group has no leader this server can reach (none elected, or
+    /// one whose route is gone), nats-server's 503 "JetStream system
+    /// temporarily unavailable" (10008), as its servers answer for a
+    /// leaderless group. After `LEADERLESS_ANSWER_AFTER`, as nats-server
+    /// delays it, so a leader that did get the request answers first.
+    fn answer_if_leaderless(&self, group: u64, reply: Option<&str>, kind: Kind) {
+        let Some(to) = reply else { return };
+        let leader = self.jc.node.status().group(group).map(|g| g.leader);
+        let reachable = |l: u64| l == self.jc.me.id || self.jc.routed_ids().contains(&l);
+        // Not a member: it cannot say (nor can nats-server's).
+        if leader.is_none_or(|l| l != 0 && reachable(l)) {
+            return;
+        }
+        let (api, to) = (self.detached(), to.to_string());
+        tokio::spawn(async move {
+            tokio::time::sleep(LEADERLESS_ANSWER_AFTER).await;
+            api.send(Answer::refused(&to, kind, &E::CLUSTER_NOT_AVAIL.err()));
+        });
     }
 
     async fn account(&mut self, to: &str, request: AccountRequest) -> Option<String> {

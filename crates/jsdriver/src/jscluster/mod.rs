@@ -107,6 +107,10 @@ pub struct JsCluster {
     pub tags: Vec<String>,
     /// When the meta leader last looked for streams short of replicas.
     healed: Mutex<Option<Instant>>,
+    /// This server has seen the meta group led since it started: a
+    /// request nobody serves is answered only then (while a cluster
+    /// forms, requests wait for its first leader, as nats-server's do).
+    pub meta_was_led: std::sync::atomic::AtomicBool,
 }
 
 impl JsCluster {
@@ -179,6 +183,7 @@ impl JsCluster {
             wake: Notify::new(),
             tags: server.tags(),
             healed: Mutex::new(None),
+            meta_was_led: std::sync::atomic::AtomicBool::new(false),
         });
         let _ = cluster.set(Arc::downgrade(&jc));
         if has_log {
@@ -197,10 +202,17 @@ impl JsCluster {
         let catch_all = Arc::new(account_api::CatchAll {
             jc: Arc::downgrade(&jc),
             js: js.clone(),
+            me: std::sync::OnceLock::new(),
         });
-        js.bus
-            .subscribe("$JS.API.>", flotilla_core::bus::Reach::Local, catch_all)
+        let sub = js
+            .bus
+            .subscribe(
+                "$JS.API.>",
+                flotilla_core::bus::Reach::Local,
+                catch_all.clone(),
+            )
             .context("could not subscribe to the JetStream API")?;
+        let _ = catch_all.me.set(sub);
         let follower = Arc::downgrade(&jc);
         server.on_routes_changed(Box::new(move || {
             if let Some(jc) = follower.upgrade() {
@@ -261,6 +273,8 @@ impl JsCluster {
             if leader != last_leader {
                 last_leader = leader;
                 if leader != 0 {
+                    self.meta_was_led
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
                     // nats-server's wording, which operators grep for.
                     info!(
                         "JetStream cluster new metadata leader: {}/{}",

@@ -88,6 +88,23 @@ pub fn stream_of(subject: &str) -> Option<(&str, Kind)> {
     Some((found.names[0], found.api.kind?))
 }
 
+/// What a cluster's server answers for a request that reached no one
+/// but itself: no server leads the stream, or the meta group, at this
+/// moment (an election under way). An endpoint with an API response
+/// gets nats-server's 503 "JetStream system temporarily unavailable"
+/// (10008), what its servers answer while a group is leaderless; a pull
+/// or a direct get gets "no responders", what the core says of a
+/// subject nobody listens on. A subject no entry matches is not
+/// answered (see `table`).
+pub fn unserved(subject: &str, reply: &str) -> Option<Answer> {
+    let tokens: Vec<&str> = subject.strip_prefix(API_PREFIX)?.split('.').collect();
+    let found = table::find(&tokens)?;
+    Some(match found.api.kind {
+        Some(kind) => Answer::refused(reply, kind, &E::CLUSTER_NOT_AVAIL.err()),
+        None => Answer::no_responders(reply, subject),
+    })
+}
+
 /// What a flow-control reply says was received: `Nats-Last-Stream` (when
 /// above zero) and `Nats-Last-Consumer` (zero when missing), as
 /// nats-server's `processFlowControl` reads them.

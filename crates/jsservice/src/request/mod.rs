@@ -10,7 +10,7 @@
 //! request differently in a cluster, [`Mode`] says which.
 //!
 //! - `types`: the requests, by who decides them.
-//! - `classify`: [`classify`] and [`stream_of`], acks and flow-control
+//! - `classify`: [`classify`], [`stream_of`] and [`unserved`], acks and flow-control
 //!   replies by their subjects, the rest through `table`.
 //! - `table`: one entry per `$JS.API` request: its subject's tokens, its
 //!   response kind, who may ask, and the function that reads it.
@@ -22,7 +22,7 @@ mod table;
 mod types;
 
 pub use body::{is_empty_request, optional, strict};
-pub use classify::{classify, stream_of};
+pub use classify::{classify, stream_of, unserved};
 pub use types::{
     AccountRequest, Inbound, Mode, OperatorRequest, Read, Refusal, Request, StreamRequest,
     META_STEPDOWN, RESPONSE_TYPE, SERVER_REMOVE,

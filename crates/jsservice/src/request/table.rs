@@ -566,4 +566,40 @@ mod tests {
             }
         }
     }
+
+    /// A request nobody serves: an API response with 503 10008 in the
+    /// endpoint's own type, a pull or direct get a no-responders status,
+    /// an unknown subject nothing.
+    #[test]
+    fn what_an_unserved_request_is_told() {
+        let cases = [
+            ("$JS.API.STREAM.INFO.S", Some("stream_info_response")),
+            (
+                "$JS.API.CONSUMER.CREATE.S",
+                Some("consumer_create_response"),
+            ),
+            ("$JS.API.STREAM.CREATE.S", Some("stream_create_response")),
+            ("$JS.API.INFO", Some("account_info_response")),
+            ("$JS.API.CONSUMER.MSG.NEXT.S.C", None),
+            ("$JS.API.DIRECT.GET.S", None),
+        ];
+        for (subject, response) in cases {
+            let a = super::super::unserved(subject, "_INBOX.r").expect(subject);
+            assert_eq!(a.msg.subject, "_INBOX.r");
+            let body: serde_json::Value = match response {
+                Some(_) => serde_json::from_slice(&a.msg.payload).expect(subject),
+                None => {
+                    let h = a.msg.headers.as_deref().expect(subject);
+                    assert!(h.starts_with(b"NATS/1.0 503"), "{subject}");
+                    continue;
+                }
+            };
+            let ty = format!("io.nats.jetstream.api.v1.{}", response.unwrap());
+            assert_eq!(body["type"], ty.as_str(), "{subject}");
+            assert_eq!(body["error"]["code"], 503, "{subject}");
+            assert_eq!(body["error"]["err_code"], 10008, "{subject}");
+        }
+        assert!(super::super::unserved("$JS.API.NOPE", "_INBOX.r").is_none());
+        assert!(super::super::unserved("orders.1", "_INBOX.r").is_none());
+    }
 }
