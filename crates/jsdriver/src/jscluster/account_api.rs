@@ -212,10 +212,13 @@ pub struct CatchAll {
 }
 
 /// Every API request a client of this server sends comes here too. One
-/// that reached nobody else (no server leads its stream, or the meta
-/// group: an election under way) is answered at once
-/// (`request::unserved`), where it would otherwise wait out the
-/// client's timeout.
+/// that reached nobody else is answered at once (`request::unserved`),
+/// where it would otherwise wait out the client's timeout: a pull or a
+/// direct get (no server leads its stream) with no responders, as
+/// nats-server's core answers; an API request with 10008 only when this
+/// server sees no meta leader it can reach, as nats-server's servers
+/// answer while the meta group is leaderless (with one, its interest
+/// may not have arrived here yet: the request waits, as before).
 impl flotilla_core::bus::Sink for CatchAll {
     fn deliver(&self, msg: flotilla_core::bus::Message<'_>) {
         let (Some(jc), Some(me)) = (self.jc.upgrade(), self.me.get()) else {
@@ -232,10 +235,17 @@ impl flotilla_core::bus::Sink for CatchAll {
         let Some(a) = jsservice::request::unserved(&subject, &reply) else {
             return;
         };
-        // Before the cluster's first meta leader, only a pull or a direct
-        // get is answered (no responders); the rest wait for it.
-        let led = jc.meta_was_led.load(std::sync::atomic::Ordering::Relaxed);
-        if led || a.count() == jsservice::reply::Count::No {
+        // Before the cluster's first meta leader, requests wait for it.
+        let answer = match a.count() {
+            jsservice::reply::Count::No => true,
+            _ => {
+                jc.meta_was_led.load(std::sync::atomic::Ordering::Relaxed)
+                    && !jc
+                        .meta_status()
+                        .is_some_and(|g| jc.reaches_leader(g.leader))
+            }
+        };
+        if answer {
             self.js.count(a.count());
             self.js.bounce(a.msg);
         }
@@ -323,9 +333,8 @@ impl Api {
     fn answer_if_leaderless(&self, group: u64, reply: Option<&str>, kind: Kind) {
         let Some(to) = reply else { return };
         let leader = self.jc.node.status().group(group).map(|g| g.leader);
-        let reachable = |l: u64| l == self.jc.me.id || self.jc.routed_ids().contains(&l);
         // Not a member: it cannot say (nor can nats-server's).
-        if leader.is_none_or(|l| l != 0 && reachable(l)) {
+        if leader.is_none_or(|l| self.jc.reaches_leader(l)) {
             return;
         }
         let (api, to) = (self.detached(), to.to_string());

@@ -778,6 +778,13 @@ impl JsCluster {
             .collect()
     }
 
+    /// Whether `leader` (a group's leader as this server's node sees it)
+    /// is one this server reaches: itself, or a peer with a live route.
+    /// None (0) is not.
+    pub fn reaches_leader(&self, leader: u64) -> bool {
+        leader != 0 && (leader == self.me.id || self.routed_ids().contains(&leader))
+    }
+
     /// The meta group as this server's node sees it.
     pub fn meta_status(&self) -> Option<cluster::node::GroupStatus> {
         self.node.status().group(META_GROUP).cloned()
