@@ -212,8 +212,9 @@ impl Node {
 
     /// Proposes an entry without waiting to hear whether this server
     /// leads the group (for callers that must not block, such as a
-    /// client's reader): if it does not, the entry is dropped, and the
-    /// requester, who hears nothing, retries.
+    /// client's reader): if it does not, the entry comes back to the
+    /// apply hook as an `Event::Dropped`, whose owner answers its
+    /// requester.
     pub fn submit(&self, group: u64, data: Vec<u8>) {
         let _ = self.tx.send(Input::Submit { group, data });
     }

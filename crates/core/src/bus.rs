@@ -80,17 +80,14 @@ impl Bus {
     /// Whether anyone (here or over a route) subscribes to `subject` in
     /// the JetStream account.
     pub fn has_listener(&self, subject: &[u8]) -> bool {
-        self.listens_but(subject, None)
+        self.others_listen(subject, &[])
     }
 
-    /// Whether anyone but `me` (here or over a route) subscribes to
+    /// Whether anyone but `mine` (here or over a route) subscribes to
     /// `subject` in the JetStream account: asked on delivery, it tells a
-    /// catch-all subscriber whether it alone got the message.
-    pub fn others_listen(&self, subject: &[u8], me: &Subscription) -> bool {
-        self.listens_but(subject, Some(me))
-    }
-
-    fn listens_but(&self, subject: &[u8], me: Option<&Subscription>) -> bool {
+    /// catch-all subscriber whether it alone got the message; asked
+    /// later, whether another server may serve what it did not.
+    pub fn others_listen(&self, subject: &[u8], mine: &[&Subscription]) -> bool {
         // Uncached: reply subjects are mostly used once.
         let found = self
             .server
@@ -99,7 +96,7 @@ impl Bus {
             .read()
             .matches_uncached(subject);
         let other = |s: &Arc<Subscription>| {
-            !s.is_closed() && me.is_none_or(|me| !std::ptr::eq(s.as_ref(), me))
+            !s.is_closed() && !mine.iter().any(|m| std::ptr::eq(s.as_ref(), *m))
         };
         found.psubs.iter().any(other) || found.qsubs.iter().any(|(_, m)| m.iter().any(other))
     }

@@ -743,13 +743,15 @@ impl Server {
     /// (only the first removal counts: an auto-unsubscribe can race a
     /// close).
     fn remove_from_trie(&self, sub: &Subscription) -> bool {
+        // Closed first: a publisher holding a cached match skips it from
+        // now on, as a fresh match (`Bus::others_listen`) already does.
+        sub.mark_closed();
         let removed = sub
             .account
             .sublist
             .write()
             .remove(&sub.subject, sub.queue.as_deref(), sub.key)
             .is_ok();
-        sub.mark_closed();
         if removed {
             self.interest.changed(&sub.subject);
         }

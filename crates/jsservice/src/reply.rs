@@ -528,22 +528,25 @@ pub fn answers(
     out
 }
 
-/// What the requester of an input that was never proposed hears: its
-/// leader lost the lead before proposing it, or raft-rs dropped the
-/// proposal (`replication::node::Event::Dropped`). A publish and a
-/// double ack get "no responders", what a request gets when no leader
-/// listens at all: not stored, try again (nats.go retries a publish on
-/// it). Nothing else is answered: a pull's requester waits out its
-/// expiry (its heartbeats tell it), an ack without a reply is
-/// redelivered, and a source's copy is taken up again by its session
-/// (its origin ack must mean "copied").
-pub fn dropped(op: &Op) -> Option<Answer> {
+/// What the requester of an input that was never proposed hears, with
+/// the subject the input came on: its leader lost the lead before
+/// proposing it, or raft-rs dropped the proposal
+/// (`replication::node::Event::Dropped`). A publish and a double ack
+/// get "no responders", what a request gets when no leader listens at
+/// all: not stored, try again (nats.go retries a publish on it). The
+/// driver sends it only if no other server listens on that subject (a
+/// new leader that got the same publish answers it). Nothing else is
+/// answered: a pull's requester waits out its expiry (its heartbeats
+/// tell it), an ack without a reply is redelivered, and a source's copy
+/// is taken up again by its session (its origin ack must mean
+/// "copied").
+pub fn dropped(op: &Op) -> Option<(&str, Answer)> {
     let Op::Replied { reply, op } = op else {
         return None;
     };
     match op.as_ref() {
         Op::Publish { subject, .. } | Op::Ack { subject, .. } => {
-            Some(Answer::no_responders(reply, subject))
+            Some((subject.as_str(), Answer::no_responders(reply, subject)))
         }
         _ => None,
     }
@@ -618,8 +621,13 @@ mod tests {
         ];
         for (op, to) in cases {
             let got = dropped(&op);
-            assert_eq!(got.as_ref().map(|a| a.msg.subject.as_str()), to, "{op:?}");
-            if let Some(a) = got {
+            assert_eq!(
+                got.as_ref().map(|(_, a)| a.msg.subject.as_str()),
+                to,
+                "{op:?}"
+            );
+            if let Some((subject, a)) = got {
+                assert!(subject == "orders.1" || subject.starts_with("$JS.ACK."));
                 let headers = a.msg.headers.expect("a status");
                 let text = String::from_utf8_lossy(&headers);
                 assert!(text.starts_with("NATS/1.0 503"), "{text}");

@@ -134,7 +134,7 @@ pub enum Input {
     /// A frame's bytes from `peer`, checked here (the simulator's wire).
     Bytes { peer: u64, bytes: Vec<u8> },
     /// An entry to propose if this server leads the group, with the
-    /// submits next to it; dropped otherwise (its requester retries).
+    /// submits next to it; handed back otherwise ([`Event::Dropped`]).
     Submit { group: u64, data: Vec<u8> },
     /// Every sync job up to this epoch ran.
     Synced(u64),

@@ -227,7 +227,7 @@ impl flotilla_core::bus::Sink for CatchAll {
         let Some(reply) = msg.reply.filter(|r| !r.is_empty()) else {
             return;
         };
-        if self.js.bus.others_listen(msg.subject, me) {
+        if self.js.bus.others_listen(msg.subject, &[me.as_ref()]) {
             return;
         }
         let subject = String::from_utf8_lossy(msg.subject);

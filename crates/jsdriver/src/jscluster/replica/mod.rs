@@ -349,17 +349,32 @@ impl Actor {
     }
 
     /// Inputs submitted here and never proposed: whoever waits on them
-    /// hears so at once, rather than at their timeout.
+    /// hears so at once, rather than at their timeout, unless another
+    /// server listens on the input's subject. Leadership moved: while
+    /// this server's subscriptions go and the new leader's come, a
+    /// publish can reach both, and the new leader stores and answers it
+    /// ("no responders" from here would have its client send it again).
     fn dropped(&mut self, data: &[Bytes]) {
-        let mut answered = 0;
+        let mine: Vec<&Subscription> = self
+            .serving
+            .iter()
+            .flat_map(|s| s.subjects.values().chain(s.others.iter()))
+            .map(|s| s.as_ref())
+            .collect();
+        let mut answers = Vec::new();
         for d in data {
-            let answer = Entry::decode_shared(d)
-                .ok()
-                .and_then(|e| reply::dropped(&e.op));
-            if let Some(a) = answer {
-                answered += 1;
-                self.send(a);
+            let Ok(entry) = Entry::decode_shared(d) else {
+                continue;
+            };
+            if let Some((subject, a)) = reply::dropped(&entry.op) {
+                if !self.js.bus.others_listen(subject.as_bytes(), &mine) {
+                    answers.push(a);
+                }
             }
+        }
+        let answered = answers.len();
+        for a in answers {
+            self.send(a);
         }
         debug!(
             "JetStream cluster stream {}: {} inputs not proposed, {answered} answered",
