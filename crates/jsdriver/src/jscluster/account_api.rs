@@ -211,8 +211,9 @@ pub struct CatchAll {
     pub me: std::sync::OnceLock<Arc<flotilla_core::bus::Subscription>>,
 }
 
-/// Every API request a client of this server sends comes here too. One
-/// that reached nobody else is answered at once (`request::unserved`),
+/// Every API request delivered on this server (its clients', or one
+/// routed here) comes here too. One that found nobody else listening is
+/// answered at once (`request::unserved`),
 /// where it would otherwise wait out the client's timeout: a pull or a
 /// direct get (no server leads its stream) with no responders, as
 /// nats-server's core answers; an API request with 10008 only when this
