@@ -4,7 +4,9 @@
 //! answer may be an error (nats-server's 503 "JetStream system
 //! temporarily unavailable", or no responders); silence is the failure.
 //! A publish answered "no responders" is never stored (its client sends
-//! it again): checked against the stream's contents.
+//! it again): checked against the stream's contents. Across a kill, the
+//! requests judged are those sent once the killed process is gone: one
+//! already delivered to it dies with it, as in nats-server.
 //!
 //! nats-server 2.15.1 leaves some of these requests unanswered (2 of 4
 //! consumer creates after a leader kill, in issue 42's measurement), so
