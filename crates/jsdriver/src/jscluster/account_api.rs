@@ -39,6 +39,17 @@ const EXISTS_WAIT: Duration = Duration::from_secs(8);
 /// How long the meta leader waits before it answers for a stream with no
 /// leader (nats-server's `errRespDelay`).
 const LEADERLESS_ANSWER_AFTER: Duration = Duration::from_millis(500);
+/// How long a create of an existing stream waits before asking its
+/// leader again, when the group had none yet.
+const LEADER_RETRY: Duration = Duration::from_millis(100);
+
+/// Whether an API answer is nats-server's 10008 "JetStream system
+/// temporarily unavailable", as a leaderless group is answered.
+fn unavailable(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| {
+        v["error"]["err_code"].as_u64() == Some(u64::from(E::CLUSTER_NOT_AVAIL.err_code))
+    })
+}
 
 const SUBJECTS: &[&str] = &[
     "$JS.API.INFO",
@@ -375,11 +386,18 @@ impl Api {
                     let deadline = tokio::time::Instant::now() + EXISTS_WAIT;
                     while tokio::time::Instant::now() < deadline {
                         let asked = requests.request(&subject, Some(&headers), b"", LIST_WAIT);
-                        if let Some(body) = asked.await {
-                            let kind = Kind::StreamCreate;
-                            api.send(Answer::api(&to, kind, body, jsservice::reply::Count::Call));
-                            return;
+                        let Some(body) = asked.await else { continue };
+                        // The group's leader not elected yet: this server's
+                        // own "unavailable" for the info ask, not an answer
+                        // to the create while there is time to wait.
+                        let last = tokio::time::Instant::now() + LEADER_RETRY >= deadline;
+                        if unavailable(&body) && !last {
+                            tokio::time::sleep(LEADER_RETRY).await;
+                            continue;
                         }
+                        let kind = Kind::StreamCreate;
+                        api.send(Answer::api(&to, kind, body, jsservice::reply::Count::Call));
+                        return;
                     }
                 });
                 return None;
@@ -492,6 +510,7 @@ impl Api {
                 .request(&subject, None, body.as_bytes(), LIST_WAIT)
                 .await
                 .and_then(|b| serde_json::from_slice::<ConsumerPage>(&b).ok())
+                .filter(|page| page.error.is_none())
                 .ok_or_else(unchecked)?;
             let more = !page.consumers.is_empty();
             consumers.extend(page.consumers.into_iter().map(|c| (c.name, c.config)));
@@ -714,6 +733,10 @@ impl Api {
 /// One page of a consumer list, as much of it as the limits check reads.
 #[derive(serde::Deserialize)]
 struct ConsumerPage {
+    /// An answer with an error (a leaderless group's 10008) lists
+    /// nothing: the check cannot pass on it.
+    #[serde(default)]
+    error: Option<serde_json::Value>,
     #[serde(default)]
     total: usize,
     #[serde(default)]
