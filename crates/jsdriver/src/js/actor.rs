@@ -195,17 +195,24 @@ impl Actor {
         rx: &mut mpsc::UnboundedReceiver<Cmd>,
     ) -> Option<oneshot::Sender<Result<(), ApiError>>> {
         let mut next = Some(first);
-        let mut n = 0;
+        let (mut n, mut follow) = (0, false);
         while let Some(cmd) = next.take() {
             self.handle.received();
             if let Cmd::Delete { done } = cmd {
                 return Some(done);
             }
+            let delivery = matches!(cmd, Cmd::Inbox { .. });
             self.apply(cmd);
+            follow |= delivery;
             n += 1;
             if n < MAX_BATCH {
                 next = rx.try_recv().ok();
             }
+        }
+        // Deliveries used up pulls: the next goes out now, not when the
+        // queue is next empty (the origin would sit idle until then).
+        if follow {
+            self.follow_sources();
         }
         None
     }
@@ -426,12 +433,21 @@ impl Actor {
     }
 
     /// The sources' requests that are due (lookups, creates, pulls).
+    /// The links' requests (lookups, creates, resets, pulls) leave at
+    /// once, as a replica sends them: none answers anything, so none waits
+    /// behind the batches still being made durable. A pull held there kept
+    /// the origin idle for a commit or more each time.
     fn follow_sources(&mut self) {
         let requests = self
             .sources
             .follow(&self.js, &self.handle, self.machine.stream());
-        self.items
-            .extend(requests.into_iter().map(|m| Item::Answer(Answer::out(m))));
+        if requests.is_empty() {
+            return;
+        }
+        for m in requests {
+            self.publisher.publish_out(&m);
+        }
+        self.publisher.flush();
     }
 
     fn poll_interest(&mut self) {
@@ -635,14 +651,23 @@ impl Actor {
     /// The front batch's commit finished: send what it holds, or fail it
     /// and everything after it.
     async fn release(&mut self, result: std::io::Result<()>) {
-        let batch = self.inflight.pop_front().expect("a batch in flight");
-        let result = result.and_then(|()| match &batch.positions {
-            // Journaled once the copies are durable, before any ack lets
-            // an origin drop what was copied.
-            Some(p) => tokio::task::block_in_place(|| record_positions(&mut self.positions, p))
-                .map_err(std::io::Error::other),
-            None => Ok(()),
-        });
+        let mut batch = self.inflight.pop_front().expect("a batch in flight");
+        // Source positions are journaled once the copies are durable,
+        // before any ack lets an origin drop what was copied: their sync is
+        // the batch's second commit, on the commit thread, and the batch
+        // stays in front until it ends.
+        let result = match (result, batch.positions.take()) {
+            (Ok(()), Some(p)) => match self.journal_positions(&p) {
+                Ok(Some(second)) => {
+                    batch.commit = Some(second);
+                    self.inflight.push_front(batch);
+                    return;
+                }
+                Ok(None) => Ok(()),
+                Err(e) => Err(std::io::Error::other(e)),
+            },
+            (result, _) => result,
+        };
         match result {
             Ok(()) => {
                 self.send(batch.items);
@@ -670,6 +695,23 @@ impl Actor {
                 self.reload().await;
             }
         }
+    }
+
+    /// Writes the source positions to their journal and starts their
+    /// sync; `None` when there is nothing to wait for (no journal, or a
+    /// compaction, which is durable when it returns).
+    fn journal_positions(&mut self, p: &BTreeMap<String, u64>) -> store::Result<Option<Done>> {
+        let Some(j) = self.positions.as_mut() else {
+            return Ok(None);
+        };
+        let entry = serde_json::to_vec(p).expect("positions serialize");
+        if j.len() > POSITIONS_COMPACT_AT {
+            tokio::task::block_in_place(|| j.rewrite(&[&entry]))?;
+            return Ok(None);
+        }
+        j.append(&entry);
+        let handle = tokio::task::block_in_place(|| j.sync_handle())?;
+        Ok(handle.map(|h| self.js.committer().commit(vec![h], self.poison.clone())))
     }
 
     fn send(&mut self, items: Vec<Item>) {
@@ -780,23 +822,4 @@ impl Actor {
         tokio::task::block_in_place(|| persist::remove_stream(&self.dirs))
             .map_err(|e| E::STREAM_DELETE.with("err", e))
     }
-}
-
-/// Journals source positions that are now durable, durably.
-fn record_positions(
-    journal: &mut Option<store::Journal>,
-    positions: &BTreeMap<String, u64>,
-) -> store::Result<()> {
-    let Some(j) = journal.as_mut() else {
-        return Ok(());
-    };
-    let entry = serde_json::to_vec(positions).expect("positions serialize");
-    if j.len() > POSITIONS_COMPACT_AT {
-        return j.rewrite(&[&entry]);
-    }
-    j.append(&entry);
-    if let Some(h) = j.sync_handle()? {
-        h.sync()?;
-    }
-    Ok(())
 }
