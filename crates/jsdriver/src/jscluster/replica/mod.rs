@@ -278,19 +278,25 @@ impl Actor {
     /// once the replica is to stop.
     fn take_batch(&mut self, first: Cmd, rx: &mut mpsc::UnboundedReceiver<Cmd>) -> bool {
         let mut next = Some(first);
-        let mut n = 0;
+        let (mut n, mut follow) = (0, false);
         while let Some(cmd) = next.take() {
             self.handle.received();
             if matches!(cmd, Cmd::Raft(RaftEvent::Stop)) {
                 self.stop();
                 return false;
             }
+            follow |= matches!(cmd, Cmd::Inbox { .. });
             self.handle_cmd(cmd);
             self.repair_if_damaged();
             n += 1;
             if n < MAX_BATCH {
                 next = rx.try_recv().ok();
             }
+        }
+        // Deliveries used up pulls: the next goes out now, not at the
+        // next duties (the origin would sit idle until then).
+        if follow && self.serving.is_some() {
+            self.follow_sources();
         }
         true
     }
@@ -766,12 +772,7 @@ impl Actor {
             self.last_tick = Some(Instant::now());
             self.submit(Op::Tick);
         }
-        let requests = self
-            .sources
-            .follow(&self.js, &self.handle, self.core.machine().stream());
-        for m in requests {
-            self.publisher.publish_out(&m);
-        }
+        self.follow_sources();
         if self
             .last_reconcile
             .is_none_or(|t| t.elapsed() >= RECONCILE_EVERY)
@@ -782,6 +783,16 @@ impl Actor {
             for op in crate::js::stream::deaf_pulls(&self.jc.js.bus, self.core.machine().stream()) {
                 self.submit(op);
             }
+        }
+    }
+
+    /// Sends the source links' requests due now: lookups, resets, pulls.
+    fn follow_sources(&mut self) {
+        let requests = self
+            .sources
+            .follow(&self.js, &self.handle, self.core.machine().stream());
+        for m in requests {
+            self.publisher.publish_out(&m);
         }
     }
 
