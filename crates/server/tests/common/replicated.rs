@@ -56,6 +56,9 @@ pub async fn leader_of(c: &async_nats::Client, name: &str) -> String {
     }
 }
 
+/// Empty fetches in a row (2 s each) after which `contents` gives up.
+const EMPTY_FETCHES_IS_A_STALL: u32 = 3;
+
 /// Every message of the stream, read through the leader: seq → payload
 /// (base64, as the API gives it), by an ephemeral pull consumer.
 pub async fn contents(c: &async_nats::Client, name: &str) -> BTreeMap<u64, String> {
@@ -75,6 +78,9 @@ pub async fn contents(c: &async_nats::Client, name: &str) -> BTreeMap<u64, Strin
         })
         .await
         .unwrap();
+    // A pull that reached a server just as leadership moved can end
+    // empty (a client asks again): a few empty ones in a row are a stall.
+    let mut empty = 0;
     while (out.len() as u64) < total {
         let mut batch = consumer
             .fetch()
@@ -89,7 +95,8 @@ pub async fn contents(c: &async_nats::Client, name: &str) -> BTreeMap<u64, Strin
             let seq = m.info().unwrap().stream_sequence;
             out.insert(seq, super::b64(&m.payload));
         }
-        if out.len() == before {
+        empty = if out.len() == before { empty + 1 } else { 0 };
+        if empty == EMPTY_FETCHES_IS_A_STALL {
             let now = stream_info(c, name).await;
             let consumer_state = consumer
                 .clone()
