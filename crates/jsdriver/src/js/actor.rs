@@ -432,7 +432,6 @@ impl Actor {
         }
     }
 
-    /// The sources' requests that are due (lookups, creates, pulls).
     /// The links' requests (lookups, creates, resets, pulls) leave at
     /// once, as a replica sends them: none answers anything, so none waits
     /// behind the batches still being made durable. A pull held there kept
