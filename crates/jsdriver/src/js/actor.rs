@@ -195,23 +195,19 @@ impl Actor {
         rx: &mut mpsc::UnboundedReceiver<Cmd>,
     ) -> Option<oneshot::Sender<Result<(), ApiError>>> {
         let mut next = Some(first);
-        let (mut n, mut follow) = (0, false);
+        let mut n = 0;
         while let Some(cmd) = next.take() {
             self.handle.received();
             if let Cmd::Delete { done } = cmd {
                 return Some(done);
             }
-            let delivery = matches!(cmd, Cmd::Inbox { .. });
             self.apply(cmd);
-            follow |= delivery;
             n += 1;
             if n < MAX_BATCH {
                 next = rx.try_recv().ok();
             }
         }
-        // Deliveries used up pulls: the next goes out now, not when the
-        // queue is next empty (the origin would sit idle until then).
-        if follow {
+        if self.sources.take_delivered() {
             self.follow_sources();
         }
         None

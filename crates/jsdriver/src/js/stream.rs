@@ -310,6 +310,8 @@ pub struct SourceLinks {
     /// In a cluster the inbox is advertised to routes: an origin may be
     /// led elsewhere.
     clustered: bool,
+    /// Something came on the inbox since [`SourceLinks::take_delivered`].
+    delivered: bool,
 }
 
 impl SourceLinks {
@@ -319,6 +321,7 @@ impl SourceLinks {
             inbox: None,
             delivers: BTreeMap::new(),
             clustered,
+            delivered: false,
         }
     }
 
@@ -379,7 +382,16 @@ impl SourceLinks {
 
     /// Something arrived on the inbox.
     pub fn inbox(&mut self, routed: &str, msg: Inbound) -> Inboxed {
+        self.delivered = true;
         self.links.inbox(routed, msg, mono_ms())
+    }
+
+    /// Whether anything came on the inbox since the last call. Drivers
+    /// follow the links after a batch that took deliveries: those used up
+    /// pulls, and the next goes out now, not when the queue is next empty
+    /// or the next duties come (the origin would sit idle until then).
+    pub fn take_delivered(&mut self) -> bool {
+        std::mem::take(&mut self.delivered)
     }
 
     /// When `follow` next has something to do (monotonic ms).

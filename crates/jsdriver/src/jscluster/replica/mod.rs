@@ -278,14 +278,13 @@ impl Actor {
     /// once the replica is to stop.
     fn take_batch(&mut self, first: Cmd, rx: &mut mpsc::UnboundedReceiver<Cmd>) -> bool {
         let mut next = Some(first);
-        let (mut n, mut follow) = (0, false);
+        let mut n = 0;
         while let Some(cmd) = next.take() {
             self.handle.received();
             if matches!(cmd, Cmd::Raft(RaftEvent::Stop)) {
                 self.stop();
                 return false;
             }
-            follow |= matches!(cmd, Cmd::Inbox { .. });
             self.handle_cmd(cmd);
             self.repair_if_damaged();
             n += 1;
@@ -293,9 +292,7 @@ impl Actor {
                 next = rx.try_recv().ok();
             }
         }
-        // Deliveries used up pulls: the next goes out now, not at the
-        // next duties (the origin would sit idle until then).
-        if follow && self.serving.is_some() {
+        if self.sources.take_delivered() && self.serving.is_some() {
             self.follow_sources();
         }
         true
