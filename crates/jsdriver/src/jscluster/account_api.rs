@@ -509,8 +509,7 @@ impl Api {
                 .requests
                 .request(&subject, None, body.as_bytes(), LIST_WAIT)
                 .await
-                .and_then(|b| serde_json::from_slice::<ConsumerPage>(&b).ok())
-                .filter(|page| page.error.is_none())
+                .and_then(|b| consumer_page(&b))
                 .ok_or_else(unchecked)?;
             let more = !page.consumers.is_empty();
             consumers.extend(page.consumers.into_iter().map(|c| (c.name, c.config)));
@@ -730,6 +729,13 @@ impl Api {
     }
 }
 
+/// A consumer list's page, unless the answer is an error.
+fn consumer_page(body: &[u8]) -> Option<ConsumerPage> {
+    serde_json::from_slice::<ConsumerPage>(body)
+        .ok()
+        .filter(|page| page.error.is_none())
+}
+
 /// One page of a consumer list, as much of it as the limits check reads.
 #[derive(serde::Deserialize)]
 struct ConsumerPage {
@@ -747,4 +753,32 @@ struct ConsumerPage {
 struct ListedConsumer {
     name: String,
     config: ConsumerConfig,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A create of an existing stream waits out only a leaderless group's
+    /// 10008; anything else the leader says is the create's answer, and a
+    /// consumer page that is an error never passes the limits check.
+    #[test]
+    fn what_a_leader_answer_counts_as() {
+        let rows: &[(&str, bool, bool)] = &[
+            // body, unavailable, a page that lists consumers
+            (r#"{"error":{"code":503,"err_code":10008}}"#, true, false),
+            (r#"{"error":{"code":404,"err_code":10059}}"#, false, false),
+            (
+                r#"{"config":{"name":"S"},"total":0,"consumers":[]}"#,
+                false,
+                true,
+            ),
+            ("not json", false, false),
+        ];
+        for &(body, down, listed) in rows {
+            assert_eq!(unavailable(body.as_bytes()), down, "{body}");
+            let page = consumer_page(body.as_bytes());
+            assert_eq!(page.is_some(), listed, "{body}");
+        }
+    }
 }
