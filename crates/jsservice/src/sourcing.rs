@@ -5,14 +5,20 @@
 //! For each source, a durable pull consumer on the origin (named for the
 //! sourcing stream and the source, so it is found again after a restart
 //! or a leader change; `direct`, so it is not listed among the origin's
-//! consumers) with explicit acks and up to [`MAX_ACK_PENDING`] messages
-//! outstanding, pulled [`PULL_BATCH`] at a time with the next pull out
-//! before the last is used up. Each delivery becomes an `Op::Sourced`
-//! input to the sourcing stream, replied to with the delivery's ack
-//! subject: the ack goes out once the copy is applied and durable (after
-//! the group commit on one server, after the Raft commit in a cluster).
-//! A work-queue origin therefore never drops a message the copy could
-//! still lose (incident 2).
+//! consumers) with up to [`MAX_ACK_PENDING`] messages outstanding,
+//! pulled [`PULL_BATCH`] at a time with the next pull out before the last
+//! is used up. Each delivery becomes an `Op::Sourced` input to the
+//! sourcing stream. No ack leaves before the copies it covers are durable
+//! (after the group commit on one server, after the Raft commit in a
+//! cluster), so an origin never drops a message the copy could still lose
+//! (incident 2):
+//! - the consumer acks all up to a message (`all`), and the driver tells
+//!   the links each durable position ([`Links::durable`]): one ack then
+//!   covers every copy at or below it. In a cluster each ack is a Raft
+//!   entry on the origin; one per step, not one per copy;
+//! - a work-queue origin takes explicit acks only (nats-server's 10098):
+//!   its consumer acks each, and each copy is replied to with its
+//!   delivery's ack subject (`Inboxed::Copy`), once applied and durable.
 //!
 //! Many copies in flight must still never let the position skip one
 //! still to come. A session starts with the consumer reset to just past
@@ -128,6 +134,14 @@ struct Link {
     /// (`Nats-Stream-Identity`): a later create names it, so an origin
     /// made again is told apart.
     identity: Option<String>,
+    /// A pull source whose consumer acks all up to a message (`all`; a
+    /// work-queue origin refuses it, and an older flotilla's consumer
+    /// acks each): its copies are acked one ack per durable step, not
+    /// one each.
+    acks_all: bool,
+    /// Under `acks_all`: the deliveries not yet acked (origin sequence →
+    /// ack subject, the latest for a sequence delivered again).
+    unacked: BTreeMap<u64, String>,
 }
 
 impl Link {
@@ -144,6 +158,26 @@ impl Link {
         self.last = None;
         self.chain = None;
         self.pulls.clear();
+        // The reset delivers them again; acked then.
+        self.unacked.clear();
+    }
+
+    /// Under `acks_all`: one ack for every delivery the durable position
+    /// covers (the newest such; it acks all before it).
+    fn ack_durable(&mut self, durable: u64, out: &mut Vec<OutMsg>) {
+        let later = self.unacked.split_off(&(durable + 1));
+        let covered = std::mem::replace(&mut self.unacked, later);
+        if let Some((seq, to)) = covered.into_iter().next_back() {
+            // Every copy it acks is stored, or was before.
+            assert!(seq <= durable, "an ack past the durable position");
+            out.push(OutMsg {
+                subject: to,
+                route: None,
+                reply: None,
+                headers: None,
+                payload: Bytes::from_static(b"+ACK"),
+            });
+        }
     }
 
     /// Messages the pulls still waiting on the origin ask for, at `now`.
@@ -190,6 +224,8 @@ pub struct Links {
     links: BTreeMap<String, Link>,
     /// Request number → source key.
     asked: BTreeMap<u64, String>,
+    /// The positions last known durable (`Links::durable`).
+    durable: BTreeMap<String, u64>,
     next: u64,
 }
 
@@ -245,6 +281,7 @@ impl Links {
             inbox,
             links: BTreeMap::new(),
             asked: BTreeMap::new(),
+            durable: BTreeMap::new(),
             next: 0,
         }
     }
@@ -283,6 +320,8 @@ impl Links {
                 pulls: VecDeque::new(),
                 reset_after: false,
                 identity: None,
+                acks_all: true,
+                unacked: BTreeMap::new(),
             });
             // The position moves on as copies are applied.
             link.spec = spec.clone();
@@ -292,6 +331,28 @@ impl Links {
         for key in keys {
             self.step(&key, now, &mut out);
         }
+        self.ack_durable(&mut out);
+        out
+    }
+
+    fn ack_durable(&mut self, out: &mut Vec<OutMsg>) {
+        for (key, link) in &mut self.links {
+            if let Some(&p) = self.durable.get(key) {
+                link.ack_durable(p, out);
+            }
+        }
+    }
+
+    /// The sources' positions known to be durable (applied in a cluster,
+    /// where an entry applies once a quorum holds it; synced on one
+    /// server): the acks they allow, for the links that ack all. An ack
+    /// never leaves before the copies it covers are durable, so an origin
+    /// (a work queue, an interest stream) never drops one the copy could
+    /// still lose.
+    pub fn durable(&mut self, positions: &BTreeMap<String, u64>) -> Vec<OutMsg> {
+        self.durable.clone_from(positions);
+        let mut out = Vec::new();
+        self.ack_durable(&mut out);
         out
     }
 
@@ -431,7 +492,7 @@ impl Links {
         let spec = &link.spec;
         let mut config = json!({
             "durable_name": link.consumer,
-            "ack_policy": "explicit",
+            "ack_policy": if link.acks_all { "all" } else { "explicit" },
             "ack_wait": ACK_WAIT_NS,
             "max_ack_pending": MAX_ACK_PENDING,
             "inactive_threshold": INACTIVE_NS,
@@ -520,7 +581,9 @@ impl Links {
         match (link.state, code) {
             (State::Looking, None) => {
                 // Found: reset to its ack floor, after updating a consumer
-                // an older flotilla made (one message outstanding).
+                // an older flotilla made (one message outstanding). Its
+                // ack policy stays (an update cannot change it).
+                link.acks_all = v["config"]["ack_policy"] == "all";
                 match v["config"]["max_ack_pending"].as_u64() == Some(MAX_ACK_PENDING) {
                     true => Inboxed::Send(self.reset(key, now)),
                     false => Inboxed::Send(self.create(key, now, true)),
@@ -558,6 +621,13 @@ impl Links {
             }
             // Consumer not found: make it.
             (State::Looking, Some(10014)) => Inboxed::Send(self.create(key, now, false)),
+            // A work-queue origin takes explicit acks only (10084, 10098):
+            // made again, acking each.
+            (State::Creating, Some(10084 | 10098)) if link.acks_all => {
+                link.acks_all = false;
+                let reset_after = link.reset_after;
+                Inboxed::Send(self.create(key, now, reset_after))
+            }
             _ => {
                 link.state = State::Resting;
                 link.since = now;
@@ -612,10 +682,21 @@ impl Links {
         link.expect += 1;
         let size = m.subject.len() + m.headers.as_ref().map_or(0, |h| h.len()) + m.payload.len();
         link.delivered(size as u64);
-        let after = if info.stream_seq <= link.spec.position {
+        let duplicate = info.stream_seq <= link.spec.position;
+        let redelivery = !duplicate && link.chain.is_some_and(|c| info.stream_seq <= c);
+        if link.acks_all {
+            // Acked once the position is durable past it, with the others
+            // (`Links::durable`); a duplicate or a redelivery is not
+            // proposed at all.
+            link.unacked.insert(info.stream_seq, ack.clone());
+            if duplicate || redelivery {
+                return Inboxed::Nothing;
+            }
+        }
+        let after = if duplicate {
             // A duplicate: acked, not stored, not a link in the chain.
             None
-        } else if link.chain.is_some_and(|c| info.stream_seq <= c) {
+        } else if redelivery {
             // A redelivery (ack wait passed) of a copy proposed in this
             // session and not yet applied: acked if that copy was stored,
             // never stored itself (it names itself), no link in the chain.
@@ -634,7 +715,10 @@ impl Links {
             headers: m.headers,
             payload: m.payload,
         };
-        Inboxed::Copy(op, ack)
+        match link.acks_all {
+            true => Inboxed::Input(op),
+            false => Inboxed::Copy(op, ack),
+        }
     }
 
     /// What a durable source's consumer sent: a delivery (copied in
@@ -800,7 +884,7 @@ mod tests {
             .starts_with("$JS.API.CONSUMER.CREATE.O.src_S_"));
         let body: Value = serde_json::from_slice(&create.payload).unwrap();
         assert_eq!(body["config"]["max_ack_pending"], MAX_ACK_PENDING);
-        assert_eq!(body["config"]["ack_policy"], "explicit");
+        assert_eq!(body["config"]["ack_policy"], "all");
         assert_eq!(body["config"]["direct"], true);
         assert_eq!(
             links.inbox(&reply_to(&create), answer("{}"), 10_002),
@@ -811,7 +895,7 @@ mod tests {
         assert!(out[0].subject.starts_with("$JS.API.CONSUMER.MSG.NEXT.O."));
         let pull: Value = serde_json::from_slice(&out[0].payload).unwrap();
         assert_eq!(pull["batch"], PULL_BATCH);
-        // A delivery becomes a copy, answered on its ack subject.
+        // A delivery becomes a copy, acked once it is durable.
         let ack = "$JS.ACK.O.src_S_x.1.7.1.1700000000000000000.0";
         let m = Inbound {
             subject: "o.a".into(),
@@ -820,12 +904,19 @@ mod tests {
             payload: Bytes::from_static(b"hi"),
         };
         match links.inbox(&reply_to(&out[0]), m, 10_004) {
-            Inboxed::Copy(Op::Sourced { origin_seq, .. }, to) => {
-                assert_eq!(origin_seq, 7);
-                assert_eq!(to, ack);
-            }
+            Inboxed::Input(Op::Sourced { origin_seq, .. }) => assert_eq!(origin_seq, 7),
             other => panic!("{other:?}"),
         }
+        let key = spec("O").key;
+        assert!(links
+            .durable(&BTreeMap::from([(key.clone(), 6)]))
+            .is_empty());
+        let acks = links.durable(&BTreeMap::from([(key, 7)]));
+        assert_eq!(acks.len(), 1);
+        assert_eq!(
+            (acks[0].subject.as_str(), &acks[0].payload[..]),
+            (ack, &b"+ACK"[..])
+        );
         // Fewer than a batch still asked for: a second pull, then none
         // while the two ask for more than a batch...
         assert_eq!(links.follow(&[spec("O")], 10_005).len(), 1);
@@ -934,11 +1025,11 @@ mod tests {
         let (mut links, deliver) = pulling();
         assert!(matches!(
             links.inbox(&deliver, delivery("o.a", 1, 1), 10_004),
-            Inboxed::Copy(..)
+            Inboxed::Input(..)
         ));
         assert!(matches!(
             links.inbox(&deliver, delivery("o.a", 2, 2), 10_004),
-            Inboxed::Copy(..)
+            Inboxed::Input(..)
         ));
         assert_eq!(
             links.inbox(&deliver, delivery("o.a", 2, 2), 10_005),
@@ -949,6 +1040,82 @@ mod tests {
             out[0].subject.starts_with("$JS.API.CONSUMER.INFO.O."),
             "{out:?}"
         );
+    }
+
+    /// Under ack-all, one ack covers every delivery the durable position
+    /// passed, whatever the order they came in; a duplicate or a
+    /// redelivery is not proposed, only acked with the rest; nothing past
+    /// the durable position is acked.
+    #[test]
+    fn one_ack_covers_what_the_durable_position_passed() {
+        let (mut links, deliver) = pulling();
+        let key = spec("O").key;
+        let at = |p| BTreeMap::from([(key.clone(), p)]);
+        for (sseq, dseq) in [(1, 1), (2, 2), (3, 3)] {
+            let copy = links.inbox(&deliver, delivery("o.a", sseq, dseq), 10_004);
+            assert!(matches!(copy, Inboxed::Input(..)), "{copy:?}");
+        }
+        // 2 delivered again (its ack wait passed): not proposed.
+        assert_eq!(
+            links.inbox(&deliver, delivery("o.a", 2, 4), 10_005),
+            Inboxed::Nothing
+        );
+        let acks = links.durable(&at(2));
+        let subjects: Vec<&str> = acks.iter().map(|m| m.subject.as_str()).collect();
+        assert_eq!(subjects, [delivery("o.a", 2, 4).reply.unwrap()]);
+        // Nothing new is durable: nothing more to ack.
+        assert!(links.durable(&at(2)).is_empty());
+        assert!(links
+            .follow(&[spec("O")], 10_006)
+            .iter()
+            .all(|m| !m.subject.starts_with("$JS.ACK")));
+        let acks = links.durable(&at(3));
+        assert_eq!(acks[0].subject, delivery("o.a", 3, 3).reply.unwrap());
+        // A duplicate after the position: not proposed, acked by the next
+        // look at the durable positions (the links follow).
+        let mut applied = spec("O");
+        applied.position = 3;
+        links.follow(std::slice::from_ref(&applied), 10_007);
+        assert_eq!(
+            links.inbox(&deliver, delivery("o.a", 3, 5), 10_007),
+            Inboxed::Nothing
+        );
+        let out = links.follow(std::slice::from_ref(&applied), 10_008);
+        let acks: Vec<_> = out
+            .iter()
+            .filter(|m| m.subject.starts_with("$JS.ACK"))
+            .collect();
+        assert_eq!(acks.len(), 1);
+        assert_eq!(acks[0].subject, delivery("o.a", 3, 5).reply.unwrap());
+    }
+
+    /// A work-queue origin refuses a consumer that acks all (10098): the
+    /// link makes it again acking each, and answers each copy's own ack
+    /// subject once applied.
+    #[test]
+    fn a_work_queue_origin_gets_explicit_acks() {
+        let mut links = Links::new("S", "_INBOX.s".into());
+        let out = links.follow(&[spec("O")], 10_000);
+        let missing = r#"{"error":{"err_code":10014}}"#;
+        let Inboxed::Send(create) = links.inbox(&reply_to(&out[0]), answer(missing), 10_001) else {
+            panic!("a create")
+        };
+        let refused = r#"{"error":{"err_code":10098}}"#;
+        let Inboxed::Send(again) = links.inbox(&reply_to(&create), answer(refused), 10_002) else {
+            panic!("a second create")
+        };
+        let body: Value = serde_json::from_slice(&again.payload).unwrap();
+        assert_eq!(body["config"]["ack_policy"], "explicit");
+        links.inbox(&reply_to(&again), answer("{}"), 10_003);
+        let pulls = links.follow(&[spec("O")], 10_004);
+        let d = delivery("o.a", 1, 1);
+        let ack = d.reply.clone().unwrap();
+        match links.inbox(&reply_to(&pulls[0]), d, 10_005) {
+            Inboxed::Copy(Op::Sourced { origin_seq: 1, .. }, to) => assert_eq!(to, ack),
+            other => panic!("{other:?}"),
+        }
+        let key = spec("O").key;
+        assert!(links.durable(&BTreeMap::from([(key, 1)])).is_empty());
     }
 
     /// A consumer an older flotilla made (one message outstanding) is

@@ -69,6 +69,8 @@ struct Batch {
     items: Vec<Item>,
     /// Source positions to journal once this batch is durable.
     positions: Option<BTreeMap<String, u64>>,
+    /// The positions journaled, which ack the copies once synced.
+    journaled: Option<BTreeMap<String, u64>>,
 }
 
 pub(super) struct Actor {
@@ -117,6 +119,9 @@ pub(super) async fn run(
     mut rx: mpsc::UnboundedReceiver<Cmd>,
 ) {
     let mut a = Actor::new(js, handle, loaded);
+    // What was read from disk is durable (no link yet: nothing to ack).
+    let on_disk = a.machine.stream().source_positions();
+    a.ack_copies(&on_disk);
     a.refresh_push();
     // Restored consumers may have work at once.
     a.on_timer();
@@ -408,6 +413,7 @@ impl Actor {
                     commit: Some(rx),
                     items: Vec::new(),
                     positions: None,
+                    journaled: None,
                 });
             }
         }
@@ -514,6 +520,7 @@ impl Actor {
             commit,
             items,
             positions,
+            journaled: None,
         });
     }
 
@@ -652,20 +659,27 @@ impl Actor {
         // the batch's second commit, on the commit thread, and the batch
         // stays in front until it ends.
         let result = match (result, batch.positions.take()) {
-            (Ok(()), Some(p)) => match self.journal_positions(&p) {
-                Ok(Some(second)) => {
-                    batch.commit = Some(second);
-                    self.inflight.push_front(batch);
-                    return;
+            (Ok(()), Some(p)) => {
+                let journaled = self.journal_positions(&p);
+                batch.journaled = Some(p);
+                match journaled {
+                    Ok(Some(second)) => {
+                        batch.commit = Some(second);
+                        self.inflight.push_front(batch);
+                        return;
+                    }
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(std::io::Error::other(e)),
                 }
-                Ok(None) => Ok(()),
-                Err(e) => Err(std::io::Error::other(e)),
-            },
+            }
             (result, _) => result,
         };
         match result {
             Ok(()) => {
                 self.send(batch.items);
+                if let Some(p) = batch.journaled.take() {
+                    self.ack_copies(&p);
+                }
                 self.publisher.flush();
                 self.publisher.stall().await;
             }
@@ -689,6 +703,14 @@ impl Actor {
                 self.publisher.flush();
                 self.reload().await;
             }
+        }
+    }
+
+    /// Acks what the durable source positions `p` cover (the positions
+    /// read from disk, or journaled and synced).
+    fn ack_copies(&mut self, p: &BTreeMap<String, u64>) {
+        for ack in self.sources.durable(p) {
+            self.publisher.publish_out(&ack);
         }
     }
 
@@ -745,6 +767,7 @@ impl Actor {
                 commit: Some(rx),
                 items: Vec::new(),
                 positions: None,
+                journaled: None,
             });
         }
         while !self.inflight.is_empty() {
@@ -782,6 +805,8 @@ impl Actor {
                 Ok(Some(loaded)) => {
                     self.positions = loaded.sources;
                     self.machine = StreamMachine::over(loaded.stream);
+                    let on_disk = self.machine.stream().source_positions();
+                    self.ack_copies(&on_disk);
                     self.journals = loaded.journals;
                     self.dirs = loaded.dirs;
                     self.failed = None;

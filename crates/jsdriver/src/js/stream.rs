@@ -380,6 +380,12 @@ impl SourceLinks {
         }
     }
 
+    /// The sources' positions, now durable: the acks they allow
+    /// (`Links::durable`).
+    pub fn durable(&mut self, positions: &BTreeMap<String, u64>) -> Vec<OutMsg> {
+        self.links.durable(positions)
+    }
+
     /// Something arrived on the inbox.
     pub fn inbox(&mut self, routed: &str, msg: Inbound) -> Inboxed {
         self.delivered = true;

@@ -308,6 +308,126 @@ async fn a_busy_source_killed_mid_copy_copies_each_job_once() {
     }
 }
 
+/// An interest stream sourced with more messages than a source keeps
+/// unacknowledged (16,384 on flotilla): the copy's acks reach the origin,
+/// which empties, and a restart copies nothing twice.
+#[tokio::test]
+async fn sourcing_an_interest_stream_acks_past_the_window() {
+    const N: u64 = 20_000;
+    let mut s = common::js_server();
+    let js = jetstream::new(s.client().await);
+    js.create_stream(stream::Config {
+        name: "EVENTS".into(),
+        subjects: vec!["ev.>".into()],
+        retention: stream::RetentionPolicy::Interest,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    js.create_stream(stream::Config {
+        name: "ARCHIVE".into(),
+        sources: Some(vec![stream::Source {
+            name: "EVENTS".into(),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // An interest stream keeps nothing before the source's consumer
+    // exists: probes until one is copied.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut archive = js.get_stream("ARCHIVE").await.unwrap();
+    while archive.info().await.unwrap().state.messages == 0 {
+        assert!(Instant::now() < deadline, "no probe was copied");
+        js.publish("ev.probe", "p".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let publish = |from: u64, to: u64| {
+        let js = js.clone();
+        async move {
+            let mut acks = Vec::new();
+            for i in from..to {
+                acks.push(
+                    js.publish(format!("ev.data.{i}"), "e".into())
+                        .await
+                        .unwrap(),
+                );
+                if acks.len() == 256 || i + 1 == to {
+                    for a in acks.drain(..) {
+                        a.await.unwrap();
+                    }
+                }
+            }
+        }
+    };
+    publish(0, N).await;
+    wait_data(&js, N).await;
+    wait_messages(&js, "EVENTS", 0).await;
+
+    s.restart();
+    let js = jetstream::new(s.client().await);
+    let publish = |from: u64, to: u64| {
+        let js = js.clone();
+        async move {
+            for i in from..to {
+                js.publish(format!("ev.data.{i}"), "e".into())
+                    .await
+                    .unwrap()
+                    .await
+                    .unwrap();
+            }
+        }
+    };
+    publish(N, N + 100).await;
+    wait_data(&js, N + 100).await;
+    wait_messages(&js, "EVENTS", 0).await;
+}
+
+/// Waits for ARCHIVE to hold `want` messages on `ev.data.>`, each once.
+async fn wait_data(js: &Context, want: u64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let archive = js.get_stream("ARCHIVE").await.unwrap();
+    let c = archive
+        .create_consumer(consumer::pull::Config {
+            ack_policy: consumer::AckPolicy::None,
+            filter_subject: "ev.data.>".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    while (seen.len() as u64) < want {
+        assert!(Instant::now() < deadline, "{} of {want} copied", seen.len());
+        let mut batch = c
+            .fetch()
+            .max_messages(1000)
+            .expires(Duration::from_millis(500))
+            .messages()
+            .await
+            .unwrap();
+        while let Some(m) = batch.next().await {
+            let subject = m.unwrap().subject.to_string();
+            assert!(seen.insert(subject.clone()), "{subject} copied twice");
+        }
+    }
+    // Nothing past them: no copy twice.
+    let mut rest = c
+        .fetch()
+        .max_messages(1000)
+        .expires(Duration::from_millis(300))
+        .messages()
+        .await
+        .unwrap();
+    if let Some(m) = rest.next().await {
+        panic!("{} copied twice", m.unwrap().subject);
+    }
+}
+
 /// Transforms of one source or mirror whose source subjects overlap are
 /// refused before anything else about the stream, a taken name included
 /// (nats-server checks the config first; nats.py's

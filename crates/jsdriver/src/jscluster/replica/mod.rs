@@ -136,6 +136,9 @@ pub struct Actor {
     /// The push interest last proposed, and when, by consumer.
     push_proposed: BTreeMap<String, (bool, Instant)>,
     sources: SourceLinks,
+    /// A copy was applied while leading since the links last followed:
+    /// its ack is due.
+    sourced: bool,
     /// Reply subjects of the changes proposed lately, oldest first.
     proposed: BTreeSet<String>,
     proposed_order: VecDeque<String>,
@@ -186,6 +189,7 @@ impl Actor {
             publisher: js.bus.publisher(),
             push: PushWatch::new(&js),
             sources: SourceLinks::new(&name, true),
+            sourced: false,
             jc,
             js,
             group,
@@ -292,7 +296,9 @@ impl Actor {
                 next = rx.try_recv().ok();
             }
         }
-        if self.sources.take_delivered() && self.serving.is_some() {
+        let delivered = self.sources.take_delivered();
+        let sourced = std::mem::take(&mut self.sourced);
+        if (delivered || sourced) && self.serving.is_some() {
             self.follow_sources();
         }
         true
@@ -553,6 +559,9 @@ impl Actor {
                 self.serve_reads(token);
             }
         }
+        if leader && matches!(applied.outcome, Outcome::Sourced(Ok(true))) {
+            self.sourced = true;
+        }
         // Subscriptions first: an update's answer must not reach its
         // requester before the interest in the new subjects reaches the
         // routes (the RS+ and the answer share the route, in order).
@@ -783,13 +792,15 @@ impl Actor {
         }
     }
 
-    /// Sends the source links' requests due now: lookups, resets, pulls.
+    /// Sends the acks the applied copies allow, and the source links'
+    /// requests due now: lookups, resets, pulls.
     fn follow_sources(&mut self) {
-        let requests = self
-            .sources
-            .follow(&self.js, &self.handle, self.core.machine().stream());
-        for m in requests {
-            self.publisher.publish_out(&m);
+        let stream = self.core.machine().stream();
+        // Applied means committed: a quorum holds the copies.
+        let acks = self.sources.durable(&stream.source_positions());
+        let requests = self.sources.follow(&self.js, &self.handle, stream);
+        for m in acks.iter().chain(&requests) {
+            self.publisher.publish_out(m);
         }
     }
 
