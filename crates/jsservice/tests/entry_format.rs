@@ -239,6 +239,39 @@ fn pinned() -> Vec<(Entry, &'static str)> {
             "1d0000000000000019010000004f",
         ),
         (
+            e(30, Op::Copies {
+                copies: vec![
+                    Op::Sourced {
+                        key: "O".into(),
+                        origin_seq: 1,
+                        origin_ts: 2,
+                        pending: 0,
+                        after: None,
+                        subject: "o".into(),
+                        headers: None,
+                        payload: b(b"a"),
+                    },
+                    Op::Sourced {
+                        key: "O".into(),
+                        origin_seq: 2,
+                        origin_ts: 3,
+                        pending: 0,
+                        after: Some(1),
+                        subject: "o".into(),
+                        headers: None,
+                        payload: b(b"b"),
+                    },
+                ],
+            }),
+            concat!(
+                "1e00000000000000", "1b", "02000000",
+                "09", "010000004f", "0100000000000000", "0200000000000000",
+                "0000000000000000", "010000006f", "00", "0100000061",
+                "15", "010000004f", "0200000000000000", "0300000000000000",
+                "0000000000000000", "0100000000000000", "010000006f", "00", "0100000062",
+            ),
+        ),
+        (
             e(-1, Op::Publish {
                 subject: "p".into(),
                 headers: None,
@@ -285,10 +318,11 @@ fn variant(op: &Op) -> usize {
         Op::ResetConsumer { .. } => 17,
         Op::UnpinConsumer { .. } => 18,
         Op::Barrier { .. } => 19,
+        Op::Copies { .. } => 20,
     }
 }
 
-const VARIANTS: usize = 20;
+const VARIANTS: usize = 21;
 
 #[test]
 fn every_code_encodes_and_decodes_as_pinned() {
@@ -304,7 +338,7 @@ fn every_code_encodes_and_decodes_as_pinned() {
     assert!(seen.iter().all(|s| *s), "every variant is pinned: {seen:?}");
     // 11 is `Replied`; then every other code the format has, but 2, the
     // retired legacy `CreateConsumer`.
-    let all: std::collections::BTreeSet<u8> = (1..=26).filter(|c| *c != 2).collect();
+    let all: std::collections::BTreeSet<u8> = (1..=27).filter(|c| *c != 2).collect();
     assert_eq!(codes, all, "every code is pinned");
 }
 
@@ -312,7 +346,7 @@ fn every_code_encodes_and_decodes_as_pinned() {
 fn unknown_codes_and_nested_replies_are_refused() {
     let mut b = vec![0u8; 8];
     // 2 was the legacy `CreateConsumer`, retired unwritten by any server.
-    for code in [0, 2, 27, 255] {
+    for code in [0, 2, 28, 255] {
         b.truncate(8);
         b.push(code);
         assert_eq!(Entry::decode(&b), Err(DecodeError::Kind(code)));
@@ -324,6 +358,14 @@ fn unknown_codes_and_nested_replies_are_refused() {
     nested.extend(unhex("0b0100000073")); // Replied to "s"
     nested.push(5); // Tick
     assert_eq!(Entry::decode(&nested), Err(DecodeError::Kind(11)));
+    // A run holds copies only, and a count its bytes cannot hold is
+    // refused before anything is set aside for it.
+    let mut run = unhex("01000000000000001b01000000");
+    run.push(5); // Tick
+    run.extend([0; 40]); // what a copy would take
+    assert_eq!(Entry::decode(&run), Err(DecodeError::Kind(5)));
+    let huge = unhex("01000000000000001bffffffff");
+    assert_eq!(Entry::decode(&huge), Err(DecodeError::Short));
 }
 
 fn text() -> impl Strategy<Value = String> {
@@ -343,6 +385,29 @@ fn limits() -> impl Strategy<Value = AccountConsumerLimits> {
         max_consumers,
         max_ack_pending,
     })
+}
+
+/// An `Op::Sourced`, with any fields.
+fn sourced() -> impl Strategy<Value = Op> {
+    (
+        (text(), any::<u64>(), any::<i64>(), any::<u64>()),
+        prop::option::of(any::<u64>()),
+        (text(), prop::option::of(blob()), blob()),
+    )
+        .prop_map(
+            |((key, origin_seq, origin_ts, pending), after, (subject, headers, payload))| {
+                Op::Sourced {
+                    key,
+                    origin_seq,
+                    origin_ts,
+                    pending,
+                    after,
+                    subject,
+                    headers,
+                    payload,
+                }
+            },
+        )
 }
 
 /// Every variant but `Replied`, with any fields.
@@ -369,25 +434,8 @@ fn plain_op() -> impl Strategy<Value = Op> {
         blob().prop_map(|request| Op::Purge { request }),
         (any::<u64>(), any::<bool>()).prop_map(|(seq, erase)| Op::DeleteMsg { seq, erase }),
         text().prop_map(|name| Op::DeleteConsumer { name }),
-        (
-            (text(), any::<u64>(), any::<i64>(), any::<u64>()),
-            prop::option::of(any::<u64>()),
-            (text(), prop::option::of(blob()), blob()),
-        )
-            .prop_map(
-                |((key, origin_seq, origin_ts, pending), after, (subject, headers, payload))| {
-                    Op::Sourced {
-                        key,
-                        origin_seq,
-                        origin_ts,
-                        pending,
-                        after,
-                        subject,
-                        headers,
-                        payload,
-                    }
-                }
-            ),
+        sourced(),
+        prop::collection::vec(sourced(), 0..4).prop_map(|copies| Op::Copies { copies }),
         (
             (blob(), prop::option::of(text()), prop::option::of(text())),
             (any::<bool>(), text(), prop::option::of(text()), limits()),

@@ -101,6 +101,7 @@ fn encode_op(b: &mut BytesMut, op: &Op) {
         Op::DeleteMsg { .. } => delete_msg::encode(b, op),
         Op::DeleteConsumer { .. } => delete_consumer::encode(b, op),
         Op::Sourced { .. } => sourced::encode(b, op),
+        Op::Copies { .. } => copies::encode(b, op),
         Op::ConsumerCreate { .. } => consumer_create::encode(b, op),
         Op::Replied { .. } => replied::encode(b, op),
         Op::UpdateConfig { .. } => update_config::encode(b, op),
@@ -132,6 +133,7 @@ const CODECS: &[(&[u8], Decode)] = &[
     (delete_msg::CODES, delete_msg::decode),
     (delete_consumer::CODES, delete_consumer::decode),
     (sourced::CODES, sourced::decode),
+    (copies::CODES, copies::decode),
     (consumer_create::CODES, consumer_create::decode),
     (replied::CODES, replied::decode),
     (update_config::CODES, update_config::decode),
@@ -436,6 +438,51 @@ mod sourced {
             headers,
             payload,
         })
+    }
+}
+
+/// `Copies`: how many (`u32`), then each as `Sourced` writes it, its code
+/// first.
+mod copies {
+    use super::*;
+
+    pub const CODES: &[u8] = &[27];
+
+    /// The fewest bytes a `Sourced` takes: its code, an empty key, the
+    /// three numbers, an empty subject, no headers, an empty payload.
+    const SOURCED_MIN: usize = 1 + 4 + 24 + 4 + 1 + 4;
+
+    pub fn encode(b: &mut BytesMut, op: &Op) {
+        let Op::Copies { copies } = op else {
+            not_mine(op)
+        };
+        put_code(b, CODES, 27);
+        let n = u32::try_from(copies.len()).expect("a run's length fits a u32");
+        b.put_u32_le(n);
+        for copy in copies {
+            // A run holds copies only (what `decode` reads back).
+            assert!(matches!(copy, Op::Sourced { .. }), "{copy:?} in a run");
+            sourced::encode(b, copy);
+        }
+    }
+
+    pub fn decode(_: u8, b: &mut &[u8], owner: Option<&Bytes>) -> Result<Op, DecodeError> {
+        need(b, 4)?;
+        let n = b.get_u32_le() as usize;
+        // A count no run of that many bytes could hold is refused before
+        // anything is set aside for it.
+        if n > b.remaining() / SOURCED_MIN {
+            return Err(DecodeError::Short);
+        }
+        let mut copies = Vec::with_capacity(n);
+        for _ in 0..n {
+            let code = get_u8(b)?;
+            if !sourced::CODES.contains(&code) {
+                return Err(DecodeError::Kind(code));
+            }
+            copies.push(sourced::decode(code, b, owner)?);
+        }
+        Ok(Op::Copies { copies })
     }
 }
 

@@ -247,6 +247,7 @@ impl StreamMachine {
             Op::UpdateConfig { .. } => admin::update_config(s, op),
             Op::Barrier { .. } => admin::barrier(op),
             Op::Sourced { .. } => sources::sourced(s, op, now),
+            Op::Copies { .. } => sources::copies(s, op, now),
             Op::SourceFlowControl { .. } => sources::source_flow_control(s, op),
             Op::ResetSource { .. } => sources::reset_source(s, op),
             // Nested replies are refused when decoding.
@@ -494,6 +495,63 @@ mod tests {
             headers: None,
             payload: Bytes::from(format!("m{seq}")),
         }
+    }
+
+    /// A run of copies applies as its copies would one by one: each
+    /// stored only right after the one it names, so a run with a gap
+    /// stores up to the gap, and a run of duplicates stores nothing.
+    #[test]
+    fn a_run_of_copies_applies_in_order_up_to_a_gap() {
+        let mut cfg = StreamConfig {
+            name: "AGG".into(),
+            sources: vec![jetstream::api::StreamSource {
+                name: "WQ".into(),
+                ..Default::default()
+            }],
+            storage: jetstream::api::Storage::Memory,
+            ..Default::default()
+        };
+        jetstream::stream::config::check(&mut cfg, false, false).unwrap();
+        let mut a = StreamMachine::new(cfg, 1, Box::new(store::MemStore::new())).unwrap();
+        let copy = |seq: u64, after: Option<u64>| match sourced(seq) {
+            Op::Sourced {
+                key,
+                origin_seq,
+                origin_ts,
+                pending,
+                subject,
+                headers,
+                payload,
+                ..
+            } => Op::Sourced {
+                key,
+                origin_seq,
+                origin_ts,
+                pending,
+                after,
+                subject,
+                headers,
+                payload,
+            },
+            _ => unreachable!(),
+        };
+        let mut run = |index: u64, copies: Vec<Op>| {
+            let e = Entry {
+                ts: index as i64,
+                op: Op::Copies { copies },
+            };
+            a.apply(index, &e.encode().into()).outcome
+        };
+        // 4 names 3, which never came: refused, as is 5 after it.
+        let outcome = run(
+            1,
+            vec![copy(1, None), copy(2, Some(1)), copy(4, Some(3)), copy(5, Some(4))],
+        );
+        assert!(matches!(outcome, Outcome::Sourced(Ok(true))), "{outcome:?}");
+        let outcome = run(2, vec![copy(1, None), copy(2, None)]);
+        assert!(matches!(outcome, Outcome::Sourced(Ok(false))), "{outcome:?}");
+        assert_eq!(a.stream().source_positions().get("WQ > >"), Some(&2));
+        assert_eq!(a.stream().store().state().msgs, 2);
     }
 
     /// A sourcing stream's position is replicated state: a replica

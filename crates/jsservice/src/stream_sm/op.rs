@@ -112,6 +112,15 @@ pub enum Op {
         consumer: String,
         replies: Vec<String>,
     },
+    /// A run of copies of one source, in the order delivered, each an
+    /// `Op::Sourced` naming the one before it: applied one after another,
+    /// as that many entries would be. One Raft entry carries a run, so
+    /// a copy costs a share of an entry's work, not a whole one. Runs
+    /// answer nobody: their acks follow the durable position
+    /// (`sourcing::Links::durable`).
+    Copies {
+        copies: Vec<Op>,
+    },
     /// A durable source's answer to its origin consumer's flow-control
     /// request, replied to the request: the last copy proposed (origin
     /// and consumer sequences), which the answer acks if it was stored.

@@ -44,6 +44,29 @@ pub(super) fn sourced(stream: &mut Stream, op: Op, now: i64) -> Outcome {
     Outcome::Sourced(stored)
 }
 
+/// `Op::Copies`: each copy as `Op::Sourced` applies it, in order. Stored
+/// if any was (their acks are due); else the first refusal, if any.
+pub(super) fn copies(stream: &mut Stream, op: Op, now: i64) -> Outcome {
+    let Op::Copies { copies } = op else {
+        not_mine(&op)
+    };
+    let mut first_err = None;
+    let mut stored = false;
+    for copy in copies {
+        match sourced(stream, copy, now) {
+            Outcome::Sourced(Ok(s)) => stored |= s,
+            Outcome::Sourced(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            other => unreachable!("a copy's outcome: {other:?}"),
+        }
+    }
+    match (stored, first_err) {
+        (false, Some(e)) => Outcome::Sourced(Err(e)),
+        _ => Outcome::Sourced(Ok(stored)),
+    }
+}
+
 /// `Op::SourceFlowControl`: acks the last copy proposed if it was stored
 /// (the source's position is at or past it).
 pub(super) fn source_flow_control(stream: &Stream, op: Op) -> Outcome {
