@@ -15,7 +15,9 @@
 //! - the consumer acks all up to a message (`all`), and the driver tells
 //!   the links each durable position ([`Links::durable`]): one ack then
 //!   covers every copy at or below it. In a cluster each ack is a Raft
-//!   entry on the origin; one per step, not one per copy;
+//!   entry on the origin; one per step, not one per copy. The copies
+//!   themselves go as runs, many to an entry (`Op::Copies`, taken at the
+//!   end of the driver's batch with [`Links::take_runs`]);
 //! - a work-queue origin takes explicit acks only (nats-server's 10098):
 //!   its consumer acks each, and each copy is replied to with its
 //!   delivery's ack subject (`Inboxed::Copy`), once applied and durable.
@@ -81,6 +83,10 @@ pub const PULL_BATCH: u64 = 4096;
 /// Bytes one pull asks for at most: with the pulls outstanding, what a
 /// source holds in flight whatever its messages' size.
 pub const PULL_MAX_BYTES: u64 = 8 << 20;
+/// A run of copies (`Op::Copies`) is proposed once it holds this many
+/// bytes of messages; the rest at the end of the driver's batch
+/// ([`Links::take_runs`]).
+pub const RUN_MAX_BYTES: usize = 1 << 20;
 /// Pull requests wait this long on the origin.
 const PULL_EXPIRES_MS: u64 = 900;
 /// A copy proposed and not applied in this long (refused: out of order,
@@ -142,6 +148,10 @@ struct Link {
     /// Under `acks_all`: the deliveries not yet acked (origin sequence →
     /// ack subject, the latest for a sequence delivered again).
     unacked: BTreeMap<u64, String>,
+    /// Under `acks_all`: the copies taken since the run was last
+    /// proposed, in the order delivered, and their messages' bytes.
+    run: Vec<Op>,
+    run_bytes: usize,
 }
 
 impl Link {
@@ -160,6 +170,16 @@ impl Link {
         self.pulls.clear();
         // The reset delivers them again; acked then.
         self.unacked.clear();
+    }
+
+    /// The run taken so far, as one input: a run of one is that copy.
+    fn take_run(&mut self) -> Op {
+        self.run_bytes = 0;
+        let mut copies = std::mem::take(&mut self.run);
+        match copies.len() {
+            1 => copies.pop().expect("one"),
+            _ => Op::Copies { copies },
+        }
     }
 
     /// Under `acks_all`: one ack for every delivery the durable position
@@ -322,6 +342,8 @@ impl Links {
                 identity: None,
                 acks_all: true,
                 unacked: BTreeMap::new(),
+                run: Vec::new(),
+                run_bytes: 0,
             });
             // The position moves on as copies are applied.
             link.spec = spec.clone();
@@ -362,6 +384,17 @@ impl Links {
         self.next += 1;
         self.asked.insert(self.next, key.to_string());
         format!("{}.R.{}", self.inbox, self.next)
+    }
+
+    /// The copies taken since the last call, as one run (`Op::Copies`)
+    /// per source, for the driver to apply or propose at the end of its
+    /// batch: one entry for many copies.
+    pub fn take_runs(&mut self) -> Vec<Op> {
+        self.links
+            .values_mut()
+            .filter(|l| !l.run.is_empty())
+            .map(Link::take_run)
+            .collect()
     }
 
     /// The deliver subjects of durable sources, for the driver to
@@ -715,9 +748,14 @@ impl Links {
             headers: m.headers,
             payload: m.payload,
         };
-        match link.acks_all {
-            true => Inboxed::Input(op),
-            false => Inboxed::Copy(op, ack),
+        if !link.acks_all {
+            return Inboxed::Copy(op, ack);
+        }
+        link.run.push(op);
+        link.run_bytes += size;
+        match link.run_bytes >= RUN_MAX_BYTES {
+            true => Inboxed::Input(link.take_run()),
+            false => Inboxed::Nothing,
         }
     }
 
@@ -903,10 +941,12 @@ mod tests {
             headers: None,
             payload: Bytes::from_static(b"hi"),
         };
-        match links.inbox(&reply_to(&out[0]), m, 10_004) {
-            Inboxed::Input(Op::Sourced { origin_seq, .. }) => assert_eq!(origin_seq, 7),
+        assert_eq!(links.inbox(&reply_to(&out[0]), m, 10_004), Inboxed::Nothing);
+        match &links.take_runs()[..] {
+            [Op::Sourced { origin_seq, .. }] => assert_eq!(*origin_seq, 7),
             other => panic!("{other:?}"),
         }
+        assert!(links.take_runs().is_empty(), "taken once");
         let key = spec("O").key;
         assert!(links
             .durable(&BTreeMap::from([(key.clone(), 6)]))
@@ -1023,14 +1063,11 @@ mod tests {
     #[test]
     fn a_delivery_behind_the_expected_sequence_starts_over() {
         let (mut links, deliver) = pulling();
-        assert!(matches!(
-            links.inbox(&deliver, delivery("o.a", 1, 1), 10_004),
-            Inboxed::Input(..)
-        ));
-        assert!(matches!(
-            links.inbox(&deliver, delivery("o.a", 2, 2), 10_004),
-            Inboxed::Input(..)
-        ));
+        for seq in [1, 2] {
+            let copy = links.inbox(&deliver, delivery("o.a", seq, seq), 10_004);
+            assert_eq!(copy, Inboxed::Nothing);
+        }
+        assert!(matches!(&links.take_runs()[..], [Op::Copies { copies }] if copies.len() == 2));
         assert_eq!(
             links.inbox(&deliver, delivery("o.a", 2, 2), 10_005),
             Inboxed::Nothing
@@ -1053,13 +1090,28 @@ mod tests {
         let at = |p| BTreeMap::from([(key.clone(), p)]);
         for (sseq, dseq) in [(1, 1), (2, 2), (3, 3)] {
             let copy = links.inbox(&deliver, delivery("o.a", sseq, dseq), 10_004);
-            assert!(matches!(copy, Inboxed::Input(..)), "{copy:?}");
+            assert_eq!(copy, Inboxed::Nothing);
         }
+        // One run, each copy naming the one before it.
+        let [Op::Copies { copies }] = &links.take_runs()[..] else {
+            panic!("one run")
+        };
+        let chain: Vec<_> = copies
+            .iter()
+            .map(|c| match c {
+                Op::Sourced {
+                    origin_seq, after, ..
+                } => (*origin_seq, *after),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(chain, [(1, None), (2, Some(1)), (3, Some(2))]);
         // 2 delivered again (its ack wait passed): not proposed.
         assert_eq!(
             links.inbox(&deliver, delivery("o.a", 2, 4), 10_005),
             Inboxed::Nothing
         );
+        assert!(links.take_runs().is_empty());
         let acks = links.durable(&at(2));
         let subjects: Vec<&str> = acks.iter().map(|m| m.subject.as_str()).collect();
         assert_eq!(subjects, [delivery("o.a", 2, 4).reply.unwrap()]);
@@ -1087,6 +1139,23 @@ mod tests {
             .collect();
         assert_eq!(acks.len(), 1);
         assert_eq!(acks[0].subject, delivery("o.a", 3, 5).reply.unwrap());
+    }
+
+    /// A run is proposed once it holds a run's bytes, without waiting for
+    /// the end of the batch.
+    #[test]
+    fn a_full_run_is_proposed_at_once() {
+        let (mut links, deliver) = pulling();
+        let big = |seq: u64| Inbound {
+            payload: Bytes::from(vec![0u8; RUN_MAX_BYTES / 2]),
+            ..delivery("o.a", seq, seq)
+        };
+        assert_eq!(links.inbox(&deliver, big(1), 10_004), Inboxed::Nothing);
+        match links.inbox(&deliver, big(2), 10_004) {
+            Inboxed::Input(Op::Copies { copies }) => assert_eq!(copies.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        assert!(links.take_runs().is_empty());
     }
 
     /// A work-queue origin refuses a consumer that acks all (10098): the

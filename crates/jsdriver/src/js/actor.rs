@@ -212,6 +212,9 @@ impl Actor {
                 next = rx.try_recv().ok();
             }
         }
+        for run in self.sources.take_runs() {
+            self.input(run);
+        }
         if self.sources.take_delivered() {
             self.follow_sources();
         }

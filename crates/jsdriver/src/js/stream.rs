@@ -392,6 +392,12 @@ impl SourceLinks {
         self.links.inbox(routed, msg, mono_ms())
     }
 
+    /// The copies taken since the last call, a run per source
+    /// (`Links::take_runs`): applied or proposed at the end of a batch.
+    pub fn take_runs(&mut self) -> Vec<jsservice::stream_sm::Op> {
+        self.links.take_runs()
+    }
+
     /// Whether anything came on the inbox since the last call. Drivers
     /// follow the links after a batch that took deliveries: those used up
     /// pulls, and the next goes out now, not when the queue is next empty

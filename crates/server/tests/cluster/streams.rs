@@ -932,10 +932,22 @@ async fn kv_and_object_store_work_on_replicated_streams() {
 /// consumed messages never come back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_work_queue_sourced_into_another_stream_survives_repeated_stepdowns() {
+    sourced_through_repeated_stepdowns("workqueue").await;
+}
+
+/// The same with an interest origin, whose source's copies go many to a
+/// Raft entry and are acked together: each acknowledged publish copied
+/// exactly once, and the origin drains as the acks reach it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interest_stream_sourced_into_another_survives_repeated_stepdowns() {
+    sourced_through_repeated_stepdowns("interest").await;
+}
+
+async fn sourced_through_repeated_stepdowns(retention: &str) {
     let all = cluster3();
     let clients = connect(&all).await;
     for body in [
-        json!({"name": "WQ", "subjects": ["jobs.>"], "retention": "workqueue", "num_replicas": 3}),
+        json!({"name": "WQ", "subjects": ["jobs.>"], "retention": retention, "num_replicas": 3}),
         json!({"name": "AGG", "sources": [{"name": "WQ"}], "num_replicas": 3}),
     ] {
         let name = body["name"].as_str().unwrap().to_string();
@@ -946,6 +958,18 @@ async fn a_work_queue_sourced_into_another_stream_survives_repeated_stepdowns() 
         )
         .await;
         assert!(r.get("error").is_none(), "{r}");
+    }
+    // An interest stream keeps nothing before the source's consumer
+    // exists: probes (each its own payload) until one is copied.
+    let js = jetstream::new(clients[0].clone());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for probe in 0.. {
+        if stream_info(&clients[0], "AGG").await["state"]["messages"].as_u64() > Some(0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no probe was copied");
+        let _ = js.publish("jobs.probe", format!("probe-{probe}").into()).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let tasks: Vec<_> = (0..2)

@@ -237,13 +237,24 @@ async fn sourcing_from_a_work_queue_consumes_it() {
 /// the archive exactly once, and the queue is empty.
 #[tokio::test]
 async fn a_busy_source_killed_mid_copy_copies_each_job_once() {
+    busy_source_killed_mid_copy(stream::RetentionPolicy::WorkQueue).await;
+}
+
+/// The same with a limits origin, whose copies go many to an entry and
+/// are acked together: each once after the restart, the origin kept.
+#[tokio::test]
+async fn a_busy_limits_source_killed_mid_copy_copies_each_once() {
+    busy_source_killed_mid_copy(stream::RetentionPolicy::Limits).await;
+}
+
+async fn busy_source_killed_mid_copy(retention: stream::RetentionPolicy) {
     const JOBS: u64 = 20_000;
     let mut s = common::js_server();
     let js = jetstream::new(s.client().await);
     js.create_stream(stream::Config {
         name: "WQ".into(),
         subjects: vec!["jobs.>".into()],
-        retention: stream::RetentionPolicy::WorkQueue,
+        retention,
         ..Default::default()
     })
     .await
@@ -285,7 +296,11 @@ async fn a_busy_source_killed_mid_copy_copies_each_job_once() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     wait_messages(&js, "ARCHIVE", JOBS).await;
-    wait_messages(&js, "WQ", 0).await;
+    let left = match retention {
+        stream::RetentionPolicy::WorkQueue => 0,
+        _ => JOBS,
+    };
+    wait_messages(&js, "WQ", left).await;
     let archive = js.get_stream("ARCHIVE").await.unwrap();
     let c = archive
         .create_consumer(consumer::pull::Config {

@@ -296,6 +296,9 @@ impl Actor {
                 next = rx.try_recv().ok();
             }
         }
+        for run in self.sources.take_runs() {
+            self.submit(run);
+        }
         let delivered = self.sources.take_delivered();
         let sourced = std::mem::take(&mut self.sourced);
         if (delivered || sourced) && self.serving.is_some() {
