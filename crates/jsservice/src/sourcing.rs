@@ -185,9 +185,16 @@ impl Link {
     /// Under `acks_all`: one ack for every delivery the durable position
     /// covers (the newest such; it acks all before it).
     fn ack_durable(&mut self, durable: u64, out: &mut Vec<OutMsg>) {
-        let later = self.unacked.split_off(&(durable + 1));
-        let covered = std::mem::replace(&mut self.unacked, later);
-        if let Some((seq, to)) = covered.into_iter().next_back() {
+        // Taken from the front, so a look that covers nothing new costs
+        // nothing whatever is still unacked.
+        let mut newest = None;
+        while let Some(first) = self.unacked.first_entry() {
+            if *first.key() > durable {
+                break;
+            }
+            newest = Some(first.remove_entry());
+        }
+        if let Some((seq, to)) = newest {
             // Every copy it acks is stored, or was before.
             assert!(seq <= durable, "an ack past the durable position");
             out.push(OutMsg {
