@@ -545,11 +545,19 @@ mod tests {
         // 4 names 3, which never came: refused, as is 5 after it.
         let outcome = run(
             1,
-            vec![copy(1, None), copy(2, Some(1)), copy(4, Some(3)), copy(5, Some(4))],
+            vec![
+                copy(1, None),
+                copy(2, Some(1)),
+                copy(4, Some(3)),
+                copy(5, Some(4)),
+            ],
         );
         assert!(matches!(outcome, Outcome::Sourced(Ok(true))), "{outcome:?}");
         let outcome = run(2, vec![copy(1, None), copy(2, None)]);
-        assert!(matches!(outcome, Outcome::Sourced(Ok(false))), "{outcome:?}");
+        assert!(
+            matches!(outcome, Outcome::Sourced(Ok(false))),
+            "{outcome:?}"
+        );
         assert_eq!(a.stream().source_positions().get("WQ > >"), Some(&2));
         assert_eq!(a.stream().store().state().msgs, 2);
     }

@@ -968,7 +968,9 @@ async fn sourced_through_repeated_stepdowns(retention: &str) {
             break;
         }
         assert!(Instant::now() < deadline, "no probe was copied");
-        let _ = js.publish("jobs.probe", format!("probe-{probe}").into()).await;
+        let _ = js
+            .publish("jobs.probe", format!("probe-{probe}").into())
+            .await;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
