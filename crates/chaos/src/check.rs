@@ -57,6 +57,13 @@ pub enum Anomaly {
         id: String,
         seq: u64,
     },
+    /// A mirror holds another message than its origin at a sequence.
+    Miscopied {
+        server: String,
+        seq: u64,
+        id: String,
+        copied: String,
+    },
     /// A key's compare-and-set history has no linearization.
     NotLinearizable { key: String },
     /// The linearizability search gave up on a key.
@@ -80,6 +87,7 @@ impl Anomaly {
             Anomaly::DeletedReadAgain { .. } => "deleted message read again",
             Anomaly::Diverged { .. } => "replicas diverge",
             Anomaly::ConsumedStillQueued { .. } => "consumed work-queue message still queued",
+            Anomaly::Miscopied { .. } => "mirror holds another message",
             Anomaly::NotLinearizable { .. } => "compare-and-set not linearizable",
             Anomaly::Undecided { .. } => "linearizability undecided",
             Anomaly::Crashed { .. } => "server crashed",
@@ -192,6 +200,39 @@ pub fn check_work(history: &[Event], queue: &Replicas, archive: &Replicas) -> Ve
     out.extend(duplicates(archive));
     out.extend(divergence(queue));
     out.extend(divergence(archive));
+    out
+}
+
+/// Judges a mirror of the main stream, read once it has caught up: each
+/// of its replicas holds every message the main stream's (first read)
+/// replica holds, at the same sequence. A message deleted from the main
+/// stream after it was copied stays in the mirror, and one deleted
+/// before may be missing from both; anything else missing was lost.
+pub fn check_mirror(main: &Replicas, mirror: &Replicas) -> Vec<Anomaly> {
+    let mut out = Vec::new();
+    let Some((_, origin)) = main.first() else {
+        return out;
+    };
+    for (server, contents) in mirror {
+        for (&seq, id) in origin {
+            match contents.get(&seq) {
+                Some(copied) if copied == id => {}
+                Some(copied) => out.push(Anomaly::Miscopied {
+                    server: server.clone(),
+                    seq,
+                    id: id.clone(),
+                    copied: copied.clone(),
+                }),
+                None => out.push(Anomaly::Lost {
+                    server: server.clone(),
+                    id: id.clone(),
+                    seq,
+                }),
+            }
+        }
+    }
+    out.extend(duplicates(mirror));
+    out.extend(divergence(mirror));
     out
 }
 
@@ -366,6 +407,33 @@ mod tests {
             ("S1".into(), stored(&[(1, "a"), (2, "b"), (3, "d")])),
         ];
         assert_eq!(check_work(&history, &queue, &archive), vec![]);
+    }
+
+    #[test]
+    fn mirror_anomalies_are_found() {
+        let main = vec![("S0".into(), stored(&[(2, "b"), (3, "c"), (4, "d")]))];
+        // 1 deleted from the main stream after it was copied: kept.
+        let clean = stored(&[(1, "a"), (2, "b"), (3, "c"), (4, "d")]);
+        let mirror = vec![("S0".into(), clean.clone()), ("S1".into(), clean)];
+        assert_eq!(check_mirror(&main, &mirror), vec![]);
+        // S1: "c" missing, "b" twice, another message at 4.
+        let bad = stored(&[(1, "a"), (2, "b"), (4, "x"), (5, "b")]);
+        let mirror = vec![
+            ("S0".into(), stored(&[(2, "b"), (3, "c"), (4, "d")])),
+            ("S1".into(), bad),
+        ];
+        let kinds: Vec<&str> = check_mirror(&main, &mirror)
+            .iter()
+            .map(Anomaly::kind)
+            .collect();
+        for kind in [
+            "lost acknowledged publish",
+            "mirror holds another message",
+            "duplicated message",
+            "replicas diverge",
+        ] {
+            assert!(kinds.contains(&kind), "{kind} not found in {kinds:?}");
+        }
     }
 
     #[test]

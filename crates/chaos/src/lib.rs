@@ -73,6 +73,8 @@ pub struct Report {
     /// Work-queue publishes acknowledged, and messages the archive holds.
     pub work_acked: usize,
     pub archived: usize,
+    /// Messages the mirror of the main stream holds.
+    pub mirrored: usize,
     /// Compare-and-set writes: written, refused, unknown.
     pub kv: (usize, usize, usize),
     pub faults: BTreeMap<&'static str, usize>,
@@ -101,7 +103,8 @@ impl Report {
         let mut s = format!(
             "operations: {} publishes acked, {} unacknowledged, {} deliveries, {} acks confirmed, \
              {} deleted and read back after ({} found); \
-             work queue {} acked, {} archived; compare-and-set {} written, {} refused, {} unknown\n",
+             work queue {} acked, {} archived; {} mirrored; \
+             compare-and-set {} written, {} refused, {} unknown\n",
             self.acked,
             self.unacked,
             self.delivered,
@@ -110,6 +113,7 @@ impl Report {
             self.deleted_reads,
             self.work_acked,
             self.archived,
+            self.mirrored,
             self.kv.0,
             self.kv.1,
             self.kv.2
@@ -174,6 +178,9 @@ pub const STREAM: &str = "CHAOS";
 /// The work queue, and the stream that sources it (and so consumes it).
 pub const WORK: &str = "WORK";
 pub const ARCHIVE: &str = "ARCHIVE";
+/// A mirror of the main stream: its copies go many to a Raft entry and
+/// are acked together, the path a limits origin takes.
+pub const MIRROR: &str = "COPY";
 /// The key-value bucket of the compare-and-set writers.
 pub const BUCKET: &str = "chaos";
 
@@ -254,6 +261,7 @@ pub async fn run(cfg: &Config) -> std::io::Result<Report> {
     eprintln!("chaos: draining the consumer and the work queue");
     drain(&js, &recorder).await;
     settle_work(&client).await;
+    settle_mirror(&client).await;
     eprintln!("chaos: reading every replica");
     let (main, unread) = replicas::read(&client, STREAM, Reader::Consumer).await;
     report
@@ -263,6 +271,14 @@ pub async fn run(cfg: &Config) -> std::io::Result<Report> {
             what,
         }));
     let (queue, archive) = read_work(&client, &recorder, &mut report).await;
+    let (mirror, unread) = replicas::read(&client, MIRROR, Reader::Consumer).await;
+    report
+        .anomalies
+        .extend(unread.into_iter().map(|what| Anomaly::Unread {
+            stream: MIRROR.into(),
+            what,
+        }));
+    report.mirrored = mirror.first().map_or(0, |(_, c)| c.len());
     for n in nodes.iter_mut() {
         if let Some(status) = n.exited() {
             report.anomalies.push(Anomaly::Crashed {
@@ -278,6 +294,7 @@ pub async fn run(cfg: &Config) -> std::io::Result<Report> {
     report
         .anomalies
         .extend(check::check_work(&histories.work, &queue, &archive));
+    report.anomalies.extend(check::check_mirror(&main, &mirror));
     report.anomalies.extend(check::check_kv(&histories.kv));
     count(&mut report, &histories, &archive, faults_ended);
     if !report.anomalies.is_empty() {
@@ -479,6 +496,12 @@ async fn try_setup(js: &jetstream::Context, replicas: usize) -> Result<kv::Store
         "sources": [{"name": WORK}],
     });
     api(js, &format!("$JS.API.STREAM.CREATE.{ARCHIVE}"), body).await?;
+    let body = serde_json::json!({
+        "name": MIRROR,
+        "num_replicas": replicas,
+        "mirror": {"name": STREAM},
+    });
+    api(js, &format!("$JS.API.STREAM.CREATE.{MIRROR}"), body).await?;
     let bucket = js
         .create_key_value(kv::Config {
             bucket: BUCKET.into(),
@@ -565,6 +588,21 @@ async fn read_work(
             }));
     }
     (queue, archive)
+}
+
+/// Waits (up to a minute) for the mirror to reach the main stream's last
+/// sequence.
+async fn settle_mirror(client: &async_nats::Client) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let last = |info: Option<serde_json::Value>| info.and_then(|i| i["state"]["last_seq"].as_u64());
+    while Instant::now() < deadline {
+        let origin = last(replicas::info(client, STREAM).await);
+        let copy = last(replicas::info(client, MIRROR).await);
+        if origin.is_some() && copy >= origin {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// Waits (up to a minute) for the archive to take everything queued.

@@ -153,6 +153,7 @@ async fn healthy(client: &async_nats::Client, limit: Duration) -> bool {
         crate::STREAM.to_string(),
         crate::WORK.to_string(),
         crate::ARCHIVE.to_string(),
+        crate::MIRROR.to_string(),
         format!("KV_{}", crate::BUCKET),
     ];
     let deadline = Instant::now() + limit;
@@ -393,6 +394,7 @@ async fn stepdown(client: &async_nats::Client, rng: &mut fastrand::Rng) -> Strin
         format!("$JS.API.STREAM.LEADER.STEPDOWN.{}", crate::STREAM),
         format!("$JS.API.STREAM.LEADER.STEPDOWN.{}", crate::WORK),
         format!("$JS.API.STREAM.LEADER.STEPDOWN.{}", crate::ARCHIVE),
+        format!("$JS.API.STREAM.LEADER.STEPDOWN.{}", crate::MIRROR),
         format!("$JS.API.STREAM.LEADER.STEPDOWN.KV_{}", crate::BUCKET),
         format!("$JS.API.CONSUMER.LEADER.STEPDOWN.{}.C", crate::STREAM),
         "$JS.API.META.LEADER.STEPDOWN".to_string(),
