@@ -168,8 +168,57 @@ impl Link {
         self.last = None;
         self.chain = None;
         self.pulls.clear();
-        // The reset delivers them again; acked then.
+        // The reset delivers them again; acked then. The run stays: its
+        // copies came in order, each naming the one before it, and one
+        // the new session brings again is a duplicate.
         self.unacked.clear();
+    }
+
+    /// A status on a pull's deliver subject: it ends a pull (404, 408,
+    /// 409 with its bytes used up); a consumer that is gone (409 Consumer
+    /// Deleted) or an origin without a leader (503) is looked up again.
+    fn pull_status(&mut self, text: &str, now: u64) {
+        if text.contains("Consumer Deleted") || text.starts_with("NATS/1.0 503") {
+            self.start_over(now);
+        } else if ["408", "404", "409"]
+            .iter()
+            .any(|c| text[9..].starts_with(c))
+        {
+            self.pulls.pop_front();
+        }
+    }
+
+    /// Whether a pull delivery with consumer sequence `consumer_seq` is
+    /// the next of this session (then expected past). A reset's
+    /// deliveries may overtake its answer: taken while it is awaited too,
+    /// but only in the new session's order (what comes from before the
+    /// reset is dropped). Out of order while ready, a delivery was missed
+    /// (the position could skip it) or one from another session took its
+    /// place: a new session.
+    fn in_session_order(&mut self, consumer_seq: u64, now: u64) -> bool {
+        let ready = self.state == State::Ready;
+        if !ready && self.state != State::Resetting {
+            return false;
+        }
+        if consumer_seq != self.expect {
+            if ready {
+                self.start_over(now);
+            }
+            return false;
+        }
+        self.expect += 1;
+        true
+    }
+
+    /// Adds a copy of `size` bytes to the run, handing the run over once
+    /// it is full.
+    fn add_to_run(&mut self, op: Op, size: usize) -> Inboxed {
+        self.run.push(op);
+        self.run_bytes += size;
+        match self.run_bytes >= RUN_MAX_BYTES {
+            true => Inboxed::Input(self.take_run()),
+            false => Inboxed::Nothing,
+        }
     }
 
     /// The run taken so far, as one input: a run of one is that copy.
@@ -683,19 +732,7 @@ impl Links {
             return Inboxed::Nothing;
         };
         if let Some(h) = m.headers.as_deref().filter(|h| h.starts_with(b"NATS/1.0 ")) {
-            // A status ends a pull (404, 408); a consumer that is gone
-            // (409 Consumer Deleted) or an origin without a leader (503)
-            // is looked up again.
-            let text = String::from_utf8_lossy(h);
-            if text.contains("Consumer Deleted") || text.starts_with("NATS/1.0 503") {
-                link.start_over(now);
-            } else if ["408", "404", "409"]
-                .iter()
-                .any(|c| text[9..].starts_with(c))
-            {
-                // Expired, or ended (its bytes used up).
-                link.pulls.pop_front();
-            }
+            link.pull_status(&String::from_utf8_lossy(h), now);
             return Inboxed::Nothing;
         }
         let Some(ack) = m.reply.clone() else {
@@ -704,22 +741,9 @@ impl Links {
         let Some(info) = ack_info(&ack) else {
             return Inboxed::Nothing;
         };
-        // A reset's deliveries may overtake its answer: taken while it is
-        // awaited too, but only in the new session's order (what comes
-        // from before the reset is dropped).
-        let ready = link.state == State::Ready;
-        if !ready && link.state != State::Resetting {
+        if !link.in_session_order(info.consumer_seq, now) {
             return Inboxed::Nothing;
         }
-        if info.consumer_seq != link.expect {
-            if ready {
-                // A delivery missed (the position could skip it), or one
-                // from another session took its place: a new session.
-                link.start_over(now);
-            }
-            return Inboxed::Nothing;
-        }
-        link.expect += 1;
         let size = m.subject.len() + m.headers.as_ref().map_or(0, |h| h.len()) + m.payload.len();
         link.delivered(size as u64);
         let duplicate = info.stream_seq <= link.spec.position;
@@ -755,14 +779,9 @@ impl Links {
             headers: m.headers,
             payload: m.payload,
         };
-        if !link.acks_all {
-            return Inboxed::Copy(op, ack);
-        }
-        link.run.push(op);
-        link.run_bytes += size;
-        match link.run_bytes >= RUN_MAX_BYTES {
-            true => Inboxed::Input(link.take_run()),
-            false => Inboxed::Nothing,
+        match link.acks_all {
+            true => link.add_to_run(op, size),
+            false => Inboxed::Copy(op, ack),
         }
     }
 
