@@ -221,6 +221,53 @@ impl Link {
         }
     }
 
+    /// A status from a durable source's consumer (`h`, its headers;
+    /// `reply`, its reply subject). A flow-control request, or a
+    /// heartbeat naming a stalled one, is answered through the log
+    /// (`Op::SourceFlowControl`, naming the last copy proposed), or at once
+    /// when nothing was copied since the reset. A heartbeat saying more
+    /// was delivered than arrived (some went out before the reset was
+    /// answered), a consumer deleted or an origin without a leader: start
+    /// over.
+    fn durable_status(&mut self, key: &str, h: &[u8], reply: Option<&str>, now: u64) -> Inboxed {
+        let text = String::from_utf8_lossy(h);
+        if !text.starts_with("NATS/1.0 100") {
+            if text.contains("Consumer Deleted") || text.starts_with("NATS/1.0 503") {
+                self.start_over(now);
+            }
+            return Inboxed::Nothing;
+        }
+        let delivered =
+            jetstream::headers::get(h, "Nats-Last-Consumer").and_then(|v| v.parse::<u64>().ok());
+        if self.state == State::Ready && delivered.is_some_and(|d| d >= self.expect) {
+            self.start_over(now);
+            return Inboxed::Nothing;
+        }
+        let fc = reply
+            .filter(|r| !r.is_empty())
+            .or_else(|| jetstream::headers::get(h, "Nats-Consumer-Stalled"));
+        let Some(to) = fc else {
+            return Inboxed::Nothing;
+        };
+        match self.last {
+            Some((stream_seq, consumer_seq)) => {
+                let op = Op::SourceFlowControl {
+                    key: key.to_string(),
+                    stream_seq,
+                    consumer_seq,
+                };
+                Inboxed::Copy(op, to.to_string())
+            }
+            None => Inboxed::Send(OutMsg {
+                subject: to.to_string(),
+                route: None,
+                reply: None,
+                headers: None,
+                payload: Bytes::new(),
+            }),
+        }
+    }
+
     /// The run taken so far, as one input: a run of one is that copy.
     fn take_run(&mut self) -> Op {
         self.run_bytes = 0;
@@ -798,45 +845,7 @@ impl Links {
             return Inboxed::Nothing;
         }
         if let Some(h) = m.headers.as_deref().filter(|h| h.starts_with(b"NATS/1.0 ")) {
-            let text = String::from_utf8_lossy(h);
-            let answer = |to: &str| match link.last {
-                Some((stream_seq, consumer_seq)) => {
-                    let op = Op::SourceFlowControl {
-                        key: key.to_string(),
-                        stream_seq,
-                        consumer_seq,
-                    };
-                    Inboxed::Copy(op, to.to_string())
-                }
-                // Nothing copied since the reset: nothing to ack.
-                None => Inboxed::Send(OutMsg {
-                    subject: to.to_string(),
-                    route: None,
-                    reply: None,
-                    headers: None,
-                    payload: Bytes::new(),
-                }),
-            };
-            if text.starts_with("NATS/1.0 100") {
-                // A heartbeat saying more was delivered than arrived (some
-                // went out before the reset was answered): start over.
-                let delivered = jetstream::headers::get(h, "Nats-Last-Consumer")
-                    .and_then(|v| v.parse::<u64>().ok());
-                if ready && delivered.is_some_and(|d| d >= link.expect) {
-                    link.start_over(now);
-                    return Inboxed::Nothing;
-                }
-                // A flow-control request, or a heartbeat naming a stalled one.
-                if let Some(fc) = m.reply.as_deref().filter(|r| !r.is_empty()) {
-                    return answer(fc);
-                }
-                if let Some(fc) = jetstream::headers::get(h, "Nats-Consumer-Stalled") {
-                    return answer(fc);
-                }
-            } else if text.contains("Consumer Deleted") || text.starts_with("NATS/1.0 503") {
-                link.start_over(now);
-            }
-            return Inboxed::Nothing;
+            return link.durable_status(key, h, m.reply.as_deref(), now);
         }
         let Some(ack) = m.reply.clone() else {
             return Inboxed::Nothing;
