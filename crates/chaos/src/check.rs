@@ -166,14 +166,19 @@ pub fn check(history: &[Event], replicas: &Replicas) -> Vec<Anomaly> {
 pub fn check_work(history: &[Event], queue: &Replicas, archive: &Replicas) -> Vec<Anomaly> {
     let mut out = Vec::new();
     let acked = acked(history, &mut out);
-    let archived = |contents: &BTreeMap<u64, String>, id: &str| contents.values().any(|v| v == id);
+    // Each archive replica's ids as a set: a lookup per acknowledged id,
+    // not a scan (an unpaced campaign archives hundreds of thousands).
+    let archived: Vec<std::collections::BTreeSet<&str>> = archive
+        .iter()
+        .map(|(_, contents)| contents.values().map(String::as_str).collect())
+        .collect();
     for (&seq, &id) in &acked {
         let queued = !queue.is_empty()
             && queue
                 .iter()
                 .all(|(_, contents)| contents.get(&seq).map(String::as_str) == Some(id));
-        for (server, contents) in archive {
-            if !archived(contents, id) && !queued {
+        for ((server, _), ids) in archive.iter().zip(&archived) {
+            if !ids.contains(id) && !queued {
                 out.push(Anomaly::Lost {
                     server: server.clone(),
                     id: id.to_string(),
