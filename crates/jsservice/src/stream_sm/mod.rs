@@ -497,11 +497,8 @@ mod tests {
         }
     }
 
-    /// A run of copies applies as its copies would one by one: each
-    /// stored only right after the one it names, so a run with a gap
-    /// stores up to the gap, and a run of duplicates stores nothing.
-    #[test]
-    fn a_run_of_copies_applies_in_order_up_to_a_gap() {
+    /// A memory stream `AGG` that sources `WQ`.
+    fn sourcing_wq() -> StreamMachine {
         let mut cfg = StreamConfig {
             name: "AGG".into(),
             sources: vec![jetstream::api::StreamSource {
@@ -512,7 +509,15 @@ mod tests {
             ..Default::default()
         };
         jetstream::stream::config::check(&mut cfg, false, false).unwrap();
-        let mut a = StreamMachine::new(cfg, 1, Box::new(store::MemStore::new())).unwrap();
+        StreamMachine::new(cfg, 1, Box::new(store::MemStore::new())).unwrap()
+    }
+
+    /// A run of copies applies as its copies would one by one: each
+    /// stored only right after the one it names, so a run with a gap
+    /// stores up to the gap, and a run of duplicates stores nothing.
+    #[test]
+    fn a_run_of_copies_applies_in_order_up_to_a_gap() {
+        let mut a = sourcing_wq();
         let copy = |seq: u64, after: Option<u64>| match sourced(seq) {
             Op::Sourced {
                 key,
@@ -567,17 +572,7 @@ mod tests {
     /// delivered, even though a work-queue origin no longer has it.
     #[test]
     fn source_positions_survive_a_snapshot() {
-        let mut cfg = StreamConfig {
-            name: "AGG".into(),
-            sources: vec![jetstream::api::StreamSource {
-                name: "WQ".into(),
-                ..Default::default()
-            }],
-            storage: jetstream::api::Storage::Memory,
-            ..Default::default()
-        };
-        jetstream::stream::config::check(&mut cfg, false, false).unwrap();
-        let mut a = StreamMachine::new(cfg, 1, Box::new(store::MemStore::new())).unwrap();
+        let mut a = sourcing_wq();
         let stored = |rs: &mut StreamMachine, index: u64, seq: u64| {
             let e = Entry {
                 ts: index as i64,
