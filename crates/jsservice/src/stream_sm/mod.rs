@@ -518,27 +518,12 @@ mod tests {
     #[test]
     fn a_run_of_copies_applies_in_order_up_to_a_gap() {
         let mut a = sourcing_wq();
-        let copy = |seq: u64, after: Option<u64>| match sourced(seq) {
-            Op::Sourced {
-                key,
-                origin_seq,
-                origin_ts,
-                pending,
-                subject,
-                headers,
-                payload,
-                ..
-            } => Op::Sourced {
-                key,
-                origin_seq,
-                origin_ts,
-                pending,
-                after,
-                subject,
-                headers,
-                payload,
-            },
-            _ => unreachable!(),
+        let copy = |seq: u64, names: Option<u64>| {
+            let mut op = sourced(seq);
+            if let Op::Sourced { after, .. } = &mut op {
+                *after = names;
+            }
+            op
         };
         let mut run = |index: u64, copies: Vec<Op>| {
             let e = Entry {
