@@ -9,7 +9,7 @@ pub mod consumer;
 pub use jsapi::duration;
 pub mod output;
 pub mod stream;
-pub mod transform;
+pub use subjects::transform;
 
 /// The API's types, JSON and error catalogue, now the `jsapi` crate:
 /// `jetstream::api` stays for the crates that name it so.

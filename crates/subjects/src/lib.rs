@@ -1,5 +1,6 @@
-//! Subjects: what a valid subject is, how wildcards match, and the
-//! subscription trie ([`Sublist`]) every publish is routed through.
+//! Subjects: what a valid subject is, how wildcards match, the
+//! subscription trie ([`Sublist`]) every publish is routed through, and
+//! subject transforms (`transform`: stream transforms, account imports).
 //!
 //! Nothing here does IO or knows about connections: a subscription is an
 //! opaque value `T` with a caller-chosen `u64` key.
@@ -7,6 +8,7 @@
 mod cache;
 mod matching;
 mod sublist;
+pub mod transform;
 mod validate;
 
 pub use cache::MatchCache;

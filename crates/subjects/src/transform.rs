@@ -86,8 +86,8 @@ impl Transform {
                 return Err(dest_err("invalid transform", ""));
             }
         }
-        let src_ok = subjects::is_valid_subject(src.as_bytes());
-        let dest_ok = subjects::is_valid_subject(dest.as_bytes());
+        let src_ok = crate::is_valid_subject(src.as_bytes());
+        let dest_ok = crate::is_valid_subject(dest.as_bytes());
         let src_tokens: Vec<&str> = src.split('.').collect();
         let wildcards = src_tokens.iter().filter(|t| **t == "*").count();
         let src_rest = src_tokens.last() == Some(&">");
@@ -125,7 +125,7 @@ impl Transform {
 
     /// The mapped subject, or `None` when `subject` does not match.
     pub fn apply(&self, subject: &str) -> Option<String> {
-        if !subjects::subject_matches_filter(subject.as_bytes(), self.src.as_bytes()) {
+        if !crate::subject_matches_filter(subject.as_bytes(), self.src.as_bytes()) {
             return None;
         }
         if self.dest.is_empty() {
