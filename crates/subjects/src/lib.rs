@@ -12,7 +12,7 @@ pub mod transform;
 mod validate;
 
 pub use cache::MatchCache;
-pub use matching::{subject_matches_filter, subjects_collide};
+pub use matching::{intersection, subject_matches_filter, subjects_collide};
 pub use sublist::{SubResult, Sublist, SublistError, SublistStats};
 pub use validate::{
     is_literal, is_valid_literal_subject, is_valid_publish_subject, is_valid_queue,

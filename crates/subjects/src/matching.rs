@@ -70,6 +70,31 @@ pub fn subjects_collide(a: &[u8], b: &[u8]) -> bool {
     })
 }
 
+/// The pattern that matches exactly the subjects both patterns match,
+/// or `None` when they share none: token by token, a literal narrows a
+/// `*`, and a `>` takes the other's remaining tokens.
+pub fn intersection(a: &str, b: &str) -> Option<String> {
+    let (ta, tb): (Vec<&str>, Vec<&str>) = (a.split('.').collect(), b.split('.').collect());
+    let mut out: Vec<&str> = Vec::with_capacity(ta.len().max(tb.len()));
+    for i in 0.. {
+        match (ta.get(i).copied(), tb.get(i).copied()) {
+            (None, None) => break,
+            (Some(">"), Some(_)) => {
+                out.extend(&tb[i..]);
+                break;
+            }
+            (Some(_), Some(">")) => {
+                out.extend(&ta[i..]);
+                break;
+            }
+            (Some("*"), Some(t)) | (Some(t), Some("*")) => out.push(t),
+            (Some(x), Some(y)) if x == y => out.push(x),
+            _ => return None,
+        }
+    }
+    Some(out.join("."))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +130,28 @@ mod tests {
                 !subject_matches_filter(s.as_bytes(), f.as_bytes()),
                 "{s} not in {f}"
             );
+        }
+    }
+
+    #[test]
+    fn intersections() {
+        for (a, b, both) in [
+            ("p.foo.>", "p.foo.bar", Some("p.foo.bar")),
+            (">", "p.foo.>", Some("p.foo.>")),
+            ("p.*.bar", "p.foo.>", Some("p.foo.bar")),
+            ("p.*.*", "p.foo.>", Some("p.foo.*")),
+            ("a.*", "*.b", Some("a.b")),
+            ("a.>", "a.>", Some("a.>")),
+            ("a.*", "a.b.c", None),
+            ("a.b", "a.c", None),
+            ("a", "a.>", None),
+        ] {
+            assert_eq!(intersection(a, b).as_deref(), both, "{a} ^ {b}");
+            assert_eq!(intersection(b, a).as_deref(), both, "{b} ^ {a}");
+            if let Some(both) = both {
+                assert!(subject_matches_filter(both.as_bytes(), a.as_bytes()));
+                assert!(subject_matches_filter(both.as_bytes(), b.as_bytes()));
+            }
         }
     }
 

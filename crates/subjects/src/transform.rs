@@ -157,6 +157,25 @@ impl Transform {
     }
 }
 
+/// nats-server's `transformTokenize`: each `*` token of an import's
+/// `to` becomes `$1`, `$2`, ... by position, naming the subject's
+/// wildcards in order.
+pub fn tokenize(subject: &str) -> String {
+    let mut n = 0;
+    subject
+        .split('.')
+        .map(|t| {
+            if t == "*" {
+                n += 1;
+                format!("${n}")
+            } else {
+                t.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,5 +204,13 @@ mod tests {
         assert!(Transform::new("a.*", "b.$2").is_err());
         assert!(Transform::new("a.*", "b.>").is_err());
         assert!(Transform::new("a.*", "b.{{partition(3)}}").is_err());
+    }
+
+    #[test]
+    fn tokenize_names_wildcards_by_position() {
+        assert_eq!(tokenize("a.*.b.*.>"), "a.$1.b.$2.>");
+        assert_eq!(tokenize("plain"), "plain");
+        let t = Transform::new("x.*.*", &tokenize("y.*.*")).unwrap();
+        assert_eq!(t.apply("x.1.2").as_deref(), Some("y.1.2"));
     }
 }
