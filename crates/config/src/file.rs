@@ -22,6 +22,7 @@ use conf::{Entry, Item, Map, Value};
 use crate::options::{Authorization, NkeyUser, Options, User};
 
 pub mod leafnodes;
+mod links;
 mod permissions;
 pub mod tls;
 mod top;
@@ -460,9 +461,9 @@ fn authorization(m: &Map, at: &Entry, o: &mut Options, r: &mut Report) {
 
 /// `accounts`: a list of names, or a map of each account's block with
 /// its `users` and `default_permissions` (nats-server's `parseAccounts`).
-/// What else an account block may hold (imports, exports, mappings,
-/// limits) flotilla does not implement, and refuses; its `jetstream`
-/// enables JetStream there, with limits.
+/// Its `exports` and `imports` are read by `links`; what else an account
+/// block may hold (mappings, limits) flotilla does not implement, and
+/// refuses; its `jetstream` enables JetStream there, with limits.
 fn accounts(e: &Entry, o: &mut Options, r: &mut Report) {
     let named = |name: &str, at: &Item, o: &mut Options, r: &mut Report| {
         if name == crate::options::GLOBAL_ACCOUNT {
@@ -492,14 +493,20 @@ fn accounts(e: &Entry, o: &mut Options, r: &mut Report) {
             }
         }
         Value::Map(m) => {
+            let mut found = links::Links::default();
             for account in &m.entries {
                 let Value::Map(block) = &account.item.value else {
                     r.error(&account.item, "Expected map entries for accounts");
                     continue;
                 };
                 if named(&account.key, &account.item, o, r) {
-                    account_block(&account.key, block, o, r);
+                    account_block(&account.key, block, &mut found, o, r);
                 }
+            }
+            // As nats-server: imports are checked once every account
+            // parsed cleanly.
+            if r.errors.is_empty() {
+                links::check(found, o, r);
             }
         }
         other => r.error(
@@ -513,7 +520,13 @@ fn accounts(e: &Entry, o: &mut Options, r: &mut Report) {
 }
 
 /// One account's block: its users join `authorization`, naming it.
-fn account_block(name: &str, block: &Map, o: &mut Options, r: &mut Report) {
+fn account_block<'a>(
+    name: &str,
+    block: &'a Map,
+    found: &mut links::Links<'a>,
+    o: &mut Options,
+    r: &mut Report,
+) {
     let (users_from, nkeys_from) = (o.authorization.users.len(), o.authorization.nkeys.len());
     let mut defaults = None;
     let mut users_at = None;
@@ -525,8 +538,9 @@ fn account_block(name: &str, block: &Map, o: &mut Options, r: &mut Report) {
             }
             "default_permissions" => defaults = permissions::permissions(r, e),
             "jetstream" => account_jetstream(name, e, o, r),
-            "nkey" | "imports" | "exports" | "mappings" | "maps" | "limits" | "msg_trace"
-            | "trace_dest" => r.error_at(
+            "exports" => links::exports(name, e, found, r),
+            "imports" => links::imports(name, e, found, r),
+            "nkey" | "mappings" | "maps" | "limits" | "msg_trace" | "trace_dest" => r.error_at(
                 e,
                 format!("\"{}\" in an account is not supported by flotilla", e.key),
             ),

@@ -77,6 +77,81 @@ impl Default for ResponsePermission {
 
 /// Client authentication. At most one of token, single user, or users list
 /// is set; `config.rs` rejects combinations nats-server rejects.
+/// Whether an export or import is of a stream (messages flow from the
+/// exporter to the importer's subscribers) or a service (requests from
+/// the importer to the exporter's responders, replies back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkKind {
+    Stream,
+    Service,
+}
+
+impl LinkKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkKind::Stream => "stream",
+            LinkKind::Service => "service",
+        }
+    }
+}
+
+/// How many replies a service request gets: one (the reply path closes
+/// after it), or any number until the exporter's response threshold
+/// passes without one (nats-server's `ServiceRespType`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ResponseType {
+    #[default]
+    Singleton,
+    Stream,
+    Chunked,
+}
+
+/// nats-server's `DEFAULT_SERVICE_EXPORT_RESPONSE_THRESHOLD`.
+pub const DEFAULT_RESPONSE_THRESHOLD: Duration = Duration::from_secs(120);
+
+/// One entry of an account's `exports`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Export {
+    /// The exporting account.
+    pub account: String,
+    pub kind: LinkKind,
+    /// In the exporter's subject space; may hold wildcards.
+    pub subject: String,
+    /// The accounts that may import it; empty: every account.
+    pub accounts: Vec<String>,
+    /// Services only.
+    pub response: ResponseType,
+    /// Services only: how long a reply path stays open without a reply.
+    pub response_threshold: Duration,
+    /// The 1-based token of an imported subject that must be the
+    /// importer's account name.
+    pub account_token_position: Option<usize>,
+}
+
+/// One entry of an account's `imports`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Import {
+    /// The importing account.
+    pub account: String,
+    pub kind: LinkKind,
+    /// The exporting account.
+    pub from: String,
+    /// In the exporter's subject space.
+    pub subject: String,
+    /// The importer's subject for it (nats-server's `to`, or a stream's
+    /// `prefix` put before `subject`); `None`: `subject` itself. A `*`
+    /// here stands for the subject's wildcard at the same position.
+    pub to: Option<String>,
+}
+
+impl Import {
+    /// The subject the importer sees: its subscribers (stream) or its
+    /// requesters (service) use this.
+    pub fn local_subject(&self) -> &str {
+        self.to.as_deref().unwrap_or(&self.subject)
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Authorization {
     pub token: Option<String>,
@@ -413,6 +488,12 @@ pub struct Options {
     /// The accounts `accounts {}` names, besides `$G`; their users are in
     /// `authorization`, each naming its account.
     pub accounts: Vec<String>,
+    /// What the accounts export (`accounts { A { exports } }`), in the
+    /// order written.
+    pub exports: Vec<Export>,
+    /// What the accounts import, in the order written; each was checked
+    /// against `exports` at load.
+    pub imports: Vec<Import>,
     /// The accounts whose block enables JetStream (`jetstream: enabled`,
     /// or a map of limits), with their limits (-1: none).
     pub account_jetstream: std::collections::BTreeMap<String, jsapi::AccountLimits>,
@@ -455,6 +536,8 @@ impl Default for Options {
             write_deadline: Duration::from_secs(10),
             authorization: Authorization::default(),
             accounts: Vec::new(),
+            exports: Vec::new(),
+            imports: Vec::new(),
             account_jetstream: Default::default(),
             debug: false,
             trace: false,

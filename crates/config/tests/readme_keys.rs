@@ -33,6 +33,8 @@ const PLACES: &[&str] = &[
     "authorization { users [ { user: a, permissions { {} } } ] }",
     "accounts { A { {} } }",
     "accounts { A { jetstream { {} } } }",
+    "accounts { A { exports [ { stream: x, {} } ] } }",
+    "accounts { A { exports [ { stream: x } ], imports [ { stream: { account: A, subject: x }, {} } ] } }",
 ];
 
 /// Backticked words in the README that are not config keys.
