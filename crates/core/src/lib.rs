@@ -1,7 +1,8 @@
 //! The core of a NATS server: the subject space and everything that
 //! delivers into it. Accounts, each with its trie (`account`); a
 //! connection's state and outbound buffers (`client`); the client
-//! connection's tasks and the delivery of every publish (`conn`); the
+//! connection's tasks and the delivery of every publish (`conn`); how
+//! messages cross accounts through imports (`imports`); the
 //! registries of routes (`route`) and leaf node connections (`leaf`)
 //! that delivery and interest propagation consult; the server's own
 //! subscribers (`internal`, and `bus`, the one interface JetStream
@@ -16,6 +17,7 @@ pub mod account;
 pub mod bus;
 pub mod client;
 pub mod conn;
+pub mod imports;
 pub mod interest;
 pub mod internal;
 pub mod leaf;

@@ -147,7 +147,7 @@ impl Server {
         if let Some(domain) = opts.jetstream.domain.as_deref() {
             js_account.set_js_domain(domain);
         }
-        Arc::new(Server {
+        let server = Arc::new(Server {
             id,
             name,
             opts: RwLock::new(Arc::new(opts)),
@@ -179,7 +179,9 @@ impl Server {
             monitor_tls: RwLock::new(None),
             route_tls: RwLock::new(None),
             trust: RwLock::new(None),
-        })
+        });
+        crate::imports::configure(&server, &server.opts());
+        server
     }
 
     /// Builds the client TLS configuration from the options in force;
@@ -580,6 +582,9 @@ impl Server {
             self.interest.changed(&s.subject);
             self.interest_changed(s, false);
         }
+        for s in &subs {
+            crate::imports::remove_shadows(self, s);
+        }
         self.clients.lock().remove(&client.cid);
     }
 
@@ -742,7 +747,7 @@ impl Server {
     /// publishers holding an older match; whether this call removed it
     /// (only the first removal counts: an auto-unsubscribe can race a
     /// close).
-    fn remove_from_trie(&self, sub: &Subscription) -> bool {
+    pub(crate) fn remove_from_trie(&self, sub: &Subscription) -> bool {
         // Closed first: a publisher holding a cached match skips it from
         // now on, as a fresh match (`Bus::others_listen`) already does.
         sub.mark_closed();
@@ -761,6 +766,7 @@ impl Server {
     /// Removes one subscription from the trie and from its client's map.
     pub fn unsubscribe(&self, sub: &Arc<Subscription>) {
         let removed = self.remove_from_trie(sub);
+        crate::imports::remove_shadows(self, sub);
         let mut subs = sub.client.subs.lock();
         if subs.get(&sub.sid).is_some_and(|s| Arc::ptr_eq(s, sub)) {
             subs.remove(&sub.sid);

@@ -10,11 +10,14 @@
 //! the reload's authorization check).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
 use subjects::Sublist;
+
+pub mod imports;
+use imports::{Imports, Responses};
 
 /// nats-server's global account: everyone's when no accounts are set.
 pub use config::options::{GLOBAL_ACCOUNT as GLOBAL, SYSTEM_ACCOUNT};
@@ -30,6 +33,16 @@ pub struct Account<S> {
     /// `$JS.<domain>.API.`, when JetStream serves this account for a
     /// domain: publishes there are mapped onto the API ([`Account::map`]).
     domain_api: std::sync::OnceLock<Vec<u8>>,
+    /// What it imports from other accounts, replaced whole by a reload.
+    imports: RwLock<Arc<Imports<S>>>,
+    /// It imports a service: its clients' publishes are checked against
+    /// `imports` (read without a lock on every publish).
+    imports_services: AtomicBool,
+    /// Reply paths of service requests imported into it.
+    pub responses: Responses<S>,
+    /// This server's subscription for those replies (`_R_.xxxxxx.>`),
+    /// made at the first imported request.
+    pub reply_sub: std::sync::OnceLock<Arc<S>>,
 }
 
 /// What nats-server's `generateJSMappingTable` maps under
@@ -51,7 +64,28 @@ impl<S> Account<S> {
             sublist: RwLock::new(Sublist::new()),
             conns: AtomicI64::new(0),
             domain_api: std::sync::OnceLock::new(),
+            imports: RwLock::new(Arc::default()),
+            imports_services: AtomicBool::new(false),
+            responses: Responses::default(),
+            reply_sub: std::sync::OnceLock::new(),
         })
+    }
+
+    /// What it imports now.
+    pub fn imports(&self) -> Arc<Imports<S>> {
+        self.imports.read().clone()
+    }
+
+    /// Whether a publish here may go through a service import.
+    pub fn imports_services(&self) -> bool {
+        self.imports_services.load(Ordering::Relaxed)
+    }
+
+    /// Replaces what it imports (at start and by each reload).
+    pub fn set_imports(&self, imports: Imports<S>) {
+        self.imports_services
+            .store(!imports.services.is_empty(), Ordering::Relaxed);
+        *self.imports.write() = Arc::new(imports);
     }
 
     /// JetStream serves this account for `domain`.

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use auth::permissions::Permits;
 pub use deny::Deny;
 use outbound::Outbound;
-pub use subscription::{Account, Accounts, InternalSink, Message, Quota, Subscription};
+pub use subscription::{Account, Accounts, InternalSink, Message, Quota, Subscription, Via};
 
 /// Why a connection ended, with nats-server's wording (shown in `/connz`
 /// `reason` and in the close log line).

@@ -40,6 +40,27 @@ pub struct Subscription {
     /// Its interest is told to routes: every client subscription, and the
     /// server's own cluster services.
     pub advertised: AtomicBool,
+    /// It stands for an import, not for its client's own interest
+    /// (`crate::imports`).
+    pub via: Option<Via>,
+    /// For a client's subscription: its shadows in the accounts whose
+    /// streams its account imports. Emptied when it is removed, which
+    /// ends the shadow → subscription → shadow cycle.
+    pub shadows: parking_lot::Mutex<Vec<Arc<Subscription>>>,
+}
+
+/// What a subscription that stands for an import does with a message.
+pub enum Via {
+    /// The shadow of `parent`, a subscription in an account that imports
+    /// a stream, in the exporter's trie: a message here goes to
+    /// `parent`'s client under the subject `import.shown` gives it.
+    Shadow {
+        parent: Arc<Subscription>,
+        import: Arc<crate::account::imports::StreamImport<Subscription>>,
+    },
+    /// This server's subscription to the reply paths service requests
+    /// opened in its account: a reply goes to the requester's account.
+    Replies,
 }
 
 /// What one delivery attempt found out about the subscription's limit.
@@ -75,6 +96,8 @@ impl Subscription {
             sink: None,
             weight: AtomicU32::new(1),
             advertised: AtomicBool::new(false),
+            via: None,
+            shadows: parking_lot::Mutex::new(Vec::new()),
         }
     }
 

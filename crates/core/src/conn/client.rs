@@ -810,6 +810,7 @@ impl Conn {
         }
         self.server.interest.changed(subject);
         self.server.interest_changed(&sub, true);
+        crate::imports::add_shadows(&self.server, &sub);
         self.client.subs.lock().insert(sub.sid.clone(), sub);
         self.send_ok();
     }
@@ -867,6 +868,20 @@ impl Conn {
             self.send_err(&format!("Permissions Violation for Publish to {subject:?}"));
             return;
         }
+        // Replies in these spaces are the server's to make: a client's
+        // could answer someone else's request (nats-server's
+        // `isReservedReply`).
+        if let Some(reply) = p.reply.filter(|r| reserved_reply(r)) {
+            let reply = String::from_utf8_lossy(reply);
+            error!(
+                "{} - Publish Violation - Reply {reply:?}",
+                self.client.log_prefix()
+            );
+            self.send_err(&format!(
+                "Permissions Violation for Publish with Reply of {reply:?}"
+            ));
+            return;
+        }
         self.send_ok();
         if let Some(asked) = crate::trace::asked(p.headers()) {
             match asked.dest.clone() {
@@ -915,7 +930,12 @@ impl Conn {
             headers: p.headers(),
             payload: p.payload(),
         };
-        let delivered = self.delivery.route(result, msg);
+        let mut delivered = self.delivery.route(result, msg);
+        if self.account.imports_services() {
+            let (server, account) = (&self.server, &self.account);
+            delivered |=
+                crate::imports::request(&mut self.delivery, server, account, &self.client, msg);
+        }
         if self.delivery.trace.is_some() {
             let account = self.account.clone();
             self.delivery.send_trace(&account);
@@ -943,6 +963,14 @@ impl Conn {
             self.send(|b| encode::no_responders(b, reply, &sub.sid, subject));
         }
     }
+}
+
+/// nats-server's `isReservedReply`: service import replies, JetStream
+/// acks, gateway replies.
+fn reserved_reply(reply: &[u8]) -> bool {
+    reply.starts_with(crate::account::imports::REPLY_PREFIX.as_bytes())
+        || reply.starts_with(b"$JS.ACK.")
+        || reply.starts_with(b"_GR_.")
 }
 
 /// The values of the upgrade request's cookies that the config names,

@@ -55,6 +55,9 @@ pub struct Delivery {
     /// The message being routed is traced: where it goes is recorded (and
     /// with trace only, nothing is delivered).
     pub trace: Option<crate::trace::Trace>,
+    /// The message came in through a service import: stream import
+    /// shadows do not take it (nats-server's `pmrMsgImportedFromService`).
+    imported: bool,
 }
 
 /// Where the messages a [`Delivery`] routes came from, which decides
@@ -98,7 +101,32 @@ impl Delivery {
             remote_account: None,
             reply_buf: Vec::new(),
             trace: None,
+            imported: false,
         }
+    }
+
+    /// Routes a message this server publishes into another account on an
+    /// import's behalf (`crate::imports`), in the middle of routing the
+    /// one that caused it: as this server's own message (a reply that
+    /// came over a route may go on over another), with the routing of
+    /// the first message put aside meanwhile. `imported`: a request
+    /// through a service import, which no stream import shadow takes.
+    pub(crate) fn route_imported(
+        &mut self,
+        result: &SubResult<Arc<Subscription>>,
+        msg: Message<'_>,
+        imported: bool,
+    ) -> bool {
+        let targets = std::mem::take(&mut self.remote_targets);
+        let account = self.remote_account.take();
+        let came = (self.origin, self.publisher, self.imported);
+        (self.origin, self.publisher, self.imported) = (Hop::Client, 0, imported);
+        let delivered = self.route(result, msg);
+        (self.origin, self.publisher, self.imported) = came;
+        debug_assert!(self.remote_targets.is_empty(), "sent by the inner route");
+        self.remote_targets = targets;
+        self.remote_account = account;
+        delivered
     }
 
     /// Delivers to every plain subscriber and one member of each queue
@@ -301,6 +329,13 @@ impl Delivery {
         // A result computed before an unsubscribe may still name it.
         if sub.is_closed() {
             return false;
+        }
+        match &sub.via {
+            None => {}
+            Some(_) if self.trace.as_ref().is_some_and(|t| t.only) => return false,
+            Some(crate::client::Via::Shadow { .. }) if self.imported => return false,
+            Some(crate::client::Via::Shadow { .. }) => return self.shadow(sub, msg),
+            Some(crate::client::Via::Replies) => return self.reply(sub, msg),
         }
         if target.delivery_denied(msg.routed, sub.queue.as_deref()) {
             return false;

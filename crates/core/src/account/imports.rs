@@ -1,0 +1,319 @@
+//! What an account takes from others: its stream and service imports,
+//! resolved from the config's plain `Import`s to the exporting accounts,
+//! with the subject maps each needs; and, on the exporting side, the
+//! reply paths its service requests left open (`Responses`).
+//!
+//! Generic over the subscription type like the rest of `account`; the
+//! routing that uses these tables is `crate::imports`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use config::options::{LinkKind, ResponseType};
+use parking_lot::Mutex;
+use subjects::transform::{tokenize, Transform};
+
+use super::Account;
+
+/// How one subject space's subjects become another's, for one import.
+#[derive(Debug)]
+pub enum SubjectMap {
+    /// Unchanged (nats-server's `usePub`).
+    Same,
+    /// Always this subject (a literal import).
+    Literal(String),
+    Transform(Transform),
+}
+
+impl SubjectMap {
+    /// From `src` (which the subjects mapped match) to `dest`, where a
+    /// `*` of `dest` is `src`'s wildcard at the same position.
+    fn new(src: &str, dest: &str) -> Result<SubjectMap, String> {
+        if src == dest {
+            return Ok(SubjectMap::Same);
+        }
+        if subjects::is_literal(dest.as_bytes()) {
+            return Ok(SubjectMap::Literal(dest.to_string()));
+        }
+        Transform::new(src, &tokenize(dest)).map(SubjectMap::Transform)
+    }
+
+    pub fn apply(&self, subject: &str) -> String {
+        match self {
+            SubjectMap::Same => subject.to_string(),
+            SubjectMap::Literal(to) => to.clone(),
+            SubjectMap::Transform(t) => t.apply(subject).unwrap_or_else(|| subject.to_string()),
+        }
+    }
+}
+
+/// A stream the account imports: what `from` publishes on `subject`
+/// reaches the account's subscribers on `local`.
+#[derive(Debug)]
+pub struct StreamImport<S> {
+    pub from: Arc<Account<S>>,
+    pub subject: String,
+    pub local: String,
+    /// The exporter's subject → the one subscribers see.
+    pub shown: SubjectMap,
+    /// The importer's subject → the exporter's: where a subscription's
+    /// shadow listens.
+    pub back: SubjectMap,
+}
+
+impl<S> StreamImport<S> {
+    /// Where a subscription on `subject` in the importing account listens
+    /// in the exporter's, if it meets this import at all.
+    pub fn shadow_subject(&self, subject: &str) -> Option<String> {
+        let both = subjects::intersection(subject, &self.local)?;
+        Some(self.back.apply(&both))
+    }
+}
+
+/// A service the account imports: a request its clients publish on a
+/// subject `local` matches goes to `to` on the exporter's mapped subject.
+#[derive(Debug)]
+pub struct ServiceImport<S> {
+    pub to: Arc<Account<S>>,
+    pub local: String,
+    /// The importer's subject → the exporter's.
+    pub request: SubjectMap,
+    pub response: ResponseType,
+    pub threshold: Duration,
+}
+
+/// Everything one account imports.
+#[derive(Debug)]
+pub struct Imports<S> {
+    pub streams: Vec<Arc<StreamImport<S>>>,
+    pub services: Vec<ServiceImport<S>>,
+}
+
+impl<S> Default for Imports<S> {
+    fn default() -> Self {
+        Imports {
+            streams: Vec::new(),
+            services: Vec::new(),
+        }
+    }
+}
+
+impl<S> Imports<S> {
+    /// Builds `account`'s imports from the config's, checked at load:
+    /// `find` gives the exporting accounts, `export` the exporter's
+    /// response settings for a service subject.
+    pub fn build(
+        account: &str,
+        imports: &[config::options::Import],
+        exports: &[config::options::Export],
+        find: impl Fn(&str) -> Arc<Account<S>>,
+    ) -> Imports<S> {
+        let mut out = Imports::default();
+        for i in imports.iter().filter(|i| i.account == account) {
+            let local = i.local_subject();
+            // Checked at load (`config::file::links`): the maps build.
+            let (Ok(shown), Ok(back)) = (
+                SubjectMap::new(&i.subject, local),
+                SubjectMap::new(local, &i.subject),
+            ) else {
+                debug_assert!(false, "an import the config checked: {i:?}");
+                continue;
+            };
+            match i.kind {
+                LinkKind::Stream => out.streams.push(Arc::new(StreamImport {
+                    from: find(&i.from),
+                    subject: i.subject.clone(),
+                    local: local.to_string(),
+                    shown,
+                    back,
+                })),
+                LinkKind::Service => {
+                    let export = exports.iter().find(|e| {
+                        e.account == i.from
+                            && e.kind == LinkKind::Service
+                            && subjects::subject_matches_filter(
+                                i.subject.as_bytes(),
+                                e.subject.as_bytes(),
+                            )
+                    });
+                    let (response, threshold) = export.map_or(
+                        (
+                            ResponseType::Singleton,
+                            config::options::DEFAULT_RESPONSE_THRESHOLD,
+                        ),
+                        |e| (e.response, e.response_threshold),
+                    );
+                    out.services.push(ServiceImport {
+                        to: find(&i.from),
+                        local: local.to_string(),
+                        request: back,
+                        response,
+                        threshold,
+                    })
+                }
+            }
+        }
+        out
+    }
+
+    /// The service import a publish on `subject` goes through, if any:
+    /// the first written whose subject matches (nats-server keeps one
+    /// import per local subject).
+    pub fn service(&self, subject: &[u8]) -> Option<&ServiceImport<S>> {
+        self.services
+            .iter()
+            .find(|s| subjects::subject_matches_filter(subject, s.local.as_bytes()))
+    }
+}
+
+/// A reply path a service request left open in the exporting account:
+/// a reply there goes to `reply` in `to`.
+pub struct Pending<S> {
+    pub to: Arc<Account<S>>,
+    pub reply: Bytes,
+    pub response: ResponseType,
+    pub threshold: Duration,
+    /// When it was made, or last carried a reply.
+    pub last: Instant,
+}
+
+/// The open reply paths of one exporting account on this server, under
+/// its prefix `_R_.xxxxxx.`: a reply subject is the prefix and six more
+/// characters, as nats-server's `newServiceReply` makes them.
+pub struct Responses<S> {
+    prefix: String,
+    pending: Mutex<hashbrown::HashMap<Bytes, Pending<S>>>,
+    swept: Mutex<Instant>,
+}
+
+/// nats-server's service reply prefix.
+pub const REPLY_PREFIX: &str = "_R_.";
+
+fn base62(n: usize) -> String {
+    const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    (0..n)
+        .map(|_| DIGITS[fastrand::usize(..DIGITS.len())] as char)
+        .collect()
+}
+
+impl<S> Default for Responses<S> {
+    fn default() -> Self {
+        Responses {
+            prefix: format!("{REPLY_PREFIX}{}.", base62(6)),
+            pending: Mutex::new(hashbrown::HashMap::new()),
+            swept: Mutex::new(Instant::now()),
+        }
+    }
+}
+
+impl<S> Responses<S> {
+    /// `_R_.xxxxxx.>`: what this server's reply subscription in the
+    /// account listens on (told to routes, so replies come back here).
+    pub fn wildcard(&self) -> String {
+        format!("{}>", self.prefix)
+    }
+
+    /// Opens a reply path for one request; returns its reply subject.
+    pub fn open(&self, pending: Pending<S>, now: Instant) -> Bytes {
+        debug_assert!(
+            !pending.reply.starts_with(REPLY_PREFIX.as_bytes()),
+            "clients may not use reply paths as replies (`reserved_reply`)"
+        );
+        self.sweep(now);
+        let mut map = self.pending.lock();
+        loop {
+            let reply = Bytes::from(format!("{}{}", self.prefix, base62(6)));
+            if !map.contains_key(&reply) {
+                map.insert(reply.clone(), pending);
+                return reply;
+            }
+        }
+    }
+
+    /// Where a reply on `subject` goes: the requester's account and
+    /// reply subject. A singleton's path closes with its first reply; a
+    /// stream's or chunked one's stays until its threshold passes idle.
+    pub fn take(&self, subject: &[u8], now: Instant) -> Option<(Arc<Account<S>>, Bytes)> {
+        let mut map = self.pending.lock();
+        let p = map.get_mut(subject)?;
+        if now.duration_since(p.last) > p.threshold {
+            map.remove(subject);
+            return None;
+        }
+        p.last = now;
+        let found = (p.to.clone(), p.reply.clone());
+        if p.response == ResponseType::Singleton {
+            map.remove(subject);
+        }
+        Some(found)
+    }
+
+    /// Closes the path of a request nothing in the exporter received.
+    pub fn close(&self, reply: &[u8]) {
+        self.pending.lock().remove(reply);
+    }
+
+    /// Reply paths open now.
+    pub fn open_count(&self) -> usize {
+        self.pending.lock().len()
+    }
+
+    /// Closes paths idle past their threshold (nats-server's
+    /// `checkExpiredResponses`), at most once a second.
+    fn sweep(&self, now: Instant) {
+        {
+            let mut swept = self.swept.lock();
+            if now.duration_since(*swept) < Duration::from_secs(1) {
+                return;
+            }
+            *swept = now;
+        }
+        self.pending
+            .lock()
+            .retain(|_, p| now.duration_since(p.last) <= p.threshold);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_follow_nats_server() {
+        let m = |src: &str, dest: &str, s: &str| SubjectMap::new(src, dest).unwrap().apply(s);
+        assert_eq!(m("foo.>", "p.foo.>", "foo.a.b"), "p.foo.a.b");
+        assert_eq!(m("p.foo.>", "foo.>", "p.foo.a"), "foo.a");
+        assert_eq!(m("svc.*", "local.*", "svc.x"), "local.x");
+        assert_eq!(m("x.*.*", "y.*.*", "x.1.2"), "y.1.2");
+        assert_eq!(m("a.*", "fixed", "a.q"), "fixed");
+        assert_eq!(m("a.>", "a.>", "a.q"), "a.q");
+    }
+
+    #[test]
+    fn a_singleton_path_closes_with_its_reply_a_stream_one_with_time() {
+        let to = Account::<()>::new("B");
+        let r = Responses::<()>::default();
+        let t0 = Instant::now();
+        let open = |response| Pending {
+            to: to.clone(),
+            reply: Bytes::from_static(b"_INBOX.x"),
+            response,
+            threshold: Duration::from_secs(2),
+            last: t0,
+        };
+        let one = r.open(open(ResponseType::Singleton), t0);
+        assert!(one.starts_with(b"_R_.") && one.len() == 17, "{one:?}");
+        assert_eq!(r.take(&one, t0).unwrap().1, &b"_INBOX.x"[..]);
+        assert!(r.take(&one, t0).is_none(), "a singleton answers once");
+        let many = r.open(open(ResponseType::Stream), t0);
+        for s in 1..=3 {
+            assert!(r.take(&many, t0 + Duration::from_secs(s)).is_some());
+        }
+        assert!(
+            r.take(&many, t0 + Duration::from_secs(6)).is_none(),
+            "idle past 2 s"
+        );
+        assert_eq!(r.open_count(), 0);
+    }
+}

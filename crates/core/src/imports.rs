@@ -1,0 +1,265 @@
+//! Routing through imports, on the publisher's task: the three ways a
+//! message crosses from one account's subject space to another's, and
+//! nothing else does (nats-server's `addShadowSubscriptions`,
+//! `processServiceImport` and `processServiceImportResponse`).
+//!
+//! - **Stream imports.** A client subscription in an account that imports
+//!   a stream gets a *shadow* in the exporter's trie, on the exporter's
+//!   subject for it ([`add_shadows`]). A message published there reaches
+//!   the shadow, which delivers it to the subscriber under the importer's
+//!   subject. The shadow is the exporter's interest, so routes hear of it
+//!   in the exporter's account, and the message crosses a route in the
+//!   exporter's account; it is mapped only on the subscriber's server.
+//! - **Service imports.** A client's publish on an imported service's
+//!   subject, after its own account's subscribers got it, is published
+//!   again in the exporter's account on the exporter's subject
+//!   ([`request`]), with a reply subject of a path opened in the
+//!   exporter's `Responses`.
+//! - **Replies.** This server's subscription to its reply paths in the
+//!   exporter (`_R_.xxxxxx.>`, told to routes so replies come back to the
+//!   server that opened them) delivers a reply to the requester's reply
+//!   subject in the requester's account ([`Delivery::reply`]).
+//!
+//! Which imports an account has is `account::imports`, built from the
+//! options here ([`configure`]) at start and by each reload.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use config::options::Options;
+
+use crate::account::imports::{Imports, Pending};
+use crate::client::{Account, Client, Message, Subscription, Via};
+use crate::conn::delivery::Delivery;
+use crate::server::Server;
+
+/// The header a request imported into another account carries: who asked
+/// (nats-server's `ClientInfoHdr`).
+pub const REQUEST_INFO: &str = "Nats-Request-Info";
+
+/// Builds every account's imports from `opts`, then gives every live
+/// client subscription the shadows the new imports call for.
+pub fn configure(server: &Server, opts: &Options) {
+    for import in &opts.imports {
+        server.accounts.ensure(&import.account);
+    }
+    for account in server.accounts.all() {
+        let imports = Imports::build(&account.name, &opts.imports, &opts.exports, |name| {
+            server.accounts.ensure(name)
+        });
+        account.set_imports(imports);
+    }
+    let clients: Vec<Arc<Client>> = server.clients.lock().values().cloned().collect();
+    for client in clients.iter().filter(|c| !c.is_server()) {
+        let subs: Vec<Arc<Subscription>> = client.subs.lock().values().cloned().collect();
+        for sub in subs {
+            remove_shadows(server, &sub);
+            add_shadows(server, &sub);
+        }
+    }
+}
+
+/// Gives a client's new subscription its shadows: one in each exporter
+/// whose stream its account imports on a subject it meets.
+pub fn add_shadows(server: &Server, sub: &Arc<Subscription>) {
+    debug_assert!(sub.via.is_none(), "a shadow has no shadows");
+    let imports = sub.account.imports();
+    if imports.streams.is_empty() || sub.is_closed() {
+        return;
+    }
+    let Ok(subject) = std::str::from_utf8(&sub.subject) else {
+        return;
+    };
+    let mut shadows = Vec::new();
+    for import in &imports.streams {
+        let Some(theirs) = import.shadow_subject(subject) else {
+            continue;
+        };
+        let mut shadow = Subscription::new(
+            server.next_sub_key(),
+            sub.client.clone(),
+            import.from.clone(),
+            Bytes::from(theirs),
+            sub.queue.clone(),
+            sub.sid.clone(),
+        );
+        shadow.via = Some(Via::Shadow {
+            parent: sub.clone(),
+            import: import.clone(),
+        });
+        let shadow = Arc::new(shadow);
+        let inserted = shadow.account.sublist.write().insert(
+            &shadow.subject,
+            shadow.queue.as_deref(),
+            shadow.key,
+            shadow.clone(),
+        );
+        if inserted.is_ok() {
+            server.interest.changed(&shadow.subject);
+            server.interest_changed(&shadow, true);
+            shadows.push(shadow);
+        }
+    }
+    sub.shadows.lock().extend(shadows);
+}
+
+/// Removes a subscription's shadows (it is going, or its account's
+/// imports changed).
+pub fn remove_shadows(server: &Server, sub: &Subscription) {
+    let shadows = std::mem::take(&mut *sub.shadows.lock());
+    for shadow in shadows {
+        debug_assert!(matches!(shadow.via, Some(Via::Shadow { .. })));
+        if server.remove_from_trie(&shadow) {
+            server.interest_changed(&shadow, false);
+        }
+    }
+}
+
+/// A client's publish, once its own account's subscribers got it: if
+/// the subject is an imported service's, the request goes on to the
+/// exporter. Returns whether anyone there got it.
+pub fn request(
+    delivery: &mut Delivery,
+    server: &Server,
+    account: &Arc<Account>,
+    client: &Client,
+    msg: Message<'_>,
+) -> bool {
+    let imports = account.imports();
+    let Some(import) = imports.service(msg.subject) else {
+        return false;
+    };
+    let Ok(subject) = std::str::from_utf8(msg.subject) else {
+        return false;
+    };
+    let theirs = import.request.apply(subject);
+    let exporter = &import.to;
+    // A reply in the JetStream ack space is the exporter's own, not a
+    // path back (nats-server leaves `$JS.ACK` replies as they are).
+    let reply = msg.reply.map(|r| {
+        if r.starts_with(b"$JS.ACK.") {
+            return Bytes::copy_from_slice(r);
+        }
+        replies_subscription(server, exporter);
+        let pending = Pending {
+            to: account.clone(),
+            reply: Bytes::copy_from_slice(r),
+            response: import.response,
+            threshold: import.threshold,
+            last: Instant::now(),
+        };
+        exporter.responses.open(pending, Instant::now())
+    });
+    let info = request_info(account, client);
+    let headers = protocol::headers::set(msg.headers, REQUEST_INFO, &info);
+    let result = exporter.sublist.read().matches(theirs.as_bytes());
+    let forwarded = Message {
+        subject: theirs.as_bytes(),
+        routed: theirs.as_bytes(),
+        reply: reply.as_deref(),
+        headers: Some(&headers),
+        payload: msg.payload,
+    };
+    let delivered = delivery.route_imported(&result, forwarded, true);
+    if let Some(r) = reply.as_deref().filter(|_| !delivered) {
+        exporter.responses.close(r);
+    }
+    delivered
+}
+
+/// The JSON of nats-server's `ClientInfo` that a request carries when
+/// its import does not `share`: the account and the round trip time.
+fn request_info(account: &Account, client: &Client) -> String {
+    let rtt = client.rtt.load(Ordering::Relaxed);
+    let mut info = serde_json::json!({ "acc": account.name });
+    if rtt > 0 {
+        info["rtt"] = rtt.into();
+    }
+    info.to_string()
+}
+
+/// This server's subscription to the reply paths of `exporter`, made
+/// at its first imported request, and told to routes.
+fn replies_subscription(server: &Server, exporter: &Arc<Account>) {
+    exporter.reply_sub.get_or_init(|| {
+        let subject = exporter.responses.wildcard();
+        let key = server.next_sub_key();
+        let mut sub = Subscription::new(
+            key,
+            server.system_client.clone(),
+            exporter.clone(),
+            Bytes::from(subject),
+            None,
+            Bytes::from(format!("_sys.{key}")),
+        );
+        sub.via = Some(Via::Replies);
+        sub.advertised.store(true, Ordering::Relaxed);
+        let sub = Arc::new(sub);
+        let inserted = exporter
+            .sublist
+            .write()
+            .insert(&sub.subject, None, key, sub.clone());
+        debug_assert!(inserted.is_ok(), "`_R_.xxxxxx.>` is a valid subject");
+        server.interest.changed(&sub.subject);
+        server.interest_changed(&sub, true);
+        sub
+    });
+}
+
+impl Delivery {
+    /// A reply on one of `sub`'s reply paths (see the module): to the
+    /// requester's reply subject, in the requester's account.
+    pub(crate) fn reply(&mut self, sub: &Subscription, msg: Message<'_>) -> bool {
+        debug_assert!(matches!(sub.via, Some(Via::Replies)));
+        let Some((to, reply)) = sub.account.responses.take(msg.routed, Instant::now()) else {
+            return false;
+        };
+        debug_assert!(
+            !reply.starts_with(crate::account::imports::REPLY_PREFIX.as_bytes()),
+            "a requester's reply is never a reply path (`reserved_reply`)"
+        );
+        let result = to.sublist.read().matches(&reply);
+        let back = Message {
+            subject: &reply,
+            routed: &reply,
+            reply: None,
+            headers: msg.headers,
+            payload: msg.payload,
+        };
+        self.route_imported(&result, back, false)
+    }
+
+    /// A message for `sub`, the shadow of a subscription in an account
+    /// that imports a stream: to that subscription, under the
+    /// importer's subject.
+    pub(crate) fn shadow(&mut self, sub: &Subscription, msg: Message<'_>) -> bool {
+        let Some(Via::Shadow { parent, import }) = &sub.via else {
+            unreachable!("only shadows come here");
+        };
+        let Ok(routed) = std::str::from_utf8(msg.routed) else {
+            return false;
+        };
+        let shown = import.shown.apply(routed);
+        // A JetStream delivery keeps the stored message's subject.
+        let subject = if msg.subject == msg.routed {
+            shown.as_bytes()
+        } else {
+            msg.subject
+        };
+        debug_assert!(
+            !Arc::ptr_eq(&parent.account, &sub.account),
+            "a shadow listens in another account than its subscription"
+        );
+        let parent = parent.clone();
+        self.deliver(
+            &parent,
+            Message {
+                subject,
+                routed: shown.as_bytes(),
+                ..msg
+            },
+        )
+    }
+}

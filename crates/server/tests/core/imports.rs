@@ -1,0 +1,476 @@
+//! Exports and imports through async-nats, on one server and across a
+//! route: a service import answers a request from another account, with
+//! nats-server's reply subjects, header and response types; a stream
+//! import shows another account's messages under a prefix or a mapped
+//! subject; nothing that is not exported crosses; a reload changes the
+//! routes of live connections; every bad import is refused at load with
+//! nats-server's error.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+use std::time::Duration;
+
+use futures::StreamExt;
+
+const CONFIG: &str = r#"
+accounts {
+  A {
+    users: [ { user: a, password: p } ]
+    exports: [
+      { service: "svc.>" }
+      { service: "many", response_type: stream }
+      { stream: "foo.>" }
+      { stream: "limited.>", accounts: [C] }
+      { stream: "xf.*.*" }
+    ]
+  }
+  B {
+    users: [ { user: b, password: p } ]
+    imports: [
+      { service: { account: A, subject: "svc.>" }, to: "ask.>" }
+      { service: { account: A, subject: "many" } }
+      { stream: { account: A, subject: "foo.>" }, prefix: "fromA" }
+      { stream: { account: A, subject: "xf.*.*" }, to: "mapped.*.*" }
+    ]
+  }
+  C {
+    users: [ { user: c, password: p } ]
+    imports: [
+      { stream: { account: A, subject: "limited.>" } }
+      { stream: { account: A, subject: "foo.>" } }
+    ]
+  }
+}
+"#;
+
+async fn user(url: &str, name: &str) -> async_nats::Client {
+    async_nats::ConnectOptions::with_user_and_password(name.into(), "p".into())
+        .connect(url)
+        .await
+        .unwrap()
+}
+
+/// Interest crosses a route a moment after SUB.
+async fn settle(clients: &[&async_nats::Client]) {
+    for c in clients {
+        c.flush().await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
+fn routed_pair() -> Vec<common::Server> {
+    let servers = common::routed_servers(&[CONFIG.to_string(), CONFIG.to_string()]);
+    let routed = |s: &common::Server| s.json("/routez")["num_routes"].as_u64() >= Some(1);
+    common::wait_for("the route", Duration::from_secs(10), || {
+        routed(&servers[0]) && routed(&servers[1])
+    });
+    servers
+}
+
+/// A responder in A answers B's requests on the imported subject: it
+/// sees the exporter's subject, a `_R_.` reply and a `Nats-Request-Info`
+/// header naming B; B sees the answer, once. A B subscriber on the
+/// subject gets the request too, as in nats-server.
+async fn a_service_import_answers(requester_url: &str, responder_url: &str) {
+    let responder = user(responder_url, "a").await;
+    let mut requests = responder.subscribe("svc.>").await.unwrap();
+    let b_listener = user(requester_url, "b").await;
+    let mut overheard = b_listener.subscribe("ask.>").await.unwrap();
+    settle(&[&responder, &b_listener]).await;
+
+    let requester = user(requester_url, "b").await;
+    let asked = tokio::spawn({
+        let requester = requester.clone();
+        async move { requester.request("ask.time", "now?".into()).await }
+    });
+    let got = tokio::time::timeout(Duration::from_secs(5), requests.next())
+        .await
+        .expect("the request reaches A")
+        .unwrap();
+    assert_eq!(got.subject.as_str(), "svc.time");
+    assert_eq!(&got.payload[..], b"now?");
+    let reply = got.reply.clone().expect("a reply subject");
+    assert!(reply.starts_with("_R_."), "{reply}");
+    assert_eq!(
+        reply.len(),
+        17,
+        "_R_. and two six-character tokens: {reply}"
+    );
+    let info = got
+        .headers
+        .as_ref()
+        .and_then(|h| h.get("Nats-Request-Info"))
+        .expect("the request names its account")
+        .to_string();
+    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(info["acc"], "B", "{info}");
+    // A singleton: a second answer goes nowhere.
+    responder
+        .publish(reply.clone(), "12:00".into())
+        .await
+        .unwrap();
+    responder.publish(reply, "again".into()).await.unwrap();
+    responder.flush().await.unwrap();
+    let answer = asked.await.unwrap().expect("B gets the answer");
+    assert_eq!(&answer.payload[..], b"12:00");
+    let heard = tokio::time::timeout(Duration::from_secs(5), overheard.next())
+        .await
+        .expect("B's own subscriber gets the request")
+        .unwrap();
+    assert_eq!(heard.subject.as_str(), "ask.time");
+}
+
+#[tokio::test]
+async fn a_service_import_answers_on_one_server() {
+    let s = common::server().config(CONFIG).start();
+    a_service_import_answers(&s.url(), &s.url()).await;
+}
+
+#[tokio::test]
+async fn a_service_import_answers_across_a_route() {
+    let servers = routed_pair();
+    a_service_import_answers(&servers[0].url(), &servers[1].url()).await;
+}
+
+/// A `stream` response type keeps the reply path open for every answer;
+/// with no responder, the requester hears so at once.
+#[tokio::test]
+async fn response_types_and_no_responders() {
+    let s = common::server().config(CONFIG).start();
+    let requester = user(&s.url(), "b").await;
+    let nobody = requester.request("ask.anyone", "".into()).await;
+    assert_eq!(
+        nobody.unwrap_err().kind(),
+        async_nats::RequestErrorKind::NoResponders,
+        "no responder in A"
+    );
+
+    let responder = user(&s.url(), "a").await;
+    let mut requests = responder.subscribe("many").await.unwrap();
+    settle(&[&responder]).await;
+    let inbox = requester.new_inbox();
+    let mut answers = requester.subscribe(inbox.clone()).await.unwrap();
+    requester
+        .publish_with_reply("many", inbox, "".into())
+        .await
+        .unwrap();
+    requester.flush().await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), requests.next())
+        .await
+        .unwrap()
+        .unwrap();
+    for part in ["1", "2", "3"] {
+        responder
+            .publish(got.reply.clone().unwrap(), part.into())
+            .await
+            .unwrap();
+    }
+    responder.flush().await.unwrap();
+    for part in ["1", "2", "3"] {
+        let m = tokio::time::timeout(Duration::from_secs(5), answers.next())
+            .await
+            .unwrap_or_else(|_| panic!("answer {part}"))
+            .unwrap();
+        assert_eq!(&m.payload[..], part.as_bytes());
+    }
+}
+
+/// What A publishes reaches B under its prefix or mapped subject, and C
+/// (to which A limits a stream) as published; what A does not export,
+/// and what B publishes, stays where it was published.
+async fn stream_imports_show_what_is_exported(subscriber_url: &str, publisher_url: &str) {
+    let (a_sub, b_sub, c_sub) = (
+        user(subscriber_url, "a").await,
+        user(subscriber_url, "b").await,
+        user(subscriber_url, "c").await,
+    );
+    let mut a_all = a_sub.subscribe(">").await.unwrap();
+    let mut b_all = b_sub.subscribe(">").await.unwrap();
+    let mut b_narrow = b_sub.subscribe("fromA.foo.narrow").await.unwrap();
+    let mut c_all = c_sub.subscribe(">").await.unwrap();
+    settle(&[&a_sub, &b_sub, &c_sub]).await;
+
+    let (a_pub, b_pub) = (
+        user(publisher_url, "a").await,
+        user(publisher_url, "b").await,
+    );
+    for subject in ["fromA.foo.by_b", "foo.by_b", "b.end"] {
+        b_pub.publish(subject, "".into()).await.unwrap();
+    }
+    b_pub.flush().await.unwrap();
+    assert_eq!(
+        common::received_until(&mut b_all, "b.end").await,
+        ["fromA.foo.by_b", "foo.by_b"]
+    );
+    for subject in [
+        "foo.1",
+        "limited.1",
+        "xf.x.y",
+        "secret.1",
+        "foo.narrow",
+        "foo.end",
+        "limited.end",
+    ] {
+        a_pub.publish(subject, "".into()).await.unwrap();
+    }
+    a_pub.flush().await.unwrap();
+    assert_eq!(
+        common::received_until(&mut b_all, "fromA.foo.end").await,
+        ["fromA.foo.1", "mapped.x.y", "fromA.foo.narrow"]
+    );
+    assert_eq!(
+        common::received_until(&mut c_all, "limited.end").await,
+        ["foo.1", "limited.1", "foo.narrow", "foo.end"]
+    );
+    let narrow = tokio::time::timeout(Duration::from_secs(5), b_narrow.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(narrow.subject.as_str(), "fromA.foo.narrow");
+    assert_eq!(
+        common::received_until(&mut a_all, "limited.end").await,
+        [
+            "foo.1",
+            "limited.1",
+            "xf.x.y",
+            "secret.1",
+            "foo.narrow",
+            "foo.end"
+        ],
+        "nothing of B's reaches A"
+    );
+}
+
+#[tokio::test]
+async fn stream_imports_on_one_server() {
+    let s = common::server().config(CONFIG).start();
+    stream_imports_show_what_is_exported(&s.url(), &s.url()).await;
+}
+
+#[tokio::test]
+async fn stream_imports_across_a_route() {
+    let servers = routed_pair();
+    stream_imports_show_what_is_exported(&servers[0].url(), &servers[1].url()).await;
+}
+
+/// A client may not use a reply subject of the spaces the server makes
+/// replies in: it could answer another account's request.
+#[test]
+fn reserved_reply_subjects_are_refused() {
+    let s = common::server().config(CONFIG).start();
+    for reply in ["_R_.abcdef.ghijkl", "$JS.ACK.S.C.1.1.1.1.0"] {
+        let mut raw = common::Raw::connect(&s.addr());
+        raw.send(b"CONNECT {\"user\":\"b\",\"pass\":\"p\",\"verbose\":false}\r\n");
+        raw.send(format!("PUB ask.x {reply} 0\r\n\r\nPING\r\n").as_bytes());
+        let said = raw.read_until("PONG", Duration::from_secs(5));
+        assert!(
+            said.contains(&format!(
+                "-ERR 'Permissions Violation for Publish with Reply of \"{reply}\"'"
+            )),
+            "{said}"
+        );
+    }
+}
+
+/// Adding an import by reload reaches a subscriber already connected;
+/// taking it away by reload stops it.
+#[tokio::test]
+async fn a_reload_changes_live_imports() {
+    let without = CONFIG.replace(
+        r#"{ stream: { account: A, subject: "foo.>" }, prefix: "fromA" }"#,
+        "",
+    );
+    assert_ne!(without, CONFIG);
+    let s = common::server().config(&without).start();
+    let b = user(&s.url(), "b").await;
+    let mut sub = b.subscribe("fromA.>").await.unwrap();
+    let mut ends = b.subscribe("end").await.unwrap();
+    let a = user(&s.url(), "a").await;
+    settle(&[&b]).await;
+    let reload = |text: &str| {
+        std::fs::write(s.config_file(), text).unwrap();
+        s.signal(libc::SIGHUP);
+    };
+    let round = |n: usize| {
+        let (a, b) = (a.clone(), b.clone());
+        async move {
+            a.publish(format!("foo.{n}"), "".into()).await.unwrap();
+            a.flush().await.unwrap();
+            b.publish("end", "".into()).await.unwrap();
+            b.flush().await.unwrap();
+        }
+    };
+    round(1).await;
+    reload(CONFIG);
+    assert!(s.wait_log("Reloaded server configuration", Duration::from_secs(5)));
+    round(2).await;
+    let m = tokio::time::timeout(Duration::from_secs(5), sub.next())
+        .await
+        .expect("the import added by reload reaches the subscriber")
+        .unwrap();
+    assert_eq!(m.subject.as_str(), "fromA.foo.2");
+    for _ in 0..2 {
+        tokio::time::timeout(Duration::from_secs(5), ends.next())
+            .await
+            .unwrap();
+    }
+    reload(&without);
+    common::wait_for("the second reload", Duration::from_secs(5), || {
+        s.log_text()
+            .matches("Reloaded server configuration")
+            .count()
+            >= 2
+    });
+    round(3).await;
+    tokio::time::timeout(Duration::from_secs(5), ends.next())
+        .await
+        .unwrap();
+    let late = tokio::time::timeout(Duration::from_millis(300), sub.next()).await;
+    assert!(late.is_err(), "the import was taken away: {late:?}");
+}
+
+/// Runs the server under test with `-t` on `text`: what it said, having
+/// refused it.
+fn refused(text: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = common::config_path(dir.path(), "test.conf", text);
+    let bin = std::env::var_os("FLOTILLA_TEST_SERVER").unwrap_or_else(|| common::BIN.into());
+    let out = std::process::Command::new(bin)
+        .arg("-c")
+        .arg(&path)
+        .arg("-t")
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{text}\nwas accepted: {said}");
+    said
+}
+
+/// Each bad export or import, and what refuses it: nats-server's text,
+/// with the file, line and column.
+#[test]
+fn bad_imports_are_refused_at_load() {
+    let accounts = |a: &str, b: &str| {
+        format!(
+            "accounts {{\n  A {{\n    users: [ {{ user: a, password: p }} ]\n    {a}\n  }}\n  \
+             B {{\n    users: [ {{ user: b, password: p }} ]\n    {b}\n  }}\n  C {{ }}\n}}\n"
+        )
+    };
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            r#"exports: [ { stream: "foo.>" } ]"#,
+            r#"imports: [ { stream: { account: A, subject: "secret.>" } } ]"#,
+            r#"Error adding stream import "secret.>": stream import not authorized"#,
+        ),
+        (
+            r#"exports: [ { stream: "foo.>" } ]"#,
+            r#"imports: [ { service: { account: A, subject: "foo.x" } } ]"#,
+            r#"Error adding service import "foo.x": service import not authorized"#,
+        ),
+        (
+            r#"exports: [ { stream: "foo.>", accounts: [C] } ]"#,
+            r#"imports: [ { stream: { account: A, subject: "foo.>" } } ]"#,
+            r#"Error adding stream import "foo.>": stream import not authorized"#,
+        ),
+        (
+            r#"exports: [ { service: "req.*.x", account_token_position: 2 } ]"#,
+            r#"imports: [ { service: { account: A, subject: "req.C.x" } } ]"#,
+            r#"Error adding service import "req.C.x": service import not authorized"#,
+        ),
+        (
+            r#"exports: [ { service: "req.x", account_token_position: 2 } ]"#,
+            "",
+            r#"Error adding service export "req.x""#,
+        ),
+        (
+            r#"exports: [ { stream: "foo.>" } ]"#,
+            r#"imports: [ { stream: { account: Z, subject: "foo.>" } } ]"#,
+            r#""Z" account not defined for stream import"#,
+        ),
+        (
+            r#"exports: [ { service: "svc", accounts: [Z] } ]"#,
+            "",
+            r#""Z" account not defined for service export"#,
+        ),
+        (
+            r#"exports: [ { stream: "foo.>" } ]"#,
+            r#"imports: [ { stream: { account: A, subject: "foo.>" }, prefix: "p.*" } ]"#,
+            "stream import prefix can not contain wildcard tokens",
+        ),
+        (
+            r#"exports: [ { service: "q" } ], imports: [ { service: { account: B, subject: "q" } } ]"#,
+            r#"exports: [ { service: "q" } ], imports: [ { service: { account: A, subject: "q" } } ]"#,
+            "import forms a cycle",
+        ),
+        (
+            r#"exports: [ { service: "svc", response_type: bogus } ]"#,
+            "",
+            r#"Unknown response type: "bogus""#,
+        ),
+        (
+            r#"exports: [ { service: "svc", stream: "foo" } ]"#,
+            "",
+            "but already saw a",
+        ),
+        (
+            r#"exports: { service: "svc" }"#,
+            "",
+            "Exports should be an array",
+        ),
+        (
+            r#"exports: [ { stream: "foo" } ]"#,
+            r#"imports: [ { stream: { account: A, subject: "foo", bogus: 1 } } ]"#,
+            r#"unknown field "bogus""#,
+        ),
+        (
+            r#"exports: [ { stream: "foo" } ]"#,
+            r#"imports: [ { stream: { account: A } } ]"#,
+            "Expect an account name and a subject",
+        ),
+    ];
+    for (a, b, want) in cases {
+        let text = accounts(a, b);
+        let said = refused(&text);
+        assert!(said.contains(want), "{text}\nwant: {want}\ngot: {said}");
+        // Every error names the file, line and column.
+        assert!(said.contains("test.conf:"), "{said}");
+    }
+    // Deliberately stricter than nats-server, which ignores or drops these.
+    if common::reference_server() {
+        return;
+    }
+    let stricter: &[(&str, &str, &str)] = &[
+        (
+            r#"exports: [ { stream: "foo.>" } ]"#,
+            r#"imports: [ { stream: { account: A, subject: "foo.>" }, prefix: "p", to: "x.>" } ]"#,
+            "Stream import can not have a 'prefix' and a 'to' property",
+        ),
+        (
+            r#"exports: [ { service: "svc" } ]"#,
+            r#"imports: [ { service: { account: A, subject: "svc" }, prefix: "p" } ]"#,
+            "\"prefix\" is for stream imports",
+        ),
+        (
+            r#"exports: [ { service: "svc", latency: "lat" } ]"#,
+            "",
+            "\"latency\" in an export is not supported by flotilla",
+        ),
+        (
+            r#"exports: [ { service: "svc" } ]"#,
+            r#"imports: [ { service: { account: A, subject: "svc" }, share: true } ]"#,
+            "\"share\" in an import is not supported by flotilla",
+        ),
+        (
+            r#"exports: [ { accounts: [B] } ]"#,
+            "",
+            "Export Items should name a stream or a service",
+        ),
+    ];
+    for (a, b, want) in stricter {
+        let text = accounts(a, b);
+        let said = refused(&text);
+        assert!(said.contains(want), "{text}\nwant: {want}\ngot: {said}");
+    }
+}
