@@ -142,6 +142,9 @@ pub struct Import {
     /// `prefix` put before `subject`); `None`: `subject` itself. A `*`
     /// here stands for the subject's wildcard at the same position.
     pub to: Option<String>,
+    /// Services only: requests carry the requester's full client info
+    /// (server, cluster, name, user, ...), not just its account.
+    pub share: bool,
 }
 
 impl Import {

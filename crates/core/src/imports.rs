@@ -152,7 +152,7 @@ pub fn request(
         };
         exporter.responses.open(pending, Instant::now())
     });
-    let info = request_info(account, client);
+    let info = request_info(server, account, client, import.share);
     let headers = protocol::headers::set(msg.headers, REQUEST_INFO, &info);
     let result = exporter.sublist.read().matches(theirs.as_bytes());
     let forwarded = Message {
@@ -169,15 +169,49 @@ pub fn request(
     delivered
 }
 
-/// The JSON of nats-server's `ClientInfo` that a request carries when
-/// its import does not `share`: the account and the round trip time.
-fn request_info(account: &Account, client: &Client) -> String {
+/// The JSON of nats-server's `ClientInfo` that a request carries: the
+/// account and round trip time, and with `share` who the requester is
+/// (`getClientInfo(detailed)`), in its field order.
+fn request_info(server: &Server, account: &Account, client: &Client, share: bool) -> String {
     let rtt = client.rtt.load(Ordering::Relaxed);
-    let mut info = serde_json::json!({ "acc": account.name });
-    if rtt > 0 {
-        info["rtt"] = rtt.into();
+    let mut info = serde_json::Map::new();
+    let mut put = |key: &str, value: serde_json::Value| {
+        let empty = value.as_str() == Some("") || value.as_u64() == Some(0);
+        if !empty {
+            info.insert(key.to_string(), value);
+        }
+    };
+    if share {
+        let start = crate::client::unix_nanos(client.start) as i64;
+        put("start", jsapi::time::rfc3339(start).into());
+        put("host", client.addr.ip().to_string().into());
+        put("id", client.cid.into());
     }
-    info.to_string()
+    put("acc", account.name.clone().into());
+    if share {
+        let meta = client.meta.lock().clone();
+        put("user", meta.user.unwrap_or_default().into());
+        put("name", meta.name.into());
+        put("lang", meta.lang.into());
+        put("ver", meta.version.into());
+    }
+    put("rtt", rtt.into());
+    if share {
+        put("server", server.name.clone().into());
+        if server.routes.enabled() {
+            put("cluster", server.routes.cluster_name().0.into());
+        }
+        let jwt = client.creds.lock().as_ref().and_then(|c| c.jwt.clone());
+        put("jwt", jwt.unwrap_or_default().into());
+        put("kind", "Client".into());
+        let kind = if client.websocket {
+            "websocket"
+        } else {
+            "nats"
+        };
+        put("client_type", kind.into());
+    }
+    serde_json::Value::Object(info).to_string()
 }
 
 /// This server's subscription to the reply paths of `exporter`, made

@@ -10,8 +10,8 @@
 //! Deliberate differences, for safety: an entry with neither a stream
 //! nor a service, a `prefix` on a service import, and a `prefix` with a
 //! `to` in any order are errors (nats-server drops or ignores them), and
-//! so are the keys flotilla does not implement yet (`latency`,
-//! `allow_trace`, `share`).
+//! so are a `share` on a stream import and the keys flotilla does not
+//! implement yet (`latency`, `allow_trace`).
 
 use conf::{Entry, Item, Value};
 
@@ -27,7 +27,7 @@ pub(super) struct Links<'a> {
 
 /// Keys nats-server takes in an export or import that flotilla does not
 /// implement yet: refused, never ignored.
-const NOT_YET: &[&str] = &["latency", "allow_trace", "share"];
+const NOT_YET: &[&str] = &["latency", "allow_trace"];
 
 fn not_yet(r: &mut Report, e: &Entry, what: &str) {
     r.error_at(
@@ -242,6 +242,7 @@ fn import(account: &str, item: &Item, r: &mut Report) -> Option<Import> {
         return None;
     };
     let (mut kind, mut from, mut prefix, mut to) = (None, None, None, None);
+    let mut share = None;
     for e in &m.entries {
         match e.key.to_ascii_lowercase().as_str() {
             k @ ("stream" | "service") => {
@@ -263,6 +264,7 @@ fn import(account: &str, item: &Item, r: &mut Report) -> Option<Import> {
             }
             "prefix" => prefix = Some((super::string(r, e)?, e)),
             "to" => to = Some(super::string(r, e)?),
+            "share" => share = Some((super::boolean(r, e)?, e)),
             k if NOT_YET.contains(&k) => not_yet(r, e, "an import"),
             _ => r.error_at(e, format!("unknown field {:?}", e.key)),
         }
@@ -271,6 +273,10 @@ fn import(account: &str, item: &Item, r: &mut Report) -> Option<Import> {
         r.error(item, "Import Items should name a stream or a service");
         return None;
     };
+    if let Some((_, at)) = share.filter(|_| kind == LinkKind::Stream) {
+        r.error_at(at, "\"share\" is for service imports");
+        return None;
+    }
     let to = match (prefix, to) {
         (Some(_), Some(_)) => {
             r.error(
@@ -306,6 +312,7 @@ fn import(account: &str, item: &Item, r: &mut Report) -> Option<Import> {
         from: exporter,
         subject,
         to,
+        share: share.is_some_and(|(s, _)| s),
     })
 }
 

@@ -81,6 +81,8 @@ pub struct ServiceImport<S> {
     pub request: SubjectMap,
     pub response: ResponseType,
     pub threshold: Duration,
+    /// Requests carry the requester's full client info.
+    pub share: bool,
 }
 
 /// Everything one account imports.
@@ -150,6 +152,7 @@ impl<S> Imports<S> {
                         request: back,
                         response,
                         threshold,
+                        share: i.share,
                     })
                 }
             }

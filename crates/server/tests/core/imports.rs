@@ -20,6 +20,7 @@ accounts {
     exports: [
       { service: "svc.>" }
       { service: "many", response_type: stream }
+      { service: "shared" }
       { stream: "foo.>" }
       { stream: "limited.>", accounts: [C] }
       { stream: "xf.*.*" }
@@ -30,6 +31,7 @@ accounts {
     imports: [
       { service: { account: A, subject: "svc.>" }, to: "ask.>" }
       { service: { account: A, subject: "many" } }
+      { service: { account: A, subject: "shared" }, share: true }
       { stream: { account: A, subject: "foo.>" }, prefix: "fromA" }
       { stream: { account: A, subject: "xf.*.*" }, to: "mapped.*.*" }
     ]
@@ -174,6 +176,53 @@ async fn response_types_and_no_responders() {
             .unwrap();
         assert_eq!(&m.payload[..], part.as_bytes());
     }
+}
+
+/// An import that shares tells the exporter who asked, as nats-server's
+/// detailed `ClientInfo`; one that does not, only the account.
+#[tokio::test]
+async fn a_shared_import_tells_who_asked() {
+    let s = common::server()
+        .config(&format!("server_name: srv\n{CONFIG}"))
+        .start();
+    let responder = user(&s.url(), "a").await;
+    let mut requests = responder.subscribe("shared").await.unwrap();
+    settle(&[&responder]).await;
+    let requester = async_nats::ConnectOptions::with_user_and_password("b".into(), "p".into())
+        .name("asker")
+        .connect(s.url())
+        .await
+        .unwrap();
+    requester
+        .publish_with_reply("shared", "_INBOX.x", "".into())
+        .await
+        .unwrap();
+    requester.flush().await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), requests.next())
+        .await
+        .unwrap()
+        .unwrap();
+    let info = got
+        .headers
+        .as_ref()
+        .unwrap()
+        .get("Nats-Request-Info")
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_str(info.as_str()).unwrap();
+    for (key, want) in [
+        ("acc", "B"),
+        ("user", "b"),
+        ("name", "asker"),
+        ("lang", "rust"),
+        ("server", "srv"),
+        ("host", "127.0.0.1"),
+        ("kind", "Client"),
+        ("client_type", "nats"),
+    ] {
+        assert_eq!(info[key], want, "{key} in {info}");
+    }
+    assert!(info["id"].as_u64().is_some_and(|id| id > 0), "{info}");
+    assert!(common::is_timestamp(&info["start"]), "{info}");
 }
 
 /// What A publishes reaches B under its prefix or mapped subject, and C
@@ -458,9 +507,9 @@ fn bad_imports_are_refused_at_load() {
             "\"latency\" in an export is not supported by flotilla",
         ),
         (
-            r#"exports: [ { service: "svc" } ]"#,
-            r#"imports: [ { service: { account: A, subject: "svc" }, share: true } ]"#,
-            "\"share\" in an import is not supported by flotilla",
+            r#"exports: [ { stream: "foo" } ]"#,
+            r#"imports: [ { stream: { account: A, subject: "foo" }, share: true } ]"#,
+            "\"share\" is for service imports",
         ),
         (
             r#"exports: [ { accounts: [B] } ]"#,
