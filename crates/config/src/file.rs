@@ -5,7 +5,7 @@
 //! Deliberate differences from nats-server, for safety:
 //! - an unknown key is a warning, not an error (as the issue asks), but a
 //!   known nats-server key that flotilla does not implement and that
-//!   changes security or routing (`trusted`, `mappings`, ...) is an error, so
+//!   changes security or routing (`trusted`, `nkeys`, ...) is an error, so
 //!   nobody believes a protection is on when it is not;
 //! - a block for a whole feature flotilla lacks (`gateway`, `mqtt`) is
 //!   ignored with a warning, and `/varz` lists it under `ignored_config`,
@@ -23,13 +23,14 @@ use crate::options::{Authorization, NkeyUser, Options, User};
 
 pub mod leafnodes;
 mod links;
+mod mappings;
 mod permissions;
 pub mod tls;
 mod top;
 pub mod websocket;
 
 /// Keys nats-server understands that flotilla refuses to ignore.
-const UNSUPPORTED: &[&str] = &["trusted", "trusted_keys", "mappings", "nkeys"];
+const UNSUPPORTED: &[&str] = &["trusted", "trusted_keys", "nkeys"];
 
 /// Features flotilla lacks whose blocks it ignores, with a warning: a
 /// server without them only lacks what they would connect, and nothing
@@ -461,9 +462,9 @@ fn authorization(m: &Map, at: &Entry, o: &mut Options, r: &mut Report) {
 
 /// `accounts`: a list of names, or a map of each account's block with
 /// its `users` and `default_permissions` (nats-server's `parseAccounts`).
-/// Its `exports` and `imports` are read by `links`; what else an account
-/// block may hold (mappings, limits) flotilla does not implement, and
-/// refuses; its `jetstream` enables JetStream there, with limits.
+/// Its `exports` and `imports` are read by `links`, its `mappings` by
+/// `mappings`; what else an account block may hold (limits) flotilla
+/// does not implement, and refuses; its `jetstream` enables JetStream there, with limits.
 fn accounts(e: &Entry, o: &mut Options, r: &mut Report) {
     let named = |name: &str, at: &Item, o: &mut Options, r: &mut Report| {
         if name == crate::options::GLOBAL_ACCOUNT {
@@ -539,8 +540,9 @@ fn account_block<'a>(
             "default_permissions" => defaults = permissions::permissions(r, e),
             "jetstream" => account_jetstream(name, e, o, r),
             "exports" => links::exports(name, e, found, r),
+            "mappings" | "maps" => mappings::mappings(name, e, o, r),
             "imports" => links::imports(name, e, found, r),
-            "nkey" | "mappings" | "maps" | "limits" | "msg_trace" | "trace_dest" => r.error_at(
+            "nkey" | "limits" | "msg_trace" | "trace_dest" => r.error_at(
                 e,
                 format!("\"{}\" in an account is not supported by flotilla", e.key),
             ),

@@ -109,6 +109,28 @@ pub enum ResponseType {
 /// nats-server's `DEFAULT_SERVICE_EXPORT_RESPONSE_THRESHOLD`.
 pub const DEFAULT_RESPONSE_THRESHOLD: Duration = Duration::from_secs(120);
 
+/// A subject mapping (`mappings`, top level for `$G`, or in an account
+/// block): a publish on a subject `src` matches goes to one of `dests`,
+/// drawn by weight.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mapping {
+    pub account: String,
+    /// May hold wildcards.
+    pub src: String,
+    pub dests: Vec<MapDest>,
+}
+
+/// One destination of a [`Mapping`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct MapDest {
+    /// A transform destination of `src` (`$1`, `{{partition(3,1)}}`, ...).
+    pub subject: String,
+    /// Percent, 0 to 100.
+    pub weight: u8,
+    /// Used only on servers of this cluster; `None`: any.
+    pub cluster: Option<String>,
+}
+
 /// One entry of an account's `exports`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Export {
@@ -491,6 +513,8 @@ pub struct Options {
     /// The accounts `accounts {}` names, besides `$G`; their users are in
     /// `authorization`, each naming its account.
     pub accounts: Vec<String>,
+    /// Subject mappings, in the order written (top-level ones in `$G`).
+    pub mappings: Vec<Mapping>,
     /// What the accounts export (`accounts { A { exports } }`), in the
     /// order written.
     pub exports: Vec<Export>,
@@ -539,6 +563,7 @@ impl Default for Options {
             write_deadline: Duration::from_secs(10),
             authorization: Authorization::default(),
             accounts: Vec::new(),
+            mappings: Vec::new(),
             exports: Vec::new(),
             imports: Vec::new(),
             account_jetstream: Default::default(),

@@ -39,6 +39,13 @@ const PLACES: &[&str] = &[
 
 /// Backticked words in the README that are not config keys.
 const NOT_CONFIG: &[&str] = &[
+    // Subject transform functions.
+    "left",
+    "partition",
+    "random",
+    "right",
+    "split",
+    "wildcard",
     // Test files and client suites.
     "client_tests",
     "js_ack",

@@ -10,9 +10,8 @@
 //! Two constructors differ in what they accept: [`Transform::new`] for
 //! state that every replica computes (streams), which refuses `random`
 //! (replicas would disagree; nats-server takes it), and
-//! [`Transform::mapping`] for subject mappings, which checks as
-//! nats-server's `ValidateMapping` does (no `left`/`right`, `random`
-//! allowed).
+//! [`Transform::mapping`] for subject mappings, which takes `random`
+//! too (nats-server 2.15.1 takes every function in a mapping).
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Part {
@@ -145,8 +144,7 @@ fn int32(arg: &str, token: &str) -> Result<i32, String> {
 enum Checks {
     /// Streams: everything but `random`.
     Stream,
-    /// Subject mappings (`ValidateMapping`): everything but `left` and
-    /// `right`.
+    /// Subject mappings: every function.
     Mapping,
 }
 
@@ -158,8 +156,8 @@ impl Transform {
         Transform::build(src, dest, Checks::Stream)
     }
 
-    /// A subject mapping's destination, checked as nats-server's
-    /// `ValidateMapping` does.
+    /// A subject mapping's destination: every function, `random`
+    /// included.
     pub fn mapping(src: &str, dest: &str) -> Result<Self, String> {
         Transform::build(src, dest, Checks::Mapping)
     }
@@ -306,7 +304,6 @@ fn part(t: &str, wildcards: &[usize], literal_src: bool, checks: Checks) -> Resu
     let too_many = || dest_err("too many arguments passed to the function", t);
     let invalid = || dest_err("function argument is invalid or in the wrong format", t);
     match name {
-        "left" | "right" if checks == Checks::Mapping => Err(dest_err("unknown function", t)),
         "random" if checks == Checks::Stream => Err(dest_err(
             "random() is not supported by flotilla where every replica must map alike",
             t,
@@ -635,10 +632,7 @@ mod tests {
             let got = Transform::new(src, dest).unwrap_err();
             assert!(got.contains(want), "{src} -> {dest}: {got}");
         }
-        assert_eq!(
-            Transform::mapping("*", "{{left(1,2)}}").unwrap_err(),
-            "invalid mapping destination: unknown function in {{left(1,2)}}"
-        );
+        assert!(Transform::mapping("*", "{{left(1,2)}}").is_ok());
         let t = Transform::mapping("*", "r.{{random(5)}}").unwrap();
         assert!(t.is_random());
         assert_eq!(t.apply_random("x", &mut |n| n + 3).as_deref(), Some("r.3"));

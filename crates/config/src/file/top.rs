@@ -121,6 +121,9 @@ const TOP: &[(&[&str], Set)] = &[
     (&["authorization"], |e, t| if let Some(m) = map(t.r, e) { authorization(m, e, t.o, t.r) }),
     (&["tls"], |e, t| if let Some(m) = map(t.r, e) { t.o.tls = Some(tls::tls(m, t.r)) }),
     (&["accounts"], |e, t| accounts(e, t.o, t.r)),
+    (&["mappings", "maps"], |e, t| {
+        super::mappings::mappings(crate::options::GLOBAL_ACCOUNT, e, t.o, t.r)
+    }),
     (
         &["operator", "operators", "root", "roots", "root_operator", "root_operators"],
         |e, t| operators(e, t.o, t.r),
