@@ -31,6 +31,7 @@ use bytes::Bytes;
 use config::options::Options;
 
 use crate::account::imports::{Imports, Pending};
+use crate::account::mappings::{Mapped, Mappings};
 use crate::client::{Account, Client, Message, Subscription, Via};
 use crate::conn::delivery::Delivery;
 use crate::server::Server;
@@ -39,17 +40,21 @@ use crate::server::Server;
 /// (nats-server's `ClientInfoHdr`).
 pub const REQUEST_INFO: &str = "Nats-Request-Info";
 
-/// Builds every account's imports from `opts`, then gives every live
-/// client subscription the shadows the new imports call for.
+/// Builds every account's imports and mappings from `opts`, then gives
+/// every live client subscription the shadows the new imports call for.
 pub fn configure(server: &Server, opts: &Options) {
     for import in &opts.imports {
         server.accounts.ensure(&import.account);
+    }
+    for mapping in &opts.mappings {
+        server.accounts.ensure(&mapping.account);
     }
     for account in server.accounts.all() {
         let imports = Imports::build(&account.name, &opts.imports, &opts.exports, |name| {
             server.accounts.ensure(name)
         });
         account.set_imports(imports);
+        account.set_mappings(Mappings::build(&account.name, &opts.mappings));
     }
     let clients: Vec<Arc<Client>> = server.clients.lock().values().cloned().collect();
     for client in clients.iter().filter(|c| !c.is_server()) {
@@ -117,6 +122,19 @@ pub fn remove_shadows(server: &Server, sub: &Subscription) {
     }
 }
 
+/// Where `account`'s mappings send a publish on `subject` on this
+/// server; `None` when no mapping covers it.
+pub fn mapped(server: &Server, account: &Account, subject: &[u8]) -> Option<Mapped> {
+    let mappings = account.mappings()?;
+    let subject = std::str::from_utf8(subject).ok()?;
+    let cluster = if server.routes.enabled() {
+        server.routes.cluster_name().0
+    } else {
+        String::new()
+    };
+    mappings.select(subject, &cluster, &mut |n| fastrand::u32(..n))
+}
+
 /// A client's publish, once its own account's subscribers got it: if
 /// the subject is an imported service's, the request goes on to the
 /// exporter. Returns whether anyone there got it.
@@ -134,8 +152,14 @@ pub fn request(
     let Ok(subject) = std::str::from_utf8(msg.subject) else {
         return false;
     };
-    let theirs = import.request.apply(subject);
     let exporter = &import.to;
+    // The exporter's mappings apply to what reaches it.
+    let requested = import.request.apply(subject);
+    let theirs = match mapped(server, exporter, requested.as_bytes()) {
+        None => requested,
+        Some(Mapped::To(to)) => to,
+        Some(Mapped::Dropped) => return false,
+    };
     // A reply in the JetStream ack space is the exporter's own, not a
     // path back (nats-server leaves `$JS.ACK` replies as they are).
     let reply = msg.reply.map(|r| {

@@ -96,11 +96,12 @@ fn reload(server: &Server, cli: &Cli, log: &LogHandle) {
         info!("Reloaded: authorization");
     }
     let tls = new.tls.is_some() || old.tls.is_some() || new.cluster.tls.is_some();
-    let imports_changed = old.imports != new.imports || old.exports != new.exports;
+    let imports_changed =
+        old.imports != new.imports || old.exports != new.exports || old.mappings != new.mappings;
     server.set_opts(new);
     if imports_changed {
         flotilla_core::imports::configure(server, &server.opts());
-        info!("Reloaded: imports and exports");
+        info!("Reloaded: imports, exports and mappings");
     }
     // Certificates are read again on every reload, changed paths or not,
     // as nats-server does: renewing one in place is the usual case.

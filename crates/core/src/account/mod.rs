@@ -17,7 +17,9 @@ use parking_lot::RwLock;
 use subjects::Sublist;
 
 pub mod imports;
+pub mod mappings;
 use imports::{Imports, Responses};
+use mappings::Mappings;
 
 /// nats-server's global account: everyone's when no accounts are set.
 pub use config::options::{GLOBAL_ACCOUNT as GLOBAL, SYSTEM_ACCOUNT};
@@ -38,6 +40,10 @@ pub struct Account<S> {
     /// It imports a service: its clients' publishes are checked against
     /// `imports` (read without a lock on every publish).
     imports_services: AtomicBool,
+    /// Its subject mappings, replaced whole by a reload.
+    mappings: RwLock<Arc<Mappings>>,
+    /// It has mappings (read without a lock on every publish).
+    maps: AtomicBool,
     /// Reply paths of service requests imported into it.
     pub responses: Responses<S>,
     /// This server's subscription for those replies (`_R_.xxxxxx.>`),
@@ -66,6 +72,8 @@ impl<S> Account<S> {
             domain_api: std::sync::OnceLock::new(),
             imports: RwLock::new(Arc::default()),
             imports_services: AtomicBool::new(false),
+            mappings: RwLock::new(Arc::default()),
+            maps: AtomicBool::new(false),
             responses: Responses::default(),
             reply_sub: std::sync::OnceLock::new(),
         })
@@ -79,6 +87,20 @@ impl<S> Account<S> {
     /// Whether a publish here may go through a service import.
     pub fn imports_services(&self) -> bool {
         self.imports_services.load(Ordering::Relaxed)
+    }
+
+    /// Its subject mappings, if it has any.
+    pub fn mappings(&self) -> Option<Arc<Mappings>> {
+        if !self.maps.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(self.mappings.read().clone())
+    }
+
+    /// Replaces its mappings (at start and by each reload).
+    pub fn set_mappings(&self, mappings: Mappings) {
+        self.maps.store(!mappings.is_empty(), Ordering::Relaxed);
+        *self.mappings.write() = Arc::new(mappings);
     }
 
     /// Replaces what it imports (at start and by each reload).

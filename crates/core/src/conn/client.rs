@@ -18,6 +18,7 @@ use tracing::{debug, error};
 
 use super::delivery::{self, Delivery};
 use super::writer;
+use crate::account::mappings::Mapped;
 use crate::client::outbound::Push;
 use crate::client::Account;
 use crate::client::{Client, ClosedState, Message, Subscription};
@@ -859,19 +860,40 @@ impl Conn {
             // nats-server still delivers the message after this error.
             self.send_err("Invalid Publish Subject");
         }
-        if !self.may_publish(p.subject) {
-            let subject = String::from_utf8_lossy(p.subject);
+        // The account's mappings come first: permissions and routing see
+        // the mapped subject (nats-server maps in its parser).
+        let mapped = crate::imports::mapped(&self.server, &self.account, p.subject);
+        let subject = match &mapped {
+            None => p.subject,
+            Some(Mapped::To(to)) => to.as_bytes(),
+            Some(Mapped::Dropped) => {
+                self.send_ok();
+                return;
+            }
+        };
+        if !self.admit(subject, p.subject, p.reply) || !self.start_trace(p) {
+            return;
+        }
+        self.route_pub(subject, p);
+    }
+
+    /// A publish's permission on `subject` (mapped already), and its
+    /// reply's: `false` refuses it, the client told why (naming the
+    /// subject as `published`).
+    fn admit(&mut self, subject: &[u8], published: &[u8], reply: Option<&[u8]>) -> bool {
+        if !self.may_publish(subject) {
+            let subject = String::from_utf8_lossy(published);
             error!(
                 "{} - Publish Violation - Subject {subject:?}",
                 self.client.log_prefix()
             );
             self.send_err(&format!("Permissions Violation for Publish to {subject:?}"));
-            return;
+            return false;
         }
         // Replies in these spaces are the server's to make: a client's
         // could answer someone else's request (nats-server's
         // `isReservedReply`).
-        if let Some(reply) = p.reply.filter(|r| reserved_reply(r)) {
+        if let Some(reply) = reply.filter(|r| reserved_reply(r)) {
             let reply = String::from_utf8_lossy(reply);
             error!(
                 "{} - Publish Violation - Reply {reply:?}",
@@ -880,39 +902,52 @@ impl Conn {
             self.send_err(&format!(
                 "Permissions Violation for Publish with Reply of {reply:?}"
             ));
-            return;
+            return false;
         }
         self.send_ok();
-        if let Some(asked) = crate::trace::asked(p.headers()) {
-            match asked.dest.clone() {
-                Some(dest) if self.may_publish(dest.as_bytes()) => {
-                    let (client, account) = (&self.client, &self.account.name);
-                    let size = p.message.len();
-                    let trace = crate::trace::Trace::new(
-                        asked,
-                        dest,
-                        crate::trace::CLIENT,
-                        client,
-                        account,
-                        p.subject,
-                        size,
-                    );
-                    self.delivery.trace = Some(trace);
-                }
-                // As nats-server: a destination it may not publish to is a
-                // permissions violation, and the message goes nowhere.
-                Some(dest) => {
-                    self.send_err(&format!("Permissions Violation for Publish to {dest:?}"));
-                    return;
-                }
-                // No valid destination: nothing to trace, and a trace-only
-                // message goes nowhere.
-                None if asked.only => return,
-                None => {}
+        true
+    }
+
+    /// Starts the trace a publish asks for (`Nats-Trace-Dest`); `false`:
+    /// the message goes nowhere.
+    fn start_trace(&mut self, p: &Publish<'_>) -> bool {
+        let Some(asked) = crate::trace::asked(p.headers()) else {
+            return true;
+        };
+        match asked.dest.clone() {
+            Some(dest) if self.may_publish(dest.as_bytes()) => {
+                let (client, account) = (&self.client, &self.account.name);
+                let size = p.message.len();
+                let trace = crate::trace::Trace::new(
+                    asked,
+                    dest,
+                    crate::trace::CLIENT,
+                    client,
+                    account,
+                    p.subject,
+                    size,
+                );
+                self.delivery.trace = Some(trace);
+                true
             }
+            // As nats-server: a destination it may not publish to is a
+            // permissions violation, and the message goes nowhere.
+            Some(dest) => {
+                self.send_err(&format!("Permissions Violation for Publish to {dest:?}"));
+                false
+            }
+            // No valid destination: nothing to trace, and a trace-only
+            // message goes nowhere.
+            None => !asked.only,
         }
-        let mapped = self.account.map(p.subject);
-        let subject = mapped.as_deref().unwrap_or(p.subject);
+    }
+
+    /// Routes an admitted publish on `subject` (mapped already): to the
+    /// account's subscribers, through its service imports, and tells the
+    /// requester when nobody got it.
+    fn route_pub(&mut self, subject: &[u8], p: &Publish<'_>) {
+        let domain_mapped = self.account.map(subject);
+        let subject = domain_mapped.as_deref().unwrap_or(subject);
         let sublist = &self.account.sublist;
         let uncached;
         let result = if subject.starts_with(b"$JS.ACK.") {
