@@ -463,8 +463,8 @@ fn authorization(m: &Map, at: &Entry, o: &mut Options, r: &mut Report) {
 /// `accounts`: a list of names, or a map of each account's block with
 /// its `users` and `default_permissions` (nats-server's `parseAccounts`).
 /// Its `exports` and `imports` are read by `links`, its `mappings` by
-/// `mappings`; what else an account block may hold (limits) flotilla
-/// does not implement, and refuses; its `jetstream` enables JetStream there, with limits.
+/// `mappings`, its `limits` here; what else an account block may hold
+/// (`nkey`, `msg_trace`) flotilla does not implement, and refuses; its `jetstream` enables JetStream there, with limits.
 fn accounts(e: &Entry, o: &mut Options, r: &mut Report) {
     let named = |name: &str, at: &Item, o: &mut Options, r: &mut Report| {
         if name == crate::options::GLOBAL_ACCOUNT {
@@ -541,8 +541,9 @@ fn account_block<'a>(
             "jetstream" => account_jetstream(name, e, o, r),
             "exports" => links::exports(name, e, found, r),
             "mappings" | "maps" => mappings::mappings(name, e, o, r),
+            "limits" => account_limits(name, e, o, r),
             "imports" => links::imports(name, e, found, r),
-            "nkey" | "limits" | "msg_trace" | "trace_dest" => r.error_at(
+            "nkey" | "msg_trace" | "trace_dest" => r.error_at(
                 e,
                 format!("\"{}\" in an account is not supported by flotilla", e.key),
             ),
@@ -571,6 +572,43 @@ fn account_block<'a>(
             r.error_at(at, "Can not have a token and accounts");
         }
     }
+}
+
+/// An account's `limits { max_connections, max_subscriptions,
+/// max_payload, max_leafnodes }` (nats-server's `parseAccountLimits`,
+/// its aliases and errors); -1 is no limit.
+fn account_limits(name: &str, e: &Entry, o: &mut Options, r: &mut Report) {
+    let Value::Map(m) = &e.item.value else {
+        let got = e.item.value.type_name();
+        return r.error(
+            &e.item,
+            format!("Expected account limits to be a map/struct, got {got}"),
+        );
+    };
+    let mut limits = crate::options::Limits::default();
+    for f in &m.entries {
+        let field = match f.key.to_ascii_lowercase().as_str() {
+            "max_connections" | "max_conn" => &mut limits.max_connections,
+            "max_subscriptions" | "max_subs" => &mut limits.max_subscriptions,
+            "max_payload" | "max_pay" => &mut limits.max_payload,
+            "max_leafnodes" | "max_leafs" => &mut limits.max_leafnodes,
+            _ if f.referenced => continue,
+            _ => {
+                r.error_at(
+                    f,
+                    format!("Unknown field {:?} parsing account limits", f.key),
+                );
+                continue;
+            }
+        };
+        match int(r, f) {
+            // nats-server keeps them in 32 bits.
+            Some(v) if i32::try_from(v).is_ok() => *field = v,
+            Some(v) => r.error(&f.item, format!("{} value {v} is too big", f.key)),
+            None => {}
+        }
+    }
+    o.account_limits.insert(name.to_string(), limits);
 }
 
 /// A `users` list, each entry added to `a`.

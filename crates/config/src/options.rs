@@ -109,6 +109,32 @@ pub enum ResponseType {
 /// nats-server's `DEFAULT_SERVICE_EXPORT_RESPONSE_THRESHOLD`.
 pub const DEFAULT_RESPONSE_THRESHOLD: Duration = Duration::from_secs(120);
 
+/// An account's `limits` block (nats-server's account `limits`); -1 is
+/// no limit. Connections and leaf nodes count per server: nats-server
+/// adds up other servers' counts through the system account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Client connections in the account.
+    pub max_connections: i64,
+    /// Subscriptions per connection of the account.
+    pub max_subscriptions: i64,
+    /// Largest message a connection of the account may publish.
+    pub max_payload: i64,
+    /// Leaf node connections bound to the account.
+    pub max_leafnodes: i64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: -1,
+            max_subscriptions: -1,
+            max_payload: -1,
+            max_leafnodes: -1,
+        }
+    }
+}
+
 /// A subject mapping (`mappings`, top level for `$G`, or in an account
 /// block): a publish on a subject `src` matches goes to one of `dests`,
 /// drawn by weight.
@@ -515,6 +541,8 @@ pub struct Options {
     pub accounts: Vec<String>,
     /// Subject mappings, in the order written (top-level ones in `$G`).
     pub mappings: Vec<Mapping>,
+    /// The accounts whose block has `limits`, with them.
+    pub account_limits: std::collections::BTreeMap<String, Limits>,
     /// What the accounts export (`accounts { A { exports } }`), in the
     /// order written.
     pub exports: Vec<Export>,
@@ -564,6 +592,7 @@ impl Default for Options {
             authorization: Authorization::default(),
             accounts: Vec::new(),
             mappings: Vec::new(),
+            account_limits: Default::default(),
             exports: Vec::new(),
             imports: Vec::new(),
             account_jetstream: Default::default(),

@@ -33,6 +33,7 @@ const PLACES: &[&str] = &[
     "authorization { users [ { user: a, permissions { {} } } ] }",
     "accounts { A { {} } }",
     "accounts { A { jetstream { {} } } }",
+    "accounts { A { limits { {} } } }",
     "accounts { A { exports [ { stream: x, {} } ] } }",
     "accounts { A { exports [ { stream: x } ], imports [ { stream: { account: A, subject: x }, {} } ] } }",
 ];

@@ -286,8 +286,8 @@ fn account_errors() {
             "Expected 'enabled' or 'disabled' for string value, got 'sometimes'",
         ),
         (
-            "accounts { A: { limits: {} } }\n",
-            "\"limits\" in an account is not supported by flotilla",
+            "accounts { A: { nkey: x } }\n",
+            "\"nkey\" in an account is not supported by flotilla",
         ),
         ("accounts { A: { userz: [] } }\n", "unknown field \"userz\""),
         (
