@@ -21,17 +21,16 @@
 //!   subject in the requester's account ([`Delivery::reply`]).
 //!
 //! Which imports an account has is `account::imports`, built from the
-//! options here ([`configure`]) at start and by each reload.
+//! options by `Server::configure_accounts` at start and by each reload.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use config::options::Options;
 
-use crate::account::imports::{Imports, Pending};
-use crate::account::mappings::{Mapped, Mappings};
+use crate::account::imports::Pending;
+use crate::account::mappings::Mapped;
 use crate::client::{Account, Client, Message, Subscription, Via};
 use crate::conn::delivery::Delivery;
 use crate::server::Server;
@@ -40,22 +39,9 @@ use crate::server::Server;
 /// (nats-server's `ClientInfoHdr`).
 pub const REQUEST_INFO: &str = "Nats-Request-Info";
 
-/// Builds every account's imports and mappings from `opts`, then gives
-/// every live client subscription the shadows the new imports call for.
-pub fn configure(server: &Server, opts: &Options) {
-    for import in &opts.imports {
-        server.accounts.ensure(&import.account);
-    }
-    for mapping in &opts.mappings {
-        server.accounts.ensure(&mapping.account);
-    }
-    for account in server.accounts.all() {
-        let imports = Imports::build(&account.name, &opts.imports, &opts.exports, |name| {
-            server.accounts.ensure(name)
-        });
-        account.set_imports(imports);
-        account.set_mappings(Mappings::build(&account.name, &opts.mappings));
-    }
+/// Gives every live client subscription the shadows its account's
+/// imports call for now (after `Server::configure_accounts`).
+pub fn reshadow(server: &Server) {
     let clients: Vec<Arc<Client>> = server.clients.lock().values().cloned().collect();
     for client in clients.iter().filter(|c| !c.is_server()) {
         let subs: Vec<Arc<Subscription>> = client.subs.lock().values().cloned().collect();

@@ -180,8 +180,34 @@ impl Server {
             route_tls: RwLock::new(None),
             trust: RwLock::new(None),
         });
-        crate::imports::configure(&server, &server.opts());
+        server.configure_accounts();
         server
+    }
+
+    /// Gives every account its imports, mappings and limits from the
+    /// options in force (at start and by each reload), then every live
+    /// subscription the shadows its account's imports call for.
+    pub fn configure_accounts(&self) {
+        let opts = self.opts();
+        let named = opts.imports.iter().map(|i| &i.account);
+        let named = named.chain(opts.mappings.iter().map(|m| &m.account));
+        for name in named.chain(opts.account_limits.keys()) {
+            self.accounts.ensure(name);
+        }
+        for account in self.accounts.all() {
+            let imports = crate::account::imports::Imports::build(
+                &account.name,
+                &opts.imports,
+                &opts.exports,
+                |name| self.accounts.ensure(name),
+            );
+            account.set_imports(imports);
+            let mappings = crate::account::mappings::Mappings::build(&account.name, &opts.mappings);
+            account.set_mappings(mappings);
+            let limits = opts.account_limits.get(&account.name).copied();
+            account.set_limits(limits.unwrap_or_default());
+        }
+        crate::imports::reshadow(self);
     }
 
     /// Builds the client TLS configuration from the options in force;

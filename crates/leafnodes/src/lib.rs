@@ -589,6 +589,20 @@ impl LeafConn {
             self.send(|b| encode::err(b, "Authorization Violation"));
             return Err(ClosedState::AuthenticationViolation);
         };
+        // The account's `limits { max_leafnodes }`, on this server.
+        let limit = account.limits().max_leafnodes;
+        let bound = || {
+            let leafs = self.server.leafs.all();
+            leafs
+                .iter()
+                .filter(|l| Arc::ptr_eq(&l.account, &account))
+                .count() as i64
+        };
+        if limit >= 0 && bound() >= limit {
+            error!("{prefix} - maximum account active connections exceeded");
+            self.send(|b| encode::err(b, "maximum account active connections exceeded"));
+            return Err(ClosedState::MaxAccountConnectionsExceeded);
+        }
         let ours = cluster_name(&self.server);
         if !ours.is_empty() && connect.cluster == ours {
             self.send(|b| encode::err(b, "remote leafnode has same cluster name"));

@@ -96,12 +96,14 @@ fn reload(server: &Server, cli: &Cli, log: &LogHandle) {
         info!("Reloaded: authorization");
     }
     let tls = new.tls.is_some() || old.tls.is_some() || new.cluster.tls.is_some();
-    let imports_changed =
-        old.imports != new.imports || old.exports != new.exports || old.mappings != new.mappings;
+    let accounts_changed = old.imports != new.imports
+        || old.exports != new.exports
+        || old.mappings != new.mappings
+        || old.account_limits != new.account_limits;
     server.set_opts(new);
-    if imports_changed {
-        flotilla_core::imports::configure(server, &server.opts());
-        info!("Reloaded: imports, exports and mappings");
+    if accounts_changed {
+        server.configure_accounts();
+        info!("Reloaded: account imports, exports, mappings and limits");
     }
     // Certificates are read again on every reload, changed paths or not,
     // as nats-server does: renewing one in place is the usual case.

@@ -160,6 +160,7 @@ fn close_frame(reason: ClosedState) -> Option<Frame> {
         | ClosedState::AuthenticationViolation
         | ClosedState::AuthenticationExpired
         | ClosedState::MaxConnectionsExceeded
+        | ClosedState::MaxAccountConnectionsExceeded
         | ClosedState::MaxControlLineExceeded
         | ClosedState::SlowConsumerPendingBytes
         | ClosedState::SlowConsumerWriteDeadline => 1008,

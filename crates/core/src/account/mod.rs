@@ -40,6 +40,8 @@ pub struct Account<S> {
     /// It imports a service: its clients' publishes are checked against
     /// `imports` (read without a lock on every publish).
     imports_services: AtomicBool,
+    /// Its `limits` block's (-1: none), replaced by a reload.
+    limits: RwLock<config::options::Limits>,
     /// Its subject mappings, replaced whole by a reload.
     mappings: RwLock<Arc<Mappings>>,
     /// It has mappings (read without a lock on every publish).
@@ -72,6 +74,7 @@ impl<S> Account<S> {
             domain_api: std::sync::OnceLock::new(),
             imports: RwLock::new(Arc::default()),
             imports_services: AtomicBool::new(false),
+            limits: RwLock::new(Default::default()),
             mappings: RwLock::new(Arc::default()),
             maps: AtomicBool::new(false),
             responses: Responses::default(),
@@ -87,6 +90,15 @@ impl<S> Account<S> {
     /// Whether a publish here may go through a service import.
     pub fn imports_services(&self) -> bool {
         self.imports_services.load(Ordering::Relaxed)
+    }
+
+    /// Its `limits` block's.
+    pub fn limits(&self) -> config::options::Limits {
+        *self.limits.read()
+    }
+
+    pub fn set_limits(&self, limits: config::options::Limits) {
+        *self.limits.write() = limits;
     }
 
     /// Its subject mappings, if it has any.

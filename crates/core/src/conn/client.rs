@@ -226,6 +226,12 @@ struct Conn {
     nonce: Option<String>,
     /// What a user JWT limits, in operator mode.
     jwt: Option<JwtSession>,
+    /// Subscriptions it may hold, the least of its user's and its
+    /// account's limits; -1: no limit.
+    max_subs: i64,
+    /// The largest payload it may publish: the least of the server's,
+    /// its user's and its account's.
+    max_payload: usize,
     /// Who the TLS client certificate names (`verify_and_map`).
     cert: Option<CertIdentity>,
     /// A WebSocket client's upgrade cookies named in the config.
@@ -239,8 +245,6 @@ struct Conn {
 struct JwtSession {
     /// Unix seconds when its user (or account) JWT expires.
     expires: Option<i64>,
-    /// Subscriptions it may hold; -1: no limit.
-    max_subs: i64,
 }
 
 /// Counters gathered over one read and published at its end, so shared
@@ -282,6 +286,8 @@ impl Conn {
             permits_version: 0,
             nonce: None,
             jwt: None,
+            max_subs: -1,
+            max_payload: config.max_payload,
             cert: None,
             cookies: None,
             publish_permitted: hashbrown::HashMap::new(),
@@ -313,33 +319,45 @@ impl Conn {
         };
         self.set_permits(user.permissions.as_ref());
         let account = self.server.accounts.ensure(&user.account);
-        if !self.join_account(account, user.limits.account_conns) {
-            error!("{prefix} - maximum account active connections exceeded");
-            self.send_err("maximum account active connections exceeded");
-            return Err(ClosedState::MaxConnectionsExceeded);
-        }
+        self.join_account(account, user.limits.account_conns)?;
         self.jwt = Some(JwtSession {
             expires: user.expires,
-            max_subs: user.limits.subs,
         });
-        if user.limits.payload >= 0 {
-            let max = (user.limits.payload as usize).min(self.config.max_payload);
-            self.parser.set_max_payload(max);
-        }
+        self.apply_limits(user.limits.subs, user.limits.payload);
         Ok(user.key)
     }
 
     /// Moves this client into `account` at CONNECT (it holds no
     /// subscriptions yet: with users configured, nothing comes before
-    /// CONNECT), unless the account holds `limit` clients already.
-    fn join_account(&mut self, account: Arc<Account>, limit: i64) -> bool {
+    /// CONNECT), unless the account holds `limit` clients already, or as
+    /// many as its `limits` block allows.
+    fn join_account(&mut self, account: Arc<Account>, limit: i64) -> Result<(), ClosedState> {
         debug_assert!(self.client.subs.lock().is_empty());
+        let own = account.limits().max_connections;
+        let limit = least(limit, own);
         if !self.client.set_account(account.clone(), limit) {
-            return false;
+            let prefix = self.client.log_prefix();
+            error!("{prefix} - maximum account active connections exceeded");
+            self.send_err("maximum account active connections exceeded");
+            return Err(ClosedState::MaxAccountConnectionsExceeded);
         }
         self.cache = MatchCache::new(account.sublist.read().generation());
         self.account = account;
-        true
+        self.apply_limits(-1, -1);
+        Ok(())
+    }
+
+    /// The subscription and payload limits of this connection: the least
+    /// of the server's, its user's (`subs`, `payload`; -1: none) and its
+    /// account's (nats-server's `applyAccountLimits`).
+    fn apply_limits(&mut self, subs: i64, payload: i64) {
+        let account = self.account.limits();
+        self.max_subs = least(least(self.max_subs, subs), account.max_subscriptions);
+        let payload = least(payload, account.max_payload);
+        if payload >= 0 {
+            self.max_payload = (payload as usize).min(self.max_payload);
+            self.parser.set_max_payload(self.max_payload);
+        }
     }
 
     async fn run<R: AsyncRead + Unpin>(&mut self, mut rd: R) -> ClosedState {
@@ -634,8 +652,7 @@ impl Conn {
                         user_name = user.map(|u| u.name.to_string());
                         self.set_permits(user.and_then(|u| u.permissions));
                         if let Some(name) = user.and_then(|u| u.account) {
-                            let joined = self.join_account(self.server.accounts.ensure(name), -1);
-                            debug_assert!(joined, "no limit refuses nobody");
+                            self.join_account(self.server.accounts.ensure(name), -1)?;
                         }
                     }
                     Err(who) => {
@@ -722,6 +739,8 @@ impl Conn {
             if self.opts.protocol >= 1 {
                 self.client.async_info.store(true, Ordering::Relaxed);
                 let mut info = self.server.client_info(&self.client);
+                // Its own limit, which its user or account may lower.
+                info.max_payload = self.max_payload as i64;
                 info.connect_info = true;
                 info.remote_account = Some(self.account.name.clone());
                 let json = serde_json::to_vec(&info).expect("info serializes");
@@ -781,15 +800,13 @@ impl Conn {
             self.send_ok();
             return;
         }
-        if let Some(jwt) = &self.jwt {
-            if jwt.max_subs >= 0 && self.client.subs.lock().len() as i64 >= jwt.max_subs {
-                error!(
-                    "{} - maximum subscriptions exceeded",
-                    self.client.log_prefix()
-                );
-                self.send_err("maximum subscriptions exceeded");
-                return;
-            }
+        if self.max_subs >= 0 && self.client.subs.lock().len() as i64 >= self.max_subs {
+            error!(
+                "{} - maximum subscriptions exceeded",
+                self.client.log_prefix()
+            );
+            self.send_err("maximum subscriptions exceeded");
+            return;
         }
         let key = self.server.next_sub_key();
         let sub = Arc::new(Subscription::new(
@@ -997,6 +1014,15 @@ impl Conn {
         if let Some(sub) = own {
             self.send(|b| encode::no_responders(b, reply, &sub.sid, subject));
         }
+    }
+}
+
+/// The lower of two limits where -1 is none (nats-server's `minLimit`).
+fn least(a: i64, b: i64) -> i64 {
+    match (a, b) {
+        (-1, b) => b,
+        (a, -1) => a,
+        (a, b) => a.min(b),
     }
 }
 

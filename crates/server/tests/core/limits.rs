@@ -1,4 +1,5 @@
-//! Limits: payload size, slow consumers, stale connections.
+//! Limits: payload size, slow consumers, stale connections, and an
+//! account's `limits` block.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -201,4 +202,128 @@ fn write_deadline_cuts_a_reader_that_stopped() {
         "{closed}"
     );
     assert_eq!(s.json("/varz")["slow_consumers"], 1);
+}
+
+const ACCOUNT_LIMITS: &str = r#"
+accounts {
+  L {
+    users: [ { user: l, password: p } ]
+    limits { max_connections: 2, max_subscriptions: 2, max_payload: 100 }
+  }
+}
+"#;
+
+/// A raw client of account L, past CONNECT (protocol 1, so it gets the
+/// INFO that follows the first PONG).
+fn l_client(addr: &str) -> Raw {
+    let mut r = Raw::connect(addr);
+    r.send(b"CONNECT {\"user\":\"l\",\"pass\":\"p\",\"verbose\":false,\"protocol\":1}\r\nPING\r\n");
+    r
+}
+
+/// Each limit of an account's `limits` block, with nats-server's words:
+/// connections past the limit are refused, a subscription past it is
+/// refused while the connection stays, a payload past it closes the
+/// connection, and the INFO after CONNECT tells the lower payload limit.
+#[test]
+fn an_accounts_limits_hold() {
+    let s = common::server().config(ACCOUNT_LIMITS).start();
+    let mut first = l_client(&s.addr());
+    let said = first.read_until("PONG\r\n", Duration::from_secs(5));
+    assert!(said.contains("PONG"), "{said}");
+    let info = first.read_until("\r\n", Duration::from_secs(5));
+    assert!(info.starts_with("INFO "), "{info}");
+    let info: serde_json::Value = serde_json::from_str(&info[5..]).unwrap();
+    assert_eq!(info["max_payload"], 100, "{info}");
+
+    // Subscriptions: two, then a refusal; the connection stays.
+    first.send(b"SUB a 1\r\nSUB b 2\r\nSUB c 3\r\nPING\r\n");
+    let said = first.read_until("PONG\r\n", Duration::from_secs(5));
+    assert!(
+        said.contains("-ERR 'maximum subscriptions exceeded'"),
+        "{said}"
+    );
+    assert!(said.ends_with("PONG\r\n"), "{said}");
+
+    // Connections: a second, then a refusal.
+    let mut second = l_client(&s.addr());
+    assert!(second
+        .read_until("PONG\r\n", Duration::from_secs(5))
+        .contains("PONG"));
+    let mut third = l_client(&s.addr());
+    let (closed, seen) = third.closed(Duration::from_secs(5));
+    assert!(closed, "{seen}");
+    assert!(
+        seen.contains("-ERR 'maximum account active connections exceeded'"),
+        "{seen}"
+    );
+    let closed = s.json("/connz?state=closed");
+    let reasons: Vec<&str> = closed["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["reason"].as_str())
+        .collect();
+    assert!(
+        reasons.contains(&"Maximum Account Connections Exceeded"),
+        "{closed}"
+    );
+
+    // Payload: 100 bytes pass, 101 close the connection.
+    second.send(b"PUB ok 100\r\n");
+    second.send(&[b'x'; 100]);
+    second.send(b"\r\nPING\r\n");
+    assert!(second
+        .read_until("PONG\r\n", Duration::from_secs(5))
+        .contains("PONG"));
+    second.send(b"PUB big 101\r\n");
+    let (closed, seen) = second.closed(Duration::from_secs(5));
+    assert!(closed, "{seen}");
+    assert!(seen.contains("-ERR 'Maximum Payload Violation'"), "{seen}");
+}
+
+/// A reload that raises a limit lets the next connection in.
+#[test]
+fn a_reload_changes_an_accounts_limits() {
+    let s = common::server().config(ACCOUNT_LIMITS).start();
+    let mut held: Vec<Raw> = (0..2).map(|_| l_client(&s.addr())).collect();
+    for r in &mut held {
+        assert!(r
+            .read_until("PONG\r\n", Duration::from_secs(5))
+            .contains("PONG"));
+    }
+    let raised = ACCOUNT_LIMITS.replace("max_connections: 2", "max_connections: 3");
+    std::fs::write(s.config_file(), raised).unwrap();
+    s.signal(libc::SIGHUP);
+    assert!(s.wait_log("Reloaded server configuration", Duration::from_secs(5)));
+    let mut third = l_client(&s.addr());
+    let said = third.read_until("PONG\r\n", Duration::from_secs(5));
+    assert!(said.contains("PONG") && !said.contains("-ERR"), "{said}");
+}
+
+#[test]
+fn bad_account_limits_are_refused_at_load() {
+    for (limits, want) in [
+        ("limits: 5", "Expected account limits to be a map/struct"),
+        (
+            "limits { bogus: 1 }",
+            "Unknown field \"bogus\" parsing account limits",
+        ),
+    ] {
+        let text = format!("accounts {{ L {{ {limits} }} }}\n");
+        let dir = tempfile::tempdir().unwrap();
+        let path = common::config_path(dir.path(), "test.conf", &text);
+        let bin = std::env::var_os("FLOTILLA_TEST_SERVER").unwrap_or_else(|| common::BIN.into());
+        let out = std::process::Command::new(bin)
+            .arg("-c")
+            .arg(&path)
+            .arg("-t")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{text}: {said}");
+        assert!(said.contains(want), "{text}\nwant: {want}\ngot: {said}");
+        assert!(said.contains("test.conf:"), "{said}");
+    }
 }

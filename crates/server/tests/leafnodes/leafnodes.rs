@@ -830,3 +830,42 @@ async fn unreadable_credentials_are_reported_not_sent() {
             .unwrap();
     }
 }
+
+/// An account's `limits { max_leafnodes }` on the hub: the leaf node past
+/// the limit is refused with nats-server's words, on a flotilla hub and
+/// on a nats-server hub alike.
+#[tokio::test]
+async fn an_accounts_leaf_node_limit_holds() {
+    let mut hubs = vec![common::flotilla_bin()];
+    hubs.extend(reference());
+    for bin in hubs {
+        let port = common::free_ports(1)[0];
+        let hub = common::server()
+            .binary(&bin)
+            .config(&format!(
+                "server_name: hub\naccounts {{ L {{ users: [ {{ user: l, password: p }} ], limits {{ max_leafnodes: 1 }} }} }}\n\
+                 leafnodes {{ listen: \"127.0.0.1:{port}\" }}\n"
+            ))
+            .start();
+        let remote = || {
+            common::server()
+                .config(&format!(
+                    "leafnodes {{ remotes: [ {{ url: \"nats-leaf://l:p@127.0.0.1:{port}\" }} ] }}\n"
+                ))
+                .start()
+        };
+        let _first = remote();
+        wait_leafs(&hub, 1);
+        let second = remote();
+        assert!(
+            second.wait_log(
+                "maximum account active connections exceeded",
+                Duration::from_secs(10)
+            ),
+            "{:?}: {}",
+            bin,
+            second.log_text()
+        );
+        assert_eq!(hub.json("/leafz")["leafnodes"], 1, "{bin:?}");
+    }
+}
