@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod file;
+pub mod links;
 pub mod options;
 
 pub use file::load;

@@ -174,6 +174,9 @@ pub struct Export {
     /// The 1-based token of an imported subject that must be the
     /// importer's account name.
     pub account_token_position: Option<usize>,
+    /// Only importers with an activation token may import it (account
+    /// JWTs' `token_req`).
+    pub token_req: bool,
 }
 
 /// One entry of an account's `imports`.
@@ -193,6 +196,9 @@ pub struct Import {
     /// Services only: requests carry the requester's full client info
     /// (server, cluster, name, user, ...), not just its account.
     pub share: bool,
+    /// It carried an activation token the exporter signed for it (account
+    /// JWTs only), which a `token_req` export asks for.
+    pub activated: bool,
 }
 
 impl Import {

@@ -66,6 +66,7 @@ fn export(account: &str, item: &Item, r: &mut Report) -> Option<Export> {
         response: ResponseType::Singleton,
         response_threshold: DEFAULT_RESPONSE_THRESHOLD,
         account_token_position: None,
+        token_req: false,
     };
     let (mut kind, mut response_at, mut threshold_at) = (None, None, None);
     for e in &m.entries {
@@ -313,6 +314,7 @@ fn import(account: &str, item: &Item, r: &mut Report) -> Option<Import> {
         subject,
         to,
         share: share.is_some_and(|(s, _)| s),
+        activated: false,
     })
 }
 
@@ -362,7 +364,7 @@ pub(super) fn check(links: Links<'_>, o: &mut Options, r: &mut Report) {
                 format!("{name:?} account not defined for {kind} export"),
             );
         }
-        if let Err(why) = export_subject(export) {
+        if let Err(why) = crate::links::check_export(export) {
             r.error(
                 item,
                 format!("Error adding {kind} export {:?}: {why}", export.subject),
@@ -380,11 +382,7 @@ pub(super) fn check(links: Links<'_>, o: &mut Options, r: &mut Report) {
             );
             continue;
         }
-        let checked = import_subjects(&import)
-            .and_then(|()| authorized(&exports, &import))
-            .and_then(|()| duplicate(&imports, &import))
-            .and_then(|()| cycle(&imports, &import));
-        match checked {
+        match crate::links::check_import(&exports, &imports, &import) {
             Ok(()) => imports.push(import),
             Err(why) => r.error(
                 item,
@@ -394,111 +392,4 @@ pub(super) fn check(links: Links<'_>, o: &mut Options, r: &mut Report) {
     }
     o.exports.extend(exports);
     o.imports.extend(imports);
-}
-
-/// nats-server's `addStreamExportWithAccountPos` and its service twin.
-fn export_subject(export: &Export) -> Result<(), String> {
-    if !subjects::is_valid_subject(export.subject.as_bytes()) {
-        return Err("sublist: invalid subject".into());
-    }
-    if let Some(at) = export.account_token_position {
-        if export.subject.split('.').nth(at - 1) != Some("*") {
-            return Err("sublist: invalid subject".into());
-        }
-    }
-    Ok(())
-}
-
-/// Both subjects valid, and each way between them a map that can be
-/// built (`*` in `to` stands for the subject's wildcard at its place),
-/// as `flotilla_core::account::imports::SubjectMap` builds them.
-fn import_subjects(import: &Import) -> Result<(), String> {
-    let local = import.local_subject();
-    if !subjects::is_valid_subject(import.subject.as_bytes())
-        || !subjects::is_valid_subject(local.as_bytes())
-    {
-        return Err("sublist: invalid subject".into());
-    }
-    for (src, dest) in [
-        (import.subject.as_str(), local),
-        (local, import.subject.as_str()),
-    ] {
-        if src == dest || subjects::is_literal(dest.as_bytes()) {
-            continue;
-        }
-        let tokenized = subjects::transform::tokenize(dest);
-        subjects::transform::Transform::new(src, &tokenized).map_err(|e| {
-            format!(
-                "failed to create mapping transform for {} import subject from {:?} to {:?}: {e}",
-                import.kind.as_str(),
-                import.subject,
-                local
-            )
-        })?;
-    }
-    Ok(())
-}
-
-/// nats-server's `checkStreamImportAuthorized`/`checkServiceImportAuthorized`:
-/// an export of the same kind covers the subject, lists the importer (or
-/// nobody), and holds its name at the token position it names.
-fn authorized(exports: &[Export], import: &Import) -> Result<(), String> {
-    let kind = import.kind.as_str();
-    let allowed = exports.iter().any(|e| {
-        e.account == import.from
-            && e.kind == import.kind
-            && subjects::subject_matches_filter(import.subject.as_bytes(), e.subject.as_bytes())
-            && (e.accounts.is_empty() || e.accounts.contains(&import.account))
-            && e.account_token_position.is_none_or(|at| {
-                import.subject.split('.').nth(at - 1) == Some(import.account.as_str())
-            })
-    });
-    if allowed {
-        Ok(())
-    } else {
-        Err(format!("{kind} import not authorized"))
-    }
-}
-
-fn duplicate(imports: &[Import], import: &Import) -> Result<(), String> {
-    let twin = imports.iter().any(|i| {
-        i.kind == LinkKind::Stream
-            && import.kind == LinkKind::Stream
-            && i.account == import.account
-            && i.from == import.from
-            && i.subject == import.subject
-    });
-    if twin {
-        return Err("stream import already exists".into());
-    }
-    Ok(())
-}
-
-/// nats-server's `serviceImportFormsCycle`/`streamImportFormsCycle`:
-/// what the import brings from its exporter must not reach the exporter
-/// through the importer. From the exporter, every import of the same
-/// kind whose local subject meets the subject is followed to its own
-/// exporter; reaching an account already on the path is a cycle.
-fn cycle(imports: &[Import], import: &Import) -> Result<(), String> {
-    const MAX_DEPTH: usize = 1024;
-    let mut path = vec![import.account.as_str()];
-    let mut todo = vec![(import.from.as_str(), import.subject.as_str(), 1usize)];
-    while let Some((account, subject, depth)) = todo.pop() {
-        if depth >= MAX_DEPTH {
-            return Err("search cycle depth exhausted".into());
-        }
-        path.truncate(depth);
-        path.push(account);
-        for next in imports.iter().filter(|i| {
-            i.account == account
-                && i.kind == import.kind
-                && subjects::subjects_collide(i.local_subject().as_bytes(), subject.as_bytes())
-        }) {
-            if path.contains(&next.from.as_str()) {
-                return Err("import forms a cycle".into());
-            }
-            todo.push((next.from.as_str(), next.subject.as_str(), depth + 1));
-        }
-    }
-    Ok(())
 }

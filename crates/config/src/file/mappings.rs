@@ -28,7 +28,7 @@ pub(super) fn mappings(account: &str, e: &Entry, o: &mut Options, r: &mut Report
                     weight: 100,
                     cluster: None,
                 };
-                if let Err(why) = check(src, std::slice::from_ref(&one)) {
+                if let Err(why) = crate::links::check_mapping(src, std::slice::from_ref(&one)) {
                     r.error(
                         &entry.item,
                         format!("Error adding mapping for {src:?} to {dest:?} : {why}"),
@@ -44,7 +44,7 @@ pub(super) fn mappings(account: &str, e: &Entry, o: &mut Options, r: &mut Report
             },
         };
         if !matches!(entry.item.value, Value::String(_)) {
-            if let Err(why) = check(src, &dests) {
+            if let Err(why) = crate::links::check_mapping(src, &dests) {
                 r.error(
                     &entry.item,
                     format!("Error adding mapping for {src:?} : {why}"),
@@ -131,26 +131,4 @@ fn weight(e: &Entry, r: &mut Report) -> Option<u8> {
             None
         }
     }
-}
-
-/// nats-server's `AddWeightedMappings`: no destination twice, each
-/// weight and each cluster's total at most 100, each destination a
-/// valid transform of `src` (`ValidateMapping`).
-fn check(src: &str, dests: &[MapDest]) -> Result<(), String> {
-    let mut totals: std::collections::BTreeMap<Option<&str>, u32> = Default::default();
-    for (i, d) in dests.iter().enumerate() {
-        if dests[..i].iter().any(|e| e.subject == d.subject) {
-            return Err(format!("duplicate entry for {:?}", d.subject));
-        }
-        if d.weight > 100 {
-            return Err("individual weights need to be <= 100".into());
-        }
-        let total = totals.entry(d.cluster.as_deref()).or_default();
-        *total += u32::from(d.weight);
-        if *total > 100 {
-            return Err("total weight needs to be <= 100".into());
-        }
-        subjects::transform::Transform::mapping(src, &d.subject)?;
-    }
-    Ok(())
 }
