@@ -8,6 +8,7 @@
 //! configurations and bounded handshakes (`tls`). It reads the options
 //! (`flotilla-config`) and knows no connection or account.
 
+pub mod links;
 pub mod operator;
 pub mod permissions;
 pub mod tls;

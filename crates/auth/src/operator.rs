@@ -26,6 +26,8 @@ pub struct Trust {
     keys: BTreeSet<String>,
     /// Valid account JWTs by account public key.
     accounts: BTreeMap<String, Claims>,
+    /// What those accounts export, import and map.
+    links: crate::links::Links,
 }
 
 /// Who a user JWT says the client is.
@@ -70,6 +72,7 @@ impl Trust {
         let mut trust = Trust {
             keys,
             accounts: BTreeMap::new(),
+            links: Default::default(),
         };
         for (key, token) in preload {
             match trust.verify_account(key, token, unix_now()) {
@@ -79,7 +82,13 @@ impl Trust {
                 Err(e) => tracing::warn!("Preloaded account [{key}] not valid: {e}"),
             }
         }
+        trust.links = crate::links::links(&trust.accounts, unix_now());
         Ok(trust)
+    }
+
+    /// What the resolved accounts export, import and map.
+    pub fn links(&self) -> &crate::links::Links {
+        &self.links
     }
 
     /// Whether the account `key` resolved.

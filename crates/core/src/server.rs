@@ -189,21 +189,26 @@ impl Server {
     /// subscription the shadows its account's imports call for.
     pub fn configure_accounts(&self) {
         let opts = self.opts();
-        let named = opts.imports.iter().map(|i| &i.account);
-        let named = named.chain(opts.mappings.iter().map(|m| &m.account));
+        // The config's accounts, or in operator mode the account JWTs'.
+        let jwt = self.trust().map(|t| t.links().clone()).unwrap_or_default();
+        let imports = [opts.imports.as_slice(), &jwt.imports].concat();
+        let exports = [opts.exports.as_slice(), &jwt.exports].concat();
+        let mappings = [opts.mappings.as_slice(), &jwt.mappings].concat();
+        let named = imports.iter().map(|i| &i.account);
+        let named = named.chain(mappings.iter().map(|m| &m.account));
         for name in named.chain(opts.account_limits.keys()) {
             self.accounts.ensure(name);
         }
         for account in self.accounts.all() {
-            let imports = crate::account::imports::Imports::build(
+            let built = crate::account::imports::Imports::build(
                 &account.name,
-                &opts.imports,
-                &opts.exports,
+                &imports,
+                &exports,
                 |name| self.accounts.ensure(name),
             );
-            account.set_imports(imports);
-            let mappings = crate::account::mappings::Mappings::build(&account.name, &opts.mappings);
-            account.set_mappings(mappings);
+            account.set_imports(built);
+            let mapped = crate::account::mappings::Mappings::build(&account.name, &mappings);
+            account.set_mappings(mapped);
             let limits = opts.account_limits.get(&account.name).copied();
             account.set_limits(limits.unwrap_or_default());
         }
@@ -263,6 +268,8 @@ impl Server {
             None => None,
         };
         *self.trust.write() = trust;
+        // Account JWTs bring their own imports, exports and mappings.
+        self.configure_accounts();
         Ok(())
     }
 

@@ -415,3 +415,79 @@ async fn a_leaf_node_joins_an_operator_hub_with_credentials() {
         assert_eq!(hub.json("/leafz")["leafnodes"], 1);
     }
 }
+
+/// Account JWTs' exports, imports and mappings: a service and a stream
+/// cross from A to B, a `token_req` stream only with an activation token
+/// A signed for B, and B's mapping applies to B's publishes.
+#[tokio::test]
+async fn account_jwts_export_import_and_map() {
+    let mut op = Operator::new();
+    let a = op.account(json!({
+        "limits": serde_json::from_str::<Value>(UNLIMITED).unwrap(),
+        "exports": [
+            {"subject": "svc", "type": "service"},
+            {"subject": "feed.>", "type": "stream"},
+            {"subject": "private.>", "type": "stream", "token_req": true},
+            {"subject": "closed.>", "type": "stream", "token_req": true},
+        ],
+    }));
+    let a_key = op.accounts[a].0.public_key();
+    let b_key = nkeys::KeyPair::new_account();
+    let activation = mint(
+        &op.accounts[a].0,
+        &b_key.public_key(),
+        "activation",
+        json!({"subject": "private.>", "kind": "stream"}),
+    );
+    let b_jwt = mint(
+        &op.key,
+        &b_key.public_key(),
+        "account",
+        json!({
+            "limits": serde_json::from_str::<Value>(UNLIMITED).unwrap(),
+            "imports": [
+                {"subject": "svc", "account": a_key, "type": "service"},
+                {"subject": "feed.>", "account": a_key, "type": "stream", "local_subject": "a.feed.>"},
+                {"subject": "private.>", "account": a_key, "type": "stream", "token": activation},
+                {"subject": "closed.>", "account": a_key, "type": "stream"},
+            ],
+            "mappings": {"m.in": [{"subject": "m.out"}]},
+        }),
+    );
+    op.accounts.push((b_key, b_jwt));
+    let b = op.accounts.len() - 1;
+    let s = common::server().config(&op.config()).start();
+    let (au, au_jwt) = op.user(a, user_claims(json!({})));
+    let (bu, bu_jwt) = op.user(b, user_claims(json!({})));
+    let a_client = connect(&s.url(), &au, &au_jwt).await.unwrap();
+    let b_client = connect(&s.url(), &bu, &bu_jwt).await.unwrap();
+
+    let mut requests = a_client.subscribe("svc").await.unwrap();
+    let mut b_all = b_client.subscribe(">").await.unwrap();
+    a_client.flush().await.unwrap();
+    b_client.flush().await.unwrap();
+    let responder = a_client.clone();
+    tokio::spawn(async move {
+        while let Some(m) = requests.next().await {
+            let _ = responder.publish(m.reply.unwrap(), "from A".into()).await;
+        }
+    });
+    let answer = b_client.request("svc", "".into()).await.unwrap();
+    assert_eq!(&answer.payload[..], b"from A");
+
+    for subject in ["feed.1", "private.1", "closed.1", "feed.end"] {
+        a_client.publish(subject, "".into()).await.unwrap();
+    }
+    a_client.flush().await.unwrap();
+    b_client.publish("m.in", "".into()).await.unwrap();
+    b_client.publish("b.end", "".into()).await.unwrap();
+    let mut seen = common::received_until(&mut b_all, "a.feed.end").await;
+    // B's own request and its answer are B's too.
+    seen.retain(|s| !s.starts_with("_INBOX.") && s != "svc");
+    assert_eq!(seen, ["a.feed.1", "private.1"], "closed.> needs a token");
+    assert_eq!(
+        common::received_until(&mut b_all, "b.end").await,
+        ["m.out"],
+        "B's mapping"
+    );
+}

@@ -1,0 +1,224 @@
+//! What resolved account JWTs export, import and map, as the config's
+//! plain data (nats-server's `updateAccountClaimsWithRefresh`): each
+//! account's `exports`, `imports` (with their activation tokens checked)
+//! and `mappings`, named by account public key. An import that does not
+//! hold is logged and left out, as nats-server leaves it incomplete.
+
+use std::collections::BTreeMap;
+
+use config::options::{
+    Export, Import, LinkKind, MapDest, Mapping, ResponseType, DEFAULT_RESPONSE_THRESHOLD,
+};
+use jwt::Claims;
+use serde_json::Value;
+use tracing::error;
+
+/// Every resolved account's exports, imports and mappings.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Links {
+    pub exports: Vec<Export>,
+    pub imports: Vec<Import>,
+    pub mappings: Vec<Mapping>,
+}
+
+/// The links of `accounts` (public key → claims) at `now`, imports
+/// checked against the exports.
+pub fn links(accounts: &BTreeMap<String, Claims>, now: i64) -> Links {
+    let mut out = Links::default();
+    for (key, claims) in accounts {
+        out.exports.extend(exports(key, claims));
+        out.mappings.extend(mappings(key, claims));
+    }
+    for (key, claims) in accounts {
+        for import in imports(key, claims, accounts, now) {
+            match config::links::check_import(&out.exports, &out.imports, &import) {
+                Ok(()) => out.imports.push(import),
+                Err(why) => error!(
+                    "Error adding {} import {:?} to account [{key}]: {why}",
+                    import.kind.as_str(),
+                    import.subject
+                ),
+            }
+        }
+    }
+    out
+}
+
+fn kind(v: &Value) -> Option<LinkKind> {
+    match v["type"].as_str()? {
+        "stream" => Some(LinkKind::Stream),
+        "service" => Some(LinkKind::Service),
+        _ => None,
+    }
+}
+
+fn exports(key: &str, claims: &Claims) -> Vec<Export> {
+    let mut out = Vec::new();
+    for e in claims.nats["exports"].as_array().into_iter().flatten() {
+        let (Some(kind), Some(subject)) = (kind(e), e["subject"].as_str()) else {
+            error!("Account [{key}] has an export without a type or subject: {e}");
+            continue;
+        };
+        if e.get("service_latency").is_some_and(|l| !l.is_null())
+            || e["allow_trace"].as_bool() == Some(true)
+        {
+            // The export works; what flotilla lacks is said, not hidden.
+            error!(
+                "Account [{key}] export {subject:?} asks for service latency or \
+                 allow_trace, which flotilla does not support: exported without them"
+            );
+        }
+        let response = match e["response_type"].as_str() {
+            Some("Stream") => ResponseType::Stream,
+            Some("Chunked") => ResponseType::Chunked,
+            _ => ResponseType::Singleton,
+        };
+        let threshold = e["response_threshold"]
+            .as_u64()
+            .filter(|ns| *ns > 0)
+            .map_or(DEFAULT_RESPONSE_THRESHOLD, std::time::Duration::from_nanos);
+        let export = Export {
+            account: key.to_string(),
+            kind,
+            subject: subject.to_string(),
+            accounts: Vec::new(),
+            response,
+            response_threshold: threshold,
+            account_token_position: e["account_token_position"]
+                .as_u64()
+                .filter(|p| *p > 0)
+                .map(|p| p as usize),
+            token_req: e["token_req"].as_bool() == Some(true),
+        };
+        match config::links::check_export(&export) {
+            Ok(()) => out.push(export),
+            Err(why) => error!(
+                "Error adding {} export {subject:?} to account [{key}]: {why}",
+                kind.as_str()
+            ),
+        }
+    }
+    out
+}
+
+fn imports(
+    key: &str,
+    claims: &Claims,
+    accounts: &BTreeMap<String, Claims>,
+    now: i64,
+) -> Vec<Import> {
+    let mut out = Vec::new();
+    for i in claims.nats["imports"].as_array().into_iter().flatten() {
+        let (Some(kind), Some(subject), Some(from)) =
+            (kind(i), i["subject"].as_str(), i["account"].as_str())
+        else {
+            error!("Account [{key}] has an import without a type, subject or account: {i}");
+            continue;
+        };
+        let Some(exporter) = accounts.get(from) else {
+            error!(
+                "Can't locate account [{from}] for import of [{subject}] {}",
+                kind.as_str()
+            );
+            continue;
+        };
+        let local = i["local_subject"].as_str().filter(|s| !s.is_empty());
+        // The deprecated `to`: a stream's prefix, a service's subject
+        // in the exporter.
+        let to = i["to"].as_str().filter(|s| !s.is_empty());
+        let (subject, to) = match (kind, local, to) {
+            (_, Some(local), _) => (subject.to_string(), Some(local.to_string())),
+            (LinkKind::Stream, None, Some(prefix)) => (
+                subject.to_string(),
+                Some(format!("{}.{subject}", prefix.trim_end_matches('.'))),
+            ),
+            (LinkKind::Service, None, Some(theirs)) => {
+                (theirs.to_string(), Some(subject.to_string()))
+            }
+            (_, None, None) => (subject.to_string(), None),
+        };
+        let token = i["token"].as_str().filter(|t| !t.is_empty());
+        let activated = token.is_some_and(|t| activation(t, key, from, exporter, &subject, now));
+        out.push(Import {
+            account: key.to_string(),
+            kind,
+            from: from.to_string(),
+            subject,
+            to,
+            share: i["share"].as_bool() == Some(true),
+            activated,
+        });
+    }
+    out
+}
+
+/// nats-server's `checkActivation`: an activation JWT for `importer`,
+/// issued by the exporter (or one of its signing keys on its behalf),
+/// covering `subject`, in force at `now`, and not revoked by the export.
+fn activation(
+    token: &str,
+    importer: &str,
+    from: &str,
+    exporter: &Claims,
+    subject: &str,
+    now: i64,
+) -> bool {
+    let Ok(act) = jwt::decode(token) else {
+        return false;
+    };
+    let issuer_account = act.nats_str("issuer_account").unwrap_or(&act.iss);
+    let signed =
+        act.iss == from || (issuer_account == from && exporter.signing_keys().contains(&act.iss));
+    let covers = act
+        .nats_str("subject")
+        .is_some_and(|s| subjects::subject_matches_filter(subject.as_bytes(), s.as_bytes()));
+    let revoked = exporter.nats["exports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["revocations"].get(importer).and_then(Value::as_i64))
+        .any(|at| act.iat <= at);
+    act.kind == "activation"
+        && act.sub == importer
+        && signed
+        && covers
+        && act.expired(now).is_none()
+        && !revoked
+}
+
+fn mappings(key: &str, claims: &Claims) -> Vec<Mapping> {
+    let mut out = Vec::new();
+    let Some(map) = claims.nats["mappings"].as_object() else {
+        return out;
+    };
+    for (src, dests) in map {
+        let dests: Vec<MapDest> = dests
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|d| {
+                Some(MapDest {
+                    subject: d["subject"].as_str()?.to_string(),
+                    // jwt's `GetWeight`: none (0) is all.
+                    weight: d["weight"]
+                        .as_u64()
+                        .filter(|w| *w > 0)
+                        .map_or(100, |w| w.min(100) as u8),
+                    cluster: d["cluster"]
+                        .as_str()
+                        .filter(|c| !c.is_empty())
+                        .map(str::to_string),
+                })
+            })
+            .collect();
+        match config::links::check_mapping(src, &dests) {
+            Ok(()) => out.push(Mapping {
+                account: key.to_string(),
+                src: src.clone(),
+                dests,
+            }),
+            Err(why) => error!("Error adding mapping for {src:?} to account [{key}]: {why}"),
+        }
+    }
+    out
+}
