@@ -184,16 +184,28 @@ impl Server {
         server
     }
 
+    /// What the accounts export, import and map: the config's, and in
+    /// operator mode the account JWTs'.
+    pub fn account_links(&self) -> auth::links::Links {
+        let opts = self.opts();
+        let jwt = self.trust().map(|t| t.links().clone()).unwrap_or_default();
+        auth::links::Links {
+            exports: [opts.exports.as_slice(), &jwt.exports].concat(),
+            imports: [opts.imports.as_slice(), &jwt.imports].concat(),
+            mappings: [opts.mappings.as_slice(), &jwt.mappings].concat(),
+        }
+    }
+
     /// Gives every account its imports, mappings and limits from the
     /// options in force (at start and by each reload), then every live
     /// subscription the shadows its account's imports call for.
     pub fn configure_accounts(&self) {
         let opts = self.opts();
-        // The config's accounts, or in operator mode the account JWTs'.
-        let jwt = self.trust().map(|t| t.links().clone()).unwrap_or_default();
-        let imports = [opts.imports.as_slice(), &jwt.imports].concat();
-        let exports = [opts.exports.as_slice(), &jwt.exports].concat();
-        let mappings = [opts.mappings.as_slice(), &jwt.mappings].concat();
+        let auth::links::Links {
+            exports,
+            imports,
+            mappings,
+        } = self.account_links();
         let named = imports.iter().map(|i| &i.account);
         let named = named.chain(mappings.iter().map(|m| &m.account));
         for name in named.chain(opts.account_limits.keys()) {

@@ -283,6 +283,9 @@ pub fn connz(server: &Server, services: &super::Services, q: &Query) -> Result<C
         other => return Err(QueryError(format!("Error decoding state for {other}"))),
     };
     let user = q.get("user");
+    // nats-server's `acc`: only the connections of that account.
+    let acc = q.get("acc");
+    let in_acc = |name: Option<&str>| acc.is_empty() || name == Some(acc);
     let sort_name = q.get("sort");
     let sort = parse_sort(sort_name)
         .ok_or_else(|| QueryError(format!("invalid sorting option: {sort_name}")))?;
@@ -305,7 +308,8 @@ pub fn connz(server: &Server, services: &super::Services, q: &Query) -> Result<C
     // `user` only narrow what is listed.
     let mut total = 0;
     if state != State::Closed {
-        let clients: Vec<Arc<Client>> = server.clients.lock().values().cloned().collect();
+        let mut clients: Vec<Arc<Client>> = server.clients.lock().values().cloned().collect();
+        clients.retain(|c| in_acc(c.account().as_ref().map(|a| a.name.as_str())));
         total += clients.len();
         for c in clients {
             if cid != 0 && c.cid != cid {
@@ -317,8 +321,12 @@ pub fn connz(server: &Server, services: &super::Services, q: &Query) -> Result<C
     }
     if state != State::Open {
         let closed = services.closed.lock();
+        let closed: Vec<_> = closed
+            .iter()
+            .filter(|c| in_acc(c.account.as_deref()))
+            .collect();
         total += closed.len();
-        for c in closed.iter() {
+        for c in closed {
             if cid != 0 && c.info.cid != cid {
                 continue;
             }

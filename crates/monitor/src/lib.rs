@@ -1,6 +1,7 @@
-//! HTTP monitoring: `/varz`, `/connz`, `/subsz`, `/jsz`, `/healthz`, `/routez`, `/leafz`,
+//! HTTP monitoring: `/varz`, `/connz`, `/subsz`, `/jsz`, `/healthz`, `/routez`, `/leafz`, `/accountz`,
 //! with nats-server's JSON field names, query parameters and errors.
 
+mod accountz;
 mod connz;
 pub mod format;
 pub mod jsz;
@@ -200,6 +201,13 @@ impl Monitor {
                 self.count("/healthz");
                 self.healthz(&q)
             }
+            "/accountz" => match accountz::accountz(&self.server, &q) {
+                Ok(a) => {
+                    self.count("/accountz");
+                    pretty(&a)
+                }
+                Err(e) => bad_request(e),
+            },
             _ => text(
                 StatusCode::NOT_FOUND,
                 "404 page not found\n".into(),
@@ -269,6 +277,7 @@ fn root_page() -> String {
         ("Subscriptions", "subsz"),
         ("Routes", "routez"),
         ("LeafNodes", "leafz"),
+        ("Accounts", "accountz"),
         ("JetStream", "jsz"),
         ("Health Probe", "healthz"),
     ];

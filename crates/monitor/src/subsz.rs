@@ -1,4 +1,5 @@
-//! `/subsz`: the trie's counters, and optionally its subscriptions.
+//! `/subsz`: the tries' counters (one account's with `acc`), and
+//! optionally their subscriptions.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -47,7 +48,12 @@ pub fn subsz(server: &Server, q: &Query) -> Result<Subsz, QueryError> {
     }
     let mut stats = subjects::SublistStats::default();
     let mut list: Vec<Arc<Subscription>> = Vec::new();
+    // nats-server's `acc`: that account's trie alone.
+    let acc = q.get("acc");
     for account in server.accounts.all() {
+        if !acc.is_empty() && account.name != acc {
+            continue;
+        }
         let sl = account.sublist.read();
         if subs {
             sl.for_each(|s| list.push(s.clone()));

@@ -252,6 +252,15 @@ impl<S> Responses<S> {
         Some(found)
     }
 
+    /// The open paths: (reply subject here, requester's account, its
+    /// reply subject), for `/accountz`.
+    pub fn list(&self) -> Vec<(Bytes, String, Bytes)> {
+        let map = self.pending.lock();
+        map.iter()
+            .map(|(k, p)| (k.clone(), p.to.name.clone(), p.reply.clone()))
+            .collect()
+    }
+
     /// Closes the path of a request nothing in the exporter received.
     pub fn close(&self, reply: &[u8]) {
         self.pending.lock().remove(reply);

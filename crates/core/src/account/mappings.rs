@@ -11,6 +11,8 @@ use subjects::transform::{tokenize, Transform};
 /// One destination with the running total of weights up to it.
 #[derive(Debug)]
 struct Dest {
+    /// As written (the source's own, for what the weights leave).
+    subject: String,
     transform: Transform,
     upto: u32,
 }
@@ -52,7 +54,7 @@ impl Mappings {
                     debug_assert!(false, "a mapping the config checked: {m:?}");
                     continue;
                 };
-                let weighted = (t, u32::from(d.weight), d.subject == m.src);
+                let weighted = (d.subject.clone(), t, u32::from(d.weight));
                 match &d.cluster {
                     None => plain.push(weighted),
                     Some(c) => by_cluster.entry(c.clone()).or_default().push(weighted),
@@ -110,24 +112,59 @@ impl Mappings {
 /// nats-server's `processDestinations`: unless the source names itself,
 /// what the weights leave of 100 maps to the source; then by weight,
 /// lightest first, as running totals.
-fn totals(src: &str, mut dests: Vec<(Transform, u32, bool)>) -> Vec<Dest> {
-    let total: u32 = dests.iter().map(|(_, w, _)| w).sum();
+fn totals(src: &str, mut dests: Vec<(String, Transform, u32)>) -> Vec<Dest> {
+    let total: u32 = dests.iter().map(|(_, _, w)| w).sum();
     debug_assert!(total <= 100, "checked at load");
-    let names_itself = dests.iter().any(|(_, _, itself)| *itself);
+    let names_itself = dests.iter().any(|(subject, _, _)| subject == src);
     if total != 100 && !names_itself {
-        if let Ok(t) = Transform::mapping(src, &tokenize(src)) {
-            dests.push((t, 100 - total, true));
+        let itself = tokenize(src);
+        if let Ok(t) = Transform::mapping(src, &itself) {
+            dests.push((itself, t, 100 - total));
         }
     }
-    dests.sort_by_key(|(_, w, _)| *w);
+    dests.sort_by_key(|(_, _, w)| *w);
     let mut upto = 0;
     dests
         .into_iter()
-        .map(|(transform, w, _)| {
+        .map(|(subject, transform, w)| {
             upto += w;
-            Dest { transform, upto }
+            Dest {
+                subject,
+                transform,
+                upto,
+            }
         })
         .collect()
+}
+
+/// One destination as `/accountz` shows it: nats-server's `MapDest`,
+/// whose weight is the running total.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shown {
+    pub subject: String,
+    pub weight: u32,
+    pub cluster: Option<String>,
+}
+
+impl Mappings {
+    /// Each mapping's source and destinations, as `/accountz` shows them.
+    pub fn shown(&self) -> Vec<(String, Vec<Shown>)> {
+        let shown = |d: &Dest, cluster: Option<&String>| Shown {
+            subject: d.subject.clone(),
+            weight: d.upto,
+            cluster: cluster.cloned(),
+        };
+        self.list
+            .iter()
+            .map(|m| {
+                let mut dests: Vec<Shown> = m.dests.iter().map(|d| shown(d, None)).collect();
+                for (cluster, ds) in &m.by_cluster {
+                    dests.extend(ds.iter().map(|d| shown(d, Some(cluster))));
+                }
+                (m.src.clone(), dests)
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

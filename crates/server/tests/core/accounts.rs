@@ -199,3 +199,30 @@ async fn a_reload_that_moves_a_user_closes_its_connection() {
         .await
         .is_ok());
 }
+
+/// `acc` narrows `/connz` and `/subsz` to one account, as nats-server's.
+#[tokio::test]
+async fn monitoring_narrows_to_one_account() {
+    let s = common::server().config(CONFIG).start();
+    // nats-server's accounts hold subscriptions of its own (its system
+    // imports): counted from where each starts.
+    let count = |acc: &str| {
+        s.json(&format!("/subsz?acc={acc}"))["num_subscriptions"]
+            .as_u64()
+            .unwrap()
+    };
+    let (a0, b0) = (count("A"), count("B"));
+    let (a, b) = (user(&s.url(), "a1").await, user(&s.url(), "b1").await);
+    let _subs = (
+        a.subscribe("a.one").await.unwrap(),
+        a.subscribe("a.two").await.unwrap(),
+        b.subscribe("b.one").await.unwrap(),
+    );
+    a.flush().await.unwrap();
+    b.flush().await.unwrap();
+    let connz = s.json("/connz?acc=A&auth=1");
+    assert_eq!(connz["total"], 1, "{connz}");
+    assert_eq!(connz["connections"][0]["account"], "A", "{connz}");
+    assert_eq!(s.json("/connz?acc=B")["total"], 1);
+    assert_eq!((count("A") - a0, count("B") - b0), (2, 1));
+}

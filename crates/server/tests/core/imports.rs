@@ -523,3 +523,61 @@ fn bad_imports_are_refused_at_load() {
         assert!(said.contains(want), "{text}\nwant: {want}\ngot: {said}");
     }
 }
+
+/// `/accountz` lists the accounts, and with `acc` shows one account's
+/// exports and imports as nats-server does.
+#[test]
+fn accountz_shows_exports_and_imports() {
+    let s = common::server().config(CONFIG).start();
+    let all = s.json("/accountz");
+    let names: Vec<&str> = all["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    for name in ["A", "B", "C", "$G"] {
+        assert!(names.contains(&name), "{all}");
+    }
+    let b = &s.json("/accountz?acc=B")["account_detail"];
+    assert_eq!(b["account_name"], "B");
+    let imports = b["imports"].as_array().unwrap();
+    let find = |subject: &str| {
+        imports
+            .iter()
+            .find(|i| i["subject"] == subject)
+            .unwrap_or_else(|| panic!("{subject} in {b}"))
+            .clone()
+    };
+    assert_eq!(
+        find("svc.>"),
+        serde_json::json!({"subject": "svc.>", "account": "A", "to": "ask.>",
+            "local_subject": "ask.>", "type": "service", "invalid": false,
+            "share": false, "tracking": false})
+    );
+    assert_eq!(
+        find("foo.>"),
+        serde_json::json!({"subject": "foo.>", "account": "A",
+            "local_subject": "fromA.foo.>", "type": "stream", "invalid": false,
+            "share": false, "tracking": false})
+    );
+    let a = &s.json("/accountz?acc=A")["account_detail"];
+    let exports = a["exports"].as_array().unwrap();
+    let export = |subject: &str| {
+        exports
+            .iter()
+            .find(|e| e["subject"] == subject)
+            .unwrap_or_else(|| panic!("{subject} in {a}"))
+            .clone()
+    };
+    assert_eq!(
+        export("svc.>"),
+        serde_json::json!({"subject": "svc.>", "type": "service", "response_type": "Singleton"})
+    );
+    assert_eq!(
+        export("limited.>"),
+        serde_json::json!({"subject": "limited.>", "type": "stream", "approved_accounts": ["C"]})
+    );
+    let (status, _, body) = s.http("/accountz?acc=Z");
+    assert_eq!((status, body.trim()), (400, "Account Z does not exist"));
+}

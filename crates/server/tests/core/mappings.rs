@@ -227,3 +227,22 @@ fn bad_mappings_are_refused_at_load() {
         assert!(said.contains("test.conf:"), "{said}");
     }
 }
+
+/// `/accountz` shows a mapping's destinations as nats-server does:
+/// lightest first, each weight the running total, what the weights leave
+/// on the source.
+#[test]
+fn accountz_shows_the_mappings() {
+    let s = common::server().config(MAPPINGS).start();
+    let g = &s.json("/accountz?acc=$G")["account_detail"];
+    assert_eq!(
+        g["mappings"]["canary"],
+        serde_json::json!([{"subject": "v2", "weight": 20}, {"subject": "v1", "weight": 100}]),
+        "{g}"
+    );
+    assert_eq!(
+        g["mappings"]["lossy"],
+        serde_json::json!([{"subject": "lossy", "weight": 0}]),
+        "{g}"
+    );
+}
