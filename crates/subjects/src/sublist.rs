@@ -26,6 +26,20 @@ const CACHE_MAX: usize = 1024;
 /// thin on every miss.
 const CACHE_SWEEP_TO: usize = 256;
 
+/// The literal tokens a filter starts with, each with its dot: every
+/// subject the filter matches starts with these bytes (`a.b.*` gives
+/// `a.b.`, `*.x` nothing).
+fn literal_prefix(filter: &[u8]) -> &[u8] {
+    let mut end = 0;
+    for t in tokens(filter) {
+        if t == [PWC] || t == [FWC] {
+            break;
+        }
+        end += t.len() + 1;
+    }
+    &filter[..end.min(filter.len())]
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SublistError {
     #[error("sublist: invalid subject")]
@@ -269,7 +283,14 @@ impl<T: Clone> Sublist<T> {
         if crate::is_literal(subject) {
             cache.remove(subject);
         } else {
-            cache.retain(|cached, _| !crate::subject_matches_filter(cached, subject));
+            // A cached subject can match only if it starts with the
+            // filter's literal tokens: most entries fail that one compare,
+            // and a leader change (a stream's `$JS.ACK.<name>.>`) costs a
+            // scan, not a thousand full matches.
+            let prefix = literal_prefix(subject);
+            cache.retain(|cached, _| {
+                !(cached.starts_with(prefix) && crate::subject_matches_filter(cached, subject))
+            });
         }
     }
 
@@ -487,6 +508,35 @@ mod tests {
         }
         assert_eq!(s.stats().num_cache, before);
         assert_eq!(s.stats().num_matches, 101);
+    }
+
+    #[test]
+    fn a_filters_literal_prefix_ends_at_its_first_wildcard() {
+        let cases: [(&[u8], &[u8]); 5] = [
+            (b"a.b.*", b"a.b."),
+            (b"$JS.ACK.S.>", b"$JS.ACK.S."),
+            (b"*.x", b""),
+            (b">", b""),
+            (b"a.*.c", b"a."),
+        ];
+        for (filter, prefix) in cases {
+            assert_eq!(literal_prefix(filter), prefix, "{filter:?}");
+        }
+    }
+
+    #[test]
+    fn a_wildcard_change_drops_exactly_the_cached_subjects_it_matches() {
+        let mut s = Sublist::new();
+        s.insert(b"a.>", None, 1, 1u64).unwrap();
+        for subj in ["a.b.c", "a.x", "ab.c", "b.a.c"] {
+            s.matches(subj.as_bytes());
+        }
+        s.insert(b"a.*.c", None, 2, 2u64).unwrap();
+        assert_eq!(s.stats().num_cache, 3, "only a.b.c dropped");
+        assert_eq!(keys(&s.matches(b"a.b.c")).0, vec![1, 2]);
+        s.insert(b"*.c", None, 3, 3u64).unwrap();
+        assert_eq!(keys(&s.matches(b"ab.c")).0, vec![3]);
+        assert_eq!(keys(&s.matches(b"a.x")).0, vec![1]);
     }
 
     fn keys(r: &SubResult<u64>) -> (Vec<u64>, Vec<(String, Vec<u64>)>) {
