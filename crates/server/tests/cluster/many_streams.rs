@@ -36,6 +36,57 @@ fn leading(s: &common::Server) -> (usize, usize) {
     (led, streams.len())
 }
 
+/// Waits until `servers` lead every stream between them, each holding
+/// all of them. Polled twice a second: 2,000 groups' /raftz from every
+/// server every 50 ms was load enough to slow the elections it watched.
+fn wait_all_led(servers: &[&common::Server], within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let counts: Vec<(usize, usize)> = servers.iter().map(|s| leading(s)).collect();
+        if counts.iter().map(|c| c.0).sum::<usize>() == STREAMS
+            && counts.iter().all(|c| c.1 == STREAMS)
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for every stream led:\n{}",
+            unled(servers)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// What the servers say of the groups none of them leads: state, term,
+/// leader, vote and commit on each, for the first few, and a count.
+fn unled(servers: &[&common::Server]) -> String {
+    let zs: Vec<serde_json::Value> = servers.iter().map(|s| s.json("/raftz")).collect();
+    let Some(groups) = zs[0]["$G"].as_object() else {
+        return "no groups".into();
+    };
+    let mut out = Vec::new();
+    for name in groups.keys().filter(|n| n.starts_with("S-R3F-")) {
+        let views: Vec<&serde_json::Value> = zs.iter().map(|z| &z["$G"][name]).collect();
+        if views.iter().any(|g| g["state"] == "LEADER") {
+            continue;
+        }
+        let line = views
+            .iter()
+            .map(|g| {
+                format!(
+                    "{}/t{}/l={}/v={}/c{}",
+                    g["state"], g["term"], g["leader"], g["voted_for"], g["committed"]
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("  ");
+        out.push(format!("{name}: {line}"));
+    }
+    let n = out.len();
+    out.truncate(20);
+    format!("{n} groups unled\n{}", out.join("\n"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_streams_fail_over_when_a_server_dies() {
     let mut all = cluster3();
@@ -74,11 +125,8 @@ async fn two_thousand_streams_fail_over_when_a_server_dies() {
         .await;
     assert_eq!(created, STREAMS);
     eprintln!("{STREAMS} R3 streams created in {:.1?}", started.elapsed());
-    common::wait_for("every stream led", Duration::from_secs(60), || {
-        let counts: Vec<(usize, usize)> = all.iter().map(leading).collect();
-        counts.iter().map(|c| c.0).sum::<usize>() == STREAMS
-            && counts.iter().all(|c| c.1 == STREAMS)
-    });
+    let everyone: Vec<&common::Server> = all.iter().collect();
+    wait_all_led(&everyone, Duration::from_secs(60));
     let (victim, led) = all
         .iter()
         .enumerate()
@@ -96,9 +144,7 @@ async fn two_thousand_streams_fail_over_when_a_server_dies() {
         .collect();
     // The bound is liveness, not a figure: elections take 0.5-1 s, and
     // a storm that kept deposing leaders would never settle.
-    common::wait_for("every stream led again", Duration::from_secs(30), || {
-        rest.iter().map(|s| leading(s).0).sum::<usize>() == STREAMS
-    });
+    wait_all_led(&rest, Duration::from_secs(30));
     eprintln!(
         "{led} streams led by the killed server: all led again in {:.1?}",
         killed.elapsed()
