@@ -147,12 +147,13 @@ pub async fn queue(p: &Params) -> Result<Report> {
 }
 
 /// Sequential round trips from each of `p.pubs` requesters to `p.subs`
-/// responders (a queue group), each answer checked.
+/// responders (a queue group, at `p.sub_url` when given), each answer
+/// checked.
 pub async fn request(p: &Params) -> Result<Report> {
     let subject = unique("bench.req");
     let mut responders = Vec::new();
     for _ in 0..p.subs {
-        let c = connect(p).await?;
+        let c = connect_to(p, p.sub_url.as_deref().unwrap_or(&p.url)).await?;
         let mut s = c
             .queue_subscribe(subject.clone(), "responders".into())
             .await

@@ -237,13 +237,20 @@ pub async fn connect_to(p: &Params, url: &str) -> Result<async_nats::Client> {
     if let Some(ca) = &p.tls_ca {
         options = options.add_root_certificates(ca.clone()).require_tls(true);
     }
-    options
-        .connect(url.split(',').map(str::trim).collect::<Vec<_>>())
-        .await
-        .map_err(|e| Error::Connect {
-            url: url.to_string(),
-            detail: e.to_string(),
-        })
+    // async-nats reads no credentials from the URL: `user:pass@` (a
+    // server with accounts) is passed on as options.
+    let urls: Vec<&str> = url.split(',').map(str::trim).collect();
+    let addr = urls[0].parse::<async_nats::ServerAddr>().ok();
+    if let Some((user, pass)) = addr
+        .as_ref()
+        .and_then(|a| Some((a.username()?, a.password()?)))
+    {
+        options = options.user_and_password(user.into(), pass.into());
+    }
+    options.connect(urls).await.map_err(|e| Error::Connect {
+        url: url.to_string(),
+        detail: e.to_string(),
+    })
 }
 
 /// Waits until the server has processed everything `c` sent so far, such
