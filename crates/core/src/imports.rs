@@ -297,6 +297,7 @@ impl Delivery {
             "a shadow listens in another account than its subscription"
         );
         let parent = parent.clone();
+        self.shadow_of = Some(sub.account.clone());
         self.deliver(
             &parent,
             Message {

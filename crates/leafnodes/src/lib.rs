@@ -32,6 +32,7 @@ use tracing::{debug, error, info, warn};
 use auth::tls::DialTls;
 use auth::{self, Credentials};
 use config::options::RemoteLeaf;
+use flotilla_core::account::stats::Peer;
 use flotilla_core::client::Account;
 use flotilla_core::client::{Client, ClosedState, LeafRole, Message, Subscription};
 use flotilla_core::conn::delivery::{self, Delivery};
@@ -896,6 +897,10 @@ impl LeafConn {
         stats
             .in_bytes
             .fetch_add(m.message.len() as u64, Ordering::Relaxed);
+        leaf.account
+            .stats
+            .received
+            .add(Peer::Leaf, 1, m.message.len() as u64);
         if leaf::denied(m.subject) || leaf::import_denied(c, m.subject) {
             return;
         }

@@ -19,6 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
 use tracing::{debug, error, info};
 
+use flotilla_core::account::stats::Peer;
 use flotilla_core::client::{Client, ClosedState, Message, Subscription};
 use flotilla_core::conn::delivery::{self, Delivery};
 use flotilla_core::conn::writer;
@@ -618,6 +619,10 @@ impl RouteConn {
             .stats
             .in_bytes
             .fetch_add(m.message.len() as u64, Ordering::Relaxed);
+        account
+            .stats
+            .received
+            .add(Peer::Route, 1, m.message.len() as u64);
         // The cache is for `$G`'s trie, where most messages are.
         let uncached;
         let result = if account.is_global() {

@@ -18,6 +18,7 @@ use subjects::Sublist;
 
 pub mod imports;
 pub mod mappings;
+pub mod stats;
 use imports::{Imports, Responses};
 use mappings::Mappings;
 
@@ -51,6 +52,8 @@ pub struct Account<S> {
     /// This server's subscription for those replies (`_R_.xxxxxx.>`),
     /// made at the first imported request.
     pub reply_sub: std::sync::OnceLock<Arc<S>>,
+    /// Its traffic on this server (`/accstatz`).
+    pub stats: stats::Stats,
 }
 
 /// What nats-server's `generateJSMappingTable` maps under
@@ -79,6 +82,7 @@ impl<S> Account<S> {
             maps: AtomicBool::new(false),
             responses: Responses::default(),
             reply_sub: std::sync::OnceLock::new(),
+            stats: Default::default(),
         })
     }
 
@@ -162,6 +166,11 @@ impl<S> Account<S> {
                 (limit < 0 || n < limit).then_some(n + 1)
             })
             .is_ok()
+    }
+
+    /// Client connections in it now.
+    pub fn clients(&self) -> i64 {
+        self.conns.load(Ordering::Relaxed)
     }
 
     /// A client connection left it.

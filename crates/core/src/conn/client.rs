@@ -19,6 +19,7 @@ use tracing::{debug, error};
 use super::delivery::{self, Delivery};
 use super::writer;
 use crate::account::mappings::Mapped;
+use crate::account::stats::Peer;
 use crate::client::outbound::Push;
 use crate::client::Account;
 use crate::client::{Client, ClosedState, Message, Subscription};
@@ -451,6 +452,10 @@ impl Conn {
                 .fetch_add(b.in_bytes, Ordering::Relaxed);
             stats.in_msgs.fetch_add(b.in_msgs, Ordering::Relaxed);
             stats.in_bytes.fetch_add(b.in_bytes, Ordering::Relaxed);
+            self.account
+                .stats
+                .received
+                .add(Peer::Client, b.in_msgs, b.in_bytes);
         }
         if b.active {
             self.client.touch(SystemTime::now());

@@ -15,6 +15,7 @@ use protocol::encode;
 use subjects::SubResult;
 use tracing::info;
 
+use crate::account::stats::{Peer, Tally};
 use crate::client::outbound::Push;
 use crate::client::{Client, ClosedState, LeafRole, Message, Quota, Subscription};
 use crate::server::Server;
@@ -58,6 +59,12 @@ pub struct Delivery {
     /// The message came in through a service import: stream import
     /// shadows do not take it (nats-server's `pmrMsgImportedFromService`).
     imported: bool,
+    /// Deliveries not yet added to their account's `sent`.
+    sent: Option<(Arc<crate::client::Account>, Tally)>,
+    /// The account whose stream import shadow the next [`Delivery::deliver`]
+    /// serves: its `sent` counts the delivery, as nats-server counts it
+    /// in the exporter's.
+    pub(crate) shadow_of: Option<Arc<crate::client::Account>>,
 }
 
 /// Where the messages a [`Delivery`] routes came from, which decides
@@ -102,6 +109,8 @@ impl Delivery {
             reply_buf: Vec::new(),
             trace: None,
             imported: false,
+            sent: None,
+            shadow_of: None,
         }
     }
 
@@ -310,6 +319,12 @@ impl Delivery {
                 Push::Queued | Push::QueuedNearLimit => {
                     self.out_msgs += 1;
                     self.out_bytes += size as u64;
+                    let peer = if remote.is_route {
+                        Peer::Route
+                    } else {
+                        Peer::Leaf
+                    };
+                    self.count_sent(&account, peer, &msg);
                     self.mark_flush(&remote);
                 }
                 Push::SlowConsumer => slow_consumer(&self.server, &remote, self.max_pending),
@@ -322,6 +337,8 @@ impl Delivery {
     /// Queues one message for one subscription. Returns whether it was
     /// queued.
     pub fn deliver(&mut self, sub: &Arc<Subscription>, msg: Message<'_>) -> bool {
+        let shadow_of = self.shadow_of.take();
+        let counted_in = shadow_of.as_ref().unwrap_or(&sub.account);
         let target = &sub.client;
         if !self.echo && target.cid == self.publisher {
             return false;
@@ -358,6 +375,7 @@ impl Delivery {
                 return false;
             }
             sink.deliver(msg);
+            self.count_sent(counted_in, Peer::Client, &msg);
             return true;
         }
         match sub.take_quota() {
@@ -381,6 +399,7 @@ impl Delivery {
             Push::Queued | Push::QueuedNearLimit => {
                 self.out_msgs += 1;
                 self.out_bytes += size as u64;
+                self.count_sent(counted_in, Peer::Client, &msg);
                 if pushed == Push::QueuedNearLimit
                     && !self.stalled_on.iter().any(|c| Arc::ptr_eq(c, target))
                 {
@@ -424,6 +443,22 @@ impl Delivery {
         (self.origin, self.publisher) = came_from;
     }
 
+    /// Counts a delivery of `msg` (its headers and payload, as received)
+    /// in `account`'s `sent`: added up per account, and added to it when
+    /// another account's delivery comes or the read ends.
+    fn count_sent(&mut self, account: &Arc<crate::client::Account>, peer: Peer, msg: &Message<'_>) {
+        let size = msg.headers.map_or(0, |h| h.len()) + msg.payload.len();
+        let same = matches!(&self.sent, Some((a, _)) if Arc::ptr_eq(a, account));
+        if !same {
+            if let Some((previous, mut tally)) = self.sent.take() {
+                tally.flush(&previous.stats.sent);
+            }
+            self.sent = Some((account.clone(), Tally::default()));
+        }
+        let (_, tally) = self.sent.as_mut().expect("set just now");
+        tally.add(peer, size as u64);
+    }
+
     /// Remembers to wake `target`'s writer at the end of the read.
     pub fn mark_flush(&mut self, target: &Arc<Client>) {
         if self.to_flush.len() < SCAN_LIMIT {
@@ -449,6 +484,9 @@ impl Delivery {
         self.flush_set.clear();
         for s in std::mem::take(&mut self.to_unsubscribe) {
             self.server.unsubscribe(&s);
+        }
+        if let Some((account, mut tally)) = self.sent.take() {
+            tally.flush(&account.stats.sent);
         }
         if self.out_msgs > 0 {
             let stats = &self.server.stats;
@@ -505,6 +543,9 @@ fn remote_usable(sub: &Subscription) -> bool {
 pub fn slow_consumer(server: &Server, target: &Client, max_pending: usize) {
     if target.close(ClosedState::SlowConsumerPendingBytes) {
         server.stats.slow_consumers.fetch_add(1, Ordering::Relaxed);
+        if let Some(account) = target.account() {
+            account.stats.slow_consumer();
+        }
         info!(
             "{} - Slow Consumer Detected: MaxPending of {max_pending} Exceeded",
             target.log_prefix(),
