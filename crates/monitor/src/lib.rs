@@ -1,7 +1,8 @@
-//! HTTP monitoring: `/varz`, `/connz`, `/subsz`, `/jsz`, `/healthz`, `/routez`, `/leafz`, `/accountz`,
+//! HTTP monitoring: `/varz`, `/connz`, `/subsz`, `/jsz`, `/healthz`, `/routez`, `/leafz`, `/accountz`, `/accstatz`,
 //! with nats-server's JSON field names, query parameters and errors.
 
 mod accountz;
+mod accstatz;
 mod connz;
 pub mod format;
 pub mod jsz;
@@ -201,6 +202,13 @@ impl Monitor {
                 self.count("/healthz");
                 self.healthz(&q)
             }
+            "/accstatz" => {
+                self.count("/accstatz");
+                match accstatz::accstatz(&self.server, &q) {
+                    Ok(a) => pretty(&a),
+                    Err(e) => bad_request(e),
+                }
+            }
             "/accountz" => match accountz::accountz(&self.server, &q) {
                 Ok(a) => {
                     self.count("/accountz");
@@ -278,6 +286,7 @@ fn root_page() -> String {
         ("Routes", "routez"),
         ("LeafNodes", "leafz"),
         ("Accounts", "accountz"),
+        ("Account Stats", "accstatz"),
         ("JetStream", "jsz"),
         ("Health Probe", "healthz"),
     ];

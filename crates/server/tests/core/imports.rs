@@ -581,3 +581,117 @@ fn accountz_shows_exports_and_imports() {
     let (status, _, body) = s.http("/accountz?acc=Z");
     assert_eq!((status, body.trim()), (400, "Account Z does not exist"));
 }
+
+/// `/accstatz` counts each account's traffic as nats-server does: what
+/// its clients published (`received`), and what its subject space
+/// delivered (`sent`), a stream import's deliveries counted in the
+/// exporter's; only accounts with a client here, unless `unused`.
+#[tokio::test]
+async fn accstatz_counts_each_accounts_traffic() {
+    let s = common::server().config(CONFIG).start();
+    // nats-server's accounts hold subscriptions of its own (its system
+    // imports): counted from where each starts.
+    let subs = |acc: &str| {
+        s.json(&format!("/subsz?acc={acc}"))["num_subscriptions"]
+            .as_u64()
+            .unwrap()
+    };
+    let a0 = subs("A");
+    let (a, b) = (user(&s.url(), "a").await, user(&s.url(), "b").await);
+    let mut own = a.subscribe("foo.x").await.unwrap();
+    let mut imported = b.subscribe("fromA.foo.>").await.unwrap();
+    settle(&[&a, &b]).await;
+    for _ in 0..3 {
+        a.publish("foo.x", "hello".into()).await.unwrap();
+    }
+    b.publish("nobody", "hi".into()).await.unwrap();
+    settle(&[&a, &b]).await;
+    for _ in 0..3 {
+        own.next().await.unwrap();
+        imported.next().await.unwrap();
+    }
+    let statz = s.json("/accstatz");
+    let stat = |name: &str| {
+        statz["account_statz"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["acc"] == name)
+            .cloned()
+    };
+    let zero = serde_json::json!({"msgs": 0, "bytes": 0});
+    let data = |msgs: u64, bytes: u64| {
+        serde_json::json!({"msgs": msgs, "bytes": bytes,
+            "gateways": zero, "routes": zero, "leafs": zero})
+    };
+    let a_stat = stat("A").unwrap_or_else(|| panic!("A in {statz}"));
+    assert_eq!(a_stat["name"], "A");
+    assert_eq!(
+        (
+            &a_stat["conns"],
+            &a_stat["leafnodes"],
+            &a_stat["total_conns"]
+        ),
+        (&1.into(), &0.into(), &1.into())
+    );
+    assert_eq!(a_stat["received"], data(3, 15), "{a_stat}");
+    assert_eq!(a_stat["sent"], data(6, 30), "{a_stat}");
+    assert_eq!(a_stat["slow_consumers"], 0);
+    // Its own subscription and the shadow of B's.
+    assert_eq!(a_stat["num_subscriptions"].as_u64().unwrap() - a0, 2);
+    let b_stat = stat("B").unwrap_or_else(|| panic!("B in {statz}"));
+    assert_eq!(b_stat["received"], data(1, 2), "{b_stat}");
+    assert_eq!(b_stat["sent"], data(0, 0), "{b_stat}");
+    assert!(stat("C").is_none() && stat("$G").is_none(), "{statz}");
+    let all = s.json("/accstatz?unused=1");
+    let names: Vec<&str> = all["account_statz"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["acc"].as_str())
+        .collect();
+    for name in ["A", "B", "C", "$G"] {
+        assert!(names.contains(&name), "{all}");
+    }
+}
+
+/// Across a route, `/accstatz` counts a message where it was published
+/// and again where the route brought it, under `routes` on both sides.
+#[tokio::test]
+async fn accstatz_counts_what_crosses_a_route() {
+    let servers = routed_pair();
+    let (publisher, subscriber) = (
+        user(&servers[0].url(), "a").await,
+        user(&servers[1].url(), "a").await,
+    );
+    let mut sub = subscriber.subscribe("foo.r").await.unwrap();
+    settle(&[&subscriber]).await;
+    for _ in 0..2 {
+        publisher.publish("foo.r", "hello".into()).await.unwrap();
+    }
+    for _ in 0..2 {
+        sub.next().await.unwrap();
+    }
+    settle(&[&publisher]).await;
+    let a = |s: &common::Server| {
+        let statz = s.json("/accstatz");
+        statz["account_statz"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["acc"] == "A")
+            .cloned()
+            .unwrap_or_else(|| panic!("A in {statz}"))
+    };
+    let zero = serde_json::json!({"msgs": 0, "bytes": 0});
+    let ten = serde_json::json!({"msgs": 2, "bytes": 10});
+    let data = |routes: &serde_json::Value| {
+        serde_json::json!({"msgs": 2, "bytes": 10,
+            "gateways": zero, "routes": routes, "leafs": zero})
+    };
+    let (from, to) = (a(&servers[0]), a(&servers[1]));
+    assert_eq!(from["received"], data(&zero), "{from}");
+    assert_eq!(from["sent"], data(&ten), "{from}");
+    assert_eq!(to["received"], data(&ten), "{to}");
+    assert_eq!(to["sent"], data(&zero), "{to}");
+}
