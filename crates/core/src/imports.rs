@@ -14,7 +14,9 @@
 //!   subject, after its own account's subscribers got it, is published
 //!   again in the exporter's account on the exporter's subject
 //!   ([`request`]), with a reply subject of a path opened in the
-//!   exporter's `Responses`.
+//!   exporter's `Responses`; and on again if the exporter imports that
+//!   subject in turn (a chain), each hop's reply path leading to the
+//!   one before.
 //! - **Replies.** This server's subscription to its reply paths in the
 //!   exporter (`_R_.xxxxxx.>`, told to routes so replies come back to the
 //!   server that opened them) delivers a reply to the requester's reply
@@ -131,6 +133,38 @@ pub fn request(
     client: &Client,
     msg: Message<'_>,
 ) -> bool {
+    let asker = Asker {
+        server,
+        account,
+        client,
+    };
+    forward(delivery, &asker, account, msg, 0)
+}
+
+/// Who asked a request, for the `Nats-Request-Info` every hop carries.
+struct Asker<'a> {
+    server: &'a Server,
+    account: &'a Arc<Account>,
+    client: &'a Client,
+}
+
+/// Hops a request may take through service imports: each account's
+/// import of a subject that another imports from it. Cycles are refused
+/// at load (`config::links`); this bounds a chain regardless.
+const MAX_HOPS: usize = 8;
+
+/// One hop of a request, from `account` into the exporter of its import
+/// of `msg`'s subject, and on from there when the exporter imports that
+/// subject in turn (nats-server follows such chains, its service import
+/// being a subscription in the importer's trie). A reply path is opened
+/// at each hop, in the exporter, back to the hop before.
+fn forward(
+    delivery: &mut Delivery,
+    asker: &Asker<'_>,
+    account: &Arc<Account>,
+    msg: Message<'_>,
+    hops: usize,
+) -> bool {
     let imports = account.imports();
     let Some(import) = imports.service(msg.subject) else {
         return false;
@@ -139,6 +173,7 @@ pub fn request(
         return false;
     };
     let exporter = &import.to;
+    let server = asker.server;
     // The exporter's mappings apply to what reaches it.
     let requested = import.request.apply(subject);
     let theirs = match mapped(server, exporter, requested.as_bytes()) {
@@ -162,7 +197,9 @@ pub fn request(
         };
         exporter.responses.open(pending, Instant::now())
     });
-    let info = request_info(server, account, client, import.share);
+    // Past the first hop, the account it came through is named as `svc`.
+    let through = (hops > 0).then_some(account.name.as_str());
+    let info = request_info(asker, import.share, through);
     let headers = protocol::headers::set(msg.headers, REQUEST_INFO, &info);
     let result = exporter.sublist.read().matches(theirs.as_bytes());
     let forwarded = Message {
@@ -172,7 +209,14 @@ pub fn request(
         headers: Some(&headers),
         payload: msg.payload,
     };
-    let delivered = delivery.route_imported(&result, forwarded, true);
+    let mut delivered = delivery.route_imported(&result, forwarded, true);
+    if hops + 1 < MAX_HOPS && exporter.imports_services() {
+        let onward = Message {
+            headers: msg.headers,
+            ..forwarded
+        };
+        delivered |= forward(delivery, asker, exporter, onward, hops + 1);
+    }
     if let Some(r) = reply.as_deref().filter(|_| !delivered) {
         exporter.responses.close(r);
     }
@@ -182,7 +226,9 @@ pub fn request(
 /// The JSON of nats-server's `ClientInfo` that a request carries: the
 /// account and round trip time, and with `share` who the requester is
 /// (`getClientInfo(detailed)`), in its field order.
-fn request_info(server: &Server, account: &Account, client: &Client, share: bool) -> String {
+/// `through`: the account a chained request last went through (`svc`).
+fn request_info(asker: &Asker<'_>, share: bool, through: Option<&str>) -> String {
+    let (server, account, client) = (asker.server, asker.account, asker.client);
     let rtt = client.rtt.load(Ordering::Relaxed);
     let mut info = serde_json::Map::new();
     let mut put = |key: &str, value: serde_json::Value| {
@@ -198,6 +244,7 @@ fn request_info(server: &Server, account: &Account, client: &Client, share: bool
         put("id", client.cid.into());
     }
     put("acc", account.name.clone().into());
+    put("svc", through.unwrap_or_default().into());
     if share {
         let meta = client.meta.lock().clone();
         put("user", meta.user.unwrap_or_default().into());
@@ -261,8 +308,10 @@ impl Delivery {
             return false;
         };
         debug_assert!(
-            !reply.starts_with(crate::account::imports::REPLY_PREFIX.as_bytes()),
-            "a requester's reply is never a reply path (`reserved_reply`)"
+            !reply.starts_with(crate::account::imports::REPLY_PREFIX.as_bytes())
+                || to.reply_sub.get().is_some(),
+            "a reply path as a reply only in a chain's middle account, \
+             which listens on its own (`Responses::open`)"
         );
         let result = to.sublist.read().matches(&reply);
         let back = Message {

@@ -695,3 +695,64 @@ async fn accstatz_counts_what_crosses_a_route() {
     assert_eq!(to["received"], data(&ten), "{to}");
     assert_eq!(to["sent"], data(&zero), "{to}");
 }
+
+/// A service import of a service that the exporter imports in turn: the
+/// request goes on through both (the last hop's header names the middle
+/// account as `svc`), the middle account's own subscribers hear it, and
+/// the answer comes back through both reply paths.
+#[tokio::test]
+async fn a_chained_service_import_reaches_the_last_exporter() {
+    let s = common::server()
+        .config(
+            r#"
+accounts {
+  C { users: [ { user: c, password: p } ], exports: [ { service: "svc.>" } ] }
+  B {
+    users: [ { user: b, password: p } ]
+    exports: [ { service: "svc.>" } ]
+    imports: [ { service: { account: C, subject: "svc.>" } } ]
+  }
+  A { users: [ { user: a, password: p } ], imports: [ { service: { account: B, subject: "svc.>" } } ] }
+}
+"#,
+        )
+        .start();
+    let (a, b, c) = (
+        user(&s.url(), "a").await,
+        user(&s.url(), "b").await,
+        user(&s.url(), "c").await,
+    );
+    let mut last = c.subscribe("svc.>").await.unwrap();
+    let mut middle = b.subscribe("svc.>").await.unwrap();
+    settle(&[&b, &c]).await;
+    let asked = tokio::spawn({
+        let a = a.clone();
+        async move { a.request("svc.time", "now?".into()).await }
+    });
+    let got = tokio::time::timeout(Duration::from_secs(5), last.next())
+        .await
+        .expect("C gets the request")
+        .unwrap();
+    let info = |m: &async_nats::Message| -> serde_json::Value {
+        let h = m.headers.as_ref().and_then(|h| h.get("Nats-Request-Info"));
+        serde_json::from_str(h.expect("a request info header").as_str()).unwrap()
+    };
+    let at_c = info(&got);
+    assert_eq!(
+        (&at_c["acc"], &at_c["svc"]),
+        (&"A".into(), &"B".into()),
+        "{at_c}"
+    );
+    let heard = tokio::time::timeout(Duration::from_secs(5), middle.next())
+        .await
+        .expect("B's own subscriber hears it")
+        .unwrap();
+    let at_b = info(&heard);
+    assert_eq!(at_b["acc"], "A", "{at_b}");
+    assert!(at_b.get("svc").is_none(), "{at_b}");
+    c.publish(got.reply.clone().unwrap(), "noon".into())
+        .await
+        .unwrap();
+    let answer = asked.await.unwrap().expect("A gets C's answer");
+    assert_eq!(&answer.payload[..], b"noon");
+}
