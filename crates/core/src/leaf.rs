@@ -140,6 +140,17 @@ impl Leaf {
         }
     }
 
+    /// Tells `subject` as interest that stays while the connection
+    /// does, whatever subscriptions come and go on it ([`STANDING`]).
+    fn stand(&self, subject: &str, out: &mut BytesMut) {
+        let key = (Bytes::copy_from_slice(subject.as_bytes()), None);
+        let mut told = self.told.lock();
+        let keys = told.entry(key).or_default();
+        if keys.insert(STANDING) && keys.len() == 1 {
+            rp::sub(out, None, subject.as_bytes(), None);
+        }
+    }
+
     /// Subscriptions it told, with the number of lines (for `/leafz`).
     pub fn subscriptions(&self) -> Vec<Bytes> {
         self.subs
@@ -158,6 +169,27 @@ impl Leaf {
             .push(usize::MAX, None, |out| out.extend_from_slice(b));
         self.client.out.flush();
     }
+}
+
+/// The key in `Leaf::told` of interest told for the account itself, not
+/// a subscription (subscription keys count up from 1, never this far).
+const STANDING: u64 = u64::MAX;
+
+/// Subjects a connection's account wants to hear whoever subscribes: its
+/// imported services' (requests go on to the exporter) and its mappings'
+/// sources (publishes are mapped here), as nats-server's
+/// `initLeafNodeSmapAndSendSubs` tells them.
+fn standing_interest(account: &Account) -> Vec<String> {
+    let mut subjects: Vec<String> = account
+        .imports()
+        .services
+        .iter()
+        .map(|s| s.local.clone())
+        .collect();
+    if let Some(mappings) = account.mappings() {
+        subjects.extend(mappings.shown().into_iter().map(|(source, _)| source));
+    }
+    subjects
 }
 
 /// Whether `leaf` is told of `sub` (see the module's rules).
@@ -203,6 +235,12 @@ impl Leafs {
         rp::sub(&mut out, None, &self.loop_subject(&leaf.account), None);
         if let Some(api) = leaf.account.domain_api_interest() {
             rp::sub(&mut out, None, &api, None);
+        }
+        for subject in standing_interest(&leaf.account) {
+            let told = subject.as_bytes();
+            if !denied(told) && !import_denied(&leaf.client, told) {
+                leaf.stand(&subject, &mut out);
+            }
         }
         // Under `inner`: a change made meanwhile waits, and then counts
         // once (`Leaf::tell`).

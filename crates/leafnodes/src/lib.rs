@@ -32,11 +32,13 @@ use tracing::{debug, error, info, warn};
 use auth::tls::DialTls;
 use auth::{self, Credentials};
 use config::options::RemoteLeaf;
+use flotilla_core::account::mappings::Mapped;
 use flotilla_core::account::stats::Peer;
 use flotilla_core::client::Account;
 use flotilla_core::client::{Client, ClosedState, LeafRole, Message, Subscription};
 use flotilla_core::conn::delivery::{self, Delivery};
 use flotilla_core::conn::writer;
+use flotilla_core::imports;
 use flotilla_core::leaf::{self, Leaf};
 use flotilla_core::server::Server;
 
@@ -905,12 +907,21 @@ impl LeafConn {
             return;
         }
         // A request to this server's JetStream domain.
-        let mapped = leaf.account.map(m.subject);
-        let routed = mapped.as_deref().unwrap_or(m.subject);
+        // The account's subject mappings apply to what a leaf node sends
+        // as to a client's publish (nats-server's parser maps CLIENT and
+        // LEAF messages alike); then the JetStream domain's.
+        let remapped = match imports::mapped(&self.server, &leaf.account, m.subject) {
+            None => None,
+            Some(Mapped::To(to)) => Some(to.into_bytes()),
+            Some(Mapped::Dropped) => return,
+        };
+        let wire = remapped.as_deref().unwrap_or(m.subject);
+        let mapped = leaf.account.map(wire);
+        let routed = mapped.as_deref().unwrap_or(wire);
         let result = leaf.account.sublist.read().matches(routed);
-        let (subject, reply) = match &mapped {
-            Some(_) => (routed, m.reply),
-            None => delivery::from_route(m.subject, m.reply),
+        let (subject, reply) = match (&remapped, &mapped) {
+            (None, None) => delivery::from_route(m.subject, m.reply),
+            _ => (routed, m.reply),
         };
         let msg = Message {
             subject,
@@ -920,5 +931,11 @@ impl LeafConn {
             payload: m.payload(),
         };
         self.delivery.route_from_peer(&result, msg, &m.queues);
+        // A request to a service the account imports goes on to its
+        // exporter, as a client's does: the leaf node is the requester.
+        if leaf.account.imports_services() {
+            let server = self.server.clone();
+            imports::request(&mut self.delivery, &server, &leaf.account, c, msg);
+        }
     }
 }

@@ -869,3 +869,69 @@ async fn an_accounts_leaf_node_limit_holds() {
         assert_eq!(hub.json("/leafz")["leafnodes"], 1, "{bin:?}");
     }
 }
+
+/// A leaf node bound to an account that imports a service and maps
+/// subjects: a request from the leaf's side reaches the exporter's
+/// responder on the hub and its answer comes back, and a publish from
+/// the leaf's side is mapped as a client's would be. The hub tells the
+/// leaf of both subjects before anyone subscribes on them there
+/// (nats-server's `initLeafNodeSmapAndSendSubs`).
+#[tokio::test]
+async fn a_leafs_account_imports_and_mappings_apply() {
+    let port = common::free_ports(1)[0];
+    let hub = common::server()
+        .config(&format!(
+            r#"server_name: hub
+accounts {{
+  A {{ users: [ {{ user: a, password: p }} ], exports: [ {{ service: "svc.>" }} ] }}
+  B {{
+    users: [ {{ user: b, password: p }} ]
+    imports: [ {{ service: {{ account: A, subject: "svc.>" }} }} ]
+    mappings: {{ "old.>": "new.>" }}
+  }}
+}}
+leafnodes {{ listen: "127.0.0.1:{port}", authorization {{ users: [ {{ user: lb, password: lp, account: B }} ] }} }}
+"#
+        ))
+        .start();
+    let leaf = common::server()
+        .config(&format!(
+            "server_name: leaf\nleafnodes {{ remotes: [ {{ url: \"nats-leaf://lb:lp@127.0.0.1:{port}\" }} ] }}\n"
+        ))
+        .start();
+    wait_leafs(&hub, 1);
+    let on_hub = |user: &'static str| {
+        async_nats::ConnectOptions::with_user_and_password(user.into(), "p".into())
+            .connect(hub.url())
+    };
+    let (in_a, in_b) = (on_hub("a").await.unwrap(), on_hub("b").await.unwrap());
+    let mut requests = in_a.subscribe("svc.>").await.unwrap();
+    let mut mapped = in_b.subscribe("new.>").await.unwrap();
+    in_a.flush().await.unwrap();
+    in_b.flush().await.unwrap();
+    let on_leaf = async_nats::connect(leaf.url()).await.unwrap();
+    let responder = tokio::spawn(async move {
+        let req = next(&mut requests).await;
+        assert_eq!(req.subject.as_str(), "svc.time");
+        in_a.publish(req.reply.unwrap(), "noon".into())
+            .await
+            .unwrap();
+        in_a.flush().await.unwrap();
+    });
+    let answer = tokio::time::timeout(
+        Duration::from_secs(10),
+        on_leaf.request("svc.time", "now?".into()),
+    )
+    .await
+    .expect("an answer in time")
+    .expect("the import's answer");
+    assert_eq!(&answer.payload[..], b"noon");
+    responder.await.unwrap();
+    on_leaf.publish("old.x", "moved".into()).await.unwrap();
+    on_leaf.flush().await.unwrap();
+    let m = next(&mut mapped).await;
+    assert_eq!(
+        (m.subject.as_str(), &m.payload[..]),
+        ("new.x", &b"moved"[..])
+    );
+}
