@@ -59,13 +59,11 @@ fn exports(key: &str, claims: &Claims) -> Vec<Export> {
             error!("Account [{key}] has an export without a type or subject: {e}");
             continue;
         };
-        if e.get("service_latency").is_some_and(|l| !l.is_null())
-            || e["allow_trace"].as_bool() == Some(true)
-        {
+        if e.get("service_latency").is_some_and(|l| !l.is_null()) {
             // The export works; what flotilla lacks is said, not hidden.
             error!(
-                "Account [{key}] export {subject:?} asks for service latency or \
-                 allow_trace, which flotilla does not support: exported without them"
+                "Account [{key}] export {subject:?} asks for service latency, \
+                 which flotilla does not support: exported without it"
             );
         }
         let response = match e["response_type"].as_str() {
@@ -89,6 +87,8 @@ fn exports(key: &str, claims: &Claims) -> Vec<Export> {
                 .filter(|p| *p > 0)
                 .map(|p| p as usize),
             token_req: e["token_req"].as_bool() == Some(true),
+            // nats-server takes it on services only.
+            allow_trace: kind == LinkKind::Service && e["allow_trace"].as_bool() == Some(true),
         };
         match config::links::check_export(&export) {
             Ok(()) => out.push(export),
@@ -147,6 +147,8 @@ fn imports(
             to,
             share: i["share"].as_bool() == Some(true),
             activated,
+            // nats-server takes it on streams only.
+            allow_trace: kind == LinkKind::Stream && i["allow_trace"].as_bool() == Some(true),
         });
     }
     out

@@ -177,6 +177,9 @@ pub struct Export {
     /// Only importers with an activation token may import it (account
     /// JWTs' `token_req`).
     pub token_req: bool,
+    /// Services only: a traced message goes on being traced in the
+    /// exporter (`allow_trace`); without it, tracing stops at the import.
+    pub allow_trace: bool,
 }
 
 /// One entry of an account's `imports`.
@@ -199,6 +202,9 @@ pub struct Import {
     /// It carried an activation token the exporter signed for it (account
     /// JWTs only), which a `token_req` export asks for.
     pub activated: bool,
+    /// Streams only: a traced message goes on being traced into the
+    /// importer (`allow_trace`); without it, tracing stops at the export.
+    pub allow_trace: bool,
 }
 
 impl Import {

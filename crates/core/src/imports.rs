@@ -123,9 +123,10 @@ pub fn mapped(server: &Server, account: &Account, subject: &[u8]) -> Option<Mapp
     mappings.select(subject, &cluster, &mut |n| fastrand::u32(..n))
 }
 
-/// A client's publish, once its own account's subscribers got it: if
-/// the subject is an imported service's, the request goes on to the
-/// exporter. Returns whether anyone there got it.
+/// A client's publish (before its own account's subscribers get it, as
+/// nats-server orders them): if the subject is an imported service's,
+/// the request goes on to the exporter. Returns whether anyone there
+/// got it.
 pub fn request(
     delivery: &mut Delivery,
     server: &Server,
@@ -181,6 +182,19 @@ fn forward(
         Some(Mapped::To(to)) => to,
         Some(Mapped::Dropped) => return false,
     };
+    // A trace goes into the exporter only where its export allows it:
+    // otherwise a trace-only request stops here, and a delivered one goes
+    // on untraced, its `Nats-Trace-Dest` saying so to other servers.
+    let mut untraced = None;
+    if let Some(trace) = delivery.trace.as_mut() {
+        trace.service_import(&exporter.name, subject, &theirs);
+        if !import.allow_trace {
+            if trace.only {
+                return false;
+            }
+            untraced = delivery.trace.take();
+        }
+    }
     // A reply in the JetStream ack space is the exporter's own, not a
     // path back (nats-server leaves `$JS.ACK` replies as they are).
     let reply = msg.reply.map(|r| {
@@ -200,7 +214,11 @@ fn forward(
     // Past the first hop, the account it came through is named as `svc`.
     let through = (hops > 0).then_some(account.name.as_str());
     let info = request_info(asker, import.share, through);
-    let headers = protocol::headers::set(msg.headers, REQUEST_INFO, &info);
+    let mut headers = protocol::headers::set(msg.headers, REQUEST_INFO, &info);
+    if untraced.is_some() {
+        headers =
+            protocol::headers::set(Some(&headers), crate::trace::DEST, crate::trace::DISABLED);
+    }
     let result = exporter.sublist.read().matches(theirs.as_bytes());
     let forwarded = Message {
         subject: theirs.as_bytes(),
@@ -219,6 +237,9 @@ fn forward(
     }
     if let Some(r) = reply.as_deref().filter(|_| !delivered) {
         exporter.responses.close(r);
+    }
+    if untraced.is_some() {
+        delivery.trace = untraced;
     }
     delivered
 }
@@ -327,7 +348,7 @@ impl Delivery {
     /// A message for `sub`, the shadow of a subscription in an account
     /// that imports a stream: to that subscription, under the
     /// importer's subject.
-    pub(crate) fn shadow(&mut self, sub: &Subscription, msg: Message<'_>) -> bool {
+    pub(crate) fn shadow(&mut self, sub: &Arc<Subscription>, msg: Message<'_>) -> bool {
         let Some(Via::Shadow { parent, import }) = &sub.via else {
             unreachable!("only shadows come here");
         };
@@ -345,15 +366,33 @@ impl Delivery {
             !Arc::ptr_eq(&parent.account, &sub.account),
             "a shadow listens in another account than its subscription"
         );
+        // A trace goes into the importer only where the import allows
+        // it: otherwise a trace-only message stops here (counted as
+        // delivered, as nats-server counts it), and a delivered one goes
+        // on untraced.
+        let mut untraced = None;
+        if let Some(trace) = self.trace.as_mut() {
+            trace.stream_export(&parent.account.name, &shown);
+            if !import.allow_trace {
+                if trace.only {
+                    return true;
+                }
+                untraced = self.trace.take();
+            }
+        }
         let parent = parent.clone();
-        self.shadow_of = Some(sub.account.clone());
-        self.deliver(
+        self.shadowing = Some(sub.clone());
+        let delivered = self.deliver(
             &parent,
             Message {
                 subject,
                 routed: shown.as_bytes(),
                 ..msg
             },
-        )
+        );
+        if untraced.is_some() {
+            self.trace = untraced;
+        }
+        delivered
     }
 }

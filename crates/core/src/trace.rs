@@ -4,7 +4,10 @@
 //! where it went (clients, routes, streams) and its headers. With
 //! `Nats-Trace-Only` it is routed and reported but delivered to nobody.
 //! A route carries it with `Nats-Trace-Hop` naming the hop, so the next
-//! server's event can be matched to this one's egress.
+//! server's event can be matched to this one's egress. Across accounts
+//! the event names the mapping, service import or stream export taken,
+//! and tracing goes past an import only where `allow_trace` lets it
+//! (`crate::imports`).
 //!
 //! The W3C `traceparent` header (account-configured tracing) is not
 //! supported.
@@ -21,8 +24,9 @@ use crate::server::Server;
 pub const DEST: &str = "Nats-Trace-Dest";
 pub const ONLY: &str = "Nats-Trace-Only";
 pub const HOP: &str = "Nats-Trace-Hop";
-/// A destination meaning "tracing disabled upstream" (not a subject).
-const DISABLED: &str = "trace disabled";
+/// A destination meaning "tracing disabled upstream" (not a subject):
+/// what a service import without `allow_trace` puts in `DEST`.
+pub const DISABLED: &str = "trace disabled";
 
 /// nats-server's connection kinds, as events name them.
 pub const CLIENT: u8 = 0;
@@ -84,6 +88,8 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 pub struct Trace {
     pub only: bool,
     pub dest: String,
+    /// The account it came in to: an egress in another names its own.
+    account: String,
     hop: String,
     hops: u32,
     headers: BTreeMap<String, Vec<String>>,
@@ -96,8 +102,52 @@ pub struct Trace {
 #[serde(untagged)]
 enum Step {
     In(Ingress),
+    Sm(Mapping),
+    Se(StreamExport),
+    Si(ServiceImport),
     Eg(Egress),
     Js(Stored),
+}
+
+/// A step that is only its type and time, and what follows.
+#[derive(Serialize)]
+struct Base {
+    #[serde(rename = "type")]
+    kind_of: &'static str,
+    ts: String,
+}
+
+impl Base {
+    fn of(kind_of: &'static str) -> Base {
+        Base { kind_of, ts: now() }
+    }
+}
+
+/// The account's subject mapping took the message to `to`.
+#[derive(Serialize)]
+struct Mapping {
+    #[serde(flatten)]
+    base: Base,
+    to: String,
+}
+
+/// A stream export took the message into `acc`, under `to`.
+#[derive(Serialize)]
+struct StreamExport {
+    #[serde(flatten)]
+    base: Base,
+    acc: String,
+    to: String,
+}
+
+/// A service import took the message from `from` into `acc`, on `to`.
+#[derive(Serialize)]
+struct ServiceImport {
+    #[serde(flatten)]
+    base: Base,
+    acc: String,
+    from: String,
+    to: String,
 }
 
 /// What every ingress and egress step starts with: the step, when, and
@@ -139,6 +189,8 @@ struct Egress {
     conn: Conn,
     #[serde(skip_serializing_if = "String::is_empty")]
     hop: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    acc: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     sub: String,
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -182,6 +234,7 @@ impl Trace {
         Trace {
             only: asked.only,
             dest,
+            account: account.to_string(),
             hop: asked.hop,
             hops: 0,
             headers: asked.headers,
@@ -191,18 +244,53 @@ impl Trace {
     }
 
     /// The message went (or, trace only, would go) to a client's
-    /// subscription.
-    pub fn went_to_client(&mut self, sub: &Subscription) {
+    /// subscription, which took it on `subject` (a stream import's, in
+    /// the exporter, for a delivery through one).
+    pub fn went_to_client(&mut self, sub: &Subscription, subject: &[u8]) {
         let client = &sub.client;
+        let acc = &sub.account.name;
         self.events.push(Step::Eg(Egress {
             conn: Conn::of("eg", CLIENT, client),
             hop: String::new(),
-            sub: String::from_utf8_lossy(&sub.subject).into_owned(),
+            acc: if *acc != self.account {
+                acc.clone()
+            } else {
+                String::new()
+            },
+            sub: String::from_utf8_lossy(subject).into_owned(),
             queue: sub
                 .queue
                 .as_ref()
                 .map(|q| String::from_utf8_lossy(q).into_owned())
                 .unwrap_or_default(),
+        }));
+    }
+
+    /// The account's mappings took the message to `to`.
+    pub fn mapped_to(&mut self, to: &str) {
+        self.events.push(Step::Sm(Mapping {
+            base: Base::of("sm"),
+            to: to.to_string(),
+        }));
+    }
+
+    /// A stream import took the message into `account`, shown as `to`.
+    pub fn stream_export(&mut self, account: &str, to: &str) {
+        self.events.push(Step::Se(StreamExport {
+            base: Base::of("se"),
+            acc: account.to_string(),
+            to: to.to_string(),
+        }));
+    }
+
+    /// A service import took the message from `from` into `account`'s
+    /// `to`.
+    pub fn service_import(&mut self, account: &str, from: &str, to: &str) {
+        self.events.push(Step::Si(ServiceImport {
+            base: Base::of("si"),
+            acc: account.to_string(),
+            from: from.to_string(),
+            to: to.to_string(),
         }));
     }
 
@@ -227,6 +315,7 @@ impl Trace {
         self.events.push(Step::Eg(Egress {
             conn: Conn::of("eg", ROUTER, route),
             hop: hop.clone(),
+            acc: String::new(),
             sub: String::new(),
             queue: String::new(),
         }));

@@ -10,8 +10,8 @@
 //! Deliberate differences, for safety: an entry with neither a stream
 //! nor a service, a `prefix` on a service import, and a `prefix` with a
 //! `to` in any order are errors (nats-server drops or ignores them), and
-//! so are a `share` on a stream import and the keys flotilla does not
-//! implement yet (`latency`, `allow_trace`).
+//! so are a `share` on a stream import and the key flotilla does not
+//! implement yet (`latency`).
 
 use conf::{Entry, Item, Value};
 
@@ -27,7 +27,7 @@ pub(super) struct Links<'a> {
 
 /// Keys nats-server takes in an export or import that flotilla does not
 /// implement yet: refused, never ignored.
-const NOT_YET: &[&str] = &["latency", "allow_trace"];
+const NOT_YET: &[&str] = &["latency"];
 
 fn not_yet(r: &mut Report, e: &Entry, what: &str) {
     r.error_at(
@@ -67,8 +67,10 @@ fn export(account: &str, item: &Item, r: &mut Report) -> Option<Export> {
         response_threshold: DEFAULT_RESPONSE_THRESHOLD,
         account_token_position: None,
         token_req: false,
+        allow_trace: false,
     };
     let (mut kind, mut response_at, mut threshold_at) = (None, None, None);
+    let mut trace_at = None;
     for e in &m.entries {
         match e.key.to_ascii_lowercase().as_str() {
             k @ ("stream" | "service") => {
@@ -124,6 +126,10 @@ fn export(account: &str, item: &Item, r: &mut Report) -> Option<Export> {
                     return None;
                 }
             },
+            "allow_trace" => {
+                out.allow_trace = super::boolean(r, e)?;
+                trace_at = Some(e);
+            }
             k if NOT_YET.contains(&k) => not_yet(r, e, "an export"),
             _ => r.error_at(e, format!("unknown field {:?}", e.key)),
         }
@@ -134,6 +140,10 @@ fn export(account: &str, item: &Item, r: &mut Report) -> Option<Export> {
     };
     if kind == LinkKind::Stream && (response_at.is_some() || threshold_at.is_some()) {
         r.error(item, "Detected response directive on non-service");
+        return None;
+    }
+    if let Some(at) = trace_at.filter(|_| kind == LinkKind::Stream) {
+        r.error_at(at, "Detected allow_trace directive on non-service");
         return None;
     }
     out.kind = kind;
@@ -243,7 +253,7 @@ fn import(account: &str, item: &Item, r: &mut Report) -> Option<Import> {
         return None;
     };
     let (mut kind, mut from, mut prefix, mut to) = (None, None, None, None);
-    let mut share = None;
+    let (mut share, mut allow_trace) = (None, None);
     for e in &m.entries {
         match e.key.to_ascii_lowercase().as_str() {
             k @ ("stream" | "service") => {
@@ -266,6 +276,7 @@ fn import(account: &str, item: &Item, r: &mut Report) -> Option<Import> {
             "prefix" => prefix = Some((super::string(r, e)?, e)),
             "to" => to = Some(super::string(r, e)?),
             "share" => share = Some((super::boolean(r, e)?, e)),
+            "allow_trace" => allow_trace = Some((super::boolean(r, e)?, e)),
             k if NOT_YET.contains(&k) => not_yet(r, e, "an import"),
             _ => r.error_at(e, format!("unknown field {:?}", e.key)),
         }
@@ -276,6 +287,10 @@ fn import(account: &str, item: &Item, r: &mut Report) -> Option<Import> {
     };
     if let Some((_, at)) = share.filter(|_| kind == LinkKind::Stream) {
         r.error_at(at, "\"share\" is for service imports");
+        return None;
+    }
+    if let Some((_, at)) = allow_trace.filter(|_| kind == LinkKind::Service) {
+        r.error_at(at, "Detected allow_trace directive on a non-stream");
         return None;
     }
     let to = match (prefix, to) {
@@ -315,6 +330,7 @@ fn import(account: &str, item: &Item, r: &mut Report) -> Option<Import> {
         to,
         share: share.is_some_and(|(s, _)| s),
         activated: false,
+        allow_trace: allow_trace.is_some_and(|(t, _)| t),
     })
 }
 

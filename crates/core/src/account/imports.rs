@@ -60,6 +60,8 @@ pub struct StreamImport<S> {
     /// The importer's subject → the exporter's: where a subscription's
     /// shadow listens.
     pub back: SubjectMap,
+    /// A traced message stays traced into the importer (`allow_trace`).
+    pub allow_trace: bool,
 }
 
 impl<S> StreamImport<S> {
@@ -83,6 +85,9 @@ pub struct ServiceImport<S> {
     pub threshold: Duration,
     /// Requests carry the requester's full client info.
     pub share: bool,
+    /// A traced request stays traced in the exporter (its export's
+    /// `allow_trace`).
+    pub allow_trace: bool,
 }
 
 /// Everything one account imports.
@@ -129,6 +134,7 @@ impl<S> Imports<S> {
                     local: local.to_string(),
                     shown,
                     back,
+                    allow_trace: i.allow_trace,
                 })),
                 LinkKind::Service => {
                     let export = exports.iter().find(|e| {
@@ -139,12 +145,13 @@ impl<S> Imports<S> {
                                 e.subject.as_bytes(),
                             )
                     });
-                    let (response, threshold) = export.map_or(
+                    let (response, threshold, allow_trace) = export.map_or(
                         (
                             ResponseType::Singleton,
                             config::options::DEFAULT_RESPONSE_THRESHOLD,
+                            false,
                         ),
-                        |e| (e.response, e.response_threshold),
+                        |e| (e.response, e.response_threshold, e.allow_trace),
                     );
                     out.services.push(ServiceImport {
                         to: find(&i.from),
@@ -153,6 +160,7 @@ impl<S> Imports<S> {
                         response,
                         threshold,
                         share: i.share,
+                        allow_trace,
                     })
                 }
             }

@@ -896,6 +896,9 @@ impl Conn {
         if !self.admit(subject, p.subject, p.reply) || !self.start_trace(p) {
             return;
         }
+        if let (Some(trace), Some(Mapped::To(to))) = (self.delivery.trace.as_mut(), &mapped) {
+            trace.mapped_to(to);
+        }
         self.route_pub(subject, p);
     }
 
@@ -987,12 +990,15 @@ impl Conn {
             headers: p.headers(),
             payload: p.payload(),
         };
-        let mut delivered = self.delivery.route(result, msg);
+        // Service imports first: nats-server's are subscriptions its trie
+        // lists ahead of the clients' (a trace shows them in that order).
+        let mut delivered = false;
         if self.account.imports_services() {
             let (server, account) = (&self.server, &self.account);
-            delivered |=
+            delivered =
                 crate::imports::request(&mut self.delivery, server, account, &self.client, msg);
         }
+        delivered |= self.delivery.route(result, msg);
         if self.delivery.trace.is_some() {
             let account = self.account.clone();
             self.delivery.send_trace(&account);

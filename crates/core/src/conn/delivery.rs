@@ -61,10 +61,11 @@ pub struct Delivery {
     imported: bool,
     /// Deliveries not yet added to their account's `sent`.
     sent: Option<(Arc<crate::client::Account>, Tally)>,
-    /// The account whose stream import shadow the next [`Delivery::deliver`]
-    /// serves: its `sent` counts the delivery, as nats-server counts it
-    /// in the exporter's.
-    pub(crate) shadow_of: Option<Arc<crate::client::Account>>,
+    /// The stream import shadow the next [`Delivery::deliver`] serves:
+    /// its account's `sent` counts the delivery, and a trace names its
+    /// subject, as nats-server, whose shadow is the delivering
+    /// subscription, does.
+    pub(crate) shadowing: Option<Arc<Subscription>>,
 }
 
 /// Where the messages a [`Delivery`] routes came from, which decides
@@ -110,7 +111,7 @@ impl Delivery {
             trace: None,
             imported: false,
             sent: None,
-            shadow_of: None,
+            shadowing: None,
         }
     }
 
@@ -337,8 +338,9 @@ impl Delivery {
     /// Queues one message for one subscription. Returns whether it was
     /// queued.
     pub fn deliver(&mut self, sub: &Arc<Subscription>, msg: Message<'_>) -> bool {
-        let shadow_of = self.shadow_of.take();
-        let counted_in = shadow_of.as_ref().unwrap_or(&sub.account);
+        let shadowing = self.shadowing.take();
+        let via = shadowing.as_ref().unwrap_or(sub);
+        let counted_in = &via.account;
         let target = &sub.client;
         if !self.echo && target.cid == self.publisher {
             return false;
@@ -349,9 +351,10 @@ impl Delivery {
         }
         match &sub.via {
             None => {}
-            Some(_) if self.trace.as_ref().is_some_and(|t| t.only) => return false,
             Some(crate::client::Via::Shadow { .. }) if self.imported => return false,
+            // A trace-only message goes through (`Delivery::shadow`).
             Some(crate::client::Via::Shadow { .. }) => return self.shadow(sub, msg),
+            Some(_) if self.trace.as_ref().is_some_and(|t| t.only) => return false,
             Some(crate::client::Via::Replies) => return self.reply(sub, msg),
         }
         if target.delivery_denied(msg.routed, sub.queue.as_deref()) {
@@ -364,7 +367,7 @@ impl Delivery {
                         trace.went_to_stream(stream, msg.subject);
                     }
                 }
-                None => trace.went_to_client(sub),
+                None => trace.went_to_client(sub, &via.subject),
             }
             if trace.only {
                 return true;

@@ -478,6 +478,16 @@ fn bad_imports_are_refused_at_load() {
             r#"imports: [ { stream: { account: A } } ]"#,
             "Expect an account name and a subject",
         ),
+        (
+            r#"exports: [ { stream: "foo", allow_trace: true } ]"#,
+            "",
+            "Detected allow_trace directive on non-service",
+        ),
+        (
+            r#"exports: [ { service: "svc" } ]"#,
+            r#"imports: [ { service: { account: A, subject: "svc" }, allow_trace: true } ]"#,
+            "Detected allow_trace directive on a non-stream",
+        ),
     ];
     for (a, b, want) in cases {
         let text = accounts(a, b);

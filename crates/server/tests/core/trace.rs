@@ -253,3 +253,119 @@ authorization {
     tracer.flush().await.unwrap();
     assert!(!quiet(&mut plain).await);
 }
+
+/// A trace across accounts, as nats-server reports it: a mapping is an
+/// `sm` step, a service import an `si` step and a stream import an `se`
+/// step, and a delivery in another account than the publisher's names
+/// it. A trace goes past an import only where the service's export, or
+/// the stream's import, says `allow_trace`; a request that goes on
+/// untraced carries `Nats-Trace-Dest: trace disabled`.
+#[tokio::test]
+async fn a_trace_crosses_accounts_where_allowed() {
+    let s = common::server()
+        .config(
+            r#"
+accounts {
+  A {
+    users: [ { user: a, password: p } ]
+    exports: [
+      { service: "svc.open", allow_trace: true }
+      { service: "svc.closed" }
+      { stream: "feed.>" }
+      { stream: "news.>" }
+    ]
+  }
+  B {
+    users: [ { user: b, password: p } ]
+    imports: [
+      { service: { account: A, subject: "svc.open" } }
+      { service: { account: A, subject: "svc.closed" } }
+      { stream: { account: A, subject: "feed.>" }, prefix: "fromA", allow_trace: true }
+      { stream: { account: A, subject: "news.>" }, prefix: "fromA" }
+    ]
+    mappings: { "old.svc": "svc.open" }
+  }
+}
+"#,
+        )
+        .start();
+    let connect = |user: &'static str| {
+        async_nats::ConnectOptions::with_user_and_password(user.into(), "p".into()).connect(s.url())
+    };
+    let (a, b) = (connect("a").await.unwrap(), connect("b").await.unwrap());
+    let mut b_events = b.subscribe(DEST).await.unwrap();
+    let mut a_events = a.subscribe(DEST).await.unwrap();
+    let mut service = a.subscribe("svc.>").await.unwrap();
+    let mut feed = b.subscribe("fromA.>").await.unwrap();
+    // A request nobody answers comes back after the server read every
+    // SUB before it.
+    for c in [&a, &b] {
+        let _ = c.request("settle.nobody", "".into()).await;
+    }
+    let kinds = |e: &Value| -> Vec<String> {
+        e["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["type"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    traced(&b, "svc.open", false).await;
+    let e = event(&mut b_events).await;
+    assert_eq!(kinds(&e), ["in", "si", "eg"], "{e}");
+    let si = of_type(&e, "si")[0];
+    assert_eq!(
+        (&si["acc"], &si["from"], &si["to"]),
+        (&"A".into(), &"svc.open".into(), &"svc.open".into()),
+        "{e}"
+    );
+    let eg = of_type(&e, "eg")[0];
+    assert_eq!(
+        (&eg["acc"], &eg["sub"]),
+        (&"A".into(), &"svc.>".into()),
+        "{e}"
+    );
+    service.next().await.unwrap();
+
+    traced(&b, "old.svc", false).await;
+    let e = event(&mut b_events).await;
+    assert_eq!(kinds(&e), ["in", "sm", "si", "eg"], "{e}");
+    assert_eq!(of_type(&e, "in")[0]["subj"], "old.svc", "{e}");
+    assert_eq!(of_type(&e, "sm")[0]["to"], "svc.open", "{e}");
+    service.next().await.unwrap();
+
+    traced(&b, "svc.closed", false).await;
+    let e = event(&mut b_events).await;
+    assert_eq!(kinds(&e), ["in", "si"], "{e}");
+    let got = service.next().await.unwrap();
+    let dest = got.headers.as_ref().and_then(|h| h.get("Nats-Trace-Dest"));
+    assert_eq!(dest.map(|d| d.as_str()), Some("trace disabled"));
+
+    for (subject, allowed) in [("feed.x", true), ("news.x", false)] {
+        traced(&a, subject, false).await;
+        let e = event(&mut a_events).await;
+        let want: &[&str] = if allowed {
+            &["in", "se", "eg"]
+        } else {
+            &["in", "se"]
+        };
+        assert_eq!(kinds(&e), want, "{e}");
+        let se = of_type(&e, "se")[0];
+        let shown = format!("fromA.{subject}");
+        assert_eq!(
+            (&se["acc"], se["to"].as_str()),
+            (&"B".into(), Some(shown.as_str())),
+            "{e}"
+        );
+        if allowed {
+            let eg = of_type(&e, "eg")[0];
+            assert_eq!(
+                (&eg["acc"], &eg["sub"]),
+                (&"B".into(), &"feed.>".into()),
+                "{e}"
+            );
+        }
+        assert_eq!(feed.next().await.unwrap().subject.as_str(), shown);
+    }
+}
