@@ -214,11 +214,17 @@ fn forward(
     // Past the first hop, the account it came through is named as `svc`.
     let through = (hops > 0).then_some(account.name.as_str());
     let info = request_info(asker, import.share, through);
-    let mut headers = protocol::headers::set(msg.headers, REQUEST_INFO, &info);
-    if untraced.is_some() {
-        headers =
-            protocol::headers::set(Some(&headers), crate::trace::DEST, crate::trace::DISABLED);
-    }
+    // Untraced from here on, here and on every hop after.
+    let disabled;
+    let base = match untraced {
+        Some(_) => {
+            disabled =
+                protocol::headers::set(msg.headers, crate::trace::DEST, crate::trace::DISABLED);
+            Some(&disabled[..])
+        }
+        None => msg.headers,
+    };
+    let headers = protocol::headers::set(base, REQUEST_INFO, &info);
     let result = exporter.sublist.read().matches(theirs.as_bytes());
     let forwarded = Message {
         subject: theirs.as_bytes(),
@@ -230,7 +236,7 @@ fn forward(
     let mut delivered = delivery.route_imported(&result, forwarded, true);
     if hops + 1 < MAX_HOPS && exporter.imports_services() {
         let onward = Message {
-            headers: msg.headers,
+            headers: base,
             ..forwarded
         };
         delivered |= forward(delivery, asker, exporter, onward, hops + 1);
