@@ -464,7 +464,11 @@ async fn account_jwts_export_import_and_map() {
 
     let mut requests = a_client.subscribe("svc").await.unwrap();
     let mut b_all = b_client.subscribe(">").await.unwrap();
-    a_client.flush().await.unwrap();
+    // A request nobody answers comes back after the server read every
+    // SUB before it (`flush` only writes): B's own `>` would otherwise
+    // take a request that came before A's `svc`, and it would time out.
+    // B's `>` is read before B's request, on the same connection.
+    let _ = a_client.request("settle.nobody", "".into()).await;
     b_client.flush().await.unwrap();
     let responder = a_client.clone();
     tokio::spawn(async move {

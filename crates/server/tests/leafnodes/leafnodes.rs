@@ -907,8 +907,11 @@ leafnodes {{ listen: "127.0.0.1:{port}", authorization {{ users: [ {{ user: lb, 
     let (in_a, in_b) = (on_hub("a").await.unwrap(), on_hub("b").await.unwrap());
     let mut requests = in_a.subscribe("svc.>").await.unwrap();
     let mut mapped = in_b.subscribe("new.>").await.unwrap();
-    in_a.flush().await.unwrap();
-    in_b.flush().await.unwrap();
+    // A request nobody answers comes back after the hub read every SUB
+    // before it (`flush` only writes).
+    for c in [&in_a, &in_b] {
+        let _ = c.request("settle.nobody", "".into()).await;
+    }
     let on_leaf = async_nats::connect(leaf.url()).await.unwrap();
     let responder = tokio::spawn(async move {
         let req = next(&mut requests).await;
