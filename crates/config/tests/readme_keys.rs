@@ -79,7 +79,8 @@ const NOT_CONFIG: &[&str] = &[
     // Values, not keys.
     "auto",
     "off",
-    // JSON fields of the API, monitoring and JWTs, and headers.
+    // JSON fields of the API, monitoring, JWTs and trace events, and
+    // headers.
     "conn",
     "connect_urls",
     "deleted_details",
@@ -89,17 +90,22 @@ const NOT_CONFIG: &[&str] = &[
     "flow_control",
     "ignored_config",
     "keep",
+    "local_subject",
     "lost",
     "meta_cluster",
     "num_replicas",
     "payload",
     "persist_mode",
     "resp",
+    "se",
     "seq",
+    "si",
+    "sm",
     "src",
     "subjects_filter",
     "subs",
     "times",
+    "token_req",
     "traceparent",
     // A Debian package.
     "fuse3",
