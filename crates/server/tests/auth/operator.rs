@@ -482,7 +482,9 @@ async fn account_jwts_export_import_and_map() {
     for subject in ["feed.1", "private.1", "closed.1", "feed.end"] {
         a_client.publish(subject, "".into()).await.unwrap();
     }
-    a_client.flush().await.unwrap();
+    // Delivered to B before B publishes: the server answers this only
+    // after it routed A's publishes before it.
+    let _ = a_client.request("settle.nobody", "".into()).await;
     b_client.publish("m.in", "".into()).await.unwrap();
     b_client.publish("b.end", "".into()).await.unwrap();
     let mut seen = common::received_until(&mut b_all, "a.feed.end").await;
