@@ -29,18 +29,19 @@ pub fn links(accounts: &BTreeMap<String, Claims>, now: i64) -> Links {
         out.exports.extend(exports(key, claims));
         out.mappings.extend(mappings(key, claims));
     }
+    let mut admitted = config::links::Admitted::new(&out.exports);
     for (key, claims) in accounts {
         for import in imports(key, claims, accounts, now) {
-            match config::links::check_import(&out.exports, &out.imports, &import) {
-                Ok(()) => out.imports.push(import),
-                Err(why) => error!(
+            if let Err((import, why)) = admitted.admit(import) {
+                error!(
                     "Error adding {} import {:?} to account [{key}]: {why}",
                     import.kind.as_str(),
                     import.subject
-                ),
+                );
             }
         }
     }
+    out.imports = admitted.into_imports();
     out
 }
 

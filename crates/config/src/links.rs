@@ -4,6 +4,8 @@
 //! `checkServiceImportAuthorized`, its duplicate checks and its cycle
 //! searches, with their error texts.
 
+use std::collections::{HashMap, HashSet};
+
 use crate::options::{Export, Import, LinkKind, MapDest};
 
 /// An export's subject is valid, and holds a `*` at the token position
@@ -12,14 +14,111 @@ pub fn check_export(export: &Export) -> Result<(), String> {
     export_subject(export)
 }
 
-/// An import may join `imports` (those already accepted): its subjects
-/// map, an export of `exports` authorizes it, it is no duplicate, and it
-/// forms no cycle. `Err` is nats-server's reason.
-pub fn check_import(exports: &[Export], imports: &[Import], import: &Import) -> Result<(), String> {
-    import_subjects(import)?;
-    authorized(exports, import)?;
-    duplicate(imports, import)?;
-    cycle(imports, import)
+/// The imports accepted so far, against `exports`, indexed so that each
+/// check looks only at what it can meet: a config or an operator with a
+/// thousand accounts of ten imports each is checked in linear time, not
+/// by comparing every import with every other.
+pub struct Admitted<'a> {
+    exports: HashMap<&'a str, Vec<&'a Export>>,
+    imports: Vec<Import>,
+    /// `imports`' positions, by importing account.
+    by_account: HashMap<String, Vec<usize>>,
+    /// Stream imports' (importer, exporter, subject).
+    streams: HashSet<(String, String, String)>,
+}
+
+impl<'a> Admitted<'a> {
+    pub fn new(exports: &'a [Export]) -> Self {
+        let mut by_account: HashMap<&str, Vec<&Export>> = HashMap::new();
+        for e in exports {
+            by_account.entry(e.account.as_str()).or_default().push(e);
+        }
+        Admitted {
+            exports: by_account,
+            imports: Vec::new(),
+            by_account: HashMap::new(),
+            streams: HashSet::new(),
+        }
+    }
+
+    /// Accepts `import` if its subjects map, an export authorizes it, it
+    /// is no duplicate, and it forms no cycle; else nats-server's reason.
+    pub fn admit(&mut self, import: Import) -> Result<(), (Import, String)> {
+        if let Err(why) = self.check(&import) {
+            return Err((import, why));
+        }
+        if import.kind == LinkKind::Stream {
+            let key = (
+                import.account.clone(),
+                import.from.clone(),
+                import.subject.clone(),
+            );
+            self.streams.insert(key);
+        }
+        let at = self.imports.len();
+        self.by_account
+            .entry(import.account.clone())
+            .or_default()
+            .push(at);
+        self.imports.push(import);
+        Ok(())
+    }
+
+    fn check(&self, import: &Import) -> Result<(), String> {
+        import_subjects(import)?;
+        let exports = self.exports.get(import.from.as_str());
+        authorized(exports.into_iter().flatten().copied(), import)?;
+        self.duplicate(import)?;
+        self.cycle(import)
+    }
+
+    /// Everything accepted, in the order it came.
+    pub fn into_imports(self) -> Vec<Import> {
+        self.imports
+    }
+
+    fn duplicate(&self, import: &Import) -> Result<(), String> {
+        let key = (
+            import.account.clone(),
+            import.from.clone(),
+            import.subject.clone(),
+        );
+        if import.kind == LinkKind::Stream && self.streams.contains(&key) {
+            return Err("stream import already exists".into());
+        }
+        Ok(())
+    }
+
+    /// nats-server's `serviceImportFormsCycle`/`streamImportFormsCycle`:
+    /// what the import brings from its exporter must not reach the
+    /// exporter through the importer. From the exporter, every import of
+    /// the same kind whose local subject meets the subject is followed to
+    /// its own exporter; reaching an account already on the path is a
+    /// cycle.
+    fn cycle(&self, import: &Import) -> Result<(), String> {
+        const MAX_DEPTH: usize = 1024;
+        let mut path = vec![import.account.as_str()];
+        let mut todo = vec![(import.from.as_str(), import.subject.as_str(), 1usize)];
+        while let Some((account, subject, depth)) = todo.pop() {
+            if depth >= MAX_DEPTH {
+                return Err("search cycle depth exhausted".into());
+            }
+            path.truncate(depth);
+            path.push(account);
+            let theirs = self.by_account.get(account).into_iter().flatten();
+            for next in theirs.map(|&at| &self.imports[at]).filter(|i| {
+                debug_assert_eq!(i.account, account, "indexed by importer");
+                i.kind == import.kind
+                    && subjects::subjects_collide(i.local_subject().as_bytes(), subject.as_bytes())
+            }) {
+                if path.contains(&next.from.as_str()) {
+                    return Err("import forms a cycle".into());
+                }
+                todo.push((next.from.as_str(), next.subject.as_str(), depth + 1));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// nats-server's `addStreamExportWithAccountPos` and its service twin.
@@ -66,12 +165,15 @@ fn import_subjects(import: &Import) -> Result<(), String> {
 }
 
 /// nats-server's `checkStreamImportAuthorized`/`checkServiceImportAuthorized`:
-/// an export of the same kind covers the subject, lists the importer (or
+/// one of the exporter's `exports` of the same kind covers the subject, lists the importer (or
 /// nobody, or checked the importer's activation token), and holds its
 /// name at the token position it names.
-fn authorized(exports: &[Export], import: &Import) -> Result<(), String> {
+fn authorized<'e>(
+    mut exports: impl Iterator<Item = &'e Export>,
+    import: &Import,
+) -> Result<(), String> {
     let kind = import.kind.as_str();
-    let allowed = exports.iter().any(|e| {
+    let allowed = exports.any(|e| {
         e.account == import.from
             && e.kind == import.kind
             && subjects::subject_matches_filter(import.subject.as_bytes(), e.subject.as_bytes())
@@ -89,49 +191,6 @@ fn authorized(exports: &[Export], import: &Import) -> Result<(), String> {
     } else {
         Err(format!("{kind} import not authorized"))
     }
-}
-
-fn duplicate(imports: &[Import], import: &Import) -> Result<(), String> {
-    let twin = imports.iter().any(|i| {
-        i.kind == LinkKind::Stream
-            && import.kind == LinkKind::Stream
-            && i.account == import.account
-            && i.from == import.from
-            && i.subject == import.subject
-    });
-    if twin {
-        return Err("stream import already exists".into());
-    }
-    Ok(())
-}
-
-/// nats-server's `serviceImportFormsCycle`/`streamImportFormsCycle`:
-/// what the import brings from its exporter must not reach the exporter
-/// through the importer. From the exporter, every import of the same
-/// kind whose local subject meets the subject is followed to its own
-/// exporter; reaching an account already on the path is a cycle.
-fn cycle(imports: &[Import], import: &Import) -> Result<(), String> {
-    const MAX_DEPTH: usize = 1024;
-    let mut path = vec![import.account.as_str()];
-    let mut todo = vec![(import.from.as_str(), import.subject.as_str(), 1usize)];
-    while let Some((account, subject, depth)) = todo.pop() {
-        if depth >= MAX_DEPTH {
-            return Err("search cycle depth exhausted".into());
-        }
-        path.truncate(depth);
-        path.push(account);
-        for next in imports.iter().filter(|i| {
-            i.account == account
-                && i.kind == import.kind
-                && subjects::subjects_collide(i.local_subject().as_bytes(), subject.as_bytes())
-        }) {
-            if path.contains(&next.from.as_str()) {
-                return Err("import forms a cycle".into());
-            }
-            todo.push((next.from.as_str(), next.subject.as_str(), depth + 1));
-        }
-    }
-    Ok(())
 }
 
 /// nats-server's `AddWeightedMappings`: no destination twice, each

@@ -388,7 +388,7 @@ pub(super) fn check(links: Links<'_>, o: &mut Options, r: &mut Report) {
         }
     }
     let exports: Vec<Export> = links.exports.into_iter().map(|(e, _)| e).collect();
-    let mut imports: Vec<Import> = Vec::new();
+    let mut admitted = crate::links::Admitted::new(&exports);
     for (import, item) in links.imports {
         let kind = import.kind.as_str();
         if !exists(&import.from) {
@@ -398,14 +398,14 @@ pub(super) fn check(links: Links<'_>, o: &mut Options, r: &mut Report) {
             );
             continue;
         }
-        match crate::links::check_import(&exports, &imports, &import) {
-            Ok(()) => imports.push(import),
-            Err(why) => r.error(
+        if let Err((import, why)) = admitted.admit(import) {
+            r.error(
                 item,
                 format!("Error adding {kind} import {:?}: {why}", import.subject),
-            ),
+            );
         }
     }
+    let imports = admitted.into_imports();
     o.exports.extend(exports);
     o.imports.extend(imports);
 }
