@@ -211,10 +211,21 @@ impl Server {
         for name in named.chain(opts.account_limits.keys()) {
             self.accounts.ensure(name);
         }
+        // Each account's own, once: not every import looked at for each.
+        let mut theirs: std::collections::HashMap<&str, Vec<config::options::Import>> =
+            std::collections::HashMap::new();
+        for i in &imports {
+            theirs
+                .entry(i.account.as_str())
+                .or_default()
+                .push(i.clone());
+        }
         for account in self.accounts.all() {
             let built = crate::account::imports::Imports::build(
                 &account.name,
-                &imports,
+                theirs
+                    .get(account.name.as_str())
+                    .map_or(&[][..], |v| &v[..]),
                 &exports,
                 |name| self.accounts.ensure(name),
             );

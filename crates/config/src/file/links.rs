@@ -23,6 +23,9 @@ use crate::options::{Export, Import, LinkKind, Options, ResponseType, DEFAULT_RE
 pub(super) struct Links<'a> {
     exports: Vec<(Export, &'a Item)>,
     imports: Vec<(Import, &'a Item)>,
+    /// Service imports read so far, by (importer, local subject): the
+    /// exporter and its subject, for the duplicate check's error.
+    services: std::collections::HashMap<(String, String), (String, String)>,
 }
 
 /// Keys nats-server takes in an export or import that flotilla does not
@@ -221,23 +224,21 @@ pub(super) fn imports<'a>(account: &str, e: &'a Entry, links: &mut Links<'a>, r:
         let Some(import) = import(account, item, r) else {
             continue;
         };
-        let earlier = links.imports.iter().map(|(i, _)| i).find(|i| {
-            i.account == import.account
-                && i.kind == LinkKind::Service
-                && import.kind == LinkKind::Service
-                && i.local_subject() == import.local_subject()
-        });
-        if let Some(earlier) = earlier {
-            r.error(
-                item,
-                format!(
-                    "Duplicate service import subject {:?}, previously used in import for account {:?}, subject {:?}",
-                    import.local_subject(),
-                    earlier.from,
-                    earlier.subject
-                ),
-            );
-            continue;
+        if import.kind == LinkKind::Service {
+            let key = (import.account.clone(), import.local_subject().to_string());
+            if let Some((from, subject)) = links.services.get(&key) {
+                r.error(
+                    item,
+                    format!(
+                        "Duplicate service import subject {:?}, previously used in import for account {from:?}, subject {subject:?}",
+                        import.local_subject(),
+                    ),
+                );
+                continue;
+            }
+            links
+                .services
+                .insert(key, (import.from.clone(), import.subject.clone()));
         }
         links.imports.push((import, item));
     }

@@ -479,6 +479,11 @@ fn bad_imports_are_refused_at_load() {
             "Expect an account name and a subject",
         ),
         (
+            r#"exports: [ { service: "svc" }, { service: "other" } ]"#,
+            r#"imports: [ { service: { account: A, subject: "svc" } }, { service: { account: A, subject: "other" }, to: "svc" } ]"#,
+            r#"Duplicate service import subject "svc", previously used in import for account "A", subject "svc""#,
+        ),
+        (
             r#"exports: [ { stream: "foo", allow_trace: true } ]"#,
             "",
             "Detected allow_trace directive on non-service",
