@@ -567,6 +567,25 @@ pub fn refused_config(text: &str) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// What the server under test (`FLOTILLA_TEST_SERVER`, else flotilla)
+/// says of `text` with `-t`, on stdout and stderr, having refused it:
+/// for refusals whose text nats-server shares.
+pub fn refused_by_server(text: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config_path(dir.path(), "test.conf", text);
+    let bin = std::env::var_os("FLOTILLA_TEST_SERVER").unwrap_or_else(|| BIN.into());
+    let out = std::process::Command::new(bin)
+        .arg("-c")
+        .arg(&path)
+        .arg("-t")
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{text}\nwas accepted: {said}");
+    said
+}
+
 /// `opts` with every connection event it sees sent, as text, to the
 /// returned receiver.
 pub fn with_events(

@@ -379,24 +379,6 @@ async fn a_reload_changes_live_imports() {
     assert!(late.is_err(), "the import was taken away: {late:?}");
 }
 
-/// Runs the server under test with `-t` on `text`: what it said, having
-/// refused it.
-fn refused(text: &str) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let path = common::config_path(dir.path(), "test.conf", text);
-    let bin = std::env::var_os("FLOTILLA_TEST_SERVER").unwrap_or_else(|| common::BIN.into());
-    let out = std::process::Command::new(bin)
-        .arg("-c")
-        .arg(&path)
-        .arg("-t")
-        .output()
-        .unwrap();
-    let said =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert_ne!(out.status.code(), Some(0), "{text}\nwas accepted: {said}");
-    said
-}
-
 /// Each bad export or import, and what refuses it: nats-server's text,
 /// with the file, line and column.
 #[test]
@@ -496,7 +478,7 @@ fn bad_imports_are_refused_at_load() {
     ];
     for (a, b, want) in cases {
         let text = accounts(a, b);
-        let said = refused(&text);
+        let said = common::refused_by_server(&text);
         assert!(said.contains(want), "{text}\nwant: {want}\ngot: {said}");
         // Every error names the file, line and column.
         assert!(said.contains("test.conf:"), "{said}");
@@ -534,7 +516,7 @@ fn bad_imports_are_refused_at_load() {
     ];
     for (a, b, want) in stricter {
         let text = accounts(a, b);
-        let said = refused(&text);
+        let said = common::refused_by_server(&text);
         assert!(said.contains(want), "{text}\nwant: {want}\ngot: {said}");
     }
 }

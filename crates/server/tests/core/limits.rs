@@ -311,18 +311,7 @@ fn bad_account_limits_are_refused_at_load() {
         ),
     ] {
         let text = format!("accounts {{ L {{ {limits} }} }}\n");
-        let dir = tempfile::tempdir().unwrap();
-        let path = common::config_path(dir.path(), "test.conf", &text);
-        let bin = std::env::var_os("FLOTILLA_TEST_SERVER").unwrap_or_else(|| common::BIN.into());
-        let out = std::process::Command::new(bin)
-            .arg("-c")
-            .arg(&path)
-            .arg("-t")
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        assert_ne!(out.status.code(), Some(0), "{text}: {said}");
+        let said = common::refused_by_server(&text);
         assert!(said.contains(want), "{text}\nwant: {want}\ngot: {said}");
         assert!(said.contains("test.conf:"), "{said}");
     }

@@ -170,23 +170,6 @@ async fn a_service_import_meets_the_exporters_mappings() {
     assert_eq!(&answer.payload[..], b"v2");
 }
 
-/// What `-t` says of `text`, which it must refuse.
-fn refused(text: &str) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let path = common::config_path(dir.path(), "test.conf", text);
-    let bin = std::env::var_os("FLOTILLA_TEST_SERVER").unwrap_or_else(|| common::BIN.into());
-    let out = std::process::Command::new(bin)
-        .arg("-c")
-        .arg(&path)
-        .arg("-t")
-        .output()
-        .unwrap();
-    let said =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert_ne!(out.status.code(), Some(0), "{text}\nwas accepted: {said}");
-    said
-}
-
 #[test]
 fn bad_mappings_are_refused_at_load() {
     for (mapping, want) in [
@@ -222,7 +205,7 @@ fn bad_mappings_are_refused_at_load() {
         (r#""a.*": "b.$2""#, "wildcard index out of range"),
     ] {
         let text = format!("mappings {{\n  {mapping}\n}}\n");
-        let said = refused(&text);
+        let said = common::refused_by_server(&text);
         assert!(said.contains(want), "{text}\nwant: {want}\ngot: {said}");
         assert!(said.contains("test.conf:"), "{said}");
     }
