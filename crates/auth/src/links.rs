@@ -32,12 +32,9 @@ pub fn links(accounts: &BTreeMap<String, Claims>, now: i64) -> Links {
     let mut admitted = config::links::Admitted::new(&out.exports);
     for (key, claims) in accounts {
         for import in imports(key, claims, accounts, now) {
-            if let Err((import, why)) = admitted.admit(import) {
-                error!(
-                    "Error adding {} import {:?} to account [{key}]: {why}",
-                    import.kind.as_str(),
-                    import.subject
-                );
+            let (kind, subject) = (import.kind.as_str(), import.subject.clone());
+            if let Err(why) = admitted.admit(import) {
+                error!("Error adding {kind} import {subject:?} to account [{key}]: {why}");
             }
         }
     }

@@ -43,10 +43,8 @@ impl<'a> Admitted<'a> {
 
     /// Accepts `import` if its subjects map, an export authorizes it, it
     /// is no duplicate, and it forms no cycle; else nats-server's reason.
-    pub fn admit(&mut self, import: Import) -> Result<(), (Import, String)> {
-        if let Err(why) = self.check(&import) {
-            return Err((import, why));
-        }
+    pub fn admit(&mut self, import: Import) -> Result<(), String> {
+        self.check(&import)?;
         if import.kind == LinkKind::Stream {
             let key = (
                 import.account.clone(),

@@ -399,10 +399,11 @@ pub(super) fn check(links: Links<'_>, o: &mut Options, r: &mut Report) {
             );
             continue;
         }
-        if let Err((import, why)) = admitted.admit(import) {
+        let subject = import.subject.clone();
+        if let Err(why) = admitted.admit(import) {
             r.error(
                 item,
-                format!("Error adding {kind} import {:?}: {why}", import.subject),
+                format!("Error adding {kind} import {subject:?}: {why}"),
             );
         }
     }
