@@ -377,8 +377,9 @@ impl Delivery {
             if sub.take_quota() == Quota::Exhausted {
                 return false;
             }
+            // Not in `sent`: nats-server counts no delivery to an
+            // internal subscription (JetStream's among them).
             sink.deliver(msg);
-            self.count_sent(counted_in, Peer::Client, &msg);
             return true;
         }
         match sub.take_quota() {
