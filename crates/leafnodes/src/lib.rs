@@ -933,9 +933,15 @@ impl LeafConn {
         self.delivery.route_from_peer(&result, msg, &m.queues);
         // A request to a service the account imports goes on to its
         // exporter, as a client's does: the leaf node is the requester.
+        // Matched on the subject it was routed on, not one shown after
+        // an ack reply's `@` (`delivery::from_route`).
         if leaf.account.imports_services() {
             let server = self.server.clone();
-            imports::request(&mut self.delivery, &server, &leaf.account, c, msg);
+            let asked = Message {
+                subject: routed,
+                ..msg
+            };
+            imports::request(&mut self.delivery, &server, &leaf.account, c, asked);
         }
     }
 }
