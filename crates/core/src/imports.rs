@@ -139,7 +139,24 @@ pub fn request(
         account,
         client,
     };
-    forward(delivery, &asker, account, msg, 0)
+    forward(delivery, &asker, account, msg, 0, None)
+}
+
+/// How much of the requester a request's `Nats-Request-Info` tells.
+#[derive(Debug, Clone, Copy)]
+struct Detail {
+    /// All of it (`share`).
+    share: bool,
+    /// At least the server and cluster it asked through.
+    server: bool,
+}
+
+/// The hop a chained request comes from: what its header told, and
+/// whether its import shared.
+#[derive(Debug, Clone, Copy)]
+struct Prior {
+    detail: Detail,
+    shared: bool,
 }
 
 /// Who asked a request, for the `Nats-Request-Info` every hop carries.
@@ -159,13 +176,20 @@ const MAX_HOPS: usize = 8;
 /// subject in turn (nats-server follows such chains, its service import
 /// being a subscription in the importer's trie). A reply path is opened
 /// at each hop, in the exporter, back to the hop before.
+///
+/// The header is the first hop's all along, as nats-server keeps it,
+/// with the middle account as `svc`; a hop whose import shares after
+/// one that did not adds the server and cluster (`prior`: the hop
+/// before, none for the first).
 fn forward(
     delivery: &mut Delivery,
     asker: &Asker<'_>,
     account: &Arc<Account>,
     msg: Message<'_>,
     hops: usize,
+    prior: Option<Prior>,
 ) -> bool {
+    debug_assert_eq!(hops == 0, prior.is_none(), "a prior hop past the first");
     let imports = account.imports();
     let Some(import) = imports.service(msg.subject) else {
         return false;
@@ -212,8 +236,18 @@ fn forward(
         exporter.responses.open(pending, Instant::now())
     });
     // Past the first hop, the account it came through is named as `svc`.
-    let through = (hops > 0).then_some(account.name.as_str());
-    let info = request_info(asker, import.share, through);
+    let through = prior.map(|_| account.name.as_str());
+    let detail = match prior {
+        None => Detail {
+            share: import.share,
+            server: import.share,
+        },
+        Some(p) => Detail {
+            share: p.detail.share,
+            server: p.detail.server || (!p.shared && import.share),
+        },
+    };
+    let info = request_info(asker, detail, through);
     // Untraced from here on, here and on every hop after.
     let disabled;
     let base = match untraced {
@@ -239,7 +273,11 @@ fn forward(
             headers: base,
             ..forwarded
         };
-        delivered |= forward(delivery, asker, exporter, onward, hops + 1);
+        let next = Prior {
+            detail,
+            shared: import.share,
+        };
+        delivered |= forward(delivery, asker, exporter, onward, hops + 1, Some(next));
     }
     if let Some(r) = reply.as_deref().filter(|_| !delivered) {
         exporter.responses.close(r);
@@ -251,11 +289,17 @@ fn forward(
 }
 
 /// The JSON of nats-server's `ClientInfo` that a request carries: the
-/// account and round trip time, and with `share` who the requester is
-/// (`getClientInfo(detailed)`), in its field order.
+/// account and round trip time; with `detail.share` who the requester
+/// is (`getClientInfo(detailed)`), with `detail.server` at least the
+/// server and cluster (`addServerAndClusterInfo`); in its field order.
 /// `through`: the account a chained request last went through (`svc`).
-fn request_info(asker: &Asker<'_>, share: bool, through: Option<&str>) -> String {
+fn request_info(asker: &Asker<'_>, detail: Detail, through: Option<&str>) -> String {
     let (server, account, client) = (asker.server, asker.account, asker.client);
+    let share = detail.share;
+    debug_assert!(
+        !share || detail.server,
+        "a full client info names the server"
+    );
     let rtt = client.rtt.load(Ordering::Relaxed);
     let mut info = serde_json::Map::new();
     let mut put = |key: &str, value: serde_json::Value| {
@@ -280,20 +324,28 @@ fn request_info(asker: &Asker<'_>, share: bool, through: Option<&str>) -> String
         put("ver", meta.version.into());
     }
     put("rtt", rtt.into());
-    if share {
+    if detail.server {
         put("server", server.name.clone().into());
         if server.routes.enabled() {
             put("cluster", server.routes.cluster_name().0.into());
         }
+    }
+    if share {
         let jwt = client.creds.lock().as_ref().and_then(|c| c.jwt.clone());
         put("jwt", jwt.unwrap_or_default().into());
-        put("kind", "Client".into());
-        let kind = if client.websocket {
-            "websocket"
+        // A leaf node connection asking is a `Leafnode`, and has no
+        // client type (nats-server's `clientTypeString` of a non-client).
+        if client.leaf.is_some() {
+            put("kind", "Leafnode".into());
         } else {
-            "nats"
-        };
-        put("client_type", kind.into());
+            put("kind", "Client".into());
+            let kind = if client.websocket {
+                "websocket"
+            } else {
+                "nats"
+            };
+            put("client_type", kind.into());
+        }
     }
     serde_json::Value::Object(info).to_string()
 }
@@ -334,12 +386,6 @@ impl Delivery {
         let Some((to, reply)) = sub.account.responses.take(msg.routed, Instant::now()) else {
             return false;
         };
-        debug_assert!(
-            !reply.starts_with(crate::account::imports::REPLY_PREFIX.as_bytes())
-                || to.reply_sub.get().is_some(),
-            "a reply path as a reply only in a chain's middle account, \
-             which listens on its own (`Responses::open`)"
-        );
         let result = to.sublist.read().matches(&reply);
         let back = Message {
             subject: &reply,

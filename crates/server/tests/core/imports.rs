@@ -707,7 +707,7 @@ accounts {
   B {
     users: [ { user: b, password: p } ]
     exports: [ { service: "svc.>" } ]
-    imports: [ { service: { account: C, subject: "svc.>" } } ]
+    imports: [ { service: { account: C, subject: "svc.>" }, share: true } ]
   }
   A { users: [ { user: a, password: p } ], imports: [ { service: { account: B, subject: "svc.>" } } ] }
 }
@@ -738,6 +738,12 @@ accounts {
     assert_eq!(
         (&at_c["acc"], &at_c["svc"]),
         (&"A".into(), &"B".into()),
+        "{at_c}"
+    );
+    // B's import shares what A's did not: only the server is added.
+    assert!(at_c["server"].is_string(), "{at_c}");
+    assert!(
+        at_c.get("user").is_none() && at_c.get("host").is_none(),
         "{at_c}"
     );
     let heard = tokio::time::timeout(Duration::from_secs(5), middle.next())
