@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::format::rfc3339;
 use super::query::{Query, QueryError};
+use super::subsz::SublistStats;
 use config::options::{LinkKind, ResponseType};
 use flotilla_core::server::Server;
 
@@ -82,18 +83,6 @@ struct ExtImport {
     invalid: bool,
     share: bool,
     tracking: bool,
-}
-
-#[derive(Serialize)]
-struct SublistStats {
-    num_subscriptions: u32,
-    num_cache: u32,
-    num_inserts: u64,
-    num_removes: u64,
-    num_matches: u64,
-    cache_hit_rate: f64,
-    max_fanout: u32,
-    avg_fanout: f64,
 }
 
 pub fn accountz(server: &Server, q: &Query) -> Result<Accountz, QueryError> {
@@ -233,16 +222,7 @@ fn detail(server: &Server, account: &flotilla_core::client::Account) -> AccountI
         mappings,
         exports,
         imports,
-        sublist_stats: SublistStats {
-            num_subscriptions: stats.num_subscriptions,
-            num_cache: stats.num_cache,
-            num_inserts: stats.num_inserts,
-            num_removes: stats.num_removes,
-            num_matches: stats.num_matches,
-            cache_hit_rate: stats.cache_hit_rate,
-            max_fanout: stats.max_fanout,
-            avg_fanout: stats.avg_fanout,
-        },
+        sublist_stats: stats.into(),
         responses,
     }
 }

@@ -18,6 +18,18 @@ const DEFAULT_LIMIT: usize = 1024;
 pub struct Subsz {
     server_id: String,
     now: String,
+    #[serde(flatten)]
+    stats: SublistStats,
+    total: usize,
+    offset: usize,
+    limit: usize,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    subscriptions_list: Vec<SubDetail>,
+}
+
+/// nats-server's `SublistStats`, as `/subsz` and `/accountz` show it.
+#[derive(Serialize)]
+pub(crate) struct SublistStats {
     num_subscriptions: u32,
     num_cache: u32,
     num_inserts: u64,
@@ -26,11 +38,21 @@ pub struct Subsz {
     cache_hit_rate: f64,
     max_fanout: u32,
     avg_fanout: f64,
-    total: usize,
-    offset: usize,
-    limit: usize,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    subscriptions_list: Vec<SubDetail>,
+}
+
+impl From<subjects::SublistStats> for SublistStats {
+    fn from(s: subjects::SublistStats) -> Self {
+        SublistStats {
+            num_subscriptions: s.num_subscriptions,
+            num_cache: s.num_cache,
+            num_inserts: s.num_inserts,
+            num_removes: s.num_removes,
+            num_matches: s.num_matches,
+            cache_hit_rate: s.cache_hit_rate,
+            max_fanout: s.max_fanout,
+            avg_fanout: s.avg_fanout,
+        }
+    }
 }
 
 pub fn subsz(server: &Server, q: &Query) -> Result<Subsz, QueryError> {
@@ -70,14 +92,7 @@ pub fn subsz(server: &Server, q: &Query) -> Result<Subsz, QueryError> {
     Ok(Subsz {
         server_id: server.id.clone(),
         now: rfc3339(SystemTime::now()),
-        num_subscriptions: stats.num_subscriptions,
-        num_cache: stats.num_cache,
-        num_inserts: stats.num_inserts,
-        num_removes: stats.num_removes,
-        num_matches: stats.num_matches,
-        cache_hit_rate: stats.cache_hit_rate,
-        max_fanout: stats.max_fanout,
-        avg_fanout: stats.avg_fanout,
+        stats: stats.into(),
         total,
         offset,
         limit,
