@@ -1252,3 +1252,11 @@ pub fn store_records(bytes: &[u8]) -> Vec<(usize, u8, u64)> {
     }
     out
 }
+
+/// A client logged in as `user` with `password`.
+pub async fn connect_as(url: &str, user: &str, password: &str) -> async_nats::Client {
+    async_nats::ConnectOptions::with_user_and_password(user.into(), password.into())
+        .connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("{user} could not connect to {url}: {e}"))
+}

@@ -26,21 +26,14 @@ authorization {
 no_auth_user: a2
 "#;
 
-async fn user(url: &str, name: &str) -> async_nats::Client {
-    async_nats::ConnectOptions::with_user_and_password(name.into(), "p".into())
-        .connect(url)
-        .await
-        .unwrap()
-}
-
 /// Each of a1 (A), b1 (B) and g1 ($G) subscribes to everything its
 /// permissions allow; each publishes; each sees only its own account's
 /// messages. `publisher_url` may be another server of a cluster.
 async fn accounts_stay_apart(subscriber_url: &str, publisher_url: &str) {
     let (a_sub, b_sub, g_sub) = (
-        user(subscriber_url, "a1").await,
-        user(subscriber_url, "b1").await,
-        user(subscriber_url, "g1").await,
+        common::connect_as(subscriber_url, "a1", "p").await,
+        common::connect_as(subscriber_url, "b1", "p").await,
+        common::connect_as(subscriber_url, "g1", "p").await,
     );
     let mut a_all = a_sub.subscribe(">").await.unwrap();
     let mut b_all = b_sub.subscribe("b.>").await.unwrap();
@@ -51,9 +44,9 @@ async fn accounts_stay_apart(subscriber_url: &str, publisher_url: &str) {
     // Interest crosses the route a moment after SUB.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (a_pub, b_pub, g_pub) = (
-        user(publisher_url, "a2").await,
-        user(publisher_url, "b1").await,
-        user(publisher_url, "g1").await,
+        common::connect_as(publisher_url, "a2", "p").await,
+        common::connect_as(publisher_url, "b1", "p").await,
+        common::connect_as(publisher_url, "g1", "p").await,
     );
     a_pub.publish("b.from_a", "".into()).await.unwrap();
     g_pub.publish("b.from_g", "".into()).await.unwrap();
@@ -86,7 +79,7 @@ async fn each_account_is_its_own_subject_space() {
     accounts_stay_apart(&s.url(), &s.url()).await;
 
     // Requests too: a responder in A answers A only.
-    let responder = user(&s.url(), "a1").await;
+    let responder = common::connect_as(&s.url(), "a1", "p").await;
     let mut requests = responder.subscribe("help").await.unwrap();
     responder.flush().await.unwrap();
     tokio::spawn(async move {
@@ -94,9 +87,15 @@ async fn each_account_is_its_own_subject_space() {
             let _ = responder.publish(m.reply.unwrap(), "ok".into()).await;
         }
     });
-    let asked = user(&s.url(), "a2").await.request("help", "".into()).await;
+    let asked = common::connect_as(&s.url(), "a2", "p")
+        .await
+        .request("help", "".into())
+        .await;
     assert_eq!(&asked.unwrap().payload[..], b"ok");
-    let from_g = user(&s.url(), "g1").await.request("help", "".into()).await;
+    let from_g = common::connect_as(&s.url(), "g1", "p")
+        .await
+        .request("help", "".into())
+        .await;
     assert_eq!(
         from_g.unwrap_err().kind(),
         async_nats::RequestErrorKind::NoResponders
@@ -106,7 +105,7 @@ async fn each_account_is_its_own_subject_space() {
 #[tokio::test]
 async fn no_auth_user_lands_in_its_account() {
     let s = common::server().config(CONFIG).start();
-    let a1 = user(&s.url(), "a1").await;
+    let a1 = common::connect_as(&s.url(), "a1", "p").await;
     let mut sub = a1.subscribe("anon").await.unwrap();
     a1.flush().await.unwrap();
     let anonymous = async_nats::connect(s.url()).await.unwrap();
@@ -155,7 +154,7 @@ async fn accounts_stay_apart_across_a_route() {
 #[tokio::test]
 async fn a_reload_that_moves_a_user_closes_its_connection() {
     let s = common::server().config(CONFIG).start();
-    let stays = user(&s.url(), "b1").await;
+    let stays = common::connect_as(&s.url(), "b1", "p").await;
     let (opts, mut events) = common::with_events(
         async_nats::ConnectOptions::with_user_and_password("a1".into(), "p".into()),
     );
@@ -212,7 +211,10 @@ async fn monitoring_narrows_to_one_account() {
             .unwrap()
     };
     let (a0, b0) = (count("A"), count("B"));
-    let (a, b) = (user(&s.url(), "a1").await, user(&s.url(), "b1").await);
+    let (a, b) = (
+        common::connect_as(&s.url(), "a1", "p").await,
+        common::connect_as(&s.url(), "b1", "p").await,
+    );
     let _subs = (
         a.subscribe("a.one").await.unwrap(),
         a.subscribe("a.two").await.unwrap(),

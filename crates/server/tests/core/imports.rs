@@ -46,13 +46,6 @@ accounts {
 }
 "#;
 
-async fn user(url: &str, name: &str) -> async_nats::Client {
-    async_nats::ConnectOptions::with_user_and_password(name.into(), "p".into())
-        .connect(url)
-        .await
-        .unwrap()
-}
-
 /// Interest crosses a route a moment after SUB.
 async fn settle(clients: &[&async_nats::Client]) {
     for c in clients {
@@ -75,13 +68,13 @@ fn routed_pair() -> Vec<common::Server> {
 /// header naming B; B sees the answer, once. A B subscriber on the
 /// subject gets the request too, as in nats-server.
 async fn a_service_import_answers(requester_url: &str, responder_url: &str) {
-    let responder = user(responder_url, "a").await;
+    let responder = common::connect_as(responder_url, "a", "p").await;
     let mut requests = responder.subscribe("svc.>").await.unwrap();
-    let b_listener = user(requester_url, "b").await;
+    let b_listener = common::connect_as(requester_url, "b", "p").await;
     let mut overheard = b_listener.subscribe("ask.>").await.unwrap();
     settle(&[&responder, &b_listener]).await;
 
-    let requester = user(requester_url, "b").await;
+    let requester = common::connect_as(requester_url, "b", "p").await;
     let asked = tokio::spawn({
         let requester = requester.clone();
         async move { requester.request("ask.time", "now?".into()).await }
@@ -140,7 +133,7 @@ async fn a_service_import_answers_across_a_route() {
 #[tokio::test]
 async fn response_types_and_no_responders() {
     let s = common::server().config(CONFIG).start();
-    let requester = user(&s.url(), "b").await;
+    let requester = common::connect_as(&s.url(), "b", "p").await;
     let nobody = requester.request("ask.anyone", "".into()).await;
     assert_eq!(
         nobody.unwrap_err().kind(),
@@ -148,7 +141,7 @@ async fn response_types_and_no_responders() {
         "no responder in A"
     );
 
-    let responder = user(&s.url(), "a").await;
+    let responder = common::connect_as(&s.url(), "a", "p").await;
     let mut requests = responder.subscribe("many").await.unwrap();
     settle(&[&responder]).await;
     let inbox = requester.new_inbox();
@@ -185,7 +178,7 @@ async fn a_shared_import_tells_who_asked() {
     let s = common::server()
         .config(&format!("server_name: srv\n{CONFIG}"))
         .start();
-    let responder = user(&s.url(), "a").await;
+    let responder = common::connect_as(&s.url(), "a", "p").await;
     let mut requests = responder.subscribe("shared").await.unwrap();
     settle(&[&responder]).await;
     let requester = async_nats::ConnectOptions::with_user_and_password("b".into(), "p".into())
@@ -230,9 +223,9 @@ async fn a_shared_import_tells_who_asked() {
 /// and what B publishes, stays where it was published.
 async fn stream_imports_show_what_is_exported(subscriber_url: &str, publisher_url: &str) {
     let (a_sub, b_sub, c_sub) = (
-        user(subscriber_url, "a").await,
-        user(subscriber_url, "b").await,
-        user(subscriber_url, "c").await,
+        common::connect_as(subscriber_url, "a", "p").await,
+        common::connect_as(subscriber_url, "b", "p").await,
+        common::connect_as(subscriber_url, "c", "p").await,
     );
     let mut a_all = a_sub.subscribe(">").await.unwrap();
     let mut b_all = b_sub.subscribe(">").await.unwrap();
@@ -241,8 +234,8 @@ async fn stream_imports_show_what_is_exported(subscriber_url: &str, publisher_ur
     settle(&[&a_sub, &b_sub, &c_sub]).await;
 
     let (a_pub, b_pub) = (
-        user(publisher_url, "a").await,
-        user(publisher_url, "b").await,
+        common::connect_as(publisher_url, "a", "p").await,
+        common::connect_as(publisher_url, "b", "p").await,
     );
     for subject in ["fromA.foo.by_b", "foo.by_b", "b.end"] {
         b_pub.publish(subject, "".into()).await.unwrap();
@@ -332,10 +325,10 @@ async fn a_reload_changes_live_imports() {
     );
     assert_ne!(without, CONFIG);
     let s = common::server().config(&without).start();
-    let b = user(&s.url(), "b").await;
+    let b = common::connect_as(&s.url(), "b", "p").await;
     let mut sub = b.subscribe("fromA.>").await.unwrap();
     let mut ends = b.subscribe("end").await.unwrap();
-    let a = user(&s.url(), "a").await;
+    let a = common::connect_as(&s.url(), "a", "p").await;
     settle(&[&b]).await;
     let reload = |text: &str| {
         std::fs::write(s.config_file(), text).unwrap();
@@ -594,7 +587,10 @@ async fn accstatz_counts_each_accounts_traffic() {
             .unwrap()
     };
     let a0 = subs("A");
-    let (a, b) = (user(&s.url(), "a").await, user(&s.url(), "b").await);
+    let (a, b) = (
+        common::connect_as(&s.url(), "a", "p").await,
+        common::connect_as(&s.url(), "b", "p").await,
+    );
     let mut own = a.subscribe("foo.x").await.unwrap();
     let mut imported = b.subscribe("fromA.foo.>").await.unwrap();
     settle(&[&a, &b]).await;
@@ -658,8 +654,8 @@ async fn accstatz_counts_each_accounts_traffic() {
 async fn accstatz_counts_what_crosses_a_route() {
     let servers = routed_pair();
     let (publisher, subscriber) = (
-        user(&servers[0].url(), "a").await,
-        user(&servers[1].url(), "a").await,
+        common::connect_as(&servers[0].url(), "a", "p").await,
+        common::connect_as(&servers[1].url(), "a", "p").await,
     );
     let mut sub = subscriber.subscribe("foo.r").await.unwrap();
     settle(&[&subscriber]).await;
@@ -715,9 +711,9 @@ accounts {
         )
         .start();
     let (a, b, c) = (
-        user(&s.url(), "a").await,
-        user(&s.url(), "b").await,
-        user(&s.url(), "c").await,
+        common::connect_as(&s.url(), "a", "p").await,
+        common::connect_as(&s.url(), "b", "p").await,
+        common::connect_as(&s.url(), "c", "p").await,
     );
     let mut last = c.subscribe("svc.>").await.unwrap();
     let mut middle = b.subscribe("svc.>").await.unwrap();

@@ -111,20 +111,16 @@ accounts {
 }
 "#;
 
-async fn user(url: &str, name: &str) -> async_nats::Client {
-    async_nats::ConnectOptions::with_user_and_password(name.into(), "p".into())
-        .connect(url)
-        .await
-        .unwrap()
-}
-
 /// An account's mappings apply to its own publishes only, before its
 /// permissions: a mapped subject is allowed or refused as itself (the
 /// refusal names the subject published, as nats-server 2.15.1 does).
 #[tokio::test]
 async fn account_mappings_apply_before_permissions() {
     let s = common::server().config(ACCOUNTS).start();
-    let (a, b) = (user(&s.url(), "a").await, user(&s.url(), "b").await);
+    let (a, b) = (
+        common::connect_as(&s.url(), "a", "p").await,
+        common::connect_as(&s.url(), "b", "p").await,
+    );
     let mut a_all = a.subscribe(">").await.unwrap();
     let mut b_all = b.subscribe(">").await.unwrap();
     a.flush().await.unwrap();
@@ -157,7 +153,7 @@ async fn account_mappings_apply_before_permissions() {
 #[tokio::test]
 async fn a_service_import_meets_the_exporters_mappings() {
     let s = common::server().config(ACCOUNTS).start();
-    let a = user(&s.url(), "a").await;
+    let a = common::connect_as(&s.url(), "a", "p").await;
     let mut requests = a.subscribe("req.v2").await.unwrap();
     a.flush().await.unwrap();
     tokio::spawn(async move {
@@ -165,7 +161,7 @@ async fn a_service_import_meets_the_exporters_mappings() {
             let _ = a.publish(m.reply.unwrap(), "v2".into()).await;
         }
     });
-    let b = user(&s.url(), "b").await;
+    let b = common::connect_as(&s.url(), "b", "p").await;
     let answer = b.request("req", "".into()).await.unwrap();
     assert_eq!(&answer.payload[..], b"v2");
 }
