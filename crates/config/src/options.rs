@@ -750,7 +750,7 @@ impl Options {
             self.check_operator_mode(op)?;
         }
         if self.jetstream.enabled {
-            self.jetstream_account()?;
+            self.jetstream_accounts()?;
         }
         if let Some(domain) = &self.jetstream.domain {
             check_domain(domain)?;
@@ -774,30 +774,39 @@ fn check_domain(domain: &str) -> Result<(), String> {
 }
 
 impl Options {
-    /// The account JetStream serves, with its limits. Without `accounts`,
-    /// `$G`, unlimited. With them, nats-server serves JetStream in every
-    /// account whose block enables it and in no other; flotilla serves
-    /// one account, so a config must enable exactly one.
-    pub fn jetstream_account(&self) -> Result<(String, jsapi::AccountLimits), String> {
+    /// The accounts JetStream serves, with their limits, by name.
+    /// Without `accounts`, `$G`, unlimited. With them, as nats-server,
+    /// every account whose block enables it and no other; a config that
+    /// enables it in none is refused (nats-server would start with
+    /// JetStream answering "not enabled" everywhere). A cluster's
+    /// JetStream serves one account: its meta group's assignments carry
+    /// no account yet.
+    pub fn jetstream_accounts(&self) -> Result<Vec<(String, jsapi::AccountLimits)>, String> {
         if self.accounts.is_empty() {
-            return Ok((GLOBAL_ACCOUNT.to_string(), Default::default()));
+            return Ok(vec![(GLOBAL_ACCOUNT.to_string(), Default::default())]);
         }
-        let mut enabled = self.account_jetstream.iter();
-        match (enabled.next(), enabled.next()) {
-            (Some((name, limits)), None) => Ok((name.clone(), *limits)),
-            (None, _) => Err("JetStream is enabled but no account enables it: with \
+        let enabled: Vec<(String, jsapi::AccountLimits)> = self
+            .account_jetstream
+            .iter()
+            .map(|(name, limits)| (name.clone(), *limits))
+            .collect();
+        if enabled.is_empty() {
+            return Err("JetStream is enabled but no account enables it: with \
                  accounts, JetStream serves only an account whose block has \
                  `jetstream: enabled` (or its limits)"
-                .into()),
-            (Some(_), Some(_)) => Err(format!(
-                "flotilla serves JetStream in one account; the config enables it in {}",
+                .into());
+        }
+        if enabled.len() > 1 && self.cluster.enabled() {
+            return Err(format!(
+                "flotilla's JetStream cluster serves one account; the config enables it in {}",
                 self.account_jetstream
                     .keys()
                     .cloned()
                     .collect::<Vec<_>>()
                     .join(", ")
-            )),
+            ));
         }
+        Ok(enabled)
     }
 
     /// nats-server's `validateTrustedOperators`, and what flotilla does

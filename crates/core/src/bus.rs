@@ -4,9 +4,14 @@
 //! core through this alone (the cluster's driver also follows routes, to
 //! find its peers); a driver runs over the bus of a `Server` made in the
 //! test's own process, with no listener.
+//!
+//! A bus is bound to one account: everything it subscribes, publishes
+//! and looks up is in that account's subject space, as each account's
+//! JetStream is in nats-server.
 
 use std::sync::Arc;
 
+use crate::client::Account;
 pub use crate::client::Subscription;
 pub use crate::client::{InternalSink as Sink, Message};
 pub use crate::interest::Watcher;
@@ -29,11 +34,24 @@ const PULL_PREFIX: &[u8] = b"$JS.API.CONSUMER.MSG.NEXT.";
 #[derive(Clone)]
 pub struct Bus {
     server: Arc<Server>,
+    account: Arc<Account>,
 }
 
 impl Bus {
-    pub fn new(server: Arc<Server>) -> Bus {
-        Bus { server }
+    /// The bus of `account` on `server`.
+    pub fn new(server: Arc<Server>, account: Arc<Account>) -> Bus {
+        Bus { server, account }
+    }
+
+    /// The bus of the account named `account` (made if it is not yet).
+    pub fn named(server: Arc<Server>, account: &str) -> Bus {
+        let account = server.accounts.ensure(account);
+        Bus::new(server, account)
+    }
+
+    /// The account's name.
+    pub fn account(&self) -> &str {
+        &self.account.name
     }
 
     /// Messages on `subject` go to `sink`, on the publisher's task.
@@ -44,8 +62,12 @@ impl Bus {
         sink: Arc<dyn Sink>,
     ) -> Result<Arc<Subscription>, subjects::SublistError> {
         match reach {
-            Reach::Local => self.server.subscribe_internal(subject, None, sink),
-            Reach::Cluster => self.server.subscribe_internal_cluster(subject, sink),
+            Reach::Local => self
+                .server
+                .subscribe_internal(&self.account, subject, None, sink),
+            Reach::Cluster => self
+                .server
+                .subscribe_internal_cluster(&self.account, subject, sink),
         }
     }
 
@@ -55,7 +77,7 @@ impl Bus {
 
     /// A publisher with its own match cache (one per task).
     pub fn publisher(&self) -> Publisher {
-        Publisher::new(self.server.clone())
+        Publisher::new(self.server.clone(), self.account.clone())
     }
 
     /// Tells of subscribers coming and going on the subjects it watches.
@@ -78,23 +100,18 @@ impl Bus {
     }
 
     /// Whether anyone (here or over a route) subscribes to `subject` in
-    /// the JetStream account.
+    /// the bus's account.
     pub fn has_listener(&self, subject: &[u8]) -> bool {
         self.others_listen(subject, &[])
     }
 
     /// Whether anyone but `mine` (here or over a route) subscribes to
-    /// `subject` in the JetStream account: asked on delivery, it tells a
+    /// `subject` in the bus's account: asked on delivery, it tells a
     /// catch-all subscriber whether it alone got the message; asked
     /// later, whether another server may serve what it did not.
     pub fn others_listen(&self, subject: &[u8], mine: &[&Subscription]) -> bool {
         // Uncached: reply subjects are mostly used once.
-        let found = self
-            .server
-            .js_account()
-            .sublist
-            .read()
-            .matches_uncached(subject);
+        let found = self.account.sublist.read().matches_uncached(subject);
         let other = |s: &Arc<Subscription>| {
             !s.is_closed() && !mine.iter().any(|m| std::ptr::eq(s.as_ref(), *m))
         };

@@ -6,24 +6,25 @@ use std::sync::Arc;
 
 use subjects::MatchCache;
 
-use crate::client::{Message, Subscription};
+use crate::client::{Account, Message, Subscription};
 use crate::conn::delivery::Delivery;
 use crate::server::Server;
 
 pub struct InternalPublisher {
-    server: Arc<Server>,
+    /// Where it publishes.
+    account: Arc<Account>,
     cache: MatchCache<Arc<Subscription>>,
     delivery: Delivery,
 }
 
 impl InternalPublisher {
-    pub fn new(server: Arc<Server>) -> Self {
-        let generation = server.js_account().sublist.read().generation();
+    pub fn new(server: Arc<Server>, account: Arc<Account>) -> Self {
+        let generation = account.sublist.read().generation();
         let max_pending = server.opts().max_pending;
         InternalPublisher {
             cache: MatchCache::new(generation),
-            delivery: Delivery::new(server.clone(), 0, max_pending),
-            server,
+            delivery: Delivery::new(server, 0, max_pending),
+            account,
         }
     }
 
@@ -37,9 +38,9 @@ impl InternalPublisher {
         headers: Option<&[u8]>,
         payload: &[u8],
     ) -> bool {
-        let server = &self.server;
+        let account = &self.account;
         let result = self.cache.get_or_insert(route.as_bytes(), || {
-            server.js_account().sublist.read().matches(route.as_bytes())
+            account.sublist.read().matches(route.as_bytes())
         });
         self.delivery.route(
             result,
@@ -58,13 +59,9 @@ impl InternalPublisher {
     /// delivering: as nats-server's interest notifications, wildcard
     /// subscriptions do not count.
     pub fn has_interest(&mut self, subject: &str, queue: &str) -> bool {
-        let server = &self.server;
+        let account = &self.account;
         let result = self.cache.get_or_insert(subject.as_bytes(), || {
-            server
-                .js_account()
-                .sublist
-                .read()
-                .matches(subject.as_bytes())
+            account.sublist.read().matches(subject.as_bytes())
         });
         let exact =
             |s: &Arc<Subscription>| !s.is_closed() && s.subject.as_ref() == subject.as_bytes();

@@ -59,9 +59,9 @@ pub struct Server {
     opts: RwLock<Arc<Options>>,
     /// Every account, each with its trie of subscriptions.
     pub accounts: crate::client::Accounts,
-    /// The account JetStream serves (`$G`, or the one whose block
-    /// enables it), fixed at start.
-    js_account: Arc<crate::client::Account>,
+    /// The accounts JetStream serves (`$G`, or each whose block enables
+    /// it), by name, fixed at start.
+    js_accounts: Vec<Arc<crate::client::Account>>,
     /// Told of every insert into and removal from `sublist`.
     pub interest: Arc<crate::interest::InterestWatch>,
     pub clients: Mutex<BTreeMap<u64, Arc<Client>>>,
@@ -139,20 +139,25 @@ impl Server {
         let now = SystemTime::now();
         let opts_cluster_name = opts.cluster.name.clone();
         let accounts = crate::client::Accounts::new();
-        // Validated options name one account, or none (`$G`).
-        let js_account = match opts.jetstream_account() {
-            Ok((name, _)) => accounts.ensure(&name),
-            Err(_) => accounts.global().clone(),
-        };
+        // Validated options name accounts, or none (`$G`).
+        let js_accounts: Vec<_> = match opts.jetstream.enabled {
+            true => opts.jetstream_accounts().unwrap_or_default(),
+            false => Vec::new(),
+        }
+        .iter()
+        .map(|(name, _)| accounts.ensure(name))
+        .collect();
         if let Some(domain) = opts.jetstream.domain.as_deref() {
-            js_account.set_js_domain(domain);
+            for account in &js_accounts {
+                account.set_js_domain(domain);
+            }
         }
         let server = Arc::new(Server {
             id,
             name,
             opts: RwLock::new(Arc::new(opts)),
             accounts,
-            js_account,
+            js_accounts,
             interest: Arc::default(),
             clients: Mutex::new(BTreeMap::new()),
             on_close: std::sync::OnceLock::new(),
@@ -449,16 +454,22 @@ impl Server {
         }
     }
 
-    /// The account JetStream serves: `$G`, or the one account whose
-    /// block enables JetStream.
-    pub fn js_account(&self) -> &Arc<crate::client::Account> {
-        &self.js_account
+    /// The accounts JetStream serves: `$G`, or each account whose block
+    /// enables JetStream; none when JetStream is off.
+    pub fn js_accounts(&self) -> &[Arc<crate::client::Account>] {
+        &self.js_accounts
     }
 
-    /// Subscribes the server itself: messages matching `subject` go to
-    /// `sink` on the publisher's task.
+    /// Whether JetStream serves `account`.
+    pub fn js_enabled_for(&self, account: &str) -> bool {
+        self.js_accounts.iter().any(|a| a.name == account)
+    }
+
+    /// Subscribes the server itself in `account`: messages matching
+    /// `subject` go to `sink` on the publisher's task.
     pub fn subscribe_internal(
         &self,
+        account: &Arc<crate::client::Account>,
         subject: &str,
         queue: Option<&str>,
         sink: Arc<dyn InternalSink>,
@@ -467,7 +478,7 @@ impl Server {
         let mut sub = Subscription::new(
             key,
             self.system_client.clone(),
-            self.js_account().clone(),
+            account.clone(),
             Bytes::copy_from_slice(subject.as_bytes()),
             queue.map(|q| Bytes::copy_from_slice(q.as_bytes())),
             Bytes::from(format!("_sys.{key}")),
@@ -494,10 +505,11 @@ impl Server {
     /// reached from any server.
     pub fn subscribe_internal_cluster(
         &self,
+        account: &Arc<crate::client::Account>,
         subject: &str,
         sink: Arc<dyn InternalSink>,
     ) -> Result<Arc<Subscription>, subjects::SublistError> {
-        let sub = self.subscribe_internal(subject, None, sink)?;
+        let sub = self.subscribe_internal(account, subject, None, sink)?;
         sub.advertised
             .store(true, std::sync::atomic::Ordering::Relaxed);
         self.routes.local_interest(&sub, 1);

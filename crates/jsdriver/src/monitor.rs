@@ -28,16 +28,35 @@ use crate::jscluster::{peer_hash, JsCluster};
 
 /// This server's JetStream, as monitoring sees it.
 pub struct View {
-    pub js: Arc<JetStream>,
+    /// Each account's JetStream, sorted by account name; never empty.
+    accounts: Vec<Arc<JetStream>>,
     /// Set when JetStream is clustered.
-    pub jc: Option<Arc<JsCluster>>,
+    jc: Option<Arc<JsCluster>>,
+}
+
+impl View {
+    /// The view of `accounts` (at least one), and of the cluster when
+    /// JetStream is clustered.
+    pub fn new(mut accounts: Vec<Arc<JetStream>>, jc: Option<Arc<JsCluster>>) -> View {
+        assert!(
+            !accounts.is_empty(),
+            "JetStream serves at least one account"
+        );
+        accounts.sort_by(|a, b| a.account.cmp(&b.account));
+        View { accounts, jc }
+    }
+
+    /// What holds for the server as a whole (its limits, its settings).
+    fn first(&self) -> &JetStream {
+        &self.accounts[0]
+    }
 }
 
 impl JetStreamView for View {
     fn varz(&self) -> Varz {
         Varz {
-            config: Some(config(&self.js)),
-            stats: Some(stats(&self.js, 1)),
+            config: Some(config(self.first())),
+            stats: Some(stats(&self.accounts)),
             limits: Some(Empty {}),
         }
     }
@@ -51,7 +70,7 @@ impl JetStreamView for View {
         server: &'a Server,
         opts: &'a JszOptions,
     ) -> Pin<Box<dyn Future<Output = JsInfo> + Send + 'a>> {
-        Box::pin(jsz(server, &self.js, self.jc.as_deref(), opts))
+        Box::pin(jsz(server, &self.accounts, self.jc.as_deref(), opts))
     }
 
     fn raftz(
@@ -84,24 +103,25 @@ fn config(js: &JetStream) -> Config {
     }
 }
 
-fn stats(js: &JetStream, accounts: usize) -> Stats {
-    let (memory, storage) = js.usage();
-    let (reserved_memory, reserved_storage) = js.reserved_totals();
+/// The server's figures: the sums of its accounts'.
+fn stats(accounts: &[Arc<JetStream>]) -> Stats {
+    let sum = |f: &dyn Fn(&JetStream) -> u64| accounts.iter().map(|js| f(js)).sum::<u64>();
+    let (memory, storage) = accounts[0].shared.usage();
     Stats {
         memory,
         storage,
-        reserved_memory,
-        reserved_storage,
-        accounts,
+        reserved_memory: sum(&|js| js.reserved_totals().0),
+        reserved_storage: sum(&|js| js.reserved_totals().1),
+        accounts: accounts.len(),
         ha_assets: 0,
         api: ApiStats {
             level: jetstream::api::API_LEVEL,
-            total: js.api_total.load(Ordering::Relaxed),
-            errors: js.api_errors.load(Ordering::Relaxed),
+            total: sum(&|js| js.api_total.load(Ordering::Relaxed)),
+            errors: sum(&|js| js.api_errors.load(Ordering::Relaxed)),
         },
         store_damage: Some(StoreDamage {
-            found: js.damage_found.load(Ordering::Relaxed),
-            repaired: js.damage_repaired.load(Ordering::Relaxed),
+            found: sum(&|js| js.damage_found.load(Ordering::Relaxed)),
+            repaired: sum(&|js| js.damage_repaired.load(Ordering::Relaxed)),
         }),
     }
 }
@@ -139,14 +159,21 @@ fn meta_cluster(jc: &JsCluster) -> MetaClusterInfo {
     }
 }
 
-async fn jsz(server: &Server, js: &JetStream, jc: Option<&JsCluster>, opts: &JszOptions) -> JsInfo {
-    let handles = js.streams();
+/// nats-server's `Jsz`: the server's figures over every account; the
+/// details of the account asked for, or of a page of them by name.
+async fn jsz(
+    server: &Server,
+    accounts: &[Arc<JetStream>],
+    jc: Option<&JsCluster>,
+    opts: &JszOptions,
+) -> JsInfo {
+    let handles: Vec<_> = accounts.iter().flat_map(|js| js.streams()).collect();
     let mut info = JsInfo {
-        stats: stats(js, 1),
+        stats: stats(accounts),
         server_id: server.id.clone(),
         now: rfc3339(SystemTime::now()),
         disabled: false,
-        config: config(js),
+        config: config(&accounts[0]),
         limits: Some(Empty {}),
         streams: handles.len(),
         consumers: handles
@@ -160,65 +187,80 @@ async fn jsz(server: &Server, js: &JetStream, jc: Option<&JsCluster>, opts: &Jsz
             .sum(),
         meta_cluster: jc.map(meta_cluster),
         account_details: Vec::new(),
-        total: 1,
+        total: accounts.len(),
     };
-    let wanted = opts.acc == js.account
-        || (opts.acc.is_empty() && opts.accounts && opts.offset == 0 && opts.limit > 0);
-    if wanted {
-        let (memory, storage) = js.usage();
-        let (reserved_memory, reserved_storage) = js.reserved_totals();
-        let mut detail = AccountDetail {
-            name: js.account.clone(),
-            id: js.account.clone(),
-            stats: Stats {
-                memory,
-                storage,
-                reserved_memory,
-                reserved_storage,
-                accounts: 0,
-                ha_assets: 0,
-                api: ApiStats {
-                    level: 0,
-                    total: js.api_total.load(Ordering::Relaxed),
-                    errors: js.api_errors.load(Ordering::Relaxed),
-                },
-                store_damage: None,
-            },
-            stream_detail: Vec::new(),
-        };
-        if opts.streams {
-            for (stream, consumers) in js.snapshots(opts.consumers).await {
-                let mut d = StreamDetail {
-                    name: stream.config.name.clone(),
-                    created: jetstream::api::time::rfc3339(stream.created),
-                    cluster: ClusterInfo {
-                        leader: server.name.clone(),
-                        ..ClusterInfo::default()
-                    },
-                    config: opts.config.then(|| stream.config.clone()),
-                    state: stream.state,
-                    consumer_detail: Vec::new(),
-                };
-                if opts.consumers {
-                    d.consumer_detail = consumers
-                        .iter()
-                        .map(|c| {
-                            let mut v = serde_json::to_value(c).expect("consumer info serializes");
-                            if !opts.config {
-                                if let Some(o) = v.as_object_mut() {
-                                    o.remove("config");
-                                }
-                            }
-                            v
-                        })
-                        .collect();
-                }
-                detail.stream_detail.push(d);
-            }
+    // Sorted by name (`View::new`): a page is a slice.
+    let wanted: &[Arc<JetStream>] = match accounts.iter().position(|js| js.account == opts.acc) {
+        Some(i) => &accounts[i..=i],
+        None if opts.accounts && opts.limit > 0 => {
+            let from = opts.offset.min(accounts.len());
+            let to = from + opts.limit.min(accounts.len() - from);
+            &accounts[from..to]
         }
-        info.account_details.push(detail);
+        None => &[],
+    };
+    for js in wanted {
+        info.account_details
+            .push(account_detail(server, js, opts).await);
     }
     info
+}
+
+/// One account's part of `/jsz`.
+async fn account_detail(server: &Server, js: &JetStream, opts: &JszOptions) -> AccountDetail {
+    let (memory, storage) = js.usage();
+    let (reserved_memory, reserved_storage) = js.reserved_totals();
+    let mut detail = AccountDetail {
+        name: js.account.clone(),
+        id: js.account.clone(),
+        stats: Stats {
+            memory,
+            storage,
+            reserved_memory,
+            reserved_storage,
+            accounts: 0,
+            ha_assets: 0,
+            api: ApiStats {
+                level: 0,
+                total: js.api_total.load(Ordering::Relaxed),
+                errors: js.api_errors.load(Ordering::Relaxed),
+            },
+            store_damage: None,
+        },
+        stream_detail: Vec::new(),
+    };
+    if !opts.streams {
+        return detail;
+    }
+    for (stream, consumers) in js.snapshots(opts.consumers).await {
+        let mut d = StreamDetail {
+            name: stream.config.name.clone(),
+            created: jetstream::api::time::rfc3339(stream.created),
+            cluster: ClusterInfo {
+                leader: server.name.clone(),
+                ..ClusterInfo::default()
+            },
+            config: opts.config.then(|| stream.config.clone()),
+            state: stream.state,
+            consumer_detail: Vec::new(),
+        };
+        if opts.consumers {
+            d.consumer_detail = consumers
+                .iter()
+                .map(|c| {
+                    let mut v = serde_json::to_value(c).expect("consumer info serializes");
+                    if !opts.config {
+                        if let Some(o) = v.as_object_mut() {
+                            o.remove("config");
+                        }
+                    }
+                    v
+                })
+                .collect();
+        }
+        detail.stream_detail.push(d);
+    }
+    detail
 }
 
 fn raftz(jc: &JsCluster, acc: &str, group: &str) -> BTreeMap<String, BTreeMap<String, RaftzGroup>> {

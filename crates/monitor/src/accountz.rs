@@ -215,7 +215,7 @@ fn detail(server: &Server, account: &flotilla_core::client::Account) -> AccountI
         update_time: rfc3339(*server.config_load_time.lock()),
         expired: false,
         complete: true,
-        jetstream_enabled: server.opts().jetstream.enabled && server.js_account().name == *name,
+        jetstream_enabled: server.js_enabled_for(name),
         leafnode_connections,
         client_connections,
         subscriptions: stats.num_subscriptions,

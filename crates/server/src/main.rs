@@ -182,26 +182,32 @@ fn js_clustered(opts: &Options) -> bool {
     opts.jetstream.enabled && opts.cluster.enabled()
 }
 
-fn js_settings(opts: &Options) -> jsdriver::js::Settings {
+/// The settings of each account's JetStream, sharing one `Shared`.
+fn js_settings(opts: &Options) -> Vec<jsdriver::js::Settings> {
     let j = &opts.jetstream;
-    // Validated: names one account, or none (`$G`).
-    let (account, account_limits) = opts.jetstream_account().unwrap_or_default();
-    jsdriver::js::Settings {
-        account,
-        account_limits,
-        domain: j.domain.clone(),
-        store_dir: j
-            .store_dir
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(options::DEFAULT_STORE_DIR)),
-        max_memory: j.max_memory.unwrap_or(-1),
-        max_store: j.max_file.unwrap_or(-1),
-        sync: match j.sync_interval {
-            None => jsdriver::js::SyncPolicy::Always,
-            Some(d) => jsdriver::js::SyncPolicy::Interval(d),
-        },
-        clustered: opts.cluster.enabled(),
-    }
+    let shared = Arc::new(jsdriver::js::Shared::default());
+    // Validated: names accounts, or none (`$G`).
+    let accounts = opts.jetstream_accounts().unwrap_or_default();
+    accounts
+        .into_iter()
+        .map(|(account, account_limits)| jsdriver::js::Settings {
+            account,
+            account_limits,
+            domain: j.domain.clone(),
+            store_dir: j
+                .store_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(options::DEFAULT_STORE_DIR)),
+            max_memory: j.max_memory.unwrap_or(-1),
+            max_store: j.max_file.unwrap_or(-1),
+            sync: match j.sync_interval {
+                None => jsdriver::js::SyncPolicy::Always,
+                Some(d) => jsdriver::js::SyncPolicy::Interval(d),
+            },
+            clustered: opts.cluster.enabled(),
+            shared: shared.clone(),
+        })
+        .collect()
 }
 
 /// Host to put in URLs: a wildcard bind is reachable on loopback.
@@ -340,21 +346,30 @@ fn start_jetstream(
     if !opts.jetstream.enabled {
         return Ok(None);
     }
-    let js = jsdriver::js::JetStream::start(
-        flotilla_core::bus::Bus::new(server.clone()),
-        js_settings(opts),
-    )?;
+    let mut accounts = Vec::new();
+    for settings in js_settings(opts) {
+        let bus = flotilla_core::bus::Bus::named(server.clone(), &settings.account);
+        accounts.push(jsdriver::js::JetStream::start(bus, settings)?);
+    }
     let mut js_cluster = None;
     if js_clustered(opts) {
+        // Validated: a cluster's JetStream serves one account.
+        assert_eq!(
+            accounts.len(),
+            1,
+            "a clustered JetStream serves one account"
+        );
         js_cluster = Some(jsdriver::jscluster::JsCluster::start(
             jsdriver::jscluster::ClusterView::new(server.clone()),
-            &js,
+            &accounts[0],
         )?);
     }
-    let view = jsdriver::monitor::View {
-        js,
-        jc: js_cluster.clone(),
+    let mode = match js_cluster {
+        Some(_) => jsservice::request::Mode::Clustered,
+        None => jsservice::request::Mode::Single,
     };
+    jsdriver::js::not_enabled::start(server, mode);
+    let view = jsdriver::monitor::View::new(accounts, js_cluster.clone());
     let _ = services.js.set(Arc::new(view));
     Ok(js_cluster)
 }

@@ -124,7 +124,7 @@ fn reload(server: &Server, cli: &Cli, log: &LogHandle) {
 
 /// The first option that changed but cannot change without a restart.
 fn not_reloadable(old: &Options, new: &Options) -> Option<&'static str> {
-    let checks: [(&'static str, bool); 11] = [
+    let checks: [(&'static str, bool); 12] = [
         ("host", old.host != new.host),
         ("port", old.port != new.port),
         ("server_name", old.server_name != new.server_name),
@@ -141,6 +141,10 @@ fn not_reloadable(old: &Options, new: &Options) -> Option<&'static str> {
             old.logfile != new.logfile || old.logtime != new.logtime,
         ),
         ("jetstream", old.jetstream != new.jetstream),
+        (
+            "jetstream in accounts",
+            old.account_jetstream != new.account_jetstream,
+        ),
         ("cluster", old.cluster != new.cluster),
         ("max_pending", old.max_pending != new.max_pending),
         (

@@ -190,10 +190,14 @@ impl<S> std::fmt::Debug for Account<S> {
     }
 }
 
+/// Told of each account made after it is set (`Accounts::on_new`).
+pub type NewAccountHook<S> = Box<dyn Fn(&Arc<Account<S>>) + Send + Sync>;
+
 /// Every account of this server, by name.
 pub struct Accounts<S> {
     global: Arc<Account<S>>,
     by_name: RwLock<BTreeMap<String, Arc<Account<S>>>>,
+    on_new: std::sync::OnceLock<NewAccountHook<S>>,
 }
 
 impl<S> Accounts<S> {
@@ -203,7 +207,17 @@ impl<S> Accounts<S> {
         Accounts {
             global,
             by_name: RwLock::new(by_name),
+            on_new: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Calls `hook` with every account made from now on (once each, on
+    /// the thread that made it, outside the accounts' lock). Set once;
+    /// returns whether it was. Accounts made before are in `all`: a
+    /// caller that sets the hook and then walks `all` may see one twice,
+    /// never miss one.
+    pub fn on_new(&self, hook: NewAccountHook<S>) -> bool {
+        self.on_new.set(hook).is_ok()
     }
 
     /// `$G`.
@@ -225,11 +239,22 @@ impl<S> Accounts<S> {
         if let Some(account) = self.by_name.read().get(name) {
             return account.clone();
         }
-        self.by_name
+        let mut made = false;
+        let account = self
+            .by_name
             .write()
             .entry(name.to_string())
-            .or_insert_with(|| Account::new(name))
-            .clone()
+            .or_insert_with(|| {
+                made = true;
+                Account::new(name)
+            })
+            .clone();
+        if made {
+            if let Some(hook) = self.on_new.get() {
+                hook(&account);
+            }
+        }
+        account
     }
 
     /// Every account, by name.

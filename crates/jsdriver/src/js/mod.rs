@@ -15,6 +15,7 @@
 //! - `commit`: the group-commit thread.
 //! - `persist`: what a stream keeps on disk besides messages.
 //! - `sinks`: the internal subscriptions that feed actors.
+//! - `not_enabled`: the answers of accounts JetStream does not serve.
 //!
 //! Invariant: nothing a client can observe (a PubAck, an ack reply, an
 //! API success, a delivered message) leaves an actor before the writes it
@@ -23,6 +24,7 @@
 mod actor;
 mod api;
 mod commit;
+pub mod not_enabled;
 mod persist;
 pub(crate) mod sinks;
 pub mod stream;
@@ -57,6 +59,27 @@ pub enum SyncPolicy {
     Interval(Duration),
 }
 
+/// What the JetStreams of one server's accounts share: the storage they
+/// use together (the server's limits bound the sum), and one server's
+/// group committer.
+#[derive(Default)]
+pub struct Shared {
+    memory_used: AtomicI64,
+    store_used: AtomicI64,
+    committer: std::sync::OnceLock<Committer>,
+}
+
+impl Shared {
+    /// Bytes used by every account: (memory, file).
+    pub fn usage(&self) -> (u64, u64) {
+        (
+            self.memory_used.load(Ordering::Relaxed).max(0) as u64,
+            self.store_used.load(Ordering::Relaxed).max(0) as u64,
+        )
+    }
+}
+
+/// One account's JetStream on this server.
 pub struct JetStream {
     pub bus: Bus,
     pub store_dir: PathBuf,
@@ -66,9 +89,10 @@ pub struct JetStream {
     /// `jetstream { domain }`.
     pub domain: Option<String>,
     root: PathBuf,
-    /// One server's group commit (a cluster's replicas are durable
-    /// through their Raft logs).
-    committer: std::sync::OnceLock<Committer>,
+    /// What the server's accounts share; its committer is set for one
+    /// server's streams (a cluster's replicas are durable through their
+    /// Raft logs).
+    pub shared: Arc<Shared>,
     streams: RwLock<BTreeMap<String, Arc<StreamHandle>>>,
     pub api_total: AtomicU64,
     pub api_errors: AtomicU64,
@@ -80,6 +104,7 @@ pub struct JetStream {
     /// Server-wide limits in bytes.
     pub max_memory: i64,
     pub max_store: i64,
+    /// What this account's streams use on this server.
     memory_used: AtomicI64,
     store_used: AtomicI64,
     pub sync: SyncPolicy,
@@ -160,6 +185,8 @@ pub struct Settings {
     pub account: String,
     pub account_limits: AccountLimits,
     pub domain: Option<String>,
+    /// What this server's accounts share (one per server).
+    pub shared: Arc<Shared>,
 }
 
 /// Store files kept open at most, however many streams there are.
@@ -238,7 +265,7 @@ impl JetStream {
             account_limits: settings.account_limits,
             domain: settings.domain.clone(),
             root,
-            committer: std::sync::OnceLock::new(),
+            shared: settings.shared.clone(),
             streams: RwLock::new(BTreeMap::new()),
             api_total: AtomicU64::new(0),
             api_errors: AtomicU64::new(0),
@@ -260,13 +287,16 @@ impl JetStream {
             bounce,
             api_tx,
         });
-        info!("Starting JetStream");
-        info!("  Max Memory:      {}", friendly_bytes(js.max_memory));
-        info!("  Max Storage:     {}", friendly_bytes(js.max_store));
-        info!("  Store Directory: \"{}\"", settings.store_dir.display());
-        match settings.sync {
-            SyncPolicy::Always => info!("  Sync:            always (fsync before every ack)"),
-            SyncPolicy::Interval(d) => warn!("  Sync:            every {d:?}: acknowledged writes since the last sync are lost if the machine fails"),
+        if settings.shared.committer.get().is_none() {
+            // The first account's start tells the server's settings.
+            info!("Starting JetStream");
+            info!("  Max Memory:      {}", friendly_bytes(js.max_memory));
+            info!("  Max Storage:     {}", friendly_bytes(js.max_store));
+            info!("  Store Directory: \"{}\"", settings.store_dir.display());
+            match settings.sync {
+                SyncPolicy::Always => info!("  Sync:            always (fsync before every ack)"),
+                SyncPolicy::Interval(d) => warn!("  Sync:            every {d:?}: acknowledged writes since the last sync are lost if the machine fails"),
+            }
         }
         tokio::spawn(send_bounced(js.bus.clone(), bounce_rx));
         if settings.clustered {
@@ -275,11 +305,15 @@ impl JetStream {
             info!("JetStream started in clustered mode");
             return Ok(js);
         }
-        let _ = js.committer.set(Committer::start());
+        js.shared.committer.get_or_init(Committer::start);
         js.recover();
         sinks::subscribe_api(&js).context("could not subscribe to the JetStream API")?;
         tokio::spawn(api::run(js.clone(), api_rx));
-        info!("JetStream started with {} streams", js.streams.read().len());
+        info!(
+            "JetStream started in account {} with {} streams",
+            js.account,
+            js.streams.read().len()
+        );
         Ok(js)
     }
 
@@ -406,37 +440,46 @@ impl JetStream {
         }
     }
 
+    /// Counts `delta` bytes of `storage` in the account's usage and in
+    /// the server's.
     pub fn add_usage(&self, storage: Storage, delta: i64) {
-        match storage {
-            Storage::Memory => self.memory_used.fetch_add(delta, Ordering::Relaxed),
-            Storage::File => self.store_used.fetch_add(delta, Ordering::Relaxed),
+        let (mine, all) = match storage {
+            Storage::Memory => (&self.memory_used, &self.shared.memory_used),
+            Storage::File => (&self.store_used, &self.shared.store_used),
         };
+        let before = mine.fetch_add(delta, Ordering::Relaxed);
+        all.fetch_add(delta, Ordering::Relaxed);
+        // What is taken away was counted first (`register`, `launch`).
+        debug_assert!(before + delta >= 0, "account usage below zero");
     }
 
     /// Why a publish of `size` bytes to `stream` may not be stored: it
-    /// would pass the server's limit (10023), or the account's (10002;
-    /// nats-server counts every replica, and here the account's usage is
-    /// this server's).
+    /// would pass the server's limit, which every account's streams
+    /// share (10023), or the account's (10002; nats-server counts every
+    /// replica, and here the account's usage is this server's).
     pub fn would_exceed(&self, stream: &StreamHandle, size: u64) -> Option<ApiError> {
-        let (used, limit, account) = match stream.storage {
+        let (used, all, limit, account) = match stream.storage {
             Storage::Memory => (
                 &self.memory_used,
+                &self.shared.memory_used,
                 self.max_memory,
                 self.account_limits.max_memory,
             ),
             Storage::File => (
                 &self.store_used,
+                &self.shared.store_used,
                 self.max_store,
                 self.account_limits.max_storage,
             ),
         };
-        let after = used.load(Ordering::Relaxed) + size as i64;
-        if limit > 0 && after > limit {
+        let size = size as i64;
+        if limit > 0 && all.load(Ordering::Relaxed) + size > limit {
             return Some(E::INSUFFICIENT_RESOURCES.err());
         }
         if account < 0 {
             return None;
         }
+        let after = used.load(Ordering::Relaxed) + size;
         let replicas = stream.config.read().num_replicas.max(1);
         (after.saturating_mul(replicas) > account).then(|| E::ACCOUNT_RESOURCES_EXCEEDED.err())
     }
@@ -541,7 +584,8 @@ impl JetStream {
 
     /// The group committer of one server's streams.
     fn committer(&self) -> &Committer {
-        self.committer
+        self.shared
+            .committer
             .get()
             .expect("one server's JetStream commits its streams' writes")
     }
@@ -611,7 +655,7 @@ mod tests {
     async fn the_driver_answers_over_the_bus_once_writes_are_durable() {
         let dir = tempfile::tempdir().unwrap();
         let server = Server::new(Options::default());
-        let bus = Bus::new(server);
+        let bus = Bus::named(server, flotilla_core::account::GLOBAL);
         let js = JetStream::start(
             bus.clone(),
             Settings {
@@ -623,6 +667,7 @@ mod tests {
                 account: flotilla_core::account::GLOBAL.into(),
                 account_limits: Default::default(),
                 domain: None,
+                shared: Default::default(),
             },
         )
         .unwrap();

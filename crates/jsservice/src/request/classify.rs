@@ -23,29 +23,12 @@ pub fn classify(m: Inbound, mode: Mode, new_name: &mut dyn FnMut() -> String) ->
         return Request::Ignore;
     };
     let tokens: Vec<&str> = rest.split('.').collect();
-    let Some(reply) = m.reply.clone().filter(|r| !r.is_empty()) else {
-        return Request::Ignore;
-    };
-    // nats-server has no subscription there: no reply at all.
-    let Some(found) = table::find(&tokens) else {
-        return Request::Ignore;
+    let (found, reply, kind) = match entry(&tokens, &m, mode) {
+        Entry::Ignore => return Request::Ignore,
+        Entry::Answer(answer) => return Request::Answer(answer),
+        Entry::Read { found, reply, kind } => (found, reply, kind),
     };
     let api = found.api;
-    if api.scope == Scope::Operator && mode == Mode::Single {
-        return Request::Ignore;
-    }
-    if !api_level_ok(m.headers.as_deref()) {
-        return Request::Answer(match api.kind {
-            None => Answer::status(&reply, 412, "Required Api Level"),
-            Some(kind) => Answer::refused(&reply, kind, &E::REQUIRED_API_LEVEL.err()),
-        });
-    }
-    let kind = api.kind.unwrap_or(Kind::System);
-    // A single server has no leaders to move and no peers to remove;
-    // nats-server answers these so.
-    if api.scope == Scope::Cluster && mode == Mode::Single {
-        return Request::Answer(Answer::refused(&reply, kind, &E::CLUSTER_REQUIRED.err()));
-    }
     let mut call = table::Call {
         kind,
         names: found.names,
@@ -73,6 +56,92 @@ pub fn classify(m: Inbound, mode: Mode, new_name: &mut dyn FnMut() -> String) ->
         Ok(Classified::Operator(request)) => Request::Operator { reply, request },
         Err((kind, e)) => Request::Answer(Answer::refused(&reply, kind, &e)),
     }
+}
+
+/// How far a `$JS.API` request gets before its body is read.
+enum Entry<'a, 't> {
+    /// nats-server does not answer it.
+    Ignore,
+    /// Refused by a check that comes first.
+    Answer(Answer),
+    /// Its entry, the reply subject, and the kind it is answered with.
+    Read {
+        found: table::Found<'a, 't>,
+        reply: String,
+        kind: Kind,
+    },
+}
+
+/// The checks every `$JS.API` request passes first, in nats-server's
+/// order: a reply to answer, an entry, who may ask, the API level.
+fn entry<'a, 't>(tokens: &'a [&'t str], m: &Inbound, mode: Mode) -> Entry<'a, 't> {
+    let Some(reply) = m.reply.clone().filter(|r| !r.is_empty()) else {
+        return Entry::Ignore;
+    };
+    // nats-server has no subscription there: no reply at all.
+    let Some(found) = table::find(tokens) else {
+        return Entry::Ignore;
+    };
+    let api = found.api;
+    if api.scope == Scope::Operator && mode == Mode::Single {
+        return Entry::Ignore;
+    }
+    if !api_level_ok(m.headers.as_deref()) {
+        return Entry::Answer(match api.kind {
+            None => Answer::status(&reply, 412, "Required Api Level"),
+            Some(kind) => Answer::refused(&reply, kind, &E::REQUIRED_API_LEVEL.err()),
+        });
+    }
+    let kind = api.kind.unwrap_or(Kind::System);
+    // A single server has no leaders to move and no peers to remove;
+    // nats-server answers these so.
+    if api.scope == Scope::Cluster && mode == Mode::Single {
+        return Entry::Answer(Answer::refused(&reply, kind, &E::CLUSTER_REQUIRED.err()));
+    }
+    Entry::Read { found, reply, kind }
+}
+
+/// What a request in an account without JetStream is answered, on a
+/// server with it: after the checks every request passes first,
+/// nats-server's 10039 "JetStream not enabled for account", in the
+/// request's response kind. Nothing answers the operator's requests,
+/// nor those answered with messages (a pull, a direct get): they are
+/// not subscribed to ([`not_enabled_subjects`]).
+pub fn not_enabled(m: &Inbound, mode: Mode) -> Option<Answer> {
+    let rest = m.subject.strip_prefix(API_PREFIX)?;
+    let tokens: Vec<&str> = rest.split('.').collect();
+    match entry(&tokens, m, mode) {
+        Entry::Ignore => None,
+        Entry::Answer(answer) => Some(answer),
+        Entry::Read { found, reply, kind } => {
+            assert!(
+                found.api.kind.is_some(),
+                "subscribed for API responses only"
+            );
+            Some(Answer::refused(
+                &reply,
+                kind,
+                &E::NOT_ENABLED_FOR_ACCOUNT.err(),
+            ))
+        }
+    }
+}
+
+/// The subjects [`not_enabled`] answers: each request with an API
+/// response that anyone may send (a `>` that may match no token is
+/// subscribed without it as well).
+pub fn not_enabled_subjects() -> Vec<String> {
+    let mut out = Vec::new();
+    for api in table::APIS {
+        if api.kind.is_none() || api.scope == Scope::Operator {
+            continue;
+        }
+        out.push(format!("{API_PREFIX}{}", api.pattern));
+        if let Some(bare) = api.pattern.strip_suffix(".>") {
+            out.push(format!("{API_PREFIX}{bare}"));
+        }
+    }
+    out
 }
 
 /// The stream a request about one stream names, and its response kind:

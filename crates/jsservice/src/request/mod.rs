@@ -22,7 +22,7 @@ mod table;
 mod types;
 
 pub use body::{is_empty_request, optional, strict};
-pub use classify::{classify, stream_of, unserved};
+pub use classify::{classify, not_enabled, not_enabled_subjects, stream_of, unserved};
 pub use types::{
     AccountRequest, Inbound, Mode, OperatorRequest, Read, Refusal, Request, StreamRequest,
     META_STEPDOWN, RESPONSE_TYPE, SERVER_REMOVE,

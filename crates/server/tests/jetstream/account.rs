@@ -242,8 +242,8 @@ fn configs_flotilla_cannot_honour_are_refused() {
             "no account enables it",
         ),
         (
-            "jetstream: enabled\naccounts { A { jetstream: enabled }, B { jetstream: enabled } }\n",
-            "flotilla serves JetStream in one account; the config enables it in A, B",
+            "server_name: s1\njetstream: enabled\ncluster { name: c, port: -1 }\naccounts { A { jetstream: enabled }, B { jetstream: enabled } }\n",
+            "flotilla's JetStream cluster serves one account; the config enables it in A, B",
         ),
         (
             "jetstream { domain: \"a.b\" }\n",
@@ -256,5 +256,104 @@ fn configs_flotilla_cannot_honour_are_refused() {
     ] {
         let out = common::refused_config(config);
         assert!(out.contains(says), "{config}: {out}");
+    }
+}
+
+/// A and B each have JetStream, B with one stream at most; C has none.
+const TENANTS: &str = r#"
+jetstream: enabled
+accounts {
+  A { users: [{ user: "a", password: "p" }], jetstream: enabled }
+  B { users: [{ user: "b", password: "p" }], jetstream { max_streams: 1 } }
+  C { users: [{ user: "c", password: "p" }] }
+}
+"#;
+
+/// Every account whose block enables JetStream has its own: its own
+/// stream names and subjects, its own limits and usage, its own place
+/// on disk, kept across a restart. An account without JetStream is
+/// answered "not enabled" (10039) in each request's response kind, as
+/// nats-server answers it, and a direct get there finds no one.
+/// One server: a cluster's JetStream serves one account.
+#[tokio::test]
+async fn each_account_has_its_own_jetstream() {
+    if common::clustered() {
+        return;
+    }
+    let mut s = common::js_server_configured(TENANTS);
+    let create = r#"{"name":"S","subjects":["s.>"]}"#;
+    let (a, b) = (
+        common::connect_as(&s.url(), "a", "p").await,
+        common::connect_as(&s.url(), "b", "p").await,
+    );
+    for c in [&a, &b] {
+        let created = api(c, "$JS.API.STREAM.CREATE.S", create).await;
+        assert_eq!(created["did_create"], true, "{created}");
+    }
+    let second = api(&b, "$JS.API.STREAM.CREATE.T", r#"{"name":"T"}"#).await;
+    assert_eq!(
+        api_err(&second),
+        (400, 10027, "maximum number of streams reached".into())
+    );
+    for (c, n) in [(&a, 3), (&b, 1)] {
+        let js = jetstream::new(c.clone());
+        for i in 1..=n {
+            let ack = js.publish("s.x", "m".into()).await.unwrap().await.unwrap();
+            assert_eq!((ack.stream.as_str(), ack.sequence), ("S", i));
+        }
+    }
+    let jsz = s.json("/jsz?accounts=true");
+    assert_eq!(
+        (jsz["total"].clone(), jsz["streams"].clone()),
+        (json!(2), json!(2))
+    );
+    assert_eq!(jsz["messages"], 4, "{jsz}");
+    let names: Vec<_> = jsz["account_details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("A"), json!("B")]);
+    let only_b = s.json("/jsz?acc=B");
+    assert_eq!(only_b["account_details"][0]["name"], "B", "{only_b}");
+    assert_eq!(only_b["account_details"].as_array().unwrap().len(), 1);
+    let c = common::connect_as(&s.url(), "c", "p").await;
+    for (subject, body, kind) in [
+        ("$JS.API.INFO", "", "account_info_response"),
+        ("$JS.API.STREAM.CREATE.S", create, "stream_create_response"),
+        ("$JS.API.STREAM.NAMES", "", "stream_names_response"),
+        (
+            "$JS.API.STREAM.MSG.GET.S",
+            r#"{"seq":1}"#,
+            "stream_msg_get_response",
+        ),
+    ] {
+        let reply = api(&c, subject, body).await;
+        assert_eq!(reply["type"], format!("io.nats.jetstream.api.v1.{kind}"));
+        assert_eq!(
+            api_err(&reply),
+            (503, 10039, "JetStream not enabled for account".into()),
+            "{subject}"
+        );
+    }
+    let names = api(&c, "$JS.API.STREAM.NAMES", "").await;
+    assert_eq!(
+        (names["total"].clone(), names["streams"].clone()),
+        (json!(0), json!(null))
+    );
+    let direct = c
+        .request("$JS.API.DIRECT.GET.S", r#"{"seq":1}"#.into())
+        .await;
+    assert!(
+        matches!(&direct, Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders),
+        "{direct:?}"
+    );
+    s.kill9();
+    s.restart();
+    for (user, n) in [("a", 3), ("b", 1)] {
+        let c = common::connect_as(&s.url(), user, "p").await;
+        let info = api(&c, "$JS.API.STREAM.INFO.S", "").await;
+        assert_eq!(info["state"]["messages"], n, "{user}: {info}");
     }
 }
