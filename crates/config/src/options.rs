@@ -778,9 +778,7 @@ impl Options {
     /// Without `accounts`, `$G`, unlimited. With them, as nats-server,
     /// every account whose block enables it and no other; a config that
     /// enables it in none is refused (nats-server would start with
-    /// JetStream answering "not enabled" everywhere). A cluster's
-    /// JetStream serves one account: its meta group's assignments carry
-    /// no account yet.
+    /// JetStream answering "not enabled" everywhere).
     pub fn jetstream_accounts(&self) -> Result<Vec<(String, jsapi::AccountLimits)>, String> {
         if self.accounts.is_empty() {
             return Ok(vec![(GLOBAL_ACCOUNT.to_string(), Default::default())]);
@@ -795,16 +793,6 @@ impl Options {
                  accounts, JetStream serves only an account whose block has \
                  `jetstream: enabled` (or its limits)"
                 .into());
-        }
-        if enabled.len() > 1 && self.cluster.enabled() {
-            return Err(format!(
-                "flotilla's JetStream cluster serves one account; the config enables it in {}",
-                self.account_jetstream
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
         }
         Ok(enabled)
     }

@@ -272,8 +272,8 @@ fn raftz(jc: &JsCluster, acc: &str, group: &str) -> BTreeMap<String, BTreeMap<St
     for g in status.groups.iter() {
         let (account, name) = if g.group == jsservice::meta_sm::META_GROUP {
             (SYSTEM_ACCOUNT, META_NAME.to_string())
-        } else if let Some(n) = names.get(&g.group) {
-            (jc.js.account.as_str(), n.clone())
+        } else if let Some((account, n)) = names.get(&g.group) {
+            (account.as_str(), n.clone())
         } else {
             continue;
         };
@@ -405,15 +405,12 @@ fn meta_health(jc: &JsCluster) -> Option<String> {
         .lock()
         .streams()
         .filter(|a| a.peers.contains(&jc.me.id))
-        .map(|a| (a.name.clone(), a.group, a.peers.len()))
+        .map(|a| (a.label(), a.group, a.peers.len()))
         .collect();
-    for (name, group, replicas) in assigned {
+    for (label, group, replicas) in assigned {
         let g = status.groups.iter().find(|g| g.group == group);
         if let Some(why) = stream_health(jc, g, replicas) {
-            return Some(format!(
-                "JetStream stream {} is not current: {why}",
-                jc.js.label(&name)
-            ));
+            return Some(format!("JetStream stream {label} is not current: {why}"));
         }
     }
     None

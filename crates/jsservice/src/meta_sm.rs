@@ -12,6 +12,11 @@
 //! - Streams are assigned only to current peers, and each assignment gets
 //!   a group id no other stream has had, so a group id never names two
 //!   things (incident 5).
+//!
+//! A stream is named by its account and its name: each account has its
+//! own stream names, as on nats-server. An entry written before streams
+//! had accounts names none (the empty account), which no JetStream
+//! serves: the driver leaves such a stream alone and says so.
 
 use std::collections::BTreeMap;
 
@@ -25,6 +30,9 @@ pub struct Peer {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamAssignment {
+    /// The account the stream is in (empty: written before accounts).
+    #[serde(default)]
+    pub account: String,
     pub name: String,
     /// The stream's config as the API took it (JSON).
     pub config: String,
@@ -57,6 +65,8 @@ pub enum MetaOp {
     },
     /// A new stream on these peers; the group id is allocated on apply.
     AssignStream {
+        #[serde(default)]
+        account: String,
         name: String,
         config: String,
         peers: Vec<u64>,
@@ -70,6 +80,8 @@ pub enum MetaOp {
     /// them; the stream group's own membership follows through conf
     /// changes its leader proposes).
     UpdateStream {
+        #[serde(default)]
+        account: String,
         name: String,
         config: String,
         peers: Vec<u64>,
@@ -79,17 +91,43 @@ pub enum MetaOp {
         reply: String,
     },
     RemoveStream {
+        #[serde(default)]
+        account: String,
         name: String,
     },
     AssignConsumer {
+        #[serde(default)]
+        account: String,
         stream: String,
         name: String,
         config: String,
     },
     RemoveConsumer {
+        #[serde(default)]
+        account: String,
         stream: String,
         name: String,
     },
+}
+
+/// Where a stream is kept in the meta state: its name within its
+/// account. A stream name has no whitespace (nats-server refuses it),
+/// so the last space parts the two; an entry without an account is
+/// kept under its name alone, as it was.
+pub fn stream_key(account: &str, name: &str) -> String {
+    debug_assert!(!name.contains(' '), "stream names have no spaces");
+    match account.is_empty() {
+        true => name.to_string(),
+        false => format!("{account} {name}"),
+    }
+}
+
+impl StreamAssignment {
+    /// How logs name the stream, as nats-server's do:
+    /// `'<account> > <stream>'`.
+    pub fn label(&self) -> String {
+        format!("'{} > {}'", self.account, self.name)
+    }
 }
 
 impl MetaOp {
@@ -134,9 +172,10 @@ pub enum MetaEvent {
     /// (before, after, where the update is answered)
     StreamUpdated(StreamAssignment, StreamAssignment, String),
     StreamRemoved(StreamAssignment),
-    /// (stream, consumer, its group, its peers)
-    ConsumerAssigned(String, String, u64, Vec<u64>),
-    ConsumerRemoved(String, String),
+    /// (account, stream, consumer, its group, its peers)
+    ConsumerAssigned(String, String, String, u64, Vec<u64>),
+    /// (account, stream, consumer)
+    ConsumerRemoved(String, String, String),
     /// An entry at or below the applied index (a replay).
     AlreadyApplied,
 }
@@ -145,8 +184,9 @@ pub enum MetaEvent {
 pub struct Meta {
     peers: BTreeMap<u64, Peer>,
     retired: Vec<u64>,
+    /// By `stream_key`.
     streams: BTreeMap<String, StreamAssignment>,
-    /// Stream names by group id: an index of `streams`, rebuilt on
+    /// Stream keys by group id: an index of `streams`, rebuilt on
     /// restore (thousands of replicas look theirs up twice a second).
     #[serde(skip)]
     by_group: BTreeMap<u64, String>,
@@ -171,12 +211,24 @@ impl Meta {
         self.peers.values()
     }
 
+    /// Every account's streams.
     pub fn streams(&self) -> impl Iterator<Item = &StreamAssignment> {
         self.streams.values()
     }
 
-    pub fn stream(&self, name: &str) -> Option<&StreamAssignment> {
-        self.streams.get(name)
+    /// The stream `name` of `account`.
+    pub fn stream(&self, account: &str, name: &str) -> Option<&StreamAssignment> {
+        let a = self.streams.get(&stream_key(account, name));
+        debug_assert!(a.is_none_or(|a| a.account == account && a.name == name));
+        a
+    }
+
+    /// The streams of one account, as its checks see them.
+    pub fn account<'a>(&'a self, account: &'a str) -> AccountStreams<'a> {
+        AccountStreams {
+            meta: self,
+            account,
+        }
     }
 
     /// The stream whose Raft group is `group`.
@@ -205,8 +257,8 @@ impl Meta {
         let mut meta: Meta = serde_json::from_slice(data).ok()?;
         meta.by_group = meta
             .streams
-            .values()
-            .map(|a| (a.group, a.name.clone()))
+            .iter()
+            .map(|(key, a)| (a.group, key.clone()))
             .collect();
         Some(meta)
     }
@@ -270,18 +322,21 @@ impl Meta {
                 Ok(MetaEvent::PeerRemoved(id))
             }
             MetaOp::AssignStream {
+                account,
                 name,
                 config,
                 peers,
                 created,
                 reply,
             } => {
-                if self.streams.contains_key(&name) {
+                let key = stream_key(&account, &name);
+                if self.streams.contains_key(&key) {
                     return Err(MetaError::StreamExists(name));
                 }
                 self.check_peers(&peers)?;
                 let a = StreamAssignment {
-                    name: name.clone(),
+                    account,
+                    name,
                     initial: config.clone(),
                     config,
                     group: self.next_group,
@@ -290,11 +345,12 @@ impl Meta {
                     consumers: BTreeMap::new(),
                 };
                 self.next_group += 1;
-                self.by_group.insert(a.group, name.clone());
-                self.streams.insert(name, a.clone());
+                self.by_group.insert(a.group, key.clone());
+                self.streams.insert(key, a.clone());
                 Ok(MetaEvent::StreamAssigned(a, reply))
             }
             MetaOp::UpdateStream {
+                account,
                 name,
                 config,
                 peers,
@@ -303,57 +359,83 @@ impl Meta {
                 self.check_peers(&peers)?;
                 let s = self
                     .streams
-                    .get_mut(&name)
+                    .get_mut(&stream_key(&account, &name))
                     .ok_or_else(|| MetaError::NoStream(name.clone()))?;
                 let before = s.clone();
                 s.config = config;
                 s.peers = peers;
                 Ok(MetaEvent::StreamUpdated(before, s.clone(), reply))
             }
-            MetaOp::RemoveStream { name } => match self.streams.remove(&name) {
-                Some(a) => {
-                    self.by_group.remove(&a.group);
-                    Ok(MetaEvent::StreamRemoved(a))
+            MetaOp::RemoveStream { account, name } => {
+                match self.streams.remove(&stream_key(&account, &name)) {
+                    Some(a) => {
+                        self.by_group.remove(&a.group);
+                        Ok(MetaEvent::StreamRemoved(a))
+                    }
+                    None => Err(MetaError::NoStream(name)),
                 }
-                None => Err(MetaError::NoStream(name)),
-            },
+            }
             MetaOp::AssignConsumer {
+                account,
                 stream,
                 name,
                 config,
             } => {
                 let s = self
                     .streams
-                    .get_mut(&stream)
+                    .get_mut(&stream_key(&account, &stream))
                     .ok_or_else(|| MetaError::NoStream(stream.clone()))?;
                 if s.consumers.contains_key(&name) {
                     return Err(MetaError::ConsumerExists(name));
                 }
                 s.consumers.insert(name.clone(), config);
                 Ok(MetaEvent::ConsumerAssigned(
+                    account,
                     stream,
                     name,
                     s.group,
                     s.peers.clone(),
                 ))
             }
-            MetaOp::RemoveConsumer { stream, name } => {
+            MetaOp::RemoveConsumer {
+                account,
+                stream,
+                name,
+            } => {
                 let s = self
                     .streams
-                    .get_mut(&stream)
+                    .get_mut(&stream_key(&account, &stream))
                     .ok_or_else(|| MetaError::NoStream(stream.clone()))?;
                 if s.consumers.remove(&name).is_none() {
                     return Err(MetaError::NoConsumer(name));
                 }
-                Ok(MetaEvent::ConsumerRemoved(stream, name))
+                Ok(MetaEvent::ConsumerRemoved(account, stream, name))
             }
         }
     }
 }
 
-impl crate::account::Streams for Meta {
+/// One account's streams in the meta state.
+pub struct AccountStreams<'a> {
+    meta: &'a Meta,
+    account: &'a str,
+}
+
+impl AccountStreams<'_> {
+    /// How many streams the account has.
+    pub fn count(&self) -> usize {
+        self.meta
+            .streams()
+            .filter(|a| a.account == self.account)
+            .count()
+    }
+}
+
+impl crate::account::Streams for AccountStreams<'_> {
     fn configs(&self) -> BTreeMap<String, jetstream::api::StreamConfig> {
-        self.streams()
+        self.meta
+            .streams()
+            .filter(|a| a.account == self.account)
             .filter_map(|a| Some((a.name.clone(), serde_json::from_str(&a.config).ok()?)))
             .collect()
     }
@@ -387,6 +469,7 @@ mod tests {
                 name: "zz".into(),
             },
             MetaOp::AssignStream {
+                account: String::new(),
                 name: "S".into(),
                 config: "{}".into(),
                 peers: vec![11, 12, 13],
@@ -394,6 +477,7 @@ mod tests {
                 reply: String::new(),
             },
             MetaOp::AssignStream {
+                account: String::new(),
                 name: "T".into(),
                 config: "{}".into(),
                 peers: vec![11, 77],
@@ -401,13 +485,17 @@ mod tests {
                 reply: String::new(),
             },
             MetaOp::RemovePeer { id: 13 },
-            MetaOp::RemoveStream { name: "S".into() },
+            MetaOp::RemoveStream {
+                account: String::new(),
+                name: "S".into(),
+            },
             MetaOp::RemovePeer { id: 13 },
             MetaOp::AddPeer {
                 id: 13,
                 name: "c".into(),
             },
             MetaOp::AssignStream {
+                account: String::new(),
                 name: "S".into(),
                 config: "{}".into(),
                 peers: vec![11, 12],
@@ -415,16 +503,19 @@ mod tests {
                 reply: String::new(),
             },
             MetaOp::AssignConsumer {
+                account: String::new(),
                 stream: "S".into(),
                 name: "C".into(),
                 config: "{}".into(),
             },
             MetaOp::AssignConsumer {
+                account: String::new(),
                 stream: "S".into(),
                 name: "C".into(),
                 config: "{}".into(),
             },
             MetaOp::AssignConsumer {
+                account: String::new(),
                 stream: "NOPE".into(),
                 name: "C".into(),
                 config: "{}".into(),
@@ -454,6 +545,7 @@ mod tests {
         assert_eq!(
             out[12],
             Ok(MetaEvent::ConsumerAssigned(
+                String::new(),
                 "S".into(),
                 "C".into(),
                 3,
@@ -466,7 +558,7 @@ mod tests {
         let ids: Vec<u64> = m.peers().map(|p| p.id).collect();
         assert_eq!(ids, vec![11, 12]);
         // A re-created stream never reuses a group id.
-        assert_eq!(m.stream("S").unwrap().group, 3);
+        assert_eq!(m.stream("", "S").unwrap().group, 3);
         // Same entries, same state, on every replica and after a replay.
         let (again, _) = run();
         assert_eq!(m, again);
@@ -477,5 +569,64 @@ mod tests {
             Ok(MetaEvent::AlreadyApplied)
         );
         assert_eq!(restored.apply(100, b"garbage"), Err(MetaError::Undecodable));
+    }
+
+    /// Each account has its own stream names: the same name in two
+    /// accounts is two streams, each found, changed and removed in its
+    /// own account alone, and each account's checks see only its own.
+    #[test]
+    fn accounts_keep_their_own_stream_names() {
+        use crate::account::Streams;
+        let mut m = Meta::new();
+        let assign = |account: &str, subjects: &str| MetaOp::AssignStream {
+            account: account.into(),
+            name: "S".into(),
+            config: format!(r#"{{"name":"S","subjects":["{subjects}"]}}"#),
+            peers: vec![11],
+            created: 0,
+            reply: String::new(),
+        };
+        let ops = [
+            MetaOp::AddPeer {
+                id: 11,
+                name: "a".into(),
+            },
+            assign("A", "a"),
+            assign("B", "b"),
+            assign("B", "c"),
+            MetaOp::AssignConsumer {
+                account: "B".into(),
+                stream: "S".into(),
+                name: "C".into(),
+                config: "{}".into(),
+            },
+            MetaOp::RemoveStream {
+                account: "A".into(),
+                name: "S".into(),
+            },
+            MetaOp::RemoveStream {
+                account: "C".into(),
+                name: "S".into(),
+            },
+        ];
+        let out: Vec<_> = ops
+            .iter()
+            .enumerate()
+            .map(|(i, op)| m.apply(i as u64 + 1, &op.encode()))
+            .collect();
+        assert!(matches!(out[1], Ok(MetaEvent::StreamAssigned(ref a, _)) if a.account == "A"));
+        assert!(matches!(out[2], Ok(MetaEvent::StreamAssigned(ref a, _)) if a.group == 3));
+        assert_eq!(out[3], Err(MetaError::StreamExists("S".into())));
+        assert!(matches!(out[4], Ok(MetaEvent::ConsumerAssigned(ref acc, ..)) if acc == "B"));
+        assert!(matches!(out[5], Ok(MetaEvent::StreamRemoved(ref a)) if a.account == "A"));
+        assert_eq!(out[6], Err(MetaError::NoStream("S".into())));
+        assert!(m.stream("A", "S").is_none());
+        let b = m.stream("B", "S").unwrap();
+        assert_eq!((b.group, b.consumers.len()), (3, 1));
+        assert_eq!(m.stream_of_group(3).map(|a| a.account.as_str()), Some("B"));
+        assert_eq!(m.account("B").configs().len(), 1);
+        assert_eq!(m.account("A").count(), 0);
+        let restored = Meta::restore(&m.snapshot()).unwrap();
+        assert_eq!(restored.stream_of_group(3), m.stream_of_group(3));
     }
 }

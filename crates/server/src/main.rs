@@ -353,15 +353,9 @@ fn start_jetstream(
     }
     let mut js_cluster = None;
     if js_clustered(opts) {
-        // Validated: a cluster's JetStream serves one account.
-        assert_eq!(
-            accounts.len(),
-            1,
-            "a clustered JetStream serves one account"
-        );
         js_cluster = Some(jsdriver::jscluster::JsCluster::start(
             jsdriver::jscluster::ClusterView::new(server.clone()),
-            &accounts[0],
+            &accounts,
         )?);
     }
     let mode = match js_cluster {

@@ -535,8 +535,10 @@ impl Sim {
                 peers.truncate(1 + self.rng.below(n) as usize);
                 let v = self.next_value;
                 self.next_value += 1;
+                // Two accounts, each with the same stream names.
                 MetaOp::AssignStream {
-                    name: format!("S{v}"),
+                    account: format!("A{}", v % 2),
+                    name: format!("S{}", v / 2),
                     config: "{}".into(),
                     peers,
                     created: 0,

@@ -76,25 +76,29 @@ const SUBJECTS: &[&str] = &[
     "$JS.API.CONSUMER.PAUSE.*.*",
 ];
 
-/// The subscriptions, held while this server leads the meta group.
+/// One account's subscriptions, held while this server leads the meta
+/// group: each account's requests are decided by its own task, against
+/// its own streams and limits.
 pub struct AccountApi {
+    bus: Bus,
     subs: Mutex<Vec<Arc<Subscription>>>,
     tx: mpsc::UnboundedSender<Inbound>,
 }
 
 impl AccountApi {
-    pub fn start(jc: Arc<JsCluster>) -> Arc<AccountApi> {
+    pub fn start(jc: Arc<JsCluster>, js: Arc<JetStream>) -> Arc<AccountApi> {
         let (tx, rx) = mpsc::unbounded_channel();
         let api = Arc::new(AccountApi {
+            bus: js.bus.clone(),
             subs: Mutex::new(Vec::new()),
             tx,
         });
-        tokio::spawn(serve(jc, rx));
+        tokio::spawn(serve(jc, js, rx));
         api
     }
 
-    pub fn follow_leadership(&self, bus: &Bus, leading: bool) {
-        super::leading::follow(bus, &self.subs, SUBJECTS, &self.tx, leading);
+    pub fn follow_leadership(&self, leading: bool) {
+        super::leading::follow(&self.bus, &self.subs, SUBJECTS, &self.tx, leading);
     }
 }
 
@@ -105,11 +109,11 @@ struct Api {
     requests: Arc<Requests>,
 }
 
-async fn serve(jc: Arc<JsCluster>, mut rx: mpsc::UnboundedReceiver<Inbound>) {
+async fn serve(jc: Arc<JsCluster>, js: Arc<JetStream>, mut rx: mpsc::UnboundedReceiver<Inbound>) {
     let mut api = Api {
-        publisher: jc.js.bus.publisher(),
-        requests: Arc::new(Requests::start(jc.js.bus.clone(), jc.me.id)),
-        js: jc.js.clone(),
+        publisher: js.bus.publisher(),
+        requests: Arc::new(Requests::start(js.bus.clone(), jc.me.id)),
+        js,
         jc,
     };
     while let Some(m) = rx.recv().await {
@@ -125,7 +129,9 @@ async fn serve(jc: Arc<JsCluster>, mut rx: mpsc::UnboundedReceiver<Inbound>) {
         // subjects).
         if let Some(name) = settle {
             let start = tokio::time::Instant::now();
-            while api.jc.meta.lock().stream(&name).is_none() && start.elapsed() < CREATE_SETTLE {
+            while api.jc.meta.lock().stream(&api.js.account, &name).is_none()
+                && start.elapsed() < CREATE_SETTLE
+            {
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
         }
@@ -293,13 +299,18 @@ impl Api {
         self.publisher.publish_out(&a.msg);
     }
 
+    /// The assignment of this account's stream `name`.
+    fn assigned(&self, name: &str) -> Option<StreamAssignment> {
+        self.jc.meta.lock().stream(&self.js.account, name).cloned()
+    }
+
     /// Answers (or starts answering) one request. Returns the name of a
     /// stream whose creation was proposed.
     async fn request(&mut self, m: Inbound) -> Option<String> {
         // About one stream: its leader answers if it exists, and nats-
         // server's meta leader says it does not before reading the body.
         if let Some((stream, kind)) = stream_of(&m.subject) {
-            let group = self.jc.meta.lock().stream(stream).map(|a| a.group);
+            let group = self.assigned(stream).map(|a| a.group);
             if let Some(group) = group {
                 self.answer_if_leaderless(group, m.reply.as_deref(), kind);
                 return None;
@@ -319,7 +330,7 @@ impl Api {
                 reply,
                 request,
             } => {
-                let group = self.jc.meta.lock().stream(&stream).map(|a| a.group);
+                let group = self.assigned(&stream).map(|a| a.group);
                 match group {
                     Some(group) => {
                         self.answer_if_leaderless(group, reply.as_deref(), request.kind())
@@ -360,7 +371,8 @@ impl Api {
         let kind = request.kind();
         let decision = {
             let meta = self.jc.meta.lock();
-            account::decide(&*meta, self.js.limits(), Mode::Clustered, to, request)
+            let streams = meta.account(&self.js.account);
+            account::decide(&streams, self.js.limits(), Mode::Clustered, to, request)
         };
         let answer = match decision {
             Decision::Answer(a) => a,
@@ -442,7 +454,7 @@ impl Api {
                 let meta = self.jc.meta.lock().clone();
                 account::info(
                     to,
-                    &meta,
+                    &meta.account(&self.js.account),
                     self.usage(&meta),
                     self.js.account_limits,
                     self.js.domain.as_deref(),
@@ -465,7 +477,7 @@ impl Api {
         Usage {
             memory,
             storage,
-            streams: meta.streams().count() as u64,
+            streams: meta.account(&self.js.account).count() as u64,
             consumers: self
                 .js
                 .streams()
@@ -483,12 +495,7 @@ impl Api {
     /// applies the config; this keeps a refused config out of the meta
     /// state.
     async fn consumers_allow(&self, new: &StreamConfig) -> Result<(), ApiError> {
-        let old = self
-            .jc
-            .meta
-            .lock()
-            .stream(&new.name)
-            .map(|a| a.config.clone());
+        let old = self.assigned(&new.name).map(|a| a.config);
         let Some(old) = old.and_then(|c| serde_json::from_str::<StreamConfig>(&c).ok()) else {
             return Ok(());
         };
@@ -531,6 +538,7 @@ impl Api {
         let n = cfg.num_replicas.max(1) as usize;
         let peers = self.place(&cfg, &[], n)?;
         let op = MetaOp::AssignStream {
+            account: self.js.account.clone(),
             name: cfg.name.clone(),
             config: serde_json::to_string(&cfg).expect("config serializes"),
             peers,
@@ -639,11 +647,7 @@ impl Api {
     fn update(&mut self, cfg: StreamConfig, reply: &str) -> Result<(), ApiError> {
         let name = cfg.name.clone();
         let a = self
-            .jc
-            .meta
-            .lock()
-            .stream(&name)
-            .cloned()
+            .assigned(&name)
             .ok_or_else(|| E::STREAM_NOT_FOUND.err())?;
         let n = cfg.num_replicas.max(1) as usize;
         let mut peers = a.peers.clone();
@@ -658,6 +662,7 @@ impl Api {
             peers.truncate(n);
         }
         let op = MetaOp::UpdateStream {
+            account: a.account.clone(),
             name: name.clone(),
             config: serde_json::to_string(&cfg).expect("config serializes"),
             peers,
@@ -675,11 +680,7 @@ impl Api {
     /// request fails, as nats-server's does).
     fn peer_remove(&mut self, name: &str, peer: &str) -> Result<(), ApiError> {
         let a = self
-            .jc
-            .meta
-            .lock()
-            .stream(name)
-            .cloned()
+            .assigned(name)
             .ok_or_else(|| E::STREAM_NOT_FOUND.err())?;
         // A server's name, or nats-server's hash of it.
         let id = a
@@ -693,6 +694,7 @@ impl Api {
             .ok_or_else(|| E::CLUSTER_PEER_NOT_MEMBER.err())?;
         let peers = remap(&self.jc, &a, id, true).ok_or_else(|| E::PEER_REMAP.err())?;
         let op = MetaOp::UpdateStream {
+            account: a.account.clone(),
             name: name.to_string(),
             config: a.config.clone(),
             peers,
@@ -706,6 +708,7 @@ impl Api {
 
     fn delete(&mut self, name: &str, reply: &str) -> Result<(), ApiError> {
         let op = MetaOp::RemoveStream {
+            account: self.js.account.clone(),
             name: name.to_string(),
         };
         self.jc
@@ -717,7 +720,7 @@ impl Api {
         let (name, reply) = (name.to_string(), reply.to_string());
         tokio::spawn(async move {
             let start = tokio::time::Instant::now();
-            while api.jc.meta.lock().stream(&name).is_some() {
+            while api.jc.meta.lock().stream(&api.js.account, &name).is_some() {
                 if start.elapsed() > DELETE_WAIT {
                     return;
                 }

@@ -206,6 +206,7 @@ fn remove(
         let peers =
             super::account_api::remap(jc, &a, id, false).ok_or_else(|| E::PEER_REMAP.err())?;
         let op = MetaOp::UpdateStream {
+            account: a.account.clone(),
             name: a.name.clone(),
             config: a.config.clone(),
             peers,

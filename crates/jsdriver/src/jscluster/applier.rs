@@ -33,6 +33,8 @@ use crate::js::JetStream;
 /// One stream replica on this server.
 pub struct Replica {
     pub name: String,
+    /// Its account's JetStream.
+    pub js: Arc<JetStream>,
     pub handle: Arc<StreamHandle>,
     /// The meta group took this server off the stream: the replica stays
     /// (it may still count towards the group's quorum) until the group's
@@ -49,7 +51,8 @@ pub struct Applier {
     pub me: u64,
     pub meta: Arc<Mutex<Meta>>,
     pub replicas: Replicas,
-    pub js: Arc<JetStream>,
+    /// Each account's JetStream, by name.
+    pub accounts: Arc<BTreeMap<String, Arc<JetStream>>>,
     /// The cluster, once started (the node that calls this is part of it).
     pub cluster: Arc<OnceLock<Weak<JsCluster>>>,
     /// Where replica actors run.
@@ -128,7 +131,7 @@ impl Applier {
                     if let Some(r) = self.replicas.lock().get_mut(&after.group) {
                         info!(
                             "JetStream cluster stream {} moving off this server",
-                            self.js.label(&r.name)
+                            after.label()
                         );
                         r.leaving = Some(Instant::now());
                     }
@@ -150,7 +153,16 @@ impl Applier {
         let Some(cluster) = self.cluster.get().and_then(Weak::upgrade) else {
             return;
         };
-        let Some(opened) = self.open(engine, a, reply.is_some()) else {
+        // Every server of a cluster is to serve the same accounts; one
+        // that does not cannot hold the stream, and says so.
+        let Some(js) = self.accounts.get(&a.account).cloned() else {
+            error!(
+                "JetStream cluster stream {} assigned here is in an account this server's JetStream does not serve",
+                a.label()
+            );
+            return;
+        };
+        let Some(opened) = self.open(engine, a, &js, reply.is_some()) else {
             return;
         };
         let fresh = engine.raft_info(a.group).is_some_and(|i| i.last_index <= 1);
@@ -161,7 +173,7 @@ impl Applier {
         }
         info!(
             "JetStream cluster stream {} on raft group {} with peers {:x?}",
-            self.js.label(&a.name),
+            a.label(),
             a.group,
             a.peers
         );
@@ -180,11 +192,12 @@ impl Applier {
             }
         };
         let (handle, rx) = StreamHandle::new(machine.stream());
-        self.js.register(handle.clone());
+        js.register(handle.clone());
         self.replicas.lock().insert(
             a.group,
             Replica {
                 name: a.name.clone(),
+                js: js.clone(),
                 handle: handle.clone(),
                 leaving: None,
             },
@@ -194,7 +207,7 @@ impl Applier {
             .map(|r| (r, Instant::now()));
         let actor = replica::Actor::new(
             cluster,
-            self.js.clone(),
+            js,
             a.group,
             replica::Opened {
                 machine,
@@ -217,6 +230,7 @@ impl Applier {
         &mut self,
         engine: &mut Engine,
         a: &StreamAssignment,
+        js: &JetStream,
         original: bool,
     ) -> Option<(Opened, Option<ReplicaStore>)> {
         let cfg = match storage::initial_config(a) {
@@ -239,12 +253,10 @@ impl Applier {
         }
         let file = match cfg.storage {
             Storage::Memory => Ok(None),
-            Storage::File => ReplicaStore::new(storage::replica_dir(
-                &self.js.store_dir,
-                &self.js.account,
-                a.group,
-            ))
-            .map(Some),
+            Storage::File => {
+                ReplicaStore::new(storage::replica_dir(&js.store_dir, &js.account, a.group))
+                    .map(Some)
+            }
         };
         let stored = engine.snapshot(a.group).filter(|(_, d)| !d.is_empty());
         let opened = file.and_then(|file| {
@@ -262,12 +274,9 @@ impl Applier {
 
     fn stop(&mut self, engine: &mut Engine, group: u64) {
         if let Some(r) = self.replicas.lock().remove(&group) {
-            info!(
-                "JetStream cluster stream {} removed",
-                self.js.label(&r.name)
-            );
+            info!("JetStream cluster stream {} removed", r.js.label(&r.name));
             r.handle.send(Cmd::Raft(RaftEvent::Stop));
-            self.js.unregister(&r.handle);
+            r.js.unregister(&r.handle);
         }
         if let Err(e) = engine.delete_group(group) {
             warn!("raft group {group}: {e}");

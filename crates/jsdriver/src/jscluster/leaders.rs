@@ -168,7 +168,7 @@ impl Leaders {
             assigned: &a.peers,
         };
         let step = next_step(&members, &current, &dead);
-        let label = self.jc.js.label(&a.name);
+        let label = a.label();
         let name = |id: u64| self.jc.peer_name(id).unwrap_or_default();
         let (kind, id) = match step {
             Step::Settled => return,
@@ -236,11 +236,7 @@ impl Leaders {
         for group in done {
             // Checked again on the engine's thread, where assignments are
             // applied, so a re-assignment cannot slip in between.
-            let (meta, replicas, js) = (
-                self.jc.meta.clone(),
-                self.jc.replicas.clone(),
-                self.jc.js.clone(),
-            );
+            let (meta, replicas) = (self.jc.meta.clone(), self.jc.replicas.clone());
             let _ = self.jc.node.call(move |e| {
                 let assigned = meta
                     .lock()
@@ -255,10 +251,10 @@ impl Leaders {
                 if let Some(r) = reps.remove(&group) {
                     info!(
                         "JetStream cluster stream {} left this server",
-                        js.label(&r.name)
+                        r.js.label(&r.name)
                     );
                     r.handle.send(Cmd::Raft(RaftEvent::Stop));
-                    js.unregister(&r.handle);
+                    r.js.unregister(&r.handle);
                 }
                 drop(reps);
                 let _ = e.delete_group(group);

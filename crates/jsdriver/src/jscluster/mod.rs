@@ -88,7 +88,11 @@ pub struct JsCluster {
     pub meta: Arc<Mutex<Meta>>,
     /// This server's stream replicas.
     pub replicas: applier::Replicas,
+    /// The first account's JetStream: where the Raft node and the
+    /// operator's API live.
     pub js: Arc<JetStream>,
+    /// Each account's JetStream, by account name (fixed at start).
+    pub accounts: Arc<BTreeMap<String, Arc<JetStream>>>,
     /// What this driver sees of the core server: routes, names, shutdown.
     pub server: ClusterView,
     /// Names of peers heard of over routes, kept after the route goes (a
@@ -115,9 +119,22 @@ pub struct JsCluster {
 
 impl JsCluster {
     /// Loads (or makes) the peer id, opens the Raft node (in
-    /// `<store_dir>/raft/`, beside `js`'s store), and restarts the meta
-    /// group if this store has one.
-    pub fn start(server: ClusterView, js: &Arc<JetStream>) -> anyhow::Result<Arc<JsCluster>> {
+    /// `<store_dir>/raft/`, beside the accounts' stores), and restarts
+    /// the meta group if this store has one. `accounts`: each account's
+    /// JetStream, at least one.
+    pub fn start(
+        server: ClusterView,
+        accounts: &[Arc<JetStream>],
+    ) -> anyhow::Result<Arc<JsCluster>> {
+        let js = accounts
+            .first()
+            .context("a JetStream cluster serves at least one account")?;
+        let by_name: Arc<BTreeMap<String, Arc<JetStream>>> = Arc::new(
+            accounts
+                .iter()
+                .map(|js| (js.account.clone(), js.clone()))
+                .collect(),
+        );
         let dir = js.store_dir.join("raft");
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("could not create {}", dir.display()))?;
@@ -138,7 +155,7 @@ impl JsCluster {
             me: me.id,
             meta: meta.clone(),
             replicas: replicas.clone(),
-            js: js.clone(),
+            accounts: by_name.clone(),
             cluster: cluster.clone(),
             runtime: tokio::runtime::Handle::current(),
         };
@@ -174,6 +191,7 @@ impl JsCluster {
             meta,
             replicas,
             js: js.clone(),
+            accounts: by_name.clone(),
             server: server.clone(),
             has_meta: Mutex::new(false),
             founded_with: Mutex::new(Vec::new()),
@@ -199,20 +217,22 @@ impl JsCluster {
                 *jc.has_meta.lock() = true;
             }
         }
-        let catch_all = Arc::new(account_api::CatchAll {
-            jc: Arc::downgrade(&jc),
-            js: js.clone(),
-            me: std::sync::OnceLock::new(),
-        });
-        let sub = js
-            .bus
-            .subscribe(
-                "$JS.API.>",
-                flotilla_core::bus::Reach::Local,
-                catch_all.clone(),
-            )
-            .context("could not subscribe to the JetStream API")?;
-        let _ = catch_all.me.set(sub);
+        for js in by_name.values() {
+            let catch_all = Arc::new(account_api::CatchAll {
+                jc: Arc::downgrade(&jc),
+                js: js.clone(),
+                me: std::sync::OnceLock::new(),
+            });
+            let sub = js
+                .bus
+                .subscribe(
+                    "$JS.API.>",
+                    flotilla_core::bus::Reach::Local,
+                    catch_all.clone(),
+                )
+                .context("could not subscribe to the JetStream API")?;
+            let _ = catch_all.me.set(sub);
+        }
         let follower = Arc::downgrade(&jc);
         server.on_routes_changed(Box::new(move || {
             if let Some(jc) = follower.upgrade() {
@@ -247,7 +267,11 @@ impl JsCluster {
         let mut last_leader = 0;
         let mut last_sweep: Option<(Instant, u64)> = None;
         let api = api::MetaApi::start(self.clone());
-        let account_api = account_api::AccountApi::start(self.clone());
+        let account_apis: Vec<_> = self
+            .accounts
+            .values()
+            .map(|js| account_api::AccountApi::start(self.clone(), js.clone()))
+            .collect();
         leaders::Leaders::start(self.clone());
         loop {
             tokio::select! {
@@ -293,7 +317,9 @@ impl JsCluster {
                 self.sweep_orphans();
             }
             api.follow_leadership(&self.js.bus, leading, &voters);
-            account_api.follow_leadership(&self.js.bus, leading);
+            for account_api in &account_apis {
+                account_api.follow_leadership(leading);
+            }
             let hello = self.hello(proposal);
             if last_hello.as_ref() != Some(&hello) {
                 server.set_hello(hello.clone());
@@ -303,14 +329,23 @@ impl JsCluster {
     }
 
     /// Removes what streams that no longer want this server left behind
-    /// (`storage::sweep_orphans`), on the engine's thread.
+    /// (`storage::sweep_orphans`), in each account's store, on the
+    /// engine's thread.
     fn sweep_orphans(&self) {
-        let (meta, replicas) = (self.meta.clone(), self.replicas.clone());
-        let root = storage::replicas_root(&self.js.store_dir, &self.js.account);
-        let _ = self.node.call(move |e| {
-            let running = |group| replicas.lock().contains_key(&group);
-            storage::sweep_orphans(e, &meta.lock(), running, &root);
-        });
+        for js in self.accounts.values() {
+            let (meta, replicas) = (self.meta.clone(), self.replicas.clone());
+            let root = storage::replicas_root(&js.store_dir, &js.account);
+            let _ = self.node.call(move |e| {
+                let running = |group| replicas.lock().contains_key(&group);
+                storage::sweep_orphans(e, &meta.lock(), running, &root);
+            });
+        }
+    }
+
+    /// The JetStream of the account a stream is in, if this server
+    /// serves it.
+    pub fn js_for(&self, account: &str) -> Option<&Arc<JetStream>> {
+        self.accounts.get(account)
     }
 
     /// Before this server has a meta node. Returns its founding proposal.
@@ -524,9 +559,10 @@ impl JsCluster {
                 peers.extend(spare.into_iter().take(want - a.peers.len()));
                 info!(
                     "JetStream cluster stream {} is short of replicas: adding peers",
-                    self.js.label(&a.name)
+                    a.label()
                 );
                 Some(MetaOp::UpdateStream {
+                    account: a.account.clone(),
                     name: a.name.clone(),
                     config: a.config.clone(),
                     peers,
@@ -675,11 +711,15 @@ impl JsCluster {
     /// The Raft group names of this server's streams, by group id, as
     /// nats-server names them (`S-R<replicas><F|M>-<8 characters>`), the
     /// characters derived from the group id so every server agrees.
-    pub fn group_names(&self) -> BTreeMap<u64, String> {
+    /// This server's stream groups: (account, nats-server's group name).
+    pub fn group_names(&self) -> BTreeMap<u64, (String, String)> {
         self.replicas
             .lock()
             .iter()
-            .map(|(group, r)| (*group, stream_group_name(*group, &r.handle.config.read())))
+            .map(|(group, r)| {
+                let name = stream_group_name(*group, &r.handle.config.read());
+                (*group, (r.js.account.clone(), name))
+            })
             .collect()
     }
 

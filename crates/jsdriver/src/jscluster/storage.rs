@@ -305,8 +305,8 @@ impl Home for ServerHome {
             None => {
                 let meta = self.meta.lock();
                 let assignment = meta
-                    .stream(&self.name)
-                    .filter(|a| a.group == self.group)
+                    .stream_of_group(self.group)
+                    .filter(|a| a.name == self.name)
                     .ok_or("its assignment is gone")?;
                 initial_config(assignment)?
             }

@@ -156,6 +156,17 @@ impl JsServer {
     /// moment after it is elected).
     pub async fn client(&self) -> async_nats::Client {
         let c = self.servers[0].client().await;
+        self.ready(c).await
+    }
+
+    /// As `client`, logged in as `user` with `password`.
+    pub async fn client_as(&self, user: &str, password: &str) -> async_nats::Client {
+        let c = connect_as(&self.servers[0].url(), user, password).await;
+        self.ready(c).await
+    }
+
+    /// `c` once a cluster's API and stream leaders answer it.
+    async fn ready(&self, c: async_nats::Client) -> async_nats::Client {
         if self.servers.len() > 1 {
             replicated::api_ready(std::slice::from_ref(&c)).await;
             replicated::stream_leaders_ready(&c).await;

@@ -725,6 +725,7 @@ impl Actor {
     fn subscribe_api(&self) -> Vec<Arc<Subscription>> {
         let sink: Arc<dyn InternalSink> = Arc::new(ApiSink {
             jc: self.jc.clone(),
+            js: self.js.clone(),
             handle: self.handle.clone(),
             group: self.group,
         });
@@ -789,7 +790,7 @@ impl Actor {
             self.last_reconcile = Some(Instant::now());
             self.reconcile_config();
             self.reconcile_push(false);
-            for op in crate::js::stream::deaf_pulls(&self.jc.js.bus, self.core.machine().stream()) {
+            for op in crate::js::stream::deaf_pulls(&self.js.bus, self.core.machine().stream()) {
                 self.submit(op);
             }
         }
@@ -1138,6 +1139,8 @@ impl InternalSink for AckSink {
 /// (the state machine answers one for a missing consumer).
 struct ApiSink {
     jc: Arc<JsCluster>,
+    /// The stream's account's JetStream.
+    js: Arc<JetStream>,
     handle: Arc<StreamHandle>,
     group: u64,
 }
@@ -1148,7 +1151,7 @@ impl InternalSink for ApiSink {
             self.handle.send(Cmd::Api(inbound(msg)));
             return;
         }
-        if !self.jc.js.bus.pull_has_listener(msg.subject, msg.reply) {
+        if !self.js.bus.pull_has_listener(msg.subject, msg.reply) {
             return;
         }
         match classify(inbound(msg), Mode::Clustered, &mut String::new) {
