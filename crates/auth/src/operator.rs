@@ -30,6 +30,48 @@ pub struct Trust {
     links: crate::links::Links,
 }
 
+/// What an account JWT says of JetStream, as nats-server reads its
+/// `limits` (`Account::updateAccountClaimsWithRefresh`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JwtJetStream {
+    /// Neither `mem_storage` nor `disk_storage` is set, and no tiers.
+    Disabled,
+    /// One set of limits for every stream.
+    Enabled(jsapi::AccountLimits),
+    /// `tiered_limits` (by replica count): flotilla does not enforce
+    /// them, so the account gets no JetStream rather than unbounded.
+    Tiered,
+}
+
+/// An account JWT's JetStream: enabled when `limits` sets
+/// `mem_storage` or `disk_storage` (-1: unlimited), or has
+/// `tiered_limits`; a stream-size or ack-pending limit of 0 or less is
+/// none, as nats-server maps them.
+pub fn jetstream_of(claims: &Claims) -> JwtJetStream {
+    let limits = &claims.nats["limits"];
+    // Absent is 0 (disabled) in either version: a JetStream limit is
+    // never implied.
+    let get = |field: &str| limits.get(field).and_then(Value::as_i64).unwrap_or(0);
+    let unlimited_unless_positive = |v: i64| if v > 0 { v } else { -1 };
+    let (memory, disk) = (get("mem_storage"), get("disk_storage"));
+    if memory != 0 || disk != 0 {
+        return JwtJetStream::Enabled(jsapi::AccountLimits {
+            max_memory: memory,
+            max_storage: disk,
+            max_streams: get("streams"),
+            max_consumers: get("consumer"),
+            max_ack_pending: unlimited_unless_positive(get("max_ack_pending")),
+            memory_max_stream_bytes: unlimited_unless_positive(get("mem_max_stream_bytes")),
+            storage_max_stream_bytes: unlimited_unless_positive(get("disk_max_stream_bytes")),
+            max_bytes_required: limits["max_bytes_required"].as_bool() == Some(true),
+        });
+    }
+    match limits["tiered_limits"].as_object() {
+        Some(tiers) if !tiers.is_empty() => JwtJetStream::Tiered,
+        _ => JwtJetStream::Disabled,
+    }
+}
+
 /// Who a user JWT says the client is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JwtUser {
@@ -89,6 +131,22 @@ impl Trust {
     /// What the resolved accounts export, import and map.
     pub fn links(&self) -> &crate::links::Links {
         &self.links
+    }
+
+    /// What each resolved account's JWT says of JetStream, by account
+    /// public key.
+    pub fn jetstream(&self) -> Vec<(String, JwtJetStream)> {
+        self.accounts
+            .iter()
+            .map(|(key, claims)| (key.clone(), jetstream_of(claims)))
+            .collect()
+    }
+
+    /// What monitoring calls the account `key`: its JWT's `name`, as
+    /// nats-server's name tag, if it has one.
+    pub fn name_tag(&self, key: &str) -> Option<String> {
+        let name = &self.accounts.get(key)?.name;
+        (!name.is_empty()).then(|| name.clone())
     }
 
     /// Whether the account `key` resolved.

@@ -774,12 +774,17 @@ fn check_domain(domain: &str) -> Result<(), String> {
 }
 
 impl Options {
-    /// The accounts JetStream serves, with their limits, by name.
-    /// Without `accounts`, `$G`, unlimited. With them, as nats-server,
+    /// The accounts JetStream serves, with their limits, by name. In
+    /// operator mode, none here: the account JWTs say. Without
+    /// `accounts`, `$G`, unlimited. With them, as nats-server,
     /// every account whose block enables it and no other; a config that
     /// enables it in none is refused (nats-server would start with
     /// JetStream answering "not enabled" everywhere).
     pub fn jetstream_accounts(&self) -> Result<Vec<(String, jsapi::AccountLimits)>, String> {
+        if self.authorization.operator.is_some() {
+            // Each account JWT says (`auth::operator::jetstream_of`).
+            return Ok(Vec::new());
+        }
         if self.accounts.is_empty() {
             return Ok(vec![(GLOBAL_ACCOUNT.to_string(), Default::default())]);
         }
@@ -809,9 +814,6 @@ impl Options {
         let a = &self.authorization;
         if !a.users.is_empty() || !a.nkeys.is_empty() {
             return Err("operators do not allow users to be configured directly".into());
-        }
-        if self.jetstream.enabled {
-            return Err("JetStream in operator mode is not supported by flotilla yet".into());
         }
         Ok(())
     }

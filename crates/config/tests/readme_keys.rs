@@ -107,6 +107,11 @@ const NOT_CONFIG: &[&str] = &[
     "times",
     "token_req",
     "traceparent",
+    // Account JWT `limits` (claims, not config).
+    "consumer",
+    "disk_storage",
+    "mem_storage",
+    "tiered_limits",
     // A Debian package.
     "fuse3",
 ];

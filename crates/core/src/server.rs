@@ -59,9 +59,8 @@ pub struct Server {
     opts: RwLock<Arc<Options>>,
     /// Every account, each with its trie of subscriptions.
     pub accounts: crate::client::Accounts,
-    /// The accounts JetStream serves (`$G`, or each whose block enables
-    /// it), by name, fixed at start.
-    js_accounts: Vec<Arc<crate::client::Account>>,
+    /// The accounts JetStream serves, set once as it starts.
+    js_accounts: std::sync::OnceLock<Vec<Arc<crate::client::Account>>>,
     /// Told of every insert into and removal from `sublist`.
     pub interest: Arc<crate::interest::InterestWatch>,
     pub clients: Mutex<BTreeMap<u64, Arc<Client>>>,
@@ -139,25 +138,12 @@ impl Server {
         let now = SystemTime::now();
         let opts_cluster_name = opts.cluster.name.clone();
         let accounts = crate::client::Accounts::new();
-        // Validated options name accounts, or none (`$G`).
-        let js_accounts: Vec<_> = match opts.jetstream.enabled {
-            true => opts.jetstream_accounts().unwrap_or_default(),
-            false => Vec::new(),
-        }
-        .iter()
-        .map(|(name, _)| accounts.ensure(name))
-        .collect();
-        if let Some(domain) = opts.jetstream.domain.as_deref() {
-            for account in &js_accounts {
-                account.set_js_domain(domain);
-            }
-        }
         let server = Arc::new(Server {
             id,
             name,
             opts: RwLock::new(Arc::new(opts)),
             accounts,
-            js_accounts,
+            js_accounts: std::sync::OnceLock::new(),
             interest: Arc::default(),
             clients: Mutex::new(BTreeMap::new()),
             on_close: std::sync::OnceLock::new(),
@@ -454,15 +440,29 @@ impl Server {
         }
     }
 
-    /// The accounts JetStream serves: `$G`, or each account whose block
-    /// enables JetStream; none when JetStream is off.
+    /// The accounts JetStream serves (none when it is off), each told
+    /// the JetStream domain. Set once, as JetStream starts; returns
+    /// whether it was.
+    pub fn set_js_accounts(&self, names: &[String]) -> bool {
+        let accounts: Vec<_> = names.iter().map(|n| self.accounts.ensure(n)).collect();
+        if let Some(domain) = self.opts().jetstream.domain.as_deref() {
+            for account in &accounts {
+                account.set_js_domain(domain);
+            }
+        }
+        self.js_accounts.set(accounts).is_ok()
+    }
+
+    /// The accounts JetStream serves: `$G`, each account whose block
+    /// enables JetStream, or each account JWT that does; none when
+    /// JetStream is off.
     pub fn js_accounts(&self) -> &[Arc<crate::client::Account>] {
-        &self.js_accounts
+        self.js_accounts.get().map_or(&[], Vec::as_slice)
     }
 
     /// Whether JetStream serves `account`.
     pub fn js_enabled_for(&self, account: &str) -> bool {
-        self.js_accounts.iter().any(|a| a.name == account)
+        self.js_accounts().iter().any(|a| a.name == account)
     }
 
     /// Subscribes the server itself in `account`: messages matching

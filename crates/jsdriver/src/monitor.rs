@@ -211,7 +211,7 @@ async fn account_detail(server: &Server, js: &JetStream, opts: &JszOptions) -> A
     let (memory, storage) = js.usage();
     let (reserved_memory, reserved_storage) = js.reserved_totals();
     let mut detail = AccountDetail {
-        name: js.account.clone(),
+        name: js.name_tag.clone(),
         id: js.account.clone(),
         stats: Stats {
             memory,

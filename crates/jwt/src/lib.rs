@@ -28,6 +28,8 @@ pub struct Claims {
     pub kind: String,
     /// Version 1 claims: absent limits are no limit (version 2: zero).
     pub v1: bool,
+    /// The `name` claim (empty if absent): what monitoring shows.
+    pub name: String,
     /// The `nats` object (empty if absent).
     pub nats: Value,
 }
@@ -52,6 +54,8 @@ struct Payload {
     exp: Option<i64>,
     #[serde(default)]
     nbf: Option<i64>,
+    #[serde(default)]
+    name: String,
     /// Version 1 tokens name their type here.
     #[serde(default, rename = "type")]
     kind: Option<String>,
@@ -144,6 +148,7 @@ pub fn decode(token: &str) -> Result<Claims, String> {
         nbf: p.nbf.filter(|&n| n > 0),
         kind,
         v1,
+        name: p.name,
         nats,
     })
 }

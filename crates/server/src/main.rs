@@ -182,15 +182,39 @@ fn js_clustered(opts: &Options) -> bool {
     opts.jetstream.enabled && opts.cluster.enabled()
 }
 
+/// The accounts JetStream serves, with their limits: the config's, or
+/// in operator mode each account JWT's that enables it.
+fn js_accounts(server: &Server, opts: &Options) -> Vec<(String, jetstream::api::AccountLimits)> {
+    use auth::operator::JwtJetStream;
+    let Some(trust) = server.trust() else {
+        // Validated: names accounts, or none (`$G`).
+        return opts.jetstream_accounts().unwrap_or_default();
+    };
+    let mut accounts = Vec::new();
+    for (key, js) in trust.jetstream() {
+        match js {
+            JwtJetStream::Enabled(limits) => accounts.push((key, limits)),
+            JwtJetStream::Tiered => tracing::error!(
+                "Account {key}: tiered JetStream limits are not supported by flotilla; JetStream is not enabled for it"
+            ),
+            JwtJetStream::Disabled => {}
+        }
+    }
+    accounts
+}
+
 /// The settings of each account's JetStream, sharing one `Shared`.
-fn js_settings(opts: &Options) -> Vec<jsdriver::js::Settings> {
+fn js_settings(
+    opts: &Options,
+    trust: Option<&auth::operator::Trust>,
+    accounts: Vec<(String, jetstream::api::AccountLimits)>,
+) -> Vec<jsdriver::js::Settings> {
     let j = &opts.jetstream;
     let shared = Arc::new(jsdriver::js::Shared::default());
-    // Validated: names accounts, or none (`$G`).
-    let accounts = opts.jetstream_accounts().unwrap_or_default();
     accounts
         .into_iter()
         .map(|(account, account_limits)| jsdriver::js::Settings {
+            name_tag: trust.and_then(|t| t.name_tag(&account)),
             account,
             account_limits,
             domain: j.domain.clone(),
@@ -346,8 +370,22 @@ fn start_jetstream(
     if !opts.jetstream.enabled {
         return Ok(None);
     }
+    let enabled = js_accounts(server, opts);
+    let names: Vec<String> = enabled.iter().map(|(name, _)| name.clone()).collect();
+    server.set_js_accounts(&names);
+    let mode = match js_clustered(opts) {
+        true => jsservice::request::Mode::Clustered,
+        false => jsservice::request::Mode::Single,
+    };
+    if enabled.is_empty() {
+        // Operator mode: no account JWT enables it.
+        tracing::warn!("JetStream is enabled, but no account JWT enables it: none has JetStream");
+        jsdriver::js::not_enabled::start(server, mode);
+        return Ok(None);
+    }
     let mut accounts = Vec::new();
-    for settings in js_settings(opts) {
+    let trust = server.trust();
+    for settings in js_settings(opts, trust.as_deref(), enabled) {
         let bus = flotilla_core::bus::Bus::named(server.clone(), &settings.account);
         accounts.push(jsdriver::js::JetStream::start(bus, settings)?);
     }
@@ -358,10 +396,6 @@ fn start_jetstream(
             &accounts,
         )?);
     }
-    let mode = match js_cluster {
-        Some(_) => jsservice::request::Mode::Clustered,
-        None => jsservice::request::Mode::Single,
-    };
     jsdriver::js::not_enabled::start(server, mode);
     let view = jsdriver::monitor::View::new(accounts, js_cluster.clone());
     let _ = services.js.set(Arc::new(view));

@@ -82,6 +82,10 @@ fn reload(server: &Server, cli: &Cli, log: &LogHandle) {
         error!("Failed to reload server configuration: config reload not supported for {field}");
         return;
     }
+    if jwt_jetstream_changed(server, &new) {
+        error!("Failed to reload server configuration: config reload not supported for JetStream limits in account JWTs");
+        return;
+    }
     if old.debug != new.debug || old.trace != new.trace {
         log.set_level(new.debug, new.trace);
         if old.debug != new.debug {
@@ -120,6 +124,26 @@ fn reload(server: &Server, cli: &Cli, log: &LogHandle) {
         server.recheck_auth();
     }
     info!("Reloaded server configuration");
+}
+
+/// Whether the preloaded account JWTs of `new` say of JetStream what
+/// the running ones do not: the accounts' JetStreams are made at start.
+fn jwt_jetstream_changed(server: &Server, new: &Options) -> bool {
+    use auth::operator::{JwtJetStream, Trust};
+    let with_jetstream = |t: Option<Arc<Trust>>| -> Vec<(String, JwtJetStream)> {
+        t.map(|t| t.jetstream())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(_, js)| *js != JwtJetStream::Disabled)
+            .collect()
+    };
+    let wanted = new
+        .authorization
+        .operator
+        .as_ref()
+        .and_then(|op| Trust::new(&op.jwts, &op.preload).ok())
+        .map(Arc::new);
+    server.opts().jetstream.enabled && with_jetstream(server.trust()) != with_jetstream(wanted)
 }
 
 /// The first option that changed but cannot change without a restart.

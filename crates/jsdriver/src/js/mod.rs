@@ -85,6 +85,9 @@ pub struct JetStream {
     pub store_dir: PathBuf,
     /// The account JetStream serves, and its limits.
     pub account: String,
+    /// What monitoring calls the account (nats-server's name tag: an
+    /// account JWT's `name`, else the account's name).
+    pub name_tag: String,
     pub account_limits: AccountLimits,
     /// `jetstream { domain }`.
     pub domain: Option<String>,
@@ -184,6 +187,8 @@ pub struct Settings {
     /// `<store_dir>/jetstream/<account>`), and its limits.
     pub account: String,
     pub account_limits: AccountLimits,
+    /// An account JWT's `name`, when it has one.
+    pub name_tag: Option<String>,
     pub domain: Option<String>,
     /// What this server's accounts share (one per server).
     pub shared: Arc<Shared>,
@@ -262,6 +267,10 @@ impl JetStream {
             bus,
             store_dir: settings.store_dir.clone(),
             account: settings.account.clone(),
+            name_tag: settings
+                .name_tag
+                .clone()
+                .unwrap_or_else(|| settings.account.clone()),
             account_limits: settings.account_limits,
             domain: settings.domain.clone(),
             root,
@@ -666,6 +675,7 @@ mod tests {
                 clustered: false,
                 account: flotilla_core::account::GLOBAL.into(),
                 account_limits: Default::default(),
+                name_tag: None,
                 domain: None,
                 shared: Default::default(),
             },

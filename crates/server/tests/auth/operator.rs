@@ -290,10 +290,6 @@ fn operator_configs_that_cannot_work_are_refused() {
             "authorization { users: [{user: u, password: p}] }\n",
             "operators do not allow users to be configured directly",
         ),
-        (
-            "jetstream: enabled\n",
-            "JetStream in operator mode is not supported by flotilla yet",
-        ),
     ] {
         let out = common::refused_config(&format!("{base}{extra}"));
         assert!(out.contains(want), "{extra}: {out}");
@@ -495,5 +491,100 @@ async fn account_jwts_export_import_and_map() {
         common::received_until(&mut b_all, "b.end").await,
         ["m.out"],
         "B's mapping"
+    );
+}
+
+/// An API request's answer as JSON.
+async fn js_api(c: &async_nats::Client, subject: &str, body: &str) -> Value {
+    let m = c
+        .request(subject.to_string(), body.to_string().into())
+        .await
+        .unwrap_or_else(|e| panic!("{subject}: {e}"));
+    serde_json::from_slice(&m.payload).unwrap()
+}
+
+/// An account JWT whose `limits` set `mem_storage` or `disk_storage`
+/// has JetStream with those limits, as nats-server reads them; one
+/// that sets neither has none (10039). Tiered limits (`tiered_limits`)
+/// are not enforced by flotilla: that account deliberately gets no
+/// JetStream, where nats-server would give it one.
+#[tokio::test]
+async fn account_jwts_give_jetstream_with_their_limits() {
+    let mut op = Operator::new();
+    let mut js_limits = unlimited();
+    for (k, v) in [
+        ("mem_storage", json!(-1)),
+        ("disk_storage", json!(1 << 20)),
+        ("streams", json!(1)),
+        ("consumer", json!(-1)),
+        ("max_ack_pending", json!(-1)),
+    ] {
+        js_limits["limits"][k] = v;
+    }
+    let with_js = op.account(js_limits.clone());
+    let without = op.account(unlimited());
+    let mut tiered = unlimited();
+    tiered["limits"]["tiered_limits"] = json!({"R1": {"mem_storage": -1, "disk_storage": -1}});
+    let tiered = op.account(tiered);
+    // nats-server's JetStream in operator mode needs a system account.
+    let system = op.account(unlimited());
+    let config = format!(
+        "{}system_account: {}\n",
+        op.config(),
+        op.accounts[system].0.public_key()
+    );
+    let s = common::server().js().config(&config).start();
+    let login = |account| {
+        let (user, jwt) = op.user(account, user_claims(json!({})));
+        let url = s.url();
+        async move { connect(&url, &user, &jwt).await.unwrap() }
+    };
+    let c = login(with_js).await;
+    let info = js_api(&c, "$JS.API.INFO", "").await;
+    assert_eq!(
+        info["limits"],
+        json!({
+            "max_memory": -1, "max_storage": 1 << 20, "max_streams": 1,
+            "max_consumers": -1, "max_ack_pending": -1,
+            "memory_max_stream_bytes": -1, "storage_max_stream_bytes": -1,
+            "max_bytes_required": false,
+        }),
+        "{info}"
+    );
+    let created = js_api(
+        &c,
+        "$JS.API.STREAM.CREATE.S",
+        r#"{"name":"S","subjects":["s"]}"#,
+    )
+    .await;
+    assert_eq!(created["did_create"], true, "{created}");
+    let second = js_api(
+        &c,
+        "$JS.API.STREAM.CREATE.T",
+        r#"{"name":"T","subjects":["t"]}"#,
+    )
+    .await;
+    assert_eq!(second["error"]["err_code"], 10027, "{second}");
+    let mut refused = vec![without];
+    if !common::reference_server() {
+        refused.push(tiered);
+    }
+    for account in refused {
+        let c = login(account).await;
+        let info = js_api(&c, "$JS.API.INFO", "").await;
+        assert_eq!(info["error"]["err_code"], 10039, "{info}");
+    }
+    let jsz = s.json("/jsz?accounts=true");
+    // `id` is the account; `name` its JWT's `name` (`mint`: "account").
+    let details = jsz["account_details"].as_array().unwrap();
+    assert!(details.iter().all(|d| d["name"] == "account"), "{jsz}");
+    let names: Vec<&str> = details.iter().filter_map(|d| d["id"].as_str()).collect();
+    assert!(
+        names.contains(&op.accounts[with_js].0.public_key().as_str()),
+        "{jsz}"
+    );
+    assert!(
+        !names.contains(&op.accounts[without].0.public_key().as_str()),
+        "{jsz}"
     );
 }

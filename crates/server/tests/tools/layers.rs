@@ -32,7 +32,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("sim", &["jetstream", "jsservice", "replication", "store"]),
     // Config is plain data: no runtime crate below it.
     ("config", &["conf", "jsapi", "jwt", "subjects"]),
-    ("auth", &["config", "jwt", "protocol", "subjects"]),
+    ("auth", &["config", "jsapi", "jwt", "protocol", "subjects"]),
     // The core: subject space, accounts, clients, delivery.
     ("core", &["auth", "config", "jsapi", "protocol", "subjects"]),
     // Surfaces over the core. None of them knows another surface,
