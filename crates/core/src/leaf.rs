@@ -151,6 +151,34 @@ impl Leaf {
         }
     }
 
+    /// Tells the account's standing interest as it is now (a reload
+    /// changed its imports or mappings): subjects new to it as interest,
+    /// subjects it no longer has withdrawn unless subscriptions still
+    /// hold them.
+    fn restand(&self, now: &[String], out: &mut BytesMut) {
+        let wanted: BTreeSet<&[u8]> = now.iter().map(|s| s.as_bytes()).collect();
+        let mut told = self.told.lock();
+        let gone: Vec<InterestKey> = told
+            .iter()
+            .filter(|((subject, queue), keys)| {
+                queue.is_none() && keys.contains(&STANDING) && !wanted.contains(subject.as_ref())
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in gone {
+            let keys = told.get_mut(&key).expect("listed above");
+            keys.remove(&STANDING);
+            if keys.is_empty() {
+                told.remove(&key);
+                rp::unsub(out, None, &key.0, None);
+            }
+        }
+        drop(told);
+        for subject in now {
+            self.stand(subject, out);
+        }
+    }
+
     /// Subscriptions it told, with the number of lines (for `/leafz`).
     pub fn subscriptions(&self) -> Vec<Bytes> {
         self.subs
@@ -190,6 +218,15 @@ fn standing_interest(account: &Account) -> Vec<String> {
         subjects.extend(mappings.shown().into_iter().map(|(source, _)| source));
     }
     subjects
+}
+
+/// The standing interest `leaf` is told: its account's, less what the
+/// connection may not carry.
+fn standing_for(leaf: &Leaf) -> Vec<String> {
+    standing_interest(&leaf.account)
+        .into_iter()
+        .filter(|s| !denied(s.as_bytes()) && !import_denied(&leaf.client, s.as_bytes()))
+        .collect()
 }
 
 /// Whether `leaf` is told of `sub` (see the module's rules).
@@ -236,11 +273,8 @@ impl Leafs {
         if let Some(api) = leaf.account.domain_api_interest() {
             rp::sub(&mut out, None, &api, None);
         }
-        for subject in standing_interest(&leaf.account) {
-            let told = subject.as_bytes();
-            if !denied(told) && !import_denied(&leaf.client, told) {
-                leaf.stand(&subject, &mut out);
-            }
+        for subject in standing_for(&leaf) {
+            leaf.stand(&subject, &mut out);
         }
         // Under `inner`: a change made meanwhile waits, and then counts
         // once (`Leaf::tell`).
@@ -251,6 +285,20 @@ impl Leafs {
         });
         drop(inner);
         leaf.send(&out);
+    }
+
+    /// Tells every connection its account's standing interest as it is
+    /// now (after a reload of imports or mappings).
+    pub fn restand(&self) {
+        if self.registered.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let inner = self.inner.lock();
+        for leaf in inner.values() {
+            let mut out = BytesMut::new();
+            leaf.restand(&standing_for(leaf), &mut out);
+            leaf.send(&out);
+        }
     }
 
     /// Forgets `leaf`.

@@ -227,6 +227,8 @@ impl Server {
             account.set_limits(limits.unwrap_or_default());
         }
         crate::imports::reshadow(self);
+        // Leaf nodes hear of the imports and mappings as they are now.
+        self.leafs.restand();
     }
 
     /// Builds the client TLS configuration from the options in force;

@@ -938,3 +938,60 @@ leafnodes {{ listen: "127.0.0.1:{port}", authorization {{ users: [ {{ user: lb, 
         ("new.x", &b"moved"[..])
     );
 }
+
+/// A reload that changes an account's mappings tells a connected leaf
+/// node the new sources as standing interest, as it told the old ones at
+/// connect: a publish from the leaf's side to the new source is mapped
+/// on the hub at once, with nothing subscribed to it there. Deliberately
+/// unlike nats-server 2.15.1, whose leaf nodes keep the sources told at
+/// connect until they reconnect (a reload is to change routing for live
+/// connections).
+#[tokio::test]
+async fn a_reload_tells_a_leaf_the_new_mappings() {
+    if common::reference_server() {
+        return;
+    }
+    let port = common::free_ports(1)[0];
+    let hub_config = |source: &str| {
+        format!(
+            r#"server_name: hub
+accounts {{
+  B {{ users: [ {{ user: b, password: p }} ], mappings: {{ "{source}": "new.>" }} }}
+}}
+leafnodes {{ listen: "127.0.0.1:{port}", authorization {{ users: [ {{ user: lb, password: lp, account: B }} ] }} }}
+"#
+        )
+    };
+    let hub = common::server().config(&hub_config("old.>")).start();
+    let leaf = common::server()
+        .config(&format!(
+            "server_name: leaf\nleafnodes {{ remotes: [ {{ url: \"nats-leaf://lb:lp@127.0.0.1:{port}\" }} ] }}\n"
+        ))
+        .start();
+    wait_leafs(&hub, 1);
+    let in_b = common::connect_as(&hub.url(), "b", "p").await;
+    let mut mapped = in_b.subscribe("new.>").await.unwrap();
+    let _ = in_b.request("settle.nobody", "".into()).await;
+    let on_leaf = async_nats::connect(leaf.url()).await.unwrap();
+    std::fs::write(hub.config_file(), hub_config("older.>")).unwrap();
+    hub.signal(libc::SIGHUP);
+    assert!(
+        hub.wait_log("Reloaded server configuration", Duration::from_secs(10)),
+        "{}",
+        hub.log_text()
+    );
+    // The leaf hears of the new source a moment after the reload.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let m = loop {
+        on_leaf.publish("older.x", "moved".into()).await.unwrap();
+        on_leaf.flush().await.unwrap();
+        match tokio::time::timeout(Duration::from_millis(200), mapped.next()).await {
+            Ok(Some(m)) => break m,
+            _ => assert!(Instant::now() < deadline, "never mapped"),
+        }
+    };
+    assert_eq!(
+        (m.subject.as_str(), &m.payload[..]),
+        ("new.x", &b"moved"[..])
+    );
+}
