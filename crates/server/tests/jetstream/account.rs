@@ -261,13 +261,15 @@ fn configs_flotilla_cannot_honour_are_refused() {
     }
 }
 
-/// A and B each have JetStream, B with one stream at most; C has none.
+/// A, B and D each have JetStream, B with one stream at most, D with
+/// one consumer; C has none.
 const TENANTS: &str = r#"
 jetstream: enabled
 accounts {
   A { users: [{ user: "a", password: "p" }], jetstream: enabled }
   B { users: [{ user: "b", password: "p" }], jetstream { max_streams: 1 } }
   C { users: [{ user: "c", password: "p" }] }
+  D { users: [{ user: "d", password: "p" }], jetstream { max_consumers: 1 } }
 }
 "#;
 
@@ -282,9 +284,21 @@ async fn each_account_has_its_own_jetstream() {
     let mut s = common::js_server_configured(TENANTS);
     let create = r#"{"name":"S","subjects":["s.>"]}"#;
     let (a, b) = (s.client_as("a", "p").await, s.client_as("b", "p").await);
-    for c in [&a, &b] {
+    let d = s.client_as("d", "p").await;
+    for c in [&a, &b, &d] {
         let created = api(c, "$JS.API.STREAM.CREATE.S", create).await;
         assert_eq!(created["did_create"], true, "{created}");
+    }
+    // D's consumer limit is D's alone.
+    for (c, name, refused) in [(&d, "C1", false), (&d, "C2", true), (&a, "C2", false)] {
+        let body = format!(r#"{{"stream_name":"S","config":{{"durable_name":"{name}"}}}}"#);
+        let subject = format!("$JS.API.CONSUMER.CREATE.S.{name}");
+        let answer = api(c, &subject, &body).await;
+        assert_eq!(
+            answer["error"]["err_code"] == 10026,
+            refused,
+            "{name}: {answer}"
+        );
     }
     let second = api(&b, "$JS.API.STREAM.CREATE.T", r#"{"name":"T"}"#).await;
     assert_eq!(
@@ -299,11 +313,11 @@ async fn each_account_has_its_own_jetstream() {
         }
     }
     let jsz = s.json("/jsz?accounts=true");
-    assert_eq!(jsz["total"], 2, "{jsz}");
+    assert_eq!(jsz["total"], 3, "{jsz}");
     if !common::clustered() {
         // A cluster's server counts the replicas it holds.
         let counts = (jsz["streams"].clone(), jsz["messages"].clone());
-        assert_eq!(counts, (json!(2), json!(4)), "{jsz}");
+        assert_eq!(counts, (json!(3), json!(4)), "{jsz}");
     }
     let names: Vec<_> = jsz["account_details"]
         .as_array()
@@ -311,7 +325,7 @@ async fn each_account_has_its_own_jetstream() {
         .iter()
         .map(|d| d["name"].clone())
         .collect();
-    assert_eq!(names, [json!("A"), json!("B")]);
+    assert_eq!(names, [json!("A"), json!("B"), json!("D")]);
     let only_b = s.json("/jsz?acc=B");
     assert_eq!(only_b["account_details"][0]["name"], "B", "{only_b}");
     assert_eq!(only_b["account_details"].as_array().unwrap().len(), 1);
