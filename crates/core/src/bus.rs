@@ -49,11 +49,6 @@ impl Bus {
         Bus::new(server, account)
     }
 
-    /// The account's name.
-    pub fn account(&self) -> &str {
-        &self.account.name
-    }
-
     /// Messages on `subject` go to `sink`, on the publisher's task.
     pub fn subscribe(
         &self,

@@ -342,12 +342,6 @@ impl JsCluster {
         }
     }
 
-    /// The JetStream of the account a stream is in, if this server
-    /// serves it.
-    pub fn js_for(&self, account: &str) -> Option<&Arc<JetStream>> {
-        self.accounts.get(account)
-    }
-
     /// Before this server has a meta node. Returns its founding proposal.
     fn found_or_join(&self, peers: &[RoutedPeer]) -> Vec<u64> {
         let ids: Vec<u64> = peers.iter().map(|p| p.id).collect();
