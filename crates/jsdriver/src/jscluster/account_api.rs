@@ -81,19 +81,20 @@ const SUBJECTS: &[&str] = &[
 /// its own streams and limits.
 pub struct AccountApi {
     bus: Bus,
-    subs: Mutex<Vec<Arc<Subscription>>>,
+    subs: Arc<Mutex<Vec<Arc<Subscription>>>>,
     tx: mpsc::UnboundedSender<Inbound>,
 }
 
 impl AccountApi {
     pub fn start(jc: Arc<JsCluster>, js: Arc<JetStream>) -> Arc<AccountApi> {
         let (tx, rx) = mpsc::unbounded_channel();
+        let subs = Arc::new(Mutex::new(Vec::new()));
         let api = Arc::new(AccountApi {
             bus: js.bus.clone(),
-            subs: Mutex::new(Vec::new()),
+            subs: subs.clone(),
             tx,
         });
-        tokio::spawn(serve(jc, js, rx));
+        tokio::spawn(serve(jc, js, subs, rx));
         api
     }
 
@@ -105,12 +106,20 @@ impl AccountApi {
 struct Api {
     jc: Arc<JsCluster>,
     js: Arc<JetStream>,
+    /// The meta leader's own subscriptions (`AccountApi`'s).
+    own: Arc<Mutex<Vec<Arc<Subscription>>>>,
     publisher: InternalPublisher,
     requests: Arc<Requests>,
 }
 
-async fn serve(jc: Arc<JsCluster>, js: Arc<JetStream>, mut rx: mpsc::UnboundedReceiver<Inbound>) {
+async fn serve(
+    jc: Arc<JsCluster>,
+    js: Arc<JetStream>,
+    own: Arc<Mutex<Vec<Arc<Subscription>>>>,
+    mut rx: mpsc::UnboundedReceiver<Inbound>,
+) {
     let mut api = Api {
+        own,
         publisher: js.bus.publisher(),
         requests: Arc::new(Requests::start(js.bus.clone(), jc.me.id)),
         js,
@@ -312,7 +321,7 @@ impl Api {
         if let Some((stream, kind)) = stream_of(&m.subject) {
             let group = self.assigned(stream).map(|a| a.group);
             if let Some(group) = group {
-                self.answer_if_leaderless(group, m.reply.as_deref(), kind);
+                self.answer_if_leaderless(group, &m.subject, m.reply.as_deref(), kind);
                 return None;
             }
             if let Some(to) = m.reply.as_deref() {
@@ -320,6 +329,7 @@ impl Api {
             }
             return None;
         }
+        let subject = m.subject.clone();
         match classify(m, Mode::Clustered, &mut new_consumer_name) {
             Request::Answer(a) => self.send(a),
             Request::Account { reply, request } => return self.account(&reply, request).await,
@@ -333,7 +343,7 @@ impl Api {
                 let group = self.assigned(&stream).map(|a| a.group);
                 match group {
                     Some(group) => {
-                        self.answer_if_leaderless(group, reply.as_deref(), request.kind())
+                        self.answer_if_leaderless(group, &subject, reply.as_deref(), request.kind())
                     }
                     None => {
                         if let Some(a) = stream_api::missing(&stream, reply.as_deref(), &request) {
@@ -348,16 +358,20 @@ impl Api {
     }
 
     /// A request about an existing stream, which its leader answers: if
-    /// its group has no leader this server can reach (none elected, or
-    /// one whose route is gone), nats-server's 503 "JetStream system
-    /// temporarily unavailable" (10008), as its servers answer for a
-    /// leaderless group. After `LEADERLESS_ANSWER_AFTER`, as nats-server
+    /// its group has no leader that serves it, nats-server's 503
+    /// "JetStream system temporarily unavailable" (10008), as its servers
+    /// answer for a leaderless group. A leader that does not serve is one
+    /// none elected, one whose route is gone, or one elected that has not
+    /// yet subscribed (still applying what was committed before it took
+    /// over): none of them got the request, and nats-server would leave
+    /// it unanswered. After `LEADERLESS_ANSWER_AFTER`, as nats-server
     /// delays it, so a leader that did get the request answers first.
-    fn answer_if_leaderless(&self, group: u64, reply: Option<&str>, kind: Kind) {
+    fn answer_if_leaderless(&self, group: u64, subject: &str, reply: Option<&str>, kind: Kind) {
         let Some(to) = reply else { return };
         let leader = self.jc.node.status().group(group).map(|g| g.leader);
         // Not a member: it cannot say (nor can nats-server's).
-        if leader.is_none_or(|l| self.jc.reaches_leader(l)) {
+        let Some(leader) = leader else { return };
+        if self.jc.reaches_leader(leader) && self.served(subject) {
             return;
         }
         let (api, to) = (self.detached(), to.to_string());
@@ -365,6 +379,20 @@ impl Api {
             tokio::time::sleep(LEADERLESS_ANSWER_AFTER).await;
             api.send(Answer::refused(&to, kind, &E::CLUSTER_NOT_AVAIL.err()));
         });
+    }
+
+    /// Whether anyone but this meta leader (its own subscriptions and the
+    /// account's catch-all) listens on `subject`, here or over a route:
+    /// the stream's leader, once it serves.
+    fn served(&self, subject: &str) -> bool {
+        let own = self.own.lock();
+        let catch_all = self.jc.catch_all(&self.js.account);
+        let mine: Vec<&Subscription> = own
+            .iter()
+            .map(|s| s.as_ref())
+            .chain(catch_all.as_deref())
+            .collect();
+        self.js.bus.others_listen(subject.as_bytes(), &mine)
     }
 
     async fn account(&mut self, to: &str, request: AccountRequest) -> Option<String> {

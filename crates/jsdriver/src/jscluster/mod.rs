@@ -115,6 +115,8 @@ pub struct JsCluster {
     /// request nobody serves is answered only then (while a cluster
     /// forms, requests wait for its first leader, as nats-server's do).
     pub meta_was_led: std::sync::atomic::AtomicBool,
+    /// Each account's catch-all subscription (`account_api::CatchAll`).
+    catch_alls: Mutex<BTreeMap<String, Arc<flotilla_core::bus::Subscription>>>,
 }
 
 impl JsCluster {
@@ -202,6 +204,7 @@ impl JsCluster {
             tags: server.tags(),
             healed: Mutex::new(None),
             meta_was_led: std::sync::atomic::AtomicBool::new(false),
+            catch_alls: Mutex::new(BTreeMap::new()),
         });
         let _ = cluster.set(Arc::downgrade(&jc));
         if has_log {
@@ -231,7 +234,8 @@ impl JsCluster {
                     catch_all.clone(),
                 )
                 .context("could not subscribe to the JetStream API")?;
-            let _ = catch_all.me.set(sub);
+            let _ = catch_all.me.set(sub.clone());
+            jc.catch_alls.lock().insert(js.account.clone(), sub);
         }
         let follower = Arc::downgrade(&jc);
         server.on_routes_changed(Box::new(move || {
@@ -817,6 +821,11 @@ impl JsCluster {
     /// None (0) is not.
     pub fn reaches_leader(&self, leader: u64) -> bool {
         leader != 0 && (leader == self.me.id || self.routed_ids().contains(&leader))
+    }
+
+    /// The account's catch-all subscription, once made.
+    pub fn catch_all(&self, account: &str) -> Option<Arc<flotilla_core::bus::Subscription>> {
+        self.catch_alls.lock().get(account).cloned()
     }
 
     /// The meta group as this server's node sees it.
