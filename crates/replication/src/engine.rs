@@ -810,6 +810,20 @@ impl Engine {
         }
     }
 
+    /// Wakes every quiet group this node leads with `peer` as a member,
+    /// now that its server is heard again: such a group went quiet with
+    /// `peer` silent (`quiet::leader_idle`), and its leader must catch it
+    /// up. Followers stay quiet: their leader's messages wake them.
+    fn wake_led_with(&mut self, peer: u64) {
+        for g in self.groups.values_mut() {
+            let raft = &g.raw.raft;
+            if g.quiet && raft.state == StateRole::Leader && raft.prs().get(peer).is_some() {
+                self.activity += 1;
+                g.wake();
+            }
+        }
+    }
+
     /// A peer frame's notices from `peer`: each group it leads here that
     /// went quiet, if this node agrees ([`quiet::follower_agrees`]).
     fn take_notices(&mut self, peer: u64, payload: &[u8]) {
@@ -825,7 +839,11 @@ impl Engine {
                 continue;
             };
             if notice.is_wake() {
-                if g.quiet && g.raw.raft.leader_id == peer {
+                // From the leader: it no longer leads. To the leader,
+                // from a member: that member was woken by another.
+                let raft = &g.raw.raft;
+                let from_member = raft.state == StateRole::Leader && raft.prs().get(peer).is_some();
+                if g.quiet && (raft.leader_id == peer || from_member) {
                     self.activity += 1;
                     g.wake();
                 }
@@ -945,7 +963,9 @@ impl Engine {
             self.refused.foreign += 1;
             return;
         }
-        self.peers.heard(peer);
+        if self.peers.heard(peer) {
+            self.wake_led_with(peer);
+        }
         if f.group == PEER_FRAMES {
             self.take_notices(peer, &f.payload);
             return;
@@ -1028,6 +1048,14 @@ impl Engine {
         if g.held && kind == MessageType::MsgTimeoutNow {
             // A leadership transfer to a node that must not lead yet.
             return;
+        }
+        let leader = g.raw.raft.leader_id;
+        if g.quiet && g.raw.raft.state == StateRole::Follower && leader != 0 && leader != peer {
+            // Woken by another member (a pre-vote from one its quiet
+            // leader took for silent): the leader must wake too, or
+            // this follower's lease runs out with no heartbeat to renew
+            // it and it grants the next pre-vote.
+            self.peers.owe(leader, quiet::Notice::wake(f.group));
         }
         g.wake();
         let mut msg = msg;

@@ -3,12 +3,15 @@
 //! Failure detection goes on through one liveness signal per peer.
 //!
 //! The contract, as the engine keeps it:
-//! - **Going quiet (leader).** A leader whose every member has its whole
-//!   log, with everything committed and applied, no read, transfer or
-//!   membership change pending, and every member's server live, counts
-//!   idle ticks; after [`QUIET_AFTER`] of them (time for the last commit
-//!   index to reach the followers in a heartbeat) it stops ticking and
-//!   owes each member a [`Notice`] of its term and last index.
+//! - **Going quiet (leader).** A leader whose every live member (its
+//!   server heard within [`SILENT_AFTER`] ticks) has its whole log, with
+//!   everything committed and applied, no read, transfer or membership
+//!   change pending, and the live members a quorum, counts idle ticks;
+//!   after [`QUIET_AFTER`] of them (time for the last commit index to
+//!   reach the followers in a heartbeat) it stops ticking and owes each
+//!   member a [`Notice`] of its term and last index. A silent minority
+//!   does not keep a group awake: a dead server's groups go quiet again
+//!   once led without it.
 //! - **Going quiet (follower).** A follower takes a notice only from the
 //!   leader it follows, for its own term, with exactly the notice's index
 //!   in its log and committed. Otherwise it stays awake: its election
@@ -21,6 +24,11 @@
 //!   quorum. Election timers go on from where they stopped: a dead
 //!   server's groups elect over the usual randomized timeouts, not all
 //!   at once (which, with thousands of groups, starved heartbeats).
+//!   A silent peer heard again wakes every quiet group this node leads
+//!   with it as a member, to be caught up. A quiet follower woken by a
+//!   member other than its leader (a pre-vote) owes its leader a wake
+//!   notice, so the leader's heartbeats renew its lease before it would
+//!   grant the next pre-vote.
 //! - **Leaving.** A leader whose node stops while its server lives on
 //!   sends its members a wake notice, since their silence check would
 //!   never fire.
@@ -49,8 +57,9 @@ pub const QUIET_AFTER: usize = 2 * HEARTBEAT_TICKS;
 pub const SILENT_AFTER: u64 = ELECTION_TICKS as u64;
 
 /// A leader's word that `group` went quiet at `term` with `index` as its
-/// last (committed) entry; or, with term 0 (no leader has it), that it
-/// no longer leads `group` here, so its quiet followers must wake.
+/// last (committed) entry; or, with term 0, a wake: from a leader, that
+/// it no longer leads `group` here, so its quiet followers must wake; to
+/// a leader, from a member, that the member was woken by another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Notice {
     pub group: u64,
@@ -137,12 +146,13 @@ impl Peers {
         });
     }
 
-    /// A valid frame came from `peer`.
-    pub fn heard(&mut self, peer: u64) {
+    /// A valid frame came from `peer`. Returns whether it was silent
+    /// until now (its server came back).
+    pub fn heard(&mut self, peer: u64) -> bool {
         self.know(peer);
         let p = self.peers.get_mut(&peer).expect("known");
         p.last_heard = self.now;
-        p.silent = false;
+        std::mem::replace(&mut p.silent, false)
     }
 
     pub fn is_live(&self, peer: u64) -> bool {
@@ -194,32 +204,51 @@ impl Peers {
     }
 }
 
-/// Whether a leader's group has nothing to do: every member holds its
-/// whole log, all of it committed and applied, nothing is pending, every
-/// member's server is live, and every follower has answered since the
-/// last quorum check (or since its server was last silent): a follower
-/// that has not yet taken this leader back after a partition holds no
-/// lease, and would grant another member's pre-vote if the leader went
-/// quiet now.
+/// Whether a leader's group has nothing to do: every member whose server
+/// is live holds its whole log, all of it committed and applied, nothing
+/// is pending, and every live follower has answered since the last
+/// quorum check (or since its server was last silent): a follower that
+/// has not yet taken this leader back after a partition holds no lease,
+/// and would grant another member's pre-vote if the leader went quiet
+/// now.
+///
+/// Members whose servers are silent are passed over, as long as the live
+/// ones (this leader among them) are a quorum: a group with one dead
+/// member of three goes quiet too, so a dead server's thousands of groups
+/// do not heartbeat for ever (they kept two cores busy enough to starve
+/// the elections of the groups it led). The silent member is not
+/// forgotten: hearing from its server again wakes the group
+/// (`Engine::wake_led_with`), whose leader then catches it up.
 pub fn leader_idle(raw: &RawNode<LogStore>, peers: &Peers) -> bool {
     let raft = &raw.raft;
     let log = &raft.raft_log;
     let last = log.last_index();
-    raft.state == StateRole::Leader
+    let settled = raft.state == StateRole::Leader
         && log.committed == last
         && log.applied == last
         && log.persisted == last
         && raft.lead_transferee.is_none()
         && raft.pending_conf_index <= log.applied
         && raft.pending_read_count() == 0
-        && !raw.has_ready()
-        && raft.prs().iter().all(|(&id, pr)| {
-            id == raft.id
-                || (pr.matched == last
-                    && pr.state == raft::ProgressState::Replicate
-                    && pr.recent_active
-                    && peers.is_live(id))
-        })
+        && !raw.has_ready();
+    if !settled {
+        return false;
+    }
+    let mut live = std::collections::HashSet::default();
+    for (&id, pr) in raft.prs().iter() {
+        if id != raft.id && !peers.is_live(id) {
+            continue;
+        }
+        let caught_up = id == raft.id
+            || (pr.matched == last
+                && pr.state == raft::ProgressState::Replicate
+                && pr.recent_active);
+        if !caught_up {
+            return false;
+        }
+        live.insert(id);
+    }
+    raft.prs().has_quorum(&live)
 }
 
 /// Whether a follower may take `notice` from `from`: it follows `from` in
