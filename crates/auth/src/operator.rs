@@ -34,41 +34,66 @@ pub struct Trust {
 /// `limits` (`Account::updateAccountClaimsWithRefresh`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JwtJetStream {
-    /// Neither `mem_storage` nor `disk_storage` is set, and no tiers.
+    /// No storage set: neither `mem_storage` nor `disk_storage`, or with
+    /// `tiered_limits`, in none of the tiers.
     Disabled,
-    /// One set of limits for every stream.
-    Enabled(jsapi::AccountLimits),
-    /// `tiered_limits` (by replica count): flotilla does not enforce
-    /// them, so the account gets no JetStream rather than unbounded.
-    Tiered,
+    /// One set of limits for every stream, or a set per tier.
+    Enabled(jsapi::AccountTiers),
 }
 
-/// An account JWT's JetStream: enabled when `limits` sets
-/// `mem_storage` or `disk_storage` (-1: unlimited), or has
-/// `tiered_limits`; a stream-size or ack-pending limit of 0 or less is
-/// none, as nats-server maps them.
+/// An account JWT's JetStream, as nats-server's jwt `IsJSEnabled` and
+/// its account update read it:
+/// - with `tiered_limits`, enabled when a tier sets `mem_storage` or
+///   `disk_storage` (-1: unlimited); then the flat limits if they set
+///   either, else every tier;
+/// - without, enabled with the flat limits when they set either.
+///
+/// A stream-size or ack-pending limit of 0 or less is none, as
+/// nats-server maps them.
 pub fn jetstream_of(claims: &Claims) -> JwtJetStream {
     let limits = &claims.nats["limits"];
-    // Absent is 0 (disabled) in either version: a JetStream limit is
-    // never implied.
-    let get = |field: &str| limits.get(field).and_then(Value::as_i64).unwrap_or(0);
-    let unlimited_unless_positive = |v: i64| if v > 0 { v } else { -1 };
-    let (memory, disk) = (get("mem_storage"), get("disk_storage"));
-    if memory != 0 || disk != 0 {
-        return JwtJetStream::Enabled(jsapi::AccountLimits {
-            max_memory: memory,
-            max_storage: disk,
-            max_streams: get("streams"),
-            max_consumers: get("consumer"),
-            max_ack_pending: unlimited_unless_positive(get("max_ack_pending")),
-            memory_max_stream_bytes: unlimited_unless_positive(get("mem_max_stream_bytes")),
-            storage_max_stream_bytes: unlimited_unless_positive(get("disk_max_stream_bytes")),
-            max_bytes_required: limits["max_bytes_required"].as_bool() == Some(true),
-        });
+    let tiers = limits["tiered_limits"]
+        .as_object()
+        .filter(|t| !t.is_empty());
+    let stores =
+        |l: &Value| storage_of(l, "mem_storage") != 0 || storage_of(l, "disk_storage") != 0;
+    let enabled = match tiers {
+        Some(tiers) => tiers.values().any(stores),
+        None => stores(limits),
+    };
+    if !enabled {
+        return JwtJetStream::Disabled;
     }
-    match limits["tiered_limits"].as_object() {
-        Some(tiers) if !tiers.is_empty() => JwtJetStream::Tiered,
-        _ => JwtJetStream::Disabled,
+    match tiers {
+        Some(tiers) if !stores(limits) => JwtJetStream::Enabled(jsapi::AccountTiers::Tiered(
+            tiers
+                .iter()
+                .map(|(tier, l)| (tier.clone(), js_limits_of(l)))
+                .collect(),
+        )),
+        _ => JwtJetStream::Enabled(jsapi::AccountTiers::Flat(js_limits_of(limits))),
+    }
+}
+
+/// A JWT limit; absent is 0 (disabled) in either JWT version: a
+/// JetStream limit is never implied.
+fn storage_of(limits: &Value, field: &str) -> i64 {
+    limits.get(field).and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// One set of JetStream limits from a JWT's `limits` or one of its tiers.
+fn js_limits_of(limits: &Value) -> jsapi::AccountLimits {
+    let get = |field: &str| storage_of(limits, field);
+    let unlimited_unless_positive = |v: i64| if v > 0 { v } else { -1 };
+    jsapi::AccountLimits {
+        max_memory: get("mem_storage"),
+        max_storage: get("disk_storage"),
+        max_streams: get("streams"),
+        max_consumers: get("consumer"),
+        max_ack_pending: unlimited_unless_positive(get("max_ack_pending")),
+        memory_max_stream_bytes: unlimited_unless_positive(get("mem_max_stream_bytes")),
+        storage_max_stream_bytes: unlimited_unless_positive(get("disk_max_stream_bytes")),
+        max_bytes_required: limits["max_bytes_required"].as_bool() == Some(true),
     }
 }
 
@@ -552,5 +577,40 @@ mod tests {
         assert!(connect(&t, &w, json!({}))
             .unwrap_err()
             .contains("account missing"));
+    }
+
+    /// nats-server's reading of an account JWT's JetStream limits: flat
+    /// ones win over tiers, tiers count only if one sets storage.
+    #[test]
+    fn jetstream_limits_are_flat_tiered_or_none() {
+        let op = nkeys::KeyPair::new_operator();
+        let of = |limits: Value| {
+            let token = mint(&op, "A", "account", json!({ "limits": limits }), false);
+            jetstream_of(&jwt::decode(&token).unwrap())
+        };
+        let tier = json!({"R1": {"disk_storage": 100, "streams": 2}, "R3": {"streams": 1}});
+        let JwtJetStream::Enabled(jsapi::AccountTiers::Tiered(tiers)) =
+            of(json!({ "tiered_limits": tier }))
+        else {
+            panic!("tiered");
+        };
+        assert_eq!(tiers.len(), 2);
+        assert_eq!(tiers["R1"].max_storage, 100);
+        assert_eq!(tiers["R1"].max_streams, 2);
+        // A tier without storage is still a tier (its streams may hold
+        // nothing), as nats-server keeps it.
+        assert_eq!(tiers["R3"].max_storage, 0);
+        assert_eq!(tiers["R3"].max_ack_pending, -1);
+        let flat = of(json!({ "mem_storage": -1, "tiered_limits": tier }));
+        assert!(
+            matches!(&flat, JwtJetStream::Enabled(jsapi::AccountTiers::Flat(l)) if l.max_memory == -1),
+            "{flat:?}"
+        );
+        let no_storage = json!({"R1": {"streams": 2}});
+        assert_eq!(
+            of(json!({ "mem_storage": -1, "tiered_limits": no_storage })),
+            JwtJetStream::Disabled
+        );
+        assert_eq!(of(json!({ "streams": 2 })), JwtJetStream::Disabled);
     }
 }

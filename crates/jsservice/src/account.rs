@@ -16,8 +16,8 @@
 use std::collections::BTreeMap;
 
 use jetstream::api::{
-    AccountInfo, AccountLimits, ApiStats, Storage, StreamConfig, StreamInfo, StreamNamesRequest,
-    API_LEVEL, E,
+    tier_name, AccountInfo, AccountLimits, AccountTiers, ApiStats, Selected, Storage, StreamConfig,
+    StreamInfo, StreamNamesRequest, TierInfo, API_LEVEL, E,
 };
 
 use crate::reply::{self, Answer, Kind, Paged};
@@ -33,12 +33,13 @@ pub trait Streams {
 }
 
 /// The server's storage limits, in bytes (0 or less: none), and the
-/// account's (`jetstream {}` in its block; -1: none).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// account's (`jetstream {}` in its block, or its JWT's, flat or tiered;
+/// -1: none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Limits {
     pub max_memory: i64,
     pub max_store: i64,
-    pub account: AccountLimits,
+    pub account: AccountTiers,
 }
 
 /// What the driver carries out after [`decide`].
@@ -95,27 +96,42 @@ fn decide_inner(
     Ok(match request {
         AccountRequest::Info => Decision::Info,
         AccountRequest::Create { name, config } => {
-            check_max_bytes(&limits.account, &config)?;
+            check_max_bytes(limits.account.select(config.num_replicas), &config)?;
             if let Some(existing) = configs.get(&name) {
                 if existing != config.as_ref() {
                     return Err(E::STREAM_NAME_EXIST.err());
                 }
                 return Ok(Decision::Exists(name));
             }
-            let max_streams = limits.account.max_streams;
-            if max_streams > 0 && configs.len() as i64 >= max_streams {
+            // nats-server's `jsNonClusteredStreamLimitsCheck`: the tier's
+            // limits, and its streams only.
+            let selected = limits.account.selected(config.num_replicas)?;
+            let max_streams = selected.limits.max_streams;
+            let in_tier = configs
+                .values()
+                .filter(|c| selected.counts(c.num_replicas))
+                .count();
+            if max_streams > 0 && in_tier as i64 >= max_streams {
                 return Err(E::MAXIMUM_STREAMS_LIMIT.err());
             }
-            check_others(&configs, limits, mode, &config)?;
+            check_others(&configs, &limits, selected, mode, &config)?;
             Decision::Create(config)
         }
         AccountRequest::Update { name, mut config } => {
-            check_max_bytes(&limits.account, &config)?;
-            let current = configs
-                .get(&name)
-                .ok_or_else(|| E::STREAM_NOT_FOUND.err())?;
+            let current = configs.get(&name).ok_or_else(|| E::STREAM_NOT_FOUND.err());
+            // The new replicas' tier, or the stream's own (nats-server's
+            // `update`).
+            let selected = limits.account.select(config.num_replicas).or_else(|| {
+                current
+                    .as_ref()
+                    .ok()
+                    .and_then(|c| limits.account.select(c.num_replicas))
+            });
+            check_max_bytes(selected, &config)?;
+            let current = current?;
+            let selected = selected.ok_or_else(|| E::NO_LIMITS.err())?;
             jetstream::stream::config::check_update(current, &mut config)?;
-            check_others(&configs, limits, mode, &config)?;
+            check_others(&configs, &limits, selected, mode, &config)?;
             Decision::Update(config)
         }
         AccountRequest::Delete { name } => {
@@ -157,11 +173,19 @@ fn decide_inner(
 }
 
 /// The account's rules for a stream's `max_bytes` (nats-server's
-/// `checkStreamCfg`): required, and at most a limit per storage type.
+/// `checkStreamCfg`): required, and at most a limit per storage type,
+/// as the stream's tier sets them (none without one: the create is
+/// refused later, for the missing tier).
 fn check_max_bytes(
-    account: &AccountLimits,
+    selected: Option<Selected<'_>>,
     config: &StreamConfig,
 ) -> Result<(), jetstream::api::ApiError> {
+    let Some(Selected {
+        limits: account, ..
+    }) = selected
+    else {
+        return Ok(());
+    };
     let limit = match config.storage {
         Storage::Memory => account.memory_max_stream_bytes,
         Storage::File => account.storage_max_stream_bytes,
@@ -175,23 +199,16 @@ fn check_max_bytes(
     Ok(())
 }
 
-/// Bytes a stream's `max_bytes` holds of the account's limits: every
-/// replica's (nats-server's untiered `accountReservation`).
-fn account_reservation(config: &StreamConfig) -> i64 {
-    match config.max_bytes {
-        b if b <= 0 => 0,
-        b => b.saturating_mul(config.num_replicas.max(1)),
-    }
-}
-
 /// nats-server's `checkLimits` against the account: a stream may not
-/// allow more consumers than the account, nor reserve past the account's
-/// storage (a stream without `max_bytes` counts one byte).
+/// allow more consumers than its tier, nor reserve past the tier's
+/// storage (a stream without `max_bytes` counts one byte). `others` are
+/// the account's other streams; those of the same tier count.
 fn check_account(
     others: &[&StreamConfig],
-    account: &AccountLimits,
+    selected: Selected<'_>,
     config: &StreamConfig,
 ) -> Result<(), jetstream::api::ApiError> {
+    let account = selected.limits;
     let max_consumers = account.max_consumers;
     if config.max_consumers > 0 && max_consumers > 0 && config.max_consumers > max_consumers {
         return Err(E::MAXIMUM_CONSUMERS_LIMIT.err());
@@ -202,13 +219,10 @@ fn check_account(
     };
     let reserved: i64 = others
         .iter()
-        .filter(|c| c.storage == config.storage)
-        .map(|c| account_reservation(c))
-        .sum();
-    let asked = match config.max_bytes {
-        b if b <= 0 => config.num_replicas.max(1),
-        _ => account_reservation(config),
-    };
+        .filter(|c| c.storage == config.storage && selected.counts(c.num_replicas))
+        .map(|c| selected.reservation(c.num_replicas, c.max_bytes))
+        .fold(0, i64::saturating_add);
+    let asked = selected.reservation(config.num_replicas, config.max_bytes.max(1));
     if limit >= 0 && (reserved > limit || asked > limit - reserved) {
         return Err(err.err());
     }
@@ -216,12 +230,13 @@ fn check_account(
 }
 
 /// The checks against every other stream: subjects that could capture
-/// the same messages, the account's limits, and reservations past the
-/// server's limits (which a cluster's meta leader finds while placing the
-/// stream: no server has the room).
+/// the same messages, the account's limits (`selected`: the stream's
+/// tier), and reservations past the server's limits (which a cluster's
+/// meta leader finds while placing the stream: no server has the room).
 fn check_others(
     configs: &BTreeMap<String, StreamConfig>,
-    limits: Limits,
+    limits: &Limits,
+    selected: Selected<'_>,
     mode: Mode,
     config: &StreamConfig,
 ) -> Result<(), jetstream::api::ApiError> {
@@ -238,7 +253,7 @@ fn check_others(
         return Err(E::STREAM_SUBJECT_OVERLAP.err());
     }
     let other_configs: Vec<&StreamConfig> = others.clone().map(|(_, c)| c).collect();
-    check_account(&other_configs, &limits.account, config)?;
+    check_account(&other_configs, selected, config)?;
     let (limit, err) = match config.storage {
         Storage::Memory => (limits.max_memory, E::MEMORY_RESOURCES_EXCEEDED),
         Storage::File => (limits.max_store, E::STORAGE_RESOURCES_EXCEEDED),
@@ -261,10 +276,16 @@ fn check_others(
 
 /// Bytes promised to streams with `max_bytes`: (memory, file).
 pub fn reserved(configs: &BTreeMap<String, StreamConfig>) -> (u64, u64) {
+    reserved_in(configs, None)
+}
+
+/// [`reserved`], of the streams of `tier` only if one is named.
+fn reserved_in(configs: &BTreeMap<String, StreamConfig>, tier: Option<&str>) -> (u64, u64) {
     let sum = |storage: Storage| {
         configs
             .values()
             .filter(|c| c.storage == storage)
+            .filter(|c| tier.is_none_or(|t| t == tier_name(c.num_replicas)))
             .map(|c| c.max_bytes.max(0) as u64)
             .sum()
     };
@@ -318,7 +339,7 @@ pub fn deleted(to: &str) -> Answer {
 }
 
 /// What the account holds, as the driver counts it.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Usage {
     pub memory: u64,
     pub storage: u64,
@@ -327,18 +348,63 @@ pub struct Usage {
     /// API calls and errors so far.
     pub total: u64,
     pub errors: u64,
+    /// The same by tier (streams of one replica count, "R1", "R3"), as
+    /// account info reports it when the account's limits are tiered.
+    pub tiers: BTreeMap<String, TierUsage>,
+}
+
+/// What the account's streams of one tier hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TierUsage {
+    pub memory: u64,
+    pub storage: u64,
+    pub streams: u64,
+    pub consumers: u64,
+}
+
+impl Usage {
+    /// The usage of the tier of streams with `replicas`, to count into.
+    pub fn tier(&mut self, replicas: i64) -> &mut TierUsage {
+        self.tiers.entry(tier_name(replicas)).or_default()
+    }
 }
 
 /// The answer to `$JS.API.INFO`: `usage`, the account's `limits`, and
-/// the server's JetStream `domain`.
+/// the server's JetStream `domain`. With tiered limits, `limits` is all
+/// 0 and `tiers` has each tier the account has limits for or streams
+/// in, as nats-server's `JetStreamUsage` reports them.
 pub fn info(
     to: &str,
     streams: &dyn Streams,
     usage: Usage,
-    limits: AccountLimits,
+    limits: &AccountTiers,
     domain: Option<&str>,
 ) -> Answer {
-    let (reserved_memory, reserved_storage) = reserved(&streams.configs());
+    let configs = streams.configs();
+    let (reserved_memory, reserved_storage) = reserved(&configs);
+    let tiers = match limits {
+        AccountTiers::Flat(_) => None,
+        AccountTiers::Tiered(tiers) => {
+            let names = tiers.keys().chain(usage.tiers.keys());
+            let info = names
+                .map(|name| {
+                    let used = usage.tiers.get(name).copied().unwrap_or_default();
+                    let (reserved_memory, reserved_storage) = reserved_in(&configs, Some(name));
+                    let tier = TierInfo {
+                        memory: used.memory,
+                        storage: used.storage,
+                        reserved_memory,
+                        reserved_storage,
+                        streams: used.streams,
+                        consumers: used.consumers,
+                        limits: tiers.get(name).copied().unwrap_or(AccountLimits::ZERO),
+                    };
+                    (name.clone(), tier)
+                })
+                .collect();
+            Some(info)
+        }
+    };
     let info = AccountInfo {
         memory: usage.memory,
         storage: usage.storage,
@@ -346,13 +412,14 @@ pub fn info(
         reserved_storage,
         streams: usage.streams,
         consumers: usage.consumers,
-        limits,
+        limits: limits.reported(),
         domain: domain.map(str::to_string),
         api: ApiStats {
             level: API_LEVEL,
             total: usage.total,
             errors: usage.errors,
         },
+        tiers,
     };
     Answer::ok(to, Kind::AccountInfo, &info)
 }
@@ -405,14 +472,14 @@ mod tests {
         let limits = Limits {
             max_memory: 0,
             max_store: 1000,
-            account: AccountLimits::default(),
+            account: AccountTiers::default(),
         };
         // Overlapping subjects (10065), a name taken with another config
         // (10058), reservations past the limit (10047).
         assert_eq!(
             refusal(decide(
                 &streams,
-                limits,
+                limits.clone(),
                 Mode::Single,
                 "r",
                 create("B", &["a.b"], 0)
@@ -422,7 +489,7 @@ mod tests {
         assert_eq!(
             refusal(decide(
                 &streams,
-                limits,
+                limits.clone(),
                 Mode::Single,
                 "r",
                 create("A", &["x"], 0)
@@ -432,7 +499,7 @@ mod tests {
         assert_eq!(
             refusal(decide(
                 &streams,
-                limits,
+                limits.clone(),
                 Mode::Single,
                 "r",
                 create("B", &["b"], 500)
@@ -442,7 +509,7 @@ mod tests {
         assert!(matches!(
             decide(
                 &streams,
-                limits,
+                limits.clone(),
                 Mode::Single,
                 "r",
                 create("B", &["b"], 400)
@@ -452,7 +519,7 @@ mod tests {
         assert!(matches!(
             decide(
                 &streams,
-                limits,
+                limits.clone(),
                 Mode::Single,
                 "r",
                 create("A", &["a.>"], 600)
@@ -465,8 +532,64 @@ mod tests {
             config: Box::new(config("A", &["a.>"], 1000)),
         };
         assert!(matches!(
-            decide(&streams, limits, Mode::Single, "r", update),
+            decide(&streams, limits.clone(), Mode::Single, "r", update),
             Decision::Update(_)
         ));
+    }
+
+    /// Tiered limits: each tier counts its own streams and reservations
+    /// (a tier's bytes already replicated), and a stream of a tier the
+    /// account has no limits for is refused (10120).
+    #[test]
+    fn tiers_count_their_own_streams_and_bytes() {
+        let replicated = |name: &str, subject: &str, replicas: i64, max_bytes: i64| {
+            let mut c = config(name, &[subject], max_bytes);
+            c.num_replicas = replicas;
+            c
+        };
+        let mut all = BTreeMap::new();
+        all.insert("A".to_string(), replicated("A", "a", 1, 600));
+        all.insert("B".to_string(), replicated("B", "b", 3, 0));
+        let streams = Fixed(all);
+        let tier = |max_storage: i64, max_streams: i64| AccountLimits {
+            max_storage,
+            max_streams,
+            ..AccountLimits::default()
+        };
+        let limits = Limits {
+            max_memory: 0,
+            max_store: 0,
+            account: AccountTiers::Tiered(BTreeMap::from([
+                ("R1".to_string(), tier(1000, 1)),
+                ("R3".to_string(), tier(1000, 2)),
+            ])),
+        };
+        let create = |name: &str, replicas: i64, max_bytes: i64| AccountRequest::Create {
+            name: name.into(),
+            config: Box::new(replicated(name, &name.to_lowercase(), replicas, max_bytes)),
+        };
+        let decided = |r| decide(&streams, limits.clone(), Mode::Clustered, "r", r);
+        // R1 holds one stream already; R3 one of two.
+        assert_eq!(refusal(decided(create("C", 1, 0))), 10027);
+        // 1000 bytes in R3 fit its 1000 (flat limits would count 3000).
+        assert!(matches!(decided(create("C", 3, 1000)), Decision::Create(_)));
+        assert_eq!(refusal(decided(create("C", 3, 1001))), 10047);
+        // No R5 tier.
+        assert_eq!(refusal(decided(create("C", 5, 0))), 10120);
+        // Flat limits count every replica's bytes.
+        let flat = Limits {
+            account: AccountTiers::Flat(tier(1000, -1)),
+            ..limits.clone()
+        };
+        assert_eq!(
+            refusal(decide(
+                &streams,
+                flat,
+                Mode::Clustered,
+                "r",
+                create("C", 3, 200)
+            )),
+            10047
+        );
     }
 }

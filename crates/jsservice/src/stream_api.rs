@@ -4,7 +4,7 @@
 //! the stream is not there. One server runs these on the stream it owns;
 //! a cluster on its leader's replica, before proposing.
 
-use jetstream::api::{AccountLimits, ApiError, ClusterInfo, MsgGetRequest, E};
+use jetstream::api::{AccountTiers, ApiError, ClusterInfo, MsgGetRequest, E};
 use jetstream::output::OutMsg;
 use jetstream::stream::Stream;
 use serde::Deserialize;
@@ -33,20 +33,28 @@ pub enum Admitted {
 /// Lets a change to `stream` in: the checks nats-server makes against
 /// the stream before it applies (or proposes) one. The input returned
 /// carries `reply` when its result goes back to a requester, and a
-/// consumer create the `account`'s limits on consumers.
-pub fn admit(
-    stream: &Stream,
-    account: &AccountLimits,
-    reply: Option<&str>,
-    mut op: Op,
-) -> Admitted {
-    if let Op::ConsumerCreate { limits, .. } = &mut op {
-        *limits = account.consumers();
-    }
+/// consumer create the `account`'s limits on consumers: those of the
+/// consumer's tier (its own replicas, or the stream's), or 10120 if the
+/// account has no limits for it (nats-server's `addConsumer`).
+pub fn admit(stream: &Stream, account: &AccountTiers, reply: Option<&str>, mut op: Op) -> Admitted {
     let refused = |kind: Kind, e: ApiError| match reply {
         Some(to) => Admitted::Answer(Answer::refused(to, kind, &e)),
         None => Admitted::Nothing,
     };
+    if let Op::ConsumerCreate {
+        limits, request, ..
+    } = &mut op
+    {
+        let replicas = consumer_replicas(request).unwrap_or(0);
+        let replicas = match replicas {
+            r if r > 0 => r,
+            _ => stream.config.num_replicas,
+        };
+        match account.select(replicas) {
+            Some(selected) => *limits = selected.limits.consumers(),
+            None => return refused(Kind::ConsumerCreate, E::NO_LIMITS.err()),
+        }
+    }
     match &op {
         Op::Purge { .. } => {
             if let Err(e) = stream.check_purge() {
@@ -70,6 +78,22 @@ pub fn admit(
         _ => {}
     }
     Admitted::Input(op.replied(reply))
+}
+
+/// A consumer create's `config.num_replicas`, if its body says.
+fn consumer_replicas(request: &[u8]) -> Option<i64> {
+    #[derive(serde::Deserialize)]
+    struct Body {
+        config: Config,
+    }
+    #[derive(serde::Deserialize)]
+    struct Config {
+        #[serde(default)]
+        num_replicas: i64,
+    }
+    serde_json::from_slice::<Body>(request)
+        .ok()
+        .map(|b| b.config.num_replicas)
 }
 
 fn next_subject(stream: &str, consumer: &str) -> String {

@@ -184,30 +184,32 @@ fn js_clustered(opts: &Options) -> bool {
 
 /// The accounts JetStream serves, with their limits: the config's, or
 /// in operator mode each account JWT's that enables it.
-fn js_accounts(server: &Server, opts: &Options) -> Vec<(String, jetstream::api::AccountLimits)> {
+fn js_accounts(server: &Server, opts: &Options) -> Vec<(String, jetstream::api::AccountTiers)> {
     use auth::operator::JwtJetStream;
     let Some(trust) = server.trust() else {
-        // Validated: names accounts, or none (`$G`).
-        return opts.jetstream_accounts().unwrap_or_default();
+        // Validated: names accounts, or none (`$G`). The config file's
+        // limits are flat (nats-server's has no tiers).
+        let accounts = opts.jetstream_accounts().unwrap_or_default();
+        return accounts
+            .into_iter()
+            .map(|(name, limits)| (name, jetstream::api::AccountTiers::Flat(limits)))
+            .collect();
     };
-    let mut accounts = Vec::new();
-    for (key, js) in trust.jetstream() {
-        match js {
-            JwtJetStream::Enabled(limits) => accounts.push((key, limits)),
-            JwtJetStream::Tiered => tracing::error!(
-                "Account {key}: tiered JetStream limits are not supported by flotilla; JetStream is not enabled for it"
-            ),
-            JwtJetStream::Disabled => {}
-        }
-    }
-    accounts
+    trust
+        .jetstream()
+        .into_iter()
+        .filter_map(|(key, js)| match js {
+            JwtJetStream::Enabled(limits) => Some((key, limits)),
+            JwtJetStream::Disabled => None,
+        })
+        .collect()
 }
 
 /// The settings of each account's JetStream, sharing one `Shared`.
 fn js_settings(
     opts: &Options,
     trust: Option<&auth::operator::Trust>,
-    accounts: Vec<(String, jetstream::api::AccountLimits)>,
+    accounts: Vec<(String, jetstream::api::AccountTiers)>,
 ) -> Vec<jsdriver::js::Settings> {
     let j = &opts.jetstream;
     let shared = Arc::new(jsdriver::js::Shared::default());

@@ -119,7 +119,7 @@ impl Dispatcher {
                 &to,
                 self.js.as_ref(),
                 self.usage(),
-                self.js.account_limits,
+                &self.js.account_limits,
                 self.js.domain.as_deref(),
             ),
             // Refused by the classifier on one server.
@@ -145,7 +145,7 @@ impl Dispatcher {
     fn usage(&self) -> Usage {
         let streams = self.js.streams();
         let (memory, storage) = self.js.usage();
-        Usage {
+        let mut usage = Usage {
             memory,
             storage,
             streams: streams.len() as u64,
@@ -155,6 +155,9 @@ impl Dispatcher {
                 .sum(),
             total: self.js.api_total.load(Ordering::Relaxed),
             errors: self.js.api_errors.load(Ordering::Relaxed),
-        }
+            tiers: Default::default(),
+        };
+        self.js.tier_usage(&mut usage, true);
+        usage
     }
 }

@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use jetstream::api::{AccountLimits, ApiError, Storage, StreamConfig, StreamInfo, E};
+use jetstream::api::{AccountTiers, ApiError, Storage, StreamConfig, StreamInfo, E};
 use jetstream::output::OutMsg;
 use jsservice::account::{self, Limits};
 use jsservice::reply::Count;
@@ -88,7 +88,7 @@ pub struct JetStream {
     /// What monitoring calls the account (nats-server's name tag: an
     /// account JWT's `name`, else the account's name).
     pub name_tag: String,
-    pub account_limits: AccountLimits,
+    pub account_limits: AccountTiers,
     /// `jetstream { domain }`.
     pub domain: Option<String>,
     root: PathBuf,
@@ -186,7 +186,7 @@ pub struct Settings {
     /// The account JetStream serves (its store is
     /// `<store_dir>/jetstream/<account>`), and its limits.
     pub account: String,
-    pub account_limits: AccountLimits,
+    pub account_limits: AccountTiers,
     /// An account JWT's `name`, when it has one.
     pub name_tag: Option<String>,
     pub domain: Option<String>,
@@ -431,7 +431,7 @@ impl JetStream {
         Limits {
             max_memory: self.max_memory,
             max_store: self.max_store,
-            account: self.account_limits,
+            account: self.account_limits.clone(),
         }
     }
 
@@ -464,33 +464,66 @@ impl JetStream {
 
     /// Why a publish of `size` bytes to `stream` may not be stored: it
     /// would pass the server's limit, which every account's streams
-    /// share (10023), or the account's (10002; nats-server counts every
-    /// replica, and here the account's usage is this server's).
+    /// share (10023), or the account's (10002): flat limits count every
+    /// replica of the account's usage, a tier's the usage of its streams
+    /// (nats-server's sums are the cluster's; here they are this
+    /// server's, scaled).
     pub fn would_exceed(&self, stream: &StreamHandle, size: u64) -> Option<ApiError> {
-        let (used, all, limit, account) = match stream.storage {
-            Storage::Memory => (
-                &self.memory_used,
-                &self.shared.memory_used,
-                self.max_memory,
-                self.account_limits.max_memory,
-            ),
-            Storage::File => (
-                &self.store_used,
-                &self.shared.store_used,
-                self.max_store,
-                self.account_limits.max_storage,
-            ),
+        let (all, limit) = match stream.storage {
+            Storage::Memory => (&self.shared.memory_used, self.max_memory),
+            Storage::File => (&self.shared.store_used, self.max_store),
         };
         let size = size as i64;
         if limit > 0 && all.load(Ordering::Relaxed) + size > limit {
             return Some(E::INSUFFICIENT_RESOURCES.err());
         }
+        let replicas = stream.config.read().num_replicas.max(1);
+        // nats-server's `wouldExceedLimits`: no limits for the stream's
+        // tier refuses with 10120.
+        let selected = match self.account_limits.selected(replicas) {
+            Ok(s) => s,
+            Err(e) => return Some(e),
+        };
+        let account = match stream.storage {
+            Storage::Memory => selected.limits.max_memory,
+            Storage::File => selected.limits.max_storage,
+        };
         if account < 0 {
             return None;
         }
-        let after = used.load(Ordering::Relaxed) + size;
-        let replicas = stream.config.read().num_replicas.max(1);
-        (after.saturating_mul(replicas) > account).then(|| E::ACCOUNT_RESOURCES_EXCEEDED.err())
+        let used = match selected.tier {
+            None => match stream.storage {
+                Storage::Memory => self.memory_used.load(Ordering::Relaxed),
+                Storage::File => self.store_used.load(Ordering::Relaxed),
+            },
+            // The tier's streams on this server, summed: tiered accounts
+            // only, and their streams are few.
+            Some(_) => self
+                .streams
+                .read()
+                .values()
+                .filter(|h| h.storage == stream.storage)
+                .filter(|h| selected.counts(h.config.read().num_replicas))
+                .map(|h| h.bytes.load(Ordering::Relaxed) as i64)
+                .sum(),
+        };
+        let after = selected.reservation(replicas, used + size);
+        (after > account).then(|| E::ACCOUNT_RESOURCES_EXCEEDED.err())
+    }
+
+    /// What the account's streams on this server hold, by tier: bytes
+    /// by storage and consumers, and (with `streams`) each stream.
+    pub fn tier_usage(&self, usage: &mut account::Usage, streams: bool) {
+        for h in self.streams.read().values() {
+            let tier = usage.tier(h.config.read().num_replicas);
+            let bytes = h.bytes.load(Ordering::Relaxed);
+            match h.storage {
+                Storage::Memory => tier.memory += bytes,
+                Storage::File => tier.storage += bytes,
+            }
+            tier.consumers += h.consumers.load(Ordering::Relaxed);
+            tier.streams += u64::from(streams);
+        }
     }
 
     pub fn usage(&self) -> (u64, u64) {

@@ -484,7 +484,7 @@ impl Api {
                     to,
                     &meta.account(&self.js.account),
                     self.usage(&meta),
-                    self.js.account_limits,
+                    &self.js.account_limits,
                     self.js.domain.as_deref(),
                 )
             }
@@ -502,10 +502,11 @@ impl Api {
     fn usage(&self, meta: &jsservice::meta_sm::Meta) -> Usage {
         use std::sync::atomic::Ordering;
         let (memory, storage) = self.js.usage();
-        Usage {
+        let streams = meta.account(&self.js.account);
+        let mut usage = Usage {
             memory,
             storage,
-            streams: meta.account(&self.js.account).count() as u64,
+            streams: streams.count() as u64,
             consumers: self
                 .js
                 .streams()
@@ -514,7 +515,15 @@ impl Api {
                 .sum(),
             total: self.js.api_total.load(Ordering::Relaxed),
             errors: self.js.api_errors.load(Ordering::Relaxed),
+            tiers: Default::default(),
+        };
+        // Streams from the meta state (every one, held here or not);
+        // bytes and consumers from this server's replicas.
+        self.js.tier_usage(&mut usage, false);
+        for c in account::Streams::configs(&meta.account(&self.js.account)).values() {
+            usage.tier(c.num_replicas).streams += 1;
         }
+        usage
     }
 
     /// Whether the stream's consumers fit new consumer limits, asked of

@@ -505,9 +505,7 @@ async fn js_api(c: &async_nats::Client, subject: &str, body: &str) -> Value {
 
 /// An account JWT whose `limits` set `mem_storage` or `disk_storage`
 /// has JetStream with those limits, as nats-server reads them; one
-/// that sets neither has none (10039). Tiered limits (`tiered_limits`)
-/// are not enforced by flotilla: that account deliberately gets no
-/// JetStream, where nats-server would give it one.
+/// that sets neither has none (10039), nor one whose tiers set neither.
 #[tokio::test]
 async fn account_jwts_give_jetstream_with_their_limits() {
     let mut op = Operator::new();
@@ -523,8 +521,9 @@ async fn account_jwts_give_jetstream_with_their_limits() {
     }
     let with_js = op.account(js_limits.clone());
     let without = op.account(unlimited());
-    let mut tiered = unlimited();
-    tiered["limits"]["tiered_limits"] = json!({"R1": {"mem_storage": -1, "disk_storage": -1}});
+    // Tiers without storage: no JetStream, flat limits or not.
+    let mut tiered = js_limits.clone();
+    tiered["limits"]["tiered_limits"] = json!({"R1": {"streams": 1}});
     let tiered = op.account(tiered);
     // nats-server's JetStream in operator mode needs a system account.
     let system = op.account(unlimited());
@@ -565,11 +564,7 @@ async fn account_jwts_give_jetstream_with_their_limits() {
     )
     .await;
     assert_eq!(second["error"]["err_code"], 10027, "{second}");
-    let mut refused = vec![without];
-    if !common::reference_server() {
-        refused.push(tiered);
-    }
-    for account in refused {
+    for account in [without, tiered] {
         let c = login(account).await;
         let info = js_api(&c, "$JS.API.INFO", "").await;
         assert_eq!(info["error"]["err_code"], 10039, "{info}");
@@ -587,4 +582,128 @@ async fn account_jwts_give_jetstream_with_their_limits() {
         !names.contains(&op.accounts[without].0.public_key().as_str()),
         "{jsz}"
     );
+}
+
+/// A tier's JetStream limits from an account JWT's `tiered_limits`, as
+/// nats-server enforces and reports them: account info's `limits` all 0
+/// and each tier in `tiers`; streams, storage and consumers counted
+/// against the tier of the stream's replicas.
+#[tokio::test]
+async fn tiered_jwt_limits_hold_per_tier() {
+    let mut op = Operator::new();
+    let mut tiered = unlimited();
+    tiered["limits"]["tiered_limits"] = json!({
+        "R1": {"mem_storage": -1, "disk_storage": 4096, "streams": 2, "consumer": 1,
+               "max_ack_pending": 10},
+        "R3": {"mem_storage": 1024, "disk_storage": -1, "streams": 5, "consumer": -1},
+    });
+    let tiered = op.account(tiered);
+    let system = op.account(unlimited());
+    let config = format!(
+        "{}system_account: {}\n",
+        op.config(),
+        op.accounts[system].0.public_key()
+    );
+    let s = common::server().js().config(&config).start();
+    let (user, jwt) = op.user(tiered, user_claims(json!({})));
+    let c = connect(&s.url(), &user, &jwt).await.unwrap();
+    let zero = json!({
+        "max_memory": 0, "max_storage": 0, "max_streams": 0, "max_consumers": 0,
+        "max_ack_pending": 0, "memory_max_stream_bytes": 0, "storage_max_stream_bytes": 0,
+        "max_bytes_required": false,
+    });
+    let r1_limits = json!({
+        "max_memory": -1, "max_storage": 4096, "max_streams": 2, "max_consumers": 1,
+        "max_ack_pending": 10, "memory_max_stream_bytes": -1, "storage_max_stream_bytes": -1,
+        "max_bytes_required": false,
+    });
+    let r3_limits = json!({
+        "max_memory": 1024, "max_storage": -1, "max_streams": 5, "max_consumers": -1,
+        "max_ack_pending": -1, "memory_max_stream_bytes": -1, "storage_max_stream_bytes": -1,
+        "max_bytes_required": false,
+    });
+    let tier = |limits: &Value, storage: u64, reserved: u64, streams: u64, consumers: u64| {
+        json!({
+            "memory": 0, "storage": storage, "reserved_memory": 0, "reserved_storage": reserved,
+            "streams": streams, "consumers": consumers, "limits": limits,
+        })
+    };
+    let info = js_api(&c, "$JS.API.INFO", "").await;
+    assert_eq!(info["limits"], zero, "{info}");
+    assert_eq!(
+        info["tiers"],
+        json!({"R1": tier(&r1_limits, 0, 0, 0, 0), "R3": tier(&r3_limits, 0, 0, 0, 0)}),
+        "{info}"
+    );
+
+    // A stream reserving more than its tier's storage: 10047.
+    let too_big = js_api(
+        &c,
+        "$JS.API.STREAM.CREATE.BIG",
+        r#"{"name":"BIG","subjects":["big"],"max_bytes":8192}"#,
+    )
+    .await;
+    assert_eq!(too_big["error"]["err_code"], 10047, "{too_big}");
+    for (name, body) in [
+        ("A", r#"{"name":"A","subjects":["a"],"max_bytes":1024}"#),
+        ("B", r#"{"name":"B","subjects":["b"]}"#),
+    ] {
+        let created = js_api(&c, &format!("$JS.API.STREAM.CREATE.{name}"), body).await;
+        assert_eq!(created["did_create"], true, "{created}");
+    }
+    // The tier's two streams are made.
+    let third = js_api(
+        &c,
+        "$JS.API.STREAM.CREATE.C",
+        r#"{"name":"C","subjects":["c"]}"#,
+    )
+    .await;
+    assert_eq!(third["error"]["err_code"], 10027, "{third}");
+
+    // One consumer a stream, and ack pending at most the tier's.
+    let consumer = |stream: &str, pending: u64| {
+        format!(
+            r#"{{"stream_name":"{stream}","config":{{"ack_policy":"explicit","max_ack_pending":{pending}}}}}"#
+        )
+    };
+    let pending = js_api(&c, "$JS.API.CONSUMER.CREATE.B", &consumer("B", 20)).await;
+    assert_eq!(pending["error"]["err_code"], 10121, "{pending}");
+    let first = js_api(&c, "$JS.API.CONSUMER.CREATE.B", &consumer("B", 5)).await;
+    assert!(first.get("error").is_none(), "{first}");
+    let second = js_api(&c, "$JS.API.CONSUMER.CREATE.B", &consumer("B", 5)).await;
+    assert_eq!(second["error"]["err_code"], 10026, "{second}");
+
+    // The tier's storage: a publish past it is refused.
+    let js = async_nats::jetstream::new(c.clone());
+    let body = vec![b'x'; 1500];
+    js.publish("b", body.clone().into())
+        .await
+        .unwrap()
+        .await
+        .expect("the first fits");
+    let mut refused = None;
+    for _ in 0..3 {
+        match js.publish("b", body.clone().into()).await.unwrap().await {
+            Ok(_) => {}
+            Err(e) => {
+                refused = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("a publish past the tier's storage is refused");
+    assert!(refused.contains("10002"), "{refused}");
+
+    let info = js_api(&c, "$JS.API.INFO", "").await;
+    assert_eq!(info["streams"], 2, "{info}");
+    assert_eq!(info["consumers"], 1, "{info}");
+    let r1 = &info["tiers"]["R1"];
+    assert_eq!(r1["streams"], 2, "{info}");
+    assert_eq!(r1["consumers"], 1, "{info}");
+    assert_eq!(r1["reserved_storage"], 1024, "{info}");
+    assert_eq!(info["reserved_storage"], 1024, "{info}");
+    let stored = r1["storage"].as_u64().unwrap();
+    assert!((1500..4096).contains(&stored), "{info}");
+    assert_eq!(info["storage"], stored, "{info}");
+    assert_eq!(info["tiers"]["R3"], tier(&r3_limits, 0, 0, 0, 0), "{info}");
 }
