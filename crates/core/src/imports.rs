@@ -44,7 +44,9 @@ pub const REQUEST_INFO: &str = "Nats-Request-Info";
 /// Gives every live client subscription the shadows its account's
 /// imports call for now (after `Server::configure_accounts`).
 pub fn reshadow(server: &Server) {
-    let clients: Vec<Arc<Client>> = server.clients.lock().values().cloned().collect();
+    let mut clients: Vec<Arc<Client>> = server.clients.lock().values().cloned().collect();
+    // The server's own subscriptions have shadows too.
+    clients.push(server.system_client.clone());
     for client in clients.iter().filter(|c| !c.is_server()) {
         let subs: Vec<Arc<Subscription>> = client.subs.lock().values().cloned().collect();
         for sub in subs {
@@ -78,6 +80,9 @@ pub fn add_shadows(server: &Server, sub: &Arc<Subscription>) {
             sub.queue.clone(),
             sub.sid.clone(),
         );
+        // A server subscription's shadow is told to routes as it is.
+        shadow.advertised =
+            std::sync::atomic::AtomicBool::new(sub.advertised.load(Ordering::Relaxed));
         shadow.via = Some(Via::Shadow {
             parent: sub.clone(),
             import: import.clone(),
@@ -191,9 +196,23 @@ fn forward(
 ) -> bool {
     debug_assert_eq!(hops == 0, prior.is_none(), "a prior hop past the first");
     let imports = account.imports();
-    let Some(import) = imports.service(msg.subject) else {
-        return false;
-    };
+    let mut delivered = false;
+    for import in imports.services(msg.subject) {
+        delivered |= forward_one(delivery, asker, account, import, msg, hops, prior);
+    }
+    delivered
+}
+
+/// [`forward`] through one of `account`'s service imports.
+fn forward_one(
+    delivery: &mut Delivery,
+    asker: &Asker<'_>,
+    account: &Arc<Account>,
+    import: &crate::account::imports::ServiceImport<Subscription>,
+    msg: Message<'_>,
+    hops: usize,
+    prior: Option<Prior>,
+) -> bool {
     let Ok(subject) = std::str::from_utf8(msg.subject) else {
         return false;
     };

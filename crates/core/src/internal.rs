@@ -11,6 +11,7 @@ use crate::conn::delivery::Delivery;
 use crate::server::Server;
 
 pub struct InternalPublisher {
+    server: Arc<Server>,
     /// Where it publishes.
     account: Arc<Account>,
     cache: MatchCache<Arc<Subscription>>,
@@ -23,13 +24,17 @@ impl InternalPublisher {
         let max_pending = server.opts().max_pending;
         InternalPublisher {
             cache: MatchCache::new(generation),
-            delivery: Delivery::new(server, 0, max_pending),
+            delivery: Delivery::new(server.clone(), 0, max_pending),
+            server,
             account,
         }
     }
 
     /// Routes a message to subscribers of `route`, shown to them as
-    /// `subject`. Returns whether anyone received it.
+    /// `subject`, and through the account's service imports of it, as a
+    /// client's publish goes (nats-server's internal clients are
+    /// clients: a stream sourcing another account asks its API so).
+    /// Returns whether anyone received it.
     pub fn publish(
         &mut self,
         route: &str,
@@ -42,16 +47,23 @@ impl InternalPublisher {
         let result = self.cache.get_or_insert(route.as_bytes(), || {
             account.sublist.read().matches(route.as_bytes())
         });
-        self.delivery.route(
-            result,
-            Message {
-                subject: subject.as_bytes(),
-                routed: route.as_bytes(),
-                reply: reply.map(str::as_bytes),
-                headers,
-                payload,
-            },
-        )
+        let msg = Message {
+            subject: subject.as_bytes(),
+            routed: route.as_bytes(),
+            reply: reply.map(str::as_bytes),
+            headers,
+            payload,
+        };
+        // Service imports first, as for a client (`conn::client`); a
+        // message shown under another subject than it is routed on (a
+        // JetStream delivery) is not a request.
+        let mut delivered = false;
+        if route == subject && account.imports_services() {
+            let client = &self.server.system_client;
+            delivered =
+                crate::imports::request(&mut self.delivery, &self.server, account, client, msg);
+        }
+        delivered | self.delivery.route(result, msg)
     }
 
     /// Whether `subject` has a plain subscriber (or one in `queue`) on

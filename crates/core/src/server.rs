@@ -468,13 +468,29 @@ impl Server {
     }
 
     /// Subscribes the server itself in `account`: messages matching
-    /// `subject` go to `sink` on the publisher's task.
+    /// `subject` go to `sink` on the publisher's task. Like a client's,
+    /// the subscription gets its account's stream imports' shadows
+    /// (nats-server's internal clients are clients): a stream sourcing
+    /// another account hears its deliveries through them.
     pub fn subscribe_internal(
         &self,
         account: &Arc<crate::client::Account>,
         subject: &str,
         queue: Option<&str>,
         sink: Arc<dyn InternalSink>,
+    ) -> Result<Arc<Subscription>, subjects::SublistError> {
+        self.subscribe_server(account, subject, queue, sink, false)
+    }
+
+    /// [`Server::subscribe_internal`], told to routes if `advertised`
+    /// (its shadows too).
+    fn subscribe_server(
+        &self,
+        account: &Arc<crate::client::Account>,
+        subject: &str,
+        queue: Option<&str>,
+        sink: Arc<dyn InternalSink>,
+        advertised: bool,
     ) -> Result<Arc<Subscription>, subjects::SublistError> {
         let key = self.next_sub_key();
         let mut sub = Subscription::new(
@@ -486,6 +502,7 @@ impl Server {
             Bytes::from(format!("_sys.{key}")),
         );
         sub.sink = Some(sink);
+        sub.advertised = std::sync::atomic::AtomicBool::new(advertised);
         let sub = Arc::new(sub);
         sub.account.sublist.write().insert(
             subject.as_bytes(),
@@ -499,6 +516,7 @@ impl Server {
             .subs
             .lock()
             .insert(sub.sid.clone(), sub.clone());
+        crate::imports::add_shadows(self, &sub);
         Ok(sub)
     }
 
@@ -511,11 +529,7 @@ impl Server {
         subject: &str,
         sink: Arc<dyn InternalSink>,
     ) -> Result<Arc<Subscription>, subjects::SublistError> {
-        let sub = self.subscribe_internal(account, subject, None, sink)?;
-        sub.advertised
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        self.routes.local_interest(&sub, 1);
-        Ok(sub)
+        self.subscribe_server(account, subject, None, sink, true)
     }
 
     /// The options in force. Connections copy what they need at start;

@@ -23,9 +23,11 @@ use crate::options::{Export, Import, LinkKind, Options, ResponseType, DEFAULT_RE
 pub(super) struct Links<'a> {
     exports: Vec<(Export, &'a Item)>,
     imports: Vec<(Import, &'a Item)>,
-    /// Service imports read so far, by (importer, local subject): the
-    /// exporter and its subject, for the duplicate check's error.
-    services: std::collections::HashMap<(String, String), (String, String)>,
+    /// Service imports read so far, by (importer, local subject,
+    /// exporter): the exporter and its subject, for the duplicate
+    /// check's error. Two exporters may share a local subject (as
+    /// nats-server allows: both hear a request on it).
+    services: std::collections::HashMap<(String, String, String), (String, String)>,
 }
 
 /// Keys nats-server takes in an export or import that flotilla does not
@@ -225,7 +227,11 @@ pub(super) fn imports<'a>(account: &str, e: &'a Entry, links: &mut Links<'a>, r:
             continue;
         };
         if import.kind == LinkKind::Service {
-            let key = (import.account.clone(), import.local_subject().to_string());
+            let key = (
+                import.account.clone(),
+                import.local_subject().to_string(),
+                import.from.clone(),
+            );
             if let Some((from, subject)) = links.services.get(&key) {
                 r.error(
                     item,

@@ -168,13 +168,18 @@ impl<S> Imports<S> {
         out
     }
 
-    /// The service import a publish on `subject` goes through, if any:
-    /// the first written whose subject matches (nats-server keeps one
-    /// import per local subject).
-    pub fn service(&self, subject: &[u8]) -> Option<&ServiceImport<S>> {
+    /// The service imports a publish on `subject` goes through, in the
+    /// order written: every one whose subject matches, as each of
+    /// nats-server's is a subscription in the importer's trie (two
+    /// accounts' `$JS.FC.>` imported under one subject both hear a
+    /// flow-control reply).
+    pub fn services<'a>(
+        &'a self,
+        subject: &'a [u8],
+    ) -> impl Iterator<Item = &'a ServiceImport<S>> + 'a {
         self.services
             .iter()
-            .find(|s| subjects::subject_matches_filter(subject, s.local.as_bytes()))
+            .filter(move |s| subjects::subject_matches_filter(subject, s.local.as_bytes()))
     }
 }
 

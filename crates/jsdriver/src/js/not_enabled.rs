@@ -98,7 +98,13 @@ struct NotEnabledSink {
 
 impl Sink for NotEnabledSink {
     fn deliver(&self, msg: Message<'_>) {
-        if self.account.imports().service(msg.subject).is_some() {
+        if self
+            .account
+            .imports()
+            .services(msg.subject)
+            .next()
+            .is_some()
+        {
             return;
         }
         if let Some(answer) = not_enabled(&inbound(msg), self.mode) {

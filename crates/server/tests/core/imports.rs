@@ -755,3 +755,59 @@ accounts {
     let answer = asked.await.unwrap().expect("A gets C's answer");
     assert_eq!(&answer.payload[..], b"noon");
 }
+
+/// Two accounts export a service that a third imports under one subject
+/// (as nats-server's cross-account sourcing config imports each
+/// origin's `$JS.FC.>`): a request there reaches both exporters, each
+/// of whose answers comes back.
+#[tokio::test]
+async fn one_subject_imported_from_two_accounts_reaches_both() {
+    let config = r#"
+accounts {
+  A { users: [ { user: a, password: p } ], exports: [ { service: "fc.>" } ] }
+  B { users: [ { user: b, password: p } ], exports: [ { service: "fc.>" } ] }
+  C {
+    users: [ { user: c, password: p } ]
+    imports: [
+      { service: { account: A, subject: "fc.>" } }
+      { service: { account: B, subject: "fc.>" } }
+    ]
+  }
+}
+"#;
+    let s = common::server().config(config).start();
+    let url = s.url();
+    let mut answering = Vec::new();
+    for user in ["a", "b"] {
+        let c = common::connect_as(&url, user, "p").await;
+        let mut sub = c.subscribe("fc.>").await.unwrap();
+        c.flush().await.unwrap();
+        let answerer = c.clone();
+        answering.push(tokio::spawn(async move {
+            let m = sub.next().await.expect("a request");
+            let reply = m.reply.expect("a reply subject");
+            answerer.publish(reply, user.into()).await.unwrap();
+            answerer.flush().await.unwrap();
+        }));
+    }
+    let c = common::connect_as(&url, "c", "p").await;
+    let inbox = c.new_inbox();
+    let mut answers = c.subscribe(inbox.clone()).await.unwrap();
+    c.publish_with_reply("fc.x", inbox, "?".into())
+        .await
+        .unwrap();
+    c.flush().await.unwrap();
+    let mut heard = Vec::new();
+    for _ in 0..2 {
+        let m = tokio::time::timeout(Duration::from_secs(5), answers.next())
+            .await
+            .expect("both exporters answer")
+            .unwrap();
+        heard.push(String::from_utf8_lossy(&m.payload).to_string());
+    }
+    heard.sort();
+    assert_eq!(heard, ["a", "b"]);
+    for a in answering {
+        a.await.unwrap();
+    }
+}
