@@ -445,6 +445,9 @@ fn is_zero(v: &u64) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct StreamSourceInfo {
     pub name: String,
+    /// The source's `external`, as configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<ExternalStream>,
     pub lag: u64,
     /// Nanoseconds since last contact; -1 when never.
     pub active: i64,

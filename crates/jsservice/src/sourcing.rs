@@ -58,6 +58,16 @@
 //! skips one. A gap in the consumer sequence, or copies not applied in
 //! time, resets the consumer again.
 //!
+//! An `external` source with a `deliver` prefix (an origin in another
+//! account: its consumer API imported under `external.api`, a stream
+//! export of the prefix, and `$JS.FC.>` imported for flow control, as
+//! nats-server's cross-account sourcing is configured) reads the same
+//! way, through a push consumer the link makes: looked up (an origin
+//! answers no reset of a consumer it lacks), reset if found, else made
+//! with a deliver subject under the prefix, named for this stream and
+//! the source. Pulls cannot go there: a service import brings back one
+//! reply per request.
+//!
 //! Sans-IO: [`Links::follow`] takes the time (milliseconds on any
 //! monotonic clock) and returns the requests to send; what comes back on
 //! the links' inbox goes to [`Links::inbox`].
@@ -118,6 +128,10 @@ enum State {
 #[derive(Debug)]
 struct Link {
     consumer: String,
+    /// A push source's deliver subject: its durable consumer's, or for
+    /// an `external` source with a `deliver` prefix, the one under it
+    /// that the consumer this link makes delivers to (`push_deliver`).
+    deliver: Option<String>,
     spec: SourceSpec,
     state: State,
     /// When the state was entered (ms).
@@ -155,9 +169,15 @@ struct Link {
 }
 
 impl Link {
-    /// A durable source's deliver subject.
+    /// A push source's deliver subject.
     fn deliver_subject(&self) -> Option<&str> {
-        self.spec.consumer.as_ref().map(|(_, d)| d.as_str())
+        self.deliver.as_deref()
+    }
+
+    /// Whether this link makes its push consumer (an `external` source
+    /// with a `deliver` prefix), rather than reading through the user's.
+    fn makes_push(&self) -> bool {
+        self.spec.consumer.is_none() && self.deliver.is_some()
     }
 
     /// Starts over: reset the consumer at the next `follow`.
@@ -375,6 +395,20 @@ fn token(key: &str) -> String {
     format!("{h:016x}")
 }
 
+/// A push source's deliver subject: its durable consumer's, or one
+/// under an `external` source's `deliver` prefix, named for this stream
+/// and the source so it is the same after a restart or a leader change.
+fn push_deliver(stream: &str, spec: &SourceSpec) -> Option<String> {
+    if let Some((_, deliver)) = &spec.consumer {
+        return Some(deliver.clone());
+    }
+    let prefix = spec.deliver.as_deref()?;
+    Some(format!(
+        "{prefix}.{}",
+        token(&format!("{stream} {}", spec.key))
+    ))
+}
+
 /// `<api>.CONSUMER.<verb>.<origin>.<consumer>`, on the origin's API
 /// (another domain's for an `external` source).
 fn api_subject(spec: &SourceSpec, verb: &str, consumer: &str) -> String {
@@ -431,8 +465,10 @@ impl Links {
                 Some((name, _)) => name.clone(),
                 None => format!("src_{}_{}", self.stream, token(&spec.key)),
             };
+            let deliver = push_deliver(&self.stream, spec);
             let link = self.links.entry(spec.key.clone()).or_insert_with(|| Link {
                 consumer,
+                deliver: deliver.clone(),
                 spec: spec.clone(),
                 state: State::Fresh,
                 since: now,
@@ -450,6 +486,11 @@ impl Links {
             });
             // The position moves on as copies are applied.
             link.spec = spec.clone();
+            if link.deliver != deliver {
+                // A source's `deliver` changed: read anew.
+                link.deliver = deliver;
+                link.start_over(now);
+            }
         }
         let keys: Vec<String> = self.links.keys().cloned().collect();
         let mut out = Vec::new();
@@ -509,8 +550,10 @@ impl Links {
             .collect()
     }
 
-    /// A durable source's step: reset the consumer when fresh (or asked
-    /// long ago), and see the last copy applied in time or start over.
+    /// A push source's step: when fresh (or asked long ago), reset the
+    /// user's consumer, or look up the one this link makes (an origin
+    /// answers no reset of a consumer it does not have); and see the last
+    /// copy applied in time or start over.
     fn step_durable(&mut self, key: &str, now: u64, out: &mut Vec<OutMsg>) {
         let link = &self.links[key];
         let due = match link.state {
@@ -519,14 +562,16 @@ impl Links {
             _ => now.saturating_sub(link.since) >= ANSWER_WITHIN_MS,
         };
         if due {
+            if !link.makes_push() {
+                out.push(self.reset(key, now));
+                return;
+            }
             let reply = self.ask(key);
             let link = self.links.get_mut(key).expect("listed");
             link.start_over(now);
             link.state = State::Looking;
-            // The reset restarts the consumer sequence.
-            link.expect = 1;
             out.push(request(
-                api_subject(&link.spec, "RESET", &link.consumer),
+                api_subject(&link.spec, "INFO", &link.consumer),
                 reply,
                 Value::Null,
             ));
@@ -544,7 +589,7 @@ impl Links {
     }
 
     fn step(&mut self, key: &str, now: u64, out: &mut Vec<OutMsg>) {
-        if self.links[key].spec.consumer.is_some() {
+        if self.links[key].deliver.is_some() {
             return self.step_durable(key, now, out);
         }
         let link = &self.links[key];
@@ -600,8 +645,8 @@ impl Links {
         }
     }
 
-    /// Asks the origin to reset a pull source's consumer to just past its
-    /// ack floor: a new session, its consumer sequence from 1.
+    /// Asks the origin to reset a source's consumer to just past its ack
+    /// floor: a new session, its consumer sequence from 1.
     fn reset(&mut self, key: &str, now: u64) -> OutMsg {
         let reply = self.ask(key);
         let link = self.links.get_mut(key).expect("listed");
@@ -626,14 +671,27 @@ impl Links {
         // A new session starts with the consumer: its sequence from 1.
         link.expect = 1;
         let spec = &link.spec;
-        let mut config = json!({
-            "durable_name": link.consumer,
-            "ack_policy": if link.acks_all { "all" } else { "explicit" },
-            "ack_wait": ACK_WAIT_NS,
-            "max_ack_pending": MAX_ACK_PENDING,
-            "inactive_threshold": INACTIVE_NS,
-            "direct": true,
-        });
+        let mut config = match &link.deliver {
+            // A push consumer acking by its flow control, as a durable
+            // source's must (its heartbeat and flow control are the
+            // policy's defaults).
+            Some(deliver) => json!({
+                "durable_name": link.consumer,
+                "deliver_subject": deliver,
+                "ack_policy": "flow_control",
+                "max_ack_pending": MAX_ACK_PENDING,
+                "inactive_threshold": INACTIVE_NS,
+                "direct": true,
+            }),
+            None => json!({
+                "durable_name": link.consumer,
+                "ack_policy": if link.acks_all { "all" } else { "explicit" },
+                "ack_wait": ACK_WAIT_NS,
+                "max_ack_pending": MAX_ACK_PENDING,
+                "inactive_threshold": INACTIVE_NS,
+                "direct": true,
+            }),
+        };
         if spec.position > 0 && !reset_after {
             // Made again (gone while nobody pulled): after what is here.
             config["deliver_policy"] = json!("by_start_sequence");
@@ -699,13 +757,19 @@ impl Links {
         let Some(link) = self.links.get_mut(key) else {
             return Inboxed::Nothing;
         };
-        if link.spec.consumer.is_some() {
-            // The reset's answer: the consumer, which must ack by flow
-            // control (nats-server's 10217 otherwise).
+        if link.deliver.is_some() {
+            // The consumer, as a lookup, a reset or a create answers: it
+            // must ack by flow control (nats-server's 10217 otherwise). One
+            // this link makes is reset if found, made if not; made, it
+            // delivers from its start.
             let acks_by_fc = v["config"]["ack_policy"] == "flow_control";
             match (link.state, code, acks_by_fc) {
-                (State::Looking, None, true) => {
+                (State::Looking, None, true) => return Inboxed::Send(self.reset(key, now)),
+                (State::Resetting, None, true) | (State::Creating, None, true) => {
                     link.state = State::Ready;
+                }
+                (State::Looking, Some(10014), _) => {
+                    return Inboxed::Send(self.create(key, now, false));
                 }
                 _ => {
                     link.state = State::Resting;
@@ -841,7 +905,7 @@ impl Links {
         // the consumer delivers as the reset is applied, and the answer
         // leaves after): taken while it is awaited too.
         let ready = link.state == State::Ready;
-        if !ready && link.state != State::Looking {
+        if !ready && !matches!(link.state, State::Resetting | State::Creating) {
             return Inboxed::Nothing;
         }
         if let Some(h) = m.headers.as_deref().filter(|h| h.starts_with(b"NATS/1.0 ")) {
@@ -890,7 +954,7 @@ impl Links {
             .filter_map(|l| match l.state {
                 // A durable source waits for its copy under way, if any
                 // (deliveries wake the driver themselves).
-                State::Ready if l.spec.consumer.is_some() => {
+                State::Ready if l.deliver.is_some() => {
                     l.in_flight.map(|(_, since)| since + ANSWER_WITHIN_MS)
                 }
                 // A pull due now (a due time long past), else when the
@@ -1326,6 +1390,74 @@ mod tests {
         let out = links.follow(&[durable], 10_006);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].subject, "$JS.API.CONSUMER.RESET.O.c");
+    }
+
+    /// An `external` source with a `deliver` prefix (another account's
+    /// origin, whose API replies come back one each through a service
+    /// import): the link makes a push consumer delivering under the
+    /// prefix, then reads as through a durable one.
+    #[test]
+    fn an_external_deliver_prefix_makes_a_push_consumer() {
+        let mut external = spec("O");
+        external.api = "RI.JS.A.API".into();
+        external.deliver = Some("RI.DELIVER.A".into());
+        external.start_seq = 3;
+        let mut links = Links::new("S", "_INBOX.s".into());
+        let out = links.follow(std::slice::from_ref(&external), 10_000);
+        assert_eq!(out.len(), 1);
+        let consumer = format!("src_S_{}", token(&external.key));
+        assert_eq!(
+            out[0].subject,
+            format!("RI.JS.A.API.CONSUMER.INFO.O.{consumer}")
+        );
+        let deliver = links.deliver_subjects();
+        assert_eq!(deliver.len(), 1);
+        assert!(deliver[0].starts_with("RI.DELIVER.A."), "{deliver:?}");
+        // Not found: made, pushing to the deliver subject from the start.
+        let missing = r#"{"error":{"code":404,"err_code":10014}}"#;
+        let Inboxed::Send(create) = links.inbox(&reply_to(&out[0]), answer(missing), 10_001) else {
+            panic!("a create");
+        };
+        assert_eq!(
+            create.subject,
+            format!("RI.JS.A.API.CONSUMER.CREATE.O.{consumer}")
+        );
+        let body: Value = serde_json::from_slice(&create.payload).unwrap();
+        assert_eq!(body["config"]["deliver_subject"], deliver[0].as_str());
+        assert_eq!(body["config"]["ack_policy"], "flow_control");
+        assert_eq!(body["config"]["opt_start_seq"], 3);
+        // Its first delivery may overtake the create's answer.
+        match links.inbox(&deliver[0], delivery("o.a", 3, 1), 10_002) {
+            Inboxed::Input(Op::Sourced {
+                origin_seq: 3,
+                after: None,
+                ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+        let made = r#"{"config":{"ack_policy":"flow_control"}}"#;
+        assert_eq!(
+            links.inbox(&reply_to(&create), answer(made), 10_003),
+            Inboxed::Nothing
+        );
+        match links.inbox(&deliver[0], delivery("o.a", 4, 2), 10_004) {
+            Inboxed::Input(Op::Sourced {
+                origin_seq: 4,
+                after: Some(3),
+                ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+        // Found after a restart: reset to its ack floor.
+        let mut links = Links::new("S", "_INBOX.s".into());
+        let out = links.follow(std::slice::from_ref(&external), 20_000);
+        let Inboxed::Send(reset) = links.inbox(&reply_to(&out[0]), answer(made), 20_001) else {
+            panic!("a reset");
+        };
+        assert_eq!(
+            reset.subject,
+            format!("RI.JS.A.API.CONSUMER.RESET.O.{consumer}")
+        );
     }
 
     #[test]

@@ -329,8 +329,13 @@ fn check_sources(cfg: &StreamConfig) -> Result<(), ApiError> {
             }
             consumers.push(cname);
         }
+        // nats-server's `composeIName`: an origin in another domain or
+        // account (its API prefix) or read through another consumer is
+        // another source.
         let key = (
             s.name.clone(),
+            s.external.as_ref().map(|e| e.api.clone()),
+            s.consumer.as_ref().map(|c| c.name.clone()),
             s.filter_subject.clone(),
             s.subject_transforms.clone(),
         );

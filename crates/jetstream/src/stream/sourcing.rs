@@ -42,6 +42,10 @@ pub struct Source {
     consumer: Option<(String, String)>,
     /// The origin's API prefix (see [`SourceSpec::api`]).
     api: String,
+    /// The origin's deliver prefix (see [`SourceSpec::deliver`]).
+    deliver: Option<String>,
+    /// The source's `external`, as configured (for its info).
+    external: Option<crate::api::ExternalStream>,
     /// The name, filter and destination that tag sourced messages.
     tag: (String, String, String),
     pub position: u64,
@@ -65,8 +69,13 @@ pub struct SourceSpec {
     /// deliver subject), which acks by flow control.
     pub consumer: Option<(String, String)>,
     /// The origin's JetStream API prefix: `$JS.API`, or another
-    /// domain's (`external.api`, such as `$JS.hub.API`).
+    /// domain's or account's (`external.api`, such as `$JS.hub.API`).
     pub api: String,
+    /// An `external` source's `deliver` prefix: read through a push
+    /// consumer the link makes on the origin, delivering under it (the
+    /// origin's account exports that prefix as a stream, and its API's
+    /// replies come back one each), rather than by pulls.
+    pub deliver: Option<String>,
 }
 
 /// A message a source's consumer delivered.
@@ -159,6 +168,13 @@ fn source_from(s: &StreamSource, mirror: bool) -> Source {
             .as_ref()
             .map(|c| (c.name.clone(), c.deliver_subject.clone())),
         api: api_prefix(s.external.as_ref().map_or("", |e| e.api.as_str())),
+        deliver: s
+            .external
+            .as_ref()
+            .map(|e| e.deliver.trim_end_matches('.'))
+            .filter(|d| !d.is_empty())
+            .map(str::to_string),
+        external: s.external.clone(),
         tag: key_of(s).1,
         position: 0,
         lag: 0,
@@ -191,6 +207,7 @@ impl Source {
             position: self.position,
             consumer: self.consumer.clone(),
             api: self.api.clone(),
+            deliver: self.deliver.clone(),
         }
     }
 
@@ -210,6 +227,7 @@ impl Source {
     fn info(&self, now: i64) -> StreamSourceInfo {
         StreamSourceInfo {
             name: self.origin.clone(),
+            external: self.external.clone(),
             lag: self.lag,
             active: self.active.map_or(-1, |t| (now - t).max(0)),
             error: None,

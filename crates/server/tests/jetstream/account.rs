@@ -368,3 +368,141 @@ async fn each_account_has_its_own_jetstream() {
         assert_eq!(info["state"]["messages"], n, "{user}: {info}");
     }
 }
+
+/// nats-server's config for sourcing across accounts
+/// (`TestJetStreamFlowControlCrossAccountFanOut`): A and B export their
+/// consumer API, a deliver prefix and flow control; SOURCER imports
+/// them, each API under a prefix of its own.
+const CROSS: &str = r#"
+jetstream: enabled
+accounts {
+  ACCT_A {
+    jetstream: enabled
+    users: [{ user: usrA, password: pwd }]
+    exports: [
+      { service: "$JS.API.CONSUMER.>" }
+      { stream: "RI.DELIVER.A.>" }
+      { service: "$JS.FC.>" }
+    ]
+  }
+  ACCT_B {
+    jetstream: enabled
+    users: [{ user: usrB, password: pwd }]
+    exports: [
+      { service: "$JS.API.CONSUMER.>" }
+      { stream: "RI.DELIVER.B.>" }
+      { service: "$JS.FC.>" }
+    ]
+  }
+  SOURCER {
+    jetstream: enabled
+    users: [{ user: src, password: pwd }]
+    imports: [
+      { service: { account: ACCT_A, subject: "$JS.API.CONSUMER.>" }, to: "RI.JS.A.API.CONSUMER.>" }
+      { stream: { account: ACCT_A, subject: "RI.DELIVER.A.>" } }
+      { service: { account: ACCT_A, subject: "$JS.FC.>" } }
+      { service: { account: ACCT_B, subject: "$JS.API.CONSUMER.>" }, to: "RI.JS.B.API.CONSUMER.>" }
+      { stream: { account: ACCT_B, subject: "RI.DELIVER.B.>" } }
+      { service: { account: ACCT_B, subject: "$JS.FC.>" } }
+    ]
+  }
+}
+"#;
+
+/// A stream sources the streams of two other accounts through
+/// `external { api, deliver }`, as nats-server users share streams:
+/// every message of both arrives, enough of them for flow control to go
+/// round, and what is published later follows. The origins stay their
+/// accounts' own: SOURCER's API does not know them. Every mode.
+#[tokio::test]
+async fn a_stream_sources_other_accounts_through_external() {
+    let s = common::js_server_configured(CROSS);
+    let replicas = common::replicas();
+    let payload = vec![b'X'; 64 * 1024];
+    let mut origins = Vec::new();
+    for (user, subject) in [("usrA", "A"), ("usrB", "B")] {
+        let c = s.client_as(user, "pwd").await;
+        let cfg = json!({"name": "TEST", "subjects": [subject], "num_replicas": replicas});
+        let created = api(&c, "$JS.API.STREAM.CREATE.TEST", &cfg.to_string()).await;
+        assert_eq!(created["did_create"], true, "{created}");
+        let js = jetstream::new(c.clone());
+        for _ in 0..20 {
+            js.publish(subject, payload.clone().into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+        origins.push(js);
+    }
+    let src = s.client_as("src", "pwd").await;
+    let external = |account: &str| {
+        json!({"name": "TEST", "external": {
+            "api": format!("RI.JS.{account}.API"),
+            "deliver": format!("RI.DELIVER.{account}"),
+        }})
+    };
+    let cfg = json!({
+        "name": "DEST", "num_replicas": replicas,
+        "sources": [external("A"), external("B")],
+    });
+    let created = api(&src, "$JS.API.STREAM.CREATE.DEST", &cfg.to_string()).await;
+    assert!(created.get("error").is_none(), "{created}");
+    let messages = |want: u64| {
+        let src = src.clone();
+        async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            loop {
+                let info = api(&src, "$JS.API.STREAM.INFO.DEST", "").await;
+                let have = info["state"]["messages"].as_u64().unwrap_or(0);
+                if have == want {
+                    return info;
+                }
+                assert!(
+                    have < want && std::time::Instant::now() < deadline,
+                    "{have} of {want}: {info}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    };
+    messages(40).await;
+    for (js, subject) in origins.iter().zip(["A", "B"]) {
+        for _ in 0..5 {
+            js.publish(subject, "later".into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+    }
+    let info = messages(50).await;
+    let subjects = api(
+        &src,
+        "$JS.API.STREAM.INFO.DEST",
+        r#"{"subjects_filter":">"}"#,
+    )
+    .await;
+    assert_eq!(
+        subjects["state"]["subjects"],
+        json!({"A": 25, "B": 25}),
+        "{info}"
+    );
+    let mut externals: Vec<String> = info["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["external"].to_string())
+        .collect();
+    externals.sort();
+    assert_eq!(
+        externals,
+        [
+            json!({"api": "RI.JS.A.API", "deliver": "RI.DELIVER.A"}).to_string(),
+            json!({"api": "RI.JS.B.API", "deliver": "RI.DELIVER.B"}).to_string(),
+        ],
+        "{info}"
+    );
+    let theirs = api(&src, "$JS.API.STREAM.INFO.TEST", "").await;
+    assert_eq!(theirs["error"]["err_code"], 10059, "{theirs}");
+}
