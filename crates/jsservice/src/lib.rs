@@ -27,6 +27,7 @@ pub mod catchup;
 mod codec;
 pub mod fetch;
 pub mod meta_sm;
+pub mod placement;
 pub mod replica;
 pub mod reply;
 pub mod request;

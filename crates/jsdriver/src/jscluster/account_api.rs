@@ -9,12 +9,14 @@
 //! `MetaOp::AssignStream`. The stream's first leader answers it once the
 //! stream is up, so a client that has its answer can publish at once.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jetstream::api::{ApiError, ConsumerConfig, StreamConfig, StreamInfo, E};
 use jsservice::account::{self, Decision, Usage};
 use jsservice::meta_sm::{MetaOp, StreamAssignment, META_GROUP};
+use jsservice::placement::{self, Candidate};
 use jsservice::reply::{Answer, Consumers, Kind, Paged};
 use jsservice::request::{classify, stream_of, AccountRequest, Inbound, Mode, Request};
 use jsservice::stream_api;
@@ -148,63 +150,29 @@ async fn serve(
 }
 
 /// A stream's peers without `peer`, with a server that is up and holds
-/// none of it in its place if there is one (the least loaded). None if
-/// `require`d and there is none, or if no peer would be left.
+/// none of it in its place if there is one (`placement::remap`).
 pub fn remap(jc: &JsCluster, a: &StreamAssignment, peer: u64, require: bool) -> Option<Vec<u64>> {
-    let routed = jc.routed_ids();
+    let tags = jc.live_tags();
     let meta = jc.meta.lock();
-    let load = |id: u64| meta.streams().filter(|s| s.peers.contains(&id)).count();
-    let spare = meta
-        .peers()
-        .map(|p| p.id)
-        .filter(|id| *id != peer && !a.peers.contains(id))
-        .filter(|id| *id == jc.me.id || routed.contains(id))
-        .min_by_key(|&id| (load(id), id));
-    if spare.is_none() && require {
-        return None;
-    }
-    let peers: Vec<u64> = a
-        .peers
-        .iter()
-        .map(|&p| if p == peer { spare.unwrap_or(0) } else { p })
-        .filter(|&p| p != 0)
-        .collect();
-    (!peers.is_empty()).then_some(peers)
+    let ids: Vec<u64> = meta.peers().map(|p| p.id).collect();
+    let candidates = candidates(&ids, &tags, &meta);
+    placement::remap(&a.peers, peer, &candidates, require)
 }
 
-/// Why peers were passed over, worded as nats-server's
-/// `selectPeerError`.
-#[derive(Default)]
-struct SelectError {
-    offline: bool,
-    exclude_tag: bool,
-    missing: std::collections::BTreeSet<String>,
-    excluded: std::collections::BTreeSet<String>,
-}
-
-impl SelectError {
-    fn text(&self) -> String {
-        let mut b = String::from("no suitable peers for placement");
-        if self.offline {
-            b.push_str(", peer offline");
-        }
-        if self.exclude_tag {
-            b.push_str(", exclude tag set");
-        }
-        let list = |s: &std::collections::BTreeSet<String>| {
-            s.iter()
-                .map(|t| format!("'{t}'"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        if !self.missing.is_empty() {
-            b.push_str(&format!(", tags not matched [{}]", list(&self.missing)));
-        }
-        if !self.excluded.is_empty() {
-            b.push_str(&format!(", tags excluded [{}]", list(&self.excluded)));
-        }
-        b
-    }
+/// The servers `ids` as placement candidates: their tags if up, and the
+/// streams each holds.
+fn candidates<'a>(
+    ids: &[u64],
+    tags: &'a BTreeMap<u64, Vec<String>>,
+    meta: &jsservice::meta_sm::Meta,
+) -> Vec<Candidate<'a>> {
+    ids.iter()
+        .map(|&id| Candidate {
+            id,
+            tags: tags.get(&id).map(Vec::as_slice),
+            load: meta.streams().filter(|s| s.peers.contains(&id)).count(),
+        })
+        .collect()
 }
 
 /// What the meta leader answers about a stream that does not exist:
@@ -589,7 +557,8 @@ impl Api {
     }
 
     /// `n` peers for a stream, none of `except`: among the JetStream
-    /// servers that are up, those holding the fewest streams first.
+    /// servers that are up, those holding the fewest streams first
+    /// (`placement::place`).
     fn place(
         &self,
         cfg: &StreamConfig,
@@ -597,24 +566,6 @@ impl Api {
         n: usize,
     ) -> Result<Vec<u64>, jetstream::api::ApiError> {
         let cluster = self.jc.server.cluster_name();
-        let wrong_cluster = cfg
-            .placement
-            .as_ref()
-            .is_some_and(|p| !p.cluster.is_empty() && p.cluster != cluster);
-        // Placement tags, lowercase as nats-server compares them; `!tag`
-        // excludes servers with the tag.
-        let wanted: Vec<(String, bool)> = cfg
-            .placement
-            .iter()
-            .flat_map(|p| p.tags.iter())
-            .map(|t| {
-                let t = t.trim().to_lowercase();
-                match t.strip_prefix('!') {
-                    Some(x) => (x.to_string(), true),
-                    None => (t, false),
-                }
-            })
-            .collect();
         let tags = self.jc.live_tags();
         // A just-founded meta group has voters before the leader's next
         // pass names them; naming them here, ahead of the assignment in
@@ -631,50 +582,8 @@ impl Api {
                 all.push(id);
             }
         }
-        let mut why = SelectError::default();
-        let mut up: Vec<u64> = Vec::new();
-        for &id in &all {
-            if except.contains(&id) || wrong_cluster {
-                continue;
-            }
-            let Some(have) = tags.get(&id) else {
-                why.offline = true;
-                continue;
-            };
-            // nats-server's marker for a server that takes no assets.
-            if have.iter().any(|t| t == "!jetstream") {
-                why.exclude_tag = true;
-                continue;
-            }
-            let mut fits = true;
-            for (t, exclude) in &wanted {
-                let has = have.contains(t);
-                if *exclude && has {
-                    why.excluded.insert(t.clone());
-                    fits = false;
-                    break;
-                }
-                if !*exclude && !has {
-                    why.missing.insert(t.clone());
-                    fits = false;
-                    break;
-                }
-            }
-            if fits {
-                up.push(id);
-            }
-        }
-        if up.len() < n {
-            return Err(E::CLUSTER_NO_PEERS.with("err", why.text()));
-        }
-        let load = |id: u64| meta.streams().filter(|a| a.peers.contains(&id)).count();
-        // Ties broken by a hash of the stream's name, so streams spread.
-        let salt = cfg.name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        });
-        up.sort_by_key(|&id| (load(id), id.wrapping_mul(salt | 1)));
-        up.truncate(n);
-        Ok(up)
+        let candidates = candidates(&all, &tags, &meta);
+        placement::place(cfg, &cluster, &candidates, except, n)
     }
 
     /// A new config, and new peers when the replica count changes: more
