@@ -3,9 +3,8 @@
 //! the group committer, persistence); `jscluster` is a cluster's (the
 //! Raft node, the meta group, stream replicas). Both reach the core only
 //! through `flotilla_core::bus` (subscribe, publish, interest) and, for
-//! the cluster, `jscluster::ClusterView` (routes, names, shutdown). `monitor` shows its
-//! state to monitoring through `monitor::JetStreamView`.
+//! the cluster, `jscluster::ClusterView` (routes, names, shutdown). The
+//! `jsmonitor` crate shows their state to monitoring.
 
 pub mod js;
 pub mod jscluster;
-pub mod monitor;

@@ -1,7 +1,7 @@
 //! What monitoring shows of JetStream (`monitor::JetStreamView`): the
 //! `jetstream` and `raft` sections of `/varz`, `/jsz`, `/raftz`, and
-//! JetStream's part of `/healthz`, read from this driver's state into
-//! monitoring's shapes.
+//! JetStream's part of `/healthz`, read from the drivers' state
+//! (`jsdriver`) into monitoring's shapes.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -23,8 +23,8 @@ use monitor::raftz::{RaftzGroup, RaftzPeer, META_NAME};
 use monitor::varz::{RaftVarz, RejectedFrames};
 use monitor::JetStreamView;
 
-use crate::js::{JetStream, SyncPolicy};
-use crate::jscluster::{peer_hash, JsCluster};
+use jsdriver::js::{JetStream, SyncPolicy};
+use jsdriver::jscluster::{peer_hash, JsCluster};
 
 /// This server's JetStream, as monitoring sees it.
 pub struct View {

@@ -399,7 +399,7 @@ fn start_jetstream(
         )?);
     }
     jsdriver::js::not_enabled::start(server, mode);
-    let view = jsdriver::monitor::View::new(accounts, js_cluster.clone());
+    let view = jsmonitor::View::new(accounts, js_cluster.clone());
     let _ = services.js.set(Arc::new(view));
     Ok(js_cluster)
 }

@@ -52,11 +52,23 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "core",
             "jetstream",
             "jsservice",
-            "monitor",
             "protocol",
             "replication",
             "store",
             "subjects",
+        ],
+    ),
+    // JetStream's view for monitoring: the drivers' state in the
+    // monitor's shapes.
+    (
+        "jsmonitor",
+        &[
+            "cluster",
+            "core",
+            "jetstream",
+            "jsdriver",
+            "jsservice",
+            "monitor",
         ],
     ),
     ("chaos", &["lossyfs"]),
@@ -70,6 +82,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "core",
             "jetstream",
             "jsdriver",
+            "jsmonitor",
             "jsservice",
             "leafnodes",
             "monitor",
