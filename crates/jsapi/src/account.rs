@@ -154,13 +154,10 @@ pub struct ApiStats {
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct AccountInfo {
-    pub memory: u64,
-    pub storage: u64,
-    pub reserved_memory: u64,
-    pub reserved_storage: u64,
-    pub streams: u64,
-    pub consumers: u64,
-    pub limits: AccountLimits,
+    /// The account's totals, with its limits (all 0 when tiered), as
+    /// nats-server embeds its `JetStreamTier`.
+    #[serde(flatten)]
+    pub totals: TierInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub domain: Option<String>,
     pub api: ApiStats,

@@ -406,13 +406,15 @@ pub fn info(
         }
     };
     let info = AccountInfo {
-        memory: usage.memory,
-        storage: usage.storage,
-        reserved_memory,
-        reserved_storage,
-        streams: usage.streams,
-        consumers: usage.consumers,
-        limits: limits.reported(),
+        totals: TierInfo {
+            memory: usage.memory,
+            storage: usage.storage,
+            reserved_memory,
+            reserved_storage,
+            streams: usage.streams,
+            consumers: usage.consumers,
+            limits: limits.reported(),
+        },
         domain: domain.map(str::to_string),
         api: ApiStats {
             level: API_LEVEL,
