@@ -361,6 +361,10 @@ struct Pull {
 #[derive(Debug)]
 pub struct Links {
     stream: String,
+    /// The sourcing stream's account: a consumer a link makes on another
+    /// account's origin is named for it too, so two accounts' streams of
+    /// one name never share one there (nats-server hashes it in too).
+    account: String,
     /// Where answers and deliveries come back: `<inbox>.R.<n>` and
     /// `<inbox>.S.<source token>`.
     inbox: String,
@@ -398,15 +402,13 @@ fn token(key: &str) -> String {
 /// A push source's deliver subject: its durable consumer's, or one
 /// under an `external` source's `deliver` prefix, named for this stream
 /// and the source so it is the same after a restart or a leader change.
-fn push_deliver(stream: &str, spec: &SourceSpec) -> Option<String> {
+fn push_deliver(account: &str, stream: &str, spec: &SourceSpec) -> Option<String> {
     if let Some((_, deliver)) = &spec.consumer {
         return Some(deliver.clone());
     }
     let prefix = spec.deliver.as_deref()?;
-    Some(format!(
-        "{prefix}.{}",
-        token(&format!("{stream} {}", spec.key))
-    ))
+    let named = format!("{account} {stream} {}", spec.key);
+    Some(format!("{prefix}.{}", token(&named)))
 }
 
 /// `<api>.CONSUMER.<verb>.<origin>.<consumer>`, on the origin's API
@@ -435,12 +437,19 @@ impl Links {
     pub fn new(stream: &str, inbox: String) -> Links {
         Links {
             stream: stream.to_string(),
+            account: String::new(),
             inbox,
             links: BTreeMap::new(),
             asked: BTreeMap::new(),
             durable: BTreeMap::new(),
             next: 0,
         }
+    }
+
+    /// The links of a stream in `account`.
+    pub fn in_account(mut self, account: &str) -> Links {
+        self.account = account.to_string();
+        self
     }
 
     pub fn is_empty(&self) -> bool {
@@ -461,11 +470,17 @@ impl Links {
         let links = &self.links;
         self.asked.retain(|_, k| links.contains_key(k));
         for spec in specs {
-            let consumer = match &spec.consumer {
-                Some((name, _)) => name.clone(),
-                None => format!("src_{}_{}", self.stream, token(&spec.key)),
+            let deliver = push_deliver(&self.account, &self.stream, spec);
+            let consumer = match (&spec.consumer, &spec.deliver) {
+                (Some((name, _)), _) => name.clone(),
+                // On another account's origin: named for this account too.
+                (None, Some(_)) => format!(
+                    "src_{}_{}",
+                    self.stream,
+                    token(&format!("{} {}", self.account, spec.key))
+                ),
+                (None, None) => format!("src_{}_{}", self.stream, token(&spec.key)),
             };
-            let deliver = push_deliver(&self.stream, spec);
             let link = self.links.entry(spec.key.clone()).or_insert_with(|| Link {
                 consumer,
                 deliver: deliver.clone(),
@@ -1405,7 +1420,7 @@ mod tests {
         let mut links = Links::new("S", "_INBOX.s".into());
         let out = links.follow(std::slice::from_ref(&external), 10_000);
         assert_eq!(out.len(), 1);
-        let consumer = format!("src_S_{}", token(&external.key));
+        let consumer = format!("src_S_{}", token(&format!(" {}", external.key)));
         assert_eq!(
             out[0].subject,
             format!("RI.JS.A.API.CONSUMER.INFO.O.{consumer}")

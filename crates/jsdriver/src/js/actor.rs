@@ -171,6 +171,7 @@ impl Actor {
         Actor {
             push: PushWatch::new(&js),
             publisher: js.bus.publisher(),
+            sources: SourceLinks::new(&js.account, &name, false),
             js,
             handle,
             machine: StreamMachine::over(loaded.stream),
@@ -185,7 +186,6 @@ impl Actor {
             poison: Arc::new(AtomicBool::new(false)),
             failed: None,
             clock: 0,
-            sources: SourceLinks::new(&name, false),
             positions: loaded.sources,
             sourced: false,
             applied: 0,

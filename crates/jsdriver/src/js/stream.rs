@@ -315,9 +315,9 @@ pub struct SourceLinks {
 }
 
 impl SourceLinks {
-    pub fn new(stream: &str, clustered: bool) -> SourceLinks {
+    pub fn new(account: &str, stream: &str, clustered: bool) -> SourceLinks {
         SourceLinks {
-            links: Links::new(stream, sinks::source_inbox()),
+            links: Links::new(stream, sinks::source_inbox()).in_account(account),
             inbox: None,
             delivers: BTreeMap::new(),
             clustered,

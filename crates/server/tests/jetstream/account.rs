@@ -406,14 +406,25 @@ accounts {
       { service: { account: ACCT_B, subject: "$JS.FC.>" } }
     ]
   }
+  SOURCER2 {
+    jetstream: enabled
+    users: [{ user: src2, password: pwd }]
+    imports: [
+      { service: { account: ACCT_A, subject: "$JS.API.CONSUMER.>" }, to: "RI.JS.A.API.CONSUMER.>" }
+      { stream: { account: ACCT_A, subject: "RI.DELIVER.A.>" } }
+      { service: { account: ACCT_A, subject: "$JS.FC.>" } }
+    ]
+  }
 }
 "#;
 
 /// A stream sources the streams of two other accounts through
 /// `external { api, deliver }`, as nats-server users share streams:
 /// every message of both arrives, enough of them for flow control to go
-/// round, and what is published later follows. The origins stay their
-/// accounts' own: SOURCER's API does not know them. Every mode.
+/// round, and what is published later follows. A stream of the same name
+/// in a third account sources one of them alongside, on its own. The
+/// origins stay their accounts' own: SOURCER's API does not know them.
+/// Every mode.
 #[tokio::test]
 async fn a_stream_sources_other_accounts_through_external() {
     let s = common::js_server_configured(CROSS);
@@ -448,7 +459,11 @@ async fn a_stream_sources_other_accounts_through_external() {
     });
     let created = api(&src, "$JS.API.STREAM.CREATE.DEST", &cfg.to_string()).await;
     assert!(created.get("error").is_none(), "{created}");
-    let messages = |want: u64| {
+    let src2 = s.client_as("src2", "pwd").await;
+    let cfg2 = json!({"name": "DEST", "num_replicas": replicas, "sources": [external("A")]});
+    let created = api(&src2, "$JS.API.STREAM.CREATE.DEST", &cfg2.to_string()).await;
+    assert!(created.get("error").is_none(), "{created}");
+    let messages = |src: &async_nats::Client, want: u64| {
         let src = src.clone();
         async move {
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -466,7 +481,8 @@ async fn a_stream_sources_other_accounts_through_external() {
             }
         }
     };
-    messages(40).await;
+    messages(&src, 40).await;
+    messages(&src2, 20).await;
     for (js, subject) in origins.iter().zip(["A", "B"]) {
         for _ in 0..5 {
             js.publish(subject, "later".into())
@@ -476,7 +492,8 @@ async fn a_stream_sources_other_accounts_through_external() {
                 .unwrap();
         }
     }
-    let info = messages(50).await;
+    let info = messages(&src, 50).await;
+    messages(&src2, 25).await;
     let subjects = api(
         &src,
         "$JS.API.STREAM.INFO.DEST",

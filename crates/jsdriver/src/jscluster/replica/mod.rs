@@ -188,7 +188,7 @@ impl Actor {
         Actor {
             publisher: js.bus.publisher(),
             push: PushWatch::new(&js),
-            sources: SourceLinks::new(&name, true),
+            sources: SourceLinks::new(&js.account, &name, true),
             sourced: false,
             jc,
             js,
@@ -633,7 +633,7 @@ impl Actor {
         }
         self.push.clear();
         self.sources.close(&self.js);
-        self.sources = SourceLinks::new(&self.handle.name, true);
+        self.sources = SourceLinks::new(&self.js.account, &self.handle.name, true);
         self.forwarded.clear();
         // Reads waiting for a barrier that may never apply here: the new
         // leader answers them.
