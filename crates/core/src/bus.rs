@@ -66,6 +66,24 @@ impl Bus {
         }
     }
 
+    /// [`Bus::subscribe`], hearing also what is published on `subject`
+    /// in the accounts this bus's account imports it from (a stream
+    /// import's shadows): where another account's exported deliveries
+    /// arrive.
+    pub fn subscribe_imported(
+        &self,
+        subject: &str,
+        reach: Reach,
+        sink: Arc<dyn Sink>,
+    ) -> Result<Arc<Subscription>, subjects::SublistError> {
+        let reached = crate::server::Reached {
+            advertised: reach == Reach::Cluster,
+            imports: true,
+        };
+        self.server
+            .subscribe_server(&self.account, subject, None, sink, reached)
+    }
+
     pub fn unsubscribe(&self, sub: &Arc<Subscription>) {
         self.server.unsubscribe(sub);
     }

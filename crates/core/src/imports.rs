@@ -60,6 +60,9 @@ pub fn reshadow(server: &Server) {
 /// whose stream its account imports on a subject it meets.
 pub fn add_shadows(server: &Server, sub: &Arc<Subscription>) {
     debug_assert!(sub.via.is_none(), "a shadow has no shadows");
+    if !sub.takes_imports {
+        return;
+    }
     let imports = sub.account.imports();
     if imports.streams.is_empty() || sub.is_closed() {
         return;

@@ -131,6 +131,28 @@ fn new_server_id() -> String {
     id
 }
 
+/// What a server subscription hears beyond this server's own publishes
+/// in its account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reached {
+    /// Told to routes: published on any server of the cluster.
+    pub advertised: bool,
+    /// Given its account's stream-import shadows: published in an
+    /// account it imports from.
+    pub imports: bool,
+}
+
+impl Reached {
+    pub const LOCAL: Reached = Reached {
+        advertised: false,
+        imports: false,
+    };
+    pub const CLUSTER: Reached = Reached {
+        advertised: true,
+        imports: false,
+    };
+}
+
 impl Server {
     pub fn new(opts: Options) -> Arc<Self> {
         let id = new_server_id();
@@ -468,10 +490,10 @@ impl Server {
     }
 
     /// Subscribes the server itself in `account`: messages matching
-    /// `subject` go to `sink` on the publisher's task. Like a client's,
-    /// the subscription gets its account's stream imports' shadows
-    /// (nats-server's internal clients are clients): a stream sourcing
-    /// another account hears its deliveries through them.
+    /// `subject` go to `sink` on the publisher's task. Only what is
+    /// published in `account` reaches it: the server's services (the
+    /// JetStream API) never hear another account's messages through a
+    /// stream import (nats-server keeps them in the system account).
     pub fn subscribe_internal(
         &self,
         account: &Arc<crate::client::Account>,
@@ -479,19 +501,23 @@ impl Server {
         queue: Option<&str>,
         sink: Arc<dyn InternalSink>,
     ) -> Result<Arc<Subscription>, subjects::SublistError> {
-        self.subscribe_server(account, subject, queue, sink, false)
+        self.subscribe_server(account, subject, queue, sink, Reached::LOCAL)
     }
 
-    /// [`Server::subscribe_internal`], told to routes if `advertised`
-    /// (its shadows too).
-    fn subscribe_server(
+    /// [`Server::subscribe_internal`], told to routes if `reached` says,
+    /// and with its account's stream-import shadows if it says so, as a
+    /// client's subscription has them (a stream sourcing another account
+    /// hears its deliveries through them; the shadows are told to
+    /// routes as the subscription is).
+    pub fn subscribe_server(
         &self,
         account: &Arc<crate::client::Account>,
         subject: &str,
         queue: Option<&str>,
         sink: Arc<dyn InternalSink>,
-        advertised: bool,
+        reached: Reached,
     ) -> Result<Arc<Subscription>, subjects::SublistError> {
+        let advertised = reached.advertised;
         let key = self.next_sub_key();
         let mut sub = Subscription::new(
             key,
@@ -503,6 +529,7 @@ impl Server {
         );
         sub.sink = Some(sink);
         sub.advertised = std::sync::atomic::AtomicBool::new(advertised);
+        sub.takes_imports = reached.imports;
         let sub = Arc::new(sub);
         sub.account.sublist.write().insert(
             subject.as_bytes(),
@@ -529,7 +556,7 @@ impl Server {
         subject: &str,
         sink: Arc<dyn InternalSink>,
     ) -> Result<Arc<Subscription>, subjects::SublistError> {
-        self.subscribe_server(account, subject, None, sink, true)
+        self.subscribe_server(account, subject, None, sink, Reached::CLUSTER)
     }
 
     /// The options in force. Connections copy what they need at start;

@@ -43,6 +43,10 @@ pub struct Subscription {
     /// It stands for an import, not for its client's own interest
     /// (`crate::imports`).
     pub via: Option<Via>,
+    /// It hears its account's stream imports (has shadows): every
+    /// client's, and the server's own only where asked
+    /// (`server::Reached::imports`).
+    pub takes_imports: bool,
     /// For a client's subscription: its shadows in the accounts whose
     /// streams its account imports. Emptied when it is removed, which
     /// ends the shadow → subscription → shadow cycle.
@@ -97,6 +101,7 @@ impl Subscription {
             weight: AtomicU32::new(1),
             advertised: AtomicBool::new(false),
             via: None,
+            takes_imports: true,
             shadows: parking_lot::Mutex::new(Vec::new()),
         }
     }

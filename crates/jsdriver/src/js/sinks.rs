@@ -177,23 +177,32 @@ pub fn subscribe_inbox(
     inbox: &str,
     clustered: bool,
 ) -> Result<Arc<Subscription>, subjects::SublistError> {
-    subscribe_routed(js, handle, &format!("{inbox}.>"), clustered)
+    let sink = Arc::new(InboxSink {
+        handle: handle.clone(),
+    });
+    js.bus
+        .subscribe(&format!("{inbox}.>"), reach(clustered), sink)
 }
 
-/// `subject` to the stream's actor as inbox traffic, routed on it (a
-/// durable source's deliver subject).
+/// A push source's deliver subject to the stream's actor as inbox
+/// traffic, routed on it; heard also from an account this one imports
+/// it from (another account's origin delivers through a stream export).
 pub fn subscribe_routed(
     js: &JetStream,
     handle: &Arc<StreamHandle>,
     subject: &str,
     clustered: bool,
 ) -> Result<Arc<Subscription>, subjects::SublistError> {
-    let subject = subject.to_string();
     let sink = Arc::new(InboxSink {
         handle: handle.clone(),
     });
+    js.bus.subscribe_imported(subject, reach(clustered), sink)
+}
+
+/// Told to routes in a cluster (an origin may be led on another server).
+fn reach(clustered: bool) -> Reach {
     match clustered {
-        true => js.bus.subscribe(&subject, Reach::Cluster, sink),
-        false => js.bus.subscribe(&subject, Reach::Local, sink),
+        true => Reach::Cluster,
+        false => Reach::Local,
     }
 }

@@ -8,6 +8,7 @@ mod common;
 
 use async_nats::jetstream;
 use common::{api, api_err, JsServer};
+use futures::StreamExt;
 use serde_json::json;
 
 /// Account `A` has JetStream with limits, and `a` is everyone who does
@@ -522,4 +523,41 @@ async fn a_stream_sources_other_accounts_through_external() {
     );
     let theirs = api(&src, "$JS.API.STREAM.INFO.TEST", "").await;
     assert_eq!(theirs["error"]["err_code"], 10059, "{theirs}");
+}
+
+/// An account that imports everything another exports as a stream
+/// (`>`) hears that account's messages, never its JetStream API: the
+/// exporter's requests are answered by the exporter's JetStream alone,
+/// and make nothing in the importer's. Every mode.
+#[tokio::test]
+async fn a_stream_import_of_everything_leaves_the_api_alone() {
+    let config = r#"
+jetstream: enabled
+accounts {
+  A { jetstream: enabled, users: [{ user: a, password: p }], exports: [{ stream: ">" }] }
+  B {
+    jetstream: enabled
+    users: [{ user: b, password: p }]
+    imports: [{ stream: { account: A, subject: ">" } }]
+  }
+}
+"#;
+    let s = common::js_server_configured(config);
+    let (a, b) = (s.client_as("a", "p").await, s.client_as("b", "p").await);
+    let mut heard = b.subscribe("orders.>").await.unwrap();
+    b.flush().await.unwrap();
+    let cfg = json!({"name": "S", "subjects": ["s.>"], "num_replicas": common::replicas()});
+    let created = api(&a, "$JS.API.STREAM.CREATE.S", &cfg.to_string()).await;
+    assert_eq!(created["did_create"], true, "{created}");
+    a.publish("orders.new", "o".into()).await.unwrap();
+    a.flush().await.unwrap();
+    let m = tokio::time::timeout(std::time::Duration::from_secs(5), heard.next())
+        .await
+        .expect("the import carries A's messages")
+        .unwrap();
+    assert_eq!(m.subject.as_str(), "orders.new");
+    let names = api(&b, "$JS.API.STREAM.NAMES", "").await;
+    assert_eq!(names["total"], 0, "{names}");
+    let names = api(&a, "$JS.API.STREAM.NAMES", "").await;
+    assert_eq!(names["streams"], json!(["S"]), "{names}");
 }
