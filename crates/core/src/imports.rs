@@ -409,10 +409,14 @@ impl Delivery {
             return false;
         };
         let result = to.sublist.read().matches(&reply);
+        // A JetStream delivery answering a pull keeps the stored
+        // message's subject and its ack subject (the exporter's own,
+        // reached through an import of it), as nats-server passes them.
+        let delivery = msg.subject != msg.routed;
         let back = Message {
-            subject: &reply,
+            subject: if delivery { msg.subject } else { &reply },
             routed: &reply,
-            reply: None,
+            reply: msg.reply.filter(|r| r.starts_with(b"$JS.ACK.")),
             headers: msg.headers,
             payload: msg.payload,
         };

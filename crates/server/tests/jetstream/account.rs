@@ -561,3 +561,84 @@ accounts {
     let names = api(&a, "$JS.API.STREAM.NAMES", "").await;
     assert_eq!(names["streams"], json!(["S"]), "{names}");
 }
+
+/// A client of another account pulls from a stream's consumer through
+/// imports, as nats-server users share a work queue: the pull's
+/// messages come back through a `stream` response import, and its acks
+/// go back through an import of the consumer's ack subjects. Every
+/// mode.
+#[tokio::test]
+async fn a_consumer_is_pulled_and_acked_from_another_account() {
+    let config = r#"
+jetstream: enabled
+accounts {
+  A {
+    jetstream: enabled
+    users: [{ user: a, password: p }]
+    exports: [
+      { service: "$JS.API.CONSUMER.MSG.NEXT.ORDERS.C", response_type: stream }
+      { service: "$JS.ACK.ORDERS.C.>" }
+    ]
+  }
+  B {
+    users: [{ user: b, password: p }]
+    imports: [
+      { service: { account: A, subject: "$JS.API.CONSUMER.MSG.NEXT.ORDERS.C" }, to: "orders.next" }
+      { service: { account: A, subject: "$JS.ACK.ORDERS.C.>" } }
+    ]
+  }
+}
+"#;
+    let s = common::js_server_configured(config);
+    let (a, b) = (s.client_as("a", "p").await, s.client_as("b", "p").await);
+    let cfg =
+        json!({"name": "ORDERS", "subjects": ["orders.>"], "num_replicas": common::replicas()});
+    let created = api(&a, "$JS.API.STREAM.CREATE.ORDERS", &cfg.to_string()).await;
+    assert_eq!(created["did_create"], true, "{created}");
+    let consumer =
+        json!({"stream_name": "ORDERS", "config": {"durable_name": "C", "ack_policy": "explicit"}});
+    let made = api(
+        &a,
+        "$JS.API.CONSUMER.CREATE.ORDERS.C",
+        &consumer.to_string(),
+    )
+    .await;
+    assert!(made.get("error").is_none(), "{made}");
+    let js = jetstream::new(a.clone());
+    for i in 0..3 {
+        js.publish(format!("orders.{i}"), "o".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let inbox = b.new_inbox();
+    let mut delivered = b.subscribe(inbox.clone()).await.unwrap();
+    b.publish_with_reply(
+        "orders.next",
+        inbox,
+        r#"{"batch":3,"expires":5000000000}"#.into(),
+    )
+    .await
+    .unwrap();
+    for i in 0..3 {
+        let m = tokio::time::timeout(std::time::Duration::from_secs(5), delivered.next())
+            .await
+            .expect("a message through the import")
+            .unwrap();
+        assert_eq!(m.subject.as_str(), format!("orders.{i}"));
+        let ack = m.reply.expect("an ack subject");
+        assert!(ack.starts_with("$JS.ACK.ORDERS.C."), "{ack}");
+        b.request(ack.to_string(), "+ACK".into()).await.ok();
+    }
+    b.flush().await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let info = api(&a, "$JS.API.CONSUMER.INFO.ORDERS.C", "").await;
+        if info["ack_floor"]["stream_seq"] == 3 && info["num_ack_pending"] == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "acks lost: {info}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
