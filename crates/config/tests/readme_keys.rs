@@ -98,6 +98,7 @@ const NOT_CONFIG: &[&str] = &[
     "persist_mode",
     "resp",
     "se",
+    "tiers",
     "seq",
     "si",
     "sm",
