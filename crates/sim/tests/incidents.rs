@@ -59,15 +59,7 @@ fn incident_1_a_rejoining_follower_does_not_depose_the_leader() {
 #[test]
 fn incident_1_a_follower_the_leader_cannot_reach_yet_does_not_depose_it() {
     for seed in 1..=10 {
-        let mut cfg = quiet(seed);
-        cfg.propose_rate = 0;
-        // Frames late by up to a few steps, as a redialed link delivers
-        // what it queued.
-        cfg.faults.max_delay = 3;
-        let mut sim = Sim::new(cfg);
-        sim.steps(100, false).unwrap_or_else(|v| panic!("{v}"));
-        let (leader, term) = sim.leader().expect("a leader");
-        let follower = if leader == 1 { 2 } else { 1 };
+        let (mut sim, leader, term, follower) = idle_group_led(seed);
         sim.isolate(follower);
         sim.steps(300, false).unwrap_or_else(|v| panic!("{v}"));
         assert!(
@@ -113,13 +105,7 @@ fn incident_1_a_follower_the_leader_cannot_reach_yet_does_not_depose_it() {
 #[test]
 fn incident_1_a_follower_cut_from_its_leader_alone_does_not_depose_it() {
     for seed in 1..=10 {
-        let mut cfg = quiet(seed);
-        cfg.propose_rate = 0;
-        cfg.faults.max_delay = 3;
-        let mut sim = Sim::new(cfg);
-        sim.steps(100, false).unwrap_or_else(|v| panic!("{v}"));
-        let (leader, term) = sim.leader().expect("a leader");
-        let follower = if leader == 1 { 2 } else { 1 };
+        let (mut sim, leader, term, follower) = idle_group_led(seed);
         sim.cut_one_way(leader, follower);
         sim.cut_one_way(follower, leader);
         let mut quiet = 0;
@@ -136,6 +122,20 @@ fn incident_1_a_follower_cut_from_its_leader_alone_does_not_depose_it() {
         sim.steps(100, false).unwrap_or_else(|v| panic!("{v}"));
         sim.finish().unwrap_or_else(|v| panic!("{v}"));
     }
+}
+
+/// An idle group (nothing proposed) led after 100 steps, its frames late
+/// by up to a few steps as a redialed link delivers what it queued: the
+/// simulation, the leader and its term, and a follower.
+fn idle_group_led(seed: u64) -> (Sim, u64, u64, u64) {
+    let mut cfg = quiet(seed);
+    cfg.propose_rate = 0;
+    cfg.faults.max_delay = 3;
+    let mut sim = Sim::new(cfg);
+    sim.steps(100, false).unwrap_or_else(|v| panic!("{v}"));
+    let (leader, term) = sim.leader().expect("a leader");
+    let follower = if leader == 1 { 2 } else { 1 };
+    (sim, leader, term, follower)
 }
 
 /// Runs one faulty step and returns how many groups were quiet in it,
