@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 
 use config::options::{
-    Export, Import, LinkKind, MapDest, Mapping, ResponseType, DEFAULT_RESPONSE_THRESHOLD,
+    Export, Import, LinkKind, MapDest, Mapping, ResponseType, ServiceLatency,
+    DEFAULT_RESPONSE_THRESHOLD,
 };
 use jwt::Claims;
 use serde_json::Value;
@@ -22,11 +23,13 @@ pub struct Links {
 }
 
 /// The links of `accounts` (public key → claims) at `now`, imports
-/// checked against the exports.
-pub fn links(accounts: &BTreeMap<String, Claims>, now: i64) -> Links {
+/// checked against the exports. Without a system account (`system`),
+/// no service latency is tracked, as nats-server tracks none without
+/// events.
+pub fn links(accounts: &BTreeMap<String, Claims>, now: i64, system: bool) -> Links {
     let mut out = Links::default();
     for (key, claims) in accounts {
-        out.exports.extend(exports(key, claims));
+        out.exports.extend(exports(key, claims, system));
         out.mappings.extend(mappings(key, claims));
     }
     let mut admitted = config::links::Admitted::new(&out.exports);
@@ -50,20 +53,13 @@ fn kind(v: &Value) -> Option<LinkKind> {
     }
 }
 
-fn exports(key: &str, claims: &Claims) -> Vec<Export> {
-    let mut out = Vec::new();
+fn exports(key: &str, claims: &Claims, system: bool) -> Vec<Export> {
+    let (mut out, mut sampled) = (Vec::new(), Vec::new());
     for e in claims.nats["exports"].as_array().into_iter().flatten() {
         let (Some(kind), Some(subject)) = (kind(e), e["subject"].as_str()) else {
             error!("Account [{key}] has an export without a type or subject: {e}");
             continue;
         };
-        if e.get("service_latency").is_some_and(|l| !l.is_null()) {
-            // The export works; what flotilla lacks is said, not hidden.
-            error!(
-                "Account [{key}] export {subject:?} asks for service latency, \
-                 which flotilla does not support: exported without it"
-            );
-        }
         let response = match e["response_type"].as_str() {
             Some("Stream") => ResponseType::Stream,
             Some("Chunked") => ResponseType::Chunked,
@@ -87,16 +83,59 @@ fn exports(key: &str, claims: &Claims) -> Vec<Export> {
             token_req: e["token_req"].as_bool() == Some(true),
             // nats-server takes it on services only.
             allow_trace: kind == LinkKind::Service && e["allow_trace"].as_bool() == Some(true),
+            latency: None,
         };
         match config::links::check_export(&export) {
-            Ok(()) => out.push(export),
+            Ok(()) => {
+                out.push(export);
+                sampled.push(latency(&e["service_latency"]).filter(|_| kind == LinkKind::Service));
+            }
             Err(why) => error!(
                 "Error adding {} export {subject:?} to account [{key}]: {why}",
                 kind.as_str()
             ),
         }
     }
+    // Latency once the account's exports are known, as nats-server
+    // tracks it: an export whose tracking fails is kept without it.
+    debug_assert_eq!(out.len(), sampled.len(), "one latency per export");
+    for (i, latency) in sampled.into_iter().enumerate() {
+        let Some(latency) = latency else {
+            continue;
+        };
+        if !system {
+            error!(
+                "Error adding latency tracking for service export {:?} to account [{key}]: \
+                 system account not setup",
+                out[i].subject
+            );
+            continue;
+        }
+        let mut tracked = out[i].clone();
+        tracked.latency = Some(latency);
+        match config::links::check_latency(&tracked, out.iter()) {
+            Ok(()) => out[i] = tracked,
+            Err(why) => error!(
+                "Error adding latency tracking for service export {:?} to account [{key}]: {why}",
+                tracked.subject
+            ),
+        }
+    }
     out
+}
+
+/// An export's `service_latency` (nats-io/jwt's `ServiceLatency`):
+/// `sampling` a percentage or `"headers"`, `results` a subject.
+fn latency(v: &Value) -> Option<ServiceLatency> {
+    let results = v["results"].as_str()?.to_string();
+    let sampling = match &v["sampling"] {
+        Value::String(s) if s.eq_ignore_ascii_case("headers") => 0,
+        n => n
+            .as_u64()
+            .and_then(|n| u8::try_from(n).ok())
+            .unwrap_or(u8::MAX),
+    };
+    Some(ServiceLatency { sampling, results })
 }
 
 fn imports(

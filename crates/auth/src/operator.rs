@@ -149,7 +149,8 @@ impl Trust {
                 Err(e) => tracing::warn!("Preloaded account [{key}] not valid: {e}"),
             }
         }
-        trust.links = crate::links::links(&trust.accounts, unix_now());
+        let system = jwt::operator_system_account(operators).is_some();
+        trust.links = crate::links::links(&trust.accounts, unix_now(), system);
         Ok(trust)
     }
 

@@ -119,6 +119,37 @@ impl<'a> Admitted<'a> {
     }
 }
 
+/// A service export's `latency` can be tracked (nats-server's
+/// `TrackServiceExportWithSampling`): the sampling is a percentage or
+/// headers, the results subject a publish subject that none of the
+/// exporter's service exports (`exports`, every account's) covers, so
+/// results never loop back into the service, and the service answers once.
+pub fn check_latency<'e>(
+    export: &Export,
+    mut exports: impl Iterator<Item = &'e Export>,
+) -> Result<(), String> {
+    let Some(latency) = &export.latency else {
+        return Ok(());
+    };
+    debug_assert_eq!(export.kind, LinkKind::Service, "parsers refuse the rest");
+    if latency.sampling > 100 {
+        return Err("bad sampling percentage, should be 1-100".into());
+    }
+    let results = latency.results.as_bytes();
+    let covered = exports.any(|e| {
+        e.account == export.account
+            && e.kind == LinkKind::Service
+            && subjects::subject_matches_filter(results, e.subject.as_bytes())
+    });
+    if !subjects::is_valid_publish_subject(results) || covered {
+        return Err("invalid publish subject".into());
+    }
+    if export.response != crate::options::ResponseType::Singleton {
+        return Err("bad service response type".into());
+    }
+    Ok(())
+}
+
 /// nats-server's `addStreamExportWithAccountPos` and its service twin.
 fn export_subject(export: &Export) -> Result<(), String> {
     if !subjects::is_valid_subject(export.subject.as_bytes()) {

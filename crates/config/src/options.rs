@@ -180,7 +180,24 @@ pub struct Export {
     /// Services only: a traced message goes on being traced in the
     /// exporter (`allow_trace`); without it, tracing stops at the import.
     pub allow_trace: bool,
+    /// Services only: requests through it are timed, and the results
+    /// published in the exporter (`latency`).
+    pub latency: Option<ServiceLatency>,
 }
+
+/// A service export's latency tracking (`latency`; account JWTs'
+/// `service_latency`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceLatency {
+    /// 1 to 100: the percentage of requests measured, besides those whose
+    /// tracing headers ask; 0: only those (`sampling: headers`).
+    pub sampling: u8,
+    /// Where the measurements are published, in the exporter's account.
+    pub results: String,
+}
+
+/// nats-server's `DEFAULT_SERVICE_LATENCY_SAMPLING`.
+pub const DEFAULT_LATENCY_SAMPLING: u8 = 100;
 
 /// One entry of an account's `imports`.
 #[derive(Debug, Clone, PartialEq)]

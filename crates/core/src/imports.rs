@@ -139,7 +139,7 @@ pub fn request(
     delivery: &mut Delivery,
     server: &Server,
     account: &Arc<Account>,
-    client: &Client,
+    client: &Arc<Client>,
     msg: Message<'_>,
 ) -> bool {
     let asker = Asker {
@@ -150,13 +150,13 @@ pub fn request(
     forward(delivery, &asker, account, msg, 0, None)
 }
 
-/// How much of the requester a request's `Nats-Request-Info` tells.
+/// How much of a client a `ClientInfo` tells.
 #[derive(Debug, Clone, Copy)]
-struct Detail {
+pub(crate) struct Detail {
     /// All of it (`share`).
-    share: bool,
-    /// At least the server and cluster it asked through.
-    server: bool,
+    pub share: bool,
+    /// At least the server and cluster it is on.
+    pub server: bool,
 }
 
 /// The hop a chained request comes from: what its header told, and
@@ -171,7 +171,7 @@ struct Prior {
 struct Asker<'a> {
     server: &'a Server,
     account: &'a Arc<Account>,
-    client: &'a Client,
+    client: &'a Arc<Client>,
 }
 
 /// Hops a request may take through service imports: each account's
@@ -241,6 +241,27 @@ fn forward_one(
             untraced = delivery.trace.take();
         }
     }
+    // Timed, if its export asks and it is sampled; without a reply
+    // subject, that is a bad request, reported at once.
+    let now = Instant::now();
+    let mut tracking = import.latency.as_ref().and_then(|latency| {
+        let header = crate::latency::sample(latency, msg.headers)?;
+        Some(Box::new(crate::latency::Tracking {
+            results: latency.results.clone(),
+            requester: Arc::downgrade(asker.client),
+            requester_account: asker.account.name.clone(),
+            share: import.share,
+            header,
+            at: now,
+            at_unix: crate::latency::unix_now(),
+        }))
+    });
+    if msg.reply.is_none() {
+        if let Some(t) = tracking.take() {
+            let outcome = crate::latency::Outcome::BadRequest;
+            delivery.publish_latency(exporter, &t, outcome, now);
+        }
+    }
     // A reply in the JetStream ack space is the exporter's own, not a
     // path back (nats-server leaves `$JS.ACK` replies as they are).
     let reply = msg.reply.map(|r| {
@@ -248,14 +269,18 @@ fn forward_one(
             return Bytes::copy_from_slice(r);
         }
         replies_subscription(server, exporter);
+        if tracking.is_some() {
+            crate::latency::sweeper(delivery.server(), exporter);
+        }
         let pending = Pending {
             to: account.clone(),
             reply: Bytes::copy_from_slice(r),
             response: import.response,
             threshold: import.threshold,
-            last: Instant::now(),
+            last: now,
+            tracking: tracking.take(),
         };
-        exporter.responses.open(pending, Instant::now())
+        exporter.responses.open(pending, now)
     });
     // Past the first hop, the account it came through is named as `svc`.
     let through = prior.map(|_| account.name.as_str());
@@ -302,7 +327,10 @@ fn forward_one(
         delivered |= forward(delivery, asker, exporter, onward, hops + 1, Some(next));
     }
     if let Some(r) = reply.as_deref().filter(|_| !delivered) {
-        exporter.responses.close(r);
+        if let Some(t) = exporter.responses.close(r) {
+            let outcome = crate::latency::Outcome::NoDelivery;
+            delivery.publish_latency(exporter, &t, outcome, Instant::now());
+        }
     }
     if untraced.is_some() {
         delivery.trace = untraced;
@@ -316,7 +344,26 @@ fn forward_one(
 /// server and cluster (`addServerAndClusterInfo`); in its field order.
 /// `through`: the account a chained request last went through (`svc`).
 fn request_info(asker: &Asker<'_>, detail: Detail, through: Option<&str>) -> String {
-    let (server, account, client) = (asker.server, asker.account, asker.client);
+    let info = client_info(
+        asker.server,
+        &asker.account.name,
+        asker.client,
+        detail,
+        through,
+    );
+    serde_json::Value::Object(info).to_string()
+}
+
+/// nats-server's `ClientInfo` of `client`, in `account`, as
+/// `getClientInfo` tells it (see [`Detail`]); `through`: the account a
+/// chained request last went through (`svc`).
+pub(crate) fn client_info(
+    server: &Server,
+    account: &str,
+    client: &Client,
+    detail: Detail,
+    through: Option<&str>,
+) -> serde_json::Map<String, serde_json::Value> {
     let share = detail.share;
     debug_assert!(
         !share || detail.server,
@@ -336,7 +383,7 @@ fn request_info(asker: &Asker<'_>, detail: Detail, through: Option<&str>) -> Str
         put("host", client.addr.ip().to_string().into());
         put("id", client.cid.into());
     }
-    put("acc", account.name.clone().into());
+    put("acc", account.into());
     put("svc", through.unwrap_or_default().into());
     if share {
         let meta = client.meta.lock().clone();
@@ -369,7 +416,7 @@ fn request_info(asker: &Asker<'_>, detail: Detail, through: Option<&str>) -> Str
             put("client_type", kind.into());
         }
     }
-    serde_json::Value::Object(info).to_string()
+    info
 }
 
 /// This server's subscription to the reply paths of `exporter`, made
@@ -405,9 +452,11 @@ impl Delivery {
     /// requester's reply subject, in the requester's account.
     pub(crate) fn reply(&mut self, sub: &Subscription, msg: Message<'_>) -> bool {
         debug_assert!(matches!(sub.via, Some(Via::Replies)));
-        let Some((to, reply)) = sub.account.responses.take(msg.routed, Instant::now()) else {
+        let now = Instant::now();
+        let Some(taken) = sub.account.responses.take(msg.routed, now) else {
             return false;
         };
+        let (to, reply) = (taken.to, taken.reply);
         let result = to.sublist.read().matches(&reply);
         // A JetStream delivery answering a pull keeps the stored
         // message's subject and its ack subject (the exporter's own,
@@ -420,7 +469,47 @@ impl Delivery {
             headers: msg.headers,
             payload: msg.payload,
         };
-        self.route_imported(&result, back, false)
+        let delivered = self.route_imported(&result, back, false);
+        if let Some(t) = taken.tracking {
+            self.answered(&sub.account, &t, now);
+        }
+        delivered
+    }
+
+    /// A timed request's reply reached its reply path here: the
+    /// measurement, with the responder if it is this server's client.
+    fn answered(&mut self, exporter: &Arc<Account>, t: &crate::latency::Tracking, now: Instant) {
+        let server = self.server().clone();
+        let responder = match self.publisher {
+            0 => None,
+            cid => server.clients.lock().get(&cid).cloned(),
+        };
+        let responder = responder.filter(|c| !c.is_server());
+        let by = responder.as_ref().map(|c| (&**c, exporter.name.as_str()));
+        let outcome = crate::latency::Outcome::Answered { responder: by };
+        self.publish_latency(exporter, t, outcome, now);
+    }
+
+    /// Publishes a latency measurement on its results subject in
+    /// `exporter`, in the middle of routing the message that ended it.
+    pub(crate) fn publish_latency(
+        &mut self,
+        exporter: &Arc<Account>,
+        t: &crate::latency::Tracking,
+        outcome: crate::latency::Outcome<'_>,
+        now: Instant,
+    ) {
+        let json = crate::latency::report(self.server(), t, outcome, now);
+        let subject = t.results.as_bytes();
+        let result = exporter.sublist.read().matches(subject);
+        let msg = Message {
+            subject,
+            routed: subject,
+            reply: None,
+            headers: None,
+            payload: &json,
+        };
+        self.route_imported(&result, msg, false);
     }
 
     /// A message for `sub`, the shadow of a subscription in an account

@@ -20,6 +20,7 @@ pub mod conn;
 pub mod imports;
 pub mod interest;
 pub mod internal;
+pub mod latency;
 pub mod leaf;
 pub mod route;
 pub mod server;

@@ -67,6 +67,28 @@ struct ExtExport {
     account_token_position: Option<usize>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     approved_accounts: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service_latency: Option<Latency>,
+}
+
+/// nats-io/jwt's `ServiceLatency`: a sampling percentage, or `headers`.
+#[derive(Serialize)]
+struct Latency {
+    sampling: serde_json::Value,
+    results: String,
+}
+
+impl Latency {
+    fn of(l: &config::options::ServiceLatency) -> Latency {
+        let sampling = match l.sampling {
+            0 => "headers".into(),
+            n => n.into(),
+        };
+        Latency {
+            sampling,
+            results: l.results.clone(),
+        }
+    }
 }
 
 /// nats-server's `ExtImport`: a `jwt.Import` and its state.
@@ -83,6 +105,8 @@ struct ExtImport {
     invalid: bool,
     share: bool,
     tracking: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    latency: Option<Latency>,
 }
 
 pub fn accountz(server: &Server, q: &Query) -> Result<Accountz, QueryError> {
@@ -160,6 +184,7 @@ fn detail(server: &Server, account: &flotilla_core::client::Account) -> AccountI
             }),
             account_token_position: e.account_token_position,
             approved_accounts: e.accounts.clone(),
+            service_latency: e.latency.as_ref().map(Latency::of),
         })
         .collect();
     let imports = links
@@ -178,6 +203,7 @@ fn detail(server: &Server, account: &flotilla_core::client::Account) -> AccountI
                 invalid: false,
                 share: false,
                 tracking: false,
+                latency: None,
             },
             LinkKind::Service => ExtImport {
                 subject: i.subject.clone(),
@@ -188,6 +214,20 @@ fn detail(server: &Server, account: &flotilla_core::client::Account) -> AccountI
                 invalid: false,
                 share: i.share,
                 tracking: false,
+                // The export's, as the import carries it.
+                latency: links
+                    .exports
+                    .iter()
+                    .find(|e| {
+                        e.account == i.from
+                            && e.kind == LinkKind::Service
+                            && subjects::subject_matches_filter(
+                                i.subject.as_bytes(),
+                                e.subject.as_bytes(),
+                            )
+                    })
+                    .and_then(|e| e.latency.as_ref())
+                    .map(Latency::of),
             },
         })
         .collect();
@@ -195,7 +235,7 @@ fn detail(server: &Server, account: &flotilla_core::client::Account) -> AccountI
         .responses
         .list()
         .into_iter()
-        .map(|(path, requester, reply)| {
+        .map(|(path, requester, reply, tracking)| {
             let path = String::from_utf8_lossy(&path).into_owned();
             let import = ExtImport {
                 subject: String::from_utf8_lossy(&reply).into_owned(),
@@ -205,7 +245,8 @@ fn detail(server: &Server, account: &flotilla_core::client::Account) -> AccountI
                 kind: "service",
                 invalid: false,
                 share: false,
-                tracking: false,
+                tracking,
+                latency: None,
             };
             (path, import)
         })

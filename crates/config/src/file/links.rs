@@ -10,13 +10,16 @@
 //! Deliberate differences, for safety: an entry with neither a stream
 //! nor a service, a `prefix` on a service import, and a `prefix` with a
 //! `to` in any order are errors (nats-server drops or ignores them), and
-//! so are a `share` on a stream import and the key flotilla does not
-//! implement yet (`latency`).
+//! so are a `share` on a stream import and an unknown key in a
+//! `latency` block.
 
 use conf::{Entry, Item, Value};
 
 use super::Report;
-use crate::options::{Export, Import, LinkKind, Options, ResponseType, DEFAULT_RESPONSE_THRESHOLD};
+use crate::options::{
+    Export, Import, LinkKind, Options, ResponseType, ServiceLatency, DEFAULT_LATENCY_SAMPLING,
+    DEFAULT_RESPONSE_THRESHOLD,
+};
 
 /// Exports and imports read so far, each with where it was written.
 #[derive(Default)]
@@ -28,17 +31,6 @@ pub(super) struct Links<'a> {
     /// check's error. Two exporters may share a local subject (as
     /// nats-server allows: both hear a request on it).
     services: std::collections::HashMap<(String, String, String), (String, String)>,
-}
-
-/// Keys nats-server takes in an export or import that flotilla does not
-/// implement yet: refused, never ignored.
-const NOT_YET: &[&str] = &["latency"];
-
-fn not_yet(r: &mut Report, e: &Entry, what: &str) {
-    r.error_at(
-        e,
-        format!("\"{}\" in {what} is not supported by flotilla", e.key),
-    );
 }
 
 /// `exports: [...]` of `account`.
@@ -73,9 +65,10 @@ fn export(account: &str, item: &Item, r: &mut Report) -> Option<Export> {
         account_token_position: None,
         token_req: false,
         allow_trace: false,
+        latency: None,
     };
     let (mut kind, mut response_at, mut threshold_at) = (None, None, None);
-    let mut trace_at = None;
+    let (mut trace_at, mut latency_at) = (None, None);
     for e in &m.entries {
         match e.key.to_ascii_lowercase().as_str() {
             k @ ("stream" | "service") => {
@@ -135,7 +128,10 @@ fn export(account: &str, item: &Item, r: &mut Report) -> Option<Export> {
                 out.allow_trace = super::boolean(r, e)?;
                 trace_at = Some(e);
             }
-            k if NOT_YET.contains(&k) => not_yet(r, e, "an export"),
+            "latency" => {
+                out.latency = Some(latency(r, e)?);
+                latency_at = Some(e);
+            }
             _ => r.error_at(e, format!("unknown field {:?}", e.key)),
         }
     }
@@ -151,8 +147,94 @@ fn export(account: &str, item: &Item, r: &mut Report) -> Option<Export> {
         r.error_at(at, "Detected allow_trace directive on non-service");
         return None;
     }
+    if let Some(at) = latency_at.filter(|_| kind == LinkKind::Stream) {
+        r.error_at(at, "Detected latency directive on non-service");
+        return None;
+    }
     out.kind = kind;
     Some(out)
+}
+
+/// A service export's `latency` (nats-server's `parseServiceLatency`):
+/// the results subject alone, or `{ sampling, subject }`, sampling a
+/// percentage (`50`, `"50%"`) or `headers`.
+fn latency(r: &mut Report, e: &Entry) -> Option<ServiceLatency> {
+    let m = match &e.item.value {
+        Value::String(results) => {
+            return Some(ServiceLatency {
+                sampling: DEFAULT_LATENCY_SAMPLING,
+                results: results.clone(),
+            })
+        }
+        Value::Map(m) => m,
+        other => {
+            let got = other.type_name();
+            r.error(
+                &e.item,
+                format!("Expected latency entry to be a map/struct or string, got {got}"),
+            );
+            return None;
+        }
+    };
+    let mut out = ServiceLatency {
+        sampling: DEFAULT_LATENCY_SAMPLING,
+        results: String::new(),
+    };
+    let mut results = None;
+    for f in &m.entries {
+        match f.key.to_ascii_lowercase().as_str() {
+            "sampling" => out.sampling = sampling(r, f)?,
+            "subject" => {
+                let Value::String(s) = &f.item.value else {
+                    let got = f.item.value.type_name();
+                    r.error(
+                        &f.item,
+                        format!("Expected latency subject to be a string, got {got}"),
+                    );
+                    return None;
+                };
+                results = Some(s.clone());
+            }
+            _ => r.error_at(f, format!("unknown field {:?}", f.key)),
+        }
+    }
+    let Some(results) = results else {
+        r.error(&e.item, "Latency subject required, but missing");
+        return None;
+    };
+    out.results = results;
+    Some(out)
+}
+
+/// `sampling`: 1 to 100, as a number or a string with or without `%`;
+/// or `headers`, which is 0.
+fn sampling(r: &mut Report, f: &Entry) -> Option<u8> {
+    let n = match &f.item.value {
+        Value::Integer(n) => *n,
+        Value::String(s) if s.trim().eq_ignore_ascii_case("headers") => return Some(0),
+        Value::String(s) => match s.strip_suffix('%').unwrap_or(s).parse::<i64>() {
+            Ok(n) => n,
+            Err(e) => {
+                r.error(&f.item, format!("Failed to parse latency sample: {e}"));
+                return None;
+            }
+        },
+        other => {
+            let got = other.type_name();
+            r.error(
+                &f.item,
+                format!("Expected latency sample to be a string or map/struct, got {got}"),
+            );
+            return None;
+        }
+    };
+    match u8::try_from(n) {
+        Ok(n @ 1..=100) => Some(n),
+        _ => {
+            r.error(&f.item, "bad sampling percentage, should be 1-100");
+            None
+        }
+    }
 }
 
 fn names(r: &mut Report, e: &Entry) -> Option<Vec<String>> {
@@ -284,7 +366,6 @@ fn import(account: &str, item: &Item, r: &mut Report) -> Option<Import> {
             "to" => to = Some(super::string(r, e)?),
             "share" => share = Some((super::boolean(r, e)?, e)),
             "allow_trace" => allow_trace = Some((super::boolean(r, e)?, e)),
-            k if NOT_YET.contains(&k) => not_yet(r, e, "an import"),
             _ => r.error_at(e, format!("unknown field {:?}", e.key)),
         }
     }
@@ -391,6 +472,19 @@ pub(super) fn check(links: Links<'_>, o: &mut Options, r: &mut Report) {
             r.error(
                 item,
                 format!("Error adding {kind} export {:?}: {why}", export.subject),
+            );
+        }
+    }
+    let all: Vec<&Export> = links.exports.iter().map(|(e, _)| e).collect();
+    for (export, item) in &links.exports {
+        if let Err(why) = crate::links::check_latency(export, all.iter().copied()) {
+            let results = export.latency.as_ref().map_or("", |l| &l.results);
+            r.error(
+                item,
+                format!(
+                    "Error adding service latency sampling for {:?} on subject {results:?}: {why}",
+                    export.subject
+                ),
             );
         }
     }

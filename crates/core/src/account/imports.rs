@@ -15,6 +15,7 @@ use parking_lot::Mutex;
 use subjects::transform::{tokenize, Transform};
 
 use super::Account;
+use crate::latency::Tracking;
 
 /// How one subject space's subjects become another's, for one import.
 #[derive(Debug)]
@@ -88,6 +89,8 @@ pub struct ServiceImport<S> {
     /// A traced request stays traced in the exporter (its export's
     /// `allow_trace`).
     pub allow_trace: bool,
+    /// Requests are timed (the export's `latency`).
+    pub latency: Option<Arc<config::options::ServiceLatency>>,
 }
 
 /// Everything one account imports.
@@ -153,6 +156,11 @@ impl<S> Imports<S> {
                         ),
                         |e| (e.response, e.response_threshold, e.allow_trace),
                     );
+                    let latency = export.and_then(|e| e.latency.clone()).map(Arc::new);
+                    debug_assert!(
+                        latency.is_none() || response == ResponseType::Singleton,
+                        "only a singleton's latency is tracked (`check_latency`)"
+                    );
                     out.services.push(ServiceImport {
                         to: find(&i.from),
                         local: local.to_string(),
@@ -161,6 +169,7 @@ impl<S> Imports<S> {
                         threshold,
                         share: i.share,
                         allow_trace,
+                        latency,
                     })
                 }
             }
@@ -192,6 +201,16 @@ pub struct Pending<S> {
     pub threshold: Duration,
     /// When it was made, or last carried a reply.
     pub last: Instant,
+    /// The request is timed (a singleton's only).
+    pub tracking: Option<Box<Tracking>>,
+}
+
+/// Where a reply goes: [`Responses::take`]'s answer.
+pub struct Taken<S> {
+    pub to: Arc<Account<S>>,
+    pub reply: Bytes,
+    /// The request was timed: its reply is the end of the measurement.
+    pub tracking: Option<Box<Tracking>>,
 }
 
 /// The open reply paths of one exporting account on this server, under
@@ -232,6 +251,10 @@ impl<S> Responses<S> {
 
     /// Opens a reply path for one request; returns its reply subject.
     pub fn open(&self, pending: Pending<S>, now: Instant) -> Bytes {
+        debug_assert!(
+            pending.tracking.is_none() || pending.response == ResponseType::Singleton,
+            "a tracked path closes with its one reply"
+        );
         // Clients may not use reply paths as replies (`reserved_reply`),
         // but one may be here: the path of a chain's hop before, or
         // another server's, brought by a leaf node whose own service
@@ -250,33 +273,63 @@ impl<S> Responses<S> {
     /// Where a reply on `subject` goes: the requester's account and
     /// reply subject. A singleton's path closes with its first reply; a
     /// stream's or chunked one's stays until its threshold passes idle.
-    pub fn take(&self, subject: &[u8], now: Instant) -> Option<(Arc<Account<S>>, Bytes)> {
+    pub fn take(&self, subject: &[u8], now: Instant) -> Option<Taken<S>> {
         let mut map = self.pending.lock();
         let p = map.get_mut(subject)?;
         if now.duration_since(p.last) > p.threshold {
-            map.remove(subject);
+            // A tracked one is the sweeper's to report (504).
+            if p.tracking.is_none() {
+                map.remove(subject);
+            }
             return None;
         }
         p.last = now;
-        let found = (p.to.clone(), p.reply.clone());
-        if p.response == ResponseType::Singleton {
-            map.remove(subject);
+        if p.response != ResponseType::Singleton {
+            return Some(Taken {
+                to: p.to.clone(),
+                reply: p.reply.clone(),
+                tracking: None,
+            });
         }
-        Some(found)
+        let p = map.remove(subject).expect("found above");
+        Some(Taken {
+            to: p.to,
+            reply: p.reply,
+            tracking: p.tracking,
+        })
     }
 
     /// The open paths: (reply subject here, requester's account, its
-    /// reply subject), for `/accountz`.
-    pub fn list(&self) -> Vec<(Bytes, String, Bytes)> {
+    /// reply subject, whether it is timed), for `/accountz`.
+    pub fn list(&self) -> Vec<(Bytes, String, Bytes, bool)> {
         let map = self.pending.lock();
         map.iter()
-            .map(|(k, p)| (k.clone(), p.to.name.clone(), p.reply.clone()))
+            .map(|(k, p)| {
+                let tracked = p.tracking.is_some();
+                (k.clone(), p.to.name.clone(), p.reply.clone(), tracked)
+            })
             .collect()
     }
 
-    /// Closes the path of a request nothing in the exporter received.
-    pub fn close(&self, reply: &[u8]) {
-        self.pending.lock().remove(reply);
+    /// Closes the path of a request nothing in the exporter received;
+    /// returns its tracking, if it was timed.
+    pub fn close(&self, reply: &[u8]) -> Option<Box<Tracking>> {
+        self.pending.lock().remove(reply)?.tracking
+    }
+
+    /// Closes the timed paths idle past their threshold, and returns what
+    /// they tracked (each a 504 to report).
+    pub fn expire_tracked(&self, now: Instant) -> Vec<Box<Tracking>> {
+        let mut map = self.pending.lock();
+        let expired: Vec<Bytes> = map
+            .iter()
+            .filter(|(_, p)| p.tracking.is_some() && now.duration_since(p.last) > p.threshold)
+            .map(|(k, _)| k.clone())
+            .collect();
+        expired
+            .iter()
+            .filter_map(|k| map.remove(k)?.tracking)
+            .collect()
     }
 
     /// Reply paths open now.
@@ -294,9 +347,10 @@ impl<S> Responses<S> {
             }
             *swept = now;
         }
+        // A timed path is left for the sweeper, which reports it (504).
         self.pending
             .lock()
-            .retain(|_, p| now.duration_since(p.last) <= p.threshold);
+            .retain(|_, p| p.tracking.is_some() || now.duration_since(p.last) <= p.threshold);
     }
 }
 
@@ -326,10 +380,11 @@ mod tests {
             response,
             threshold: Duration::from_secs(2),
             last: t0,
+            tracking: None,
         };
         let one = r.open(open(ResponseType::Singleton), t0);
         assert!(one.starts_with(b"_R_.") && one.len() == 17, "{one:?}");
-        assert_eq!(r.take(&one, t0).unwrap().1, &b"_INBOX.x"[..]);
+        assert_eq!(r.take(&one, t0).unwrap().reply, &b"_INBOX.x"[..]);
         assert!(r.take(&one, t0).is_none(), "a singleton answers once");
         let many = r.open(open(ResponseType::Stream), t0);
         for s in 1..=3 {

@@ -52,6 +52,9 @@ pub struct Account<S> {
     /// This server's subscription for those replies (`_R_.xxxxxx.>`),
     /// made at the first imported request.
     pub reply_sub: std::sync::OnceLock<Arc<S>>,
+    /// Set once the task reporting its tracked requests that timed out
+    /// runs (`crate::latency::sweeper`).
+    pub latency_sweeper: std::sync::OnceLock<()>,
     /// Its traffic on this server (`/accstatz`).
     pub stats: stats::Stats,
 }
@@ -82,6 +85,7 @@ impl<S> Account<S> {
             maps: AtomicBool::new(false),
             responses: Responses::default(),
             reply_sub: std::sync::OnceLock::new(),
+            latency_sweeper: std::sync::OnceLock::new(),
             stats: Default::default(),
         })
     }

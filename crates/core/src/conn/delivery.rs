@@ -92,6 +92,11 @@ impl Delivery {
         }
     }
 
+    /// The server it routes in.
+    pub(crate) fn server(&self) -> &Arc<Server> {
+        &self.server
+    }
+
     pub fn new(server: Arc<Server>, publisher: u64, max_pending: usize) -> Self {
         Delivery {
             server,

@@ -33,6 +33,8 @@ const UNLIMITED: &str = r#"{"conn": -1, "subs": -1, "payload": -1, "data": -1, "
 struct Operator {
     key: nkeys::KeyPair,
     accounts: Vec<(nkeys::KeyPair, String)>,
+    /// The index of the account its JWT names `system_account`.
+    system: Option<usize>,
 }
 
 impl Operator {
@@ -40,6 +42,7 @@ impl Operator {
         Operator {
             key: nkeys::KeyPair::new_operator(),
             accounts: Vec::new(),
+            system: None,
         }
     }
 
@@ -52,7 +55,11 @@ impl Operator {
     }
 
     fn config(&self) -> String {
-        let op = mint(&self.key, &self.key.public_key(), "operator", json!({}));
+        let claims = match self.system {
+            Some(i) => json!({"system_account": self.accounts[i].0.public_key()}),
+            None => json!({}),
+        };
+        let op = mint(&self.key, &self.key.public_key(), "operator", claims);
         let preload: Vec<String> = self
             .accounts
             .iter()
@@ -418,10 +425,13 @@ async fn a_leaf_node_joins_an_operator_hub_with_credentials() {
 #[tokio::test]
 async fn account_jwts_export_import_and_map() {
     let mut op = Operator::new();
+    // A system account, without which nats-server tracks no latency.
+    op.system = Some(op.account(json!({})));
     let a = op.account(json!({
         "limits": serde_json::from_str::<Value>(UNLIMITED).unwrap(),
         "exports": [
-            {"subject": "svc", "type": "service"},
+            {"subject": "svc", "type": "service",
+             "service_latency": {"sampling": 100, "results": "lat.svc"}},
             {"subject": "feed.>", "type": "stream"},
             {"subject": "private.>", "type": "stream", "token_req": true},
             {"subject": "closed.>", "type": "stream", "token_req": true},
@@ -459,6 +469,7 @@ async fn account_jwts_export_import_and_map() {
     let b_client = connect(&s.url(), &bu, &bu_jwt).await.unwrap();
 
     let mut requests = a_client.subscribe("svc").await.unwrap();
+    let mut latency = a_client.subscribe("lat.svc").await.unwrap();
     let mut b_all = b_client.subscribe(">").await.unwrap();
     // A request nobody answers comes back after the server read every
     // SUB before it (`flush` only writes): B's own `>` would otherwise
@@ -474,6 +485,18 @@ async fn account_jwts_export_import_and_map() {
     });
     let answer = b_client.request("svc", "".into()).await.unwrap();
     assert_eq!(&answer.payload[..], b"from A");
+    // The export's `service_latency`: A hears how long B's request took.
+    let report = tokio::time::timeout(Duration::from_secs(5), latency.next())
+        .await
+        .expect("a latency report")
+        .unwrap();
+    let report: Value = serde_json::from_slice(&report.payload).unwrap();
+    assert_eq!(report["status"], 200, "{report}");
+    assert_eq!(
+        report["requestor"]["acc"],
+        op.accounts[b].0.public_key(),
+        "{report}"
+    );
 
     for subject in ["feed.1", "private.1", "closed.1", "feed.end"] {
         a_client.publish(subject, "".into()).await.unwrap();

@@ -492,11 +492,6 @@ fn bad_imports_are_refused_at_load() {
             "\"prefix\" is for stream imports",
         ),
         (
-            r#"exports: [ { service: "svc", latency: "lat" } ]"#,
-            "",
-            "\"latency\" in an export is not supported by flotilla",
-        ),
-        (
             r#"exports: [ { stream: "foo" } ]"#,
             r#"imports: [ { stream: { account: A, subject: "foo" }, share: true } ]"#,
             "\"share\" is for service imports",
