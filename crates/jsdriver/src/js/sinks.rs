@@ -130,7 +130,8 @@ pub fn subscribe_api(js: &Arc<JetStream>) -> Result<(), subjects::SublistError> 
     Ok(())
 }
 
-/// Replaces a stream's subject subscriptions with ones for `subjects`.
+/// Replaces a stream's subject subscriptions with ones for `subjects`,
+/// hearing what the account imports on them too.
 pub fn subscribe_stream(
     js: &Arc<JetStream>,
     handle: &Arc<StreamHandle>,
@@ -146,7 +147,12 @@ pub fn subscribe_stream(
     });
     let mut subs = Vec::with_capacity(subjects.len());
     for subject in subjects {
-        match js.bus.subscribe(subject, Reach::Local, sink.clone()) {
+        // Stream imports bring other accounts' messages too, as
+        // nats-server's stream subscriptions take imports.
+        match js
+            .bus
+            .subscribe_imported(subject, Reach::Local, sink.clone())
+        {
             Ok(s) => subs.push(s),
             Err(e) => {
                 for s in subs {

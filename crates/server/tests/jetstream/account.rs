@@ -642,3 +642,51 @@ accounts {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// A stream captures what its account imports, as nats-server's stream
+/// subscriptions take stream imports: A's messages on `orders.>` reach
+/// B's stream on `fromA.>` under B's subject, and A's own stream on the
+/// same subjects keeps its own copy. Every mode.
+#[tokio::test]
+async fn a_stream_captures_what_its_account_imports() {
+    let config = r#"
+jetstream: enabled
+accounts {
+  A { jetstream: enabled, users: [{ user: a, password: p }], exports: [{ stream: "orders.>" }] }
+  B {
+    jetstream: enabled
+    users: [{ user: b, password: p }]
+    imports: [{ stream: { account: A, subject: "orders.>" }, prefix: "fromA" }]
+  }
+}
+"#;
+    let s = common::js_server_configured(config);
+    let (a, b) = (s.client_as("a", "p").await, s.client_as("b", "p").await);
+    let replicas = common::replicas();
+    for (c, subjects) in [(&a, "orders.>"), (&b, "fromA.>")] {
+        let cfg = json!({"name": "IN", "subjects": [subjects], "num_replicas": replicas});
+        let created = api(c, "$JS.API.STREAM.CREATE.IN", &cfg.to_string()).await;
+        assert_eq!(created["did_create"], true, "{created}");
+    }
+    // Interest crosses routes a moment after the stream subscribes.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    for n in 1..=3 {
+        a.publish(format!("orders.{n}"), "o".into()).await.unwrap();
+    }
+    a.flush().await.unwrap();
+    for c in [&a, &b] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let info = api(c, "$JS.API.STREAM.INFO.IN", "").await;
+            if info["state"]["messages"] == 3 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{info}");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    let got = api(&b, "$JS.API.STREAM.MSG.GET.IN", r#"{"seq":1}"#).await;
+    assert_eq!(got["message"]["subject"], "fromA.orders.1", "{got}");
+    let got = api(&a, "$JS.API.STREAM.MSG.GET.IN", r#"{"seq":1}"#).await;
+    assert_eq!(got["message"]["subject"], "orders.1", "{got}");
+}

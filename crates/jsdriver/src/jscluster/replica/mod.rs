@@ -688,7 +688,8 @@ impl Actor {
     }
 
     /// The stream's subjects: publishes are proposed straight from the
-    /// subscriptions.
+    /// subscriptions, which hear what the account imports on them too
+    /// (nats-server's stream subscriptions take stream imports).
     fn subscribe_subjects(&self, subjects: &[String]) -> BTreeMap<String, Arc<Subscription>> {
         let publish: Arc<dyn InternalSink> = Arc::new(PublishSink {
             jc: self.jc.clone(),
@@ -696,12 +697,18 @@ impl Actor {
             handle: self.handle.clone(),
             group: self.group,
         });
+        let bus = &self.js.bus;
         subjects
             .iter()
             .filter_map(|subject| {
-                let wanted = vec![(subject.clone(), publish.clone())];
-                let sub = self.subscribe_all(wanted).pop()?;
-                Some((subject.clone(), sub))
+                match bus.subscribe_imported(subject, Reach::Cluster, publish.clone()) {
+                    Ok(sub) => Some((subject.clone(), sub)),
+                    Err(e) => {
+                        let name = &self.handle.name;
+                        error!("Stream '{name}': could not subscribe to {subject}: {e}");
+                        None
+                    }
+                }
             })
             .collect()
     }
