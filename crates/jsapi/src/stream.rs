@@ -455,6 +455,10 @@ pub struct StreamSourceInfo {
     pub error: Option<ApiError>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub filter_subject: String,
+    /// The source's transforms, as configured (nats-server's
+    /// `SubjectTransformConfig`s).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subject_transforms: Vec<SubjectTransform>,
 }
 
 /// STREAM.INFO, CREATE, UPDATE and LIST entries. Read back as a

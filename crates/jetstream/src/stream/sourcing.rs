@@ -35,6 +35,8 @@ pub struct Source {
     filter_subject: String,
     /// Source transforms: (filter, destination).
     transforms: Vec<(String, Option<Transform>)>,
+    /// The transforms as configured (for its info).
+    shown_transforms: Vec<crate::api::SubjectTransform>,
     opt_start_seq: u64,
     opt_start_time: Option<i64>,
     /// A durable consumer on the origin to read through: name and
@@ -161,6 +163,7 @@ fn source_from(s: &StreamSource, mirror: bool) -> Source {
         mirror,
         filter_subject: s.filter_subject.clone(),
         transforms,
+        shown_transforms: s.subject_transforms.clone(),
         opt_start_seq: s.opt_start_seq,
         opt_start_time: s.opt_start_time,
         consumer: s
@@ -232,6 +235,7 @@ impl Source {
             active: self.active.map_or(-1, |t| (now - t).max(0)),
             error: None,
             filter_subject: self.filter_subject.clone(),
+            subject_transforms: self.shown_transforms.clone(),
         }
     }
 }

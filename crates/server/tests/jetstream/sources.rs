@@ -152,6 +152,28 @@ async fn sources_merge_with_tags_and_transforms() {
     let t = js.get_stream("T").await.unwrap();
     let m = t.get_last_raw_message_by_subject("copied.3").await.unwrap();
     assert_eq!(&m.payload[..], b"A");
+    // Source info shows the transforms as configured; one without any
+    // shows none.
+    let c = s.client().await;
+    let info = c.request("$JS.API.STREAM.INFO.T", "".into()).await.unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&info.payload).unwrap();
+    assert_eq!(
+        info["sources"][0]["subject_transforms"],
+        serde_json::json!([{"src": "a.*", "dest": "copied.{{wildcard(1)}}"}]),
+        "{info}"
+    );
+    let info = c
+        .request("$JS.API.STREAM.INFO.ALL", "".into())
+        .await
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&info.payload).unwrap();
+    let sources = info["sources"].as_array().unwrap();
+    assert!(
+        sources
+            .iter()
+            .all(|s| s.get("subject_transforms").is_none()),
+        "{info}"
+    );
 }
 
 #[tokio::test]
