@@ -568,6 +568,13 @@ pub struct Options {
     /// The accounts `accounts {}` names, besides `$G`; their users are in
     /// `authorization`, each naming its account.
     pub accounts: Vec<String>,
+    /// The system account named: by `system_account` (alias `system`),
+    /// by the operator JWT, or by an account block called `$SYS`. See
+    /// [`Options::system_account`] for the one in force.
+    pub system_account: Option<String>,
+    /// `no_system_account` (aliases `no_system`, `no_sys_acc`): no
+    /// `$SYS` is made when none is named.
+    pub no_system_account: bool,
     /// Subject mappings, in the order written (top-level ones in `$G`).
     pub mappings: Vec<Mapping>,
     /// The accounts whose block has `limits`, with them.
@@ -620,6 +627,8 @@ impl Default for Options {
             write_deadline: Duration::from_secs(10),
             authorization: Authorization::default(),
             accounts: Vec::new(),
+            system_account: None,
+            no_system_account: false,
             mappings: Vec::new(),
             account_limits: Default::default(),
             exports: Vec::new(),
@@ -644,7 +653,22 @@ impl Default for Options {
     }
 }
 
+/// The account nats-server makes to be the system account when none is
+/// named (`DEFAULT_SYSTEM_ACCOUNT`).
+pub const DEFAULT_SYSTEM_ACCOUNT: &str = "$SYS";
+
 impl Options {
+    /// The system account in force: the one named, or else `$SYS`, made
+    /// by the server, unless `no_system_account` (nats-server's
+    /// `SetSystemAccount` and `SetDefaultSystemAccount`).
+    pub fn system_account(&self) -> Option<&str> {
+        match &self.system_account {
+            Some(name) => Some(name),
+            None if self.no_system_account => None,
+            None => Some(DEFAULT_SYSTEM_ACCOUNT),
+        }
+    }
+
     /// Default auth timeout: 2 s, as nats-server; with TLS, at least the
     /// TLS timeout and a second more (its `getDefaultAuthTimeout`).
     pub fn auth_timeout(&self) -> Duration {

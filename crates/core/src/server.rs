@@ -224,6 +224,11 @@ impl Server {
         for name in named.chain(opts.account_limits.keys()) {
             self.accounts.ensure(name);
         }
+        // The system account exists whether or not anyone uses it, as
+        // nats-server makes it (`$SYS` unless another is named).
+        if let Some(system) = opts.system_account() {
+            self.accounts.ensure(system);
+        }
         // Each account's own, once: not every import looked at for each.
         let mut theirs: std::collections::HashMap<&str, Vec<config::options::Import>> =
             std::collections::HashMap::new();

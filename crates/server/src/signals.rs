@@ -148,7 +148,7 @@ fn jwt_jetstream_changed(server: &Server, new: &Options) -> bool {
 
 /// The first option that changed but cannot change without a restart.
 fn not_reloadable(old: &Options, new: &Options) -> Option<&'static str> {
-    let checks: [(&'static str, bool); 12] = [
+    let checks: [(&'static str, bool); 13] = [
         ("host", old.host != new.host),
         ("port", old.port != new.port),
         ("server_name", old.server_name != new.server_name),
@@ -170,6 +170,11 @@ fn not_reloadable(old: &Options, new: &Options) -> Option<&'static str> {
             old.account_jetstream != new.account_jetstream,
         ),
         ("cluster", old.cluster != new.cluster),
+        // nats-server: the system account in force stays.
+        (
+            "system_account",
+            old.system_account() != new.system_account(),
+        ),
         ("max_pending", old.max_pending != new.max_pending),
         (
             "lame_duck_duration",

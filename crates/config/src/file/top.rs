@@ -135,6 +135,11 @@ const TOP: &[(&[&str], Set)] = &[
             t.system_account = Some((v, e));
         }
     }),
+    (&["no_system_account", "no_system", "no_sys_acc"], |e, t| {
+        if let Some(v) = super::boolean(t.r, e) {
+            t.o.no_system_account = v;
+        }
+    }),
     (&["no_auth_user"], |e, t| {
         if let Some(v) = string(t.r, e) {
             t.no_auth_user = Some((v, e));
@@ -212,8 +217,23 @@ impl Top<'_, '_> {
 
 /// `system_account`: in operator mode it must match the operator JWT's
 /// (which names it when the config does not); outside operator mode it
-/// is refused, as flotilla publishes no system events there.
+/// names an account the config defines (or `$SYS`, which the server
+/// makes), and an account block called `$SYS` is the system account
+/// when none is named, as nats-server's `configureAccounts` makes it.
 fn system_account_of(configured: Option<(String, &Entry)>, o: &mut Options, r: &mut Report) {
+    let sys = crate::options::DEFAULT_SYSTEM_ACCOUNT;
+    match (&configured, o.authorization.operator.is_some()) {
+        (Some((name, at)), false) => {
+            if name != sys && !o.accounts.contains(name) {
+                r.error_at(at, "error resolving system account: account missing");
+            }
+            o.system_account = Some(name.clone());
+        }
+        (None, false) if o.accounts.iter().any(|a| a == sys) => {
+            o.system_account = Some(sys.to_string());
+        }
+        _ => {}
+    }
     match (configured, o.authorization.operator.as_mut()) {
         (Some((name, at)), Some(op)) => {
             let from_jwt = jwt::operator_system_account(&op.jwts);
@@ -224,15 +244,13 @@ fn system_account_of(configured: Option<(String, &Entry)>, o: &mut Options, r: &
                 );
             }
             op.system_account = Some(name);
+            o.system_account = op.system_account.clone();
         }
         (None, Some(op)) => {
             op.system_account = jwt::operator_system_account(&op.jwts);
+            o.system_account = op.system_account.clone();
         }
-        (Some((_, at)), None) => r.error_at(
-            at,
-            "\"system_account\" is not supported by flotilla outside operator mode",
-        ),
-        (None, None) => {}
+        (_, None) => {}
     }
 }
 
