@@ -43,13 +43,6 @@ fn json_response(status: StatusCode, body: Vec<u8>) -> Response<Body> {
     r
 }
 
-fn pretty<T: Serialize>(v: &T) -> Response<Body> {
-    json_response(
-        StatusCode::OK,
-        serde_json::to_vec_pretty(v).expect("monitoring types serialize"),
-    )
-}
-
 fn text(status: StatusCode, body: String, content_type: &'static str) -> Response<Body> {
     let mut r = Response::new(Full::new(Bytes::from(body)));
     *r.status_mut() = status;
@@ -123,108 +116,101 @@ impl Services {
     }
 }
 
-struct Monitor {
+/// The monitoring endpoints, answered for HTTP ([`serve`]) and for the
+/// system account's requests (`$SYS.REQ.SERVER.PING.VARZ` and the rest,
+/// which the `system` crate serves with the same data).
+pub struct Endpoints {
     server: Arc<Server>,
     services: Arc<Services>,
     cpu: varz::CpuSampler,
 }
 
-impl Monitor {
-    fn count(&self, path: &str) {
-        *self
-            .server
-            .http_req_stats
-            .lock()
-            .entry(path.to_string())
-            .or_default() += 1;
-    }
+/// The paths [`Endpoints::reply`] answers.
+pub const ENDPOINTS: &[&str] = &[
+    "/varz",
+    "/connz",
+    "/subsz",
+    "/subscriptionsz",
+    "/routez",
+    "/leafz",
+    "/raftz",
+    "/healthz",
+    "/accstatz",
+    "/accountz",
+    "/jsz",
+];
 
-    async fn handle(&self, req: &Request<Incoming>) -> Response<Body> {
-        let q = Query::parse(req.uri().query());
-        match req.uri().path() {
-            "/jsz" => match jsz::jsz(&self.server, &self.services, &q).await {
-                Ok(j) => {
-                    self.count("/jsz");
-                    pretty(&j)
-                }
-                Err(e) => bad_request(e),
-            },
-            "/" => {
-                self.count("/");
-                text(StatusCode::OK, root_page(), "text/html; charset=utf-8")
-            }
-            "/varz" => {
-                self.count("/varz");
-                pretty(&varz::varz(&self.server, &self.services, &self.cpu))
-            }
-            "/connz" => match connz::connz(&self.server, &self.services, &q) {
-                Ok(c) => {
-                    self.count("/connz");
-                    pretty(&c)
-                }
-                Err(e) => bad_request(e),
-            },
-            "/subsz" | "/subscriptionsz" => {
-                self.count("/subsz");
-                match subsz::subsz(&self.server, &q) {
-                    Ok(s) => pretty(&s),
-                    Err(e) => bad_request(e),
-                }
-            }
-            "/routez" => {
-                let subs = match q.subs() {
-                    Ok((subs, detail)) => subs || detail,
-                    Err(e) => return bad_request(e),
-                };
-                self.count("/routez");
-                pretty(&routez::routez(&self.server, subs))
-            }
-            "/leafz" => {
-                let subs = match q.subs() {
-                    Ok((subs, detail)) => subs || detail,
-                    Err(e) => return bad_request(e),
-                };
-                self.count("/leafz");
-                pretty(&leafz::leafz(&self.server, subs, q.get("acc")))
-            }
-            "/raftz" => {
-                self.count("/raftz");
-                match raftz::raftz(&self.services, q.get("acc"), q.get("group")) {
-                    Some(groups) => pretty(&groups),
-                    None => text(
-                        StatusCode::NOT_FOUND,
-                        "No Raft nodes registered".into(),
-                        "text/plain; charset=utf-8",
-                    ),
-                }
-            }
-            "/healthz" => {
-                self.count("/healthz");
-                self.healthz(&q)
-            }
-            "/accstatz" => {
-                self.count("/accstatz");
-                match accstatz::accstatz(&self.server, &q) {
-                    Ok(a) => pretty(&a),
-                    Err(e) => bad_request(e),
-                }
-            }
-            "/accountz" => match accountz::accountz(&self.server, &q) {
-                Ok(a) => {
-                    self.count("/accountz");
-                    pretty(&a)
-                }
-                Err(e) => bad_request(e),
-            },
-            _ => text(
-                StatusCode::NOT_FOUND,
-                "404 page not found\n".into(),
-                "text/plain; charset=utf-8",
-            ),
+/// An endpoint's answer.
+pub enum Reply {
+    /// Its JSON, with the HTTP status it goes out with.
+    Json { status: u16, body: Vec<u8> },
+    /// nats-server's error for a bad query (HTTP 400).
+    BadRequest(String),
+    /// Nothing to show (HTTP 404, as `/raftz` without Raft groups).
+    NotFound(String),
+}
+
+impl Reply {
+    fn of<T: Serialize>(v: &T, pretty: bool) -> Reply {
+        let body = match pretty {
+            true => serde_json::to_vec_pretty(v),
+            false => serde_json::to_vec(v),
+        };
+        Reply::Json {
+            status: 200,
+            body: body.expect("monitoring types serialize"),
         }
     }
 
-    fn healthz(&self, q: &Query) -> Response<Body> {
+    fn or_bad<T: Serialize>(r: Result<T, QueryError>, pretty: bool) -> Reply {
+        match r {
+            Ok(v) => Reply::of(&v, pretty),
+            Err(e) => Reply::BadRequest(e.0),
+        }
+    }
+}
+
+impl Endpoints {
+    pub fn new(server: Arc<Server>, services: Arc<Services>) -> Self {
+        Endpoints {
+            server,
+            services,
+            cpu: varz::CpuSampler::default(),
+        }
+    }
+
+    /// The answer of the endpoint at `path` (`/varz`, ...) to query `q`,
+    /// its JSON indented when `pretty`; `None` for no such endpoint.
+    pub async fn reply(&self, path: &str, q: &Query, pretty: bool) -> Option<Reply> {
+        let (server, services) = (&self.server, &self.services);
+        let reply = match path {
+            "/jsz" => Reply::or_bad(jsz::jsz(server, services, q).await, pretty),
+            "/varz" => Reply::of(&varz::varz(server, services, &self.cpu), pretty),
+            "/connz" => Reply::or_bad(connz::connz(server, services, q), pretty),
+            "/subsz" | "/subscriptionsz" => Reply::or_bad(subsz::subsz(server, q), pretty),
+            "/routez" => match q.subs() {
+                Ok((subs, detail)) => Reply::of(&routez::routez(server, subs || detail), pretty),
+                Err(e) => Reply::BadRequest(e.0),
+            },
+            "/leafz" => match q.subs() {
+                Ok((subs, detail)) => {
+                    Reply::of(&leafz::leafz(server, subs || detail, q.get("acc")), pretty)
+                }
+                Err(e) => Reply::BadRequest(e.0),
+            },
+            "/raftz" => match raftz::raftz(services, q.get("acc"), q.get("group")) {
+                Some(groups) => Reply::of(&groups, pretty),
+                None => Reply::NotFound("No Raft nodes registered".into()),
+            },
+            "/healthz" => self.healthz(q),
+            "/accstatz" => Reply::or_bad(accstatz::accstatz(server, q), pretty),
+            "/accountz" => Reply::or_bad(accountz::accountz(server, q), pretty),
+            _ => return None,
+        };
+        Some(reply)
+    }
+
+    fn healthz(&self, q: &Query) -> Reply {
         for flag in [
             "js-enabled",
             "js-enabled-only",
@@ -233,7 +219,7 @@ impl Monitor {
             "details",
         ] {
             if let Err(e) = q.bool(flag) {
-                return bad_request(e);
+                return Reply::BadRequest(e.0);
             }
         }
         let server_only = q.bool("js-server-only").unwrap_or(false);
@@ -266,7 +252,58 @@ impl Monitor {
                 },
             )
         };
-        json_response(status, serde_json::to_vec(&body).expect("json"))
+        Reply::Json {
+            status: status.as_u16(),
+            body: serde_json::to_vec(&body).expect("json"),
+        }
+    }
+}
+
+struct Monitor {
+    server: Arc<Server>,
+    endpoints: Endpoints,
+}
+
+impl Monitor {
+    fn count(&self, path: &str) {
+        *self
+            .server
+            .http_req_stats
+            .lock()
+            .entry(path.to_string())
+            .or_default() += 1;
+    }
+
+    async fn handle(&self, req: &Request<Incoming>) -> Response<Body> {
+        let q = Query::parse(req.uri().query());
+        let path = req.uri().path();
+        if path == "/" {
+            self.count("/");
+            return text(StatusCode::OK, root_page(), "text/html; charset=utf-8");
+        }
+        // Counted before it is answered, so `/varz` counts itself.
+        if ENDPOINTS.contains(&path) {
+            self.count(if path == "/subscriptionsz" {
+                "/subsz"
+            } else {
+                path
+            });
+        }
+        match self.endpoints.reply(path, &q, true).await {
+            None => text(
+                StatusCode::NOT_FOUND,
+                "404 page not found\n".into(),
+                "text/plain; charset=utf-8",
+            ),
+            Some(Reply::BadRequest(e)) => bad_request(QueryError(e)),
+            Some(Reply::NotFound(why)) => {
+                text(StatusCode::NOT_FOUND, why, "text/plain; charset=utf-8")
+            }
+            Some(Reply::Json { status, body }) => {
+                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+                json_response(status, body)
+            }
+        }
     }
 }
 
@@ -315,8 +352,7 @@ pub async fn serve(
 ) {
     let monitor = Arc::new(Monitor {
         server: server.clone(),
-        services,
-        cpu: varz::CpuSampler::default(),
+        endpoints: Endpoints::new(server.clone(), services),
     });
     let mut shutdown = server.shutdown_signal();
     loop {
