@@ -18,6 +18,12 @@ impl Query {
         Query(map)
     }
 
+    /// A query of `(name, value)` pairs, as if they came in a URL (the
+    /// system account's requests carry their options as JSON).
+    pub fn from_pairs(pairs: impl IntoIterator<Item = (String, String)>) -> Self {
+        Query(pairs.into_iter().collect())
+    }
+
     pub fn get(&self, name: &str) -> &str {
         self.0.get(name).map(String::as_str).unwrap_or("")
     }

@@ -271,6 +271,10 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
         false => None,
     };
     let cluster_url = start_routes(&server, &opts, js_cluster.as_ref()).await?;
+    // The system account's requests and statsz: once JetStream's view is
+    // in monitoring's services (statsz and JSZ read it), and once routes
+    // listen, so that its subscriptions are told to them.
+    let _system = system::start(&server, &services);
     let ports_file = match &opts.ports_file_dir {
         Some(dir) => Some(write_ports_file(
             dir,

@@ -79,3 +79,215 @@ fn a_missing_system_account_is_refused() {
         assert!(said.contains("test.conf:1:1"), "{said}");
     }
 }
+
+const SYS: &str = r#"
+accounts {
+  SYS { users: [{ user: sys, password: p }] }
+  A { users: [{ user: a, password: p }] }
+}
+system_account: SYS
+server_tags: ["az:1", "Rack"]
+"#;
+
+/// Every answer to one request published on `subject` with `body`, for
+/// `wait` after the last one (as `nats server list` gathers them).
+async fn gather(
+    c: &async_nats::Client,
+    subject: &str,
+    body: &str,
+    wait: std::time::Duration,
+) -> Vec<serde_json::Value> {
+    use futures::StreamExt;
+    let inbox = c.new_inbox();
+    let mut replies = c.subscribe(inbox.clone()).await.unwrap();
+    c.publish_with_reply(subject.to_string(), inbox, body.to_string().into())
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    while let Ok(Some(m)) = tokio::time::timeout(wait, replies.next()).await {
+        out.push(serde_json::from_slice(&m.payload).unwrap());
+    }
+    out
+}
+
+const WAIT: std::time::Duration = std::time::Duration::from_millis(700);
+
+/// The `server` object nats-server stamps on a system message.
+fn check_server(s: &serde_json::Value, id: &str) {
+    assert_eq!(s["id"], id, "{s}");
+    assert!(s["name"].is_string() && s["host"].is_string(), "{s}");
+    assert!(
+        s["ver"].as_str().is_some_and(|v| v.starts_with("2.")),
+        "{s}"
+    );
+    assert_eq!(s["jetstream"], false, "{s}");
+    assert_eq!(s["flags"], 0, "{s}");
+    assert_eq!(s["tags"], serde_json::json!(["az:1", "rack"]), "{s}");
+    assert!(s["seq"].as_u64().is_some_and(|n| n >= 2), "{s}");
+    assert!(s["time"].as_str().is_some_and(|t| t.ends_with('Z')), "{s}");
+}
+
+/// `$SYS.REQ.SERVER.PING` is answered with the statsz, bare, as `nats
+/// server list` reads it; `PING.<NAME>` with the monitoring endpoint's
+/// JSON as `data`; IDZ with who the server is; a body that does not
+/// decode with a 400; a filter for another server with silence.
+#[tokio::test]
+async fn server_requests_are_answered_as_nats_server_answers_them() {
+    let s = common::server().config(SYS).start();
+    let id = s.json("/varz")["server_id"].as_str().unwrap().to_string();
+    let sys = common::connect_as(&s.url(), "sys", "p").await;
+    let _a = common::connect_as(&s.url(), "a", "p").await;
+
+    let got = gather(&sys, "$SYS.REQ.SERVER.PING", "{}", WAIT).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    let (server, stats) = (&got[0]["server"], &got[0]["statsz"]);
+    check_server(server, &id);
+    for k in [
+        "mem",
+        "cores",
+        "connections",
+        "total_connections",
+        "subscriptions",
+    ] {
+        assert!(stats[k].as_u64().is_some(), "{k}: {stats}");
+    }
+    assert!(stats["connections"].as_u64() >= Some(2), "{stats}");
+    assert!(stats["start"].is_string(), "{stats}");
+    assert!(stats["cpu"].is_number(), "{stats}");
+    assert_eq!(stats["active_servers"], 1, "{stats}");
+    assert!(stats["active_accounts"].as_u64() >= Some(2), "{stats}");
+    for k in [
+        "sent",
+        "received",
+        "sent_to_clients",
+        "received_from_clients",
+    ] {
+        assert!(
+            stats[k]["msgs"].is_u64() && stats[k]["bytes"].is_u64(),
+            "{k}: {stats}"
+        );
+    }
+    assert!(stats.get("jetstream").is_none(), "no JetStream: {stats}");
+
+    // Each monitoring service, from every server and from this one.
+    for (name, key) in [
+        ("VARZ", "server_id"),
+        ("CONNZ", "num_connections"),
+        ("SUBSZ", "num_subscriptions"),
+        ("ROUTEZ", "num_routes"),
+        ("LEAFZ", "leafnodes"),
+        ("ACCOUNTZ", "accounts"),
+        ("HEALTHZ", "status"),
+    ] {
+        for subject in [
+            format!("$SYS.REQ.SERVER.PING.{name}"),
+            format!("$SYS.REQ.SERVER.{id}.{name}"),
+        ] {
+            let got = gather(&sys, &subject, "", WAIT).await;
+            assert_eq!(got.len(), 1, "{subject}: {got:?}");
+            check_server(&got[0]["server"], &id);
+            assert!(got[0]["data"].get(key).is_some(), "{subject}: {}", got[0]);
+            assert!(got[0].get("error").is_none(), "{subject}: {}", got[0]);
+        }
+    }
+    let health = gather(&sys, "$SYS.REQ.SERVER.PING.HEALTHZ", "", WAIT).await;
+    assert_eq!(
+        health[0]["data"],
+        serde_json::json!({"status": "ok", "status_code": 200}),
+        "{}",
+        health[0]
+    );
+    // Options in the body: CONNZ for one account's connections.
+    let connz = gather(&sys, "$SYS.REQ.SERVER.PING.CONNZ", r#"{"acc":"A"}"#, WAIT).await;
+    assert_eq!(connz[0]["data"]["num_connections"], 1, "{}", connz[0]);
+
+    let idz = gather(&sys, "$SYS.REQ.SERVER.PING.IDZ", "", WAIT).await;
+    assert_eq!(idz.len(), 1);
+    assert_eq!(idz[0]["id"], id.as_str(), "{}", idz[0]);
+    assert!(idz[0].get("server").is_none(), "bare: {}", idz[0]);
+
+    let bad = gather(&sys, "$SYS.REQ.SERVER.PING.VARZ", "{not json", WAIT).await;
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert_eq!(bad[0]["error"]["code"], 400, "{}", bad[0]);
+    assert!(bad[0].get("data").is_none(), "{}", bad[0]);
+
+    let other = r#"{"server_name":"nobody-has-this-name"}"#;
+    assert!(gather(&sys, "$SYS.REQ.SERVER.PING", other, WAIT)
+        .await
+        .is_empty());
+    assert!(gather(&sys, "$SYS.REQ.SERVER.PING.VARZ", other, WAIT)
+        .await
+        .is_empty());
+    let tagged = r#"{"tags":["RACK"]}"#;
+    assert_eq!(
+        gather(&sys, "$SYS.REQ.SERVER.PING", tagged, WAIT)
+            .await
+            .len(),
+        1
+    );
+
+    // Every stamped message counts up one sequence.
+    let one = gather(&sys, "$SYS.REQ.SERVER.PING", "", WAIT).await;
+    let two = gather(&sys, "$SYS.REQ.SERVER.PING", "", WAIT).await;
+    let seq = |v: &serde_json::Value| v["server"]["seq"].as_u64().unwrap();
+    assert!(seq(&two[0]) > seq(&one[0]), "{} {}", one[0], two[0]);
+}
+
+/// Only the system account's users reach its requests: another
+/// account's PING has no responders.
+#[tokio::test]
+async fn other_accounts_do_not_reach_the_system_account() {
+    let s = common::server().config(SYS).start();
+    let a = common::connect_as(&s.url(), "a", "p").await;
+    let asked = a
+        .request("$SYS.REQ.SERVER.PING", "".into())
+        .await
+        .map(|m| m.payload);
+    assert!(asked.is_err(), "{asked:?}");
+}
+
+/// In a cluster every server answers a PING, and each statsz counts
+/// the servers it has heard from (`active_servers`), which `nats server
+/// ping` waits for.
+#[tokio::test]
+async fn every_server_of_a_cluster_answers() {
+    let servers = common::routed_servers(&[SYS.to_string(), SYS.to_string(), SYS.to_string()]);
+    let routed = |s: &common::Server| s.json("/routez")["num_routes"].as_u64() >= Some(2);
+    common::wait_for("the routes", std::time::Duration::from_secs(10), || {
+        servers.iter().all(routed)
+    });
+    let sys = common::connect_as(&servers[0].url(), "sys", "p").await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let got = gather(&sys, "$SYS.REQ.SERVER.PING", "", WAIT).await;
+        let mut ids: Vec<&str> = got
+            .iter()
+            .filter_map(|g| g["server"]["id"].as_str())
+            .collect();
+        ids.sort();
+        ids.dedup();
+        let all_heard = got.iter().all(|g| g["statsz"]["active_servers"] == 3);
+        if ids.len() == 3 && all_heard {
+            // Each names its routes to the two others (nats-server pools
+            // several routes to each).
+            for g in &got {
+                assert_eq!(g["server"]["cluster"], "c1", "{g}");
+                let mut names: Vec<&str> = g["statsz"]["routes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|r| r["name"].as_str())
+                    .collect();
+                names.sort();
+                names.dedup();
+                assert_eq!(names.len(), 2, "{g}");
+            }
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{got:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let varz = gather(&sys, "$SYS.REQ.SERVER.PING.VARZ", "", WAIT).await;
+    assert_eq!(varz.len(), 3, "{varz:?}");
+}

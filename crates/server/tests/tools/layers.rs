@@ -71,6 +71,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "monitor",
         ],
     ),
+    // The system account: $SYS requests and events, answered from
+    // monitoring's endpoints.
+    ("system", &["core", "jsapi", "monitor", "protocol"]),
     ("chaos", &["lossyfs"]),
     // The binary: wires the surfaces together; nothing depends on it.
     (
@@ -89,6 +92,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "protocol",
             "routes",
             "subjects",
+            "system",
             "websocket",
         ],
     ),
