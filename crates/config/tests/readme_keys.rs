@@ -98,7 +98,6 @@ const NOT_CONFIG: &[&str] = &[
     "payload",
     "persist_mode",
     "resp",
-    "responder",
     "se",
     "seq",
     "service_latency",

@@ -259,7 +259,8 @@ fn forward_one(
     if msg.reply.is_none() {
         if let Some(t) = tracking.take() {
             let outcome = crate::latency::Outcome::BadRequest;
-            delivery.publish_latency(exporter, &t, outcome, now);
+            let report = crate::latency::measure(server, &t, outcome, now);
+            delivery.publish_latency(exporter, &t.results, &report);
         }
     }
     // A reply in the JetStream ack space is the exporter's own, not a
@@ -269,8 +270,15 @@ fn forward_one(
             return Bytes::copy_from_slice(r);
         }
         replies_subscription(server, exporter);
+        // A timed path names this server, so that a responder on another
+        // server sends its half of the measurement here (only through a
+        // system account, as nats-server's `newServiceReply`).
+        let mut suffix = String::new();
         if tracking.is_some() {
             crate::latency::sweeper(delivery.server(), exporter);
+            if server.opts().system_account().is_some() {
+                suffix = format!(".{}.T", crate::latency::node_hash(server));
+            }
         }
         let pending = Pending {
             to: account.clone(),
@@ -280,7 +288,7 @@ fn forward_one(
             last: now,
             tracking: tracking.take(),
         };
-        exporter.responses.open(pending, now)
+        exporter.responses.open(pending, now, &suffix)
     });
     // Past the first hop, the account it came through is named as `svc`.
     let through = prior.map(|_| account.name.as_str());
@@ -329,7 +337,8 @@ fn forward_one(
     if let Some(r) = reply.as_deref().filter(|_| !delivered) {
         if let Some(t) = exporter.responses.close(r) {
             let outcome = crate::latency::Outcome::NoDelivery;
-            delivery.publish_latency(exporter, &t, outcome, Instant::now());
+            let report = crate::latency::measure(server, &t, outcome, Instant::now());
+            delivery.publish_latency(exporter, &t.results, &report);
         }
     }
     if untraced.is_some() {
@@ -471,23 +480,47 @@ impl Delivery {
         };
         let delivered = self.route_imported(&result, back, false);
         if let Some(t) = taken.tracking {
-            self.answered(&sub.account, &t, now);
+            self.answered(&sub.account, msg.routed, *t, now);
         }
         delivered
     }
 
-    /// A timed request's reply reached its reply path here: the
-    /// measurement, with the responder if it is this server's client.
-    fn answered(&mut self, exporter: &Arc<Account>, t: &crate::latency::Tracking, now: Instant) {
+    /// A timed request's reply reached its reply path (`path`) here: the
+    /// measurement, with the responder if it is this server's client. A
+    /// reply from another server's client waits for that server's half
+    /// when the path asked for it (see `crate::latency`).
+    fn answered(
+        &mut self,
+        exporter: &Arc<Account>,
+        path: &[u8],
+        t: crate::latency::Tracking,
+        now: Instant,
+    ) {
         let server = self.server().clone();
-        let responder = match self.publisher {
+        let publisher = match self.publisher {
             0 => None,
-            cid => server.clients.lock().get(&cid).cloned(),
+            cid => Some(server.clients.lock().get(&cid).cloned()),
         };
-        let responder = responder.filter(|c| !c.is_server());
-        let by = responder.as_ref().map(|c| (&**c, exporter.name.as_str()));
+        // Internal (none), this server's client, or another server's.
+        let (local, remote) = match publisher {
+            None => (None, false),
+            Some(Some(c)) if !c.is_server() => (Some(c), false),
+            Some(_) => (None, true),
+        };
+        let by = local.as_ref().map(|c| (&**c, exporter.name.as_str()));
         let outcome = crate::latency::Outcome::Answered { responder: by };
-        self.publish_latency(exporter, t, outcome, now);
+        let m1 = crate::latency::measure(&server, &t, outcome, now);
+        if remote && crate::latency::is_tracked_reply(path) {
+            let half = crate::account::imports::Half::Reply {
+                m1: Box::new(m1),
+                results: t.results,
+            };
+            if let Some((report, results)) = exporter.responses.meet(path, half, now) {
+                self.publish_latency(exporter, &results, &report);
+            }
+            return;
+        }
+        self.publish_latency(exporter, &t.results, &m1);
     }
 
     /// Publishes a latency measurement on its results subject in
@@ -495,12 +528,11 @@ impl Delivery {
     pub(crate) fn publish_latency(
         &mut self,
         exporter: &Arc<Account>,
-        t: &crate::latency::Tracking,
-        outcome: crate::latency::Outcome<'_>,
-        now: Instant,
+        results: &str,
+        report: &crate::latency::Report,
     ) {
-        let json = crate::latency::report(self.server(), t, outcome, now);
-        let subject = t.results.as_bytes();
+        let json = report.json();
+        let subject = results.as_bytes();
         let result = exporter.sublist.read().matches(subject);
         let msg = Message {
             subject,

@@ -14,17 +14,20 @@
 //! - 504: no reply within the export's response threshold, when the
 //!   account's sweeper finds the path expired ([`sweeper`]).
 //!
-//! A reply from another server is reported with what this server saw
-//! (no `responder`): nats-server merges the responder's server's own
-//! measurement, sent through the system account, which flotilla does
-//! not have yet.
+//! A request answered by another server's client is measured on both:
+//! the responder's server times it from delivery to reply and sends its
+//! half through the system account ([`responder_half`]), to the server
+//! its reply path names (`.<hash>.T`); the requester's server merges it
+//! with its own ([`remote_half`], `Responses::meet`), as nats-server's
+//! `m1` and `m2`. Without a system account, a reply from another server
+//! is reported with this server's half alone (no `responder`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use config::options::ServiceLatency;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::client::{Account, Client};
@@ -178,31 +181,88 @@ pub enum Outcome<'a> {
     Timeout,
 }
 
-/// nats-server's `ServiceLatency`, in its field order.
-#[derive(Serialize)]
-struct Report<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    id: String,
-    timestamp: String,
-    status: u16,
-    #[serde(rename = "description", skip_serializing_if = "str::is_empty")]
-    error: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    requestor: Option<Map<String, Value>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    responder: Option<Map<String, Value>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    header: Option<&'a Header>,
-    start: String,
-    service: i64,
-    system: i64,
-    total: i64,
+/// nats-server's `ServiceLatency`, in its field order: measured here,
+/// or (as `m2`) by a responder's server.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Report {
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    #[serde(default)]
+    pub id: String,
+    #[serde(default)]
+    pub timestamp: String,
+    #[serde(default)]
+    pub status: u16,
+    #[serde(
+        rename = "description",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub error: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requestor: Option<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responder: Option<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<Header>,
+    #[serde(default)]
+    pub start: String,
+    #[serde(default)]
+    pub service: i64,
+    #[serde(default)]
+    pub system: i64,
+    #[serde(default)]
+    pub total: i64,
 }
 
-/// The measurement of `tracking` ended by `outcome` at `now`, as the JSON
-/// published on its results subject.
-pub fn report(server: &Server, tracking: &Tracking, outcome: Outcome<'_>, now: Instant) -> Vec<u8> {
+impl Report {
+    pub fn json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a latency report serializes")
+    }
+
+    /// Completes this server's measurement (`m1`, its total right) with
+    /// the responder's server's (`m2`, its service time and responder
+    /// right), as nats-server's `merge`: what neither explains is the
+    /// system's.
+    pub fn merge(&mut self, m2: &Report) {
+        let rtt = m2
+            .responder
+            .as_ref()
+            .and_then(|r| r.get("rtt"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        self.system = (self.service - (m2.service + rtt)).max(0);
+        self.service = m2.service.max(0);
+        self.responder = m2.responder.clone();
+    }
+}
+
+/// nats-server's `remoteLatency`: a responder's server's half, sent to
+/// the requester's server on `$SYS.LATENCY.M2.<its hash>`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Remote {
+    pub account: String,
+    pub req_id: String,
+    pub m2: Report,
+}
+
+/// The subject prefix of responders' halves.
+pub const REMOTE_PREFIX: &str = "$SYS.LATENCY.M2.";
+
+/// This server's token in a timed request's reply path and in
+/// [`REMOTE_PREFIX`] subjects (nats-server's `shash`).
+pub fn node_hash(server: &Server) -> String {
+    jsapi::go_hash(&server.name)
+}
+
+/// A timed request's reply path ends `.<hash>.T` (nats-server's
+/// `isTrackedReply`).
+pub fn is_tracked_reply(reply: &[u8]) -> bool {
+    reply.len() > 15 && reply.ends_with(b".T")
+}
+
+/// The measurement of `tracking` ended by `outcome` at `now`.
+pub fn measure(server: &Server, tracking: &Tracking, outcome: Outcome<'_>, now: Instant) -> Report {
     let requester = tracking.requester.upgrade();
     let requestor = requester.as_ref().map(|c| {
         let detail = crate::imports::Detail {
@@ -223,13 +283,7 @@ pub fn report(server: &Server, tracking: &Tracking, outcome: Outcome<'_>, now: I
     let mut responder = None;
     if let Outcome::Answered { responder: by } = outcome {
         let resp_rtt = by.map_or(0, |(c, _)| rtt(c));
-        responder = by.map(|(c, account)| {
-            let detail = crate::imports::Detail {
-                share: true,
-                server: true,
-            };
-            crate::imports::client_info(server, account, c, detail, None)
-        });
+        responder = by.map(|(c, account)| responder_info(server, c, account));
         // What the responder's round trip does not explain is service;
         // the requester's is added to the total (nats-server's estimate).
         service = (elapsed - resp_rtt).max(0);
@@ -239,21 +293,93 @@ pub fn report(server: &Server, tracking: &Tracking, outcome: Outcome<'_>, now: I
             total += system;
         }
     }
-    let report = Report {
-        kind: TYPE,
+    Report {
+        kind: TYPE.to_string(),
         id: event_id(),
         timestamp: jsapi::time::rfc3339(unix_now()),
         status,
-        error,
+        error: error.to_string(),
         requestor,
         responder,
-        header: tracking.header.as_ref(),
+        header: tracking.header.clone(),
         start: jsapi::time::rfc3339(tracking.at_unix - req_rtt),
         service,
         system,
         total,
+    }
+}
+
+/// A responder's full client info (nats-server's `getClientInfo(true)`).
+fn responder_info(server: &Server, client: &Client, account: &str) -> Map<String, Value> {
+    let detail = crate::imports::Detail {
+        share: true,
+        server: true,
     };
-    serde_json::to_vec(&report).expect("a latency report serializes")
+    crate::imports::client_info(server, account, client, detail, None)
+}
+
+/// When a request that another server sent was delivered to a client
+/// here, for a tracked export: its reply ends the responder's half.
+#[derive(Debug, Clone)]
+pub struct RemoteStart {
+    pub at: Instant,
+    pub at_unix: i64,
+    pub account: String,
+}
+
+/// The responder's half of a timed request that `client` answered on
+/// `reply` (nats-server's `rrTracking` in `processInboundClientMsg`):
+/// the subject it goes to, and the message.
+pub fn responder_half(
+    server: &Server,
+    client: &Client,
+    reply: &[u8],
+    start: &RemoteStart,
+) -> Option<(String, Vec<u8>)> {
+    let reply = std::str::from_utf8(reply).ok()?;
+    let mut tokens = reply.rsplit('.');
+    let (_, hash) = (tokens.next()?, tokens.next()?);
+    let responder = responder_info(server, client, &start.account);
+    let rtt = rtt(client);
+    let service = (start.at.elapsed().as_nanos() as i64 - rtt).max(0);
+    let m2 = Report {
+        status: 200,
+        responder: Some(responder),
+        start: jsapi::time::rfc3339(start.at_unix),
+        timestamp: jsapi::time::rfc3339(0),
+        service,
+        total: service + rtt,
+        ..Report::default()
+    };
+    let remote = Remote {
+        account: start.account.clone(),
+        req_id: reply.to_string(),
+        m2,
+    };
+    let json = serde_json::to_vec(&remote).expect("a remote latency serializes");
+    Some((format!("{REMOTE_PREFIX}{hash}"), json))
+}
+
+/// A responder's half came (on this server's [`REMOTE_PREFIX`] subject,
+/// in the system account): with this server's half, the measurement is
+/// published in the exporter's account.
+pub fn remote_half(server: &Arc<Server>, body: &[u8]) {
+    let Ok(remote) = serde_json::from_slice::<Remote>(body) else {
+        tracing::error!("Error unmarshalling remote latency measurement");
+        return;
+    };
+    let Some(exporter) = server.accounts.get(remote.account.as_bytes()) else {
+        return;
+    };
+    let half = crate::account::imports::Half::Remote(Box::new(remote.m2));
+    let met = exporter
+        .responses
+        .meet(remote.req_id.as_bytes(), half, Instant::now());
+    if let Some((report, results)) = met {
+        let mut publisher = crate::internal::InternalPublisher::new(server.clone(), exporter);
+        publisher.publish(&results, &results, None, None, &report.json());
+        publisher.flush();
+    }
 }
 
 fn rtt(client: &Client) -> i64 {
@@ -299,7 +425,7 @@ pub fn sweeper(server: &Arc<Server>, exporter: &Arc<Account>) {
                 let mut publisher =
                     crate::internal::InternalPublisher::new(server.clone(), account);
                 for t in expired {
-                    let json = report(&server, &t, Outcome::Timeout, now);
+                    let json = measure(&server, &t, Outcome::Timeout, now).json();
                     publisher.publish(&t.results, &t.results, None, None, &json);
                 }
                 publisher.flush();

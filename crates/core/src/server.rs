@@ -252,6 +252,12 @@ impl Server {
             account.set_mappings(mapped);
             let limits = opts.account_limits.get(&account.name).copied();
             account.set_limits(limits.unwrap_or_default());
+            let tracked = exports.iter().filter(|e| {
+                e.account == account.name
+                    && e.kind == config::options::LinkKind::Service
+                    && e.latency.is_some()
+            });
+            account.set_tracked(tracked.map(|e| e.subject.clone()).collect());
         }
         crate::imports::reshadow(self);
         // Leaf nodes hear of the imports and mappings as they are now.

@@ -13,7 +13,9 @@
 //!   end when the server shuts down.
 //! - Requests are answered one at a time, in the order they came, on the
 //!   answering task: a subscription's sink only queues them, on the
-//!   publisher's task.
+//!   publisher's task. The same task hears other servers' statsz and
+//!   the responders' halves of latency measurements this server
+//!   started (`$SYS.LATENCY.M2.<hash>`, merged by the core).
 //! - Every message carrying the `server` object is stamped by one
 //!   [`info::Identity`], so their `seq` counts up by one each, across
 //!   answers and broadcasts.
@@ -111,6 +113,15 @@ pub fn start(server: &Arc<Server>, services: &Arc<monitor::Services>) -> Option<
             error!("system account: could not subscribe to {subject}: {e}");
         }
     }
+    // Responders' halves of latency measurements this server started.
+    let halves = format!(
+        "{}{}",
+        flotilla_core::latency::REMOTE_PREFIX,
+        flotilla_core::latency::node_hash(server)
+    );
+    if let Err(e) = system.bus.subscribe(&halves, Reach::Cluster, queue.clone()) {
+        error!("system account: could not subscribe to {halves}: {e}");
+    }
     match system
         .bus
         .subscribe("$SYS.SERVER.*.STATSZ", Reach::Cluster, queue)
@@ -137,6 +148,13 @@ async fn answer_all(system: Arc<System>, mut rx: mpsc::UnboundedReceiver<Request
         };
         if let Some(from) = statsz_from(&request.subject) {
             system.heard(from);
+            continue;
+        }
+        if request
+            .subject
+            .starts_with(flotilla_core::latency::REMOTE_PREFIX)
+        {
+            flotilla_core::latency::remote_half(&system.server, &request.body);
             continue;
         }
         let Some((to, body)) = system.answer(&request).await else {

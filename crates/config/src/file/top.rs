@@ -25,6 +25,7 @@ struct Top<'m, 'o> {
     r: &'o mut Report,
     no_auth_user: Option<(String, &'m Entry)>,
     system_account: Option<(String, &'m Entry)>,
+    no_system_account: Option<&'m Entry>,
     websocket_at: Option<&'m Entry>,
 }
 
@@ -138,6 +139,7 @@ const TOP: &[(&[&str], Set)] = &[
     (&["no_system_account", "no_system", "no_sys_acc"], |e, t| {
         if let Some(v) = super::boolean(t.r, e) {
             t.o.no_system_account = v;
+            t.no_system_account = Some(e);
         }
     }),
     (&["no_auth_user"], |e, t| {
@@ -167,6 +169,7 @@ pub(super) fn apply(m: &Map, o: &mut Options, r: &mut Report) {
         r,
         no_auth_user: None,
         system_account: None,
+        no_system_account: None,
         websocket_at: None,
     };
     for e in &m.entries {
@@ -194,6 +197,7 @@ impl Top<'_, '_> {
             r,
             no_auth_user,
             system_account,
+            no_system_account,
             websocket_at,
         } = self;
         if let Some((user, at)) = no_auth_user {
@@ -212,6 +216,9 @@ impl Top<'_, '_> {
             o.authorization.operator = None;
         }
         system_account_of(system_account, o, r);
+        if let Some(at) = no_system_account {
+            latency_needs_system(at, o, r);
+        }
     }
 }
 
@@ -251,6 +258,24 @@ fn system_account_of(configured: Option<(String, &Entry)>, o: &mut Options, r: &
             o.system_account = op.system_account.clone();
         }
         (_, None) => {}
+    }
+}
+
+/// Service latency is published through the system account's events:
+/// with none (`no_system_account`, nothing named), nats-server refuses
+/// every `latency`.
+fn latency_needs_system(at: &Entry, o: &Options, r: &mut Report) {
+    if o.system_account().is_some() {
+        return;
+    }
+    for e in o.exports.iter().filter(|e| e.latency.is_some()) {
+        r.error_at(
+            at,
+            format!(
+                "Error adding service latency sampling for {:?}: system account not setup",
+                e.subject
+            ),
+        );
     }
 }
 

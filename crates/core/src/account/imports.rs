@@ -219,8 +219,26 @@ pub struct Taken<S> {
 pub struct Responses<S> {
     prefix: String,
     pending: Mutex<hashbrown::HashMap<Bytes, Pending<S>>>,
+    /// Timed requests answered by another server's client: the half of
+    /// their measurement that came first, by reply path, waiting for the
+    /// other (see [`Responses::meet`]).
+    waiting: Mutex<hashbrown::HashMap<Bytes, (Instant, Half)>>,
     swept: Mutex<Instant>,
 }
+
+/// One half of a measurement whose responder is another server's client.
+pub enum Half {
+    /// Measured here, when the reply came: the total.
+    Reply {
+        m1: Box<crate::latency::Report>,
+        results: String,
+    },
+    /// Measured by the responder's server: the service time and who.
+    Remote(Box<crate::latency::Report>),
+}
+
+/// How long a half waits for the other.
+const HALF_WAITS: Duration = Duration::from_secs(120);
 
 /// nats-server's service reply prefix.
 pub const REPLY_PREFIX: &str = "_R_.";
@@ -237,6 +255,7 @@ impl<S> Default for Responses<S> {
         Responses {
             prefix: format!("{REPLY_PREFIX}{}.", base62(6)),
             pending: Mutex::new(hashbrown::HashMap::new()),
+            waiting: Mutex::new(hashbrown::HashMap::new()),
             swept: Mutex::new(Instant::now()),
         }
     }
@@ -249,8 +268,9 @@ impl<S> Responses<S> {
         format!("{}>", self.prefix)
     }
 
-    /// Opens a reply path for one request; returns its reply subject.
-    pub fn open(&self, pending: Pending<S>, now: Instant) -> Bytes {
+    /// Opens a reply path for one request; returns its reply subject,
+    /// which ends in `suffix` (a timed request's `.<server hash>.T`).
+    pub fn open(&self, pending: Pending<S>, now: Instant, suffix: &str) -> Bytes {
         debug_assert!(
             pending.tracking.is_none() || pending.response == ResponseType::Singleton,
             "a tracked path closes with its one reply"
@@ -262,7 +282,7 @@ impl<S> Responses<S> {
         self.sweep(now);
         let mut map = self.pending.lock();
         loop {
-            let reply = Bytes::from(format!("{}{}", self.prefix, base62(6)));
+            let reply = Bytes::from(format!("{}{}{suffix}", self.prefix, base62(6)));
             if !map.contains_key(&reply) {
                 map.insert(reply.clone(), pending);
                 return reply;
@@ -317,9 +337,39 @@ impl<S> Responses<S> {
         self.pending.lock().remove(reply)?.tracking
     }
 
+    /// Pairs the two halves of a measurement whose responder is another
+    /// server's client (nats-server's `m1` and `m2`): the first to come
+    /// waits; the second completes it, and the measurement and its
+    /// results subject come back. A remote half for no request open
+    /// here is dropped.
+    pub fn meet(
+        &self,
+        reply: &[u8],
+        half: Half,
+        now: Instant,
+    ) -> Option<(crate::latency::Report, String)> {
+        let mut waiting = self.waiting.lock();
+        match (waiting.remove(reply), half) {
+            (Some((_, Half::Remote(m2))), Half::Reply { mut m1, results })
+            | (Some((_, Half::Reply { mut m1, results })), Half::Remote(m2)) => {
+                m1.merge(&m2);
+                Some((*m1, results))
+            }
+            (_, Half::Remote(_)) if !self.pending.lock().contains_key(reply) => None,
+            (_, half) => {
+                waiting.insert(Bytes::copy_from_slice(reply), (now, half));
+                None
+            }
+        }
+    }
+
     /// Closes the timed paths idle past their threshold, and returns what
-    /// they tracked (each a 504 to report).
+    /// they tracked (each a 504 to report); drops halves that waited too
+    /// long for the other.
     pub fn expire_tracked(&self, now: Instant) -> Vec<Box<Tracking>> {
+        self.waiting
+            .lock()
+            .retain(|_, (at, _)| now.duration_since(*at) < HALF_WAITS);
         let mut map = self.pending.lock();
         let expired: Vec<Bytes> = map
             .iter()
@@ -382,11 +432,11 @@ mod tests {
             last: t0,
             tracking: None,
         };
-        let one = r.open(open(ResponseType::Singleton), t0);
+        let one = r.open(open(ResponseType::Singleton), t0, "");
         assert!(one.starts_with(b"_R_.") && one.len() == 17, "{one:?}");
         assert_eq!(r.take(&one, t0).unwrap().reply, &b"_INBOX.x"[..]);
         assert!(r.take(&one, t0).is_none(), "a singleton answers once");
-        let many = r.open(open(ResponseType::Stream), t0);
+        let many = r.open(open(ResponseType::Stream), t0, "");
         for s in 1..=3 {
             assert!(r.take(&many, t0 + Duration::from_secs(s)).is_some());
         }

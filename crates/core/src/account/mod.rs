@@ -55,6 +55,10 @@ pub struct Account<S> {
     /// Set once the task reporting its tracked requests that timed out
     /// runs (`crate::latency::sweeper`).
     pub latency_sweeper: std::sync::OnceLock<()>,
+    /// The subjects of its service exports whose latency is tracked,
+    /// replaced by a reload: a request for one that another server sent
+    /// is timed here too, where its responder is.
+    tracked: RwLock<Arc<Vec<String>>>,
     /// Its traffic on this server (`/accstatz`).
     pub stats: stats::Stats,
 }
@@ -86,6 +90,7 @@ impl<S> Account<S> {
             responses: Responses::default(),
             reply_sub: std::sync::OnceLock::new(),
             latency_sweeper: std::sync::OnceLock::new(),
+            tracked: RwLock::new(Arc::default()),
             stats: Default::default(),
         })
     }
@@ -124,6 +129,19 @@ impl<S> Account<S> {
     }
 
     /// Replaces what it imports (at start and by each reload).
+    /// Its service exports whose latency is tracked (from the options).
+    pub fn set_tracked(&self, subjects: Vec<String>) {
+        *self.tracked.write() = Arc::new(subjects);
+    }
+
+    /// Whether a request on `subject` is for one of its tracked exports.
+    pub fn tracks(&self, subject: &[u8]) -> bool {
+        let tracked = self.tracked.read().clone();
+        tracked
+            .iter()
+            .any(|t| subjects::subject_matches_filter(subject, t.as_bytes()))
+    }
+
     pub fn set_imports(&self, imports: Imports<S>) {
         self.imports_services
             .store(!imports.services.is_empty(), Ordering::Relaxed);

@@ -162,7 +162,17 @@ pub struct Client {
     /// A client's account, once its CONNECT said who it is (none for a
     /// route: its subscriptions name theirs).
     account: Mutex<Option<Arc<Account>>>,
+    /// Timed requests another server sent it, by reply subject: its
+    /// reply ends the responder's half of the measurement
+    /// (`crate::latency::responder_half`).
+    remote_tracking: Mutex<hashbrown::HashMap<Bytes, crate::latency::RemoteStart>>,
+    /// `remote_tracking` is not empty (read on every publish).
+    tracks_remote: AtomicBool,
 }
+
+/// How long a timed request waits for its responder's reply before it
+/// is forgotten (nats-server prunes them after the response threshold).
+const REMOTE_TRACKING_KEPT: std::time::Duration = std::time::Duration::from_secs(120);
 
 pub fn unix_nanos(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
@@ -198,6 +208,8 @@ impl Client {
             closed: Mutex::new(None),
             kill: CancellationToken::new(),
             account: Mutex::new(None),
+            remote_tracking: Mutex::new(hashbrown::HashMap::new()),
+            tracks_remote: AtomicBool::new(false),
         }
     }
 
@@ -314,6 +326,31 @@ impl Client {
         if let Some(permits) = self.permits() {
             permits.grant_reply(reply, std::time::Instant::now());
         }
+    }
+
+    /// A timed request from another server was delivered to it on
+    /// `reply`.
+    pub fn track_remote(&self, reply: &[u8], start: crate::latency::RemoteStart) {
+        let mut map = self.remote_tracking.lock();
+        if map.len() >= 64 {
+            map.retain(|_, s| s.at.elapsed() < REMOTE_TRACKING_KEPT);
+        }
+        map.insert(Bytes::copy_from_slice(reply), start);
+        self.tracks_remote.store(true, Ordering::Release);
+    }
+
+    /// Its publish on `subject` answers a timed request from another
+    /// server: when that request came.
+    pub fn answers_remote(&self, subject: &[u8]) -> Option<crate::latency::RemoteStart> {
+        if !self.tracks_remote.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut map = self.remote_tracking.lock();
+        let found = map.remove(subject);
+        if map.is_empty() {
+            self.tracks_remote.store(false, Ordering::Release);
+        }
+        found
     }
 
     /// `ip:port - cid:N`, the prefix of every log line about this client.

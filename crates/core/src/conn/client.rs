@@ -971,6 +971,9 @@ impl Conn {
     /// account's subscribers, through its service imports, and tells the
     /// requester when nobody got it.
     fn route_pub(&mut self, subject: &[u8], p: &Publish<'_>) {
+        if let Some(start) = self.client.answers_remote(subject) {
+            self.send_responder_half(subject, &start);
+        }
         let domain_mapped = self.account.map(subject);
         let subject = domain_mapped.as_deref().unwrap_or(subject);
         let sublist = &self.account.sublist;
@@ -1008,6 +1011,33 @@ impl Conn {
                 self.no_responders(subject, reply);
             }
         }
+    }
+
+    /// This client answered a timed request another server sent: that
+    /// server gets the responder's half of the measurement, through the
+    /// system account.
+    fn send_responder_half(&mut self, reply: &[u8], start: &crate::latency::RemoteStart) {
+        let server = self.server.clone();
+        let Some(system) = server.opts().system_account().map(str::to_string) else {
+            return;
+        };
+        let Some(account) = server.accounts.get(system.as_bytes()) else {
+            return;
+        };
+        let Some((subject, json)) =
+            crate::latency::responder_half(&server, &self.client, reply, start)
+        else {
+            return;
+        };
+        let result = account.sublist.read().matches(subject.as_bytes());
+        let msg = Message {
+            subject: subject.as_bytes(),
+            routed: subject.as_bytes(),
+            reply: None,
+            headers: None,
+            payload: &json,
+        };
+        self.delivery.route_imported(&result, msg, false);
     }
 
     /// Tells a requester nobody is listening, on its own subscription to

@@ -417,6 +417,19 @@ impl Delivery {
                 self.mark_flush(target);
                 if let Some(reply) = msg.reply {
                     target.received_request(reply);
+                    // A timed request another server sent: its responder
+                    // is timed here (nats-server's `trackRemoteReply`).
+                    if self.origin != Hop::Client
+                        && crate::latency::is_tracked_reply(reply)
+                        && sub.account.tracks(msg.routed)
+                    {
+                        let start = crate::latency::RemoteStart {
+                            at: std::time::Instant::now(),
+                            at_unix: crate::latency::unix_now(),
+                            account: sub.account.name.clone(),
+                        };
+                        target.track_remote(reply, start);
+                    }
                 }
                 true
             }

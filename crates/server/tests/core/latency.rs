@@ -74,7 +74,11 @@ fn common_fields(r: &Value, status: u64) {
 
 /// A's responder answers B's request; the report, in A, names the
 /// requester fully (the import shares) and the responder.
-async fn an_answered_request_is_reported(requester_url: &str, responder_url: &str, local: bool) {
+async fn an_answered_request_is_reported(
+    requester_url: &str,
+    responder_url: &str,
+    responder_server: &str,
+) {
     let a = common::connect_as(responder_url, "a", "p").await;
     let mut requests = a.subscribe("svc").await.unwrap();
     let mut reports = a.subscribe("lat.svc").await.unwrap();
@@ -100,14 +104,15 @@ async fn an_answered_request_is_reported(requester_url: &str, responder_url: &st
     assert!(requestor["id"].as_u64().is_some(), "{r}");
     let total = r["total"].as_i64().unwrap();
     assert!(total >= r["service"].as_i64().unwrap(), "{r}");
-    // Another server's responder is told by its own server (nats-server,
-    // through the system account, which flotilla lacks yet).
-    if local {
-        let responder = &r["responder"];
-        assert_eq!(responder["acc"], "A", "{r}");
-        assert_eq!(responder["kind"], "Client", "{r}");
-        assert!(responder["server"].is_string(), "{r}");
-    }
+    // Another server's responder is told by its own server, through the
+    // system account, and its half merged here.
+    let responder = &r["responder"];
+    assert_eq!(responder["acc"], "A", "{r}");
+    assert_eq!(responder["kind"], "Client", "{r}");
+    let name = responder["server"]
+        .as_str()
+        .expect("the responder's server");
+    assert_eq!(name, responder_server, "{r}");
     // Exactly one report per request.
     no_report(&mut reports).await;
 }
@@ -115,7 +120,8 @@ async fn an_answered_request_is_reported(requester_url: &str, responder_url: &st
 #[tokio::test]
 async fn an_answered_request_is_reported_on_one_server() {
     let s = common::server().config(CONFIG).start();
-    an_answered_request_is_reported(&s.url(), &s.url(), true).await;
+    let name = s.json("/varz")["server_name"].as_str().unwrap().to_string();
+    an_answered_request_is_reported(&s.url(), &s.url(), &name).await;
 }
 
 #[tokio::test]
@@ -125,7 +131,11 @@ async fn an_answered_request_is_reported_across_a_route() {
     common::wait_for("the route", Duration::from_secs(10), || {
         routed(&servers[0]) && routed(&servers[1])
     });
-    an_answered_request_is_reported(&servers[0].url(), &servers[1].url(), false).await;
+    let name = servers[1].json("/varz")["server_name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    an_answered_request_is_reported(&servers[0].url(), &servers[1].url(), &name).await;
 }
 
 /// A request nothing in A receives is a 503; one without a reply
@@ -308,4 +318,10 @@ fn bad_latency_is_refused_at_load() {
         assert!(said.contains(want), "{text}\nwant: {want}\ngot: {said}");
         assert!(said.contains("test.conf:"), "{said}");
     }
+    // Without a system account, nothing can publish the results.
+    let text =
+        "no_system_account: true\naccounts { A { exports: [ { service: svc, latency: lat } ] } }\n";
+    let said = common::refused_by_server(text);
+    let want = r#"Error adding service latency sampling for "svc": system account not setup"#;
+    assert!(said.contains(want), "{said}");
 }
