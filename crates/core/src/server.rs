@@ -50,6 +50,18 @@ pub trait RaftPort: Send + Sync {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 }
 
+/// What the system account is told of clients (`Server::events`), on
+/// the client's own task: each call must only take a snapshot and queue
+/// it, never block.
+pub trait ClientEvents: Send + Sync {
+    /// A client's CONNECT was accepted: it is in its account now.
+    fn connected(&self, client: &Arc<Client>);
+    /// A client failed to authenticate (before it is closed).
+    fn auth_failed(&self, client: &Arc<Client>);
+    /// A client's connection closed (`Client::closed_reason` says why).
+    fn closed(&self, client: &Arc<Client>);
+}
+
 /// What is told of a closing connection (`Server::on_close`).
 pub type ClosedHook = Box<dyn Fn(&Client, &[Arc<Subscription>]) + Send + Sync>;
 
@@ -67,6 +79,8 @@ pub struct Server {
     /// Told of every connection that closes, with what it had subscribed
     /// (monitoring keeps them for `/connz?state=closed`).
     pub on_close: std::sync::OnceLock<ClosedHook>,
+    /// Told of clients coming and going (the system account's events).
+    pub events: std::sync::OnceLock<Arc<dyn ClientEvents>>,
     next_cid: AtomicU64,
     next_sub_key: AtomicU64,
     pub stats: Stats,
@@ -169,6 +183,7 @@ impl Server {
             interest: Arc::default(),
             clients: Mutex::new(BTreeMap::new()),
             on_close: std::sync::OnceLock::new(),
+            events: std::sync::OnceLock::new(),
             next_cid: AtomicU64::new(1),
             next_sub_key: AtomicU64::new(1),
             stats: Stats::default(),
@@ -686,6 +701,9 @@ impl Server {
         let subs: Vec<Arc<Subscription>> = client.subs.lock().drain().map(|(_, s)| s).collect();
         if let Some(f) = self.on_close.get() {
             f(client, &subs);
+        }
+        if let Some(events) = self.events.get().filter(|_| !client.is_server()) {
+            events.closed(client);
         }
         client.leave_account();
         let mut removed = Vec::new();

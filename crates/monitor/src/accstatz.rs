@@ -20,8 +20,9 @@ pub struct Accstatz {
     account_statz: Vec<AccountStat>,
 }
 
+/// nats-server's `AccountStat`: one account's figures on this server.
 #[derive(Serialize)]
-struct AccountStat {
+pub struct AccountStat {
     acc: String,
     name: String,
     conns: i64,
@@ -91,6 +92,18 @@ pub fn accstatz(server: &Server, q: &Query) -> Result<Accstatz, QueryError> {
         now: rfc3339(SystemTime::now()),
         account_statz,
     })
+}
+
+/// `account`'s figures on `server` now (what the system account's
+/// `SERVER.CONNS` events carry too).
+pub fn account_stat(server: &Server, account: &std::sync::Arc<Account>) -> AccountStat {
+    let leafnodes = server
+        .leafs
+        .all()
+        .iter()
+        .filter(|l| std::sync::Arc::ptr_eq(&l.account, account))
+        .count() as i64;
+    stat(account, leafnodes)
 }
 
 fn stat(a: &Account, leafnodes: i64) -> AccountStat {

@@ -2,7 +2,7 @@
 //! with nats-server's JSON field names, query parameters and errors.
 
 mod accountz;
-mod accstatz;
+pub mod accstatz;
 mod connz;
 pub mod format;
 pub mod jsz;

@@ -20,6 +20,7 @@
 //!   [`info::Identity`], so their `seq` counts up by one each, across
 //!   answers and broadcasts.
 
+pub mod events;
 pub mod info;
 pub mod requests;
 pub mod statsz;
@@ -69,6 +70,17 @@ const STATSZ_LIMIT: Duration = Duration::from_secs(1);
 /// A server not heard from for this long is no longer counted active
 /// (nats-server's `orphMax`, five heartbeat intervals).
 const SERVER_GONE: Duration = Duration::from_secs(150);
+/// How often an account's connection count is repeated while it has
+/// connections (nats-server's `eventsHBInterval`).
+const CONNS_EVERY: Duration = Duration::from_secs(30);
+
+/// A new NUID-like id: 22 base-62 characters (nats-server's event ids).
+pub fn nuid() -> String {
+    const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    (0..22)
+        .map(|_| DIGITS[fastrand::usize(..DIGITS.len())] as char)
+        .collect()
+}
 
 /// The system account's side of this server.
 pub struct System {
@@ -129,18 +141,38 @@ pub fn start(server: &Arc<Server>, services: &Arc<monitor::Services>) -> Option<
         Ok(sub) => *system.statsz_sub.lock() = Some(sub),
         Err(e) => error!("system account: could not subscribe to statsz: {e}"),
     }
-    tokio::spawn(answer_all(system.clone(), rx));
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let _ = server
+        .events
+        .set(Arc::new(events::Events { tx: events_tx }));
+    tokio::spawn(answer_all(system.clone(), rx, events_rx));
     tokio::spawn(broadcast_statsz(system.clone()));
     Some(system)
 }
 
 /// The answering task: each request in turn, until shutdown.
-async fn answer_all(system: Arc<System>, mut rx: mpsc::UnboundedReceiver<Request>) {
+async fn answer_all(
+    system: Arc<System>,
+    mut rx: mpsc::UnboundedReceiver<Request>,
+    mut events: mpsc::UnboundedReceiver<events::Event>,
+) {
     let mut shutdown = system.server.shutdown_signal();
     let mut publisher = system.bus.publisher();
+    let mut conns = tokio::time::interval(CONNS_EVERY);
+    conns.tick().await;
     loop {
         let request = tokio::select! {
             _ = shutdown.changed() => return,
+            e = events.recv() => {
+                if let Some(e) = e {
+                    system.send_event(&e);
+                }
+                continue;
+            }
+            _ = conns.tick() => {
+                system.repeat_conns();
+                continue;
+            }
             r = rx.recv() => match r {
                 Some(r) => r,
                 None => return,
@@ -165,6 +197,9 @@ async fn answer_all(system: Arc<System>, mut rx: mpsc::UnboundedReceiver<Request
     }
 }
 
+/// `$G`, the account of clients no account names.
+const GLOBAL: &str = "$G";
+
 /// The server id of a statsz broadcast's subject.
 fn statsz_from(subject: &str) -> Option<&str> {
     subject
@@ -174,6 +209,35 @@ fn statsz_from(subject: &str) -> Option<&str> {
 }
 
 impl System {
+    /// Publishes a client event's messages, each stamped in turn.
+    fn send_event(&self, event: &events::Event) {
+        if let events::Event::Conns { account } = event {
+            // Never for the global account (nats-server's `accConnsUpdate`).
+            if account == GLOBAL || account == "N/A" {
+                return;
+            }
+        }
+        let mut stamp = || self.identity.stamp();
+        for (account, subject, body) in event.messages(&self.server, &mut stamp) {
+            let mut publisher = match account {
+                None => self.bus.publisher(),
+                Some(name) => Bus::named(self.server.clone(), &name).publisher(),
+            };
+            publisher.publish(&subject, &subject, None, None, &body);
+            publisher.flush();
+        }
+    }
+
+    /// Repeats the connection count of every account with connections.
+    fn repeat_conns(&self) {
+        for account in self.server.accounts.all() {
+            if account.clients() > 0 {
+                let name = account.name.clone();
+                self.send_event(&events::Event::Conns { account: name });
+            }
+        }
+    }
+
     /// Another server's statsz was heard: it counts as active.
     fn heard(&self, id: &str) {
         if id != self.server.id {

@@ -648,7 +648,11 @@ impl Conn {
             // The options in force now, not at accept: a reload may have
             // changed who is allowed in.
             if let Some(trust) = self.server.trust() {
-                user_name = Some(self.operator_connect(&trust, &creds)?);
+                let user = self.operator_connect(&trust, &creds);
+                if user == Err(ClosedState::AuthenticationViolation) {
+                    self.auth_failed();
+                }
+                user_name = Some(user?);
             } else {
                 let opts = self.server.opts();
                 let auth = opts.client_authorization(self.client.websocket);
@@ -663,6 +667,7 @@ impl Conn {
                     Err(who) => {
                         error!("{prefix} - authentication error{who}");
                         self.send_err("Authorization Violation");
+                        self.auth_failed();
                         return Err(ClosedState::AuthenticationViolation);
                     }
                 }
@@ -694,7 +699,17 @@ impl Conn {
             .store(self.opts.headers, Ordering::Relaxed);
         self.delivery.echo = self.opts.echo;
         self.send_ok();
+        if let Some(events) = self.server.events.get().filter(|_| first) {
+            events.connected(&self.client);
+        }
         Ok(())
+    }
+
+    /// Tells the system account this client failed to authenticate.
+    fn auth_failed(&self) {
+        if let Some(events) = self.server.events.get() {
+            events.auth_failed(&self.client);
+        }
     }
 
     fn set_permits(&mut self, permissions: Option<&Permissions>) {

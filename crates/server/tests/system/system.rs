@@ -291,3 +291,106 @@ async fn every_server_of_a_cluster_answers() {
     let varz = gather(&sys, "$SYS.REQ.SERVER.PING.VARZ", "", WAIT).await;
     assert_eq!(varz.len(), 3, "{varz:?}");
 }
+
+/// The messages on `subject` (a wildcard) until `quiet` passes without one.
+async fn drain(
+    sub: &mut async_nats::Subscriber,
+    quiet: std::time::Duration,
+) -> Vec<(String, serde_json::Value)> {
+    use futures::StreamExt;
+    let mut out = Vec::new();
+    while let Ok(Some(m)) = tokio::time::timeout(quiet, sub.next()).await {
+        let v = serde_json::from_slice(&m.payload).unwrap_or(serde_json::Value::Null);
+        out.push((m.subject.to_string(), v));
+    }
+    out
+}
+
+/// A client coming and going is told in the system account as
+/// nats-server tells it: CONNECT, the account's connection count on both
+/// of its subjects, DISCONNECT with what it sent and received and why;
+/// a failed login is an AUTH.ERR and a DISCONNECT in `$G`.
+#[tokio::test]
+async fn clients_coming_and_going_are_told() {
+    let s = common::server().config(SYS).start();
+    let id = s.json("/varz")["server_id"].as_str().unwrap().to_string();
+    let sys = common::connect_as(&s.url(), "sys", "p").await;
+    let mut events = sys.subscribe("$SYS.>").await.unwrap();
+    sys.flush().await.unwrap();
+
+    let a = async_nats::ConnectOptions::with_user_and_password("a".into(), "p".into())
+        .name("events-test")
+        .connect(s.url())
+        .await
+        .unwrap();
+    a.publish("x", "hello".into()).await.unwrap();
+    a.flush().await.unwrap();
+    drop(a);
+    let bad = async_nats::ConnectOptions::with_user_and_password("a".into(), "wrong".into())
+        .connect(s.url())
+        .await;
+    assert!(bad.is_err());
+    let seen = drain(&mut events, std::time::Duration::from_millis(1500)).await;
+    let find = |subject: &str| -> Vec<&serde_json::Value> {
+        seen.iter()
+            .filter(|(s, _)| s == subject)
+            .map(|(_, v)| v)
+            .collect()
+    };
+    let subjects: Vec<&str> = seen.iter().map(|(s, _)| s.as_str()).collect();
+
+    let connect = find("$SYS.ACCOUNT.A.CONNECT");
+    assert_eq!(connect.len(), 1, "{subjects:?}");
+    let c = connect[0];
+    assert_eq!(
+        c["type"], "io.nats.server.advisory.v1.client_connect",
+        "{c}"
+    );
+    assert_eq!(c["id"].as_str().map(str::len), Some(22), "{c}");
+    assert_eq!(c["server"]["id"], id.as_str(), "{c}");
+    let client = &c["client"];
+    assert_eq!(client["acc"], "A", "{c}");
+    assert_eq!(client["user"], "a", "{c}");
+    assert_eq!(client["name"], "events-test", "{c}");
+    assert_eq!(client["kind"], "Client", "{c}");
+    assert_eq!(client["client_type"], "nats", "{c}");
+    assert!(
+        client["id"].as_u64().is_some() && client["host"].is_string(),
+        "{c}"
+    );
+
+    let disconnect = find("$SYS.ACCOUNT.A.DISCONNECT");
+    assert_eq!(disconnect.len(), 1, "{subjects:?}");
+    let d = disconnect[0];
+    assert_eq!(
+        d["type"], "io.nats.server.advisory.v1.client_disconnect",
+        "{d}"
+    );
+    assert_eq!(d["reason"], "Client Closed", "{d}");
+    assert_eq!(d["sent"]["msgs"], 1, "what the client sent: {d}");
+    assert!(d["client"]["stop"].is_string(), "{d}");
+    assert!(d["received"]["msgs"].is_u64(), "{d}");
+
+    for subject in ["$SYS.SERVER.ACCOUNT.A.CONNS", "$SYS.ACCOUNT.A.SERVER.CONNS"] {
+        let conns = find(subject);
+        let counts: Vec<&serde_json::Value> = conns.iter().map(|c| &c["conns"]).collect();
+        assert_eq!(counts, [1, 0], "{subject}: {conns:?}");
+        assert_eq!(
+            conns[0]["type"],
+            "io.nats.server.advisory.v1.account_connections"
+        );
+        assert_eq!(conns[0]["acc"], "A");
+    }
+    assert!(
+        find("$SYS.ACCOUNT.$G.SERVER.CONNS").is_empty(),
+        "{subjects:?}"
+    );
+
+    let auth = find(&format!("$SYS.SERVER.{id}.CLIENT.AUTH.ERR"));
+    assert_eq!(auth.len(), 1, "{subjects:?}");
+    assert_eq!(auth[0]["reason"], "Authentication Failure", "{}", auth[0]);
+    assert_eq!(auth[0]["client"]["acc"], "$G", "{}", auth[0]);
+    let gone = find("$SYS.ACCOUNT.$G.DISCONNECT");
+    assert_eq!(gone.len(), 1, "{subjects:?}");
+    assert_eq!(gone[0]["reason"], "Authentication Failure", "{}", gone[0]);
+}
