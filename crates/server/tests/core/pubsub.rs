@@ -195,7 +195,7 @@ async fn auto_unsubscribe_after_max() {
         .await
         .map_or(true, |m| m.is_none()));
     // The server dropped the subscription too.
-    let subsz = s.json("/subsz");
+    let subsz = s.json("/subsz?acc=$G");
     assert_eq!(subsz["num_subscriptions"], 0, "{subsz}");
 }
 
@@ -298,7 +298,7 @@ fn hundred_thousand_subscriptions() {
     subs.push_str("PING\r\n");
     r.send(subs.as_bytes());
     r.read_until("PONG\r\n", T);
-    assert_eq!(s.json("/subsz")["num_subscriptions"], N);
+    assert_eq!(s.json("/subsz?acc=$G")["num_subscriptions"], N);
     let mut pubs = String::new();
     for i in (0..N).step_by(9973) {
         pubs.push_str(&format!("PUB scale.{}.{i} 1\r\nx\r\n", i % 1000));
@@ -319,7 +319,7 @@ fn hundred_thousand_subscriptions() {
     unsubs.push_str("PING\r\n");
     r.send(unsubs.as_bytes());
     r.read_until("PONG\r\n", T);
-    let z = s.json("/subsz");
+    let z = s.json("/subsz?acc=$G");
     assert_eq!(z["num_subscriptions"], 0);
     assert_eq!(z["num_removes"], N);
 }
@@ -347,7 +347,7 @@ fn unsubscribe_on_the_wire() {
          MSG new 4 1\r\nn\r\nPONG\r\n"
     );
     assert_eq!(
-        s.json("/subsz")["num_subscriptions"],
+        s.json("/subsz?acc=$G")["num_subscriptions"],
         1,
         "only `new` is left"
     );
