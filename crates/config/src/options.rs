@@ -826,7 +826,14 @@ impl Options {
             // Each account JWT says (`auth::operator::jetstream_of`).
             return Ok(Vec::new());
         }
-        if self.accounts.is_empty() {
+        // No account but the global and the system account: the global
+        // account's (nats-server's `globalAccountOnly`).
+        let system = self.system_account();
+        let others = self
+            .accounts
+            .iter()
+            .any(|a| a != GLOBAL_ACCOUNT && Some(a.as_str()) != system);
+        if !others {
             return Ok(vec![(GLOBAL_ACCOUNT.to_string(), Default::default())]);
         }
         let enabled: Vec<(String, jsapi::AccountLimits)> = self
