@@ -229,7 +229,9 @@ pub async fn run(cfg: &Config) -> std::io::Result<Report> {
         servers::wait_listening(&n.host, n.port, Duration::from_secs(20));
     }
     let urls: Vec<String> = nodes.iter().map(Node::url).collect();
-    let client = connect(&urls).await?;
+    let client = connect(&urls, None).await?;
+    // The operator's calls go through the system account.
+    let system = connect(&urls, Some(("sys", "sys"))).await?;
     let js = jetstream::new(client.clone());
     let bucket = setup(&js, cfg.servers.min(3)).await?;
 
@@ -241,6 +243,7 @@ pub async fn run(cfg: &Config) -> std::io::Result<Report> {
             nodes: &mut nodes,
             net: net.as_ref(),
             client: &client,
+            system: &system,
         };
         nemesis::run(&cfg, &mut cluster, &mut report).await;
     }
@@ -432,13 +435,20 @@ fn count(
     }
 }
 
-async fn connect(urls: &[String]) -> std::io::Result<async_nats::Client> {
+async fn connect(
+    urls: &[String],
+    user: Option<(&str, &str)>,
+) -> std::io::Result<async_nats::Client> {
     let addrs = urls
         .iter()
         .map(|u| u.parse::<async_nats::ServerAddr>())
         .collect::<Result<Vec<_>, _>>()
         .map_err(std::io::Error::other)?;
-    async_nats::ConnectOptions::new()
+    let options = match user {
+        Some((u, p)) => async_nats::ConnectOptions::with_user_and_password(u.into(), p.into()),
+        None => async_nats::ConnectOptions::new(),
+    };
+    options
         .retry_on_initial_connect()
         .connect(addrs)
         .await

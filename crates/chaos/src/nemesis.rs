@@ -136,6 +136,8 @@ pub struct Cluster<'a> {
     pub nodes: &'a mut [Node],
     pub net: Option<&'a Net>,
     pub client: &'a async_nats::Client,
+    /// A client of the system account, for the operator's calls.
+    pub system: &'a async_nats::Client,
 }
 
 /// The most replicas of one group the campaign damages at once: a
@@ -286,7 +288,7 @@ async fn inject(
             net.heal();
             format!("{}: {}", shape.name(), describe(nodes, &cut))
         }
-        Fault::Stepdown => stepdown(cluster.client, rng).await,
+        Fault::Stepdown => stepdown(cluster.client, cluster.system, rng).await,
         Fault::Restart => {
             for node in nodes.iter_mut() {
                 terminate(node, Duration::from_secs(15)).await;
@@ -388,8 +390,12 @@ fn describe(nodes: &[Node], cut: &[Vec<usize>]) -> String {
 }
 
 /// Asks a leader to step down: a stream's, a consumer's or the meta
-/// group's.
-async fn stepdown(client: &async_nats::Client, rng: &mut fastrand::Rng) -> String {
+/// group's (the system account's call).
+async fn stepdown(
+    client: &async_nats::Client,
+    system: &async_nats::Client,
+    rng: &mut fastrand::Rng,
+) -> String {
     let subjects = [
         format!("$JS.API.STREAM.LEADER.STEPDOWN.{}", crate::STREAM),
         format!("$JS.API.STREAM.LEADER.STEPDOWN.{}", crate::WORK),
@@ -400,7 +406,11 @@ async fn stepdown(client: &async_nats::Client, rng: &mut fastrand::Rng) -> Strin
         "$JS.API.META.LEADER.STEPDOWN".to_string(),
     ];
     let subject = subjects[rng.usize(..subjects.len())].clone();
-    let asked = client.request(subject.clone(), "".into());
+    let asker = match subject.starts_with("$JS.API.META.") {
+        true => system,
+        false => client,
+    };
+    let asked = asker.request(subject.clone(), "".into());
     let answer = match tokio::time::timeout(Duration::from_secs(5), asked).await {
         Ok(Ok(m)) => String::from_utf8_lossy(&m.payload).into_owned(),
         Ok(Err(e)) => e.to_string(),
@@ -420,7 +430,7 @@ async fn membership(cluster: &mut Cluster<'_>, i: usize, hold: Duration) -> Stri
     let deadline = Instant::now() + Duration::from_secs(30);
     let removed = loop {
         let asked = cluster
-            .client
+            .system
             .request("$JS.API.SERVER.REMOVE", body.clone().into());
         if let Ok(Ok(m)) = tokio::time::timeout(Duration::from_secs(5), asked).await {
             let answer = String::from_utf8_lossy(&m.payload).into_owned();

@@ -145,13 +145,21 @@ impl Node {
             .iter()
             .map(|p| format!("\"nats-route://{}:{}\"", p.host, p.route_port))
             .collect();
+        // The operator's calls (meta leader stepdown, peer removal) are
+        // the system account's; the workload's clients are the global
+        // account's, without credentials.
+        const SYSTEM: &str = "accounts { SYS { users: [{ user: sys, password: sys }] } }\n\
+             system_account: SYS\n\
+             authorization { users: [{ user: app, password: app }] }\n\
+             no_auth_user: app\n";
         let config = home.join("server.conf");
         std::fs::write(
             &config,
             format!(
                 "server_name: {name}\nlisten: \"{}:{}\"\nhttp: \"{}:{}\"\n\
                  jetstream {{ store_dir: \"{}\"{} }}\n\
-                 cluster {{ name: chaos, listen: \"{}:{}\", routes: [{}] }}\n",
+                 cluster {{ name: chaos, listen: \"{}:{}\", routes: [{}] }}\n\
+                 {SYSTEM}",
                 place.host,
                 place.port,
                 place.host,

@@ -5,7 +5,8 @@
 //! - `$JS.API.SERVER.REMOVE`: take a server out of the meta group (its
 //!   id is never reused); the reply waits until the removal commits.
 //!
-//! Flotilla has one account, so these are not limited to a system account.
+//! Both listen in the system account only, and answer there: another
+//! account's request goes unanswered, as nats-server ignores it.
 
 use std::sync::Arc;
 
@@ -40,14 +41,17 @@ pub struct MetaApi {
 }
 
 impl MetaApi {
-    pub fn start(jc: Arc<JsCluster>) -> Arc<MetaApi> {
+    /// Serves the API on `system` (the system account's bus), if any.
+    pub fn start(jc: Arc<JsCluster>, system: Option<Bus>) -> Arc<MetaApi> {
         let (tx, rx) = mpsc::unbounded_channel();
         let api = Arc::new(MetaApi {
             subs: Mutex::new(Vec::new()),
             tx,
             pending: Mutex::new(None),
         });
-        tokio::spawn(serve(jc, api.clone(), rx));
+        if let Some(bus) = system {
+            tokio::spawn(serve(jc, api.clone(), bus, rx));
+        }
         api
     }
 
@@ -79,8 +83,13 @@ impl MetaApi {
     }
 }
 
-async fn serve(jc: Arc<JsCluster>, api: Arc<MetaApi>, mut rx: mpsc::UnboundedReceiver<Inbound>) {
-    let mut publisher = jc.js.bus.publisher();
+async fn serve(
+    jc: Arc<JsCluster>,
+    api: Arc<MetaApi>,
+    bus: Bus,
+    mut rx: mpsc::UnboundedReceiver<Inbound>,
+) {
+    let mut publisher = bus.publisher();
     while let Some(m) = rx.recv().await {
         // The subscription follows leadership a moment late; a server
         // that no longer leads stays silent, as nats-server's followers do.

@@ -270,7 +270,8 @@ impl JsCluster {
         let mut last_hello = None;
         let mut last_leader = 0;
         let mut last_sweep: Option<(Instant, u64)> = None;
-        let api = api::MetaApi::start(self.clone());
+        let system_bus = self.server.system_bus();
+        let api = api::MetaApi::start(self.clone(), system_bus.clone());
         let account_apis: Vec<_> = self
             .accounts
             .values()
@@ -320,7 +321,11 @@ impl JsCluster {
                 last_sweep = Some((Instant::now(), applied));
                 self.sweep_orphans();
             }
-            api.follow_leadership(&self.js.bus, leading, &voters);
+            // The operator's API is the system account's alone; without
+            // one, nobody may call it (as nats-server).
+            if let Some(bus) = &system_bus {
+                api.follow_leadership(bus, leading, &voters);
+            }
             for account_api in &account_apis {
                 account_api.follow_leadership(leading);
             }

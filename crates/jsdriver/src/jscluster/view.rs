@@ -30,6 +30,15 @@ impl ClusterView {
         ClusterView(server)
     }
 
+    /// The system account's bus, if the server has one: where the meta
+    /// group's operator API listens (nats-server answers it to the
+    /// system account alone).
+    pub fn system_bus(&self) -> Option<flotilla_core::bus::Bus> {
+        let opts = self.0.opts();
+        let account = opts.system_account()?;
+        Some(flotilla_core::bus::Bus::named(self.0.clone(), account))
+    }
+
     /// This server's name (`server_name`, or its id).
     pub fn name(&self) -> &str {
         &self.0.name

@@ -10,8 +10,13 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 fn js_node(name: &str, cluster: &str, routes: &[String]) -> common::Server {
+    js_node_with(name, cluster, routes, "")
+}
+
+fn js_node_with(name: &str, cluster: &str, routes: &[String], config: &str) -> common::Server {
     let mut b = common::server()
         .js()
+        .config(config)
         .arg("-n")
         .arg(name)
         .arg("--cluster_name")
@@ -254,9 +259,10 @@ fn leader_name(s: &common::Server) -> String {
 
 #[tokio::test]
 async fn operators_step_the_meta_leader_down_and_remove_a_dead_server() {
-    let a = js_node("A", "nats://127.0.0.1:-1", &[]);
-    let b = js_node("B", "nats://127.0.0.1:-1", &[route_url(&a)]);
-    let mut c = js_node("C", "nats://127.0.0.1:-1", &[route_url(&a)]);
+    let sys = common::WITH_SYSTEM_USER;
+    let a = js_node_with("A", "nats://127.0.0.1:-1", &[], sys);
+    let b = js_node_with("B", "nats://127.0.0.1:-1", &[route_url(&a)], sys);
+    let mut c = js_node_with("C", "nats://127.0.0.1:-1", &[route_url(&a)], sys);
     common::wait_for("three voters", Duration::from_secs(20), || {
         agreed(&[&a, &b, &c], 3).is_some()
     });
@@ -264,7 +270,20 @@ async fn operators_step_the_meta_leader_down_and_remove_a_dead_server() {
         let (code, _, body) = s.http("/healthz");
         assert_eq!((code, body.as_str()), (200, r#"{"status":"ok"}"#));
     }
-    let nc = b.client().await;
+    // Only the system account may: another account is not answered.
+    let user = b.client().await;
+    for subject in ["$JS.API.META.LEADER.STEPDOWN", "$JS.API.SERVER.REMOVE"] {
+        let asked = tokio::time::timeout(
+            Duration::from_secs(2),
+            user.request(subject, r#"{"peer":"C"}"#.into()),
+        )
+        .await;
+        assert!(
+            !matches!(asked, Ok(Ok(_))),
+            "{subject} answered an ordinary account: {asked:?}"
+        );
+    }
+    let nc = common::connect_as(&b.url(), "sys", "p").await;
     let first = leader_name(&a);
     let r = meta_api(&nc, "$JS.API.META.LEADER.STEPDOWN", "").await;
     assert_eq!(

@@ -7,8 +7,8 @@
 mod common;
 
 use common::replicated::{
-    api_ready, check_replicas, cluster3, cluster_tagged, connect, contents, created, lead_on,
-    leader_of, stream_info,
+    api_ready, check_replicas, cluster3, cluster_configured, cluster_tagged,
+    cluster_tagged_configured, connect, contents, created, lead_on, leader_of, stream_info,
 };
 
 use std::collections::BTreeMap;
@@ -581,8 +581,9 @@ async fn a_stream_scales_from_one_replica_to_three_and_back_while_publishing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_peers_moves_streams_and_shrinks_the_cluster() {
-    let mut all = cluster3();
+    let mut all = cluster_configured(3, common::WITH_SYSTEM_USER);
     let clients = connect(&all).await;
+    let operator = common::connect_as(&all[0].url(), "sys", "p").await;
     // An R2 stream: one server is spare, so a peer can be replaced.
     let r2 = json!({"name": "R2", "subjects": ["r2.>"], "num_replicas": 2});
     created(&clients[0], r2).await;
@@ -662,7 +663,7 @@ async fn removing_peers_moves_streams_and_shrinks_the_cluster() {
     // Asked until a meta leader is there to answer (the dead server may
     // have led: until one is elected, 10008 "temporarily unavailable").
     let removed = loop {
-        let r = clients[0]
+        let r = operator
             .request(
                 "$JS.API.SERVER.REMOVE",
                 json!({ "peer": dead }).to_string().into(),
@@ -756,7 +757,8 @@ async fn removing_a_peer_while_another_is_down_keeps_the_stream_writable() {
     // Five servers, so the meta group keeps a quorum with one down and
     // one paused. M lives on the three tagged m; L loads the server
     // tagged e, so the one replacement left is the untagged server.
-    let mut all = cluster_tagged(&[&["m"], &["m"], &["m"], &[], &["e"]]);
+    let tags: &[&[&str]] = &[&["m"], &["m"], &["m"], &[], &["e"]];
+    let mut all = cluster_tagged_configured(tags, common::WITH_SYSTEM_USER);
     let clients = connect(&all).await;
     created(
         &clients[0],
@@ -780,7 +782,8 @@ async fn removing_a_peer_while_another_is_down_keeps_the_stream_writable() {
     let meta_leader = |s: &common::Server| s.json("/jsz")["meta_cluster"]["leader"].clone();
     if meta_leader(&all[li]) != leader.as_str() {
         let body = json!({"placement": {"preferred": leader}}).to_string();
-        let r = common::api(c, "$JS.API.META.LEADER.STEPDOWN", &body).await;
+        let operator = common::connect_as(&all[li].url(), "sys", "p").await;
+        let r = common::api(&operator, "$JS.API.META.LEADER.STEPDOWN", &body).await;
         assert_eq!(r["success"], true, "{r}");
         common::wait_for("the meta leader on M's", Duration::from_secs(10), || {
             meta_leader(&all[li]) == leader.as_str()
@@ -1130,8 +1133,9 @@ async fn placement_by_replicas_tags_and_cluster() {
 /// catches up from a snapshot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wiped_server_is_removed_by_name_and_its_stream_repaired() {
-    let mut all = cluster3();
+    let mut all = cluster_configured(3, common::WITH_SYSTEM_USER);
     let clients = [all[0].client().await, all[1].client().await];
+    let operator = common::connect_as(&all[0].url(), "sys", "p").await;
     api_ready(&clients).await;
     created(
         &clients[0],
@@ -1163,7 +1167,7 @@ async fn a_wiped_server_is_removed_by_name_and_its_stream_repaired() {
     // The new identity holds no stream yet.
     assert!(all[2].json("/raftz")["$G"].is_null());
     let removed = loop {
-        let r = clients[0]
+        let r = operator
             .request(
                 "$JS.API.SERVER.REMOVE",
                 json!({"peer": "S2"}).to_string().into(),

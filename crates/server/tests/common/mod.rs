@@ -72,6 +72,17 @@ pub fn js_mode() -> JsMode {
     }
 }
 
+/// A config with a system account user (`sys`, password `p`), whose
+/// clients without credentials are the global account's (`anon`), with
+/// its JetStream: for tests of the meta group's operator API, which
+/// nats-server answers to the system account alone.
+pub const WITH_SYSTEM_USER: &str = r#"
+accounts { SYS { users: [{ user: sys, password: p }] } }
+system_account: SYS
+authorization { users: [{ user: anon, password: p }] }
+no_auth_user: anon
+"#;
+
 /// Whether the tests run against nats-server (`FLOTILLA_TEST_SERVER`), to
 /// check that an expectation is its behaviour.
 pub fn reference_server() -> bool {

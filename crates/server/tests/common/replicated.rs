@@ -218,6 +218,11 @@ pub fn cluster_tagged(tags: &[&[&str]]) -> Vec<Server> {
     cluster(tags, "")
 }
 
+/// As [`cluster_tagged`], each server started with `config`.
+pub fn cluster_tagged_configured(tags: &[&[&str]], config: &str) -> Vec<Server> {
+    cluster(tags, config)
+}
+
 /// A server per tag list, each naming all and started with `config`, with
 /// a meta leader.
 fn cluster(tags: &[&[&str]], config: &str) -> Vec<Server> {
