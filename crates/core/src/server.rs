@@ -52,14 +52,17 @@ pub trait RaftPort: Send + Sync {
 
 /// What the system account is told of clients (`Server::events`), on
 /// the client's own task: each call must only take a snapshot and queue
-/// it, never block.
-pub trait ClientEvents: Send + Sync {
+/// it, never block; and of this server leaving.
+pub trait ServerEvents: Send + Sync {
     /// A client's CONNECT was accepted: it is in its account now.
     fn connected(&self, client: &Arc<Client>);
     /// A client failed to authenticate (before it is closed).
     fn auth_failed(&self, client: &Arc<Client>);
     /// A client's connection closed (`Client::closed_reason` says why).
     fn closed(&self, client: &Arc<Client>);
+    /// This server enters lame duck mode, or shuts down: called before
+    /// routes and clients close, so what it publishes still goes out.
+    fn leaving(&self, lame_duck: bool);
 }
 
 /// What is told of a closing connection (`Server::on_close`).
@@ -80,7 +83,7 @@ pub struct Server {
     /// (monitoring keeps them for `/connz?state=closed`).
     pub on_close: std::sync::OnceLock<ClosedHook>,
     /// Told of clients coming and going (the system account's events).
-    pub events: std::sync::OnceLock<Arc<dyn ClientEvents>>,
+    pub events: std::sync::OnceLock<Arc<dyn ServerEvents>>,
     next_cid: AtomicU64,
     next_sub_key: AtomicU64,
     pub stats: Stats,
@@ -963,6 +966,9 @@ impl Server {
             return;
         }
         info!("Initiating Shutdown...");
+        if let Some(events) = self.events.get() {
+            events.leaving(false);
+        }
         let _ = self.stop_accepting.send(true);
         self.routes.close_all();
         self.leafs.close_all();
@@ -980,6 +986,9 @@ impl Server {
             return;
         }
         info!("Entering lame duck mode, stop accepting new clients");
+        if let Some(events) = self.events.get() {
+            events.leaving(true);
+        }
         let _ = self.stop_accepting.send(true);
         let opts = self.opts();
         let clients: Vec<Arc<Client>> = self.clients.lock().values().cloned().collect();

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use flotilla_core::client::Client;
-use flotilla_core::server::{ClientEvents, Server};
+use flotilla_core::server::{Server, ServerEvents};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
@@ -145,9 +145,12 @@ fn typed<T: Serialize>(kind: &str, server: &ServerInfo, body: &T) -> Vec<u8> {
     serde_json::to_vec(&event).expect("events serialize")
 }
 
-/// The core's [`ClientEvents`], queueing snapshots for the system task.
+/// The core's [`ServerEvents`]: client events queued as snapshots for
+/// the system task; this server's leaving published at once, by
+/// `leaving` (through [`crate::System`]).
 pub struct Events {
     pub tx: mpsc::UnboundedSender<Event>,
+    pub system: std::sync::Weak<crate::System>,
 }
 
 impl Events {
@@ -163,7 +166,7 @@ fn account_of(client: &Client) -> String {
         .map_or_else(|| "N/A".into(), |a| a.name.clone())
 }
 
-impl ClientEvents for Events {
+impl ServerEvents for Events {
     fn connected(&self, client: &Arc<Client>) {
         let account = account_of(client);
         let info = client_info(client, &account, None);
@@ -191,6 +194,12 @@ impl ClientEvents for Events {
             closed,
         });
         self.send(Event::Conns { account });
+    }
+
+    fn leaving(&self, lame_duck: bool) {
+        if let Some(system) = self.system.upgrade() {
+            system.leaving(lame_duck);
+        }
     }
 }
 

@@ -95,6 +95,8 @@ pub struct System {
     /// This server's own subscription to everyone's statsz, which does
     /// not count as interest in its own.
     statsz_sub: Mutex<Option<Arc<Subscription>>>,
+    /// It told the cluster it is leaving: it sends nothing more.
+    gone: std::sync::atomic::AtomicBool,
 }
 
 /// Serves the system account, if the server has one (see the module's
@@ -111,6 +113,7 @@ pub fn start(server: &Arc<Server>, services: &Arc<monitor::Services>) -> Option<
         peers: Mutex::new(HashMap::new()),
         last_statsz: Mutex::new(None),
         statsz_sub: Mutex::new(None),
+        gone: std::sync::atomic::AtomicBool::new(false),
     });
     let (tx, rx) = mpsc::unbounded_channel();
     let queue: Arc<dyn Sink> = Arc::new(Queue(tx));
@@ -134,6 +137,12 @@ pub fn start(server: &Arc<Server>, services: &Arc<monitor::Services>) -> Option<
     if let Err(e) = system.bus.subscribe(&halves, Reach::Cluster, queue.clone()) {
         error!("system account: could not subscribe to {halves}: {e}");
     }
+    // Other servers leaving.
+    for subject in ["$SYS.SERVER.*.SHUTDOWN", "$SYS.SERVER.*.LAMEDUCK"] {
+        if let Err(e) = system.bus.subscribe(subject, Reach::Cluster, queue.clone()) {
+            error!("system account: could not subscribe to {subject}: {e}");
+        }
+    }
     match system
         .bus
         .subscribe("$SYS.SERVER.*.STATSZ", Reach::Cluster, queue)
@@ -142,9 +151,10 @@ pub fn start(server: &Arc<Server>, services: &Arc<monitor::Services>) -> Option<
         Err(e) => error!("system account: could not subscribe to statsz: {e}"),
     }
     let (events_tx, events_rx) = mpsc::unbounded_channel();
-    let _ = server
-        .events
-        .set(Arc::new(events::Events { tx: events_tx }));
+    let _ = server.events.set(Arc::new(events::Events {
+        tx: events_tx,
+        system: Arc::downgrade(&system),
+    }));
     tokio::spawn(answer_all(system.clone(), rx, events_rx));
     tokio::spawn(broadcast_statsz(system.clone()));
     Some(system)
@@ -182,6 +192,10 @@ async fn answer_all(
             system.heard(from);
             continue;
         }
+        if let Some(from) = left_from(&request.subject) {
+            system.peers.lock().remove(from);
+            continue;
+        }
         if request
             .subject
             .starts_with(flotilla_core::latency::REMOTE_PREFIX)
@@ -192,6 +206,9 @@ async fn answer_all(
         let Some((to, body)) = system.answer(&request).await else {
             continue;
         };
+        if system.is_gone() {
+            continue;
+        }
         publisher.publish(&to, &to, None, None, &body);
         publisher.flush();
     }
@@ -199,6 +216,14 @@ async fn answer_all(
 
 /// `$G`, the account of clients no account names.
 const GLOBAL: &str = "$G";
+
+/// The server id of a SHUTDOWN or LAMEDUCK event's subject.
+fn left_from(subject: &str) -> Option<&str> {
+    let rest = subject.strip_prefix("$SYS.SERVER.")?;
+    rest.strip_suffix(".SHUTDOWN")
+        .or_else(|| rest.strip_suffix(".LAMEDUCK"))
+        .filter(|id| !id.contains('.'))
+}
 
 /// The server id of a statsz broadcast's subject.
 fn statsz_from(subject: &str) -> Option<&str> {
@@ -211,6 +236,9 @@ fn statsz_from(subject: &str) -> Option<&str> {
 impl System {
     /// Publishes a client event's messages, each stamped in turn.
     fn send_event(&self, event: &events::Event) {
+        if self.is_gone() {
+            return;
+        }
         if let events::Event::Conns { account } = event {
             // Never for the global account (nats-server's `accConnsUpdate`).
             if account == GLOBAL || account == "N/A" {
@@ -226,6 +254,28 @@ impl System {
             publisher.publish(&subject, &subject, None, None, &body);
             publisher.flush();
         }
+    }
+
+    /// Tells the cluster this server is going (nats-server's
+    /// `sendLDMShutdownEventLocked` and `shutdownEventing`): its bare
+    /// `ServerInfo` on `$SYS.SERVER.<id>.LAMEDUCK` or `.SHUTDOWN`. The
+    /// first is the last system message it sends, as nats-server's send
+    /// loop ends there.
+    fn leaving(&self, lame_duck: bool) {
+        if self.gone.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let what = if lame_duck { "LAMEDUCK" } else { "SHUTDOWN" };
+        let subject = format!("$SYS.SERVER.{}.{what}", self.server.id);
+        let body = serde_json::to_vec(&self.identity.stamp()).expect("json");
+        let mut publisher = self.bus.publisher();
+        publisher.publish(&subject, &subject, None, None, &body);
+        publisher.flush();
+    }
+
+    /// Whether it told the cluster it is leaving.
+    fn is_gone(&self) -> bool {
+        self.gone.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Repeats the connection count of every account with connections.
@@ -375,6 +425,9 @@ impl System {
     /// only when someone listens (nats-server's `sendStatsz`). Returns,
     /// when it was too soon, how long until it may.
     async fn broadcast_statsz(&self) -> Option<Duration> {
+        if self.is_gone() {
+            return None;
+        }
         {
             let mut last = self.last_statsz.lock();
             if let Some(since) = last.map(|t| t.elapsed()).filter(|e| *e < STATSZ_LIMIT) {

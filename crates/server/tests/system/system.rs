@@ -394,3 +394,55 @@ async fn clients_coming_and_going_are_told() {
     assert_eq!(gone.len(), 1, "{subjects:?}");
     assert_eq!(gone[0]["reason"], "Authentication Failure", "{}", gone[0]);
 }
+
+/// A server that shuts down says so on `$SYS.SERVER.<id>.SHUTDOWN` with
+/// its bare `server` object, and the others stop counting it.
+#[tokio::test]
+async fn a_server_leaving_says_so() {
+    use futures::StreamExt;
+    let servers = common::routed_servers(&[SYS.to_string(), SYS.to_string(), SYS.to_string()]);
+    let routed = |s: &common::Server| s.json("/routez")["num_routes"].as_u64() >= Some(2);
+    common::wait_for("the routes", std::time::Duration::from_secs(10), || {
+        servers.iter().all(routed)
+    });
+    let leaving = servers[2].json("/varz")["server_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let sys = common::connect_as(&servers[0].url(), "sys", "p").await;
+    let mut gone = sys.subscribe("$SYS.SERVER.*.SHUTDOWN").await.unwrap();
+    sys.flush().await.unwrap();
+    // Every server has heard the others.
+    let active = |n: u64| {
+        let sys = sys.clone();
+        async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            loop {
+                let got = gather(&sys, "$SYS.REQ.SERVER.PING", "", WAIT).await;
+                if got.iter().all(|g| g["statsz"]["active_servers"] == n) && !got.is_empty() {
+                    return;
+                }
+                assert!(std::time::Instant::now() < deadline, "{got:?}");
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            }
+        }
+    };
+    active(3).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    servers[2].signal(libc::SIGTERM);
+    let m = tokio::time::timeout(std::time::Duration::from_secs(10), gone.next())
+        .await
+        .expect("a shutdown event")
+        .unwrap();
+    assert_eq!(
+        m.subject.as_str(),
+        format!("$SYS.SERVER.{leaving}.SHUTDOWN")
+    );
+    let info: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+    assert_eq!(info["id"], leaving.as_str(), "{info}");
+    assert!(
+        info["seq"].as_u64().is_some() && info["time"].is_string(),
+        "{info}"
+    );
+    active(2).await;
+}
