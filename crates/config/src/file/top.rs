@@ -27,6 +27,8 @@ struct Top<'m, 'o> {
     system_account: Option<(String, &'m Entry)>,
     no_system_account: Option<&'m Entry>,
     websocket_at: Option<&'m Entry>,
+    /// A top-level `authorization` block was written.
+    authorization: bool,
 }
 
 /// Reads one top-level entry into [`Top`].
@@ -119,7 +121,10 @@ const TOP: &[(&[&str], Set)] = &[
             t.o.ports_file_dir = Some(PathBuf::from(v));
         }
     }),
-    (&["authorization"], |e, t| if let Some(m) = map(t.r, e) { authorization(m, e, t.o, t.r) }),
+    (&["authorization"], |e, t| {
+        t.authorization = true;
+        if let Some(m) = map(t.r, e) { authorization(m, e, t.o, t.r) }
+    }),
     (&["tls"], |e, t| if let Some(m) = map(t.r, e) { t.o.tls = Some(tls::tls(m, t.r)) }),
     (&["accounts"], |e, t| accounts(e, t.o, t.r)),
     (&["mappings", "maps"], |e, t| {
@@ -171,6 +176,7 @@ pub(super) fn apply(m: &Map, o: &mut Options, r: &mut Report) {
         system_account: None,
         no_system_account: None,
         websocket_at: None,
+        authorization: false,
     };
     for e in &m.entries {
         let key = e.key.to_ascii_lowercase();
@@ -199,6 +205,7 @@ impl Top<'_, '_> {
             system_account,
             no_system_account,
             websocket_at,
+            authorization,
         } = self;
         if let Some((user, at)) = no_auth_user {
             check_no_auth_user(&user, at, o, r);
@@ -216,6 +223,9 @@ impl Top<'_, '_> {
             o.authorization.operator = None;
         }
         system_account_of(system_account, o, r);
+        if !authorization {
+            anonymous_into_global(o);
+        }
         if let Some(at) = no_system_account {
             latency_needs_system(at, o, r);
         }
@@ -259,6 +269,46 @@ fn system_account_of(configured: Option<(String, &Entry)>, o: &mut Options, r: &
         }
         (_, None) => {}
     }
+}
+
+/// nats-server's special case for a config whose only account is the
+/// system account (`configureAccounts`): with no `authorization` block
+/// and no `no_auth_user`, clients without credentials still land in
+/// `$G`, through a hidden user `nats-xxxxxxxx` it makes for them.
+fn anonymous_into_global(o: &mut Options) {
+    let only_system = match (&o.system_account, o.accounts.as_slice()) {
+        (Some(system), [only]) => only == system,
+        _ => false,
+    };
+    if !only_system || o.authorization.operator.is_some() || o.authorization.no_auth_user.is_some()
+    {
+        return;
+    }
+    let secret = hidden_secret();
+    let user = format!("nats-{secret}");
+    o.authorization.users.push(crate::options::User {
+        user: user.clone(),
+        password: secret,
+        permissions: None,
+        account: None,
+    });
+    o.authorization.no_auth_user = Some(user);
+}
+
+/// Eight random alphanumeric characters, from the process's hash seed.
+fn hidden_secret() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0x5eed);
+    let mut n = h.finish();
+    (0..8)
+        .map(|_| {
+            let c = DIGITS[(n % 62) as usize] as char;
+            n /= 62;
+            c
+        })
+        .collect()
 }
 
 /// Service latency is published through the system account's events:

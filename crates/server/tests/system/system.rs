@@ -446,3 +446,30 @@ async fn a_server_leaving_says_so() {
     );
     active(2).await;
 }
+
+/// A config whose only account is the system account still lets clients
+/// without credentials in, to `$G` (nats-server's hidden `nats-` user);
+/// one with an `authorization` block does not.
+#[tokio::test]
+async fn only_a_system_account_leaves_the_global_account_open() {
+    let config = "accounts { SYS { users: [{ user: sys, password: p }] } }\nsystem_account: SYS\n";
+    let s = common::server().config(config).start();
+    let anon = s.client().await;
+    let mut sub = anon.subscribe("hello").await.unwrap();
+    anon.publish("hello", "x".into()).await.unwrap();
+    anon.flush().await.unwrap();
+    use futures::StreamExt;
+    let got = tokio::time::timeout(std::time::Duration::from_secs(5), sub.next()).await;
+    assert!(matches!(got, Ok(Some(_))), "{got:?}");
+    let connz = s.json("/connz?acc=$G&auth=1");
+    assert_eq!(connz["num_connections"], 1, "{connz}");
+    let user = connz["connections"][0]["authorized_user"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(user.starts_with("nats-"), "{connz}");
+
+    let closed = format!("{config}authorization {{ users: [{{ user: u, password: p }}] }}\n");
+    let s = common::server().config(&closed).start();
+    let refused = async_nats::connect(s.url()).await;
+    assert!(refused.is_err(), "no credentials, no hidden user");
+}
