@@ -239,7 +239,12 @@ impl Server {
         } = self.account_links();
         let named = imports.iter().map(|i| &i.account);
         let named = named.chain(mappings.iter().map(|m| &m.account));
-        for name in named.chain(opts.account_limits.keys()) {
+        // Every configured account exists from the start: each gets the
+        // system account's imports here, not only those named by links.
+        let named = named
+            .chain(opts.account_limits.keys())
+            .chain(&opts.accounts);
+        for name in named {
             self.accounts.ensure(name);
         }
         // The system account exists whether or not anyone uses it, as
@@ -256,8 +261,9 @@ impl Server {
                 .or_default()
                 .push(i.clone());
         }
+        let system = opts.system_account().map(|s| self.accounts.ensure(s));
         for account in self.accounts.all() {
-            let built = crate::account::imports::Imports::build(
+            let mut built = crate::account::imports::Imports::build(
                 &account.name,
                 theirs
                     .get(account.name.as_str())
@@ -265,6 +271,10 @@ impl Server {
                 &exports,
                 |name| self.accounts.ensure(name),
             );
+            if let Some(system) = &system {
+                let theirs = crate::account::imports::system_imports(&account.name, system);
+                built.services.extend(theirs);
+            }
             account.set_imports(built);
             let mapped = crate::account::mappings::Mappings::build(&account.name, &mappings);
             account.set_mappings(mapped);

@@ -44,6 +44,8 @@ use requests::{Answer, ApiError, Me, Service};
 struct Request {
     subject: String,
     reply: Option<String>,
+    /// Its `Nats-Request-Info`, when it came through an import.
+    info: Option<String>,
     body: Vec<u8>,
 }
 
@@ -54,6 +56,10 @@ impl Sink for Queue {
         let request = Request {
             subject: String::from_utf8_lossy(msg.routed).into_owned(),
             reply: msg.reply.map(|r| String::from_utf8_lossy(r).into_owned()),
+            info: msg
+                .headers
+                .and_then(|h| protocol::headers::get(h, protocol::headers::REQUEST_INFO))
+                .map(str::to_string),
             body: msg.payload.to_vec(),
         };
         let _ = self.0.send(request);
@@ -137,6 +143,23 @@ pub fn start(server: &Arc<Server>, services: &Arc<monitor::Services>) -> Option<
     if let Err(e) = system.bus.subscribe(&halves, Reach::Cluster, queue.clone()) {
         error!("system account: could not subscribe to {halves}: {e}");
     }
+    // Account requests, from the system account or through every
+    // account's imports from it; who a user is, answered where it is.
+    for s in requests::ACCOUNT_SERVICES {
+        let subject = format!("$SYS.REQ.ACCOUNT.*.{}", s.name);
+        if let Err(e) = system
+            .bus
+            .subscribe(&subject, Reach::Cluster, queue.clone())
+        {
+            error!("system account: could not subscribe to {subject}: {e}");
+        }
+    }
+    if let Err(e) = system
+        .bus
+        .subscribe("$SYS.REQ.USER.*.INFO", Reach::Local, queue.clone())
+    {
+        error!("system account: could not subscribe to user info: {e}");
+    }
     // Other servers leaving.
     for subject in ["$SYS.SERVER.*.SHUTDOWN", "$SYS.SERVER.*.LAMEDUCK"] {
         if let Err(e) = system.bus.subscribe(subject, Reach::Cluster, queue.clone()) {
@@ -216,6 +239,14 @@ async fn answer_all(
 
 /// `$G`, the account of clients no account names.
 const GLOBAL: &str = "$G";
+
+/// The account of a `$SYS.REQ.USER.<acc>.INFO` subject.
+fn user_info_of(subject: &str) -> Option<&str> {
+    subject
+        .strip_prefix("$SYS.REQ.USER.")?
+        .strip_suffix(".INFO")
+        .filter(|a| !a.contains('.'))
+}
 
 /// The server id of a SHUTDOWN or LAMEDUCK event's subject.
 fn left_from(subject: &str) -> Option<&str> {
@@ -305,6 +336,15 @@ impl System {
     /// The answer to a request, and where it goes; `None` when this
     /// server stays silent.
     async fn answer(&self, request: &Request) -> Option<(String, Vec<u8>)> {
+        if let Some((account, service)) = requests::account_service(&request.subject) {
+            let reply = request.reply.clone()?;
+            let body = self.answer_account(account, service, &request.body).await?;
+            return Some((reply, body));
+        }
+        if let Some(account) = user_info_of(&request.subject) {
+            let reply = request.reply.clone()?;
+            return Some((reply, self.user_info(account, request.info.as_deref())));
+        }
         let service = requests::service(&request.subject, &self.server.id)?;
         match &service.answer {
             // No reply: the statsz is broadcast instead, at once.
@@ -373,6 +413,185 @@ impl System {
             Ok(json) => requests::response(&stamp, Ok(&json)),
             Err(e) => requests::response(&stamp, Err(e)),
         })
+    }
+
+    /// An account request's answer (see `requests::AccountAnswer`);
+    /// `None`: silent.
+    async fn answer_account(
+        &self,
+        account: &str,
+        service: &requests::AccountService,
+        body: &[u8],
+    ) -> Option<Vec<u8>> {
+        use requests::AccountAnswer;
+        let options = match &service.answer {
+            AccountAnswer::Monitor { options, .. } => *options,
+            _ => &[][..],
+        };
+        let read = match requests::read_body(body, options) {
+            Ok(read) => read,
+            Err(description) => {
+                let e = ApiError {
+                    code: 400,
+                    description,
+                };
+                return Some(requests::response(&self.identity.stamp(), Err(e)));
+            }
+        };
+        if read.filter.excludes(&self.me()) {
+            return None;
+        }
+        let ping = account == "PING";
+        let data: Result<Vec<u8>, ApiError> = match &service.answer {
+            AccountAnswer::Monitor {
+                path,
+                query,
+                forced,
+                ..
+            } => {
+                let mut pairs = read.query;
+                if !ping {
+                    pairs.retain(|(k, _)| k != query);
+                    pairs.push((query.to_string(), account.to_string()));
+                }
+                pairs.extend(forced.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+                self.monitor_data(path, Query::from_pairs(pairs)).await
+            }
+            AccountAnswer::Jsz if !ping => {
+                let q = Query::from_pairs([
+                    ("acc".to_string(), account.to_string()),
+                    ("accounts".to_string(), "true".to_string()),
+                ]);
+                let all = self.monitor_json("/jsz", q).await;
+                match all["account_details"].get(0) {
+                    Some(detail) => Ok(serde_json::to_vec(detail).expect("json")),
+                    None => Err(ApiError {
+                        code: 500,
+                        description: format!("account {account:?} not jetstream enabled"),
+                    }),
+                }
+            }
+            AccountAnswer::Info if !ping => {
+                let q = Query::from_pairs([("acc".to_string(), account.to_string())]);
+                match self.monitor_data("/accountz", q).await {
+                    Ok(json) => {
+                        let v: serde_json::Value =
+                            serde_json::from_slice(&json).unwrap_or_default();
+                        Ok(serde_json::to_vec(&v["account_detail"]).expect("json"))
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            AccountAnswer::Statz => return self.account_statz(account, body),
+            AccountAnswer::Conns if !ping => {
+                let a = self.server.accounts.get(account.as_bytes())?;
+                if a.clients() == 0 {
+                    return None;
+                }
+                let event = events::Event::Conns {
+                    account: account.to_string(),
+                };
+                let mut stamp = || self.identity.stamp();
+                let (_, _, body) = event.messages(&self.server, &mut stamp).pop()?;
+                return Some(body);
+            }
+            _ => return None,
+        };
+        let stamp = self.identity.stamp();
+        Some(match data {
+            Ok(json) => requests::response(&stamp, Ok(&json)),
+            Err(e) => requests::response(&stamp, Err(e)),
+        })
+    }
+
+    /// `AccountStatz` for one account, or with `PING` for those the body
+    /// names (all, when it names none); silent when none has connections
+    /// here and the body does not ask for unused ones.
+    fn account_statz(&self, account: &str, body: &[u8]) -> Option<Vec<u8>> {
+        let opts = match requests::statz_options(body) {
+            Ok(o) => o,
+            Err(description) => {
+                let e = ApiError {
+                    code: 400,
+                    description,
+                };
+                return Some(requests::response(&self.identity.stamp(), Err(e)));
+            }
+        };
+        let wanted = |name: &str| match account {
+            "PING" => opts.accounts.is_empty() || opts.accounts.iter().any(|a| a == name),
+            one => one == name,
+        };
+        let stats: Vec<_> = self
+            .server
+            .accounts
+            .all()
+            .into_iter()
+            .filter(|a| wanted(&a.name) && (opts.include_unused || a.clients() > 0))
+            .map(|a| monitor::accstatz::account_stat(&self.server, &a))
+            .collect();
+        if stats.is_empty() {
+            return None;
+        }
+        let data = serde_json::json!({
+            "server_id": self.server.id,
+            "now": jsapi::time::rfc3339(info::unix_nanos()),
+            "account_statz": stats,
+        });
+        let json = serde_json::to_vec(&data).expect("json");
+        Some(requests::response(&self.identity.stamp(), Ok(&json)))
+    }
+
+    /// `$SYS.REQ.USER.INFO`'s answer: who asked, from the request's
+    /// `Nats-Request-Info` (nats-server's `UserInfo`; its permissions
+    /// are not told yet).
+    fn user_info(&self, account: &str, info: Option<&str>) -> Vec<u8> {
+        let ci: serde_json::Value = info
+            .and_then(|i| serde_json::from_str(i).ok())
+            .unwrap_or_default();
+        let Some(acc) = ci["acc"].as_str() else {
+            let e = ApiError {
+                code: 400,
+                description: String::new(),
+            };
+            return requests::response(&self.identity.stamp(), Err(e));
+        };
+        debug_assert!(!account.is_empty(), "the subject names the importer");
+        let mut data = serde_json::Map::new();
+        data.insert(
+            "user".into(),
+            ci["user"].as_str().unwrap_or_default().into(),
+        );
+        data.insert("account".into(), acc.into());
+        if self.server.accounts.get(acc.as_bytes()).is_some() {
+            data.insert("account_name".into(), acc.into());
+        }
+        let json = serde_json::to_vec(&data).expect("json");
+        requests::response(&self.identity.stamp(), Ok(&json))
+    }
+
+    /// A monitoring endpoint's answer as `data`, or its error (500).
+    async fn monitor_data(&self, path: &str, query: Query) -> Result<Vec<u8>, ApiError> {
+        match self.endpoints.reply(path, &query, false).await {
+            Some(Reply::Json { body, .. }) => Ok(body),
+            Some(Reply::BadRequest(description)) | Some(Reply::NotFound(description)) => {
+                Err(ApiError {
+                    code: 500,
+                    description,
+                })
+            }
+            None => Err(ApiError {
+                code: 500,
+                description: format!("no endpoint {path}"),
+            }),
+        }
+    }
+
+    async fn monitor_json(&self, path: &str, query: Query) -> serde_json::Value {
+        match self.monitor_data(path, query).await {
+            Ok(json) => serde_json::from_slice(&json).unwrap_or_default(),
+            Err(_) => serde_json::Value::Null,
+        }
     }
 
     /// What a request's filter is checked against.

@@ -497,3 +497,115 @@ mod tests {
         assert!(domain.excludes(&me));
     }
 }
+
+/// `$SYS.REQ.ACCOUNT.<acc>.<NAME>`: one account's view, asked by the
+/// system account or, through the imports every account has from it,
+/// by the account's own clients (nats-server's `accountReq` handlers).
+pub struct AccountService {
+    pub name: &'static str,
+    pub answer: AccountAnswer,
+}
+
+pub enum AccountAnswer {
+    /// A monitoring endpoint limited to the account (`query` names it),
+    /// with `forced` options, as `data`.
+    Monitor {
+        path: &'static str,
+        options: &'static [Opt],
+        query: &'static str,
+        forced: &'static [(&'static str, &'static str)],
+    },
+    /// `/jsz`'s entry for the account (`JszAccount`'s `AccountDetail`).
+    Jsz,
+    /// `/accountz`'s detail of the account (`accountInfo`).
+    Info,
+    /// `AccountStatz` of the account, silent without connections here
+    /// unless `include_unused`.
+    Statz,
+    /// A bare `AccountNumConns`, only with connections here.
+    Conns,
+}
+
+pub const ACCOUNT_SERVICES: &[AccountService] = &[
+    AccountService {
+        name: "SUBSZ",
+        answer: AccountAnswer::Monitor {
+            path: "/subsz",
+            options: SUBSZ,
+            query: "acc",
+            forced: &[("subs", "true")],
+        },
+    },
+    AccountService {
+        name: "CONNZ",
+        answer: AccountAnswer::Monitor {
+            path: "/connz",
+            options: CONNZ,
+            query: "acc",
+            forced: &[],
+        },
+    },
+    AccountService {
+        name: "LEAFZ",
+        answer: AccountAnswer::Monitor {
+            path: "/leafz",
+            options: LEAFZ,
+            query: "acc",
+            forced: &[],
+        },
+    },
+    AccountService {
+        name: "JSZ",
+        answer: AccountAnswer::Jsz,
+    },
+    AccountService {
+        name: "INFO",
+        answer: AccountAnswer::Info,
+    },
+    AccountService {
+        name: "STATZ",
+        answer: AccountAnswer::Statz,
+    },
+    AccountService {
+        name: "CONNS",
+        answer: AccountAnswer::Conns,
+    },
+];
+
+/// The account and service an account request's subject names.
+pub fn account_service(subject: &str) -> Option<(&str, &'static AccountService)> {
+    let rest = subject.strip_prefix("$SYS.REQ.ACCOUNT.")?;
+    let (account, name) = rest.rsplit_once('.')?;
+    if account.is_empty() || account.contains('.') {
+        return None;
+    }
+    let service = ACCOUNT_SERVICES.iter().find(|s| s.name == name)?;
+    Some((account, service))
+}
+
+/// `AccountStatzOptions` (beside the filter): which accounts, and
+/// whether those without connections here count.
+#[derive(Debug, Default, PartialEq)]
+pub struct StatzOptions {
+    pub accounts: Vec<String>,
+    pub include_unused: bool,
+}
+
+pub fn statz_options(body: &[u8]) -> Result<StatzOptions, String> {
+    let mut out = StatzOptions::default();
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(out);
+    }
+    let value: Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    let Value::Object(map) = value else {
+        return Ok(out);
+    };
+    for (key, v) in &map {
+        match key.to_ascii_lowercase().as_str() {
+            "accounts" => out.accounts = strings(key, v)?,
+            "include_unused" => out.include_unused = boolean(key, v)?,
+            _ => {}
+        }
+    }
+    Ok(out)
+}

@@ -91,6 +91,9 @@ pub struct ServiceImport<S> {
     pub allow_trace: bool,
     /// Requests are timed (the export's `latency`).
     pub latency: Option<Arc<config::options::ServiceLatency>>,
+    /// One of the imports every account has from the system account
+    /// (`crate::system_imports`), not the config's.
+    pub system: bool,
 }
 
 /// Everything one account imports.
@@ -170,6 +173,7 @@ impl<S> Imports<S> {
                         share: i.share,
                         allow_trace,
                         latency,
+                        system: false,
                     })
                 }
             }
@@ -190,6 +194,51 @@ impl<S> Imports<S> {
             .iter()
             .filter(move |s| subjects::subject_matches_filter(subject, s.local.as_bytes()))
     }
+}
+
+/// The imports every account has from the system account `system`, as
+/// nats-server adds them (`addSystemAccountExports`, `registerSystemImports`):
+/// a client of `account` asking `$SYS.REQ.SERVER.PING.CONNZ` or
+/// `$SYS.REQ.ACCOUNT.PING.CONNZ` gets its own account's connections from
+/// every server, `$SYS.REQ.ACCOUNT.PING.STATZ` its own account's figures,
+/// and `$SYS.REQ.USER.INFO` who it is (the system account imports that
+/// one from itself).
+pub fn system_imports<S>(account: &str, system: &Arc<Account<S>>) -> Vec<ServiceImport<S>> {
+    let mut wanted = vec![(
+        "$SYS.REQ.USER.INFO".to_string(),
+        format!("$SYS.REQ.USER.{account}.INFO"),
+        ResponseType::Singleton,
+        true,
+    )];
+    if account != system.name {
+        let connz = format!("$SYS.REQ.ACCOUNT.{account}.CONNZ");
+        let statz = format!("$SYS.REQ.ACCOUNT.{account}.STATZ");
+        for (local, theirs) in [
+            ("$SYS.REQ.ACCOUNT.PING.CONNZ", connz.clone()),
+            ("$SYS.REQ.SERVER.PING.CONNZ", connz),
+            ("$SYS.REQ.ACCOUNT.PING.STATZ", statz),
+        ] {
+            wanted.push((local.to_string(), theirs, ResponseType::Stream, false));
+        }
+    }
+    wanted
+        .into_iter()
+        .filter_map(|(local, theirs, response, share)| {
+            // An account name that is no subject token has none.
+            let request = SubjectMap::new(&local, &theirs).ok()?;
+            subjects::is_valid_publish_subject(theirs.as_bytes()).then(|| ServiceImport {
+                to: system.clone(),
+                local,
+                request,
+                response,
+                threshold: config::options::DEFAULT_RESPONSE_THRESHOLD,
+                share,
+                allow_trace: false,
+                latency: None,
+                system: true,
+            })
+        })
+        .collect()
 }
 
 /// A reply path a service request left open in the exporting account:

@@ -41,6 +41,9 @@ pub struct Account<S> {
     /// It imports a service: its clients' publishes are checked against
     /// `imports` (read without a lock on every publish).
     imports_services: AtomicBool,
+    /// It has the system account's imports, which only `$SYS.REQ.`
+    /// publishes can use (checked without a lock on those).
+    imports_system: AtomicBool,
     /// Its `limits` block's (-1: none), replaced by a reload.
     limits: RwLock<config::options::Limits>,
     /// Its subject mappings, replaced whole by a reload.
@@ -84,6 +87,7 @@ impl<S> Account<S> {
             domain_api: std::sync::OnceLock::new(),
             imports: RwLock::new(Arc::default()),
             imports_services: AtomicBool::new(false),
+            imports_system: AtomicBool::new(false),
             limits: RwLock::new(Default::default()),
             mappings: RwLock::new(Arc::default()),
             maps: AtomicBool::new(false),
@@ -128,7 +132,6 @@ impl<S> Account<S> {
         *self.mappings.write() = Arc::new(mappings);
     }
 
-    /// Replaces what it imports (at start and by each reload).
     /// Its service exports whose latency is tracked (from the options).
     pub fn set_tracked(&self, subjects: Vec<String>) {
         *self.tracked.write() = Arc::new(subjects);
@@ -142,10 +145,20 @@ impl<S> Account<S> {
             .any(|t| subjects::subject_matches_filter(subject, t.as_bytes()))
     }
 
+    /// Replaces what it imports (at start and by each reload).
     pub fn set_imports(&self, imports: Imports<S>) {
+        let (system, own): (Vec<_>, Vec<_>) = imports.services.iter().partition(|s| s.system);
         self.imports_services
-            .store(!imports.services.is_empty(), Ordering::Relaxed);
+            .store(!own.is_empty(), Ordering::Relaxed);
+        self.imports_system
+            .store(!system.is_empty(), Ordering::Relaxed);
         *self.imports.write() = Arc::new(imports);
+    }
+
+    /// Whether a publish on a `$SYS.REQ.` subject may go through one of
+    /// the system account's imports (see `crate::system_imports`).
+    pub fn imports_system(&self) -> bool {
+        self.imports_system.load(Ordering::Relaxed)
     }
 
     /// JetStream serves this account for `domain`.

@@ -1011,7 +1011,8 @@ impl Conn {
         // Service imports first: nats-server's are subscriptions its trie
         // lists ahead of the clients' (a trace shows them in that order).
         let mut delivered = false;
-        if self.account.imports_services() {
+        let system_request = || subject.starts_with(b"$SYS.REQ.") && self.account.imports_system();
+        if self.account.imports_services() || system_request() {
             let (server, account) = (&self.server, &self.account);
             delivered =
                 crate::imports::request(&mut self.delivery, server, account, &self.client, msg);

@@ -105,6 +105,11 @@ async fn gather(
         .unwrap();
     let mut out = Vec::new();
     while let Ok(Some(m)) = tokio::time::timeout(wait, replies.next()).await {
+        // A status without a body (no responders) is no answer.
+        if m.payload.is_empty() {
+            assert!(m.status.is_some(), "an empty answer: {m:?}");
+            continue;
+        }
         out.push(serde_json::from_slice(&m.payload).unwrap());
     }
     out
@@ -472,4 +477,71 @@ async fn only_a_system_account_leaves_the_global_account_open() {
     let s = common::server().config(&closed).start();
     let refused = async_nats::connect(s.url()).await;
     assert!(refused.is_err(), "no credentials, no hidden user");
+}
+
+/// Account requests: the system account asks about one account; an
+/// account's own client asks through the imports every account has from
+/// the system account, and sees only its own account.
+#[tokio::test]
+async fn accounts_are_asked_about() {
+    let s = common::server().config(SYS).start();
+    let id = s.json("/varz")["server_id"].as_str().unwrap().to_string();
+    let sys = common::connect_as(&s.url(), "sys", "p").await;
+    let a = common::connect_as(&s.url(), "a", "p").await;
+    let _sub = a.subscribe("a.thing").await.unwrap();
+    a.flush().await.unwrap();
+
+    let connz = gather(&sys, "$SYS.REQ.ACCOUNT.A.CONNZ", "", WAIT).await;
+    assert_eq!(connz.len(), 1, "{connz:?}");
+    check_server(&connz[0]["server"], &id);
+    assert_eq!(connz[0]["data"]["num_connections"], 1, "{}", connz[0]);
+
+    let subsz = gather(&sys, "$SYS.REQ.ACCOUNT.A.SUBSZ", "", WAIT).await;
+    let list = subsz[0]["data"]["subscriptions_list"].as_array().unwrap();
+    assert!(
+        list.iter().any(|s| s["subject"] == "a.thing"),
+        "{}",
+        subsz[0]
+    );
+
+    let info = gather(&sys, "$SYS.REQ.ACCOUNT.A.INFO", "", WAIT).await;
+    assert_eq!(info[0]["data"]["account_name"], "A", "{}", info[0]);
+
+    let statz = gather(&sys, "$SYS.REQ.ACCOUNT.A.STATZ", "", WAIT).await;
+    let stats = &statz[0]["data"]["account_statz"];
+    assert_eq!(stats[0]["acc"], "A", "{}", statz[0]);
+    assert_eq!(stats[0]["conns"], 1, "{}", statz[0]);
+    let all = gather(
+        &sys,
+        "$SYS.REQ.ACCOUNT.PING.STATZ",
+        r#"{"accounts":["A"]}"#,
+        WAIT,
+    )
+    .await;
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0]["data"]["account_statz"][0]["acc"], "A", "{}", all[0]);
+
+    let conns = gather(&sys, "$SYS.REQ.ACCOUNT.A.CONNS", "", WAIT).await;
+    assert_eq!(conns.len(), 1, "{conns:?}");
+    assert_eq!(
+        conns[0]["type"],
+        "io.nats.server.advisory.v1.account_connections"
+    );
+    assert_eq!(conns[0]["conns"], 1, "{}", conns[0]);
+
+    // A's own client, through its imports from the system account.
+    let own = gather(&a, "$SYS.REQ.SERVER.PING.CONNZ", "", WAIT).await;
+    assert_eq!(own.len(), 1, "{own:?}");
+    let conns = own[0]["data"]["connections"].as_array().unwrap();
+    assert_eq!(conns.len(), 1, "only A's: {}", own[0]);
+    let own = gather(&a, "$SYS.REQ.ACCOUNT.PING.STATZ", "", WAIT).await;
+    assert_eq!(own[0]["data"]["account_statz"][0]["acc"], "A", "{}", own[0]);
+    let me = gather(&a, "$SYS.REQ.USER.INFO", "", WAIT).await;
+    assert_eq!(me.len(), 1, "{me:?}");
+    assert_eq!(me[0]["data"]["user"], "a", "{}", me[0]);
+    assert_eq!(me[0]["data"]["account"], "A", "{}", me[0]);
+    // Other system requests are not A's to make.
+    assert!(gather(&a, "$SYS.REQ.SERVER.PING.VARZ", "", WAIT)
+        .await
+        .is_empty());
 }
