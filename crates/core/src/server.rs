@@ -988,6 +988,23 @@ impl Server {
         }
     }
 
+    /// Tells `client` this server is going (an INFO with `ldm`), if it
+    /// takes INFO after CONNECT; returns whether it was told.
+    pub fn tell_lame_duck(&self, client: &Client) -> bool {
+        if !client.async_info.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut info = self.client_info(client);
+        info.ldm = true;
+        let json = serde_json::to_vec(&info).expect("info serializes");
+        let max_pending = self.opts().max_pending;
+        client
+            .out
+            .push(max_pending, None, |b| protocol::encode::info(b, &json));
+        client.out.flush();
+        true
+    }
+
     /// Lame duck: stop accepting, tell clients (INFO with `ldm`), wait the
     /// grace period, then close clients spread over the rest of the
     /// lame-duck duration, then shut down.
@@ -1007,14 +1024,7 @@ impl Server {
             return;
         }
         for c in &clients {
-            if c.async_info.load(Ordering::Relaxed) {
-                let mut info = self.client_info(c);
-                info.ldm = true;
-                let json = serde_json::to_vec(&info).expect("info serializes");
-                c.out
-                    .push(opts.max_pending, None, |b| protocol::encode::info(b, &json));
-                c.out.flush();
-            }
+            self.tell_lame_duck(c);
         }
         let mut shutdown = self.shutdown_signal();
         tokio::select! {

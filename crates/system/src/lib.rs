@@ -126,7 +126,9 @@ pub fn start(server: &Arc<Server>, services: &Arc<monitor::Services>) -> Option<
     let id = &server.id;
     let mut subjects = vec!["$SYS.REQ.SERVER.PING".to_string()];
     for s in requests::SERVICES {
-        subjects.push(format!("$SYS.REQ.SERVER.PING.{}", s.name));
+        if !matches!(s.answer, Answer::Kick | Answer::Ldm) {
+            subjects.push(format!("$SYS.REQ.SERVER.PING.{}", s.name));
+        }
         subjects.push(format!("$SYS.REQ.SERVER.{id}.{}", s.name));
     }
     for subject in &subjects {
@@ -362,6 +364,11 @@ impl System {
                 let id = self.identity.server_id();
                 Some((reply, serde_json::to_vec(&id).expect("json")))
             }
+            Answer::Kick | Answer::Ldm => {
+                let reply = request.reply.clone()?;
+                let body = self.client_action(&service.answer, &request.body)?;
+                Some((reply, body))
+            }
             _ => {
                 let reply = request.reply.clone()?;
                 let body = self.answer_service(service, &request.body).await?;
@@ -412,6 +419,38 @@ impl System {
         Some(match data {
             Ok(json) => requests::response(&stamp, Ok(&json)),
             Err(e) => requests::response(&stamp, Err(e)),
+        })
+    }
+
+    /// `KICK` or `LDM` of the client the body's `cid` names
+    /// (nats-server's `kickClient` and `ldmClient`): a body that does not
+    /// decode is not answered.
+    fn client_action(&self, action: &Answer, body: &[u8]) -> Option<Vec<u8>> {
+        let req: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let cid = req["cid"].as_u64().unwrap_or(0);
+        let client = self.server.clients.lock().get(&cid).cloned();
+        let done = match (action, client) {
+            (Answer::Kick, Some(c)) => {
+                c.close(flotilla_core::client::ClosedState::Kicked);
+                Ok(())
+            }
+            (Answer::Kick, None) => Err("no such client or leafnode id"),
+            (_, Some(c)) => {
+                self.server.tell_lame_duck(&c);
+                Ok(())
+            }
+            (_, None) => Err("no such client id"),
+        };
+        let stamp = self.identity.stamp();
+        Some(match done {
+            Ok(()) => requests::response_done(&stamp),
+            Err(why) => requests::response(
+                &stamp,
+                Err(ApiError {
+                    code: 500,
+                    description: why.to_string(),
+                }),
+            ),
         })
     }
 

@@ -27,6 +27,12 @@ pub enum Answer {
     Statsz,
     /// A bare `ServerID`, to anyone, whatever the body.
     Idz,
+    /// Closes a client (`{"cid": N}`): a `ServerAPIResponse` without
+    /// data, or its error. This server's id only, never `PING`.
+    Kick,
+    /// Tells a client (`{"cid": N}`) this server goes (lame duck INFO).
+    /// This server's id only.
+    Ldm,
     /// A monitoring endpoint's JSON as `data` in a `ServerAPIResponse`.
     Monitor {
         path: &'static str,
@@ -133,6 +139,14 @@ pub const SERVICES: &[Service] = &[
         answer: Answer::Idz,
     },
     Service {
+        name: "KICK",
+        answer: Answer::Kick,
+    },
+    Service {
+        name: "LDM",
+        answer: Answer::Ldm,
+    },
+    Service {
         name: "VARZ",
         answer: Answer::Monitor {
             path: "/varz",
@@ -201,14 +215,17 @@ pub const SERVICES: &[Service] = &[
 /// statsz), `...PING.<NAME>` or `...<id>.<NAME>` for this server's `id`.
 pub fn service(subject: &str, id: &str) -> Option<&'static Service> {
     let rest = subject.strip_prefix("$SYS.REQ.SERVER.")?;
-    let name = match rest.split_once('.') {
-        None if rest == "PING" => "STATSZ",
+    let (name, ping) = match rest.split_once('.') {
+        None if rest == "PING" => ("STATSZ", true),
         None => return None,
-        Some(("PING", name)) => name,
-        Some((to, name)) if to == id => name,
+        Some(("PING", name)) => (name, true),
+        Some((to, name)) if to == id => (name, false),
         Some(_) => return None,
     };
-    SERVICES.iter().find(|s| s.name == name)
+    let found = SERVICES.iter().find(|s| s.name == name)?;
+    // A client is one server's: never asked of all.
+    let one_server = matches!(found.answer, Answer::Kick | Answer::Ldm);
+    (!(ping && one_server)).then_some(found)
 }
 
 /// nats-server's `EventFilterOptions`: which servers a request is for.
@@ -402,6 +419,14 @@ pub fn response(server: &ServerInfo, data: Result<&[u8], ApiError>) -> Vec<u8> {
             out.extend(serde_json::to_vec(&e).expect("errors serialize"));
         }
     }
+    out.push(b'}');
+    out
+}
+
+/// A `ServerAPIResponse` with neither data nor error (a done action).
+pub fn response_done(server: &ServerInfo) -> Vec<u8> {
+    let mut out = b"{\"server\":".to_vec();
+    out.extend(serde_json::to_vec(server).expect("server info serializes"));
     out.push(b'}');
     out
 }

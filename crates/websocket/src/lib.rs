@@ -174,7 +174,8 @@ fn close_frame(reason: ClosedState) -> Option<Frame> {
         | ClosedState::ServerShutdown => 1001,
         ClosedState::NoRespondersRequiresHeaders
         | ClosedState::DuplicateRoute
-        | ClosedState::ClusterNameConflict => 1011,
+        | ClosedState::ClusterNameConflict
+        | ClosedState::Kicked => 1011,
     };
     let text = reason.as_str();
     let text = match text.len() > MAX_CLOSE_REASON {

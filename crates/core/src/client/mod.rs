@@ -46,6 +46,8 @@ pub enum ClosedState {
     NoRespondersRequiresHeaders,
     DuplicateRoute,
     ClusterNameConflict,
+    /// Closed by the system account's `KICK` request.
+    Kicked,
 }
 
 impl ClosedState {
@@ -71,6 +73,7 @@ impl ClosedState {
             ClosedState::NoRespondersRequiresHeaders => "No Responders Requires Headers",
             ClosedState::DuplicateRoute => "Duplicate Route",
             ClosedState::ClusterNameConflict => "Cluster Name Conflict",
+            ClosedState::Kicked => "Kicked",
         }
     }
 

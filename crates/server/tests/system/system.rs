@@ -545,3 +545,62 @@ async fn accounts_are_asked_about() {
         .await
         .is_empty());
 }
+
+/// `KICK` closes the client a `cid` names (its reason `Kicked`), and
+/// `LDM` tells it the server is going; both are this server's alone.
+#[tokio::test]
+async fn clients_are_kicked_and_told_of_lame_duck() {
+    let s = common::server().config(SYS).start();
+    let id = s.json("/varz")["server_id"].as_str().unwrap().to_string();
+    let sys = common::connect_as(&s.url(), "sys", "p").await;
+    let (opts, mut events) = common::with_events(
+        async_nats::ConnectOptions::with_user_and_password("a".into(), "p".into()),
+    );
+    let a = opts.connect(s.url()).await.unwrap();
+    a.flush().await.unwrap();
+    let connz = s.json("/connz?acc=A");
+    let cid = connz["connections"][0]["cid"].as_u64().unwrap();
+
+    let ldm = format!("$SYS.REQ.SERVER.{id}.LDM");
+    let r = gather(&sys, &ldm, &format!(r#"{{"cid":{cid}}}"#), WAIT).await;
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert!(
+        r[0].get("error").is_none() && r[0].get("data").is_none(),
+        "{}",
+        r[0]
+    );
+    let told = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while let Some(e) = events.recv().await {
+            if e.contains("lame duck") {
+                return e;
+            }
+        }
+        String::new()
+    })
+    .await;
+    assert!(
+        told.is_ok_and(|e| !e.is_empty()),
+        "the client hears of lame duck mode"
+    );
+
+    let kick = format!("$SYS.REQ.SERVER.{id}.KICK");
+    let r = gather(&sys, &kick, r#"{"cid":999999}"#, WAIT).await;
+    assert_eq!(r[0]["error"]["code"], 500, "{}", r[0]);
+    let r = gather(&sys, &kick, &format!(r#"{{"cid":{cid}}}"#), WAIT).await;
+    assert!(r[0].get("error").is_none(), "{}", r[0]);
+    common::wait_for(
+        "the kicked client gone",
+        std::time::Duration::from_secs(5),
+        || {
+            let closed = s.json(&format!("/connz?state=closed&cid={cid}"));
+            closed["connections"][0]["reason"] == "Kicked"
+        },
+    );
+    // Not asked of every server.
+    assert!(
+        gather(&sys, "$SYS.REQ.SERVER.PING.KICK", r#"{"cid":1}"#, WAIT)
+            .await
+            .is_empty()
+    );
+    drop(a);
+}
