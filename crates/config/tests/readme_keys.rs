@@ -81,6 +81,7 @@ const NOT_CONFIG: &[&str] = &[
     "off",
     // JSON fields of the API, monitoring, JWTs and trace events, and
     // headers.
+    "cid",
     "conn",
     "connect_urls",
     "deleted_details",
