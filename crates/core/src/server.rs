@@ -65,6 +65,9 @@ pub trait ServerEvents: Send + Sync {
     fn leaving(&self, lame_duck: bool);
 }
 
+/// Reloads the config file; `Err` says why it was refused.
+pub type Reloader = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
+
 /// What is told of a closing connection (`Server::on_close`).
 pub type ClosedHook = Box<dyn Fn(&Client, &[Arc<Subscription>]) + Send + Sync>;
 
@@ -84,6 +87,9 @@ pub struct Server {
     pub on_close: std::sync::OnceLock<ClosedHook>,
     /// Told of clients coming and going (the system account's events).
     pub events: std::sync::OnceLock<Arc<dyn ServerEvents>>,
+    /// Reloads the config file, as SIGHUP does (set by the binary, which
+    /// owns the file and the log; the system account's `RELOAD`).
+    pub reloader: std::sync::OnceLock<Reloader>,
     next_cid: AtomicU64,
     next_sub_key: AtomicU64,
     pub stats: Stats,
@@ -187,6 +193,7 @@ impl Server {
             clients: Mutex::new(BTreeMap::new()),
             on_close: std::sync::OnceLock::new(),
             events: std::sync::OnceLock::new(),
+            reloader: std::sync::OnceLock::new(),
             next_cid: AtomicU64::new(1),
             next_sub_key: AtomicU64::new(1),
             stats: Stats::default(),

@@ -94,6 +94,7 @@ impl<'a> MakeWriter<'a> for Sink {
 }
 
 /// Lets a config reload change verbosity, and SIGUSR1 reopen the file.
+#[derive(Clone)]
 pub struct LogHandle {
     filter: reload::Handle<LevelFilter, tracing_subscriber::Registry>,
     sink: Sink,

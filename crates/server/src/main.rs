@@ -302,6 +302,13 @@ async fn run(opts: Options, cli: cli::Cli, log: logging::LogHandle) -> Result<()
     }
     info!("Server is ready");
 
+    {
+        let (weak, cli, log) = (Arc::downgrade(&server), cli.clone(), log.clone());
+        let _ = server.reloader.set(Box::new(move || match weak.upgrade() {
+            Some(server) => signals::reload(&server, &cli, &log),
+            None => Err("server shutting down".into()),
+        }));
+    }
     signals::run(server.clone(), cli, log).await;
 
     let _ = accept.await;

@@ -50,7 +50,7 @@ pub async fn run(server: Arc<Server>, cli: Cli, log: LogHandle) {
             }
             _ = hup.recv() => {
                 info!("Trapped \"hangup\" signal");
-                reload(&server, &cli, &log);
+                let _ = reload(&server, &cli, &log);
             }
             _ = shutdown.changed() => {}
         }
@@ -58,33 +58,31 @@ pub async fn run(server: Arc<Server>, cli: Cli, log: LogHandle) {
 }
 
 /// Re-reads the config file and applies what can change while running;
-/// refuses the whole reload if anything else changed.
-fn reload(server: &Server, cli: &Cli, log: &LogHandle) {
+/// refuses the whole reload if anything else changed, and says why (in
+/// the log, and to the caller: the system account's `RELOAD`).
+pub fn reload(server: &Server, cli: &Cli, log: &LogHandle) -> Result<(), String> {
+    try_reload(server, cli, log).inspect_err(|e| {
+        error!("Failed to reload server configuration: {e}");
+    })
+}
+
+fn try_reload(server: &Server, cli: &Cli, log: &LogHandle) -> Result<(), String> {
     let Some(path) = &cli.config else {
-        error!("Failed to reload server configuration: no configuration file");
-        return;
+        return Err("no configuration file".into());
     };
     let mut new = match config::load(path) {
         Ok((o, _warnings)) => o,
-        Err(e) => {
-            error!("Failed to reload server configuration: {e:#}");
-            return;
-        }
+        Err(e) => return Err(format!("{e:#}")),
     };
     cli.apply(&mut new);
     new.apply_baseline();
-    if let Err(e) = new.validate().and_then(|()| auth::check_options(&new)) {
-        error!("Failed to reload server configuration: {e}");
-        return;
-    }
+    new.validate().and_then(|()| auth::check_options(&new))?;
     let old = server.opts();
     if let Some(field) = not_reloadable(&old, &new) {
-        error!("Failed to reload server configuration: config reload not supported for {field}");
-        return;
+        return Err(format!("config reload not supported for {field}"));
     }
     if jwt_jetstream_changed(server, &new) {
-        error!("Failed to reload server configuration: config reload not supported for JetStream limits in account JWTs");
-        return;
+        return Err("config reload not supported for JetStream limits in account JWTs".into());
     }
     if old.debug != new.debug || old.trace != new.trace {
         log.set_level(new.debug, new.trace);
@@ -124,6 +122,7 @@ fn reload(server: &Server, cli: &Cli, log: &LogHandle) {
         server.recheck_auth();
     }
     info!("Reloaded server configuration");
+    Ok(())
 }
 
 /// Whether the preloaded account JWTs of `new` say of JetStream what

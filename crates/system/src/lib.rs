@@ -126,7 +126,7 @@ pub fn start(server: &Arc<Server>, services: &Arc<monitor::Services>) -> Option<
     let id = &server.id;
     let mut subjects = vec!["$SYS.REQ.SERVER.PING".to_string()];
     for s in requests::SERVICES {
-        if !matches!(s.answer, Answer::Kick | Answer::Ldm) {
+        if !s.answer.one_server() {
             subjects.push(format!("$SYS.REQ.SERVER.PING.{}", s.name));
         }
         subjects.push(format!("$SYS.REQ.SERVER.{id}.{}", s.name));
@@ -367,6 +367,25 @@ impl System {
             Answer::Kick | Answer::Ldm => {
                 let reply = request.reply.clone()?;
                 let body = self.client_action(&service.answer, &request.body)?;
+                Some((reply, body))
+            }
+            Answer::Reload => {
+                let reply = request.reply.clone()?;
+                let done = match self.server.reloader.get() {
+                    Some(reload) => reload(),
+                    None => Err("reload not available".into()),
+                };
+                let stamp = self.identity.stamp();
+                let body = match done {
+                    Ok(()) => requests::response_done(&stamp),
+                    Err(description) => requests::response(
+                        &stamp,
+                        Err(ApiError {
+                            code: 500,
+                            description,
+                        }),
+                    ),
+                };
                 Some((reply, body))
             }
             _ => {

@@ -33,11 +33,21 @@ pub enum Answer {
     /// Tells a client (`{"cid": N}`) this server goes (lame duck INFO).
     /// This server's id only.
     Ldm,
+    /// Reloads the config file, as SIGHUP: no data, or the reason it
+    /// was refused (500). This server's id only.
+    Reload,
     /// A monitoring endpoint's JSON as `data` in a `ServerAPIResponse`.
     Monitor {
         path: &'static str,
         options: &'static [Opt],
     },
+}
+
+impl Answer {
+    /// Asked of one server by its id, never of all (`PING`).
+    pub fn one_server(&self) -> bool {
+        matches!(self, Answer::Kick | Answer::Ldm | Answer::Reload)
+    }
 }
 
 /// One monitoring option of a request body: its JSON key, the query
@@ -147,6 +157,10 @@ pub const SERVICES: &[Service] = &[
         answer: Answer::Ldm,
     },
     Service {
+        name: "RELOAD",
+        answer: Answer::Reload,
+    },
+    Service {
         name: "VARZ",
         answer: Answer::Monitor {
             path: "/varz",
@@ -224,7 +238,7 @@ pub fn service(subject: &str, id: &str) -> Option<&'static Service> {
     };
     let found = SERVICES.iter().find(|s| s.name == name)?;
     // A client is one server's: never asked of all.
-    let one_server = matches!(found.answer, Answer::Kick | Answer::Ldm);
+    let one_server = found.answer.one_server();
     (!(ping && one_server)).then_some(found)
 }
 

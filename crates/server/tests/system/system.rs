@@ -604,3 +604,26 @@ async fn clients_are_kicked_and_told_of_lame_duck() {
     );
     drop(a);
 }
+
+/// `RELOAD` reloads the config file, as SIGHUP does, and says when the
+/// new one is refused.
+#[tokio::test]
+async fn the_config_is_reloaded_on_request() {
+    let s = common::server().config(SYS).start();
+    let id = s.json("/varz")["server_id"].as_str().unwrap().to_string();
+    let sys = common::connect_as(&s.url(), "sys", "p").await;
+    let subject = format!("$SYS.REQ.SERVER.{id}.RELOAD");
+    let before = s.json("/varz")["config_load_time"].clone();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let r = gather(&sys, &subject, "", WAIT).await;
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert!(r[0].get("error").is_none(), "{}", r[0]);
+    assert_ne!(s.json("/varz")["config_load_time"], before, "reloaded");
+
+    let changed = format!("{SYS}server_name: renamed\n");
+    std::fs::write(s.config_file(), changed).unwrap();
+    let r = gather(&sys, &subject, "", WAIT).await;
+    assert_eq!(r[0]["error"]["code"], 500, "{}", r[0]);
+    let why = r[0]["error"]["description"].as_str().unwrap_or_default();
+    assert!(why.contains("config reload not supported for"), "{why}");
+}
