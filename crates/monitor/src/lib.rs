@@ -5,6 +5,7 @@ mod accountz;
 pub mod accstatz;
 mod connz;
 pub mod format;
+mod gatewayz;
 pub mod jsz;
 mod leafz;
 pub mod query;
@@ -138,6 +139,7 @@ pub const ENDPOINTS: &[&str] = &[
     "/accstatz",
     "/accountz",
     "/jsz",
+    "/gatewayz",
 ];
 
 /// An endpoint's answer.
@@ -205,6 +207,7 @@ impl Endpoints {
             "/healthz" => self.healthz(q),
             "/accstatz" => Reply::or_bad(accstatz::accstatz(server, q), pretty),
             "/accountz" => Reply::or_bad(accountz::accountz(server, q), pretty),
+            "/gatewayz" => Reply::of(&gatewayz::gatewayz(server), pretty),
             _ => return None,
         };
         Some(reply)

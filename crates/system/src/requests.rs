@@ -189,6 +189,13 @@ pub const SERVICES: &[Service] = &[
         },
     },
     Service {
+        name: "GATEWAYZ",
+        answer: Answer::Monitor {
+            path: "/gatewayz",
+            options: &[],
+        },
+    },
+    Service {
         name: "LEAFZ",
         answer: Answer::Monitor {
             path: "/leafz",

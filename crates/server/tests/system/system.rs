@@ -181,6 +181,7 @@ async fn server_requests_are_answered_as_nats_server_answers_them() {
         ("SUBSZ", "num_subscriptions"),
         ("ROUTEZ", "num_routes"),
         ("LEAFZ", "leafnodes"),
+        ("GATEWAYZ", "outbound_gateways"),
         ("ACCOUNTZ", "accounts"),
         ("HEALTHZ", "status"),
     ] {
