@@ -545,6 +545,11 @@ async fn accounts_are_asked_about() {
     assert!(gather(&a, "$SYS.REQ.SERVER.PING.VARZ", "", WAIT)
         .await
         .is_empty());
+    // The system account's users ask who they are too.
+    let me = gather(&sys, "$SYS.REQ.USER.INFO", "", WAIT).await;
+    assert_eq!(me.len(), 1, "{me:?}");
+    assert_eq!(me[0]["data"]["user"], "sys", "{}", me[0]);
+    assert_eq!(me[0]["data"]["account"], "SYS", "{}", me[0]);
 }
 
 /// `KICK` closes the client a `cid` names (its reason `Kicked`), and
