@@ -60,6 +60,10 @@ pub trait ServerEvents: Send + Sync {
     fn auth_failed(&self, client: &Arc<Client>);
     /// A client's connection closed (`Client::closed_reason` says why).
     fn closed(&self, client: &Arc<Client>);
+    /// A leaf node connection was registered, bound to `account`.
+    fn leaf_connected(&self, client: &Arc<Client>, account: &str);
+    /// A registered leaf node connection closed.
+    fn leaf_closed(&self, client: &Arc<Client>, account: &str);
     /// This server enters lame duck mode, or shuts down: called before
     /// routes and clients close, so what it publishes still goes out.
     fn leaving(&self, lame_duck: bool);

@@ -352,6 +352,9 @@ where
 /// Deregisters a closed connection and withdraws the interest it told.
 fn forget(server: &Server, leaf: &Leaf) {
     server.leafs.deregister(leaf);
+    if let Some(events) = server.events.get() {
+        events.leaf_closed(&leaf.client, &leaf.account.name);
+    }
     let subs: Vec<Arc<Subscription>> = std::mem::take(&mut *leaf.subs.lock())
         .into_values()
         .collect();
@@ -813,6 +816,9 @@ impl LeafConn {
             leaf.account.name
         );
         self.server.leafs.register(leaf.clone());
+        if let Some(events) = self.server.events.get() {
+            events.leaf_connected(&self.client, &leaf.account.name);
+        }
         self.leaf = Some(leaf);
         self.ping();
     }

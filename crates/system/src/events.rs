@@ -196,6 +196,31 @@ impl ServerEvents for Events {
         self.send(Event::Conns { account });
     }
 
+    fn leaf_connected(&self, client: &Arc<Client>, account: &str) {
+        let info = client_info(client, account, None);
+        self.send(Event::Connect {
+            account: account.to_string(),
+            client: info,
+        });
+        self.send(Event::Conns {
+            account: account.to_string(),
+        });
+    }
+
+    fn leaf_closed(&self, client: &Arc<Client>, account: &str) {
+        let reason = client
+            .closed_reason()
+            .map_or("Client Closed", |r| r.as_str());
+        let closed = closed(client, account, reason);
+        self.send(Event::Disconnect {
+            account: account.to_string(),
+            closed,
+        });
+        self.send(Event::Conns {
+            account: account.to_string(),
+        });
+    }
+
     fn leaving(&self, lame_duck: bool) {
         if let Some(system) = self.system.upgrade() {
             system.leaving(lame_duck);
@@ -248,12 +273,18 @@ fn client_info(client: &Client, account: &str, stop: Option<i64>) -> Map<String,
     let jwt = client.creds.lock().as_ref().and_then(|c| c.jwt.clone());
     put("jwt", jwt.unwrap_or_default().into());
     put("name_tag", account.into());
-    put("kind", "Client".into());
-    let kind = if client.websocket {
-        "websocket"
+    // A leaf node connection has no client type (nats-server's
+    // `clientTypeString` of a non-client).
+    if client.leaf.is_some() {
+        put("kind", "Leafnode".into());
     } else {
-        "nats"
-    };
-    put("client_type", kind.into());
+        put("kind", "Client".into());
+        let kind = if client.websocket {
+            "websocket"
+        } else {
+            "nats"
+        };
+        put("client_type", kind.into());
+    }
     info
 }

@@ -633,3 +633,51 @@ async fn the_config_is_reloaded_on_request() {
     let why = r[0]["error"]["description"].as_str().unwrap_or_default();
     assert!(why.contains("config reload not supported for"), "{why}");
 }
+
+/// A leaf node connection is told as a client is, as a `Leafnode`.
+#[tokio::test]
+async fn leaf_node_connections_are_told() {
+    use futures::StreamExt;
+    let port = common::free_ports(1)[0];
+    let hub_config = format!(
+        "{SYS}authorization {{ users: [{{ user: anon, password: p }}] }}\n\
+         leafnodes {{ listen: \"127.0.0.1:{port}\" }}\n"
+    );
+    let hub = common::server().config(&hub_config).start();
+    let sys = common::connect_as(&hub.url(), "sys", "p").await;
+    let mut events = sys.subscribe("$SYS.ACCOUNT.*.*").await.unwrap();
+    sys.flush().await.unwrap();
+    let leaf_config = format!(
+        "leafnodes {{ remotes: [ {{ url: \"nats-leaf://anon:p@127.0.0.1:{port}\" }} ] }}\n"
+    );
+    let mut leaf = common::server().config(&leaf_config).start();
+    let connect = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while let Some(m) = events.next().await {
+            if m.subject.as_str() == "$SYS.ACCOUNT.$G.CONNECT" {
+                return Some(m);
+            }
+        }
+        None
+    })
+    .await
+    .expect("a connect event")
+    .unwrap();
+    let c: serde_json::Value = serde_json::from_slice(&connect.payload).unwrap();
+    assert_eq!(connect.subject.as_str(), "$SYS.ACCOUNT.$G.CONNECT", "{c}");
+    assert_eq!(c["client"]["kind"], "Leafnode", "{c}");
+    assert!(c["client"].get("client_type").is_none(), "{c}");
+    leaf.kill9();
+    let gone = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while let Some(m) = events.next().await {
+            if m.subject.as_str() == "$SYS.ACCOUNT.$G.DISCONNECT" {
+                return Some(m);
+            }
+        }
+        None
+    })
+    .await
+    .expect("a disconnect event")
+    .unwrap();
+    let d: serde_json::Value = serde_json::from_slice(&gone.payload).unwrap();
+    assert_eq!(d["client"]["kind"], "Leafnode", "{d}");
+}
