@@ -159,6 +159,11 @@ impl Trust {
         &self.links
     }
 
+    /// The resolved accounts' public keys.
+    pub fn account_keys(&self) -> Vec<String> {
+        self.accounts.keys().cloned().collect()
+    }
+
     /// What each resolved account's JWT says of JetStream, by account
     /// public key.
     pub fn jetstream(&self) -> Vec<(String, JwtJetStream)> {

@@ -250,11 +250,14 @@ impl Server {
         } = self.account_links();
         let named = imports.iter().map(|i| &i.account);
         let named = named.chain(mappings.iter().map(|m| &m.account));
-        // Every configured account exists from the start: each gets the
-        // system account's imports here, not only those named by links.
+        // Every configured or resolved account exists from the start:
+        // each gets the system account's imports here, not only those
+        // named by links.
+        let resolved = self.trust().map(|t| t.account_keys()).unwrap_or_default();
         let named = named
             .chain(opts.account_limits.keys())
-            .chain(&opts.accounts);
+            .chain(&opts.accounts)
+            .chain(&resolved);
         for name in named {
             self.accounts.ensure(name);
         }

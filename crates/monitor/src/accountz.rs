@@ -187,7 +187,7 @@ fn detail(server: &Server, account: &flotilla_core::client::Account) -> AccountI
             service_latency: e.latency.as_ref().map(Latency::of),
         })
         .collect();
-    let imports = links
+    let mut imports: Vec<ExtImport> = links
         .imports
         .iter()
         .filter(|i| i.account == *name)
@@ -231,6 +231,21 @@ fn detail(server: &Server, account: &flotilla_core::client::Account) -> AccountI
             },
         })
         .collect();
+    // The system account's imports, which nats-server lists too.
+    let theirs = account.imports();
+    for s in theirs.services.iter().filter(|s| s.system) {
+        imports.push(ExtImport {
+            subject: s.request.apply(&s.local),
+            account: s.to.name.clone(),
+            to: Some(s.local.clone()),
+            local_subject: Some(s.local.clone()),
+            kind: "service",
+            invalid: false,
+            share: s.share,
+            tracking: false,
+            latency: None,
+        });
+    }
     let responses = account
         .responses
         .list()

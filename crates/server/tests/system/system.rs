@@ -681,3 +681,48 @@ async fn leaf_node_connections_are_told() {
     let d: serde_json::Value = serde_json::from_slice(&gone.payload).unwrap();
     assert_eq!(d["client"]["kind"], "Leafnode", "{d}");
 }
+
+/// `/accountz` lists every account's imports from the system account,
+/// as nats-server does.
+#[test]
+fn accountz_lists_the_system_imports() {
+    let s = common::server()
+        .config("accounts { A { users: [{ user: a, password: p }] } }\n")
+        .start();
+    let a = &s.json("/accountz?acc=A")["account_detail"];
+    let mut system: Vec<serde_json::Value> = a["imports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["account"] == "$SYS")
+        .cloned()
+        .collect();
+    system.sort_by_key(|i| i["to"].as_str().unwrap_or_default().to_string());
+    let import = |subject: &str, to: &str, share: bool| {
+        serde_json::json!({"subject": subject, "account": "$SYS", "to": to,
+            "local_subject": to, "type": "service", "invalid": false,
+            "share": share, "tracking": false})
+    };
+    assert_eq!(
+        system,
+        [
+            import(
+                "$SYS.REQ.ACCOUNT.A.CONNZ",
+                "$SYS.REQ.ACCOUNT.PING.CONNZ",
+                false
+            ),
+            import(
+                "$SYS.REQ.ACCOUNT.A.STATZ",
+                "$SYS.REQ.ACCOUNT.PING.STATZ",
+                false
+            ),
+            import(
+                "$SYS.REQ.ACCOUNT.A.CONNZ",
+                "$SYS.REQ.SERVER.PING.CONNZ",
+                false
+            ),
+            import("$SYS.REQ.USER.A.INFO", "$SYS.REQ.USER.INFO", true),
+        ],
+        "{a}"
+    );
+}
