@@ -295,20 +295,27 @@ fn anonymous_into_global(o: &mut Options) {
     o.authorization.no_auth_user = Some(user);
 }
 
-/// Eight random alphanumeric characters, from the process's hash seed.
+/// Eight random alphanumeric characters, from the process's hash seed,
+/// the same for the whole process: a reload finds the same hidden user,
+/// so it is no change of authorization.
 fn hidden_secret() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(0x5eed);
-    let mut n = h.finish();
-    (0..8)
-        .map(|_| {
-            let c = DIGITS[(n % 62) as usize] as char;
-            n /= 62;
-            c
+    static SECRET: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SECRET
+        .get_or_init(|| {
+            use std::hash::{BuildHasher, Hasher};
+            const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(0x5eed);
+            let mut n = h.finish();
+            (0..8)
+                .map(|_| {
+                    let c = DIGITS[(n % 62) as usize] as char;
+                    n /= 62;
+                    c
+                })
+                .collect()
         })
-        .collect()
+        .clone()
 }
 
 /// Service latency is published through the system account's events:

@@ -473,6 +473,20 @@ async fn only_a_system_account_leaves_the_global_account_open() {
         .as_str()
         .unwrap_or_default();
     assert!(user.starts_with("nats-"), "{connz}");
+    // A reload keeps the hidden user: no change of authorization.
+    if !common::reference_server() {
+        s.signal(libc::SIGHUP);
+        let reloaded = s.wait_log(
+            "Reloaded server configuration",
+            std::time::Duration::from_secs(5),
+        );
+        assert!(reloaded, "{}", s.log_text());
+        assert!(
+            !s.log_text().contains("Reloaded: authorization"),
+            "{}",
+            s.log_text()
+        );
+    }
 
     let closed = format!("{config}authorization {{ users: [{{ user: u, password: p }}] }}\n");
     let s = common::server().config(&closed).start();
