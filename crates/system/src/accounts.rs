@@ -25,13 +25,7 @@ impl System {
         };
         let read = match requests::read_body(body, options) {
             Ok(read) => read,
-            Err(description) => {
-                let e = ApiError {
-                    code: 400,
-                    description,
-                };
-                return Some(requests::response(&self.identity.stamp(), Err(e)));
-            }
+            Err(description) => return Some(self.refused(400, description)),
         };
         if read.filter.excludes(&self.me()) {
             return None;
@@ -110,13 +104,7 @@ impl System {
     fn account_statz(&self, account: &str, body: &[u8]) -> Option<Vec<u8>> {
         let opts = match requests::statz_options(body) {
             Ok(o) => o,
-            Err(description) => {
-                let e = ApiError {
-                    code: 400,
-                    description,
-                };
-                return Some(requests::response(&self.identity.stamp(), Err(e)));
-            }
+            Err(description) => return Some(self.refused(400, description)),
         };
         let wanted = |name: &str| match account {
             "PING" => opts.accounts.is_empty() || opts.accounts.iter().any(|a| a == name),
@@ -150,11 +138,7 @@ impl System {
             .and_then(|i| serde_json::from_str(i).ok())
             .unwrap_or_default();
         let Some(acc) = ci["acc"].as_str() else {
-            let e = ApiError {
-                code: 400,
-                description: String::new(),
-            };
-            return requests::response(&self.identity.stamp(), Err(e));
+            return self.refused(400, String::new());
         };
         debug_assert!(!account.is_empty(), "the subject names the importer");
         let mut data = serde_json::Map::new();

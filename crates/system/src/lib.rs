@@ -376,16 +376,9 @@ impl System {
                     Some(reload) => reload(),
                     None => Err("reload not available".into()),
                 };
-                let stamp = self.identity.stamp();
                 let body = match done {
-                    Ok(()) => requests::response_done(&stamp),
-                    Err(description) => requests::response(
-                        &stamp,
-                        Err(ApiError {
-                            code: 500,
-                            description,
-                        }),
-                    ),
+                    Ok(()) => requests::response_done(&self.identity.stamp()),
+                    Err(description) => self.refused(500, description),
                 };
                 Some((reply, body))
             }
@@ -406,13 +399,7 @@ impl System {
         };
         let read = match requests::read_body(body, options) {
             Ok(read) => read,
-            Err(description) => {
-                let e = ApiError {
-                    code: 400,
-                    description,
-                };
-                return Some(requests::response(&self.identity.stamp(), Err(e)));
-            }
+            Err(description) => return Some(self.refused(400, description)),
         };
         if read.filter.excludes(&self.me()) {
             return None;
@@ -461,16 +448,9 @@ impl System {
             }
             (_, None) => Err("no such client id"),
         };
-        let stamp = self.identity.stamp();
         Some(match done {
-            Ok(()) => requests::response_done(&stamp),
-            Err(why) => requests::response(
-                &stamp,
-                Err(ApiError {
-                    code: 500,
-                    description: why.to_string(),
-                }),
-            ),
+            Ok(()) => requests::response_done(&self.identity.stamp()),
+            Err(why) => self.refused(500, why.to_string()),
         })
     }
 
@@ -496,6 +476,12 @@ impl System {
             Ok(json) => serde_json::from_slice(&json).unwrap_or_default(),
             Err(_) => serde_json::Value::Null,
         }
+    }
+
+    /// A `ServerAPIResponse` carrying nats-server's error `code`.
+    fn refused(&self, code: u16, description: String) -> Vec<u8> {
+        let e = ApiError { code, description };
+        requests::response(&self.identity.stamp(), Err(e))
     }
 
     /// What a request's filter is checked against.
