@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flotilla_core::bus::{Bus, Message, Reach, Sink, Subscription};
+use flotilla_core::bus::{Bus, Message, Publisher, Reach, Sink, Subscription};
 use flotilla_core::server::Server;
 use monitor::query::Query;
 use monitor::{Endpoints, Reply};
@@ -103,7 +103,9 @@ pub struct System {
     /// not count as interest in its own.
     statsz_sub: Mutex<Option<Arc<Subscription>>>,
     /// It told the cluster it is leaving: it sends nothing more.
-    gone: std::sync::atomic::AtomicBool,
+    /// Held while anything is published: `leaving` sets it under the
+    /// lock, so nothing goes out after the last message.
+    gone: Mutex<bool>,
 }
 
 /// Serves the system account, if the server has one (see the module's
@@ -120,7 +122,7 @@ pub fn start(server: &Arc<Server>, services: &Arc<monitor::Services>) -> Option<
         peers: Mutex::new(HashMap::new()),
         last_statsz: Mutex::new(None),
         statsz_sub: Mutex::new(None),
-        gone: std::sync::atomic::AtomicBool::new(false),
+        gone: Mutex::new(false),
     });
     let (tx, rx) = mpsc::unbounded_channel();
     let queue: Arc<dyn Sink> = Arc::new(Queue(tx));
@@ -232,11 +234,7 @@ async fn answer_all(
         let Some((to, body)) = system.answer(&request).await else {
             continue;
         };
-        if system.is_gone() {
-            continue;
-        }
-        publisher.publish(&to, &to, None, None, &body);
-        publisher.flush();
+        system.send(&mut publisher, &to, &body);
     }
 }
 
@@ -285,9 +283,22 @@ impl System {
                 None => self.bus.publisher(),
                 Some(name) => Bus::named(self.server.clone(), &name).publisher(),
             };
-            publisher.publish(&subject, &subject, None, None, &body);
-            publisher.flush();
+            self.send(&mut publisher, &subject, &body);
         }
+    }
+
+    /// Publishes `body` on `subject`, unless this server told the
+    /// cluster it is leaving; `leaving` waits for it, so nothing follows
+    /// its last message (a statsz computed meanwhile would bring it back
+    /// into the others' count).
+    fn send(&self, publisher: &mut Publisher, subject: &str, body: &[u8]) -> bool {
+        let gone = self.gone.lock();
+        if *gone {
+            return false;
+        }
+        publisher.publish(subject, subject, None, None, body);
+        publisher.flush();
+        true
     }
 
     /// Tells the cluster this server is going (nats-server's
@@ -296,9 +307,11 @@ impl System {
     /// first is the last system message it sends, as nats-server's send
     /// loop ends there.
     fn leaving(&self, lame_duck: bool) {
-        if self.gone.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        let mut gone = self.gone.lock();
+        if *gone {
             return;
         }
+        *gone = true;
         let what = if lame_duck { "LAMEDUCK" } else { "SHUTDOWN" };
         let subject = format!("$SYS.SERVER.{}.{what}", self.server.id);
         let body = serde_json::to_vec(&self.identity.stamp()).expect("json");
@@ -309,7 +322,7 @@ impl System {
 
     /// Whether it told the cluster it is leaving.
     fn is_gone(&self) -> bool {
-        self.gone.load(std::sync::atomic::Ordering::SeqCst)
+        *self.gone.lock()
     }
 
     /// Repeats the connection count of every account with connections.
@@ -558,9 +571,9 @@ impl System {
         }
         let body = self.statsz().await;
         let mut publisher = self.bus.publisher();
-        publisher.publish(&subject, &subject, None, None, &body);
-        publisher.flush();
-        debug!("system account: statsz sent");
+        if self.send(&mut publisher, &subject, &body) {
+            debug!("system account: statsz sent");
+        }
         None
     }
 }
