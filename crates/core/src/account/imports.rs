@@ -468,6 +468,59 @@ mod tests {
         assert_eq!(m("a.>", "a.>", "a.q"), "a.q");
     }
 
+    /// A timed request answered on another server: its two halves meet
+    /// whichever comes first, merge as nats-server's `merge`, and a
+    /// remote half for no request open here is dropped.
+    #[test]
+    fn latency_halves_meet_in_either_order() {
+        use crate::latency::Report;
+        let to = Account::<()>::new("B");
+        let r = Responses::<()>::default();
+        let t0 = Instant::now();
+        let open = || Pending {
+            to: to.clone(),
+            reply: Bytes::from_static(b"_INBOX.x"),
+            response: ResponseType::Singleton,
+            threshold: Duration::from_secs(2),
+            last: t0,
+            tracking: None,
+        };
+        let m1 = || Report {
+            service: 1_000,
+            ..Report::default()
+        };
+        let mut responder = serde_json::Map::new();
+        responder.insert("rtt".into(), 100.into());
+        let m2 = || Report {
+            service: 600,
+            responder: Some(responder.clone()),
+            ..Report::default()
+        };
+        let reply = |m1: Report| Half::Reply {
+            m1: Box::new(m1),
+            results: "lat".into(),
+        };
+        // The reply first, then the responder's half.
+        let path = r.open(open(), t0, ".h.T");
+        assert!(r.meet(&path, reply(m1()), t0).is_none(), "waits");
+        let (merged, results) = r.meet(&path, Half::Remote(Box::new(m2())), t0).unwrap();
+        assert_eq!(results, "lat");
+        assert_eq!((merged.service, merged.system), (600, 300));
+        assert!(merged.responder.is_some());
+        // The responder's half first, while the request is open.
+        let path = r.open(open(), t0, ".h.T");
+        assert!(r.meet(&path, Half::Remote(Box::new(m2())), t0).is_none());
+        let (merged, _) = r.meet(&path, reply(m1()), t0).unwrap();
+        assert_eq!((merged.service, merged.system), (600, 300));
+        // A responder's half for a path never opened here.
+        let stray = Half::Remote(Box::new(m2()));
+        assert!(r.meet(b"_R_.none.h.T", stray, t0).is_none());
+        assert!(
+            r.meet(b"_R_.none.h.T", reply(m1()), t0).is_none(),
+            "nothing waited"
+        );
+    }
+
     #[test]
     fn a_singleton_path_closes_with_its_reply_a_stream_one_with_time() {
         let to = Account::<()>::new("B");
