@@ -131,6 +131,12 @@ impl Bus {
         found.psubs.iter().any(other) || found.qsubs.iter().any(|(_, m)| m.iter().any(other))
     }
 
+    /// The full `ClientInfo` of connection `cid`, as an API audit tells
+    /// its requester (`None` for a route or the server itself).
+    pub fn requester_info(&self, cid: u64) -> Option<serde_json::Value> {
+        crate::imports::requester_info(&self.server, cid)
+    }
+
     /// This server's name (what one server reports as a stream's leader).
     pub fn server_name(&self) -> &str {
         &self.server.name

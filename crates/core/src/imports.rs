@@ -363,6 +363,26 @@ fn request_info(asker: &Asker<'_>, detail: Detail, through: Option<&str>) -> Str
     serde_json::Value::Object(info).to_string()
 }
 
+/// nats-server's full `ClientInfo` (`getClientInfo(true)`) of the client
+/// connection `cid`, as JetStream's API audit reports its requester;
+/// `None` for the server itself, a route, or a client gone.
+pub fn requester_info(server: &Server, cid: u64) -> Option<serde_json::Value> {
+    let client = server.clients.lock().get(&cid).cloned()?;
+    if client.is_route {
+        return None;
+    }
+    let account = client.account()?;
+    let detail = Detail {
+        share: true,
+        server: true,
+    };
+    let mut info = client_info(server, &account.name, &client, detail, None);
+    // nats-server's `forAdvisory`: no credentials, no alternates.
+    info.remove("jwt");
+    info.remove("alts");
+    Some(serde_json::Value::Object(info))
+}
+
 /// nats-server's `ClientInfo` of `client`, in `account`, as
 /// `getClientInfo` tells it (see [`Detail`]); `through`: the account a
 /// chained request last went through (`svc`).

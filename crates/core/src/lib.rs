@@ -25,3 +25,12 @@ pub mod leaf;
 pub mod route;
 pub mod server;
 pub mod trace;
+
+/// A new NUID-like id: 22 base-62 characters (nats-server's event ids,
+/// system events and JetStream advisories alike).
+pub fn nuid() -> String {
+    const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    (0..22)
+        .map(|_| DIGITS[fastrand::usize(..DIGITS.len())] as char)
+        .collect()
+}

@@ -137,7 +137,7 @@ impl Event {
 fn typed<T: Serialize>(kind: &str, server: &ServerInfo, body: &T) -> Vec<u8> {
     let event = Typed {
         kind,
-        id: crate::nuid(),
+        id: flotilla_core::nuid(),
         timestamp: jsapi::time::rfc3339(crate::info::unix_nanos()),
         server,
         body,

@@ -81,14 +81,6 @@ const SERVER_GONE: Duration = Duration::from_secs(150);
 /// connections (nats-server's `eventsHBInterval`).
 const CONNS_EVERY: Duration = Duration::from_secs(30);
 
-/// A new NUID-like id: 22 base-62 characters (nats-server's event ids).
-pub fn nuid() -> String {
-    const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    (0..22)
-        .map(|_| DIGITS[fastrand::usize(..DIGITS.len())] as char)
-        .collect()
-}
-
 /// The system account's side of this server.
 pub struct System {
     server: Arc<Server>,

@@ -151,6 +151,14 @@ pub struct Message<'a> {
 pub trait InternalSink: Send + Sync {
     fn deliver(&self, msg: Message<'_>);
 
+    /// `deliver`, told which connection published (its cid; 0 when the
+    /// server did): a sink that reports who asked (JetStream's API
+    /// audit) overrides this.
+    fn deliver_from(&self, msg: Message<'_>, publisher: u64) {
+        let _ = publisher;
+        self.deliver(msg);
+    }
+
     /// The stream this sink stores into, for message traces.
     fn traced_stream(&self) -> Option<&str> {
         None

@@ -384,7 +384,7 @@ impl Delivery {
             }
             // Not in `sent`: nats-server counts no delivery to an
             // internal subscription (JetStream's among them).
-            sink.deliver(msg);
+            sink.deliver_from(msg, self.publisher);
             return true;
         }
         match sub.take_quota() {
