@@ -2,6 +2,7 @@
 //! omission rules, and its error catalogue.
 
 mod account;
+pub mod advisory;
 mod catalogue;
 mod consumer;
 pub mod duration;

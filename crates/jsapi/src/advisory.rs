@@ -1,0 +1,399 @@
+//! JetStream's advisories and metrics (`$JS.EVENT.>`), in nats-server's
+//! JSON (`jetstream_events.go`): every event starts with `type`, `id`
+//! and `timestamp`, then its own fields in Go's order; `domain` only
+//! when one is configured. See `docs/wire/jetstream-advisories.md`.
+//!
+//! The state machines say *what* happened (an [`Event`]); the driver
+//! that sends it gives the id, the time and the domain ([`Event::render`]).
+
+use serde::Serialize;
+
+/// Where API audits go, in the requester's account.
+pub const API_AUDIT: &str = "$JS.EVENT.ADVISORY.API";
+
+const ADVISORY: &str = "io.nats.jetstream.advisory.v1.";
+
+/// What became of a stream or consumer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Create,
+    Delete,
+    Modify,
+}
+
+impl Action {
+    fn word(self) -> &'static str {
+        match self {
+            Action::Create => "CREATED",
+            Action::Delete => "DELETED",
+            Action::Modify => "UPDATED",
+        }
+    }
+}
+
+/// A message's place in a consumer's deliveries, as its ack subject
+/// tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub stream: String,
+    pub consumer: String,
+    pub consumer_seq: u64,
+    pub stream_seq: u64,
+    pub deliveries: u64,
+}
+
+/// Something a stream or consumer reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// `STREAM.{CREATED,UPDATED,DELETED}.<stream>`.
+    Stream { stream: String, action: Action },
+    /// `CONSUMER.{CREATED,DELETED}.<stream>.<consumer>`.
+    Consumer {
+        stream: String,
+        consumer: String,
+        action: Action,
+    },
+    /// `CONSUMER.PAUSE`: paused until `until` (unix ns), or resumed.
+    Pause {
+        stream: String,
+        consumer: String,
+        until: Option<i64>,
+    },
+    /// `CONSUMER.MAX_DELIVERIES`: a message delivered `deliveries` times
+    /// (its max) goes no more.
+    MaxDeliveries(Delivery),
+    /// `CONSUMER.MSG_NAKED`.
+    Nak(Delivery),
+    /// `CONSUMER.MSG_TERMINATED`, with the client's reason (or the
+    /// server's).
+    Terminated(Delivery, String),
+    /// `$JS.EVENT.METRIC.CONSUMER.ACK`: a sampled ack, `ack_time` ns
+    /// after the delivery.
+    AckSampled(Delivery, i64),
+}
+
+impl Event {
+    /// The subject it is published on, in the stream's account.
+    pub fn subject(&self) -> String {
+        let a = "$JS.EVENT.ADVISORY";
+        match self {
+            Event::Stream { stream, action } => format!("{a}.STREAM.{}.{stream}", action.word()),
+            Event::Consumer {
+                stream,
+                consumer,
+                action,
+            } => format!("{a}.CONSUMER.{}.{stream}.{consumer}", action.word()),
+            Event::Pause {
+                stream, consumer, ..
+            } => format!("{a}.CONSUMER.PAUSE.{stream}.{consumer}"),
+            Event::MaxDeliveries(d) => {
+                format!("{a}.CONSUMER.MAX_DELIVERIES.{}.{}", d.stream, d.consumer)
+            }
+            Event::Nak(d) => format!("{a}.CONSUMER.MSG_NAKED.{}.{}", d.stream, d.consumer),
+            Event::Terminated(d, _) => {
+                format!("{a}.CONSUMER.MSG_TERMINATED.{}.{}", d.stream, d.consumer)
+            }
+            Event::AckSampled(d, _) => {
+                format!("$JS.EVENT.METRIC.CONSUMER.ACK.{}.{}", d.stream, d.consumer)
+            }
+        }
+    }
+
+    /// Its JSON, as event `id`, sent at `now` (unix ns).
+    pub fn render(&self, id: &str, now: i64, domain: Option<&str>) -> Vec<u8> {
+        let head = |kind: &str| Head::new(kind, id, now);
+        match self {
+            Event::Stream { stream, action } => typed(
+                head("stream_action"),
+                StreamAction {
+                    stream,
+                    action: *action,
+                    domain,
+                },
+            ),
+            Event::Consumer {
+                stream,
+                consumer,
+                action,
+            } => typed(
+                head("consumer_action"),
+                ConsumerAction {
+                    stream,
+                    consumer,
+                    action: *action,
+                    domain,
+                },
+            ),
+            Event::Pause {
+                stream,
+                consumer,
+                until,
+            } => typed(
+                head("consumer_pause"),
+                Pause {
+                    stream,
+                    consumer,
+                    paused: until.is_some_and(|u| now < u),
+                    pause_until: crate::time::rfc3339(until.unwrap_or(0)),
+                    domain,
+                },
+            ),
+            Event::MaxDeliveries(d) => typed(
+                head("max_deliver"),
+                MaxDeliver {
+                    stream: &d.stream,
+                    consumer: &d.consumer,
+                    stream_seq: d.stream_seq,
+                    deliveries: d.deliveries,
+                    domain,
+                },
+            ),
+            Event::Nak(d) => typed(head("nak"), DeliveryEvent::of(d, None, None, domain)),
+            Event::Terminated(d, reason) => typed(
+                head("terminated"),
+                DeliveryEvent::of(d, Some(reason), None, domain),
+            ),
+            Event::AckSampled(d, ack_time) => typed(
+                Head::metric("consumer_ack", id, now),
+                DeliveryEvent::of(d, None, Some(*ack_time), domain),
+            ),
+        }
+    }
+}
+
+/// `type`, `id` and `timestamp` (nats-server's `TypedEvent`).
+#[derive(Serialize)]
+pub struct Head<'a> {
+    #[serde(rename = "type")]
+    kind: String,
+    id: &'a str,
+    timestamp: String,
+}
+
+impl<'a> Head<'a> {
+    /// An advisory's head: `kind` is the part after
+    /// `io.nats.jetstream.advisory.v1.`.
+    pub fn new(kind: &str, id: &'a str, now: i64) -> Head<'a> {
+        Head {
+            kind: format!("{ADVISORY}{kind}"),
+            id,
+            timestamp: crate::time::rfc3339(now),
+        }
+    }
+
+    fn metric(kind: &str, id: &'a str, now: i64) -> Head<'a> {
+        Head {
+            kind: format!("io.nats.jetstream.metric.v1.{kind}"),
+            id,
+            timestamp: crate::time::rfc3339(now),
+        }
+    }
+}
+
+/// An event's JSON: its head, then its body's fields.
+pub fn typed<B: Serialize>(head: Head<'_>, body: B) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Typed<'a, B> {
+        #[serde(flatten)]
+        head: Head<'a>,
+        #[serde(flatten)]
+        body: B,
+    }
+    serde_json::to_vec(&Typed { head, body }).expect("events serialize")
+}
+
+#[derive(Serialize)]
+struct StreamAction<'a> {
+    stream: &'a str,
+    action: Action,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    domain: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct ConsumerAction<'a> {
+    stream: &'a str,
+    consumer: &'a str,
+    action: Action,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    domain: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct Pause<'a> {
+    stream: &'a str,
+    consumer: &'a str,
+    paused: bool,
+    pause_until: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    domain: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct MaxDeliver<'a> {
+    stream: &'a str,
+    consumer: &'a str,
+    stream_seq: u64,
+    deliveries: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    domain: Option<&'a str>,
+}
+
+/// NAK, TERM and the ack metric: the delivery, and a reason or an ack
+/// time.
+#[derive(Serialize)]
+struct DeliveryEvent<'a> {
+    stream: &'a str,
+    consumer: &'a str,
+    consumer_seq: u64,
+    stream_seq: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ack_time: Option<i64>,
+    deliveries: u64,
+    #[serde(skip_serializing_if = "reason_omitted")]
+    reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    domain: Option<&'a str>,
+}
+
+fn reason_omitted(r: &Option<&str>) -> bool {
+    r.is_none_or(|r| r.is_empty())
+}
+
+impl<'a> DeliveryEvent<'a> {
+    fn of(
+        d: &'a Delivery,
+        reason: Option<&'a str>,
+        ack_time: Option<i64>,
+        domain: Option<&'a str>,
+    ) -> Self {
+        DeliveryEvent {
+            stream: &d.stream,
+            consumer: &d.consumer,
+            consumer_seq: d.consumer_seq,
+            stream_seq: d.stream_seq,
+            ack_time,
+            deliveries: d.deliveries,
+            reason,
+            domain,
+        }
+    }
+}
+
+/// nats-server's `JSAPIAudit`: a request to the API and its answer, in
+/// the requester's account. `client` is the requester's `ClientInfo`
+/// (`null` when unknown).
+#[derive(Serialize)]
+pub struct Audit<'a> {
+    pub server: &'a str,
+    pub client: Option<&'a serde_json::Value>,
+    pub subject: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub request: &'a str,
+    pub response: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<&'a str>,
+}
+
+impl Audit<'_> {
+    pub fn render(&self, id: &str, now: i64) -> Vec<u8> {
+        typed(Head::new("api_audit", id, now), self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(e: &Event, domain: Option<&str>) -> serde_json::Value {
+        serde_json::from_slice(&e.render("ID", 1_700_000_000_000_000_000, domain)).unwrap()
+    }
+
+    fn delivery() -> Delivery {
+        Delivery {
+            stream: "S".into(),
+            consumer: "C".into(),
+            consumer_seq: 3,
+            stream_seq: 7,
+            deliveries: 2,
+        }
+    }
+
+    #[test]
+    fn events_carry_nats_servers_fields() {
+        let cases: Vec<(Event, &str, serde_json::Value)> = vec![
+            (
+                Event::Stream {
+                    stream: "S".into(),
+                    action: Action::Modify,
+                },
+                "$JS.EVENT.ADVISORY.STREAM.UPDATED.S",
+                serde_json::json!({"type": "io.nats.jetstream.advisory.v1.stream_action",
+                    "stream": "S", "action": "modify"}),
+            ),
+            (
+                Event::Consumer {
+                    stream: "S".into(),
+                    consumer: "C".into(),
+                    action: Action::Delete,
+                },
+                "$JS.EVENT.ADVISORY.CONSUMER.DELETED.S.C",
+                serde_json::json!({"type": "io.nats.jetstream.advisory.v1.consumer_action",
+                    "stream": "S", "consumer": "C", "action": "delete"}),
+            ),
+            (
+                Event::MaxDeliveries(delivery()),
+                "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C",
+                serde_json::json!({"type": "io.nats.jetstream.advisory.v1.max_deliver",
+                    "stream": "S", "consumer": "C", "stream_seq": 7, "deliveries": 2}),
+            ),
+            (
+                Event::Nak(delivery()),
+                "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.S.C",
+                serde_json::json!({"type": "io.nats.jetstream.advisory.v1.nak",
+                    "stream": "S", "consumer": "C", "consumer_seq": 3, "stream_seq": 7,
+                    "deliveries": 2}),
+            ),
+            (
+                Event::Terminated(delivery(), String::new()),
+                "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.S.C",
+                serde_json::json!({"type": "io.nats.jetstream.advisory.v1.terminated",
+                    "stream": "S", "consumer": "C", "consumer_seq": 3, "stream_seq": 7,
+                    "deliveries": 2}),
+            ),
+            (
+                Event::AckSampled(delivery(), 5),
+                "$JS.EVENT.METRIC.CONSUMER.ACK.S.C",
+                serde_json::json!({"type": "io.nats.jetstream.metric.v1.consumer_ack",
+                    "stream": "S", "consumer": "C", "consumer_seq": 3, "stream_seq": 7,
+                    "ack_time": 5, "deliveries": 2}),
+            ),
+            (
+                Event::Pause {
+                    stream: "S".into(),
+                    consumer: "C".into(),
+                    until: None,
+                },
+                "$JS.EVENT.ADVISORY.CONSUMER.PAUSE.S.C",
+                serde_json::json!({"type": "io.nats.jetstream.advisory.v1.consumer_pause",
+                    "stream": "S", "consumer": "C", "paused": false,
+                    "pause_until": "0001-01-01T00:00:00Z"}),
+            ),
+        ];
+        for (event, subject, mut want) in cases {
+            assert_eq!(event.subject(), subject);
+            let got = json(&event, None);
+            want["id"] = "ID".into();
+            want["timestamp"] = "2023-11-14T22:13:20Z".into();
+            assert_eq!(got, want, "{subject}");
+            assert_eq!(json(&event, Some("hub"))["domain"], "hub", "{subject}");
+        }
+    }
+
+    #[test]
+    fn a_terms_reason_is_kept() {
+        let e = Event::Terminated(delivery(), "bad payload".into());
+        assert_eq!(json(&e, None)["reason"], "bad payload");
+    }
+}
