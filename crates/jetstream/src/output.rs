@@ -38,4 +38,6 @@ pub enum Output {
     Publish(OutMsg),
     /// A consumer deleted itself (inactivity): stop routing to it.
     ConsumerDeleted(String),
+    /// An advisory or metric (`$JS.EVENT.>`), sent by the leader.
+    Event(jsapi::advisory::Event),
 }

@@ -269,7 +269,7 @@ pub struct Answer {
 }
 
 /// What an answer is, for counting it and for failing it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum What {
     /// A delivery, a status, an ack's reply: not counted, and not sent
     /// if the writes it depends on fail.
@@ -278,9 +278,28 @@ pub enum What {
     PubAck { ok: bool },
     /// An API response.
     Api { kind: Kind, count: Count },
+    /// An advisory or metric: the driver gives it its id, time and
+    /// domain, and sends it if anyone listens. Not sent if the writes it
+    /// follows fail.
+    Event(Box<jetstream::api::advisory::Event>),
 }
 
 impl Answer {
+    /// An advisory or metric, on its subject (`msg` has no body: the
+    /// driver renders it).
+    pub fn event(e: jetstream::api::advisory::Event) -> Answer {
+        Answer {
+            msg: OutMsg {
+                subject: e.subject(),
+                route: None,
+                reply: None,
+                headers: None,
+                payload: Bytes::new(),
+            },
+            what: What::Event(Box::new(e)),
+        }
+    }
+
     /// A message with nothing to count (a delivery, a status).
     pub fn out(msg: OutMsg) -> Answer {
         Answer {
@@ -368,7 +387,7 @@ impl Answer {
     pub fn write_failed(self, stream: &str, e: &ApiError) -> Option<Answer> {
         let to = self.msg.subject.as_str();
         match self.what {
-            What::Out => None,
+            What::Out | What::Event(_) => None,
             What::PubAck { ok: false } => Some(self),
             What::PubAck { ok: true } => {
                 Some(Answer::puback(to, stream, &PubAck::Error(e.clone())))
@@ -419,6 +438,7 @@ pub fn answers(
         .filter_map(|o| match o {
             Output::Publish(m) => Some(Answer::out(m)),
             Output::ConsumerDeleted(_) => None,
+            Output::Event(e) => Some(Answer::event(e)),
         })
         .collect();
     let Some(to) = reply else { return out };
@@ -517,6 +537,10 @@ pub fn answers(
         }
         Outcome::Sourced(Err(_)) => None,
         Outcome::Configured(Ok(())) => {
+            out.push(Answer::event(jetstream::api::advisory::Event::Stream {
+                stream: stream.config.name.clone(),
+                action: jetstream::api::advisory::Action::Modify,
+            }));
             let mut info = stream.info(ts, false, "");
             info.cluster = cluster();
             Some(updated(to, info))

@@ -34,6 +34,7 @@ use crate::api::{
 };
 use crate::headers;
 use crate::output::{OutMsg, Output};
+use jsapi::advisory::{Delivery, Event};
 use priority::{Ask, Pin, Verdict};
 
 const MS: i64 = 1_000_000;
@@ -78,6 +79,8 @@ pub struct AckOutcome {
     pub next: Option<(PullRequest, String)>,
     /// Whether the ack's reply subject gets an (empty) answer.
     pub reply: bool,
+    /// What the ack reports: a NAK, a TERM, a sampled ack.
+    pub events: Vec<Event>,
 }
 
 pub struct Consumer {
@@ -497,7 +500,12 @@ impl Consumer {
     /// The next message to deliver: a redelivery first, else the next new
     /// one. `None` when there is nothing (or the ack-pending limit holds
     /// new ones back).
-    fn next_msg(&mut self, store: &dyn MsgStore, now: i64) -> Option<(StoredMsg, bool)> {
+    fn next_msg(
+        &mut self,
+        store: &dyn MsgStore,
+        now: i64,
+        out: &mut Vec<Output>,
+    ) -> Option<(StoredMsg, bool)> {
         while let Some(seq) = self.rt.redeliver.pop_front() {
             self.rt.queued.remove(&seq);
             if !self.rt.pending.contains_key(&seq) {
@@ -508,6 +516,7 @@ impl Consumer {
             if self.config.max_deliver > 0 && count + 1 > self.config.max_deliver as u64 {
                 // Already delivered max times: done with it. Not an ack:
                 // the ack floor stays.
+                self.max_deliveries(seq, out);
                 self.rt.pending.remove(&seq);
                 self.rt.rdc.insert(seq, count);
                 self.dirty = true;
@@ -638,7 +647,7 @@ impl Consumer {
                     break;
                 }
             }
-            let Some((m, redelivery)) = self.next_msg(store, now) else {
+            let Some((m, redelivery)) = self.next_msg(store, now, out) else {
                 break;
             };
             if self.replay_waits(&m, now) {
@@ -1036,9 +1045,10 @@ impl Consumer {
     /// used by `+NXT` as the pull request's inbox.
     pub fn ack(&mut self, subject: &str, body: &[u8], reply: Option<&str>, now: i64) -> AckOutcome {
         let mut outcome = AckOutcome::default();
-        let Some((_dc, sseq, _dseq)) = parse_ack_subject(subject) else {
+        let Some((dc, sseq, dseq)) = parse_ack_subject(subject) else {
             return outcome;
         };
+        let delivery = |c: &Consumer| c.delivery(sseq, dseq, dc);
         self.rt.last_activity = now;
         self.rt.last_ack = Some(now);
         // nats-server ignores (and does not answer) an ack or term of
@@ -1051,6 +1061,7 @@ impl Consumer {
                 if ahead {
                     outcome.reply = false;
                 } else {
+                    self.sample(delivery(self), now, &mut outcome);
                     self.ack_seq(sseq, &mut outcome);
                 }
             }
@@ -1066,12 +1077,29 @@ impl Consumer {
                 } else {
                     self.ack_seq(sseq, &mut outcome);
                 }
+                // Stale or repeated, a TERM is still reported (as
+                // nats-server's `processTerm` does).
+                let reason = t["+TERM".len()..].trim().to_string();
+                outcome
+                    .events
+                    .push(Event::Terminated(delivery(self), reason));
             }
-            t if t.starts_with("-NAK") => self.nak(sseq, t["-NAK".len()..].trim(), now),
+            t if t.starts_with("-NAK") => {
+                // Reported when the message is pending and the delivery
+                // is in range, before any delay applies.
+                let live = dseq > self.rt.floor_dseq && dseq <= self.rt.dseq;
+                if live && self.rt.pending.contains_key(&sseq) {
+                    outcome.events.push(Event::Nak(delivery(self)));
+                }
+                self.nak(sseq, t["-NAK".len()..].trim(), now)
+            }
             t if t.starts_with("+NXT") => {
                 outcome.reply = false;
                 if !ahead {
                     self.ack_seq(sseq, &mut outcome);
+                }
+                if !ahead {
+                    self.sample(delivery(self), now, &mut outcome);
                 }
                 let rest = t["+NXT".len()..].trim();
                 if let (Ok(req), Some(reply)) = (PullRequest::parse(rest.as_bytes()), reply) {
@@ -1081,6 +1109,57 @@ impl Consumer {
             _ => {}
         }
         outcome
+    }
+
+    /// A message's delivery, as `Event`s report it.
+    fn delivery(&self, stream_seq: u64, consumer_seq: u64, deliveries: u64) -> Delivery {
+        Delivery {
+            stream: self.stream.clone(),
+            consumer: self.name.clone(),
+            consumer_seq,
+            stream_seq,
+            deliveries,
+        }
+    }
+
+    /// `sample_freq`: an explicit ack of a pending message is reported
+    /// (`$JS.EVENT.METRIC.CONSUMER.ACK`) with how long it took, as often
+    /// as the percentage says. nats-server draws at random; here the draw
+    /// is a hash of the delivery, so every replica draws alike.
+    fn sample(&self, d: Delivery, now: i64, outcome: &mut AckOutcome) {
+        if self.config.ack_policy != AckPolicy::Explicit {
+            return;
+        }
+        let freq: i64 = self
+            .config
+            .sample_freq
+            .trim_end_matches('%')
+            .parse()
+            .unwrap_or(0);
+        let Some(p) = self.rt.pending.get(&d.stream_seq) else {
+            return;
+        };
+        let drawn = || {
+            let mut x = d.consumer_seq ^ (self.created as u64).rotate_left(17);
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d049bb133111eb);
+            ((x ^ (x >> 31)) % 100) as i64
+        };
+        if freq >= 100 || (freq > 0 && drawn() <= freq) {
+            let ack_time = now - p.ts;
+            outcome.events.push(Event::AckSampled(d, ack_time));
+        }
+    }
+
+    /// A message delivered as often as `max_deliver` allows goes no
+    /// more: reported once, as it leaves pending.
+    fn max_deliveries(&self, sseq: u64, out: &mut Vec<Output>) {
+        debug_assert!(self.config.max_deliver > 0, "only a bounded consumer");
+        let Some(p) = self.rt.pending.get(&sseq) else {
+            return;
+        };
+        let d = self.delivery(sseq, p.dseq, self.config.max_deliver as u64);
+        out.push(Output::Event(Event::MaxDeliveries(d)));
     }
 
     fn ack_seq(&mut self, sseq: u64, outcome: &mut AckOutcome) {
@@ -1240,6 +1319,12 @@ impl Consumer {
     pub fn tick(&mut self, store: &dyn MsgStore, now: i64, out: &mut Vec<Output>) -> bool {
         if self.rt.pause_wake.is_some_and(|u| now >= u) {
             self.rt.pause_wake = None;
+            // The pause ran out: told as nats-server's timer tells it.
+            out.push(Output::Event(Event::Pause {
+                stream: self.stream.clone(),
+                consumer: self.name.clone(),
+                until: self.config.pause_until,
+            }));
         }
         // A pinned client that stopped pulling loses its pin.
         if self.rt.pin.as_ref().is_some_and(|pin| now >= pin.deadline) {
@@ -1272,6 +1357,7 @@ impl Consumer {
             if self.config.max_deliver > 0 && dc >= self.config.max_deliver as u64 {
                 // Delivered max_deliver times: stop trying. Not an ack:
                 // the ack floor stays.
+                self.max_deliveries(s, out);
                 self.rt.pending.remove(&s);
                 self.rt.rdc.insert(s, dc);
                 self.dirty = true;

@@ -40,6 +40,7 @@ use crate::headers;
 use crate::output::{OutMsg, Output};
 use crate::transform::Transform;
 use dedupe::Dedupe;
+use jsapi::advisory::{Action, Event};
 pub use sourcing::{SourceSpec, Sourced, MIRROR};
 
 /// Largest header block accepted, as nats-server.
@@ -1156,6 +1157,18 @@ impl Stream {
         );
         c.name_generated = generated;
         let info = c.info(now);
+        self.out.push(Output::Event(Event::Consumer {
+            stream: self.config.name.clone(),
+            consumer: name.clone(),
+            action: Action::Create,
+        }));
+        if c.config.pause_until.is_some_and(|u| u > now) {
+            self.out.push(Output::Event(Event::Pause {
+                stream: self.config.name.clone(),
+                consumer: name.clone(),
+                until: c.config.pause_until,
+            }));
+        }
         self.consumers.insert(name, c);
         self.consumers_changed = true;
         self.pump_due = true;
@@ -1270,6 +1283,11 @@ impl Stream {
             return Err(E::CONSUMER_NOT_FOUND.err());
         };
         c.on_deleted(&mut self.out);
+        self.out.push(Output::Event(Event::Consumer {
+            stream: self.config.name.clone(),
+            consumer: name.to_string(),
+            action: Action::Delete,
+        }));
         self.consumers_changed = true;
         if self.config.retention == Retention::Interest {
             if self.consumers.is_empty() {
@@ -1298,6 +1316,8 @@ impl Stream {
             return Ok(false);
         };
         let outcome = c.ack(subject, body, reply, now);
+        self.out
+            .extend(outcome.events.into_iter().map(Output::Event));
         self.pump_due = true;
         self.retire(outcome.done)?;
         if let Some((req, reply)) = outcome.next {
@@ -1334,7 +1354,15 @@ impl Stream {
             .ok_or_else(|| E::CONSUMER_NOT_FOUND.err())?;
         // A time already past is kept (and echoed) but pauses nothing;
         // Go's zero time resumes.
-        c.set_pause(until.filter(|&u| u > 0));
+        let until = until.filter(|&u| u > 0);
+        if c.config.pause_until != until {
+            self.out.push(Output::Event(Event::Pause {
+                stream: self.config.name.clone(),
+                consumer: name.to_string(),
+                until,
+            }));
+        }
+        c.set_pause(until);
         self.pump_due = true;
         Ok(c.info(now))
     }
@@ -1443,11 +1471,22 @@ impl Stream {
     /// Deletes everything: consumers are told, storage is removed.
     pub fn delete(&mut self) -> Result<(), ApiError> {
         let names: Vec<String> = self.consumers.keys().cloned().collect();
+        let stream = self.config.name.clone();
         for n in names {
             if let Some(mut c) = self.consumers.remove(&n) {
                 c.on_deleted(&mut self.out);
+                self.out.push(Output::Event(Event::Consumer {
+                    stream: stream.clone(),
+                    consumer: n,
+                    action: Action::Delete,
+                }));
             }
         }
+        // After its consumers', as nats-server's `stop` tells them.
+        self.out.push(Output::Event(Event::Stream {
+            stream,
+            action: Action::Delete,
+        }));
         self.store
             .delete_all()
             .map_err(|e| E::STREAM_DELETE.with("err", e))

@@ -737,10 +737,7 @@ impl Actor {
     fn send(&mut self, items: Vec<Item>) {
         for item in items {
             match item {
-                Item::Answer(a) => {
-                    self.js.count(a.count());
-                    self.publisher.publish_out(&a.msg);
-                }
+                Item::Answer(a) => self.js.answer(&mut self.publisher, &a),
                 Item::Done(f) => f(true),
             }
         }
@@ -752,8 +749,7 @@ impl Actor {
             match item {
                 Item::Answer(a) => {
                     if let Some(a) = a.write_failed(&self.handle.name, &err) {
-                        self.js.count(a.count());
-                        self.publisher.publish_out(&a.msg);
+                        self.js.answer(&mut self.publisher, &a);
                     }
                 }
                 Item::Done(f) => f(false),

@@ -7,6 +7,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use jetstream::api::advisory::{Action, Event};
 use jetstream::api::StreamInfo;
 use jsservice::account::{self, Decision, Usage};
 use jsservice::reply::{self, Answer};
@@ -15,7 +16,6 @@ use jsservice::stream_api;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{new_consumer_name, Cmd, JetStream};
-use crate::js::stream::PublishOut;
 use flotilla_core::bus::Publisher as InternalPublisher;
 
 pub async fn run(js: Arc<JetStream>, mut rx: mpsc::UnboundedReceiver<Inbound>) {
@@ -36,8 +36,7 @@ struct Dispatcher {
 
 impl Dispatcher {
     fn send(&mut self, a: Answer) {
-        self.js.count(a.count());
-        self.publisher.publish_out(&a.msg);
+        self.js.answer(&mut self.publisher, &a);
     }
 
     async fn request(&mut self, m: Inbound) {
@@ -73,7 +72,14 @@ impl Dispatcher {
         let answer = match decision {
             Decision::Answer(a) => a,
             Decision::Create(config) => match self.js.create_stream(*config) {
-                Ok(info) => reply::created(&to, info),
+                Ok(info) => {
+                    let name = info.config.name.clone();
+                    self.send(reply::created(&to, info));
+                    Answer::event(Event::Stream {
+                        stream: name,
+                        action: Action::Create,
+                    })
+                }
                 Err(e) => Answer::refused(&to, kind, &e),
             },
             Decision::Exists(name) => {
@@ -85,9 +91,8 @@ impl Dispatcher {
                 tokio::spawn(async move {
                     let Ok((info, _)) = rx.await else { return };
                     let a = reply::created(&to, info);
-                    js.count(a.count());
                     let mut p = js.bus.publisher();
-                    p.publish_out(&a.msg);
+                    js.answer(&mut p, &a);
                     p.flush();
                 });
                 return;

@@ -24,6 +24,7 @@
 mod actor;
 mod api;
 mod commit;
+pub mod events;
 pub mod not_enabled;
 mod persist;
 pub(crate) mod sinks;
@@ -114,6 +115,8 @@ pub struct JetStream {
     /// Replies made where no task can publish (a publish refused by a sink).
     bounce: mpsc::UnboundedSender<OutMsg>,
     api_tx: mpsc::UnboundedSender<Inbound>,
+    /// API requests waiting for their answer's audit.
+    audits: events::Audits,
 }
 
 /// Sends what sinks refused, as they come.
@@ -295,6 +298,7 @@ impl JetStream {
             sync: settings.sync,
             bounce,
             api_tx,
+            audits: Default::default(),
         });
         if settings.shared.committer.get().is_none() {
             // The first account's start tells the server's settings.

@@ -60,15 +60,20 @@ impl InternalSink for StreamSink {
 /// `$JS.API.>`: everything goes to the dispatcher task.
 struct ApiSink {
     tx: tokio::sync::mpsc::UnboundedSender<Inbound>,
-    bus: flotilla_core::bus::Bus,
+    js: Arc<JetStream>,
 }
 
 impl InternalSink for ApiSink {
     fn deliver(&self, msg: Message<'_>) {
-        if !self.bus.pull_has_listener(msg.subject, msg.reply) {
+        if !self.js.bus.pull_has_listener(msg.subject, msg.reply) {
             return;
         }
         let _ = self.tx.send(inbound(msg));
+    }
+
+    fn deliver_from(&self, msg: Message<'_>, publisher: u64) {
+        self.js.note_request(&msg, publisher);
+        self.deliver(msg);
     }
 }
 
@@ -120,7 +125,7 @@ impl InternalSink for InboxSink {
 pub fn subscribe_api(js: &Arc<JetStream>) -> Result<(), subjects::SublistError> {
     let api = Arc::new(ApiSink {
         tx: js.api_tx.clone(),
-        bus: js.bus.clone(),
+        js: js.clone(),
     });
     js.bus.subscribe("$JS.API.>", Reach::Local, api)?;
     for subject in ["$JS.ACK.>", "$JS.FC.>"] {

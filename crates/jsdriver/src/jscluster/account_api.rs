@@ -25,10 +25,9 @@ use tokio::sync::mpsc;
 
 use super::requests::Requests;
 use super::JsCluster;
-use crate::js::stream::PublishOut;
 use crate::js::{new_consumer_name, wall_clock, JetStream};
+use flotilla_core::bus::Publisher as InternalPublisher;
 use flotilla_core::bus::Subscription;
-use flotilla_core::bus::{Bus, Publisher as InternalPublisher};
 use jsservice::request::RESPONSE_TYPE;
 /// How long a create is given to be applied before the next request.
 const CREATE_SETTLE: Duration = Duration::from_secs(2);
@@ -82,7 +81,7 @@ const SUBJECTS: &[&str] = &[
 /// group: each account's requests are decided by its own task, against
 /// its own streams and limits.
 pub struct AccountApi {
-    bus: Bus,
+    js: Arc<JetStream>,
     subs: Arc<Mutex<Vec<Arc<Subscription>>>>,
     tx: mpsc::UnboundedSender<Inbound>,
 }
@@ -92,7 +91,7 @@ impl AccountApi {
         let (tx, rx) = mpsc::unbounded_channel();
         let subs = Arc::new(Mutex::new(Vec::new()));
         let api = Arc::new(AccountApi {
-            bus: js.bus.clone(),
+            js: js.clone(),
             subs: subs.clone(),
             tx,
         });
@@ -101,7 +100,8 @@ impl AccountApi {
     }
 
     pub fn follow_leadership(&self, leading: bool) {
-        super::leading::follow(&self.bus, &self.subs, SUBJECTS, &self.tx, leading);
+        let js = Some(&self.js);
+        super::leading::follow(&self.js.bus, &self.subs, SUBJECTS, &self.tx, leading, js);
     }
 }
 
@@ -257,8 +257,7 @@ struct Detached {
 impl Detached {
     fn send(&self, a: Answer) {
         let mut p = self.js.bus.publisher();
-        self.js.count(a.count());
-        p.publish_out(&a.msg);
+        self.js.answer(&mut p, &a);
         p.flush();
     }
 }
@@ -272,8 +271,7 @@ impl Api {
     }
 
     fn send(&mut self, a: Answer) {
-        self.js.count(a.count());
-        self.publisher.publish_out(&a.msg);
+        self.js.answer(&mut self.publisher, &a);
     }
 
     /// The assignment of this account's stream `name`.

@@ -64,6 +64,7 @@ impl MetaApi {
             &[META_STEPDOWN, SERVER_REMOVE],
             &self.tx,
             leading,
+            None,
         ) {
             *self.pending.lock() = None;
         }

@@ -31,10 +31,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use jetstream::api::advisory::{self, Action};
 use jetstream::api::{StreamConfig, E};
+use jetstream::output::Output;
 use jetstream::stream::PubAck;
 use jsservice::replica::{Clock, Event, Replica, Timing};
-use jsservice::reply::{self, Answer, Kind, Success};
+use jsservice::reply::{self, Answer, Kind, Success, What};
 use jsservice::request::{classify, Inbound, Mode, Read, Request, StreamRequest};
 use jsservice::sourcing::Inboxed;
 use jsservice::stream_api::{self, Admitted};
@@ -405,8 +407,10 @@ impl Actor {
             let stream = self.core.machine_mut().stream_mut();
             let _ = stream.delete();
             for out in stream.take_outputs() {
-                if let jetstream::output::Output::Publish(m) = out {
-                    self.publisher.publish_out(&m);
+                match out {
+                    Output::Publish(m) => self.js.answer(&mut self.publisher, &Answer::out(m)),
+                    Output::Event(e) => self.js.answer(&mut self.publisher, &Answer::event(e)),
+                    Output::ConsumerDeleted(_) => {}
                 }
             }
         }
@@ -597,8 +601,21 @@ impl Actor {
     }
 
     fn send(&mut self, a: Answer) {
-        self.js.count(a.count());
-        self.publisher.publish_out(&a.msg);
+        // A create or update, proposed by the meta leader that took the
+        // request, is answered (and audited) here.
+        let asked = match a.what {
+            What::Api {
+                kind: Kind::StreamCreate,
+                ..
+            } => "CREATE",
+            What::Api {
+                kind: Kind::StreamUpdate,
+                ..
+            } => "UPDATE",
+            _ => return self.js.answer(&mut self.publisher, &a),
+        };
+        let asked = format!("$JS.API.STREAM.{asked}.{}", self.handle.name);
+        self.js.answer_for(&mut self.publisher, &asked, &a);
     }
 
     /// Starts serving while this server leads.
@@ -819,7 +836,12 @@ impl Actor {
         let stream = self.core.machine().stream();
         let mut info = stream.info(wall_clock(), false, "");
         info.cluster = Some(self.jc.cluster_info(self.group, &stream.config));
+        let name = info.config.name.clone();
         self.send(reply::created(reply, info));
+        self.send(Answer::event(advisory::Event::Stream {
+            stream: name,
+            action: Action::Create,
+        }));
     }
 
     /// Brings the stream to the config the meta group assigned: through
@@ -1153,6 +1175,11 @@ struct ApiSink {
 }
 
 impl InternalSink for ApiSink {
+    fn deliver_from(&self, msg: Message<'_>, publisher: u64) {
+        self.js.note_request(&msg, publisher);
+        self.deliver(msg);
+    }
+
     fn deliver(&self, msg: Message<'_>) {
         if !msg.subject.starts_with(b"$JS.API.CONSUMER.MSG.NEXT.") {
             self.handle.send(Cmd::Api(inbound(msg)));

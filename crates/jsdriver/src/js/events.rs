@@ -1,0 +1,150 @@
+//! How JetStream's answers leave, with what they tell besides: every
+//! answer goes through [`JetStream::answer`], which counts an API
+//! response and audits it (`$JS.EVENT.ADVISORY.API`), and renders an
+//! advisory or metric (`jsapi::advisory`) with its id, time and domain.
+//! Everything goes to the account whose JetStream it is, and is built
+//! only when someone there (or over a route) listens, as nats-server's
+//! `publishAdvisory` checks interest first.
+//!
+//! An audit pairs a request with its answer: the sinks that take API
+//! requests note each one ([`JetStream::note_request`]) under its reply
+//! subject, and the answer to that subject takes the note.
+
+use std::collections::{HashMap, VecDeque};
+
+use bytes::Bytes;
+use jetstream::api::advisory::{Audit, API_AUDIT};
+use jsservice::reply::{Answer, What};
+use parking_lot::Mutex;
+
+use super::stream::PublishOut;
+use super::{wall_clock, JetStream};
+use flotilla_core::bus::{Message, Publisher};
+
+/// Requests noted and not answered yet are forgotten past this many
+/// (one answered by another server, or never).
+const MAX_NOTES: usize = 1024;
+
+/// API requests waiting for their answer, to audit the pair.
+#[derive(Default)]
+pub struct Audits {
+    notes: Mutex<Notes>,
+}
+
+#[derive(Default)]
+struct Notes {
+    by_reply: HashMap<String, Note>,
+    order: VecDeque<String>,
+}
+
+/// A request, as its audit tells it.
+struct Note {
+    subject: String,
+    request: Bytes,
+    /// The requester's `ClientInfo`; `None` when it came over a route.
+    client: Option<serde_json::Value>,
+}
+
+/// Requests nats-server does not audit: pulls and direct gets.
+fn audited(subject: &[u8]) -> bool {
+    !subject.starts_with(b"$JS.API.CONSUMER.MSG.NEXT.") && !subject.starts_with(b"$JS.API.DIRECT.")
+}
+
+impl JetStream {
+    /// An API request arrived from connection `publisher`: noted for its
+    /// audit while anyone listens for audits.
+    pub fn note_request(&self, msg: &Message<'_>, publisher: u64) {
+        let Some(reply) = msg.reply.filter(|r| !r.is_empty()) else {
+            return;
+        };
+        if !audited(msg.subject) || !self.bus.has_listener(API_AUDIT.as_bytes()) {
+            return;
+        }
+        let note = Note {
+            subject: String::from_utf8_lossy(msg.subject).into_owned(),
+            request: Bytes::copy_from_slice(msg.payload),
+            client: self.bus.requester_info(publisher),
+        };
+        let reply = String::from_utf8_lossy(reply).into_owned();
+        let mut notes = self.audits.notes.lock();
+        if notes.by_reply.insert(reply.clone(), note).is_none() {
+            notes.order.push_back(reply);
+        }
+        while notes.order.len() > MAX_NOTES {
+            let oldest = notes.order.pop_front().expect("longer than the limit");
+            notes.by_reply.remove(&oldest);
+        }
+        debug_assert!(notes.by_reply.len() <= notes.order.len());
+    }
+
+    /// Sends `a` on `p`: an API response counted in account info and
+    /// audited, an event rendered, anything else as it is.
+    pub fn answer(&self, p: &mut Publisher, a: &Answer) {
+        match &a.what {
+            What::Event(e) => {
+                let subject = a.msg.subject.as_str();
+                debug_assert_eq!(subject, e.subject(), "an event goes on its own subject");
+                if self.bus.has_listener(subject.as_bytes()) {
+                    let body =
+                        e.render(&flotilla_core::nuid(), wall_clock(), self.domain.as_deref());
+                    p.publish(subject, subject, None, None, &body);
+                }
+            }
+            What::Api { .. } => {
+                self.count(a.count());
+                p.publish_out(&a.msg);
+                if let Some(note) = self.take_note(&a.msg.subject) {
+                    self.audit(p, note, a);
+                }
+            }
+            What::Out | What::PubAck { .. } => {
+                p.publish_out(&a.msg);
+            }
+        }
+    }
+
+    /// Sends API answer `a` to a request on `asked` that another server
+    /// took (a cluster's stream leader answering what the meta leader
+    /// proposed): audited as nats-server audits it, from the assignment,
+    /// without the request or its requester.
+    pub fn answer_for(&self, p: &mut Publisher, asked: &str, a: &Answer) {
+        debug_assert!(matches!(a.what, What::Api { .. }), "only API answers");
+        self.count(a.count());
+        p.publish_out(&a.msg);
+        let _ = self.take_note(&a.msg.subject);
+        let note = Note {
+            subject: asked.to_string(),
+            request: Bytes::new(),
+            client: None,
+        };
+        self.audit(p, note, a);
+    }
+
+    /// The request noted for an answer to `reply`, taken.
+    fn take_note(&self, reply: &str) -> Option<Note> {
+        let mut notes = self.audits.notes.lock();
+        if notes.by_reply.is_empty() {
+            return None;
+        }
+        let note = notes.by_reply.remove(reply)?;
+        notes.order.retain(|r| r != reply);
+        Some(note)
+    }
+
+    /// The audit of API answer `a` to request `note`.
+    fn audit(&self, p: &mut Publisher, note: Note, a: &Answer) {
+        if !self.bus.has_listener(API_AUDIT.as_bytes()) {
+            return;
+        }
+        let audit = Audit {
+            server: self.bus.server_name(),
+            client: note.client.as_ref(),
+            subject: &note.subject,
+            request: &String::from_utf8_lossy(&note.request),
+            response: &String::from_utf8_lossy(&a.msg.payload),
+            domain: self.domain.as_deref(),
+        };
+        let body = audit.render(&flotilla_core::nuid(), wall_clock());
+        p.publish(API_AUDIT, API_AUDIT, None, None, &body);
+    }
+}
