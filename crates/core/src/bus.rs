@@ -137,6 +137,11 @@ impl Bus {
         crate::imports::requester_info(&self.server, cid)
     }
 
+    /// The account it publishes and subscribes in.
+    pub fn account_name(&self) -> &str {
+        &self.account.name
+    }
+
     /// This server's name (what one server reports as a stream's leader).
     pub fn server_name(&self) -> &str {
         &self.server.name

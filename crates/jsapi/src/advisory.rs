@@ -302,6 +302,63 @@ impl Audit<'_> {
     }
 }
 
+/// A replicated stream's (or consumer's) leadership: nats-server's
+/// `JSStreamLeaderElectedAdvisory` and `JSConsumerLeaderElectedAdvisory`.
+/// `replicas` includes the new leader; `account` is set only on the copy
+/// sent to the system account.
+#[derive(Serialize)]
+pub struct LeaderElected<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<&'a str>,
+    pub stream: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consumer: Option<&'a str>,
+    pub leader: &'a str,
+    pub replicas: &'a [crate::PeerInfo],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<&'a str>,
+}
+
+impl LeaderElected<'_> {
+    pub fn subject(&self) -> String {
+        match self.consumer {
+            Some(c) => format!(
+                "$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.{}.{c}",
+                self.stream
+            ),
+            None => format!("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.{}", self.stream),
+        }
+    }
+
+    pub fn render(&self, id: &str, now: i64) -> Vec<u8> {
+        let kind = match self.consumer {
+            Some(_) => "consumer_leader_elected",
+            None => "stream_leader_elected",
+        };
+        typed(Head::new(kind, id, now), self)
+    }
+}
+
+/// Where the meta group's new leader is told, in the system account.
+pub const DOMAIN_LEADER_ELECTED: &str = "$JS.EVENT.ADVISORY.DOMAIN.LEADER_ELECTED";
+
+/// nats-server's `JSDomainLeaderElectedAdvisory`: `leader` is the meta
+/// leader's node id (not its name).
+#[derive(Serialize)]
+pub struct DomainLeaderElected<'a> {
+    pub leader: &'a str,
+    pub replicas: &'a [crate::PeerInfo],
+    pub cluster: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<&'a str>,
+}
+
+impl DomainLeaderElected<'_> {
+    pub fn render(&self, id: &str, now: i64) -> Vec<u8> {
+        typed(Head::new("domain_leader_elected", id, now), self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

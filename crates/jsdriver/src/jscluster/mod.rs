@@ -27,6 +27,7 @@
 pub mod account_api;
 pub mod api;
 mod applier;
+mod elected;
 mod leaders;
 mod leading;
 mod replica;
@@ -301,6 +302,10 @@ impl JsCluster {
                 .unwrap_or_default();
             if leader != last_leader {
                 last_leader = leader;
+                if leading {
+                    let domain = self.accounts.values().find_map(|js| js.domain.clone());
+                    self.tell_meta_leader(domain.as_deref());
+                }
                 if leader != 0 {
                     self.meta_was_led
                         .store(true, std::sync::atomic::Ordering::Relaxed);

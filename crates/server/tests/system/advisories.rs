@@ -294,3 +294,153 @@ async fn api_answers_are_audited() {
         }
     }
 }
+
+/// Published from every server until `sub` hears it: interest in the
+/// subject has reached them all (the probe is left out of what follows).
+async fn interest_everywhere(
+    clients: &[async_nats::Client],
+    subject: &str,
+    sub: &mut async_nats::Subscriber,
+) {
+    for c in clients {
+        loop {
+            c.publish(subject.to_string(), "probe".into())
+                .await
+                .unwrap();
+            c.flush().await.unwrap();
+            let heard = tokio::time::timeout(Duration::from_millis(200), sub.next()).await;
+            if matches!(heard, Ok(Some(m)) if &m.payload[..] == b"probe") {
+                break;
+            }
+        }
+    }
+}
+
+/// The next leader event on `sub`, probes left out.
+async fn next_leader(sub: &mut async_nats::Subscriber, suffix: &str) -> Value {
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(10), sub.next())
+            .await
+            .unwrap_or_else(|_| panic!("no {suffix} in time"))
+            .unwrap();
+        if &m.payload[..] != b"probe" && m.subject.ends_with(suffix) {
+            return serde_json::from_slice(&m.payload).unwrap();
+        }
+    }
+}
+
+fn check_replicas(got: &Value, names: &[String]) {
+    let replicas = got["replicas"].as_array().expect("replicas listed");
+    let mut listed: Vec<&str> = replicas
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    listed.sort();
+    assert_eq!(listed, names, "{got}");
+    let leader = replicas.iter().find(|r| r["name"] == got["leader"]);
+    assert!(leader.is_some_and(|r| r["current"] == true), "{got}");
+    for r in replicas {
+        assert_eq!(r["peer"].as_str().map(str::len), Some(8), "{got}");
+        assert!(r["active"].is_u64(), "{got}");
+    }
+}
+
+/// A replicated stream's new leader (at creation, and after a step
+/// down) and its consumer's first are told in the stream's account
+/// without `account`, and in the system account with it; a new meta
+/// leader in the system account, named by its node id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_leaders_are_told() {
+    use common::replicated::{cluster_configured, connect, created};
+    let all = cluster_configured(3, common::WITH_SYSTEM_USER);
+    let clients = connect(&all).await;
+    let sys = common::connect_as(&all[0].url(), "sys", "p").await;
+    let mut names: Vec<String> = all
+        .iter()
+        .map(|s| s.json("/varz")["server_name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    let stream_subject = "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.LE";
+    let consumer_subject = "$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.LE.D";
+    let mut mine = clients[0]
+        .subscribe("$JS.EVENT.ADVISORY.*.LEADER_ELECTED.>")
+        .await
+        .unwrap();
+    let mut system = sys.subscribe("$JS.EVENT.ADVISORY.>").await.unwrap();
+    let sys_clients = [sys.clone()];
+    interest_everywhere(&clients, stream_subject, &mut mine).await;
+    interest_everywhere(&clients, consumer_subject, &mut mine).await;
+    for subject in [
+        stream_subject,
+        consumer_subject,
+        "$JS.EVENT.ADVISORY.DOMAIN.LEADER_ELECTED",
+    ] {
+        interest_everywhere(&sys_clients, subject, &mut system).await;
+    }
+
+    created(
+        &clients[0],
+        json!({"name": "LE", "subjects": ["le"], "num_replicas": 3}),
+    )
+    .await;
+    let got = next_leader(&mut mine, ".LE").await;
+    check_event(
+        stream_subject,
+        &got,
+        &format!("{ADVISORY}stream_leader_elected"),
+        &json!({"stream": "LE"}),
+    );
+    assert!(got.get("account").is_none(), "{got}");
+    check_replicas(&got, &names);
+    let first = got["leader"].as_str().unwrap().to_string();
+    let got = next_leader(&mut system, ".LE").await;
+    check_event(
+        stream_subject,
+        &got,
+        &format!("{ADVISORY}stream_leader_elected"),
+        &json!({"stream": "LE", "account": "$G", "leader": first}),
+    );
+
+    let body =
+        json!({"stream_name": "LE", "config": {"durable_name": "D", "ack_policy": "explicit"}});
+    let r = common::api(
+        &clients[0],
+        "$JS.API.CONSUMER.CREATE.LE.D",
+        &body.to_string(),
+    )
+    .await;
+    assert!(r.get("error").is_none(), "{r}");
+    let got = next_leader(&mut mine, ".LE.D").await;
+    let want = json!({"stream": "LE", "consumer": "D"});
+    check_event(
+        consumer_subject,
+        &got,
+        &format!("{ADVISORY}consumer_leader_elected"),
+        &want,
+    );
+    check_replicas(&got, &names);
+    let got = next_leader(&mut system, ".LE.D").await;
+    assert_eq!(got["account"], "$G", "{got}");
+
+    let r = common::api(&clients[0], "$JS.API.STREAM.LEADER.STEPDOWN.LE", "").await;
+    assert_eq!(r["success"], true, "{r}");
+    let got = next_leader(&mut mine, ".LE").await;
+    assert_ne!(got["leader"], first.as_str(), "a new leader: {got}");
+    check_replicas(&got, &names);
+
+    let r = common::api(&sys, "$JS.API.META.LEADER.STEPDOWN", "").await;
+    assert_eq!(r["success"], true, "{r}");
+    let got = next_leader(&mut system, ".DOMAIN.LEADER_ELECTED").await;
+    let kind = format!("{ADVISORY}domain_leader_elected");
+    check_event("DOMAIN.LEADER_ELECTED", &got, &kind, &json!({}));
+    assert_eq!(
+        got["leader"].as_str().map(str::len),
+        Some(8),
+        "a node id: {got}"
+    );
+    assert!(
+        got["cluster"].as_str().is_some_and(|c| !c.is_empty()),
+        "{got}"
+    );
+    assert_eq!(got["replicas"].as_array().map(Vec::len), Some(3), "{got}");
+}

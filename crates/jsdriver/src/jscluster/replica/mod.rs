@@ -333,7 +333,10 @@ impl Actor {
                 self.leading = leading;
                 self.config_proposed = None;
                 match leading {
-                    true => self.try_serve(),
+                    true => {
+                        self.tell_leading();
+                        self.try_serve();
+                    }
                     false => self.unserve(),
                 }
             }
@@ -601,6 +604,21 @@ impl Actor {
     }
 
     fn send(&mut self, a: Answer) {
+        // A replicated stream's new consumer has its first leader (its
+        // stream's), told as nats-server tells a consumer group's.
+        if let What::Event(e) = &a.what {
+            if let advisory::Event::Consumer {
+                stream,
+                consumer,
+                action: Action::Create,
+            } = e.as_ref()
+            {
+                if self.handle.config.read().num_replicas > 1 {
+                    self.jc
+                        .tell_leader(&self.js, stream, Some(consumer), self.group);
+                }
+            }
+        }
         // A create or update, proposed by the meta leader that took the
         // request, is answered (and audited) here.
         let asked = match a.what {
@@ -616,6 +634,21 @@ impl Actor {
         };
         let asked = format!("$JS.API.STREAM.{asked}.{}", self.handle.name);
         self.js.answer_for(&mut self.publisher, &asked, &a);
+    }
+
+    /// A replicated stream's new leader says so (one replica has no
+    /// leader to elect, as nats-server's R1 has no Raft group).
+    fn tell_leading(&self) {
+        let stream = self.core.machine().stream();
+        if stream.config.num_replicas <= 1 {
+            return;
+        }
+        let name = &stream.config.name;
+        self.jc.tell_leader(&self.js, name, None, self.group);
+        for consumer in stream.consumer_names() {
+            self.jc
+                .tell_leader(&self.js, name, Some(&consumer), self.group);
+        }
     }
 
     /// Starts serving while this server leads.
