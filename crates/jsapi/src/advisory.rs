@@ -60,6 +60,22 @@ pub enum Event {
         consumer: String,
         until: Option<i64>,
     },
+    /// `CONSUMER.PINNED`: a `pinned_client` consumer's group pinned a
+    /// client, by pin id.
+    Pinned {
+        stream: String,
+        consumer: String,
+        group: String,
+        pinned_id: String,
+    },
+    /// `CONSUMER.UNPINNED`: a group's pin ended, for `reason` (`admin`:
+    /// the UNPIN API; `timeout`: the client stopped pulling).
+    Unpinned {
+        stream: String,
+        consumer: String,
+        group: String,
+        reason: &'static str,
+    },
     /// `CONSUMER.MAX_DELIVERIES`: a message delivered `deliveries` times
     /// (its max) goes no more.
     MaxDeliveries(Delivery),
@@ -87,6 +103,12 @@ impl Event {
             Event::Pause {
                 stream, consumer, ..
             } => format!("{a}.CONSUMER.PAUSE.{stream}.{consumer}"),
+            Event::Pinned {
+                stream, consumer, ..
+            } => format!("{a}.CONSUMER.PINNED.{stream}.{consumer}"),
+            Event::Unpinned {
+                stream, consumer, ..
+            } => format!("{a}.CONSUMER.UNPINNED.{stream}.{consumer}"),
             Event::MaxDeliveries(d) => {
                 format!("{a}.CONSUMER.MAX_DELIVERIES.{}.{}", d.stream, d.consumer)
             }
@@ -100,8 +122,8 @@ impl Event {
         }
     }
 
-    /// Its JSON, as event `id`, sent at `now` (unix ns).
-    pub fn render(&self, id: &str, now: i64, domain: Option<&str>) -> Vec<u8> {
+    /// Its JSON, as event `id`, sent at `now` (unix ns) in `account`.
+    pub fn render(&self, id: &str, now: i64, domain: Option<&str>, account: &str) -> Vec<u8> {
         let head = |kind: &str| Head::new(kind, id, now);
         match self {
             Event::Stream { stream, action } => typed(
@@ -137,6 +159,38 @@ impl Event {
                     paused: until.is_some_and(|u| now < u),
                     pause_until: crate::time::rfc3339(until.unwrap_or(0)),
                     domain,
+                },
+            ),
+            Event::Pinned {
+                stream,
+                consumer,
+                group,
+                pinned_id,
+            } => typed(
+                head("consumer_group_pinned"),
+                Pinned {
+                    account,
+                    stream,
+                    consumer,
+                    domain,
+                    group,
+                    pinned_id,
+                },
+            ),
+            Event::Unpinned {
+                stream,
+                consumer,
+                group,
+                reason,
+            } => typed(
+                head("consumer_group_unpinned"),
+                Unpinned {
+                    account,
+                    stream,
+                    consumer,
+                    domain,
+                    group,
+                    reason,
                 },
             ),
             Event::MaxDeliveries(d) => typed(
@@ -228,6 +282,28 @@ struct Pause<'a> {
     pause_until: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     domain: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct Pinned<'a> {
+    account: &'a str,
+    stream: &'a str,
+    consumer: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    domain: Option<&'a str>,
+    group: &'a str,
+    pinned_id: &'a str,
+}
+
+#[derive(Serialize)]
+struct Unpinned<'a> {
+    account: &'a str,
+    stream: &'a str,
+    consumer: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    domain: Option<&'a str>,
+    group: &'a str,
+    reason: &'a str,
 }
 
 #[derive(Serialize)]
@@ -364,7 +440,7 @@ mod tests {
     use super::*;
 
     fn json(e: &Event, domain: Option<&str>) -> serde_json::Value {
-        serde_json::from_slice(&e.render("ID", 1_700_000_000_000_000_000, domain)).unwrap()
+        serde_json::from_slice(&e.render("ID", 1_700_000_000_000_000_000, domain, "A")).unwrap()
     }
 
     fn delivery() -> Delivery {
@@ -425,6 +501,18 @@ mod tests {
                 serde_json::json!({"type": "io.nats.jetstream.metric.v1.consumer_ack",
                     "stream": "S", "consumer": "C", "consumer_seq": 3, "stream_seq": 7,
                     "ack_time": 5, "deliveries": 2}),
+            ),
+            (
+                Event::Unpinned {
+                    stream: "S".into(),
+                    consumer: "C".into(),
+                    group: "g".into(),
+                    reason: "admin",
+                },
+                "$JS.EVENT.ADVISORY.CONSUMER.UNPINNED.S.C",
+                serde_json::json!({"type": "io.nats.jetstream.advisory.v1.consumer_group_unpinned",
+                    "account": "A", "stream": "S", "consumer": "C", "group": "g",
+                    "reason": "admin"}),
             ),
             (
                 Event::Pause {

@@ -800,7 +800,16 @@ impl Consumer {
                     id: id.clone(),
                     since: now,
                     deadline: now.saturating_add(self.config.priority_timeout),
+                    group: w.ask.group.clone(),
                 });
+                if !w.ask.group.is_empty() {
+                    out.push(Output::Event(Event::Pinned {
+                        stream: self.stream.clone(),
+                        consumer: self.name.clone(),
+                        group: w.ask.group.clone(),
+                        pinned_id: id.clone(),
+                    }));
+                }
                 w.ask.pin = id;
             }
             w.batch -= 1;
@@ -1327,8 +1336,13 @@ impl Consumer {
             }));
         }
         // A pinned client that stopped pulling loses its pin.
-        if self.rt.pin.as_ref().is_some_and(|pin| now >= pin.deadline) {
-            self.rt.pin = None;
+        if let Some(pin) = self.rt.pin.take_if(|pin| now >= pin.deadline) {
+            out.push(Output::Event(Event::Unpinned {
+                stream: self.stream.clone(),
+                consumer: self.name.clone(),
+                group: pin.group,
+                reason: "timeout",
+            }));
         }
         // Redelivery of what waited too long for an ack.
         let mut expired: Vec<u64> = self
@@ -1616,11 +1630,18 @@ impl Consumer {
 
     /// `CONSUMER.UNPIN`: the pinned client loses its pin; the next
     /// delivery pins another.
-    pub fn unpin(&mut self, group: &str) -> Result<(), ApiError> {
+    pub fn unpin(&mut self, group: &str, out: &mut Vec<Output>) -> Result<(), ApiError> {
         if !self.config.priority_groups.iter().any(|g| g == group) {
             return Err(E::CONSUMER_INVALID_PRIORITY_GROUP.err());
         }
         self.rt.pin = None;
+        // Told even when nothing was pinned, as nats-server tells it.
+        out.push(Output::Event(Event::Unpinned {
+            stream: self.stream.clone(),
+            consumer: self.name.clone(),
+            group: group.to_string(),
+            reason: "admin",
+        }));
         Ok(())
     }
 }

@@ -20,6 +20,9 @@ pub struct Pin {
     pub id: String,
     pub since: i64,
     pub deadline: i64,
+    /// The priority group pinned (its events name it).
+    #[serde(default)]
+    pub group: String,
 }
 
 /// What a pull request says about priority groups, kept with it while it
@@ -195,6 +198,7 @@ mod tests {
             id: "p".into(),
             since: 0,
             deadline: 10,
+            group: "A".into(),
         };
         let check = |req: &PullRequest, policy, pin| check_pull(req, policy, &groups, pin);
         assert_eq!(
@@ -254,6 +258,7 @@ mod tests {
             id: "p".into(),
             since: 0,
             deadline: 10,
+            group: "A".into(),
         };
         let ask = |pin: &str, min_pending: i64| Ask {
             group: "A".into(),

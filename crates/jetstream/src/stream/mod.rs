@@ -1424,7 +1424,7 @@ impl Stream {
             .consumers
             .get_mut(name)
             .ok_or_else(|| E::CONSUMER_NOT_FOUND.err())?;
-        c.unpin(group)?;
+        c.unpin(group, &mut self.out)?;
         self.pump_due = true;
         Ok(())
     }

@@ -85,8 +85,12 @@ impl JetStream {
                 let subject = a.msg.subject.as_str();
                 debug_assert_eq!(subject, e.subject(), "an event goes on its own subject");
                 if self.bus.has_listener(subject.as_bytes()) {
-                    let body =
-                        e.render(&flotilla_core::nuid(), wall_clock(), self.domain.as_deref());
+                    let body = e.render(
+                        &flotilla_core::nuid(),
+                        wall_clock(),
+                        self.domain.as_deref(),
+                        &self.account,
+                    );
                     p.publish(subject, subject, None, None, &body);
                 }
             }

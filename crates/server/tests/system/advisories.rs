@@ -444,3 +444,83 @@ async fn new_leaders_are_told() {
     );
     assert_eq!(got["replicas"].as_array().map(Vec::len), Some(3), "{got}");
 }
+
+/// Pausing and resuming a consumer is told with when the pause ends; a
+/// `pinned_client` group's pin is told with its id, and an operator's
+/// unpin with its reason.
+#[tokio::test]
+async fn pauses_and_pins_are_told() {
+    let s = common::js_server();
+    let c = s.client().await;
+    common::create_stream(&c, "PP", json!({"name": "PP", "subjects": ["pp"]})).await;
+    let consumers = [
+        ("P", json!({"durable_name": "P", "ack_policy": "explicit"})),
+        (
+            "G",
+            json!({"durable_name": "G", "ack_policy": "explicit",
+                "priority_policy": "pinned_client", "priority_groups": ["g"],
+                "priority_timeout": 60_000_000_000u64}),
+        ),
+    ];
+    for (name, config) in consumers {
+        let body = json!({"stream_name": "PP", "config": config}).to_string();
+        let r = common::api(&c, &format!("$JS.API.CONSUMER.CREATE.PP.{name}"), &body).await;
+        assert!(r.get("error").is_none(), "{r}");
+    }
+    let mut events = c.subscribe("$JS.EVENT.ADVISORY.CONSUMER.>").await.unwrap();
+    common::sync(&c).await;
+    let told = |s: &str| s.contains(".PAUSE.") || s.contains("PINNED.");
+    let kind = |k: &str| format!("{ADVISORY}{k}");
+
+    let until = "2030-01-02T03:04:05Z";
+    let r = common::api(
+        &c,
+        "$JS.API.CONSUMER.PAUSE.PP.P",
+        &json!({"pause_until": until}).to_string(),
+    )
+    .await;
+    assert_eq!(r["paused"], true, "{r}");
+    let (subject, got) = next_event(&mut events, told).await;
+    assert_eq!(subject, "$JS.EVENT.ADVISORY.CONSUMER.PAUSE.PP.P");
+    let want = json!({"stream": "PP", "consumer": "P", "paused": true, "pause_until": until});
+    check_event(&subject, &got, &kind("consumer_pause"), &want);
+    let r = common::api(&c, "$JS.API.CONSUMER.PAUSE.PP.P", "{}").await;
+    assert_eq!(r["paused"], false, "{r}");
+    // A clustered nats-server may tell the pause twice (R1 here).
+    let (subject, got) = loop {
+        let (subject, got) = next_event(&mut events, told).await;
+        if got["paused"] == false {
+            break (subject, got);
+        }
+    };
+    let want = json!({"paused": false, "pause_until": "0001-01-01T00:00:00Z"});
+    check_event(&subject, &got, &kind("consumer_pause"), &want);
+
+    common::js_publish_text(&c, "pp", &[], b"one").await;
+    let inbox = c.new_inbox();
+    let mut msgs = c.subscribe(inbox.clone()).await.unwrap();
+    common::sync(&c).await;
+    let pull = json!({"batch": 1, "group": "g", "expires": 2_000_000_000u64}).to_string();
+    c.publish_with_reply("$JS.API.CONSUMER.MSG.NEXT.PP.G", inbox, pull.into())
+        .await
+        .unwrap();
+    let m = tokio::time::timeout(Duration::from_secs(5), msgs.next())
+        .await
+        .expect("a delivery")
+        .unwrap();
+    let pin = common::header(&m, "Nats-Pin-Id")
+        .expect("a pin id")
+        .to_string();
+    let (subject, got) = next_event(&mut events, told).await;
+    assert_eq!(subject, "$JS.EVENT.ADVISORY.CONSUMER.PINNED.PP.G");
+    let want =
+        json!({"account": "$G", "stream": "PP", "consumer": "G", "group": "g", "pinned_id": pin});
+    check_event(&subject, &got, &kind("consumer_group_pinned"), &want);
+    let r = common::api(&c, "$JS.API.CONSUMER.UNPIN.PP.G", r#"{"group":"g"}"#).await;
+    assert!(r.get("error").is_none(), "{r}");
+    let (subject, got) = next_event(&mut events, told).await;
+    assert_eq!(subject, "$JS.EVENT.ADVISORY.CONSUMER.UNPINNED.PP.G");
+    let want =
+        json!({"account": "$G", "stream": "PP", "consumer": "G", "group": "g", "reason": "admin"});
+    check_event(&subject, &got, &kind("consumer_group_unpinned"), &want);
+}
