@@ -4,6 +4,7 @@
 //! it, by the account's own clients (nats-server's `accountReq`
 //! handlers and `userInfoReq`).
 
+use flotilla_core::client::{LeafRole, Subscription};
 use monitor::query::Query;
 
 use crate::requests::{self, ApiError};
@@ -152,5 +153,58 @@ impl System {
         }
         let json = serde_json::to_vec(&data).expect("json");
         requests::response(&self.identity.stamp(), Ok(&json))
+    }
+
+    /// `$SYS.REQ.ACCOUNT.NSUBS` (nats-server's `nsubsRequest`): how many
+    /// of an account's subscriptions here, from its clients and from leaf
+    /// nodes this server is the hub of, match `subject` (and `queue`,
+    /// when given). A bare number; silent for a body that does not read
+    /// or an account with no connections here, as nats-server is.
+    pub(crate) fn nsubs(&self, body: &[u8]) -> Option<Vec<u8>> {
+        use base64::Engine;
+        #[derive(serde::Deserialize)]
+        struct Req {
+            acc: String,
+            subject: String,
+            /// Go's `[]byte`: base64.
+            #[serde(default)]
+            queue: Option<String>,
+        }
+        let req: Req = serde_json::from_slice(body).ok()?;
+        let queue = match req.queue {
+            Some(q) => Some(base64::engine::general_purpose::STANDARD.decode(q).ok()?),
+            None => None,
+        };
+        let account = self.server.accounts.get(req.acc.as_bytes())?;
+        let counted = |s: &Subscription| {
+            s.sink.is_none()
+                && !s.client.is_route
+                && s.client.leaf != Some(LeafRole::Solicited)
+                && queue
+                    .as_deref()
+                    .is_none_or(|q| s.queue.as_deref() == Some(q))
+        };
+        let subject = req.subject.as_bytes();
+        let mut n: i32 = 0;
+        let mut leaves = false;
+        if subjects::is_literal(subject) {
+            let found = account.sublist.read().matches_uncached(subject);
+            let plain = found.psubs.iter().filter(|_| queue.is_none());
+            for s in plain.chain(found.qsubs.iter().flat_map(|(_, m)| m)) {
+                leaves |= s.client.leaf.is_some();
+                n += i32::from(counted(s));
+            }
+        } else {
+            account.sublist.read().for_each(|s| {
+                if subjects::subject_matches_filter(&s.subject, subject) {
+                    leaves |= s.client.leaf.is_some();
+                    n += i32::from(counted(s));
+                }
+            });
+        }
+        if account.clients() == 0 && !leaves {
+            return None;
+        }
+        Some(n.to_string().into_bytes())
     }
 }

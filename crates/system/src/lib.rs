@@ -81,6 +81,9 @@ const SERVER_GONE: Duration = Duration::from_secs(150);
 /// connections (nats-server's `eventsHBInterval`).
 const CONNS_EVERY: Duration = Duration::from_secs(30);
 
+/// How many subscriptions match, asked of every server.
+const NSUBS: &str = "$SYS.REQ.ACCOUNT.NSUBS";
+
 /// The system account's side of this server.
 pub struct System {
     server: Arc<Server>,
@@ -150,6 +153,9 @@ pub fn start(server: &Arc<Server>, services: &Arc<monitor::Services>) -> Option<
         {
             error!("system account: could not subscribe to {subject}: {e}");
         }
+    }
+    if let Err(e) = system.bus.subscribe(NSUBS, Reach::Cluster, queue.clone()) {
+        error!("system account: could not subscribe to {NSUBS}: {e}");
     }
     if let Err(e) = system
         .bus
@@ -348,6 +354,9 @@ impl System {
             let reply = request.reply.clone()?;
             let body = self.answer_account(account, service, &request.body).await?;
             return Some((reply, body));
+        }
+        if request.subject == NSUBS {
+            return Some((request.reply.clone()?, self.nsubs(&request.body)?));
         }
         if let Some(account) = user_info_of(&request.subject) {
             let reply = request.reply.clone()?;

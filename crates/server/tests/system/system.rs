@@ -504,7 +504,32 @@ async fn accounts_are_asked_about() {
     let sys = common::connect_as(&s.url(), "sys", "p").await;
     let a = common::connect_as(&s.url(), "a", "p").await;
     let _sub = a.subscribe("a.thing").await.unwrap();
+    let _queue = a.queue_subscribe("a.*", "q".into()).await.unwrap();
     a.flush().await.unwrap();
+
+    // How many subscriptions match (a bare number), as other servers ask;
+    // `queue` is Go's []byte, base64 ("cQ==" is "q").
+    let nsubs = [
+        (r#"{"acc":"A","subject":"a.thing"}"#, 2),
+        (r#"{"acc":"A","subject":"a.thing","queue":"cQ=="}"#, 1),
+        (r#"{"acc":"A","subject":"a.>"}"#, 2),
+        (r#"{"acc":"A","subject":"b.thing"}"#, 0),
+    ];
+    for (body, want) in nsubs {
+        // nats-server counted none once, just after the subscriptions.
+        let mut got = Vec::new();
+        for _ in 0..5 {
+            got = gather(&sys, "$SYS.REQ.ACCOUNT.NSUBS", body, WAIT).await;
+            if got == [serde_json::json!(want)] {
+                break;
+            }
+        }
+        assert_eq!(got, [serde_json::json!(want)], "{body}");
+    }
+    for body in [r#"{"acc":"SYS2","subject":"a"}"#, "{bad", ""] {
+        let got = gather(&sys, "$SYS.REQ.ACCOUNT.NSUBS", body, WAIT).await;
+        assert!(got.is_empty(), "{body}: {got:?}");
+    }
 
     let connz = gather(&sys, "$SYS.REQ.ACCOUNT.A.CONNZ", "", WAIT).await;
     assert_eq!(connz.len(), 1, "{connz:?}");
@@ -549,6 +574,8 @@ async fn accounts_are_asked_about() {
     assert_eq!(own.len(), 1, "{own:?}");
     let conns = own[0]["data"]["connections"].as_array().unwrap();
     assert_eq!(conns.len(), 1, "only A's: {}", own[0]);
+    let own = gather(&a, "$SYS.REQ.ACCOUNT.PING.CONNZ", "", WAIT).await;
+    assert_eq!(own[0]["data"]["num_connections"], 1, "{}", own[0]);
     let own = gather(&a, "$SYS.REQ.ACCOUNT.PING.STATZ", "", WAIT).await;
     assert_eq!(own[0]["data"]["account_statz"][0]["acc"], "A", "{}", own[0]);
     let me = gather(&a, "$SYS.REQ.USER.INFO", "", WAIT).await;

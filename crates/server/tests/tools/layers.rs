@@ -73,7 +73,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     // The system account: $SYS requests and events, answered from
     // monitoring's endpoints.
-    ("system", &["core", "jsapi", "monitor", "protocol"]),
+    (
+        "system",
+        &["core", "jsapi", "monitor", "protocol", "subjects"],
+    ),
     ("chaos", &["lossyfs"]),
     // The binary: wires the surfaces together; nothing depends on it.
     (
