@@ -157,7 +157,14 @@ pub struct JszOptions {
     pub limit: usize,
     /// Only this account (`acc`); empty: any.
     pub acc: String,
+    /// Answered by the meta leader alone (`leader-only`).
+    pub leader_only: bool,
 }
+
+/// nats-server's words for a `/jsz?leader-only=true` asked of a server
+/// that does not lead (its `errSkipZreq`): HTTP's 400, and no answer at
+/// all to `$SYS.REQ.SERVER.PING.JSZ`.
+pub const NOT_LEADER: &str = "filtered response: not leader";
 
 impl JszOptions {
     pub fn parse(q: &Query) -> Result<JszOptions, QueryError> {
@@ -171,7 +178,7 @@ impl JszOptions {
             0 => 1024,
             l => l.max(0) as usize,
         };
-        q.bool("leader-only")?;
+        let leader_only = q.bool("leader-only")?;
         q.bool("raft")?;
         q.bool("stream-leader-only")?;
         let acc = q.get("acc").to_string();
@@ -187,6 +194,7 @@ impl JszOptions {
             offset,
             limit,
             acc,
+            leader_only,
         })
     }
 }
@@ -198,8 +206,9 @@ pub async fn jsz(
     q: &Query,
 ) -> Result<JsInfo, QueryError> {
     let opts = JszOptions::parse(q)?;
-    Ok(match services.js.get() {
+    let info = match services.js.get() {
         Some(view) => view.jsz(server, &opts).await,
+        None if opts.leader_only => return Err(QueryError(NOT_LEADER.into())),
         None => JsInfo {
             stats: Stats::default(),
             server_id: server.id.clone(),
@@ -215,7 +224,16 @@ pub async fn jsz(
             account_details: Vec::new(),
             total: 0,
         },
-    })
+    };
+    // One server leads itself; a cluster's meta leader is named.
+    let leads = info
+        .meta_cluster
+        .as_ref()
+        .is_none_or(|m| m.leader == server.name);
+    if opts.leader_only && (info.disabled || !leads) {
+        return Err(QueryError(NOT_LEADER.into()));
+    }
+    Ok(info)
 }
 
 /// `/varz`'s `jetstream`: `{}` when JetStream is off.

@@ -428,6 +428,10 @@ impl System {
                 Ok(requests::with_status_code(&body, status))
             }
             Reply::Json { body, .. } => Ok(body),
+            // Filtered out (`leader_only` on a follower): no answer.
+            Reply::BadRequest(description) if description == monitor::jsz::NOT_LEADER => {
+                return None
+            }
             // nats-server answers an endpoint's own error with a 500.
             Reply::BadRequest(description) => Err(ApiError {
                 code: 500,
