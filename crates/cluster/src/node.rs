@@ -36,7 +36,7 @@ use parking_lot::Mutex;
 use replication::engine::{Engine, EngineError};
 use replication::node::{Actions, Input as CoreInput, NodeCore, Rewrite};
 use serde::Serialize;
-use store::{Dir, Rewritten, SyncHandle, SyncRound};
+use store::{Dir, Rewritten, SyncHandle, SyncLatency, SyncRound};
 use tracing::{error, info};
 
 use crate::transport::Transport;
@@ -150,6 +150,8 @@ pub struct Node {
     status: Arc<Mutex<Status>>,
     thread: Option<JoinHandle<()>>,
     pub transport: Arc<Transport>,
+    /// How long each round of log syncs took.
+    pub sync_latency: Arc<SyncLatency>,
 }
 
 impl Node {
@@ -177,9 +179,11 @@ impl Node {
         let t = transport.clone();
         let st = status.clone();
         let synced = tx.clone();
+        let sync_latency = Arc::new(SyncLatency::default());
+        let timed = sync_latency.clone();
         let thread = std::thread::Builder::new()
             .name(format!("raft-{}", cfg.id))
-            .spawn(move || run(cfg, rx, synced, ctx, t, st))
+            .spawn(move || run(cfg, rx, synced, ctx, t, st, timed))
             .expect("spawn the raft thread");
         (
             Node {
@@ -187,6 +191,7 @@ impl Node {
                 status,
                 thread: Some(thread),
                 transport,
+                sync_latency,
             },
             crx,
         )
@@ -278,6 +283,7 @@ fn syncer(
     id: u64,
     rx: std::sync::mpsc::Receiver<(u64, Vec<SyncHandle>)>,
     report: std::sync::mpsc::Sender<Input>,
+    latency: &SyncLatency,
 ) {
     let mut failures = 0u64;
     let mut logged: Option<Instant> = None;
@@ -292,7 +298,10 @@ fn syncer(
             "epochs come in order"
         );
         let handles: Vec<SyncHandle> = batch.into_iter().flat_map(|(_, h)| h).collect();
-        if let Err(e) = run_round(handles) {
+        let since = Instant::now();
+        let ran = run_round(handles);
+        latency.record(since);
+        if let Err(e) = ran {
             // The rest of the round is not run: the engine rewrites every
             // log that waited on it (`Engine::sync_failed`). A full disk
             // fails every round: logged once every ten seconds.
@@ -430,6 +439,7 @@ fn run(
     committed: std::sync::mpsc::Sender<Event>,
     transport: Arc<Transport>,
     status: Arc<Mutex<Status>>,
+    latency: Arc<SyncLatency>,
 ) {
     // The core's clock: time since the thread started.
     let start = Instant::now();
@@ -445,7 +455,7 @@ fn run(
     let rewritten = synced.clone();
     let sync_thread = std::thread::Builder::new()
         .name(format!("raft-sync-{}", cfg.id))
-        .spawn(move || syncer(id, sync_rx, synced))
+        .spawn(move || syncer(id, sync_rx, synced, &latency))
         .expect("spawn the raft sync thread");
     let (to_rewrite, rewrite_rx) = std::sync::mpsc::channel();
     let stopping = Arc::new(AtomicBool::new(false));

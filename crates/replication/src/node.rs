@@ -292,6 +292,9 @@ pub struct GroupStatus {
     /// this server took the lead in the current term, as the node first
     /// saw it.
     pub leader_since: Option<i64>,
+    /// How often this server saw the group's leader change (to another
+    /// known leader) since it started.
+    pub leader_changes: u64,
 }
 
 /// A status to publish: every group, in id order, and what the engine
@@ -741,6 +744,14 @@ impl Published {
                 Some((_, was)) if was.is_leader && was.term == st.term => was.leader_since,
                 _ => None,
             };
+            let was = self
+                .groups
+                .get(&g)
+                .map(|(_, was)| (was.leader, was.leader_changes));
+            st.leader_changes = match was {
+                Some((leader, n)) => n + u64::from(st.leader != 0 && st.leader != leader),
+                None => u64::from(st.leader != 0),
+            };
             if st.is_leader && st.leader_since.is_none() {
                 st.leader_since = Some(wall);
             }
@@ -773,6 +784,7 @@ fn group_status(engine: &Engine, g: u64) -> GroupStatus {
         learners: engine.learners(g).unwrap_or_default(),
         damaged: engine.is_damaged(g),
         leader_since: None,
+        leader_changes: 0,
     }
 }
 

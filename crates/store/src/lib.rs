@@ -34,7 +34,7 @@ pub use file::{FileStore, FileStoreConfig};
 pub use filter::Filter;
 pub use journal::{Journal, Replaced, Replay, RewriteJob, Rewritten, Swap, MAX_ENTRY};
 pub use mem::MemStore;
-pub use sync::{SyncHandle, SyncKey, SyncPart, SyncRound};
+pub use sync::{SyncHandle, SyncKey, SyncLatency, SyncPart, SyncRound, LATENCY_BOUNDS};
 
 /// A stored message.
 #[derive(Debug, Clone, PartialEq, Eq)]

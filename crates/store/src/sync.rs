@@ -3,6 +3,8 @@
 //! thread runs many of them with one sync per file.
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 /// Makes earlier writes durable when run. Built on the stream's task,
 /// run by the group-commit thread, so the stream never waits on fsync.
@@ -115,6 +117,44 @@ impl SyncRound {
             }
         }
         Ok(())
+    }
+}
+
+/// Upper bounds (seconds) of the durable-write latency buckets.
+pub const LATENCY_BOUNDS: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+/// A histogram of how long durable writes (sync rounds) took, as
+/// Prometheus counts one: a count per bucket (the last for everything
+/// slower) and their total time. Timing is the driver's: the store's
+/// logic never reads the clock.
+#[derive(Default)]
+pub struct SyncLatency {
+    buckets: [AtomicU64; LATENCY_BOUNDS.len() + 1],
+    sum_nanos: AtomicU64,
+}
+
+impl SyncLatency {
+    /// Counts a sync that started at `since` and has just ended.
+    pub fn record(&self, since: Instant) {
+        let took = since.elapsed();
+        let secs = took.as_secs_f64();
+        let i = LATENCY_BOUNDS.partition_point(|&b| b < secs);
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_nanos
+            .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Each bucket's own count (not cumulative), and the total time.
+    pub fn snapshot(&self) -> (Vec<u64>, f64) {
+        let counts = self
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        (counts, sum)
     }
 }
 

@@ -18,8 +18,9 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
+use std::time::Instant;
 
-use store::{SyncHandle, SyncRound};
+use store::{SyncHandle, SyncLatency, SyncRound};
 use tokio::sync::oneshot;
 
 pub type Done = oneshot::Receiver<std::io::Result<()>>;
@@ -37,6 +38,8 @@ pub struct Committer {
     queued: Arc<AtomicUsize>,
     /// A caller is syncing on its own thread.
     here: Arc<AtomicBool>,
+    /// How long each commit took to be durable.
+    latency: Arc<SyncLatency>,
 }
 
 impl Committer {
@@ -44,6 +47,8 @@ impl Committer {
         let (tx, rx) = mpsc::channel::<Request>();
         let queued = Arc::new(AtomicUsize::new(0));
         let left = queued.clone();
+        let latency = Arc::new(SyncLatency::default());
+        let timed = latency.clone();
         std::thread::Builder::new()
             .name("flotilla-commit".into())
             .spawn(move || {
@@ -54,7 +59,9 @@ impl Committer {
                     }
                     let mut round = SyncRound::default();
                     for req in batch {
+                        let since = Instant::now();
                         let result = run(&mut round, req.handles, &req.poison);
+                        timed.record(since);
                         left.fetch_sub(1, Ordering::AcqRel);
                         let _ = req.done.send(result);
                     }
@@ -65,7 +72,13 @@ impl Committer {
             tx,
             queued,
             here: Arc::new(AtomicBool::new(false)),
+            latency,
         }
+    }
+
+    /// How long commits took.
+    pub fn latency(&self) -> &SyncLatency {
+        &self.latency
     }
 
     /// Syncs `handles` on the calling thread if the commit thread is idle
@@ -84,7 +97,9 @@ impl Committer {
         {
             return Err(handles);
         }
+        let since = Instant::now();
         let result = run(&mut SyncRound::default(), handles, poison);
+        self.latency.record(since);
         self.here.store(false, Ordering::Release);
         let (done, rx) = oneshot::channel();
         let _ = done.send(result);

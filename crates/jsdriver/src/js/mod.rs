@@ -71,6 +71,13 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// How long durable writes took: each latency bucket's count (bounds
+    /// [`store::LATENCY_BOUNDS`] seconds, then one for slower) and the total
+    /// seconds; `None` before the first stream starts the committer.
+    pub fn write_latency(&self) -> Option<(Vec<u64>, f64)> {
+        self.committer.get().map(|c| c.latency().snapshot())
+    }
+
     /// Bytes used by every account: (memory, file).
     pub fn usage(&self) -> (u64, u64) {
         (
