@@ -40,6 +40,9 @@ const PLACES: &[&str] = &[
 
 /// Backticked words in the README that are not config keys.
 const NOT_CONFIG: &[&str] = &[
+    // A /healthz query option and a consumer config field.
+    "details",
+    "sample_freq",
     // Subject transform functions.
     "left",
     "partition",

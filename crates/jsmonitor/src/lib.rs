@@ -19,6 +19,7 @@ use monitor::jsz::{
     AccountDetail, ApiStats, Config, JsInfo, JszOptions, MetaClusterInfo, SnapshotStats, Stats,
     StoreDamage, StreamDetail, Varz,
 };
+use monitor::metrics::{Histogram, RaftGroup};
 use monitor::raftz::{RaftzGroup, RaftzPeer, META_NAME};
 use monitor::varz::{RaftVarz, RejectedFrames};
 use monitor::JetStreamView;
@@ -83,6 +84,51 @@ impl JetStreamView for View {
 
     fn health(&self) -> Option<String> {
         meta_health(self.jc.as_deref()?)
+    }
+
+    fn raft_groups(&self) -> Vec<RaftGroup> {
+        let Some(jc) = self.jc.as_deref() else {
+            return Vec::new();
+        };
+        let names = jc.group_names();
+        let status = jc.node.status();
+        status
+            .groups
+            .iter()
+            .filter_map(|g| {
+                let (account, group) = if g.group == jsservice::meta_sm::META_GROUP {
+                    (SYSTEM_ACCOUNT.to_string(), META_NAME.to_string())
+                } else {
+                    names.get(&g.group).cloned()?
+                };
+                Some(RaftGroup {
+                    account,
+                    group,
+                    leader: g.is_leader,
+                    term: g.term,
+                    committed: g.committed,
+                    applied: g.applied,
+                    leader_changes: g.leader_changes,
+                })
+            })
+            .collect()
+    }
+
+    /// The group committer's syncs and, clustered, the Raft logs':
+    /// every durable write passes one or the other.
+    fn write_latency(&self) -> Option<Histogram> {
+        let committer = self.first().shared.write_latency();
+        let raft = self.jc.as_ref().map(|jc| jc.node.sync_latency.snapshot());
+        let (mut counts, mut sum) = committer.clone().or(raft.clone())?;
+        if let (Some(_), Some((more, more_sum))) = (committer, raft) {
+            counts.iter_mut().zip(more).for_each(|(c, m)| *c += m);
+            sum += more_sum;
+        }
+        Some(Histogram {
+            bounds: store::LATENCY_BOUNDS.to_vec(),
+            counts,
+            sum,
+        })
     }
 }
 

@@ -8,6 +8,7 @@ pub mod format;
 mod gatewayz;
 pub mod jsz;
 mod leafz;
+pub mod metrics;
 pub mod query;
 pub mod raftz;
 mod routez;
@@ -91,6 +92,14 @@ pub trait JetStreamView: Send + Sync {
     >;
     /// Why JetStream makes this server unhealthy, in nats-server's words.
     fn health(&self) -> Option<String>;
+    /// Every Raft group this server runs, for `/metrics`.
+    fn raft_groups(&self) -> Vec<metrics::RaftGroup> {
+        Vec::new()
+    }
+    /// How long durable writes took, for `/metrics`; `None` before any.
+    fn write_latency(&self) -> Option<metrics::Histogram> {
+        None
+    }
 }
 
 /// Closed connections kept for `/connz?state=closed`.
@@ -213,6 +222,35 @@ impl Endpoints {
         Some(reply)
     }
 
+    /// `/metrics`' page (see [`metrics`]).
+    pub async fn metrics(&self) -> String {
+        let json = |reply: Option<Reply>| match reply {
+            Some(Reply::Json { body, .. }) => serde_json::from_slice(&body).ok(),
+            _ => None,
+        };
+        let none = Query::parse(None);
+        let varz = json(self.reply("/varz", &none, false).await).unwrap_or_default();
+        let view = self.services.js.get();
+        let jsz = match view {
+            Some(_) => {
+                let q = Query::parse(Some(
+                    "accounts=true&streams=true&consumers=true&config=true",
+                ));
+                json(self.reply("/jsz", &q, false).await)
+            }
+            None => None,
+        };
+        let healthy = matches!(self.healthz(&none), Reply::Json { status: 200, .. });
+        let sources = metrics::Sources {
+            varz,
+            jsz,
+            healthy,
+            raft: view.map(|v| v.raft_groups()).unwrap_or_default(),
+            write_latency: view.and_then(|v| v.write_latency()),
+        };
+        metrics::render(&sources)
+    }
+
     fn healthz(&self, q: &Query) -> Reply {
         for flag in [
             "js-enabled",
@@ -283,6 +321,15 @@ impl Monitor {
         if path == "/" {
             self.count("/");
             return text(StatusCode::OK, root_page(), "text/html; charset=utf-8");
+        }
+        if path == "/metrics" {
+            self.count(path);
+            let page = self.endpoints.metrics().await;
+            return text(
+                StatusCode::OK,
+                page,
+                "text/plain; version=0.0.4; charset=utf-8",
+            );
         }
         // Counted before it is answered, so `/varz` counts itself.
         if ENDPOINTS.contains(&path) {

@@ -69,6 +69,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "jsdriver",
             "jsservice",
             "monitor",
+            "store",
         ],
     ),
     // The system account: $SYS requests and events, answered from
