@@ -15,6 +15,7 @@ use flotilla_core::server::Server;
 use jetstream::api::ClusterInfo;
 use monitor::format::rfc3339;
 use monitor::format::Empty;
+use monitor::healthz::{HealthOptions, Issue, Kind};
 use monitor::jsz::{
     AccountDetail, ApiStats, Config, JsInfo, JszOptions, MetaClusterInfo, SnapshotStats, Stats,
     StoreDamage, StreamDetail, Varz,
@@ -82,8 +83,11 @@ impl JetStreamView for View {
         Some(raftz(self.jc.as_deref()?, acc, group))
     }
 
-    fn health(&self) -> Option<String> {
-        meta_health(self.jc.as_deref()?)
+    fn healthz<'a>(
+        &'a self,
+        opts: &'a HealthOptions,
+    ) -> Pin<Box<dyn Future<Output = Vec<Issue>> + Send + 'a>> {
+        Box::pin(health_issues(&self.accounts, self.jc.as_deref(), opts))
     }
 
     fn raft_groups(&self) -> Vec<RaftGroup> {
@@ -430,7 +434,9 @@ fn raft_varz(jc: &JsCluster) -> RaftVarz {
 /// a follower must have heard from it lately and applied what is
 /// committed; and every stream assigned to it must be current (see
 /// [`stream_health`]).
-fn meta_health(jc: &JsCluster) -> Option<String> {
+/// Why the meta group makes this server unhealthy, in nats-server's
+/// words.
+fn meta_problem(jc: &JsCluster) -> Option<String> {
     let status = jc.node.status();
     if !status.running {
         return Some("JetStream raft node stopped (a log write failed)".into());
@@ -446,20 +452,87 @@ fn meta_health(jc: &JsCluster) -> Option<String> {
             return Some("JetStream is not current with the meta leader".into());
         }
     }
-    let assigned: Vec<(String, u64, usize)> = jc
-        .meta
-        .lock()
-        .streams()
-        .filter(|a| a.peers.contains(&jc.me.id))
-        .map(|a| (a.label(), a.group, a.peers.len()))
-        .collect();
-    for (label, group, replicas) in assigned {
-        let g = status.groups.iter().find(|g| g.group == group);
-        if let Some(why) = stream_health(jc, g, replicas) {
-            return Some(format!("JetStream stream {label} is not current: {why}"));
+    None
+}
+
+/// nats-server's health checks of JetStream (`healthz` past its server
+/// checks): the meta group, then each stream this server holds in each
+/// account (or the account, stream and consumer `opts` names), in that
+/// order. A consumer is led with its stream, so it is as current as
+/// its stream.
+async fn health_issues(
+    accounts: &[Arc<JetStream>],
+    jc: Option<&JsCluster>,
+    opts: &HealthOptions,
+) -> Vec<Issue> {
+    if let Some(jc) = jc {
+        if let Some(why) = meta_problem(jc) {
+            return vec![Issue::new(Kind::JetStream, ["", "", ""], why)];
+        }
+        if opts.meta_only {
+            return Vec::new();
         }
     }
-    None
+    let account = opts.account.as_str();
+    let wanted: Vec<&Arc<JetStream>> = accounts
+        .iter()
+        .filter(|js| account.is_empty() || js.account == account)
+        .collect();
+    if wanted.is_empty() && !account.is_empty() {
+        let why = format!("JetStream account {account:?} not found");
+        return vec![Issue::not_found(Kind::Account, [account, "", ""], why)];
+    }
+    let mut issues = Vec::new();
+    for js in wanted {
+        let acc = js.account.as_str();
+        // The streams this server holds: one server's all; a cluster's
+        // those assigned to it, with their groups and sizes.
+        let held: Vec<(String, Option<(u64, usize)>)> = match jc {
+            None => js
+                .streams()
+                .iter()
+                .map(|h| (h.name.clone(), None))
+                .collect(),
+            Some(jc) => jc
+                .meta
+                .lock()
+                .streams()
+                .filter(|a| a.account == js.account && a.peers.contains(&jc.me.id))
+                .map(|a| (a.name.clone(), Some((a.group, a.peers.len()))))
+                .collect(),
+        };
+        let stream = opts.stream.as_str();
+        if !stream.is_empty() && !held.iter().any(|(name, _)| name == stream) {
+            let why = format!("JetStream stream {stream:?} not found on account {acc:?}");
+            return vec![Issue::not_found(Kind::Stream, [acc, stream, ""], why)];
+        }
+        for (name, group) in held
+            .iter()
+            .filter(|(n, _)| stream.is_empty() || n == stream)
+        {
+            if let (Some(jc), Some((group, replicas))) = (jc, group) {
+                let status = jc.node.status();
+                let g = status.groups.iter().find(|g| g.group == *group);
+                if let Some(why) = stream_health(jc, g, *replicas) {
+                    let why = format!("JetStream stream '{acc} > {name}' is not current: {why}");
+                    issues.push(Issue::new(Kind::Stream, [acc, name, ""], why));
+                    continue;
+                }
+            }
+            let consumer = opts.consumer.as_str();
+            if consumer.is_empty() {
+                continue;
+            }
+            let names = js.consumer_names(name).await.unwrap_or_default();
+            if !names.iter().any(|c| c == consumer) {
+                let why = format!(
+                    "JetStream consumer {consumer:?} not found for stream {name:?} on account {acc:?}"
+                );
+                return vec![Issue::not_found(Kind::Consumer, [acc, name, consumer], why)];
+            }
+        }
+    }
+    issues
 }
 
 /// nats-server's reasons a stream replica is not current.

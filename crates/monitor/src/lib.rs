@@ -6,6 +6,7 @@ pub mod accstatz;
 mod connz;
 pub mod format;
 mod gatewayz;
+pub mod healthz;
 pub mod jsz;
 mod leafz;
 pub mod metrics;
@@ -90,8 +91,13 @@ pub trait JetStreamView: Send + Sync {
     ) -> Option<
         std::collections::BTreeMap<String, std::collections::BTreeMap<String, raftz::RaftzGroup>>,
     >;
-    /// Why JetStream makes this server unhealthy, in nats-server's words.
-    fn health(&self) -> Option<String>;
+    /// Why JetStream makes this server unhealthy, in nats-server's words
+    /// (its meta group, and its streams and consumers, or those `opts`
+    /// names); empty when healthy.
+    fn healthz<'a>(
+        &'a self,
+        opts: &'a healthz::HealthOptions,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Vec<healthz::Issue>> + Send + 'a>>;
     /// Every Raft group this server runs, for `/metrics`.
     fn raft_groups(&self) -> Vec<metrics::RaftGroup> {
         Vec::new()
@@ -213,7 +219,7 @@ impl Endpoints {
                 Some(groups) => Reply::of(&groups, pretty),
                 None => Reply::NotFound("No Raft nodes registered".into()),
             },
-            "/healthz" => self.healthz(q),
+            "/healthz" => self.healthz(q).await,
             "/accstatz" => Reply::or_bad(accstatz::accstatz(server, q), pretty),
             "/accountz" => Reply::or_bad(accountz::accountz(server, q), pretty),
             "/gatewayz" => Reply::of(&gatewayz::gatewayz(server), pretty),
@@ -240,7 +246,7 @@ impl Endpoints {
             }
             None => None,
         };
-        let healthy = matches!(self.healthz(&none), Reply::Json { status: 200, .. });
+        let healthy = matches!(self.healthz(&none).await, Reply::Json { status: 200, .. });
         let sources = metrics::Sources {
             varz,
             jsz,
@@ -251,52 +257,31 @@ impl Endpoints {
         metrics::render(&sources)
     }
 
-    fn healthz(&self, q: &Query) -> Reply {
-        for flag in [
-            "js-enabled",
-            "js-enabled-only",
-            "js-server-only",
-            "js-meta-only",
-            "details",
-        ] {
-            if let Err(e) = q.bool(flag) {
-                return Reply::BadRequest(e.0);
-            }
-        }
-        let server_only = q.bool("js-server-only").unwrap_or(false);
-        let enabled_only = q.bool("js-enabled-only").unwrap_or(false);
-        let (status, body) = if self.server.is_shutting_down() {
-            (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Health {
-                    status: "error",
-                    error: Some("failed to be ready for connections after 1ms: server".into()),
-                },
-            )
-        } else if let Some(e) = (!server_only && !enabled_only)
-            .then(|| self.services.js.get().and_then(|view| view.health()))
-            .flatten()
-        {
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Health {
-                    status: "unavailable",
-                    error: Some(e),
-                },
-            )
-        } else {
-            (
-                StatusCode::OK,
-                Health {
-                    status: "ok",
-                    error: None,
-                },
-            )
+    /// `/healthz` (see [`healthz`]).
+    async fn healthz(&self, q: &Query) -> Reply {
+        let asked = match healthz::Asked::parse(q) {
+            Ok(asked) => asked,
+            Err(e) => return Reply::BadRequest(e.0),
         };
-        Reply::Json {
-            status: status.as_u16(),
-            body: serde_json::to_vec(&body).expect("json"),
-        }
+        let view = self.services.js.get();
+        let issues: Vec<healthz::Issue> = if let Some(bad) = asked.bad_request() {
+            vec![bad]
+        } else if self.server.is_shutting_down() {
+            let error = "failed to be ready for connections after 1ms: server".to_string();
+            vec![healthz::Issue {
+                status: 500,
+                ..healthz::Issue::new(healthz::Kind::Connection, ["", "", ""], error)
+            }]
+        } else {
+            match view {
+                Some(view) if !asked.server_only && !asked.enabled_only => {
+                    view.healthz(&asked.js).await
+                }
+                _ => Vec::new(),
+            }
+        };
+        let (status, body) = healthz::answer(&issues, asked.details);
+        Reply::Json { status, body }
     }
 }
 
@@ -355,14 +340,6 @@ impl Monitor {
             }
         }
     }
-}
-
-/// `/healthz`'s body, in nats-server's field order.
-#[derive(Serialize)]
-struct Health {
-    status: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
 }
 
 fn root_page() -> String {

@@ -635,6 +635,21 @@ impl JetStream {
         out
     }
 
+    /// The names of stream `name`'s consumers, as its task knows them;
+    /// `None` when it has no task here or the task does not answer.
+    pub async fn consumer_names(&self, name: &str) -> Option<Vec<String>> {
+        let h = self.stream(name)?;
+        let (done, rx) = oneshot::channel();
+        if !h.send(Cmd::Info {
+            consumers: true,
+            done,
+        }) {
+            return None;
+        }
+        let (_, consumers) = rx.await.ok()?;
+        Some(consumers.into_iter().map(|c| c.name).collect())
+    }
+
     /// The group committer of one server's streams.
     fn committer(&self) -> &Committer {
         self.shared

@@ -265,3 +265,82 @@ fn healthz_routez_root_and_404() {
     let (status, _, body) = s.http("/nope");
     assert_eq!((status, body.as_str()), (404, "404 page not found\n"));
 }
+
+/// `/healthz`'s queries (issue 37), as nats-server answers them: an
+/// account, stream or consumer named that this server does not hold is
+/// 404, one checked and current is 200; a stream without its account
+/// is 400; with `details`, the same as `errors`. One server or a
+/// cluster (`FLOTILLA_TEST_JS`), and nats-server with
+/// `FLOTILLA_TEST_SERVER`.
+#[tokio::test]
+async fn healthz_checks_what_the_query_names() {
+    let s = common::js_server();
+    let c = s.client().await;
+    common::create_stream(
+        &c,
+        "HZ",
+        serde_json::json!({"name": "HZ", "subjects": ["hz"]}),
+    )
+    .await;
+    let body = serde_json::json!({"stream_name": "HZ", "config": {"durable_name": "D", "ack_policy": "explicit"}});
+    let r = common::api(&c, "$JS.API.CONSUMER.CREATE.HZ.D", &body.to_string()).await;
+    assert!(r.get("error").is_none(), "{r}");
+    // The stream's leader holds it in every mode (in a cluster of three
+    // with R1 streams, the others may not).
+    let leader = match common::clustered() {
+        false => 0,
+        true => {
+            let info = common::api(&c, "$JS.API.STREAM.INFO.HZ", "").await;
+            let name = info["cluster"]["leader"].as_str().unwrap().to_string();
+            (0..3)
+                .find(|&i| s.servers[i].json("/varz")["server_name"] == name.as_str())
+                .unwrap()
+        }
+    };
+    let server = &s.servers[leader];
+    let ok = r#"{"status":"ok"}"#;
+    let cases: &[(&str, u16, &str)] = &[
+        ("", 200, ok),
+        ("?account=$G", 200, ok),
+        ("?account=$G&stream=HZ", 200, ok),
+        ("?account=$G&stream=HZ&consumer=D", 200, ok),
+        ("?js-meta-only=true", 200, ok),
+        ("?details=true", 200, ok),
+        (
+            "?account=NOPE",
+            404,
+            r#"{"status":"unavailable","error":"JetStream account \"NOPE\" not found"}"#,
+        ),
+        (
+            "?account=$G&stream=NOPE",
+            404,
+            r#"{"status":"unavailable","error":"JetStream stream \"NOPE\" not found on account \"$G\""}"#,
+        ),
+        (
+            "?account=$G&stream=HZ&consumer=NOPE",
+            404,
+            r#"{"status":"unavailable","error":"JetStream consumer \"NOPE\" not found for stream \"HZ\" on account \"$G\""}"#,
+        ),
+        (
+            "?account=$G&stream=NOPE&details=true",
+            404,
+            r#"{"status":"error","errors":[{"type":"STREAM","account":"$G","stream":"NOPE","error":"JetStream stream \"NOPE\" not found on account \"$G\""}]}"#,
+        ),
+        (
+            "?stream=HZ",
+            400,
+            r#"{"status":"error","error":"\"account\" must not be empty when checking stream health"}"#,
+        ),
+        (
+            "?account=$G&consumer=D&details=true",
+            400,
+            r#"{"status":"error","errors":[{"type":"BAD_REQUEST","error":"\"stream\" must not be empty when checking consumer health"}]}"#,
+        ),
+    ];
+    for (query, code, body) in cases {
+        let (got_code, _, got) = server.http(&format!("/healthz{query}"));
+        let got: serde_json::Value = serde_json::from_str(&got).unwrap();
+        let want: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!((got_code, got), (*code, want), "/healthz{query}");
+    }
+}
