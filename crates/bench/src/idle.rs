@@ -124,6 +124,48 @@ pub async fn hold(p: &Params) -> Result<Report> {
     })
 }
 
+/// Core pub/sub 1:1 (as `pubsub`) while connections come and go: in
+/// turn, `p.conns` connections are opened (CONNECT, then PING answered)
+/// and closed again, 100 at a time, for as long as the pub/sub runs,
+/// and at least once. What the server does for each client that
+/// arrives and leaves (system account events, say) is then paid during
+/// the run. The report is the pub/sub's; its `subs` is how many
+/// connections came and went.
+pub async fn churn(p: &Params) -> Result<Report> {
+    let addr = host_port(&p.url);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churner = {
+        let (addr, stop, conns) = (addr.clone(), stop.clone(), p.conns.max(100));
+        tokio::spawn(async move {
+            let mut churned = 0usize;
+            while churned < conns || !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let opened = futures::future::join_all((0..100).map(|c| open(&addr, c, 0))).await;
+                for s in opened {
+                    s?;
+                    churned += 1;
+                }
+            }
+            Ok::<usize, std::io::Error>(churned)
+        })
+    };
+    let report = crate::core::pubsub(p).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let churned = churner
+        .await
+        .map_err(|e| Error::Wrong {
+            scenario: "churn",
+            detail: e.to_string(),
+        })?
+        .map_err(|e| Error::Wrong {
+            scenario: "churn",
+            detail: format!("a connection that came and went: {e}"),
+        })?;
+    let mut report = report?;
+    report.scenario = "churn".into();
+    report.subs = churned;
+    Ok(report)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -147,6 +147,9 @@ pub enum Scenario {
     Kv,
     /// Hold `conns` idle connections with `subs-per-conn` subscriptions.
     Idle,
+    /// Core pub/sub 1:1 while `conns` connections open and close, over
+    /// and over.
+    Churn,
     /// SIGKILL a replicated stream's leader (found among `pids`) and time
     /// until the next publish is acknowledged.
     Failover,
@@ -168,7 +171,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario that one server can run (failover needs a cluster).
-    pub const ONE_SERVER: [Scenario; 13] = [
+    pub const ONE_SERVER: [Scenario; 14] = [
         Scenario::Pubsub,
         Scenario::Queue,
         Scenario::Request,
@@ -177,6 +180,7 @@ impl Scenario {
         Scenario::JsPush,
         Scenario::Kv,
         Scenario::Idle,
+        Scenario::Churn,
         Scenario::JsCounter,
         Scenario::JsBatch,
         Scenario::JsPullGroup,
@@ -194,6 +198,7 @@ impl Scenario {
             Scenario::JsPush => "js-push",
             Scenario::Kv => "kv",
             Scenario::Idle => "idle",
+            Scenario::Churn => "churn",
             Scenario::Failover => "failover",
             Scenario::Streams => "streams",
             Scenario::JsCounter => "js-counter",
@@ -215,6 +220,7 @@ pub async fn run(scenario: Scenario, p: &Params) -> Result<Vec<Report>> {
         Scenario::JsPush => js::push(p).await.map(|r| vec![r]),
         Scenario::Kv => js::kv(p).await,
         Scenario::Idle => idle::hold(p).await.map(|r| vec![r]),
+        Scenario::Churn => idle::churn(p).await.map(|r| vec![r]),
         Scenario::Failover => failover::leader_killed(p).await.map(|r| vec![r]),
         Scenario::Streams => streams::create_many(p).await.map(|r| vec![r]),
         Scenario::JsCounter => js_features::counter(p).await.map(|r| vec![r]),

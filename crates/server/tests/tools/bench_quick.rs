@@ -39,6 +39,13 @@ fn check(scenario: Scenario, p: &Params, reports: &[flotilla_bench::Report]) {
             _ => p.msgs,
         };
         assert_eq!(r.msgs, expected, "{}", r.json());
+        if scenario == Scenario::Churn {
+            assert!(
+                r.subs >= p.conns,
+                "every connection came and went: {}",
+                r.json()
+            );
+        }
         assert!(r.msgs_per_sec > 0.0 && r.elapsed_s > 0.0, "{}", r.json());
         let back: serde_json::Value = serde_json::from_str(&r.json()).unwrap();
         assert_eq!(back["scenario"], r.scenario);
