@@ -557,6 +557,8 @@ pub struct Options {
     pub http_port: i64,
     /// Monitoring over TLS (`https_port`, `-ms`); excludes `http_port`.
     pub https_port: i64,
+    /// A prefix for every monitoring path (`http_base_path`), as given.
+    pub http_base_path: String,
     pub max_payload: usize,
     pub max_pending: usize,
     pub max_control_line: usize,
@@ -618,6 +620,7 @@ impl Default for Options {
             http_host: None,
             http_port: 0,
             https_port: 0,
+            http_base_path: String::new(),
             max_payload: 1024 * 1024,
             max_pending: 64 * 1024 * 1024,
             max_control_line: 4096,

@@ -285,6 +285,35 @@ impl Endpoints {
     }
 }
 
+/// `http_base_path` as nats-server's `normalizeBasePath` makes it: a
+/// leading `/`, cleaned; empty is `/`.
+fn base_path(given: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in given.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// The endpoint a request path names under `base` (`/` alone for the
+/// base itself, the root page); `None` outside it.
+fn under_base<'a>(base: &str, path: &'a str) -> Option<&'a str> {
+    if base == "/" {
+        return Some(path);
+    }
+    match path.strip_prefix(base)? {
+        "" => Some("/"),
+        rest if rest.starts_with('/') && rest != "/" => Some(rest),
+        _ => None,
+    }
+}
+
 struct Monitor {
     server: Arc<Server>,
     endpoints: Endpoints,
@@ -302,7 +331,14 @@ impl Monitor {
 
     async fn handle(&self, req: &Request<Incoming>) -> Response<Body> {
         let q = Query::parse(req.uri().query());
-        let path = req.uri().path();
+        let base = base_path(&self.server.opts().http_base_path);
+        let Some(path) = under_base(&base, req.uri().path()) else {
+            return text(
+                StatusCode::NOT_FOUND,
+                "404 page not found\n".into(),
+                "text/plain; charset=utf-8",
+            );
+        };
         if path == "/" {
             self.count("/");
             return text(StatusCode::OK, root_page(), "text/html; charset=utf-8");

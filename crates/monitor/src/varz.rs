@@ -395,7 +395,7 @@ pub fn varz(server: &Server, services: &super::Services, cpu: &CpuSampler) -> Va
         ping_max: opts.ping_max,
         http_host: opts.http_host.clone().unwrap_or_else(|| opts.host.clone()),
         http_port: opts.http_port,
-        http_base_path: String::new(),
+        http_base_path: opts.http_base_path.clone(),
         https_port: opts.https_port,
         auth_timeout: opts.auth_timeout().as_secs_f64(),
         max_control_line: opts.max_control_line,

@@ -71,6 +71,7 @@ const TOP: &[(&[&str], Set)] = &[
         }
     }),
     (&["https_port"], |e, t| if let Some(v) = int(t.r, e) { t.o.https_port = v }),
+    (&["http_base_path"], |e, t| if let Some(v) = string(t.r, e) { t.o.http_base_path = v }),
     (&["max_payload"], |e, t| if let Some(v) = size31(t.r, e) { t.o.max_payload = v }),
     (&["max_control_line"], |e, t| if let Some(v) = size31(t.r, e) { t.o.max_control_line = v }),
     (&["max_pending"], |e, t| match int(t.r, e) {

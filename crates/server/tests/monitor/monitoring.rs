@@ -344,3 +344,25 @@ async fn healthz_checks_what_the_query_names() {
         assert_eq!((got_code, got), (*code, want), "/healthz{query}");
     }
 }
+
+/// `http_base_path` puts every endpoint under a prefix, as nats-server
+/// does (`/varz` alone is then not found); `/varz` tells it as given.
+#[test]
+fn the_base_path_prefixes_every_endpoint() {
+    let s = common::server()
+        .config("http_base_path: \"mon/\"\n")
+        .start();
+    let cases: &[(&str, u16)] = &[
+        ("/mon/varz", 200),
+        ("/mon/connz", 200),
+        ("/mon/healthz", 200),
+        ("/mon", 200),
+        ("/varz", 404),
+        ("/monvarz", 404),
+    ];
+    for (path, code) in cases {
+        assert_eq!(s.http(path).0, *code, "{path}");
+    }
+    let varz = s.json("/mon/varz");
+    assert_eq!(varz["http_base_path"], "mon/", "{varz}");
+}
