@@ -29,6 +29,8 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// subscribe checks) and by publishers delivering to it (deny filter,
 /// reply grants).
 pub struct Permits {
+    /// The permissions as configured, for who asks (`USER.INFO`).
+    source: Permissions,
     publish: Rules,
     subscribe: Rules,
     response: Option<ResponsePermission>,
@@ -56,10 +58,40 @@ struct Grant {
 }
 
 impl Permits {
+    /// nats-server's `publicPermissions`: both lists of publish and
+    /// subscribe (each key left out when empty; subscribe entries with
+    /// their queue), and `responses` when granted (`ttl` in ns).
+    pub fn public(&self) -> serde_json::Value {
+        let side = |sp: &Option<SubjectPermission>| {
+            let mut m = serde_json::Map::new();
+            if let Some(sp) = sp {
+                if let Some(allow) = sp.allow.as_ref().filter(|a| !a.is_empty()) {
+                    m.insert("allow".into(), allow.clone().into());
+                }
+                if !sp.deny.is_empty() {
+                    m.insert("deny".into(), sp.deny.clone().into());
+                }
+            }
+            serde_json::Value::Object(m)
+        };
+        let mut out = serde_json::Map::new();
+        out.insert("publish".into(), side(&self.source.publish));
+        out.insert("subscribe".into(), side(&self.source.subscribe));
+        if let Some(r) = &self.source.response {
+            let ttl = r.expires.map_or(0, |d| d.as_nanos() as u64);
+            out.insert(
+                "responses".into(),
+                serde_json::json!({"max": r.max_msgs, "ttl": ttl}),
+            );
+        }
+        serde_json::Value::Object(out)
+    }
+
     pub fn new(p: &Permissions) -> Self {
         let publish = p.publish.as_ref().map(|sp| rules(sp, false));
         let subscribe = p.subscribe.as_ref().map(|sp| rules(sp, true));
         Permits {
+            source: p.clone(),
             publish: publish.unwrap_or_default(),
             subscribe: subscribe.unwrap_or_default(),
             response: p.response.clone(),

@@ -134,7 +134,7 @@ impl System {
     /// `$SYS.REQ.USER.INFO`'s answer: who asked, from the request's
     /// `Nats-Request-Info` (nats-server's `UserInfo`; its permissions
     /// are not told yet).
-    pub(crate) fn user_info(&self, account: &str, info: Option<&str>) -> Vec<u8> {
+    pub(crate) fn user_info(&self, account: &str, info: Option<&str>, asker: u64) -> Vec<u8> {
         let ci: serde_json::Value = info
             .and_then(|i| serde_json::from_str(i).ok())
             .unwrap_or_default();
@@ -150,6 +150,11 @@ impl System {
         data.insert("account".into(), acc.into());
         if self.server.accounts.get(acc.as_bytes()).is_some() {
             data.insert("account_name".into(), acc.into());
+        }
+        // The asker's own permissions, as nats-server's `publicPermissions`.
+        let client = self.server.clients.lock().get(&asker).cloned();
+        if let Some(permits) = client.and_then(|c| c.permits()) {
+            data.insert("permissions".into(), permits.public());
         }
         let json = serde_json::to_vec(&data).expect("json");
         requests::response(&self.identity.stamp(), Ok(&json))

@@ -48,12 +48,18 @@ struct Request {
     /// Its `Nats-Request-Info`, when it came through an import.
     info: Option<String>,
     body: Vec<u8>,
+    /// The connection that published it (0: the server, or unknown).
+    publisher: u64,
 }
 
 struct Queue(mpsc::UnboundedSender<Request>);
 
 impl Sink for Queue {
     fn deliver(&self, msg: Message<'_>) {
+        self.deliver_from(msg, 0);
+    }
+
+    fn deliver_from(&self, msg: Message<'_>, publisher: u64) {
         let request = Request {
             subject: String::from_utf8_lossy(msg.routed).into_owned(),
             reply: msg.reply.map(|r| String::from_utf8_lossy(r).into_owned()),
@@ -62,6 +68,7 @@ impl Sink for Queue {
                 .and_then(|h| protocol::headers::get(h, protocol::headers::REQUEST_INFO))
                 .map(str::to_string),
             body: msg.payload.to_vec(),
+            publisher,
         };
         let _ = self.0.send(request);
     }
@@ -360,7 +367,8 @@ impl System {
         }
         if let Some(account) = user_info_of(&request.subject) {
             let reply = request.reply.clone()?;
-            return Some((reply, self.user_info(account, request.info.as_deref())));
+            let info = request.info.as_deref();
+            return Some((reply, self.user_info(account, info, request.publisher)));
         }
         let service = requests::service(&request.subject, &self.server.id)?;
         match &service.answer {

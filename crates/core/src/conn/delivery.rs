@@ -33,8 +33,12 @@ const SCAN_LIMIT: usize = 16;
 pub struct Delivery {
     server: Arc<Server>,
     /// The publishing client, whose own subscriptions are skipped when
-    /// `echo` is off. 0 for internal publishers.
+    /// `echo` is off. 0 for internal publishers, and while a message
+    /// crosses an import.
     pub publisher: u64,
+    /// The connection whose publish this is, across imports too: what
+    /// internal subscribers are told (`InternalSink::deliver_from`).
+    asker: u64,
     pub echo: bool,
     max_pending: usize,
     to_flush: Vec<Arc<Client>>,
@@ -101,6 +105,7 @@ impl Delivery {
         Delivery {
             server,
             publisher,
+            asker: publisher,
             echo: true,
             max_pending,
             to_flush: Vec::new(),
@@ -384,7 +389,7 @@ impl Delivery {
             }
             // Not in `sent`: nats-server counts no delivery to an
             // internal subscription (JetStream's among them).
-            sink.deliver_from(msg, self.publisher);
+            sink.deliver_from(msg, self.asker);
             return true;
         }
         match sub.take_quota() {

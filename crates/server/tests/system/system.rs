@@ -83,7 +83,13 @@ fn a_missing_system_account_is_refused() {
 const SYS: &str = r#"
 accounts {
   SYS { users: [{ user: sys, password: p }] }
-  A { users: [{ user: a, password: p }] }
+  A { users: [
+    { user: a, password: p }
+    { user: limited, password: p, permissions: {
+        publish: { allow: ["a.>", "$SYS.REQ.USER.INFO"], deny: ["a.secret"] }
+        subscribe: { allow: ["_INBOX.>", "b.* q"] }
+        allow_responses: true } }
+  ] }
 }
 system_account: SYS
 server_tags: ["az:1", "Rack"]
@@ -587,6 +593,28 @@ async fn accounts_are_asked_about() {
         .await
         .is_empty());
     // The system account's users ask who they are too.
+    // A user's permissions are told to it (list order aside: nats-server
+    // walks its tries).
+    let limited = common::connect_as(&s.url(), "limited", "p").await;
+    let me = gather(&limited, "$SYS.REQ.USER.INFO", "", WAIT).await;
+    assert_eq!(me.len(), 1, "{me:?}");
+    let mut perms = me[0]["data"]["permissions"].clone();
+    for list in ["/publish/allow", "/publish/deny", "/subscribe/allow"] {
+        let l = perms
+            .pointer_mut(list)
+            .and_then(|l| l.as_array_mut())
+            .unwrap();
+        l.sort_by_key(|v| v.to_string());
+    }
+    let want = serde_json::json!({
+        "publish": {"allow": ["$SYS.REQ.USER.INFO", "a.>"], "deny": ["a.secret"]},
+        "subscribe": {"allow": ["_INBOX.>", "b.* q"]},
+        "responses": {"max": 1, "ttl": 120_000_000_000u64},
+    });
+    assert_eq!(perms, want, "{}", me[0]);
+    assert!(gather(&a, "$SYS.REQ.USER.INFO", "", WAIT).await[0]["data"]
+        .get("permissions")
+        .is_none());
     let me = gather(&sys, "$SYS.REQ.USER.INFO", "", WAIT).await;
     assert_eq!(me.len(), 1, "{me:?}");
     assert_eq!(me[0]["data"]["user"], "sys", "{}", me[0]);
