@@ -49,6 +49,22 @@ impl Bus {
         Bus::new(server, account)
     }
 
+    /// The bus of this server's system account, if it has one.
+    pub fn system(&self) -> Option<Bus> {
+        let account = self.server.opts().system_account()?.to_string();
+        Some(Bus::named(self.server.clone(), &account))
+    }
+
+    /// This server's id and its cluster's name (`""` without one), as
+    /// server advisories name them.
+    pub fn server_identity(&self) -> (&str, String) {
+        let cluster = match self.server.routes.enabled() {
+            true => self.server.routes.cluster_name().0,
+            false => String::new(),
+        };
+        (&self.server.id, cluster)
+    }
+
     /// Messages on `subject` go to `sink`, on the publisher's task.
     pub fn subscribe(
         &self,

@@ -415,6 +415,28 @@ impl LeaderElected<'_> {
     }
 }
 
+/// Where a server that ran out of disk says so, in the system account.
+pub const OUT_OF_STORAGE: &str = "$JS.EVENT.ADVISORY.SERVER.OUT_OF_STORAGE";
+
+/// nats-server's `JSServerOutOfSpaceAdvisory` (its type is
+/// `server_out_of_space`).
+#[derive(Serialize)]
+pub struct OutOfSpace<'a> {
+    pub server: &'a str,
+    pub server_id: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub stream: &'a str,
+    pub cluster: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<&'a str>,
+}
+
+impl OutOfSpace<'_> {
+    pub fn render(&self, id: &str, now: i64) -> Vec<u8> {
+        typed(Head::new("server_out_of_space", id, now), self)
+    }
+}
+
 /// Where the meta group's new leader is told, in the system account.
 pub const DOMAIN_LEADER_ELECTED: &str = "$JS.EVENT.ADVISORY.DOMAIN.LEADER_ELECTED";
 

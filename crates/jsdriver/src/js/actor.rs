@@ -475,6 +475,9 @@ impl Actor {
     fn note_store_failure(&mut self) {
         if self.failed.is_none() {
             self.failed = self.machine.stream().store().failed().map(str::to_string);
+            if let Some(e) = &self.failed {
+                self.js.note_write_error(&self.handle.name, e);
+            }
         }
     }
 
@@ -691,6 +694,7 @@ impl Actor {
                     "Stream '{}': storage write failed, reloading from disk: {e}",
                     self.handle.name
                 );
+                self.js.note_write_error(&self.handle.name, &e.to_string());
                 self.fail(batch.items, &e);
                 // Later batches were built on the failed writes.
                 while let Some(mut b) = self.inflight.pop_front() {

@@ -13,7 +13,9 @@
 use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
-use jetstream::api::advisory::{Audit, API_AUDIT};
+use std::sync::atomic::Ordering;
+
+use jetstream::api::advisory::{Audit, OutOfSpace, API_AUDIT, OUT_OF_STORAGE};
 use jsservice::reply::{Answer, What};
 use parking_lot::Mutex;
 
@@ -150,5 +152,34 @@ impl JetStream {
         };
         let body = audit.render(&flotilla_core::nuid(), wall_clock());
         p.publish(API_AUDIT, API_AUDIT, None, None, &body);
+    }
+
+    /// A write of `stream` failed with `e`: if the disk is full, the
+    /// system account is told, once (`SERVER.OUT_OF_STORAGE`). flotilla
+    /// keeps refusing writes until space returns, where nats-server stops
+    /// JetStream.
+    pub fn note_write_error(&self, stream: &str, e: &str) {
+        let full = e.contains("No space left on device") || e.contains("os error 28");
+        if !full || self.shared.told_out_of_space.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let Some(system) = self.bus.system() else {
+            return;
+        };
+        if !system.has_listener(OUT_OF_STORAGE.as_bytes()) {
+            return;
+        }
+        let (server_id, cluster) = self.bus.server_identity();
+        let event = OutOfSpace {
+            server: self.bus.server_name(),
+            server_id,
+            stream,
+            cluster: &cluster,
+            domain: self.domain.as_deref(),
+        };
+        let body = event.render(&flotilla_core::nuid(), wall_clock());
+        let mut p = system.publisher();
+        p.publish(OUT_OF_STORAGE, OUT_OF_STORAGE, None, None, &body);
+        p.flush();
     }
 }

@@ -67,6 +67,9 @@ pub enum SyncPolicy {
 pub struct Shared {
     memory_used: AtomicI64,
     store_used: AtomicI64,
+    /// Told the system account that the disk is full (once, as
+    /// nats-server tells it before it stops JetStream).
+    told_out_of_space: std::sync::atomic::AtomicBool,
     committer: std::sync::OnceLock<Committer>,
 }
 

@@ -18,9 +18,17 @@ async fn full_disk_refuses_then_recovers() {
     let store = fs.0.display().to_string();
     let mut s = common::server()
         .config(&format!(
-            "jetstream {{ store_dir: \"{store}\", max_file_store: 1GB }}"
+            "jetstream {{ store_dir: \"{store}\", max_file_store: 1GB }}\n{}",
+            common::WITH_SYSTEM_USER
         ))
         .start();
+    // The system account hears of it, once.
+    let sys = common::connect_as(&s.url(), "sys", "p").await;
+    let mut told = sys
+        .subscribe("$JS.EVENT.ADVISORY.SERVER.OUT_OF_STORAGE")
+        .await
+        .unwrap();
+    sys.flush().await.unwrap();
     let js = jetstream::new(s.client().await);
     js.create_stream(stream::Config {
         name: "F".into(),
@@ -53,6 +61,23 @@ async fn full_disk_refuses_then_recovers() {
         "{refused}"
     );
     assert!(acked.len() > 50, "some fit: {}", acked.len());
+    {
+        use futures::StreamExt;
+        let m = tokio::time::timeout(std::time::Duration::from_secs(5), told.next())
+            .await
+            .expect("an out-of-storage advisory")
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+        assert_eq!(
+            v["type"], "io.nats.jetstream.advisory.v1.server_out_of_space",
+            "{v}"
+        );
+        assert_eq!(v["stream"], "F", "{v}");
+        let varz = s.json("/varz");
+        assert_eq!(v["server_id"], varz["server_id"], "{v}");
+        assert_eq!(v["server"], varz["server_name"], "{v}");
+        assert_eq!(v["cluster"], "", "{v}");
+    }
     // Still refused while full, and nothing acknowledged is harmed.
     assert!(js
         .publish("f.more", payload.clone())
