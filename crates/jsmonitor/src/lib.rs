@@ -16,6 +16,7 @@ use jetstream::api::ClusterInfo;
 use monitor::format::rfc3339;
 use monitor::format::Empty;
 use monitor::healthz::{HealthOptions, Issue, Kind};
+use monitor::ipqueuesz::Queue as IpQueue;
 use monitor::jsz::{
     AccountDetail, ApiStats, Config, JsInfo, JszOptions, MetaClusterInfo, SnapshotStats, Stats,
     StoreDamage, StreamDetail, Varz,
@@ -116,6 +117,29 @@ impl JetStreamView for View {
                 })
             })
             .collect()
+    }
+
+    fn ipqueues(&self) -> Vec<(String, IpQueue)> {
+        let mut queues: Vec<(String, IpQueue)> = self
+            .accounts
+            .iter()
+            .flat_map(|js| {
+                js.streams().into_iter().map(|h| {
+                    let name = format!("[ACC:{}] stream '{}' messages", js.account, h.name);
+                    let queue = IpQueue {
+                        pending: h.queued(),
+                        in_progress: 0,
+                    };
+                    (name, queue)
+                })
+            })
+            .collect();
+        let commits = IpQueue {
+            pending: self.first().shared.commits_queued(),
+            in_progress: 0,
+        };
+        queues.push(("JetStream group commit".to_string(), commits));
+        queues
     }
 
     /// The group committer's syncs and, clustered, the Raft logs':

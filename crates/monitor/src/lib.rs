@@ -7,6 +7,7 @@ mod connz;
 pub mod format;
 mod gatewayz;
 pub mod healthz;
+pub mod ipqueuesz;
 pub mod jsz;
 mod leafz;
 pub mod metrics;
@@ -102,6 +103,10 @@ pub trait JetStreamView: Send + Sync {
     fn raft_groups(&self) -> Vec<metrics::RaftGroup> {
         Vec::new()
     }
+    /// JetStream's queues of work, for `/ipqueuesz`.
+    fn ipqueues(&self) -> Vec<(String, ipqueuesz::Queue)> {
+        Vec::new()
+    }
     /// How long durable writes took, for `/metrics`; `None` before any.
     fn write_latency(&self) -> Option<metrics::Histogram> {
         None
@@ -155,6 +160,7 @@ pub const ENDPOINTS: &[&str] = &[
     "/accountz",
     "/jsz",
     "/gatewayz",
+    "/ipqueuesz",
 ];
 
 /// An endpoint's answer.
@@ -223,6 +229,10 @@ impl Endpoints {
             "/accstatz" => Reply::or_bad(accstatz::accstatz(server, q), pretty),
             "/accountz" => Reply::or_bad(accountz::accountz(server, q), pretty),
             "/gatewayz" => Reply::of(&gatewayz::gatewayz(server), pretty),
+            "/ipqueuesz" => {
+                let queues = services.js.get().map(|v| v.ipqueues()).unwrap_or_default();
+                Reply::or_bad(ipqueuesz::ipqueuesz(queues, q), pretty)
+            }
             _ => return None,
         };
         Some(reply)

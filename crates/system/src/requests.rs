@@ -132,6 +132,11 @@ const HEALTHZ: &[Opt] = &[
     opt("details", "details", Kind::Bool),
 ];
 
+const IPQUEUESZ: &[Opt] = &[
+    opt("all", "all", Kind::Bool),
+    opt("filter", "queues", Kind::Str),
+];
+
 const RAFTZ: &[Opt] = &[
     opt("account", "acc", Kind::Str),
     opt("group", "group", Kind::Str),
@@ -221,6 +226,13 @@ pub const SERVICES: &[Service] = &[
         answer: Answer::Monitor {
             path: "/healthz",
             options: HEALTHZ,
+        },
+    },
+    Service {
+        name: "IPQUEUESZ",
+        answer: Answer::Monitor {
+            path: "/ipqueuesz",
+            options: IPQUEUESZ,
         },
     },
     Service {

@@ -76,6 +76,11 @@ impl Committer {
         }
     }
 
+    /// Requests queued or being synced by the commit thread.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+
     /// How long commits took.
     pub fn latency(&self) -> &SyncLatency {
         &self.latency

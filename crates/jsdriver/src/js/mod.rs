@@ -74,6 +74,12 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Commit requests queued for the group committer's thread, or being
+    /// synced by it.
+    pub fn commits_queued(&self) -> usize {
+        self.committer.get().map_or(0, |c| c.queued())
+    }
+
     /// How long durable writes took: each latency bucket's count (bounds
     /// [`store::LATENCY_BOUNDS`] seconds, then one for slower) and the total
     /// seconds; `None` before the first stream starts the committer.

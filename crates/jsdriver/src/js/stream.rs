@@ -151,6 +151,11 @@ impl StreamHandle {
         })
     }
 
+    /// Commands queued for the actor and not yet taken.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
+
     pub(super) fn overloaded(&self) -> bool {
         self.queued.load(Ordering::Relaxed) >= MAX_QUEUED
     }

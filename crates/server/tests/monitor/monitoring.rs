@@ -366,3 +366,50 @@ fn the_base_path_prefixes_every_endpoint() {
     let varz = s.json("/mon/varz");
     assert_eq!(varz["http_base_path"], "mon/", "{varz}");
 }
+
+/// `/ipqueuesz` lists the internal queues that hold work: with `all`,
+/// empty ones too, and `queues` picks by name; a stream's messages queue
+/// is named as nats-server names it. `$SYS.REQ.SERVER.PING.IPQUEUESZ`
+/// takes `all` and `filter`.
+#[tokio::test]
+async fn ipqueuesz_lists_the_queues_that_hold_work() {
+    if common::clustered() {
+        return;
+    }
+    let s = common::server()
+        .js()
+        .config(common::WITH_SYSTEM_USER)
+        .start();
+    let c = s.client().await;
+    common::create_stream(
+        &c,
+        "IPQ",
+        serde_json::json!({"name": "IPQ", "subjects": ["ipq"]}),
+    )
+    .await;
+    let name = "[ACC:$G] stream 'IPQ' messages";
+    let all = s.json("/ipqueuesz?all=true&queues=IPQ");
+    assert!(all[name]["pending"].is_u64(), "{all}");
+    assert!(
+        all.as_object().unwrap().keys().all(|k| k.contains("IPQ")),
+        "{all}"
+    );
+    let busy = s.json("/ipqueuesz?queues=IPQ");
+    assert!(
+        busy.as_object()
+            .unwrap()
+            .values()
+            .all(|q| q["pending"].as_u64() > Some(0)),
+        "{busy}"
+    );
+    let (code, _, _) = s.http("/ipqueuesz?all=maybe");
+    assert_eq!(code, 400);
+    let sys = common::connect_as(&s.url(), "sys", "p").await;
+    let body = r#"{"all":true,"filter":"IPQ"}"#;
+    let m = sys
+        .request("$SYS.REQ.SERVER.PING.IPQUEUESZ", body.into())
+        .await
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+    assert!(v["data"][name]["pending"].is_u64(), "{v}");
+}
