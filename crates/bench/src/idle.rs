@@ -166,6 +166,52 @@ pub async fn churn(p: &Params) -> Result<Report> {
     Ok(report)
 }
 
+/// Core pub/sub 1:1 (as `pubsub`) while the system account's user
+/// asks every server's statsz (`$SYS.REQ.SERVER.PING`) over and over,
+/// 16 requests in flight, for the whole run: what answering system
+/// requests costs client traffic. The report is the pub/sub's; its
+/// `subs` is how many answers came.
+pub async fn ping_flood(p: &Params) -> Result<Report> {
+    let url = p.flood_url.clone().ok_or_else(|| Error::Wrong {
+        scenario: "ping-flood",
+        detail: "--flood-url names the system account's user".into(),
+    })?;
+    let flooder = crate::connect_to(p, &url).await?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let workers: Vec<_> = (0..16)
+        .map(|_| {
+            let (c, stop, answered) = (flooder.clone(), stop.clone(), answered.clone());
+            tokio::spawn(async move {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let asked = c.request("$SYS.REQ.SERVER.PING", "{}".into());
+                    if let Ok(Ok(_)) =
+                        tokio::time::timeout(std::time::Duration::from_secs(5), asked).await
+                    {
+                        answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    let report = crate::core::pubsub(p).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in workers {
+        let _ = w.await;
+    }
+    let answered = answered.load(std::sync::atomic::Ordering::Relaxed);
+    if answered == 0 {
+        return Err(Error::Wrong {
+            scenario: "ping-flood",
+            detail: "no PING was answered".into(),
+        });
+    }
+    let mut report = report?;
+    report.scenario = "ping-flood".into();
+    report.subs = answered;
+    Ok(report)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

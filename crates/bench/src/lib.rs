@@ -99,6 +99,8 @@ pub struct Params {
     /// leaf node's hub, say); publishers then wait until the
     /// subscribers' interest has reached their server.
     pub sub_url: Option<String>,
+    /// `ping-flood`: where the system account's user connects.
+    pub flood_url: Option<String>,
 }
 
 impl Default for Params {
@@ -124,6 +126,7 @@ impl Default for Params {
             tls_ca: None,
             batch: 100,
             sub_url: None,
+            flood_url: None,
         }
     }
 }
@@ -150,6 +153,9 @@ pub enum Scenario {
     /// Core pub/sub 1:1 while `conns` connections open and close, over
     /// and over.
     Churn,
+    /// Core pub/sub 1:1 while the system account's user (`flood-url`)
+    /// asks `$SYS.REQ.SERVER.PING` over and over, 16 at a time.
+    PingFlood,
     /// SIGKILL a replicated stream's leader (found among `pids`) and time
     /// until the next publish is acknowledged.
     Failover,
@@ -199,6 +205,7 @@ impl Scenario {
             Scenario::Kv => "kv",
             Scenario::Idle => "idle",
             Scenario::Churn => "churn",
+            Scenario::PingFlood => "ping-flood",
             Scenario::Failover => "failover",
             Scenario::Streams => "streams",
             Scenario::JsCounter => "js-counter",
@@ -221,6 +228,7 @@ pub async fn run(scenario: Scenario, p: &Params) -> Result<Vec<Report>> {
         Scenario::Kv => js::kv(p).await,
         Scenario::Idle => idle::hold(p).await.map(|r| vec![r]),
         Scenario::Churn => idle::churn(p).await.map(|r| vec![r]),
+        Scenario::PingFlood => idle::ping_flood(p).await.map(|r| vec![r]),
         Scenario::Failover => failover::leader_killed(p).await.map(|r| vec![r]),
         Scenario::Streams => streams::create_many(p).await.map(|r| vec![r]),
         Scenario::JsCounter => js_features::counter(p).await.map(|r| vec![r]),

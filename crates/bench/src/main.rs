@@ -84,6 +84,10 @@ struct Args {
     /// their interest has reached the publishers' server.
     #[arg(long)]
     sub_url: Option<String>,
+    /// `ping-flood`: the system account's user, as a URL
+    /// (`nats://user:pass@host:port`), that floods `$SYS.REQ.SERVER.PING`.
+    #[arg(long)]
+    flood_url: Option<String>,
 }
 
 fn name_pid(s: &str) -> Result<(String, u32), String> {
@@ -119,6 +123,7 @@ async fn main() -> anyhow::Result<()> {
         tls_ca: a.tls_ca,
         batch: a.batch,
         sub_url: a.sub_url,
+        flood_url: a.flood_url,
     };
     eprintln!("{}", Report::TABLE_HEADER);
     for i in 0..a.runs {
