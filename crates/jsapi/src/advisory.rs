@@ -372,10 +372,19 @@ pub struct Audit<'a> {
     pub domain: Option<&'a str>,
 }
 
-impl Audit<'_> {
-    pub fn render(&self, id: &str, now: i64) -> Vec<u8> {
-        typed(Head::new("api_audit", id, now), self)
+/// An advisory that is a struct of its own fields, of type `KIND`
+/// (after `io.nats.jetstream.advisory.v1.`).
+pub trait Advisory: Serialize + Sized {
+    const KIND: &'static str;
+
+    /// Its JSON, as event `id`, sent at `now` (unix ns).
+    fn render(&self, id: &str, now: i64) -> Vec<u8> {
+        typed(Head::new(Self::KIND, id, now), self)
     }
+}
+
+impl Advisory for Audit<'_> {
+    const KIND: &'static str = "api_audit";
 }
 
 /// A replicated stream's (or consumer's) leadership: nats-server's
@@ -431,10 +440,8 @@ pub struct OutOfSpace<'a> {
     pub domain: Option<&'a str>,
 }
 
-impl OutOfSpace<'_> {
-    pub fn render(&self, id: &str, now: i64) -> Vec<u8> {
-        typed(Head::new("server_out_of_space", id, now), self)
-    }
+impl Advisory for OutOfSpace<'_> {
+    const KIND: &'static str = "server_out_of_space";
 }
 
 /// Where the meta group's new leader is told, in the system account.
@@ -451,10 +458,8 @@ pub struct DomainLeaderElected<'a> {
     pub domain: Option<&'a str>,
 }
 
-impl DomainLeaderElected<'_> {
-    pub fn render(&self, id: &str, now: i64) -> Vec<u8> {
-        typed(Head::new("domain_leader_elected", id, now), self)
-    }
+impl Advisory for DomainLeaderElected<'_> {
+    const KIND: &'static str = "domain_leader_elected";
 }
 
 #[cfg(test)]

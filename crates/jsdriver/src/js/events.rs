@@ -15,7 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
-use jetstream::api::advisory::{Audit, OutOfSpace, API_AUDIT, OUT_OF_STORAGE};
+use jetstream::api::advisory::{Advisory, Audit, OutOfSpace, API_AUDIT, OUT_OF_STORAGE};
 use jsservice::reply::{Answer, What};
 use parking_lot::Mutex;
 

@@ -6,7 +6,9 @@
 //! new leader on `DOMAIN.LEADER_ELECTED`, in the system account only.
 //! Each copy is built only if someone listens there.
 
-use jetstream::api::advisory::{DomainLeaderElected, LeaderElected, DOMAIN_LEADER_ELECTED};
+use jetstream::api::advisory::{
+    Advisory, DomainLeaderElected, LeaderElected, DOMAIN_LEADER_ELECTED,
+};
 use jetstream::api::PeerInfo;
 use jsservice::meta_sm::META_GROUP;
 
