@@ -161,38 +161,58 @@ impl Event {
                     domain,
                 },
             ),
+            Event::Pinned { .. } | Event::Unpinned { .. } => self.pin(id, now, domain, account),
+            _ => self.delivery(id, now, domain),
+        }
+    }
+
+    /// A pinned or unpinned group's JSON.
+    fn pin(&self, id: &str, now: i64, domain: Option<&str>, account: &str) -> Vec<u8> {
+        let (stream, consumer, group, kind, pinned_id, reason) = match self {
             Event::Pinned {
                 stream,
                 consumer,
                 group,
                 pinned_id,
-            } => typed(
-                head("consumer_group_pinned"),
-                Pinned {
-                    account,
-                    stream,
-                    consumer,
-                    domain,
-                    group,
-                    pinned_id,
-                },
+            } => (
+                stream,
+                consumer,
+                group,
+                "consumer_group_pinned",
+                Some(pinned_id.as_str()),
+                None,
             ),
             Event::Unpinned {
                 stream,
                 consumer,
                 group,
                 reason,
-            } => typed(
-                head("consumer_group_unpinned"),
-                Unpinned {
-                    account,
-                    stream,
-                    consumer,
-                    domain,
-                    group,
-                    reason,
-                },
+            } => (
+                stream,
+                consumer,
+                group,
+                "consumer_group_unpinned",
+                None,
+                Some(*reason),
             ),
+            other => unreachable!("not a pin event: {other:?}"),
+        };
+        let body = Pin {
+            account,
+            stream,
+            consumer,
+            domain,
+            group,
+            pinned_id,
+            reason,
+        };
+        typed(Head::new(kind, id, now), body)
+    }
+
+    /// A delivery's JSON: MAX_DELIVERIES, NAK, TERM, the ack metric.
+    fn delivery(&self, id: &str, now: i64, domain: Option<&str>) -> Vec<u8> {
+        let head = |kind: &str| Head::new(kind, id, now);
+        match self {
             Event::MaxDeliveries(d) => typed(
                 head("max_deliver"),
                 MaxDeliver {
@@ -212,6 +232,7 @@ impl Event {
                 Head::metric("consumer_ack", id, now),
                 DeliveryEvent::of(d, None, Some(*ack_time), domain),
             ),
+            other => unreachable!("not a delivery event: {other:?}"),
         }
     }
 }
@@ -284,26 +305,19 @@ struct Pause<'a> {
     domain: Option<&'a str>,
 }
 
+/// PINNED (with `pinned_id`) or UNPINNED (with `reason`).
 #[derive(Serialize)]
-struct Pinned<'a> {
+struct Pin<'a> {
     account: &'a str,
     stream: &'a str,
     consumer: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     domain: Option<&'a str>,
     group: &'a str,
-    pinned_id: &'a str,
-}
-
-#[derive(Serialize)]
-struct Unpinned<'a> {
-    account: &'a str,
-    stream: &'a str,
-    consumer: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    domain: Option<&'a str>,
-    group: &'a str,
-    reason: &'a str,
+    pinned_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
 }
 
 #[derive(Serialize)]

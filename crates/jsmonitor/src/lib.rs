@@ -508,55 +508,69 @@ async fn health_issues(
     }
     let mut issues = Vec::new();
     for js in wanted {
-        let acc = js.account.as_str();
-        // The streams this server holds: one server's all; a cluster's
-        // those assigned to it, with their groups and sizes.
-        let held: Vec<(String, Option<(u64, usize)>)> = match jc {
-            None => js
-                .streams()
-                .iter()
-                .map(|h| (h.name.clone(), None))
-                .collect(),
-            Some(jc) => jc
-                .meta
-                .lock()
-                .streams()
-                .filter(|a| a.account == js.account && a.peers.contains(&jc.me.id))
-                .map(|a| (a.name.clone(), Some((a.group, a.peers.len()))))
-                .collect(),
-        };
-        let stream = opts.stream.as_str();
-        if !stream.is_empty() && !held.iter().any(|(name, _)| name == stream) {
-            let why = format!("JetStream stream {stream:?} not found on account {acc:?}");
-            return vec![Issue::not_found(Kind::Stream, [acc, stream, ""], why)];
-        }
-        for (name, group) in held
-            .iter()
-            .filter(|(n, _)| stream.is_empty() || n == stream)
-        {
-            if let (Some(jc), Some((group, replicas))) = (jc, group) {
-                let status = jc.node.status();
-                let g = status.groups.iter().find(|g| g.group == *group);
-                if let Some(why) = stream_health(jc, g, *replicas) {
-                    let why = format!("JetStream stream '{acc} > {name}' is not current: {why}");
-                    issues.push(Issue::new(Kind::Stream, [acc, name, ""], why));
-                    continue;
-                }
-            }
-            let consumer = opts.consumer.as_str();
-            if consumer.is_empty() {
-                continue;
-            }
-            let names = js.consumer_names(name).await.unwrap_or_default();
-            if !names.iter().any(|c| c == consumer) {
-                let why = format!(
-                    "JetStream consumer {consumer:?} not found for stream {name:?} on account {acc:?}"
-                );
-                return vec![Issue::not_found(Kind::Consumer, [acc, name, consumer], why)];
-            }
+        match account_issues(js, jc, opts).await {
+            Ok(found) => issues.extend(found),
+            Err(not_found) => return vec![not_found],
         }
     }
     issues
+}
+
+/// One account's streams this server holds (one server's all; a
+/// cluster's those assigned to it): those not current, or, when `opts`
+/// names a stream or consumer this server does not hold, that (`Err`).
+async fn account_issues(
+    js: &JetStream,
+    jc: Option<&JsCluster>,
+    opts: &HealthOptions,
+) -> Result<Vec<Issue>, Issue> {
+    let acc = js.account.as_str();
+    let held: Vec<(String, Option<(u64, usize)>)> = match jc {
+        None => js
+            .streams()
+            .iter()
+            .map(|h| (h.name.clone(), None))
+            .collect(),
+        Some(jc) => jc
+            .meta
+            .lock()
+            .streams()
+            .filter(|a| a.account == js.account && a.peers.contains(&jc.me.id))
+            .map(|a| (a.name.clone(), Some((a.group, a.peers.len()))))
+            .collect(),
+    };
+    let stream = opts.stream.as_str();
+    if !stream.is_empty() && !held.iter().any(|(name, _)| name == stream) {
+        let why = format!("JetStream stream {stream:?} not found on account {acc:?}");
+        return Err(Issue::not_found(Kind::Stream, [acc, stream, ""], why));
+    }
+    let mut issues = Vec::new();
+    for (name, group) in held
+        .iter()
+        .filter(|(n, _)| stream.is_empty() || n == stream)
+    {
+        if let (Some(jc), Some((group, replicas))) = (jc, group) {
+            let status = jc.node.status();
+            let g = status.groups.iter().find(|g| g.group == *group);
+            if let Some(why) = stream_health(jc, g, *replicas) {
+                let why = format!("JetStream stream '{acc} > {name}' is not current: {why}");
+                issues.push(Issue::new(Kind::Stream, [acc, name, ""], why));
+                continue;
+            }
+        }
+        let consumer = opts.consumer.as_str();
+        if consumer.is_empty() {
+            continue;
+        }
+        let names = js.consumer_names(name).await.unwrap_or_default();
+        if !names.iter().any(|c| c == consumer) {
+            let why = format!(
+                "JetStream consumer {consumer:?} not found for stream {name:?} on account {acc:?}"
+            );
+            return Err(Issue::not_found(Kind::Consumer, [acc, name, consumer], why));
+        }
+    }
+    Ok(issues)
 }
 
 /// nats-server's reasons a stream replica is not current.

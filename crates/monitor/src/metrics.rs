@@ -183,6 +183,173 @@ fn text(v: &Value) -> &str {
     v.as_str().unwrap_or("")
 }
 
+/// A family's name after its prefix, its help, and where its value is
+/// in the JSON it is read from (a JSON pointer).
+type Figure = (&'static str, &'static str, &'static str);
+
+/// The exporter's JetStream figures: of the server (`/jsz`), an account
+/// (`account_details[]`), a stream (`stream_detail[]`) and a consumer
+/// (`consumer_detail[]`).
+const SERVER: &[Figure] = &[
+    (
+        "total_streams",
+        "Total number of streams in JetStream",
+        "/streams",
+    ),
+    (
+        "total_consumers",
+        "Total number of consumers in JetStream",
+        "/consumers",
+    ),
+    (
+        "total_messages",
+        "Total number of stored messages in JetStream",
+        "/messages",
+    ),
+    (
+        "total_message_bytes",
+        "Total number of bytes stored in JetStream",
+        "/bytes",
+    ),
+    ("max_memory", "JetStream max memory", "/config/max_memory"),
+    (
+        "max_storage",
+        "JetStream max storage",
+        "/config/max_storage",
+    ),
+];
+const ACCOUNT: &[Figure] = &[
+    (
+        "max_memory",
+        "JetStream max memory in bytes",
+        "/reserved_memory",
+    ),
+    (
+        "max_storage",
+        "JetStream max storage in bytes",
+        "/reserved_storage",
+    ),
+    (
+        "storage_used",
+        "Total number of bytes used by JetStream storage",
+        "/storage",
+    ),
+    (
+        "memory_used",
+        "Total number of bytes used by JetStream memory",
+        "/memory",
+    ),
+];
+const STREAM: &[Figure] = &[
+    (
+        "total_messages",
+        "Total number of messages from a stream",
+        "/state/messages",
+    ),
+    (
+        "total_bytes",
+        "Total stored bytes from a stream",
+        "/state/bytes",
+    ),
+    (
+        "first_seq",
+        "First sequence from a stream",
+        "/state/first_seq",
+    ),
+    ("last_seq", "Last sequence from a stream", "/state/last_seq"),
+    (
+        "consumer_count",
+        "Total number of consumers from a stream",
+        "/state/consumer_count",
+    ),
+    (
+        "subject_count",
+        "Total number of subjects in a stream",
+        "/state/num_subjects",
+    ),
+];
+/// Only with the stream's config.
+const STREAM_LIMITS: &[Figure] = &[
+    (
+        "limit_messages",
+        "The maximum number of messages allowed",
+        "/config/max_msgs",
+    ),
+    (
+        "limit_bytes",
+        "The maximum configured storage size",
+        "/config/max_bytes",
+    ),
+];
+const CONSUMER: &[Figure] = &[
+    (
+        "delivered_consumer_seq",
+        "Latest sequence number of a stream consumer",
+        "/delivered/consumer_seq",
+    ),
+    (
+        "delivered_stream_seq",
+        "Latest sequence number of a stream",
+        "/delivered/stream_seq",
+    ),
+    (
+        "num_ack_pending",
+        "Number of pending acks from a consumer",
+        "/num_ack_pending",
+    ),
+    (
+        "num_redelivered",
+        "Number of redelivered messages from a consumer",
+        "/num_redelivered",
+    ),
+    (
+        "num_waiting",
+        "Number of inflight fetch requests from a pull consumer",
+        "/num_waiting",
+    ),
+    (
+        "num_pending",
+        "Number of pending messages from a consumer",
+        "/num_pending",
+    ),
+    (
+        "ack_floor_stream_seq",
+        "Number of ack floor stream seq from a consumer",
+        "/ack_floor/stream_seq",
+    ),
+    (
+        "ack_floor_consumer_seq",
+        "Number of ack floor consumer seq from a consumer",
+        "/ack_floor/consumer_seq",
+    ),
+];
+
+/// `figures` of `v`, each a gauge `<prefix>_<name>` with `labels`.
+fn gauges(
+    out: &mut Families,
+    prefix: &str,
+    figures: &[Figure],
+    labels: &[(&str, &str)],
+    v: &Value,
+) {
+    for (name, help, at) in figures {
+        let value = v.pointer(at).map_or(0.0, num);
+        out.gauge(&format!("{prefix}_{name}"), help, labels, value);
+    }
+}
+
+fn list(v: &Value) -> &[Value] {
+    v.as_array().map_or(&[][..], Vec::as_slice)
+}
+
+fn yes(b: bool) -> &'static str {
+    if b {
+        "true"
+    } else {
+        "false"
+    }
+}
+
 /// `/jsz?accounts&streams&consumers&config` as the exporter's JetStream
 /// collector shows it.
 fn jetstream(out: &mut Families, server_id: &str, server_name: &str, jsz: &Value) {
@@ -194,10 +361,7 @@ fn jetstream(out: &mut Families, server_id: &str, server_name: &str, jsz: &Value
         ("cluster", text(&meta["name"])),
         ("domain", text(&jsz["config"]["domain"])),
         ("meta_leader", text(&meta["leader"])),
-        (
-            "is_meta_leader",
-            if is_meta_leader { "true" } else { "false" },
-        ),
+        ("is_meta_leader", yes(is_meta_leader)),
     ];
     let disabled = f64::from(u8::from(jsz["disabled"] == true));
     out.gauge(
@@ -206,80 +370,17 @@ fn jetstream(out: &mut Families, server_id: &str, server_name: &str, jsz: &Value
         &server,
         disabled,
     );
-    let figures = [
-        (
-            "total_streams",
-            "Total number of streams in JetStream",
-            &jsz["streams"],
-        ),
-        (
-            "total_consumers",
-            "Total number of consumers in JetStream",
-            &jsz["consumers"],
-        ),
-        (
-            "total_messages",
-            "Total number of stored messages in JetStream",
-            &jsz["messages"],
-        ),
-        (
-            "total_message_bytes",
-            "Total number of bytes stored in JetStream",
-            &jsz["bytes"],
-        ),
-        (
-            "max_memory",
-            "JetStream max memory",
-            &jsz["config"]["max_memory"],
-        ),
-        (
-            "max_storage",
-            "JetStream max storage",
-            &jsz["config"]["max_storage"],
-        ),
-    ];
-    for (name, help, v) in figures {
-        out.gauge(&format!("jetstream_server_{name}"), help, &server, num(v));
-    }
-    let accounts = jsz["account_details"]
-        .as_array()
-        .map_or(&[][..], Vec::as_slice);
-    for a in accounts {
-        let account = [
-            server.as_slice(),
-            &[
-                ("account", text(&a["name"])),
-                ("account_name", text(&a["name"])),
-                ("account_id", text(&a["id"])),
-            ],
-        ]
-        .concat();
-        let figures = [
-            (
-                "max_memory",
-                "JetStream max memory in bytes",
-                &a["reserved_memory"],
-            ),
-            (
-                "max_storage",
-                "JetStream max storage in bytes",
-                &a["reserved_storage"],
-            ),
-            (
-                "storage_used",
-                "Total number of bytes used by JetStream storage",
-                &a["storage"],
-            ),
-            (
-                "memory_used",
-                "Total number of bytes used by JetStream memory",
-                &a["memory"],
-            ),
+    gauges(out, "jetstream_server", SERVER, &server, jsz);
+    for a in list(&jsz["account_details"]) {
+        let name = text(&a["name"]);
+        let own = [
+            ("account", name),
+            ("account_name", name),
+            ("account_id", text(&a["id"])),
         ];
-        for (name, help, v) in figures {
-            out.gauge(&format!("jetstream_account_{name}"), help, &account, num(v));
-        }
-        for s in a["stream_detail"].as_array().map_or(&[][..], Vec::as_slice) {
+        let account = [server.as_slice(), &own].concat();
+        gauges(out, "jetstream_account", ACCOUNT, &account, a);
+        for s in list(&a["stream_detail"]) {
             stream(out, &account, server_name, s);
         }
     }
@@ -287,131 +388,38 @@ fn jetstream(out: &mut Families, server_id: &str, server_name: &str, jsz: &Value
 
 fn stream(out: &mut Families, account: &[(&str, &str)], server_name: &str, s: &Value) {
     let leader = text(&s["cluster"]["leader"]);
-    let leads = s["cluster"].is_null() || leader == server_name;
-    let labels = [
-        account,
-        &[
-            ("stream_name", text(&s["name"])),
-            ("stream_leader", leader),
-            ("is_stream_leader", if leads { "true" } else { "false" }),
-            ("stream_raft_group", text(&s["stream_raft_group"])),
-        ],
-    ]
-    .concat();
-    let state = &s["state"];
-    let mut figures = vec![
+    let own = [
+        ("stream_name", text(&s["name"])),
+        ("stream_leader", leader),
         (
-            "total_messages",
-            "Total number of messages from a stream",
-            &state["messages"],
+            "is_stream_leader",
+            yes(s["cluster"].is_null() || leader == server_name),
         ),
-        (
-            "total_bytes",
-            "Total stored bytes from a stream",
-            &state["bytes"],
-        ),
-        (
-            "first_seq",
-            "First sequence from a stream",
-            &state["first_seq"],
-        ),
-        (
-            "last_seq",
-            "Last sequence from a stream",
-            &state["last_seq"],
-        ),
-        (
-            "consumer_count",
-            "Total number of consumers from a stream",
-            &state["consumer_count"],
-        ),
-        (
-            "subject_count",
-            "Total number of subjects in a stream",
-            &state["num_subjects"],
-        ),
+        ("stream_raft_group", text(&s["stream_raft_group"])),
     ];
+    let labels = [account, &own].concat();
+    gauges(out, "jetstream_stream", STREAM, &labels, s);
     if !s["config"].is_null() {
-        figures.push((
-            "limit_messages",
-            "The maximum number of messages allowed",
-            &s["config"]["max_msgs"],
-        ));
-        figures.push((
-            "limit_bytes",
-            "The maximum configured storage size",
-            &s["config"]["max_bytes"],
-        ));
+        gauges(out, "jetstream_stream", STREAM_LIMITS, &labels, s);
     }
-    for (name, help, v) in figures {
-        out.gauge(&format!("jetstream_stream_{name}"), help, &labels, num(v));
-    }
-    for c in s["consumer_detail"]
-        .as_array()
-        .map_or(&[][..], Vec::as_slice)
-    {
+    for c in list(&s["consumer_detail"]) {
         consumer(out, &labels, server_name, c);
     }
 }
 
 fn consumer(out: &mut Families, stream: &[(&str, &str)], server_name: &str, c: &Value) {
     let leader = text(&c["cluster"]["leader"]);
-    let leads = c["cluster"].is_null() || leader == server_name;
-    let labels = [
-        stream,
-        &[
-            ("consumer_name", text(&c["name"])),
-            ("consumer_leader", leader),
-            ("is_consumer_leader", if leads { "true" } else { "false" }),
-            ("consumer_desc", text(&c["config"]["description"])),
-        ],
-    ]
-    .concat();
-    let figures = [
+    let own = [
+        ("consumer_name", text(&c["name"])),
+        ("consumer_leader", leader),
         (
-            "delivered_consumer_seq",
-            "Latest sequence number of a stream consumer",
-            &c["delivered"]["consumer_seq"],
+            "is_consumer_leader",
+            yes(c["cluster"].is_null() || leader == server_name),
         ),
-        (
-            "delivered_stream_seq",
-            "Latest sequence number of a stream",
-            &c["delivered"]["stream_seq"],
-        ),
-        (
-            "num_ack_pending",
-            "Number of pending acks from a consumer",
-            &c["num_ack_pending"],
-        ),
-        (
-            "num_redelivered",
-            "Number of redelivered messages from a consumer",
-            &c["num_redelivered"],
-        ),
-        (
-            "num_waiting",
-            "Number of inflight fetch requests from a pull consumer",
-            &c["num_waiting"],
-        ),
-        (
-            "num_pending",
-            "Number of pending messages from a consumer",
-            &c["num_pending"],
-        ),
-        (
-            "ack_floor_stream_seq",
-            "Number of ack floor stream seq from a consumer",
-            &c["ack_floor"]["stream_seq"],
-        ),
-        (
-            "ack_floor_consumer_seq",
-            "Number of ack floor consumer seq from a consumer",
-            &c["ack_floor"]["consumer_seq"],
-        ),
+        ("consumer_desc", text(&c["config"]["description"])),
     ];
-    for (name, help, v) in figures {
-        out.gauge(&format!("jetstream_consumer_{name}"), help, &labels, num(v));
-    }
+    let labels = [stream, &own].concat();
+    gauges(out, "jetstream_consumer", CONSUMER, &labels, c);
     // Seconds since the last delivery and ack, when there was one.
     let now = jsapi::time::parse(text(&c["ts"]));
     let since = |v: &Value| Some((now? - jsapi::time::parse(v.as_str()?)?) as f64 / 1e9);
