@@ -40,9 +40,10 @@ const PLACES: &[&str] = &[
 
 /// Backticked words in the README that are not config keys.
 const NOT_CONFIG: &[&str] = &[
-    // A /healthz query option and a consumer config field.
+    // A /healthz query option, a consumer config field, an advisory type.
     "details",
     "sample_freq",
+    "server_out_of_space",
     // Subject transform functions.
     "left",
     "partition",
