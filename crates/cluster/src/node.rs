@@ -152,6 +152,9 @@ pub struct Node {
     pub transport: Arc<Transport>,
     /// How long each round of log syncs took.
     pub sync_latency: Arc<SyncLatency>,
+    /// A log sync failed for want of disk space (set once, never
+    /// cleared: what is told of it is told once).
+    pub disk_full: Arc<AtomicBool>,
 }
 
 impl Node {
@@ -180,10 +183,14 @@ impl Node {
         let st = status.clone();
         let synced = tx.clone();
         let sync_latency = Arc::new(SyncLatency::default());
-        let timed = sync_latency.clone();
+        let disk_full = Arc::new(AtomicBool::new(false));
+        let syncs = SyncWatch {
+            latency: sync_latency.clone(),
+            disk_full: disk_full.clone(),
+        };
         let thread = std::thread::Builder::new()
             .name(format!("raft-{}", cfg.id))
-            .spawn(move || run(cfg, rx, synced, ctx, t, st, timed))
+            .spawn(move || run(cfg, rx, synced, ctx, t, st, syncs))
             .expect("spawn the raft thread");
         (
             Node {
@@ -192,6 +199,7 @@ impl Node {
                 thread: Some(thread),
                 transport,
                 sync_latency,
+                disk_full,
             },
             crx,
         )
@@ -276,6 +284,13 @@ impl Drop for Node {
     }
 }
 
+/// What the sync thread tells of its rounds: how long each took, and
+/// whether one failed for want of space.
+struct SyncWatch {
+    latency: Arc<SyncLatency>,
+    disk_full: Arc<AtomicBool>,
+}
+
 /// Runs sync handles queued by the engine's thread: all that are waiting
 /// as one round, then reports the last epoch done, or that the round
 /// failed. Ends when the engine's thread drops its sender.
@@ -283,7 +298,7 @@ fn syncer(
     id: u64,
     rx: std::sync::mpsc::Receiver<(u64, Vec<SyncHandle>)>,
     report: std::sync::mpsc::Sender<Input>,
-    latency: &SyncLatency,
+    watch: &SyncWatch,
 ) {
     let mut failures = 0u64;
     let mut logged: Option<Instant> = None;
@@ -300,8 +315,11 @@ fn syncer(
         let handles: Vec<SyncHandle> = batch.into_iter().flat_map(|(_, h)| h).collect();
         let since = Instant::now();
         let ran = run_round(handles);
-        latency.record(since);
+        watch.latency.record(since);
         if let Err(e) = ran {
+            if e.kind() == std::io::ErrorKind::StorageFull {
+                watch.disk_full.store(true, Ordering::Relaxed);
+            }
             // The rest of the round is not run: the engine rewrites every
             // log that waited on it (`Engine::sync_failed`). A full disk
             // fails every round: logged once every ten seconds.
@@ -439,7 +457,7 @@ fn run(
     committed: std::sync::mpsc::Sender<Event>,
     transport: Arc<Transport>,
     status: Arc<Mutex<Status>>,
-    latency: Arc<SyncLatency>,
+    syncs: SyncWatch,
 ) {
     // The core's clock: time since the thread started.
     let start = Instant::now();
@@ -455,7 +473,7 @@ fn run(
     let rewritten = synced.clone();
     let sync_thread = std::thread::Builder::new()
         .name(format!("raft-sync-{}", cfg.id))
-        .spawn(move || syncer(id, sync_rx, synced, &latency))
+        .spawn(move || syncer(id, sync_rx, synced, &syncs))
         .expect("spawn the raft sync thread");
     let (to_rewrite, rewrite_rx) = std::sync::mpsc::channel();
     let stopping = Arc::new(AtomicBool::new(false));

@@ -159,8 +159,15 @@ impl JetStream {
     /// keeps refusing writes until space returns, where nats-server stops
     /// JetStream.
     pub fn note_write_error(&self, stream: &str, e: &str) {
-        let full = e.contains("No space left on device") || e.contains("os error 28");
-        if !full || self.shared.told_out_of_space.swap(true, Ordering::Relaxed) {
+        if e.contains("No space left on device") || e.contains("os error 28") {
+            self.tell_out_of_space(stream);
+        }
+    }
+
+    /// The disk is full under `stream` (`""`: under the Raft logs):
+    /// the system account is told, the first time.
+    pub fn tell_out_of_space(&self, stream: &str) {
+        if self.shared.told_out_of_space.swap(true, Ordering::Relaxed) {
             return;
         }
         let Some(system) = self.bus.system() else {

@@ -317,6 +317,16 @@ impl JsCluster {
                     );
                 }
             }
+            // A Raft log that could not be synced for want of space.
+            if self
+                .node
+                .disk_full
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                if let Some(js) = self.accounts.values().next() {
+                    js.tell_out_of_space("");
+                }
+            }
             let applied = self.meta.lock().applied();
             let sweep = last_sweep.is_none_or(|(at, swept)| {
                 at.elapsed() >= SWEEP_ORPHANS_EVERY

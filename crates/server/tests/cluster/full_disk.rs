@@ -8,7 +8,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-use common::replicated::{check_replicas, cluster3, created, lead_on, wait_for_meta_leader};
+use common::replicated::{
+    check_replicas, cluster_configured, created, lead_on, wait_for_meta_leader,
+};
 use common::tmpfs::Tmpfs;
 
 use std::path::Path;
@@ -56,7 +58,7 @@ async fn publish(js: &jetstream::Context, id: &str, payload: bytes::Bytes) -> u6
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_on_a_full_disk_neither_panics_nor_stalls_and_recovers() {
-    let mut all = cluster3();
+    let mut all = cluster_configured(3, common::WITH_SYSTEM_USER);
     let f = 2;
     // Server f's store moves onto a 3 MiB tmpfs.
     all[f].kill9();
@@ -80,6 +82,13 @@ async fn a_replica_on_a_full_disk_neither_panics_nor_stalls_and_recovers() {
     .await;
     // The worst case: the full replica leads when its disk fills.
     lead_on(&c, "D", &names[f]).await;
+    // The full server tells the system account, once.
+    let sys = common::connect_as(&all[0].url(), "sys", "p").await;
+    let mut told = sys
+        .subscribe("$JS.EVENT.ADVISORY.SERVER.OUT_OF_STORAGE")
+        .await
+        .unwrap();
+    sys.flush().await.unwrap();
     let js = jetstream::new(c.clone());
     // Each message's payload is its id (what check_replicas compares),
     // made 4 KiB long to fill the disk.
@@ -95,6 +104,20 @@ async fn a_replica_on_a_full_disk_neither_panics_nor_stalls_and_recovers() {
         damage["found"].as_u64() >= Some(1),
         "the disk filled: {damage}"
     );
+    {
+        use futures::StreamExt;
+        let m = tokio::time::timeout(Duration::from_secs(10), told.next())
+            .await
+            .expect("an out-of-storage advisory")
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+        assert_eq!(
+            v["type"], "io.nats.jetstream.advisory.v1.server_out_of_space",
+            "{v}"
+        );
+        assert_eq!(v["server"], names[f].as_str(), "{v}");
+        assert_eq!(v["cluster"], "c1", "{v}");
+    }
     fs.resize("64M");
     check_replicas(&names, &c, "D", &acks).await;
     let damage = all[f].json("/jsz")["store_damage"].clone();

@@ -49,6 +49,7 @@ impl Actor {
                 "JetStream cluster stream {}: {what}",
                 self.js.label(&self.handle.name)
             );
+            self.js.note_write_error(&self.handle.name, &why);
         }
         let log = self.log_since_snapshot();
         self.core.repair(log, self.clock());
