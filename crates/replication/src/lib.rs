@@ -7,6 +7,7 @@ pub mod engine;
 pub mod frame;
 pub mod identity;
 pub mod log;
+pub mod membership;
 pub mod node;
 pub mod outbox;
 pub mod quiet;
