@@ -401,6 +401,44 @@ impl Advisory for Audit<'_> {
     const KIND: &'static str = "api_audit";
 }
 
+/// A request waiting for its answer, as its audit tells it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditNote {
+    pub subject: String,
+    pub request: Vec<u8>,
+    /// The requester's `ClientInfo`; `None` when unknown (over a route).
+    pub client: Option<serde_json::Value>,
+}
+
+/// Requests waiting for their answers, by reply subject, so each answer
+/// is audited with its request: at most `limit`, the oldest forgotten
+/// first (answered by another server, or never).
+#[derive(Debug, Default)]
+pub struct AuditBook {
+    by_reply: std::collections::HashMap<String, AuditNote>,
+    order: std::collections::VecDeque<String>,
+}
+
+impl AuditBook {
+    pub fn note(&mut self, reply: String, note: AuditNote, limit: usize) {
+        if self.by_reply.insert(reply.clone(), note).is_none() {
+            self.order.push_back(reply);
+        }
+        while self.order.len() > limit {
+            let oldest = self.order.pop_front().expect("longer than the limit");
+            self.by_reply.remove(&oldest);
+        }
+        debug_assert_eq!(self.by_reply.len(), self.order.len(), "one entry per reply");
+    }
+
+    /// The request an answer to `reply` answers, taken.
+    pub fn take(&mut self, reply: &str) -> Option<AuditNote> {
+        let note = self.by_reply.remove(reply)?;
+        self.order.retain(|r| r != reply);
+        Some(note)
+    }
+}
+
 /// A replicated stream's (or consumer's) leadership: nats-server's
 /// `JSStreamLeaderElectedAdvisory` and `JSConsumerLeaderElectedAdvisory`.
 /// `replicas` includes the new leader; `account` is set only on the copy
@@ -575,6 +613,23 @@ mod tests {
             assert_eq!(got, want, "{subject}");
             assert_eq!(json(&event, Some("hub"))["domain"], "hub", "{subject}");
         }
+    }
+
+    #[test]
+    fn the_book_pairs_answers_with_requests_and_forgets_the_oldest() {
+        let note = |s: &str| AuditNote {
+            subject: s.into(),
+            request: Vec::new(),
+            client: None,
+        };
+        let mut book = AuditBook::default();
+        for i in 0..3 {
+            book.note(format!("r{i}"), note(&format!("s{i}")), 2);
+        }
+        assert!(book.take("r0").is_none(), "the oldest is forgotten");
+        assert_eq!(book.take("r2").map(|n| n.subject), Some("s2".into()));
+        assert!(book.take("r2").is_none(), "taken once");
+        assert_eq!(book.take("r1").map(|n| n.subject), Some("s1".into()));
     }
 
     #[test]

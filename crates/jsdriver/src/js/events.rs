@@ -10,12 +10,11 @@
 //! requests note each one ([`JetStream::note_request`]) under its reply
 //! subject, and the answer to that subject takes the note.
 
-use std::collections::{HashMap, VecDeque};
-
-use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
-use jetstream::api::advisory::{Advisory, Audit, OutOfSpace, API_AUDIT, OUT_OF_STORAGE};
+use jetstream::api::advisory::{
+    Advisory, Audit, AuditBook, AuditNote, OutOfSpace, API_AUDIT, OUT_OF_STORAGE,
+};
 use jsservice::reply::{Answer, What};
 use parking_lot::Mutex;
 
@@ -30,21 +29,7 @@ const MAX_NOTES: usize = 1024;
 /// API requests waiting for their answer, to audit the pair.
 #[derive(Default)]
 pub struct Audits {
-    notes: Mutex<Notes>,
-}
-
-#[derive(Default)]
-struct Notes {
-    by_reply: HashMap<String, Note>,
-    order: VecDeque<String>,
-}
-
-/// A request, as its audit tells it.
-struct Note {
-    subject: String,
-    request: Bytes,
-    /// The requester's `ClientInfo`; `None` when it came over a route.
-    client: Option<serde_json::Value>,
+    book: Mutex<AuditBook>,
 }
 
 /// Requests nats-server does not audit: pulls and direct gets.
@@ -62,21 +47,13 @@ impl JetStream {
         if !audited(msg.subject) || !self.bus.has_listener(API_AUDIT.as_bytes()) {
             return;
         }
-        let note = Note {
+        let note = AuditNote {
             subject: String::from_utf8_lossy(msg.subject).into_owned(),
-            request: Bytes::copy_from_slice(msg.payload),
+            request: msg.payload.to_vec(),
             client: self.bus.requester_info(publisher),
         };
         let reply = String::from_utf8_lossy(reply).into_owned();
-        let mut notes = self.audits.notes.lock();
-        if notes.by_reply.insert(reply.clone(), note).is_none() {
-            notes.order.push_back(reply);
-        }
-        while notes.order.len() > MAX_NOTES {
-            let oldest = notes.order.pop_front().expect("longer than the limit");
-            notes.by_reply.remove(&oldest);
-        }
-        debug_assert!(notes.by_reply.len() <= notes.order.len());
+        self.audits.book.lock().note(reply, note, MAX_NOTES);
     }
 
     /// Sends `a` on `p`: an API response counted in account info and
@@ -118,27 +95,21 @@ impl JetStream {
         self.count(a.count());
         p.publish_out(&a.msg);
         let _ = self.take_note(&a.msg.subject);
-        let note = Note {
+        let note = AuditNote {
             subject: asked.to_string(),
-            request: Bytes::new(),
+            request: Vec::new(),
             client: None,
         };
         self.audit(p, note, a);
     }
 
     /// The request noted for an answer to `reply`, taken.
-    fn take_note(&self, reply: &str) -> Option<Note> {
-        let mut notes = self.audits.notes.lock();
-        if notes.by_reply.is_empty() {
-            return None;
-        }
-        let note = notes.by_reply.remove(reply)?;
-        notes.order.retain(|r| r != reply);
-        Some(note)
+    fn take_note(&self, reply: &str) -> Option<AuditNote> {
+        self.audits.book.lock().take(reply)
     }
 
     /// The audit of API answer `a` to request `note`.
-    fn audit(&self, p: &mut Publisher, note: Note, a: &Answer) {
+    fn audit(&self, p: &mut Publisher, note: AuditNote, a: &Answer) {
         if !self.bus.has_listener(API_AUDIT.as_bytes()) {
             return;
         }

@@ -17,26 +17,11 @@ use crate::js::{wall_clock, JetStream};
 use flotilla_core::bus::Bus;
 
 impl JsCluster {
-    /// `group`'s members as this server sees them, itself first (the
-    /// advisories' `replicas` include the leader, unlike an info's).
+    /// `group`'s members as this server sees them (the advisories'
+    /// `replicas` include the leader, unlike an info's).
     fn members(&self, group: u64) -> Vec<PeerInfo> {
         let g = self.node.status().group(group).cloned().unwrap_or_default();
-        let mut members = self.replicas(&g);
-        let me = self.server.name().to_string();
-        if !members.iter().any(|p| p.name == me) {
-            members.insert(
-                0,
-                PeerInfo {
-                    peer: peer_hash(&me),
-                    name: me,
-                    current: true,
-                    offline: false,
-                    active: 0,
-                    lag: 0,
-                },
-            );
-        }
-        members
+        self.members_of(&g, true)
     }
 
     /// This server leads stream `stream`'s group `group`, and so the

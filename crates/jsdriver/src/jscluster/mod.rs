@@ -677,6 +677,16 @@ impl JsCluster {
     /// `meta_cluster` and an asset's `cluster`: with a leader known, this
     /// server is left out (it is the one asked), in name order.
     pub fn replicas(&self, g: &cluster::node::GroupStatus) -> Vec<jetstream::api::PeerInfo> {
+        self.members_of(g, false)
+    }
+
+    /// `g`'s members as this server sees them: all of them with `all`
+    /// (as advisories list them), else as [`Self::replicas`].
+    pub fn members_of(
+        &self,
+        g: &cluster::node::GroupStatus,
+        all: bool,
+    ) -> Vec<jetstream::api::PeerInfo> {
         let routed = self.routed_ids();
         let name_of = |id: u64| {
             self.peer_name(id)
@@ -685,7 +695,7 @@ impl JsCluster {
         let mut replicas: Vec<jetstream::api::PeerInfo> = g
             .voters
             .iter()
-            .filter(|&&v| g.leader == 0 || v != self.me.id)
+            .filter(|&&v| all || g.leader == 0 || v != self.me.id)
             .map(|&v| {
                 let seen = if v == self.me.id {
                     Some(Duration::ZERO)
