@@ -104,20 +104,9 @@ async fn a_replica_on_a_full_disk_neither_panics_nor_stalls_and_recovers() {
         damage["found"].as_u64() >= Some(1),
         "the disk filled: {damage}"
     );
-    {
-        use futures::StreamExt;
-        let m = tokio::time::timeout(Duration::from_secs(10), told.next())
-            .await
-            .expect("an out-of-storage advisory")
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
-        assert_eq!(
-            v["type"], "io.nats.jetstream.advisory.v1.server_out_of_space",
-            "{v}"
-        );
-        assert_eq!(v["server"], names[f].as_str(), "{v}");
-        assert_eq!(v["cluster"], "c1", "{v}");
-    }
+    let v = common::out_of_storage(&mut told, Duration::from_secs(10)).await;
+    assert_eq!(v["server"], names[f].as_str(), "{v}");
+    assert_eq!(v["cluster"], "c1", "{v}");
     fs.resize("64M");
     check_replicas(&names, &c, "D", &acks).await;
     let damage = all[f].json("/jsz")["store_damage"].clone();

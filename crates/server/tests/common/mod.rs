@@ -1282,3 +1282,23 @@ pub async fn connect_as(url: &str, user: &str, password: &str) -> async_nats::Cl
         .await
         .unwrap_or_else(|e| panic!("{user} could not connect to {url}: {e}"))
 }
+
+/// The next `$JS.EVENT.ADVISORY.SERVER.OUT_OF_STORAGE` on `told`, within
+/// `within`, checked to be of its type.
+#[allow(dead_code)]
+pub async fn out_of_storage(
+    told: &mut async_nats::Subscriber,
+    within: Duration,
+) -> serde_json::Value {
+    use futures::StreamExt;
+    let m = tokio::time::timeout(within, told.next())
+        .await
+        .expect("an out-of-storage advisory")
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+    assert_eq!(
+        v["type"], "io.nats.jetstream.advisory.v1.server_out_of_space",
+        "{v}"
+    );
+    v
+}

@@ -62,16 +62,7 @@ async fn full_disk_refuses_then_recovers() {
     );
     assert!(acked.len() > 50, "some fit: {}", acked.len());
     {
-        use futures::StreamExt;
-        let m = tokio::time::timeout(std::time::Duration::from_secs(5), told.next())
-            .await
-            .expect("an out-of-storage advisory")
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
-        assert_eq!(
-            v["type"], "io.nats.jetstream.advisory.v1.server_out_of_space",
-            "{v}"
-        );
+        let v = common::out_of_storage(&mut told, std::time::Duration::from_secs(5)).await;
         assert_eq!(v["stream"], "F", "{v}");
         let varz = s.json("/varz");
         assert_eq!(v["server_id"], varz["server_id"], "{v}");

@@ -29,6 +29,18 @@ async fn next_event(
     }
 }
 
+/// Publishes `body` to `subject` with `reply` (a pull request whose
+/// deliveries come to a subscription of the test's).
+async fn ask(c: &async_nats::Client, subject: &str, reply: &str, body: &str) {
+    c.publish_with_reply(
+        subject.to_string(),
+        reply.to_string(),
+        body.to_string().into(),
+    )
+    .await
+    .unwrap();
+}
+
 /// Every event carries nats-server's head: its type, a NUID and a UTC
 /// time; the fields `want` names have `want`'s values.
 fn check_event(subject: &str, got: &Value, kind: &str, want: &Value) {
@@ -157,13 +169,7 @@ async fn a_consumers_deliveries_are_told() {
     let mut msgs = c.subscribe(inbox.clone()).await.unwrap();
     common::sync(&c).await;
     let pull = json!({"batch": 3, "expires": 2_000_000_000u64}).to_string();
-    c.publish_with_reply(
-        "$JS.API.CONSUMER.MSG.NEXT.DLV.C",
-        inbox.clone(),
-        pull.clone().into(),
-    )
-    .await
-    .unwrap();
+    ask(&c, "$JS.API.CONSUMER.MSG.NEXT.DLV.C", &inbox, &pull).await;
     let mut acks = Vec::new();
     while acks.len() < 3 {
         let m = tokio::time::timeout(Duration::from_secs(5), msgs.next())
@@ -206,25 +212,13 @@ async fn a_consumers_deliveries_are_told() {
     check_event(&subject, &got, &format!("{ADVISORY}nak"), &delivery(3, 1));
     // The NAKed message comes again (its second and last delivery), is
     // left to time out, and is then given up: told once.
-    c.publish_with_reply(
-        "$JS.API.CONSUMER.MSG.NEXT.DLV.C",
-        inbox.clone(),
-        pull.clone().into(),
-    )
-    .await
-    .unwrap();
+    ask(&c, "$JS.API.CONSUMER.MSG.NEXT.DLV.C", &inbox, &pull).await;
     let again = tokio::time::timeout(Duration::from_secs(5), msgs.next())
         .await
         .expect("a redelivery")
         .unwrap();
     assert_eq!(&again.payload[..], b"m3");
-    c.publish_with_reply(
-        "$JS.API.CONSUMER.MSG.NEXT.DLV.C",
-        inbox.clone(),
-        pull.into(),
-    )
-    .await
-    .unwrap();
+    ask(&c, "$JS.API.CONSUMER.MSG.NEXT.DLV.C", &inbox, &pull).await;
     let (subject, got) = next_event(&mut events, is_delivery).await;
     assert_eq!(subject, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.DLV.C");
     let want = json!({"stream": "DLV", "consumer": "C", "stream_seq": 3, "deliveries": 2});
@@ -501,9 +495,7 @@ async fn pauses_and_pins_are_told() {
     let mut msgs = c.subscribe(inbox.clone()).await.unwrap();
     common::sync(&c).await;
     let pull = json!({"batch": 1, "group": "g", "expires": 2_000_000_000u64}).to_string();
-    c.publish_with_reply("$JS.API.CONSUMER.MSG.NEXT.PP.G", inbox, pull.into())
-        .await
-        .unwrap();
+    ask(&c, "$JS.API.CONSUMER.MSG.NEXT.PP.G", &inbox, &pull).await;
     let m = tokio::time::timeout(Duration::from_secs(5), msgs.next())
         .await
         .expect("a delivery")
